@@ -1,0 +1,179 @@
+//! `Kb`, the kernel builder: a thin layer over `cranelift_frontend::FunctionBuilder` that every op lowering
+//! uses — argument pointers, constants and splats that work for scalar and vector types alike, counted loops,
+//! loads/stores at element offsets, FMA-or-mul-add per target, and the task-range computation that splits a
+//! kernel's units of work between tasks.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F32, F32X4, I64};
+use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::{FunctionBuilder, Variable};
+
+/// Builder state for one kernel function `fn(args: *const *mut u8, task: u64)`.
+pub struct Kb<'a> {
+    /// The Cranelift function builder.
+    pub b: FunctionBuilder<'a>,
+    /// Argument base pointers, loaded once at function entry.
+    pub args: Vec<Value>,
+    /// The task index.
+    pub task: Value,
+    /// Whether `fma` lowers to an instruction on this target.
+    pub has_fma: bool,
+}
+
+/// Memory flags for our accesses: areas are caller-owned, never trap, little-endian.
+pub fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl<'a> Kb<'a> {
+    /// Integer constant (i64).
+    pub fn iconst(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(I64, v)
+    }
+    /// Float constant of type `ty` (F32 or a splat for F32X4).
+    pub fn fconst(&mut self, ty: Type, v: f32) -> Value {
+        let s = self.b.ins().f32const(v);
+        if ty == F32 {
+            s
+        } else {
+            self.b.ins().splat(ty, s)
+        }
+    }
+    /// Broadcast a scalar to `ty` (identity for F32).
+    pub fn splat(&mut self, ty: Type, s: Value) -> Value {
+        if ty == F32 {
+            s
+        } else {
+            self.b.ins().splat(ty, s)
+        }
+    }
+    /// Address `base + elem * scale` (elem an i64 value).
+    pub fn addr(&mut self, base: Value, elem: Value, scale: i64) -> Value {
+        let off = self.b.ins().imul_imm_s(elem, scale);
+        self.b.ins().iadd(base, off)
+    }
+    /// Loads `ty` from `ptr + off` bytes.
+    pub fn load(&mut self, ty: Type, ptr: Value, off: i64) -> Value {
+        let p = self.offset_ptr(ptr, off);
+        self.b.ins().load(ty, flags(), p, 0)
+    }
+    /// Stores `v` at `ptr + off` bytes.
+    pub fn store(&mut self, v: Value, ptr: Value, off: i64) {
+        let p = self.offset_ptr(ptr, off);
+        self.b.ins().store(flags(), v, p, 0);
+    }
+    fn offset_ptr(&mut self, ptr: Value, off: i64) -> Value {
+        if off == 0 {
+            ptr
+        } else if i32::try_from(off).is_ok() {
+            self.b.ins().iadd_imm_s(ptr, off)
+        } else {
+            let o = self.iconst(off);
+            self.b.ins().iadd(ptr, o)
+        }
+    }
+    /// a * b + c, fused when the target has FMA.
+    pub fn mul_add(&mut self, a: Value, b: Value, c: Value) -> Value {
+        if self.has_fma {
+            self.b.ins().fma(a, b, c)
+        } else {
+            let m = self.b.ins().fmul(a, b);
+            self.b.ins().fadd(m, c)
+        }
+    }
+    /// A mutable local (SSA variable) of type `ty` initialised to `init`.
+    pub fn var(&mut self, ty: Type, init: Value) -> Variable {
+        let v = self.b.declare_var(ty);
+        self.b.def_var(v, init);
+        v
+    }
+    /// Emits `for i in (lo..hi).step_by(step) { body(i) }` with runtime bounds; `i` is i64.
+    pub fn for_range(&mut self, lo: Value, hi: Value, step: i64, mut body: impl FnMut(&mut Self, Value)) {
+        let header = self.b.create_block();
+        let body_blk = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.append_block_param(header, I64);
+        self.b.ins().jump(header, &[BlockArg::Value(lo)]);
+        self.b.switch_to_block(header);
+        let i = self.b.block_params(header)[0];
+        // Continue while i + step <= hi (a partial step never runs).
+        let next_end = self.b.ins().iadd_imm_s(i, step);
+        let c = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next_end, hi);
+        self.b.ins().brif(c, body_blk, &[], exit, &[]);
+        self.b.seal_block(body_blk);
+        self.b.switch_to_block(body_blk);
+        body(self, i);
+        let next = self.b.ins().iadd_imm_s(i, step);
+        self.b.ins().jump(header, &[BlockArg::Value(next)]);
+        self.b.seal_block(header);
+        self.b.switch_to_block(exit);
+        self.b.seal_block(exit);
+    }
+    /// `for_range` with constant bounds; skips emitting anything for an empty range.
+    pub fn for_const(&mut self, lo: usize, hi: usize, step: usize, body: impl FnMut(&mut Self, Value)) {
+        if lo + step > hi {
+            return;
+        }
+        let (l, h) = (self.iconst(lo as i64), self.iconst(hi as i64));
+        self.for_range(l, h, step as i64, body);
+    }
+    /// Emits `if cond { then() } else { otherwise() }`.
+    pub fn if_else(&mut self, cond: Value, then: impl FnOnce(&mut Self), otherwise: impl FnOnce(&mut Self)) {
+        let t = self.b.create_block();
+        let e = self.b.create_block();
+        let j = self.b.create_block();
+        self.b.ins().brif(cond, t, &[], e, &[]);
+        self.b.seal_block(t);
+        self.b.seal_block(e);
+        self.b.switch_to_block(t);
+        then(self);
+        self.b.ins().jump(j, &[]);
+        self.b.switch_to_block(e);
+        otherwise(self);
+        self.b.ins().jump(j, &[]);
+        self.b.switch_to_block(j);
+        self.b.seal_block(j);
+    }
+    /// The units `[lo, hi)` this task processes when `units` units are split evenly over `tasks` tasks.
+    pub fn task_range(&mut self, units: usize, tasks: u32) -> (Value, Value) {
+        if tasks <= 1 {
+            return (self.iconst(0), self.iconst(units as i64));
+        }
+        let t = self.task;
+        let lo = self.b.ins().imul_imm_s(t, units as i64);
+        let lo = self.b.ins().udiv_imm_u(lo, tasks as i64);
+        let t1 = self.b.ins().iadd_imm_s(t, 1);
+        let hi = self.b.ins().imul_imm_s(t1, units as i64);
+        let hi = self.b.ins().udiv_imm_u(hi, tasks as i64);
+        (lo, hi)
+    }
+    /// `x / d` and `x % d` for a constant `d`.
+    pub fn divmod(&mut self, x: Value, d: usize) -> (Value, Value) {
+        if d == 1 {
+            return (x, self.iconst(0));
+        }
+        let q = self.b.ins().udiv_imm_u(x, d as i64);
+        let qd = self.b.ins().imul_imm_s(q, d as i64);
+        let r = self.b.ins().isub(x, qd);
+        (q, r)
+    }
+    /// Horizontal sum of an f32x4 in a fixed order: (l0 + l1) + (l2 + l3).
+    pub fn hsum(&mut self, v: Value) -> Value {
+        let l: Vec<Value> = (0..4u8).map(|i| self.b.ins().extractlane(v, i)).collect();
+        let a = self.b.ins().fadd(l[0], l[1]);
+        let c = self.b.ins().fadd(l[2], l[3]);
+        self.b.ins().fadd(a, c)
+    }
+    /// Horizontal max of an f32x4.
+    pub fn hmax(&mut self, v: Value) -> Value {
+        let l: Vec<Value> = (0..4u8).map(|i| self.b.ins().extractlane(v, i)).collect();
+        let a = self.b.ins().fmax(l[0], l[1]);
+        let c = self.b.ins().fmax(l[2], l[3]);
+        self.b.ins().fmax(a, c)
+    }
+}
+
+/// Vector type used by the kernels.
+pub const VEC: Type = F32X4;
+/// Lanes in `VEC`.
+pub const LANES: usize = 4;

@@ -1,0 +1,99 @@
+//! Target selection: the triple (`--target`, default the host) and ISA features (`--cpu`). On x86-64 the
+//! default is `x86-64-v3` with `has_avx` and `has_fma` set explicitly, so Cranelift emits FMA instructions
+//! instead of `fmaf` calls; `generic` is baseline x86-64 (SSE2) with separate multiply and add; `native` asks
+//! the host. The code is position independent so it links into PIE executables and shared libraries alike.
+
+use crate::error::{Error, Result};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use std::str::FromStr;
+use target_lexicon::{Architecture, Triple};
+
+/// A configured target ISA and what the kernels may assume of it.
+pub struct Target {
+    /// The Cranelift ISA.
+    pub isa: OwnedTargetIsa,
+    /// Whether `fma` is a single instruction.
+    pub has_fma: bool,
+    /// The `--cpu` value used.
+    pub cpu: String,
+}
+
+const X86_V3: &[&str] = &[
+    "has_sse3", "has_ssse3", "has_sse41", "has_sse42", "has_popcnt", "has_avx", "has_avx2", "has_fma", "has_bmi1",
+    "has_bmi2", "has_lzcnt",
+];
+
+fn bad(what: &str, msg: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument { what: what.into(), message: msg.to_string() }
+}
+
+/// Builds the ISA for `target` (None: host) and `cpu`.
+pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
+    let triple = match triple {
+        Some(t) => Triple::from_str(t).map_err(|e| bad("--target", format!("'{t}': {e}")))?,
+        None => Triple::host(),
+    };
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v).map_err(|e| Error::internal("isa", format!("setting {k}={v}: {e}")))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "is_pic", "true")?;
+    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    let shared = settings::Flags::new(flags);
+    let arch = triple.architecture;
+    let (builder, has_fma) = match (arch, cpu) {
+        (_, "native") => {
+            if triple != Triple::host() {
+                return Err(bad("--cpu", "'native' only works when compiling for the host"));
+            }
+            let b = cranelift_native::builder_with_options(true).map_err(|e| bad("--cpu native", e))?;
+            let fma = match arch {
+                Architecture::X86_64 => host_has_fma(),
+                _ => true,
+            };
+            (b, fma)
+        }
+        (Architecture::X86_64, c) => {
+            let mut b = cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?;
+            match c {
+                "generic" | "x86-64" => (b, false),
+                "x86-64-v3" | "haswell" | "skylake" => {
+                    for f in X86_V3 {
+                        b.enable(f).map_err(|e| Error::internal("isa", format!("{f}: {e}")))?;
+                    }
+                    (b, true)
+                }
+                "x86-64-v4" | "skylake-avx512" | "icelake" => {
+                    for f in X86_V3.iter().chain(&["has_avx512f", "has_avx512vl", "has_avx512dq", "has_avx512bitalg", "has_avx512vbmi"]) {
+                        b.enable(f).map_err(|e| Error::internal("isa", format!("{f}: {e}")))?;
+                    }
+                    (b, true)
+                }
+                other => return Err(bad("--cpu", format!("unknown x86-64 cpu '{other}' (native, generic, x86-64-v3, x86-64-v4, haswell, skylake, icelake)"))),
+            }
+        }
+        (Architecture::Aarch64(_), "generic" | "x86-64-v3" | "armv8-a") => {
+            (cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?, true)
+        }
+        (Architecture::Aarch64(_), other) => return Err(bad("--cpu", format!("unknown aarch64 cpu '{other}' (generic, native)"))),
+        (other, _) => {
+            return Err(bad("--target", format!("architecture {other} is not supported yet (x86_64, aarch64)")));
+        }
+    };
+    let isa = builder.finish(shared).map_err(|e| bad("--target", e))?;
+    Ok(Target { isa, has_fma, cpu: cpu.to_string() })
+}
+
+/// Whether the host has AVX and FMA (only meaningful on x86-64 hosts).
+fn host_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}

@@ -1,0 +1,151 @@
+//! CPU code generation with Cranelift. `isa` picks the target and its ISA features; `lower` turns graph nodes
+//! into kernels; `ops/<family>.rs` generate each kernel's body through the `Kb` builder; this file defines one
+//! function per kernel, `fn(args: *const *mut u8, task: u64)`, and the entry function
+//! `int NAME(uint8_t *constants, uint8_t *mutables, uint8_t *activations)` that runs every task of every kernel
+//! in schedule order on the calling thread.
+//!
+//! ```text
+//!   Graph ──lower──► [Kernel] ──schedule/plan──► per-kernel fn + entry fn ──cranelift-object──► NAME.o
+//! ```
+
+pub mod builder;
+pub mod isa;
+pub mod kernel;
+pub mod lower;
+pub mod math;
+pub mod ops;
+
+use crate::error::{Error, Result};
+use crate::plan::{MemoryPlan, Schedule};
+use builder::Kb;
+use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, UserFuncName};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{FuncId, Linkage, Module};
+use kernel::{Body, Lowering};
+
+/// The signature of a kernel function.
+pub fn kernel_signature(module: &dyn Module) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.params.push(AbiParam::new(I64));
+    sig
+}
+
+/// Defines one local function per kernel; returns their ids indexed like `l.kernels`.
+pub fn define_kernels(module: &mut dyn Module, name: &str, l: &Lowering, has_fma: bool) -> Result<Vec<FuncId>> {
+    let sig = kernel_signature(module);
+    let mut ids = Vec::with_capacity(l.kernels.len());
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ctx = Context::new();
+    for (i, k) in l.kernels.iter().enumerate() {
+        let fname = format!("{name}__k{i}");
+        let id = module
+            .declare_function(&fname, Linkage::Local, &sig)
+            .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+        ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            b.seal_block(entry);
+            let (argv, task) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+            let args = (0..k.args.len())
+                .map(|a| b.ins().load(I64, builder::flags(), argv, (a * 8) as i32))
+                .collect();
+            let mut kb = Kb { b, args, task, has_fma };
+            emit_body(&mut kb, &k.body, k.tasks);
+            kb.b.ins().return_(&[]);
+            kb.b.finalize(module.isa().frontend_config());
+        }
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| Error::internal("codegen", format!("kernel '{}': {e:?}", k.name)))?;
+        module.clear_context(&mut ctx);
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
+    match body {
+        Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
+        Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
+        Body::Binary(s) => ops::elementwise::emit_binary(kb, s, tasks),
+        Body::Unary(op, len) => ops::elementwise::emit_unary(kb, *op, *len, tasks),
+        Body::Affine { planes, c, inner } => ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks),
+        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks),
+        Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
+        Body::Softmax { outer, len, inner } => ops::nn::emit_softmax(kb, *outer, *len, *inner, tasks),
+        Body::Copy(len) => ops::data::emit_copy(kb, *len, tasks),
+        Body::Transpose { out_shape, in_strides, elem } => {
+            ops::data::emit_transpose(kb, out_shape, in_strides, *elem, tasks)
+        }
+        Body::Concat { outer, blocks } => ops::data::emit_concat(kb, *outer, blocks, tasks),
+    }
+}
+
+/// Defines the exported entry function `name(constants, mutables, activations) -> i32`.
+pub fn define_entry(
+    module: &mut dyn Module,
+    name: &str,
+    l: &Lowering,
+    sched: &Schedule,
+    plan: &MemoryPlan,
+    kernels: &[FuncId],
+) -> Result<FuncId> {
+    let mut sig = module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(I64));
+    }
+    sig.returns.push(AbiParam::new(I32));
+    let id = module
+        .declare_function(name, Linkage::Export, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
+    let mut ctx = Context::new();
+    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let areas: Vec<_> = b.block_params(entry).to_vec();
+        let max_args = l.kernels.iter().map(|k| k.args.len()).max().unwrap_or(1).max(1);
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (max_args * 8) as u32, 3));
+        for &ki in &sched.order {
+            let k = &l.kernels[ki];
+            for (ai, buf) in k.args.iter().enumerate() {
+                let loc = plan
+                    .loc
+                    .get(buf)
+                    .ok_or_else(|| Error::internal("codegen", format!("kernel '{}' arg {ai} has no location", k.name)))?;
+                let p = b.ins().iadd_imm_s(areas[loc.area as usize], loc.offset as i64);
+                b.ins().stack_store(I64, p, slot, (ai * 8) as i32);
+            }
+            let fref = module.declare_func_in_func(kernels[ki], b.func);
+            let argv = b.ins().stack_addr(I64, slot, 0);
+            if k.tasks == 1 {
+                let z = b.ins().iconst(I64, 0);
+                b.ins().call(fref, &[argv, z]);
+            } else {
+                let mut kb = Kb { b, args: vec![], task: argv, has_fma: false };
+                kb.for_const(0, k.tasks as usize, 1, |kb, t| {
+                    let argv = kb.b.ins().stack_addr(I64, slot, 0);
+                    kb.b.ins().call(fref, &[argv, t]);
+                });
+                b = kb.b;
+            }
+        }
+        let zero = b.ins().iconst(I32, 0);
+        b.ins().return_(&[zero]);
+        b.finalize(module.isa().frontend_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| Error::internal("codegen", format!("entry: {e:?}")))?;
+    Ok(id)
+}

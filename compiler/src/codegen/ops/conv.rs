@@ -1,0 +1,156 @@
+//! Convolution support kernels: `im2col`, which lays out, for each (channel, ky, kx) row, the input pixels that
+//! row of the weights multiplies, so that a convolution becomes one GEMM per (batch, group). The valid output
+//! range of every (ky, kx) is computed at compile time, so rows split into zero runs and copy runs with no
+//! per-pixel bounds test; stride-1 copy runs are vectorised.
+
+use crate::codegen::builder::{Kb, LANES, VEC};
+use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::{InstBuilder, Value};
+
+/// Geometry of one im2col: input [N, C, H, W] → columns [N, C*KH*KW, OH*OW].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Im2colSpec {
+    /// Batch.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height and width.
+    pub hw: [usize; 2],
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Pads top, left (bottom/right are implied by the output size).
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+}
+
+impl Im2colSpec {
+    /// Work units: one per (batch, channel).
+    pub fn units(&self) -> usize {
+        self.n * self.c
+    }
+    /// Size of the column buffer in bytes.
+    pub fn col_bytes(&self) -> usize {
+        self.n * self.c * self.kernel[0] * self.kernel[1] * self.out[0] * self.out[1] * 4
+    }
+}
+
+/// Valid output range [lo, hi) along one axis for kernel offset `kk`.
+fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (usize, usize) {
+    // in = o*stride + k_off - pad must lie in [0, input).
+    let lo = if pad > k_off { (pad - k_off).div_ceil(stride) } else { 0 };
+    let hi = if input + pad > k_off { (input + pad - k_off - 1) / stride + 1 } else { 0 };
+    (lo.min(out), hi.min(out).max(lo.min(out)))
+}
+
+/// Emits the body of an im2col kernel: arg 0 input, arg 1 columns.
+pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [kh, kw] = s.kernel;
+    let [oh, ow] = s.out;
+    let plane = oh * ow;
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    let (x_base, col_base) = (kb.args[0], kb.args[1]);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // Unit u = b * C + ci: the input plane u and the column rows (u * KH*KW ..).
+        let src_plane = kb.addr(x_base, u, (h * w * 4) as i64);
+        let row0 = kb.addr(col_base, u, (kh * kw * plane * 4) as i64);
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let row = kb.b.ins().iadd_imm_s(row0, (((ky * kw + kx) * plane) * 4) as i64);
+                let ky_off = ky * s.dilations[0];
+                let kx_off = kx * s.dilations[1];
+                let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);
+                let (x_lo, x_hi) = valid(ow, w, kx_off, s.strides[1], s.pads[1]);
+                zero(kb, row, 0, y_lo * ow);
+                zero(kb, row, y_hi * ow, oh * ow);
+                if x_lo >= x_hi {
+                    zero(kb, row, y_lo * ow, y_hi * ow);
+                    continue;
+                }
+                kb.for_const(y_lo, y_hi, 1, |kb, oy| {
+                    let dst = kb.addr(row, oy, (ow * 4) as i64);
+                    // Input row iy = oy*sy + ky_off - pad_top (>= 0 inside the valid range).
+                    let iy = kb.b.ins().imul_imm_s(oy, s.strides[0] as i64);
+                    let iy = kb.b.ins().iadd_imm_s(iy, ky_off as i64 - s.pads[0] as i64);
+                    let src_row = kb.addr(src_plane, iy, (w * 4) as i64);
+                    zero(kb, dst, 0, x_lo);
+                    zero(kb, dst, x_hi, ow);
+                    // ix = ox*sx + kx_off - pad_left.
+                    let src0 = x_lo as i64 * s.strides[1] as i64 + kx_off as i64 - s.pads[1] as i64;
+                    copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+                });
+            }
+        }
+    });
+}
+
+/// Zeroes f32 elements [from, to) at `ptr`.
+pub fn zero(kb: &mut Kb, ptr: Value, from: usize, to: usize) {
+    if from >= to {
+        return;
+    }
+    let zv = kb.fconst(VEC, 0.0);
+    let zs = kb.fconst(F32, 0.0);
+    let nvec = (to - from) / LANES;
+    if nvec <= 4 {
+        for v in 0..nvec {
+            kb.store(zv, ptr, ((from + v * LANES) * 4) as i64);
+        }
+    } else {
+        let base = kb.b.ins().iadd_imm_s(ptr, (from * 4) as i64);
+        kb.for_const(0, nvec * LANES, LANES, |kb, i| {
+            let p = kb.addr(base, i, 4);
+            kb.store(zv, p, 0);
+        });
+    }
+    for e in from + nvec * LANES..to {
+        kb.store(zs, ptr, (e * 4) as i64);
+    }
+}
+
+/// dst[d0 + t] = src[s0 + t*stride] for t in 0..len (elements).
+fn copy_run(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize, stride: usize) {
+    let dst = kb.b.ins().iadd_imm_s(dst, (d0 * 4) as i64);
+    let src = kb.b.ins().iadd_imm_s(src, s0 * 4);
+    if stride == 1 {
+        let nvec = len / LANES * LANES;
+        kb.for_const(0, nvec, LANES, |kb, t| {
+            let s = kb.addr(src, t, 4);
+            let v = kb.load(VEC, s, 0);
+            let d = kb.addr(dst, t, 4);
+            kb.store(v, d, 0);
+        });
+        for t in nvec..len {
+            let v = kb.load(F32, src, (t * 4) as i64);
+            kb.store(v, dst, (t * 4) as i64);
+        }
+    } else {
+        kb.for_const(0, len, 1, |kb, t| {
+            let s = kb.addr(src, t, (stride * 4) as i64);
+            let v = kb.load(F32, s, 0);
+            let d = kb.addr(dst, t, 4);
+            kb.store(v, d, 0);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid;
+
+    #[test]
+    fn valid_ranges() {
+        // 3x3 kernel, pad 1, stride 1, input 5 → output 5.
+        assert_eq!(valid(5, 5, 0, 1, 1), (1, 5));
+        assert_eq!(valid(5, 5, 1, 1, 1), (0, 5));
+        assert_eq!(valid(5, 5, 2, 1, 1), (0, 4));
+        // stride 2, pad 3, 7x7 on 224 → 112.
+        assert_eq!(valid(112, 224, 0, 2, 3), (2, 112));
+        assert_eq!(valid(112, 224, 6, 2, 3), (0, 111));
+    }
+}

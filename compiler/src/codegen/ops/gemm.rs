@@ -1,0 +1,282 @@
+//! The GEMM kernel every matrix product lowers to (MatMul, Gemm, and Conv after im2col):
+//! `C[i, j] = act(alpha * sum_k A[i, k] * B[k, j] + bias + residual)` over static batch dimensions.
+//! A is read as broadcast scalars with arbitrary row/column strides (so transposed A and conv weights need no
+//! copy); B and C are row-major with contiguous columns. The microkernel keeps an MR x NR tile of accumulators
+//! in f32x4 registers over the whole K loop; column tails use narrower vector and scalar variants, row tails
+//! fewer rows. Work units are (batch, column block, row group); tasks take contiguous unit ranges, and every
+//! element is computed by the same instruction sequence whatever the split, so results do not depend on it.
+
+use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::math::activation;
+use crate::ir::Activation;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_frontend::Variable;
+
+/// Rows per microkernel tile.
+pub const MR: usize = 4;
+/// Columns per microkernel tile (two f32x4).
+pub const NR: usize = 8;
+/// Rows per work unit.
+const ROW_GROUP: usize = 64;
+
+/// An operand: kernel argument index, element offset, and strides in elements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operand {
+    /// Kernel argument holding the tensor.
+    pub arg: usize,
+    /// Offset of element (0, 0) in elements.
+    pub off: usize,
+    /// Row stride in elements.
+    pub rs: usize,
+    /// Column stride in elements (1 for B, C and the residual).
+    pub cs: usize,
+}
+
+/// How the bias broadcasts over C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BiasKind {
+    /// One value per row (conv output channel).
+    Row,
+    /// One value per column (Gemm with C of shape [N]).
+    Col,
+    /// A full [M, N] matrix with row stride `rs`.
+    Full,
+}
+
+/// A bias operand scaled by `scale` (Gemm's beta).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bias {
+    /// Where the bias lives (cs unused; rs used by `Full`).
+    pub at: Operand,
+    /// Broadcast kind.
+    pub kind: BiasKind,
+    /// Multiplier (1 when folded at compile time).
+    pub scale: f32,
+}
+
+/// A full GEMM description with static sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmSpec {
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Batch dims, outermost first: (count, A, B, C, bias strides) in elements. The residual uses C's.
+    pub batch: Vec<[usize; 5]>,
+    /// Left operand (broadcast loads).
+    pub a: Operand,
+    /// Right operand (vector loads along columns).
+    pub b: Operand,
+    /// Output.
+    pub c: Operand,
+    /// Product scale.
+    pub alpha: f32,
+    /// Optional bias.
+    pub bias: Option<Bias>,
+    /// Optional residual, laid out like C (same batch strides).
+    pub residual: Option<Operand>,
+    /// Fused activation.
+    pub act: Activation,
+}
+
+impl GemmSpec {
+    fn batches(&self) -> usize {
+        self.batch.iter().map(|b| b[0]).product()
+    }
+    /// Number of independent work units.
+    pub fn units(&self) -> usize {
+        self.batches() * self.n.div_ceil(NR) * self.m.div_ceil(ROW_GROUP)
+    }
+    /// Multiply-adds, for the cost model and reports.
+    pub fn macs(&self) -> usize {
+        self.batches() * self.m * self.n * self.k
+    }
+}
+
+/// Emits the body of a GEMM kernel function.
+pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
+    let ncb = s.n.div_ceil(NR);
+    let nrg = s.m.div_ceil(ROW_GROUP);
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (bi, rest) = kb.divmod(u, ncb * nrg);
+        let (cb, rg) = kb.divmod(rest, nrg);
+        // Batch offsets (elements) for A, B, C and the bias.
+        let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
+        let mut rem = bi;
+        let mut inner: usize = s.batches();
+        for d in &s.batch {
+            inner /= d[0];
+            let (q, r) = kb.divmod(rem, inner.max(1));
+            rem = r;
+            for (o, st) in offs.iter_mut().zip(&d[1..]) {
+                let add = kb.b.ins().imul_imm_s(q, *st as i64);
+                *o = kb.b.ins().iadd(*o, add);
+            }
+        }
+        let j0 = kb.b.ins().imul_imm_s(cb, NR as i64);
+        let i_lo = kb.b.ins().imul_imm_s(rg, ROW_GROUP as i64);
+        let i_hi = kb.b.ins().iadd_imm_s(i_lo, ROW_GROUP as i64);
+        let m = kb.iconst(s.m as i64);
+        let i_hi = kb.b.ins().umin(i_hi, m);
+        let tail_cols = s.n % NR;
+        let emit_cols = |kb: &mut Kb, cols: usize| {
+            let full_rows_end = kb.b.ins().iadd_imm_s(i_hi, -(MR as i64 - 1));
+            let full_rows_end = kb.b.ins().smax(full_rows_end, i_lo);
+            // Full MR-row tiles, then the remaining rows one tile of `m % MR` rows (only in the last group).
+            let next = kb.var(cranelift_codegen::ir::types::I64, i_lo);
+            kb.for_range(i_lo, full_rows_end, MR as i64, |kb, i| {
+                tile(kb, s, &offs, i, j0, MR, cols);
+                let n = kb.b.ins().iadd_imm_s(i, MR as i64);
+                kb.b.def_var(next, n);
+            });
+            let rows_tail = s.m % MR;
+            if rows_tail > 0 {
+                let i = kb.b.use_var(next);
+                let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, i_hi);
+                kb.if_else(c, |kb| tile(kb, s, &offs, i, j0, rows_tail, cols), |_| {});
+            }
+        };
+        if tail_cols == 0 {
+            emit_cols(kb, NR);
+        } else {
+            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
+            kb.if_else(last, |kb| emit_cols(kb, tail_cols), |kb| emit_cols(kb, NR));
+        }
+    });
+}
+
+/// One `rows x cols` tile at (i, j0): K loop, epilogue, store.
+fn tile(kb: &mut Kb, s: &GemmSpec, offs: &[Value; 4], i: Value, j0: Value, rows: usize, cols: usize) {
+    let nv = cols / LANES;
+    let ns = cols % LANES;
+    let lane_ty = |c: usize| -> Type { if c < nv { VEC } else { F32 } };
+    let ncols_slots = nv + ns;
+    // Pointers: a at (i, 0), b at (0, j0), in bytes.
+    let a_row = kb.b.ins().imul_imm_s(i, s.a.rs as i64);
+    let a_el = kb.b.ins().iadd(a_row, offs[0]);
+    let a_el = kb.b.ins().iadd_imm_s(a_el, s.a.off as i64);
+    let a_base = kb.args[s.a.arg];
+    let a_ptr0 = kb.addr(a_base, a_el, 4);
+    let b_el = kb.b.ins().iadd(j0, offs[1]);
+    let b_el = kb.b.ins().iadd_imm_s(b_el, s.b.off as i64);
+    let b_base = kb.args[s.b.arg];
+    let b_ptr0 = kb.addr(b_base, b_el, 4);
+    let mut acc: Vec<Vec<Variable>> = Vec::with_capacity(rows);
+    for _ in 0..rows {
+        let row = (0..ncols_slots)
+            .map(|c| {
+                let ty = lane_ty(c);
+                let z = kb.fconst(ty, 0.0);
+                kb.var(ty, z)
+            })
+            .collect();
+        acc.push(row);
+    }
+    let a_ptr = kb.var(cranelift_codegen::ir::types::I64, a_ptr0);
+    let b_ptr = kb.var(cranelift_codegen::ir::types::I64, b_ptr0);
+    kb.for_const(0, s.k, 1, |kb, _| {
+        let ap = kb.b.use_var(a_ptr);
+        let bp = kb.b.use_var(b_ptr);
+        let bv: Vec<Value> = (0..ncols_slots)
+            .map(|c| {
+                let off = if c < nv { c * LANES } else { nv * LANES + (c - nv) };
+                kb.load(lane_ty(c), bp, (off * 4) as i64)
+            })
+            .collect();
+        for (r, row) in acc.iter().enumerate() {
+            let a = kb.load(F32, ap, (r * s.a.rs * 4) as i64);
+            let av = if nv > 0 { kb.splat(VEC, a) } else { a };
+            for (c, &v) in row.iter().enumerate() {
+                let x = if c < nv { av } else { a };
+                let cur = kb.b.use_var(v);
+                let nx = kb.mul_add(x, bv[c], cur);
+                kb.b.def_var(v, nx);
+            }
+        }
+        let ap2 = kb.b.ins().iadd_imm_s(ap, (s.a.cs * 4) as i64);
+        kb.b.def_var(a_ptr, ap2);
+        let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b.rs * 4) as i64);
+        kb.b.def_var(b_ptr, bp2);
+    });
+    // Epilogue and store.
+    let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
+    let c_el = kb.b.ins().iadd(c_row, offs[2]);
+    let c_el = kb.b.ins().iadd(c_el, j0);
+    let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
+    let c_base = kb.args[s.c.arg];
+    let c_ptr = kb.addr(c_base, c_el, 4);
+    let res_ptr = s.residual.as_ref().map(|r| {
+        let row = kb.b.ins().imul_imm_s(i, r.rs as i64);
+        let el = kb.b.ins().iadd(row, offs[2]);
+        let el = kb.b.ins().iadd(el, j0);
+        let el = kb.b.ins().iadd_imm_s(el, r.off as i64);
+        let base = kb.args[r.arg];
+        kb.addr(base, el, 4)
+    });
+    let bias_ptr = s.bias.as_ref().map(|bias| {
+        let base = kb.args[bias.at.arg];
+        let el = match bias.kind {
+            BiasKind::Row => i,
+            BiasKind::Col => j0,
+            BiasKind::Full => {
+                let row = kb.b.ins().imul_imm_s(i, bias.at.rs as i64);
+                kb.b.ins().iadd(row, j0)
+            }
+        };
+        let el = kb.b.ins().iadd(el, offs[3]);
+        let el = kb.b.ins().iadd_imm_s(el, bias.at.off as i64);
+        kb.addr(base, el, 4)
+    });
+    for (r, row) in acc.iter().enumerate() {
+        let row_bias = match (&s.bias, bias_ptr) {
+            (Some(b), Some(p)) if b.kind == BiasKind::Row => {
+                let v = kb.load(F32, p, (r * 4) as i64);
+                Some(scale(kb, v, b.scale))
+            }
+            _ => None,
+        };
+        for (c, &v) in row.iter().enumerate() {
+            let ty = lane_ty(c);
+            let col = if c < nv { c * LANES } else { nv * LANES + (c - nv) };
+            let mut x = kb.b.use_var(v);
+            if s.alpha != 1.0 {
+                let al = kb.fconst(ty, s.alpha);
+                x = kb.b.ins().fmul(x, al);
+            }
+            if let (Some(b), Some(p)) = (&s.bias, bias_ptr) {
+                let bv = match b.kind {
+                    BiasKind::Row => kb.splat(ty, row_bias.expect("row bias loaded above")),
+                    BiasKind::Col => {
+                        let v = kb.load(ty, p, (col * 4) as i64);
+                        scale(kb, v, b.scale)
+                    }
+                    BiasKind::Full => {
+                        let v = kb.load(ty, p, ((r * b.at.rs + col) * 4) as i64);
+                        scale(kb, v, b.scale)
+                    }
+                };
+                x = kb.b.ins().fadd(x, bv);
+            }
+            if let (Some(res), Some(p)) = (&s.residual, res_ptr) {
+                let rv = kb.load(ty, p, ((r * res.rs + col) * 4) as i64);
+                x = kb.b.ins().fadd(x, rv);
+            }
+            x = activation(kb, ty, s.act, x);
+            kb.store(x, c_ptr, ((r * s.c.rs + col) * 4) as i64);
+        }
+    }
+}
+
+fn scale(kb: &mut Kb, v: Value, f: f32) -> Value {
+    if f == 1.0 {
+        return v;
+    }
+    let ty = kb.b.func.dfg.value_type(v);
+    let c = kb.fconst(ty, f);
+    kb.b.ins().fmul(v, c)
+}

@@ -1,0 +1,127 @@
+//! Pooling kernels: 2-D max and average pooling over NCHW planes (window positions unrolled at compile time,
+//! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
+
+use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::ir::{PoolAttrs, PoolKind};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::InstBuilder;
+
+/// A pooling kernel's geometry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSpec {
+    /// Max or average.
+    pub kind: PoolKind,
+    /// Attributes (kernel, strides, pads, dilations, count_include_pad).
+    pub attrs: PoolAttrs,
+    /// N * C.
+    pub planes: usize,
+    /// Input (H, W).
+    pub hw: [usize; 2],
+    /// Output (OH, OW).
+    pub out: [usize; 2],
+}
+
+/// Emits a pooling kernel: args x, out. One unit per plane.
+pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [oh, ow] = s.out;
+    let a = &s.attrs;
+    let (lo, hi) = kb.task_range(s.planes, tasks);
+    let (px, po) = (kb.args[0], kb.args[1]);
+    kb.for_range(lo, hi, 1, |kb, p| {
+        let src = kb.addr(px, p, (h * w * 4) as i64);
+        let dst = kb.addr(po, p, (oh * ow * 4) as i64);
+        kb.for_const(0, oh, 1, |kb, oy| {
+            let y0 = kb.b.ins().imul_imm_s(oy, a.strides[0] as i64);
+            let y0 = kb.b.ins().iadd_imm_s(y0, -(a.pads[0] as i64));
+            kb.for_const(0, ow, 1, |kb, ox| {
+                let x0 = kb.b.ins().imul_imm_s(ox, a.strides[1] as i64);
+                let x0 = kb.b.ins().iadd_imm_s(x0, -(a.pads[1] as i64));
+                let init = if s.kind == PoolKind::Max { f32::NEG_INFINITY } else { 0.0 };
+                let mut acc = kb.fconst(F32, init);
+                let mut count = kb.fconst(F32, 0.0);
+                let zero_f = kb.fconst(F32, 0.0);
+                let one_f = kb.fconst(F32, 1.0);
+                let zero_i = kb.iconst(0);
+                for ky in 0..a.kernel[0] {
+                    let iy = kb.b.ins().iadd_imm_s(y0, (ky * a.dilations[0]) as i64);
+                    let vy = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, iy, h as i64);
+                    for kx in 0..a.kernel[1] {
+                        let ix = kb.b.ins().iadd_imm_s(x0, (kx * a.dilations[1]) as i64);
+                        let vx = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, ix, w as i64);
+                        let ok = kb.b.ins().band(vy, vx);
+                        let row = kb.b.ins().imul_imm_s(iy, w as i64);
+                        let idx = kb.b.ins().iadd(row, ix);
+                        let idx = kb.b.ins().select(ok, idx, zero_i);
+                        let ptr = kb.addr(src, idx, 4);
+                        let v = kb.load(F32, ptr, 0);
+                        match s.kind {
+                            PoolKind::Max => {
+                                let m = kb.b.ins().fmax(acc, v);
+                                acc = kb.b.ins().select(ok, m, acc);
+                            }
+                            PoolKind::Average => {
+                                let v = kb.b.ins().select(ok, v, zero_f);
+                                acc = kb.b.ins().fadd(acc, v);
+                                let c = kb.b.ins().select(ok, one_f, zero_f);
+                                count = kb.b.ins().fadd(count, c);
+                            }
+                        }
+                    }
+                }
+                if s.kind == PoolKind::Average {
+                    if a.count_include_pad {
+                        // Window clipped to the padded extent: min(start + k, size + pad_end) - start.
+                        let span = |kb: &mut Kb, start, k: usize, size: usize, pad_end: usize| {
+                            let end = kb.b.ins().iadd_imm_s(start, k as i64);
+                            let lim = kb.iconst((size + pad_end) as i64);
+                            let end = kb.b.ins().smin(end, lim);
+                            kb.b.ins().isub(end, start)
+                        };
+                        let sy = span(kb, y0, a.kernel[0], h, a.pads[2]);
+                        let sx = span(kb, x0, a.kernel[1], w, a.pads[3]);
+                        let n = kb.b.ins().imul(sy, sx);
+                        count = kb.b.ins().fcvt_from_sint(F32, n);
+                    } else {
+                        count = kb.b.ins().fmax(count, one_f);
+                    }
+                    acc = kb.b.ins().fdiv(acc, count);
+                }
+                let row = kb.b.ins().imul_imm_s(oy, ow as i64);
+                let idx = kb.b.ins().iadd(row, ox);
+                let q = kb.addr(dst, idx, 4);
+                kb.store(acc, q, 0);
+            });
+        });
+    });
+}
+
+/// Emits global average pooling: args x, out; `planes` planes of `size` elements each.
+pub fn emit_global_avg(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
+    let (lo, hi) = kb.task_range(planes, tasks);
+    let (px, po) = (kb.args[0], kb.args[1]);
+    kb.for_range(lo, hi, 1, |kb, p| {
+        let src = kb.addr(px, p, (size * 4) as i64);
+        let z = kb.fconst(VEC, 0.0);
+        let accv = kb.var(VEC, z);
+        let nvec = size / LANES * LANES;
+        kb.for_const(0, nvec, LANES, |kb, i| {
+            let q = kb.addr(src, i, 4);
+            let v = kb.load(VEC, q, 0);
+            let a = kb.b.use_var(accv);
+            let s = kb.b.ins().fadd(a, v);
+            kb.b.def_var(accv, s);
+        });
+        let a = kb.b.use_var(accv);
+        let mut sum = kb.hsum(a);
+        for e in nvec..size {
+            let v = kb.load(F32, src, (e * 4) as i64);
+            sum = kb.b.ins().fadd(sum, v);
+        }
+        let d = kb.fconst(F32, size as f32);
+        let r = kb.b.ins().fdiv(sum, d);
+        let q = kb.addr(po, p, 4);
+        kb.store(r, q, 0);
+    });
+}

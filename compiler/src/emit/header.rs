@@ -1,0 +1,92 @@
+//! `NAME.h`, rendered from `templates/bundle.h.tmpl`: model summary, one comment line per tensor, the area
+//! size macros, an offset and size macro per input and output (names legalised for C), the config structs,
+//! and the `extern` config and entry prototype.
+
+use super::config::Symbol;
+use crate::ir::shape_str;
+
+const TEMPLATE: &str = include_str!("../../../templates/bundle.h.tmpl");
+
+/// Values substituted into the template.
+pub struct HeaderInfo<'a> {
+    /// Bundle name (a C identifier).
+    pub name: &'a str,
+    /// Source model path.
+    pub model: &'a str,
+    /// Symbols (inputs, outputs, constants).
+    pub symbols: &'a [Symbol],
+    /// Area sizes: constants, mutables, activations.
+    pub sizes: [usize; 3],
+    /// Max live activation bytes.
+    pub max_live: usize,
+    /// Planner efficiency.
+    pub efficiency: f64,
+    /// Weights checksum.
+    pub checksum: u64,
+    /// Kernel and layer counts.
+    pub ops_layers: [usize; 2],
+    /// Target triple and cpu.
+    pub target: [&'a str; 2],
+}
+
+/// Upper-case C macro form of a name: non-alphanumerics become `_`.
+pub fn macro_name(s: &str) -> String {
+    let mut m: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    if m.starts_with(|c: char| c.is_ascii_digit()) {
+        m.insert(0, '_');
+    }
+    m
+}
+
+/// Renders the header.
+pub fn render(h: &HeaderInfo) -> String {
+    let prefix = macro_name(h.name);
+    let mut comments = String::new();
+    let mut io = String::new();
+    let mut seen = std::collections::HashSet::new();
+    for s in h.symbols {
+        let role = ["constant", "input", "output"][s.role as usize];
+        let area = if s.role == 0 { "constant" } else { "mutable" };
+        comments.push_str(&format!(
+            " *   {role:<8} {:<40} {} {:<16} {:>10} bytes  {area}+{}\n",
+            s.name.replace("*/", "*_/"),
+            s.dtype,
+            shape_str(&s.shape),
+            s.elems * s.dtype.size(),
+            s.offset
+        ));
+        if s.role != 0 {
+            let mut m = format!("{prefix}_{}", macro_name(&s.name));
+            while !seen.insert(m.clone()) {
+                m.push('_');
+            }
+            io.push_str(&format!("/* {role} '{}': {} {} */\n", s.name.replace("*/", "*_/"), s.dtype, shape_str(&s.shape)));
+            io.push_str(&format!("#define {m}_OFFSET {}\n#define {m}_SIZE {}\n", s.offset, s.elems));
+        }
+    }
+    let vars = [
+        ("GUARD", format!("BUNDLEC_{prefix}_H")),
+        ("NAME", h.name.to_string()),
+        ("PREFIX", prefix.clone()),
+        ("VERSION", env!("CARGO_PKG_VERSION").to_string()),
+        ("MODEL", h.model.replace("*/", "*_/")),
+        ("CONST_SIZE", h.sizes[0].to_string()),
+        ("MUTABLE_SIZE", h.sizes[1].to_string()),
+        ("ACT_SIZE", h.sizes[2].to_string()),
+        ("MAX_LIVE", h.max_live.to_string()),
+        ("EFFICIENCY", format!("{:.3}", h.efficiency)),
+        ("CHECKSUM", format!("0x{:016x}", h.checksum)),
+        ("NUM_OPS", h.ops_layers[0].to_string()),
+        ("NUM_LAYERS", h.ops_layers[1].to_string()),
+        ("TARGET", h.target[0].to_string()),
+        ("CPU", h.target[1].to_string()),
+        ("ALIGN", crate::plan::ALIGN.to_string()),
+        ("TENSOR_COMMENTS", comments),
+        ("IO_MACROS", io),
+    ];
+    let mut out = TEMPLATE.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), &v);
+    }
+    out
+}

@@ -1,0 +1,56 @@
+//! The weights file: the exact image of the constant area (`constantWeightVarsMemSize` bytes), each constant at
+//! its planned offset in its kernel-ready layout, gaps zero; and its FNV-1a 64 checksum, which `bundle-rt`
+//! verifies before running.
+
+use crate::codegen::kernel::Buf;
+use crate::error::{Error, Result};
+use crate::ir::Graph;
+use crate::plan::MemoryPlan;
+
+/// Builds the constant area image.
+pub fn image(g: &Graph, plan: &MemoryPlan) -> Result<Vec<u8>> {
+    let mut img = vec![0u8; plan.constant_size];
+    for b in &plan.constants {
+        let Buf::Tensor(t) = b else { continue };
+        let td = &g.tensors[*t];
+        let c = td.constant().ok_or_else(|| Error::internal("emit", format!("'{}' is not a constant", td.name)))?;
+        let bytes = c.to_bytes();
+        let loc = plan.loc[b];
+        img.get_mut(loc.offset..loc.offset + bytes.len())
+            .ok_or_else(|| Error::internal("emit", format!("constant '{}' outside the constant area", td.name)))?
+            .copy_from_slice(&bytes);
+    }
+    Ok(img)
+}
+
+/// FNV-1a 64-bit hash.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The weights as a C array initialiser (for `--weights-as-c-array`).
+pub fn c_array(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 5);
+    for (i, b) in bytes.iter().enumerate() {
+        s.push_str(&format!("{b},"));
+        if i % 24 == 23 {
+            s.push('\n');
+        }
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fnv_known_values() {
+        assert_eq!(super::fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(super::fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}

@@ -1,0 +1,101 @@
+//! The compiler's one error type. Every variant names what was wrong (file, node, op, tensor, field) and says
+//! whether it is the user's input at fault or a bug in bundlec (`Internal`).
+
+use std::fmt;
+
+/// One node that no device can run, with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsupportedNode {
+    /// ONNX node name (or `#index` when the node has no name).
+    pub node: String,
+    /// ONNX op type, e.g. `GridSample`.
+    pub op: String,
+    /// Why it is rejected (unknown op, unsupported attribute value, dtype...).
+    pub reason: String,
+}
+
+/// Errors from any compiler stage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written (user or environment error).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The model file is not a valid ONNX protobuf or misses required parts (user error).
+    #[error("malformed ONNX model {path}: {message}")]
+    Malformed {
+        /// The model file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Nodes that cannot be compiled, all listed at once (user error).
+    #[error("{}", format_unsupported(.0))]
+    Unsupported(Vec<UnsupportedNode>),
+    /// A node whose inputs or attributes are inconsistent (user error).
+    #[error("node '{node}' ({op}): {message}")]
+    InvalidNode {
+        /// ONNX node name.
+        node: String,
+        /// ONNX op type.
+        op: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tensor that is malformed or whose shape/dtype cannot be used (user error).
+    #[error("tensor '{tensor}': {message}")]
+    InvalidTensor {
+        /// ONNX tensor name.
+        tensor: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A bad command-line or API argument (user error).
+    #[error("invalid {what}: {message}")]
+    InvalidArgument {
+        /// The argument, e.g. `--input`.
+        what: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A failed internal invariant: a bug in bundlec, never caused by the input alone.
+    #[error("internal error in {stage}: {message} (this is a bundlec bug)")]
+    Internal {
+        /// The pipeline stage, e.g. `codegen` or `verify`.
+        stage: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn format_unsupported(nodes: &[UnsupportedNode]) -> String {
+    let mut s = format!("{} node(s) cannot be compiled:", nodes.len());
+    for n in nodes {
+        s.push_str(&format!("\n  node '{}' ({}): {}", n.node, n.op, n.reason));
+    }
+    s.push_str("\nsupported ops: run `bundlec ops`");
+    s
+}
+
+impl Error {
+    /// Shorthand for [`Error::Internal`].
+    pub fn internal(stage: &'static str, message: impl fmt::Display) -> Self {
+        Error::Internal { stage, message: message.to_string() }
+    }
+    /// Shorthand for [`Error::InvalidNode`].
+    pub fn node(node: &str, op: &str, message: impl fmt::Display) -> Self {
+        Error::InvalidNode { node: node.to_string(), op: op.to_string(), message: message.to_string() }
+    }
+    /// Shorthand for [`Error::InvalidTensor`].
+    pub fn tensor(tensor: &str, message: impl fmt::Display) -> Self {
+        Error::InvalidTensor { tensor: tensor.to_string(), message: message.to_string() }
+    }
+}
+
+/// The compiler's result type.
+pub type Result<T> = std::result::Result<T, Error>;

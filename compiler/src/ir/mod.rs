@@ -1,0 +1,13 @@
+//! The intermediate representation: static-shape tensors and nodes in typed arenas (`graph`), the operator set
+//! (`op`), element types and host tensors (`types`), each op family's reference semantics (`ops`), and the
+//! verifier (`verify`) that checks the graph invariants between passes.
+
+pub mod graph;
+pub mod op;
+pub mod ops;
+pub mod types;
+pub mod verify;
+
+pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
+pub use op::{Activation, BinOp, ConvAttrs, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, UnOp};
+pub use types::{numel, shape_str, DType, Data, Shape, Tensor};

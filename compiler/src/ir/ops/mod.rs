@@ -1,0 +1,73 @@
+//! Reference semantics of every IR op: shape rules (`infer`) and evaluation on host tensors (`eval`). This is the
+//! single source of truth that constant folding, the generated code's tests and the emulator are checked against.
+//! One file per op family.
+
+pub mod cnn;
+pub mod elementwise;
+pub mod linalg;
+pub mod nn;
+pub mod shape;
+
+use super::op::Op;
+use super::types::{DType, Shape, Tensor};
+
+/// The dtype and shape of each output of `op` applied to inputs of the given types. Errors are plain messages;
+/// the caller adds the node name.
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Binary(_) => elementwise::infer_binary(inputs),
+        Op::Unary(_) => elementwise::infer_unary(inputs),
+        Op::MatMul(e) => linalg::infer_matmul(inputs, e),
+        Op::Gemm(a) => linalg::infer_gemm(inputs, a),
+        Op::Conv(a) => cnn::infer_conv(inputs, a),
+        Op::Pool(_, a) => cnn::infer_pool(inputs, a),
+        Op::GlobalAveragePool => cnn::infer_global_pool(inputs),
+        Op::BatchNorm { .. } => nn::infer_batchnorm(inputs),
+        Op::Softmax { axis, .. } => nn::infer_softmax(inputs, *axis),
+        Op::Reshape(s) => shape::infer_reshape(inputs, s),
+        Op::Transpose(p) => shape::infer_transpose(inputs, p),
+        Op::Concat(axis) => shape::infer_concat(inputs, *axis),
+    }
+}
+
+/// Evaluates `op` on host tensors. Float ops require f32 inputs; data-movement ops accept any dtype.
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Binary(b) => elementwise::eval_binary(*b, inputs),
+        Op::Unary(u) => elementwise::eval_unary(*u, inputs),
+        Op::MatMul(e) => linalg::eval_matmul(inputs, e),
+        Op::Gemm(a) => linalg::eval_gemm(inputs, a),
+        Op::Conv(a) => cnn::eval_conv(inputs, a),
+        Op::Pool(k, a) => cnn::eval_pool(*k, inputs, a),
+        Op::GlobalAveragePool => cnn::eval_global_pool(inputs),
+        Op::BatchNorm { epsilon } => nn::eval_batchnorm(inputs, *epsilon),
+        Op::Softmax { axis, flatten_tail } => nn::eval_softmax(inputs, *axis, *flatten_tail),
+        Op::Reshape(s) => shape::eval_reshape(inputs, s),
+        Op::Transpose(p) => shape::eval_transpose(inputs, p),
+        Op::Concat(axis) => shape::eval_concat(inputs, *axis),
+    }
+}
+
+/// Checks the input count.
+pub(crate) fn arity<T>(inputs: &[T], min: usize, max: usize) -> Result<(), String> {
+    if inputs.len() < min || inputs.len() > max {
+        if min == max {
+            return Err(format!("expects {min} input(s), got {}", inputs.len()));
+        }
+        return Err(format!("expects {min} to {max} inputs, got {}", inputs.len()));
+    }
+    Ok(())
+}
+
+/// The f32 values of an input, or an error naming its position.
+pub(crate) fn f32s<'a>(t: &'a Tensor, what: &str) -> Result<&'a [f32], String> {
+    t.as_f32().ok_or_else(|| format!("{what} must be f32, got {}", t.dtype))
+}
+
+/// Requires an f32 input type.
+pub(crate) fn want_f32(dt: DType, what: &str) -> Result<(), String> {
+    if dt != DType::F32 {
+        return Err(format!("{what} must be f32, got {dt}"));
+    }
+    Ok(())
+}

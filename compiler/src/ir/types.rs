@@ -1,0 +1,185 @@
+//! Element types and tensor values: `DType`, `Shape` helpers and `Tensor`, the plain host tensor that constant
+//! folding, the reference semantics and the tests compute with.
+
+use std::fmt;
+
+/// Element type of a tensor. The numeric codes are ONNX's `TensorProto.DataType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float (ONNX 1).
+    F32,
+    /// Unsigned byte (ONNX 2).
+    U8,
+    /// Signed byte (ONNX 3).
+    I8,
+    /// 32-bit signed integer (ONNX 6).
+    I32,
+    /// 64-bit signed integer (ONNX 7).
+    I64,
+    /// Boolean, one byte (ONNX 9).
+    Bool,
+}
+
+impl DType {
+    /// The ONNX `TensorProto.DataType` code.
+    pub fn onnx_code(self) -> u32 {
+        match self {
+            DType::F32 => 1,
+            DType::U8 => 2,
+            DType::I8 => 3,
+            DType::I32 => 6,
+            DType::I64 => 7,
+            DType::Bool => 9,
+        }
+    }
+    /// Parses an ONNX `TensorProto.DataType` code.
+    pub fn from_onnx(code: i32) -> Option<DType> {
+        Some(match code {
+            1 => DType::F32,
+            2 => DType::U8,
+            3 => DType::I8,
+            6 => DType::I32,
+            7 => DType::I64,
+            9 => DType::Bool,
+            _ => return None,
+        })
+    }
+    /// Parses the short name used on the command line (`f32`, `i64`, ...).
+    pub fn from_name(s: &str) -> Option<DType> {
+        Some(match s {
+            "f32" | "float" | "float32" => DType::F32,
+            "u8" | "uint8" => DType::U8,
+            "i8" | "int8" => DType::I8,
+            "i32" | "int32" => DType::I32,
+            "i64" | "int64" => DType::I64,
+            "bool" => DType::Bool,
+            _ => return None,
+        })
+    }
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::I64 => 8,
+            DType::U8 | DType::I8 | DType::Bool => 1,
+        }
+    }
+    /// Short lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A static shape.
+pub type Shape = Vec<usize>;
+
+/// Number of elements of a shape.
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Row-major strides (in elements) of a shape.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Formats a shape as `1x3x224x224`.
+pub fn shape_str(shape: &[usize]) -> String {
+    if shape.is_empty() {
+        return "scalar".into();
+    }
+    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// Element storage of a host tensor. Integer and boolean tensors are held as `i64`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    /// Float elements.
+    F32(Vec<f32>),
+    /// Integer or boolean elements (booleans are 0/1).
+    I64(Vec<i64>),
+}
+
+/// A host tensor: dtype, shape and values in row-major order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Shape,
+    /// Values; `F32` for `DType::F32`, `I64` otherwise.
+    pub data: Data,
+}
+
+impl Tensor {
+    /// A float tensor. The caller guarantees `values.len() == numel(shape)`.
+    pub fn f32(shape: Shape, values: Vec<f32>) -> Tensor {
+        Tensor { dtype: DType::F32, shape, data: Data::F32(values) }
+    }
+    /// An i64 tensor.
+    pub fn i64(shape: Shape, values: Vec<i64>) -> Tensor {
+        Tensor { dtype: DType::I64, shape, data: Data::I64(values) }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match &self.data {
+            Data::F32(v) => v.len(),
+            Data::I64(v) => v.len(),
+        }
+    }
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Float values, if this is a float tensor.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match &self.data {
+            Data::F32(v) => Some(v),
+            Data::I64(_) => None,
+        }
+    }
+    /// Values converted to f32 (integers are cast).
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match &self.data {
+            Data::F32(v) => v.clone(),
+            Data::I64(v) => v.iter().map(|&x| x as f32).collect(),
+        }
+    }
+    /// Values converted to i64 (floats are truncated).
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        match &self.data {
+            Data::F32(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::I64(v) => v.clone(),
+        }
+    }
+    /// Little-endian bytes in the dtype's storage format.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len() * self.dtype.size());
+        match (&self.data, self.dtype) {
+            (Data::F32(v), _) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (Data::I64(v), DType::I64) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (Data::I64(v), DType::I32) => {
+                v.iter().for_each(|&x| out.extend_from_slice(&(x as i32).to_le_bytes()))
+            }
+            (Data::I64(v), _) => v.iter().for_each(|&x| out.push(x as u8)),
+        }
+        out
+    }
+}

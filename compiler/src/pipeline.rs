@@ -1,0 +1,183 @@
+//! The compiler pipeline in order, with optional verification and timing between stages:
+//!
+//! ```text
+//! import ─► fold_constants ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
+//!        ─► lower (kernels) ─► schedule (BSP layers) ─► plan (memory) ─► codegen (Cranelift)
+//!        ─► emit: NAME.o (code + NAME_config), NAME.weights, NAME.h, NAME.recipe.json
+//! ```
+
+use crate::codegen::{self, isa};
+use crate::emit::{config, header, recipe, weights};
+use crate::error::{Error, Result};
+use crate::import::{self, InputSpec};
+use crate::ir::{verify::verify, Graph};
+use crate::passes;
+use crate::plan::{MemoryPlan, Schedule};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use std::path::Path;
+use std::time::Instant;
+
+/// Compile options (the CLI's flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bundle name: symbol prefix and file stem. Must be a C identifier.
+    pub name: String,
+    /// Input shape overrides.
+    pub inputs: Vec<InputSpec>,
+    /// Target triple (None: host).
+    pub target: Option<String>,
+    /// CPU features: native, generic, x86-64-v3, ...
+    pub cpu: String,
+    /// Run the IR verifier after every pass.
+    pub verify: bool,
+}
+
+impl Options {
+    /// Defaults for a bundle called `name`.
+    pub fn new(name: &str) -> Options {
+        let cpu = if cfg!(target_arch = "x86_64") { "x86-64-v3" } else { "generic" };
+        Options { name: name.into(), inputs: vec![], target: None, cpu: cpu.into(), verify: true }
+    }
+}
+
+/// What the compiler reports about a build.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// (stage, milliseconds).
+    pub timings: Vec<(&'static str, f64)>,
+    /// Graph nodes after passes.
+    pub nodes: usize,
+    /// Kernels.
+    pub kernels: usize,
+    /// BSP layers.
+    pub layers: usize,
+    /// Area sizes: constants, mutables, activations.
+    pub sizes: [usize; 3],
+    /// Max live activation bytes.
+    pub max_live: usize,
+    /// Planner efficiency.
+    pub efficiency: f64,
+    /// Pass statistics: (pass, count).
+    pub passes: Vec<(&'static str, usize)>,
+}
+
+/// A compiled bundle, in memory.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// Bundle name.
+    pub name: String,
+    /// `NAME.o`.
+    pub object: Vec<u8>,
+    /// `NAME.weights`.
+    pub weights: Vec<u8>,
+    /// `NAME.h`.
+    pub header: String,
+    /// `NAME.recipe.json`.
+    pub recipe: String,
+    /// Build report.
+    pub report: Report,
+}
+
+impl Bundle {
+    /// Writes `NAME.o`, `NAME.weights`, `NAME.h` and `NAME.recipe.json` into `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let io = |p: &Path, e| Error::Io { path: p.display().to_string(), source: e };
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let files: [(&str, &[u8]); 4] = [
+            ("o", &self.object),
+            ("weights", &self.weights),
+            ("h", self.header.as_bytes()),
+            ("recipe.json", self.recipe.as_bytes()),
+        ];
+        for (ext, bytes) in files {
+            let p = dir.join(format!("{}.{ext}", self.name));
+            std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+        }
+        Ok(())
+    }
+    /// Writes `NAME.weights.txt`, the weights as a C array initialiser.
+    pub fn write_weights_c_array(&self, dir: &Path) -> Result<()> {
+        let p = dir.join(format!("{}.weights.txt", self.name));
+        std::fs::write(&p, weights::c_array(&self.weights)).map_err(|e| Error::Io { path: p.display().to_string(), source: e })
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument { what: "--name".into(), message: format!("'{name}' is not a C identifier") })
+    }
+}
+
+/// Compiles an ONNX file.
+pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
+    check_name(&opts.name)?;
+    let t = Instant::now();
+    let g = import::import_file(path, &opts.inputs)?;
+    let mut b = compile_graph(g, opts, &path.display().to_string())?;
+    b.report.timings.insert(0, ("import", t.elapsed().as_secs_f64() * 1e3 - b.report.timings.iter().map(|x| x.1).sum::<f64>()));
+    Ok(b)
+}
+
+/// Compiles an imported graph; `model` names the source in the header.
+pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle> {
+    check_name(&opts.name)?;
+    let mut report = Report::default();
+    let mut clock = Instant::now();
+    let mut lap = |report: &mut Report, stage: &'static str| {
+        report.timings.push((stage, clock.elapsed().as_secs_f64() * 1e3));
+        clock = Instant::now();
+    };
+    let tgt = isa::target(opts.target.as_deref(), &opts.cpu)?;
+    let folded = passes::fold_constants::fold_constants(&mut g)?;
+    let bn = passes::fold_batchnorm::fold_batchnorm(&mut g);
+    let fused = passes::fuse_epilogues::fuse_epilogues(&mut g);
+    let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(&mut g);
+    report.passes = vec![("fold_constants", folded), ("fold_batchnorm", bn), ("fuse_epilogues", fused), ("eliminate_dead_nodes", dead)];
+    if opts.verify {
+        verify(&g, "passes")?;
+    }
+    lap(&mut report, "passes");
+    let l = codegen::lower::lower(&mut g)?;
+    let s = Schedule::new(&l);
+    let plan = MemoryPlan::new(&g, &l, &s)?;
+    lap(&mut report, "lower+plan");
+    let w = weights::image(&g, &plan)?;
+    let checksum = weights::fnv1a64(&w);
+    let triple = tgt.isa.triple().to_string();
+    let builder = ObjectBuilder::new(tgt.isa, opts.name.as_bytes().to_vec(), cranelift_module::default_libcall_names())
+        .map_err(|e| Error::internal("codegen", e))?;
+    let mut module = ObjectModule::new(builder);
+    let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma)?;
+    codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
+    lap(&mut report, "codegen");
+    let ci = config::ConfigInput { name: &opts.name, g: &g, l: &l, s: &s, plan: &plan, funcs: &funcs, checksum };
+    config::emit_config(&mut module, &ci)?;
+    let object = module.finish().emit().map_err(|e| Error::internal("emit", e))?;
+    let syms = config::symbols(&g, &plan);
+    let hdr = header::render(&header::HeaderInfo {
+        name: &opts.name,
+        model,
+        symbols: &syms,
+        sizes: [plan.constant_size, plan.mutable_size, plan.activation_size],
+        max_live: plan.max_live,
+        efficiency: plan.efficiency(),
+        checksum,
+        ops_layers: [l.kernels.len(), s.num_layers as usize],
+        target: [&triple, &tgt.cpu],
+    });
+    let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan)?;
+    let recipe = serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
+    lap(&mut report, "emit");
+    report.nodes = g.order.len();
+    report.kernels = l.kernels.len();
+    report.layers = s.num_layers as usize;
+    report.sizes = [plan.constant_size, plan.mutable_size, plan.activation_size];
+    report.max_live = plan.max_live;
+    report.efficiency = plan.efficiency();
+    Ok(Bundle { name: opts.name.clone(), object, weights: w, header: hdr, recipe, report })
+}

@@ -1,0 +1,148 @@
+//! Buffer placement. Constants and mutables are laid out in order; activation buffers (intermediate tensors and
+//! kernel scratch) get offsets by greedy packing of layer-liveness intervals, largest first, each at the lowest
+//! 64-aligned gap that no overlapping-lifetime buffer occupies. Reports the activation efficiency
+//! (max live bytes / area size).
+
+use super::{align, Schedule};
+use crate::codegen::kernel::{Buf, Lowering};
+use crate::error::{Error, Result};
+use crate::ir::{Graph, TensorKind};
+use std::collections::HashMap;
+
+/// The three memory areas of a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Area {
+    /// Constant weights (initialised from `.weights`).
+    Constant = 0,
+    /// Inputs and outputs.
+    Mutable = 1,
+    /// Scratch.
+    Activations = 2,
+}
+
+/// Where a buffer lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// The area.
+    pub area: Area,
+    /// Byte offset in the area (64-aligned).
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+}
+
+/// The memory plan of a compiled model.
+#[derive(Debug, Clone)]
+pub struct MemoryPlan {
+    /// Location of every buffer a kernel uses, plus every model input and output.
+    pub loc: HashMap<Buf, Location>,
+    /// Constant buffers in area order.
+    pub constants: Vec<Buf>,
+    /// Constant area size.
+    pub constant_size: usize,
+    /// Mutable area size.
+    pub mutable_size: usize,
+    /// Activation area size.
+    pub activation_size: usize,
+    /// Largest sum of live activation bytes in any layer.
+    pub max_live: usize,
+}
+
+impl MemoryPlan {
+    /// max live / area size (1.0 is optimal; 1.0 when there are no activations).
+    pub fn efficiency(&self) -> f64 {
+        if self.activation_size == 0 {
+            1.0
+        } else {
+            self.max_live as f64 / self.activation_size as f64
+        }
+    }
+
+    /// Plans memory for a lowering and schedule.
+    pub fn new(g: &Graph, l: &Lowering, s: &Schedule) -> Result<MemoryPlan> {
+        let mut loc = HashMap::new();
+        let mut at = 0;
+        for &t in g.inputs.iter().chain(&g.outputs) {
+            let size = g.tensors[t].size_bytes();
+            loc.insert(Buf::Tensor(t), Location { area: Area::Mutable, offset: at, size });
+            at += align(size.max(1));
+        }
+        let mutable_size = at;
+        let (mut constants, mut cat) = (Vec::new(), 0);
+        // Liveness in layers for activation buffers: (first, last).
+        let mut live: HashMap<Buf, (u32, u32)> = HashMap::new();
+        let mut act_order: Vec<Buf> = Vec::new();
+        for &ki in &s.order {
+            let k = &l.kernels[ki];
+            let lv = s.layer[ki];
+            for &b in &k.args {
+                if loc.contains_key(&b) {
+                    continue;
+                }
+                let size = match b {
+                    Buf::Scratch(i) => l.scratch[i],
+                    Buf::Tensor(t) => g.tensors[t].size_bytes(),
+                };
+                match b {
+                    Buf::Tensor(t) if matches!(g.tensors[t].kind, TensorKind::Constant(_)) => {
+                        loc.insert(b, Location { area: Area::Constant, offset: cat, size });
+                        constants.push(b);
+                        cat += align(size.max(1));
+                    }
+                    Buf::Tensor(t) if g.tensors[t].kind == TensorKind::Input => {
+                        return Err(Error::internal("plan", format!("input '{}' has no mutable slot", g.tensors[t].name)));
+                    }
+                    _ => {
+                        let e = live.entry(b).or_insert_with(|| {
+                            act_order.push(b);
+                            (lv, lv)
+                        });
+                        e.1 = e.1.max(lv);
+                    }
+                }
+            }
+        }
+        let sizes: HashMap<Buf, usize> = act_order
+            .iter()
+            .map(|&b| {
+                let size = match b {
+                    Buf::Scratch(i) => l.scratch[i],
+                    Buf::Tensor(t) => g.tensors[t].size_bytes(),
+                };
+                (b, size)
+            })
+            .collect();
+        let mut by_size = act_order.clone();
+        by_size.sort_by_key(|b| std::cmp::Reverse(sizes[b]));
+        let mut placed: Vec<(Buf, usize, usize)> = Vec::new(); // (buf, offset, aligned size)
+        let mut act_size = 0;
+        for b in by_size {
+            let (f, t) = live[&b];
+            let need = align(sizes[&b].max(1));
+            let mut busy: Vec<(usize, usize)> = placed
+                .iter()
+                .filter(|(o, _, _)| {
+                    let (f2, t2) = live[o];
+                    f2 <= t && f <= t2
+                })
+                .map(|&(_, off, sz)| (off, off + sz))
+                .collect();
+            busy.sort();
+            let mut off = 0;
+            for (s0, e0) in busy {
+                if off + need <= s0 {
+                    break;
+                }
+                off = off.max(e0);
+            }
+            placed.push((b, off, need));
+            act_size = act_size.max(off + need);
+            loc.insert(b, Location { area: Area::Activations, offset: off, size: sizes[&b] });
+        }
+        let max_live = (0..s.num_layers)
+            .map(|lv| placed.iter().filter(|(b, _, _)| live[b].0 <= lv && lv <= live[b].1).map(|p| p.2).sum())
+            .max()
+            .unwrap_or(0);
+        Ok(MemoryPlan { loc, constants, constant_size: cat, mutable_size, activation_size: act_size, max_live })
+    }
+}
