@@ -212,6 +212,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.u64(0);
     cb.null();
     cb.ptr(strs, model_name);
+    cb.u64(0);
     if cb.bytes.len() != CONFIG_SIZE {
         return Err(Error::internal("emit", format!("config is {} bytes, expected {CONFIG_SIZE}", cb.bytes.len())));
     }

@@ -125,11 +125,9 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
         let i_hi = kb.b.ins().umin(i_hi, m);
         let tail_cols = s.n % NR;
         let emit_cols = |kb: &mut Kb, cols: usize| {
-            let full_rows_end = kb.b.ins().iadd_imm_s(i_hi, -(MR as i64 - 1));
-            let full_rows_end = kb.b.ins().smax(full_rows_end, i_lo);
             // Full MR-row tiles, then the remaining rows one tile of `m % MR` rows (only in the last group).
             let next = kb.var(cranelift_codegen::ir::types::I64, i_lo);
-            kb.for_range(i_lo, full_rows_end, MR as i64, |kb, i| {
+            kb.for_range(i_lo, i_hi, MR as i64, |kb, i| {
                 tile(kb, s, &offs, i, j0, MR, cols);
                 let n = kb.b.ins().iadd_imm_s(i, MR as i64);
                 kb.b.def_var(next, n);

@@ -1,0 +1,92 @@
+/* run_bundle.c: a model-independent C driver for a bundlec bundle. Build with
+ *   cc -O2 -DBUNDLE=NAME -I DIR run_bundle.c DIR/NAME.o -o run
+ * and run as
+ *   ./run NAME.weights in_0.bin ... in_{k-1}.bin out_0.bin ... out_{m-1}.bin
+ * It links only NAME.o, reads only NAME_config and NAME.weights, allocates the three areas aligned as the config
+ * says, copies raw little-endian inputs in, runs the entry point and writes the raw outputs. Exit code 0 on
+ * success; every failure prints what was wrong. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#include STR(BUNDLE.h)
+
+#define CONFIG CAT(BUNDLE, _config)
+
+static uint8_t *alloc_area(uint64_t size, uint64_t align) {
+  void *p = NULL;
+  if (posix_memalign(&p, align, size ? size : align) != 0) {
+    fprintf(stderr, "out of memory allocating %llu bytes\n", (unsigned long long)size);
+    exit(2);
+  }
+  memset(p, 0, size ? size : align);
+  return p;
+}
+
+static long read_file(const char *path, uint8_t *dst, uint64_t expect) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "cannot open %s\n", path);
+    return -1;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  if ((uint64_t)n != expect) {
+    fprintf(stderr, "%s: %ld bytes, expected %llu\n", path, n, (unsigned long long)expect);
+    fclose(f);
+    return -1;
+  }
+  if (fread(dst, 1, (size_t)n, f) != (size_t)n) {
+    fprintf(stderr, "%s: short read\n", path);
+    fclose(f);
+    return -1;
+  }
+  fclose(f);
+  return n;
+}
+
+int main(int argc, char **argv) {
+  const struct BundleConfig *c = &CONFIG;
+  int nin = (int)c->numInputs, nout = (int)c->numOutputs;
+  if (argc != 2 + nin + nout) {
+    fprintf(stderr, "usage: %s WEIGHTS IN x%d OUT x%d\n", argv[0], nin, nout);
+    return 2;
+  }
+  uint8_t *cw = alloc_area(c->constantWeightVarsMemSize, c->alignment);
+  uint8_t *mw = alloc_area(c->mutableWeightVarsMemSize, c->alignment);
+  uint8_t *act = alloc_area(c->activationsMemSize, c->alignment);
+  if (read_file(argv[1], cw, c->constantWeightVarsMemSize) < 0) return 1;
+  for (int i = 0; i < nin; i++) {
+    const struct SymbolTableEntry *s = &c->symbolTable[i];
+    if (read_file(argv[2 + i], mw + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = BUNDLE(cw, mw, act);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (rc != 0) {
+    fprintf(stderr, "bundle returned %d\n", rc);
+    return 1;
+  }
+  for (int o = 0; o < nout; o++) {
+    const struct SymbolTableEntry *s = &c->symbolTable[nin + o];
+    FILE *f = fopen(argv[2 + nin + o], "wb");
+    if (!f || fwrite(mw + s->offset, 1, c->tensors[nin + o].sizeBytes, f) != c->tensors[nin + o].sizeBytes) {
+      fprintf(stderr, "cannot write %s\n", argv[2 + nin + o]);
+      return 1;
+    }
+    fclose(f);
+  }
+  printf("%s: ran in %.3f ms\n", c->modelName, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+  free(cw);
+  free(mw);
+  free(act);
+  return 0;
+}

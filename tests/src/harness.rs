@@ -1,0 +1,103 @@
+//! Compile-and-run harnesses: bundlec → files in a scratch directory → (a) a C program linked by `cc` with only
+//! `NAME.o`, or (b) a shared object loaded into this process and driven through `bundle-rt`; and the tract
+//! oracle on the same ONNX bytes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tract_onnx::prelude::*;
+
+/// A bundle compiled into a scratch directory.
+pub struct Compiled {
+    pub dir: PathBuf,
+    pub name: String,
+    pub bundle: bundlec::Bundle,
+}
+
+/// A fresh scratch directory for `name`.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join("bundlec-tests").join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
+
+/// Compiles ONNX bytes with default options.
+pub fn compile(model: &[u8], name: &str) -> Compiled {
+    compile_with(model, bundlec::Options::new(name))
+}
+
+/// Compiles ONNX bytes with the given options.
+pub fn compile_with(model: &[u8], opts: bundlec::Options) -> Compiled {
+    let dir = scratch(&opts.name);
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, model).expect("write model");
+    let bundle = bundlec::compile_file(&path, &opts).unwrap_or_else(|e| panic!("compile {}: {e}", opts.name));
+    bundle.write(&dir).expect("write bundle");
+    Compiled { dir, name: opts.name.clone(), bundle }
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+}
+
+/// Links `NAME.o` with tests/c/run_bundle.c using `cc` and runs it. `out_lens` are the output element counts.
+pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f32>> {
+    let exe = c.dir.join("run");
+    run(Command::new("cc")
+        .args(["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200112L", "-Wall", "-Werror"])
+        .arg(format!("-DBUNDLE={}", c.name))
+        .arg("-I")
+        .arg(&c.dir)
+        .arg(repo().join("tests/c/run_bundle.c"))
+        .arg(c.dir.join(format!("{}.o", c.name)))
+        .arg("-o")
+        .arg(&exe));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(c.dir.join(format!("{}.weights", c.name)));
+    for (i, v) in inputs.iter().enumerate() {
+        let p = c.dir.join(format!("in{i}.bin"));
+        std::fs::write(&p, v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).expect("write input");
+        cmd.arg(p);
+    }
+    let outs: Vec<PathBuf> = (0..out_lens.len()).map(|i| c.dir.join(format!("out{i}.bin"))).collect();
+    cmd.args(&outs);
+    run(&mut cmd);
+    outs.iter()
+        .zip(out_lens)
+        .map(|(p, &n)| {
+            let b = std::fs::read(p).expect("read output");
+            assert_eq!(b.len(), n * 4, "output size");
+            b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+        })
+        .collect()
+}
+
+/// Runs the model with tract (the oracle).
+pub fn tract_run(model: &[u8], inputs: &[(Vec<usize>, Vec<f32>)]) -> Vec<Vec<f32>> {
+    let m = tract_onnx::onnx()
+        .model_for_read(&mut &model[..])
+        .expect("tract parse")
+        .into_optimized()
+        .expect("tract optimize")
+        .into_runnable()
+        .expect("tract runnable");
+    let ins: TVec<TValue> = inputs
+        .iter()
+        .map(|(s, v)| Tensor::from_shape(s, v).expect("tract input").into())
+        .collect();
+    let outs = m.run(ins).expect("tract run");
+    outs.iter().map(|t| t.to_plain_array_view::<f32>().expect("f32 output").iter().copied().collect()).collect()
+}
+
+/// Builds a shared object from `NAME.o` (for loading into a Rust test process).
+pub fn shared_object(c: &Compiled) -> PathBuf {
+    let so = c.dir.join(format!("lib{}.so", c.name));
+    run(Command::new("cc").arg("-shared").arg("-o").arg(&so).arg(c.dir.join(format!("{}.o", c.name))));
+    so
+}
