@@ -85,15 +85,25 @@ fn format_unsupported(nodes: &[UnsupportedNode]) -> String {
 impl Error {
     /// Shorthand for [`Error::Internal`].
     pub fn internal(stage: &'static str, message: impl fmt::Display) -> Self {
-        Error::Internal { stage, message: message.to_string() }
+        Error::Internal {
+            stage,
+            message: message.to_string(),
+        }
     }
     /// Shorthand for [`Error::InvalidNode`].
     pub fn node(node: &str, op: &str, message: impl fmt::Display) -> Self {
-        Error::InvalidNode { node: node.to_string(), op: op.to_string(), message: message.to_string() }
+        Error::InvalidNode {
+            node: node.to_string(),
+            op: op.to_string(),
+            message: message.to_string(),
+        }
     }
     /// Shorthand for [`Error::InvalidTensor`].
     pub fn tensor(tensor: &str, message: impl fmt::Display) -> Self {
-        Error::InvalidTensor { tensor: tensor.to_string(), message: message.to_string() }
+        Error::InvalidTensor {
+            tensor: tensor.to_string(),
+            message: message.to_string(),
+        }
     }
 }
 

@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "bundlec", version, about = "Ahead-of-time compiler from ONNX models to linkable bundles")]
+#[command(
+    name = "bundlec",
+    version,
+    about = "Ahead-of-time compiler from ONNX models to linkable bundles"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -59,24 +63,53 @@ fn run() -> anyhow::Result<()> {
                 println!("| {ops} | {c} |");
             }
         }
-        Cmd::Compile { model, out, name, inputs, target, cpu, weights_as_c_array, verbose } => {
+        Cmd::Compile {
+            model,
+            out,
+            name,
+            inputs,
+            target,
+            cpu,
+            weights_as_c_array,
+            verbose,
+        } => {
             let mut opts = Options::new(&name);
-            opts.inputs = inputs.iter().map(|s| s.parse::<InputSpec>()).collect::<Result<_, _>>()?;
+            opts.inputs = inputs
+                .iter()
+                .map(|s| s.parse::<InputSpec>())
+                .collect::<Result<_, _>>()?;
             opts.target = target;
             if let Some(c) = cpu {
                 opts.cpu = c;
             }
             let b = bundlec::compile_file(&model, &opts)?;
-            b.write(&out).with_context(|| format!("writing bundle to {}", out.display()))?;
+            b.write(&out)
+                .with_context(|| format!("writing bundle to {}", out.display()))?;
             if weights_as_c_array {
                 b.write_weights_c_array(&out)?;
             }
             if verbose {
                 let r = &b.report;
-                eprintln!("bundle {name}: {} nodes -> {} kernels in {} layers", r.nodes, r.kernels, r.layers);
-                eprintln!("  passes: {}", r.passes.iter().map(|(p, n)| format!("{p}={n}")).collect::<Vec<_>>().join(" "));
-                eprintln!("  constants {} B, mutables {} B, activations {} B", r.sizes[0], r.sizes[1], r.sizes[2]);
-                eprintln!("  activation max live {} B, allocation efficiency {:.3}", r.max_live, r.efficiency);
+                eprintln!(
+                    "bundle {name}: {} nodes -> {} kernels in {} layers",
+                    r.nodes, r.kernels, r.layers
+                );
+                eprintln!(
+                    "  passes: {}",
+                    r.passes
+                        .iter()
+                        .map(|(p, n)| format!("{p}={n}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                eprintln!(
+                    "  constants {} B, mutables {} B, activations {} B",
+                    r.sizes[0], r.sizes[1], r.sizes[2]
+                );
+                eprintln!(
+                    "  activation max live {} B, allocation efficiency {:.3}",
+                    r.max_live, r.efficiency
+                );
                 eprintln!("  code {} B", b.object.len());
                 for (s, ms) in &r.timings {
                     eprintln!("  {s:<12} {ms:8.1} ms");

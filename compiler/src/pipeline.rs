@@ -35,8 +35,18 @@ pub struct Options {
 impl Options {
     /// Defaults for a bundle called `name`.
     pub fn new(name: &str) -> Options {
-        let cpu = if cfg!(target_arch = "x86_64") { "x86-64-v3" } else { "generic" };
-        Options { name: name.into(), inputs: vec![], target: None, cpu: cpu.into(), verify: true }
+        let cpu = if cfg!(target_arch = "x86_64") {
+            "x86-64-v3"
+        } else {
+            "generic"
+        };
+        Options {
+            name: name.into(),
+            inputs: vec![],
+            target: None,
+            cpu: cpu.into(),
+            verify: true,
+        }
     }
 }
 
@@ -81,7 +91,10 @@ pub struct Bundle {
 impl Bundle {
     /// Writes `NAME.o`, `NAME.weights`, `NAME.h` and `NAME.recipe.json` into `dir` (created if missing).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let io = |p: &Path, e| Error::Io { path: p.display().to_string(), source: e };
+        let io = |p: &Path, e| Error::Io {
+            path: p.display().to_string(),
+            source: e,
+        };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let files: [(&str, &[u8]); 4] = [
             ("o", &self.object),
@@ -98,7 +111,10 @@ impl Bundle {
     /// Writes `NAME.weights.txt`, the weights as a C array initialiser.
     pub fn write_weights_c_array(&self, dir: &Path) -> Result<()> {
         let p = dir.join(format!("{}.weights.txt", self.name));
-        std::fs::write(&p, weights::c_array(&self.weights)).map_err(|e| Error::Io { path: p.display().to_string(), source: e })
+        std::fs::write(&p, weights::c_array(&self.weights)).map_err(|e| Error::Io {
+            path: p.display().to_string(),
+            source: e,
+        })
     }
 }
 
@@ -109,7 +125,10 @@ fn check_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::InvalidArgument { what: "--name".into(), message: format!("'{name}' is not a C identifier") })
+        Err(Error::InvalidArgument {
+            what: "--name".into(),
+            message: format!("'{name}' is not a C identifier"),
+        })
     }
 }
 
@@ -119,7 +138,13 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
     let t = Instant::now();
     let g = import::import_file(path, &opts.inputs)?;
     let mut b = compile_graph(g, opts, &path.display().to_string())?;
-    b.report.timings.insert(0, ("import", t.elapsed().as_secs_f64() * 1e3 - b.report.timings.iter().map(|x| x.1).sum::<f64>()));
+    b.report.timings.insert(
+        0,
+        (
+            "import",
+            t.elapsed().as_secs_f64() * 1e3 - b.report.timings.iter().map(|x| x.1).sum::<f64>(),
+        ),
+    );
     Ok(b)
 }
 
@@ -129,7 +154,9 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let mut report = Report::default();
     let mut clock = Instant::now();
     let mut lap = |report: &mut Report, stage: &'static str| {
-        report.timings.push((stage, clock.elapsed().as_secs_f64() * 1e3));
+        report
+            .timings
+            .push((stage, clock.elapsed().as_secs_f64() * 1e3));
         clock = Instant::now();
     };
     let tgt = isa::target(opts.target.as_deref(), &opts.cpu)?;
@@ -137,7 +164,12 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let bn = passes::fold_batchnorm::fold_batchnorm(&mut g);
     let fused = passes::fuse_epilogues::fuse_epilogues(&mut g);
     let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(&mut g);
-    report.passes = vec![("fold_constants", folded), ("fold_batchnorm", bn), ("fuse_epilogues", fused), ("eliminate_dead_nodes", dead)];
+    report.passes = vec![
+        ("fold_constants", folded),
+        ("fold_batchnorm", bn),
+        ("fuse_epilogues", fused),
+        ("eliminate_dead_nodes", dead),
+    ];
     if opts.verify {
         verify(&g, "passes")?;
     }
@@ -149,15 +181,30 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let w = weights::image(&g, &plan)?;
     let checksum = weights::fnv1a64(&w);
     let triple = tgt.isa.triple().to_string();
-    let builder = ObjectBuilder::new(tgt.isa, opts.name.as_bytes().to_vec(), cranelift_module::default_libcall_names())
-        .map_err(|e| Error::internal("codegen", e))?;
+    let builder = ObjectBuilder::new(
+        tgt.isa,
+        opts.name.as_bytes().to_vec(),
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(|e| Error::internal("codegen", e))?;
     let mut module = ObjectModule::new(builder);
     let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma)?;
     codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
     lap(&mut report, "codegen");
-    let ci = config::ConfigInput { name: &opts.name, g: &g, l: &l, s: &s, plan: &plan, funcs: &funcs, checksum };
+    let ci = config::ConfigInput {
+        name: &opts.name,
+        g: &g,
+        l: &l,
+        s: &s,
+        plan: &plan,
+        funcs: &funcs,
+        checksum,
+    };
     config::emit_config(&mut module, &ci)?;
-    let object = module.finish().emit().map_err(|e| Error::internal("emit", e))?;
+    let object = module
+        .finish()
+        .emit()
+        .map_err(|e| Error::internal("emit", e))?;
     let syms = config::symbols(&g, &plan);
     let hdr = header::render(&header::HeaderInfo {
         name: &opts.name,
@@ -171,7 +218,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         target: [&triple, &tgt.cpu],
     });
     let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan)?;
-    let recipe = serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
+    let recipe =
+        serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
     lap(&mut report, "emit");
     report.nodes = g.order.len();
     report.kernels = l.kernels.len();
@@ -179,5 +227,12 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     report.sizes = [plan.constant_size, plan.mutable_size, plan.activation_size];
     report.max_live = plan.max_live;
     report.efficiency = plan.efficiency();
-    Ok(Bundle { name: opts.name.clone(), object, weights: w, header: hdr, recipe, report })
+    Ok(Bundle {
+        name: opts.name.clone(),
+        object,
+        weights: w,
+        header: hdr,
+        recipe,
+        report,
+    })
 }

@@ -15,7 +15,9 @@ pub struct Compiled {
 
 /// A fresh scratch directory for `name`.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join("bundlec-tests").join(format!("{name}-{}", std::process::id()));
+    let d = std::env::temp_dir()
+        .join("bundlec-tests")
+        .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
@@ -31,26 +33,45 @@ pub fn compile_with(model: &[u8], opts: bundlec::Options) -> Compiled {
     let dir = scratch(&opts.name);
     let path = dir.join("model.onnx");
     std::fs::write(&path, model).expect("write model");
-    let bundle = bundlec::compile_file(&path, &opts).unwrap_or_else(|e| panic!("compile {}: {e}", opts.name));
+    let bundle = bundlec::compile_file(&path, &opts)
+        .unwrap_or_else(|e| panic!("compile {}: {e}", opts.name));
     bundle.write(&dir).expect("write bundle");
-    Compiled { dir, name: opts.name.clone(), bundle }
+    Compiled {
+        dir,
+        name: opts.name.clone(),
+        bundle,
+    }
 }
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 /// Links `NAME.o` with tests/c/run_bundle.c using `cc` and runs it. `out_lens` are the output element counts.
 pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f32>> {
     let exe = c.dir.join("run");
     run(Command::new("cc")
-        .args(["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200112L", "-Wall", "-Werror"])
+        .args([
+            "-O2",
+            "-std=c11",
+            "-D_POSIX_C_SOURCE=200112L",
+            "-Wall",
+            "-Werror",
+        ])
         .arg(format!("-DBUNDLE={}", c.name))
         .arg("-I")
         .arg(&c.dir)
@@ -62,10 +83,16 @@ pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f
     cmd.arg(c.dir.join(format!("{}.weights", c.name)));
     for (i, v) in inputs.iter().enumerate() {
         let p = c.dir.join(format!("in{i}.bin"));
-        std::fs::write(&p, v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).expect("write input");
+        std::fs::write(
+            &p,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+        .expect("write input");
         cmd.arg(p);
     }
-    let outs: Vec<PathBuf> = (0..out_lens.len()).map(|i| c.dir.join(format!("out{i}.bin"))).collect();
+    let outs: Vec<PathBuf> = (0..out_lens.len())
+        .map(|i| c.dir.join(format!("out{i}.bin")))
+        .collect();
     cmd.args(&outs);
     run(&mut cmd);
     outs.iter()
@@ -73,7 +100,9 @@ pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f
         .map(|(p, &n)| {
             let b = std::fs::read(p).expect("read output");
             assert_eq!(b.len(), n * 4, "output size");
-            b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
         })
         .collect()
 }
@@ -92,12 +121,24 @@ pub fn tract_run(model: &[u8], inputs: &[(Vec<usize>, Vec<f32>)]) -> Vec<Vec<f32
         .map(|(s, v)| Tensor::from_shape(s, v).expect("tract input").into())
         .collect();
     let outs = m.run(ins).expect("tract run");
-    outs.iter().map(|t| t.to_plain_array_view::<f32>().expect("f32 output").iter().copied().collect()).collect()
+    outs.iter()
+        .map(|t| {
+            t.to_plain_array_view::<f32>()
+                .expect("f32 output")
+                .iter()
+                .copied()
+                .collect()
+        })
+        .collect()
 }
 
 /// Builds a shared object from `NAME.o` (for loading into a Rust test process).
 pub fn shared_object(c: &Compiled) -> PathBuf {
     let so = c.dir.join(format!("lib{}.so", c.name));
-    run(Command::new("cc").arg("-shared").arg("-o").arg(&so).arg(c.dir.join(format!("{}.o", c.name))));
+    run(Command::new("cc")
+        .arg("-shared")
+        .arg("-o")
+        .arg(&so)
+        .arg(c.dir.join(format!("{}.o", c.name))));
     so
 }

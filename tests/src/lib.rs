@@ -10,7 +10,10 @@ pub mod onnx;
 /// Max scaled error `|a - b| / max(1, |b|)` (SPEC §11).
 pub fn max_scaled_error(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len(), "length mismatch");
-    got.iter().zip(want).map(|(g, w)| (g - w).abs() / w.abs().max(1.0)).fold(0.0, f32::max)
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
+        .fold(0.0, f32::max)
 }
 
 /// Asserts every output is within `tol` scaled error (and neither has NaNs where the other does not).
@@ -18,7 +21,10 @@ pub fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: output count");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let e = max_scaled_error(g, w);
-        assert!(e <= tol, "{what}: output {i} max scaled error {e:e} > {tol:e}");
+        assert!(
+            e <= tol,
+            "{what}: output {i} max scaled error {e:e} > {tol:e}"
+        );
     }
 }
 

@@ -8,7 +8,13 @@ use crate::rand_vec;
 pub fn addsub6() -> Vec<u8> {
     let mut m = Model::new();
     m.input("input", &[1, 4]).output("output", &[1, 4]);
-    for (n, v) in [("c1", 1.0), ("c2", 2.0), ("c3", 3.0), ("c4", 4.0), ("c5", 5.0)] {
+    for (n, v) in [
+        ("c1", 1.0),
+        ("c2", 2.0),
+        ("c3", 3.0),
+        ("c4", 4.0),
+        ("c5", 5.0),
+    ] {
         m.init(n, &[1], vec![v]);
     }
     m.node("Add", &["input", "c1"], &["sid_1"], vec![])
@@ -24,18 +30,36 @@ pub fn addsub6() -> Vec<u8> {
 pub fn mlp(batch: usize) -> Vec<u8> {
     let mut m = Model::new();
     m.input("x", &[batch, 37]).output("y", &[batch, 10]);
-    m.init("w1", &[37, 64], rand_vec(37 * 64, 1).iter().map(|v| v * 0.3).collect())
-        .init("b1", &[64], rand_vec(64, 2))
-        .init("w2", &[33, 64], rand_vec(33 * 64, 3).iter().map(|v| v * 0.2).collect())
-        .init("b2", &[33], rand_vec(33, 4))
-        .init("w3", &[33, 10], rand_vec(330, 5))
-        .init("b3", &[10], rand_vec(10, 6));
+    m.init(
+        "w1",
+        &[37, 64],
+        rand_vec(37 * 64, 1).iter().map(|v| v * 0.3).collect(),
+    )
+    .init("b1", &[64], rand_vec(64, 2))
+    .init(
+        "w2",
+        &[33, 64],
+        rand_vec(33 * 64, 3).iter().map(|v| v * 0.2).collect(),
+    )
+    .init("b2", &[33], rand_vec(33, 4))
+    .init("w3", &[33, 10], rand_vec(330, 5))
+    .init("b3", &[10], rand_vec(10, 6));
     m.node("MatMul", &["x", "w1"], &["h1"], vec![])
         .node("Add", &["h1", "b1"], &["h1b"], vec![])
         .node("Relu", &["h1b"], &["a1"], vec![])
-        .node("Gemm", &["a1", "w2", "b2"], &["h2"], vec![("transB", Attr::Int(1))])
+        .node(
+            "Gemm",
+            &["a1", "w2", "b2"],
+            &["h2"],
+            vec![("transB", Attr::Int(1))],
+        )
         .node("Tanh", &["h2"], &["a2"], vec![])
-        .node("Gemm", &["a2", "w3", "b3"], &["h3"], vec![("alpha", Attr::Float(0.7)), ("beta", Attr::Float(1.5))])
+        .node(
+            "Gemm",
+            &["a2", "w3", "b3"],
+            &["h3"],
+            vec![("alpha", Attr::Float(0.7)), ("beta", Attr::Float(1.5))],
+        )
         .node("Sigmoid", &["h3"], &["y"], vec![]);
     m.bytes()
 }
@@ -44,52 +68,120 @@ pub fn mlp(batch: usize) -> Vec<u8> {
 /// Gemm, Relu, Gemm, Softmax. Input [n, 1, 28, 28].
 pub fn lenet(batch: usize) -> Vec<u8> {
     let mut m = Model::new();
-    m.input("image", &[batch, 1, 28, 28]).output("prob", &[batch, 10]);
-    m.init("c1w", &[6, 1, 5, 5], rand_vec(150, 11).iter().map(|v| v * 0.4).collect())
-        .init("bn_s", &[6], rand_vec(6, 12).iter().map(|v| 1.0 + 0.3 * v).collect())
-        .init("bn_b", &[6], rand_vec(6, 13))
-        .init("bn_m", &[6], rand_vec(6, 14).iter().map(|v| 0.1 * v).collect())
-        .init("bn_v", &[6], rand_vec(6, 15).iter().map(|v| 1.0 + 0.5 * v.abs()).collect())
-        .init("c2w", &[16, 6, 5, 5], rand_vec(2400, 16).iter().map(|v| v * 0.15).collect())
-        .init("c2b", &[16], rand_vec(16, 17))
-        .init("f1w", &[120, 400], rand_vec(48000, 18).iter().map(|v| v * 0.08).collect())
-        .init("f1b", &[120], rand_vec(120, 19))
-        .init("f2w", &[10, 120], rand_vec(1200, 20).iter().map(|v| v * 0.2).collect())
-        .init("f2b", &[10], rand_vec(10, 21));
-    m.node("Conv", &["image", "c1w"], &["c1"], vec![("pads", Attr::Ints(vec![2, 2, 2, 2]))])
-        .node("BatchNormalization", &["c1", "bn_s", "bn_b", "bn_m", "bn_v"], &["bn1"], vec![])
-        .node("Relu", &["bn1"], &["r1"], vec![])
-        .node("MaxPool", &["r1"], &["p1"], vec![("kernel_shape", Attr::Ints(vec![2, 2])), ("strides", Attr::Ints(vec![2, 2]))])
-        .node("Conv", &["p1", "c2w", "c2b"], &["c2"], vec![])
-        .node("Relu", &["c2"], &["r2"], vec![])
-        .node(
-            "AveragePool",
-            &["r2"],
-            &["p2"],
-            vec![
-                ("kernel_shape", Attr::Ints(vec![3, 3])),
-                ("strides", Attr::Ints(vec![2, 2])),
-                ("pads", Attr::Ints(vec![1, 1, 0, 0])),
-                ("count_include_pad", Attr::Int(0)),
-            ],
-        )
-        .node("Flatten", &["p2"], &["flat"], vec![])
-        .node("Gemm", &["flat", "f1w", "f1b"], &["f1"], vec![("transB", Attr::Int(1))])
-        .node("Relu", &["f1"], &["r3"], vec![])
-        .node("Gemm", &["r3", "f2w", "f2b"], &["logits"], vec![("transB", Attr::Int(1))])
-        .node("Softmax", &["logits"], &["prob"], vec![]);
+    m.input("image", &[batch, 1, 28, 28])
+        .output("prob", &[batch, 10]);
+    m.init(
+        "c1w",
+        &[6, 1, 5, 5],
+        rand_vec(150, 11).iter().map(|v| v * 0.4).collect(),
+    )
+    .init(
+        "bn_s",
+        &[6],
+        rand_vec(6, 12).iter().map(|v| 1.0 + 0.3 * v).collect(),
+    )
+    .init("bn_b", &[6], rand_vec(6, 13))
+    .init(
+        "bn_m",
+        &[6],
+        rand_vec(6, 14).iter().map(|v| 0.1 * v).collect(),
+    )
+    .init(
+        "bn_v",
+        &[6],
+        rand_vec(6, 15)
+            .iter()
+            .map(|v| 1.0 + 0.5 * v.abs())
+            .collect(),
+    )
+    .init(
+        "c2w",
+        &[16, 6, 5, 5],
+        rand_vec(2400, 16).iter().map(|v| v * 0.15).collect(),
+    )
+    .init("c2b", &[16], rand_vec(16, 17))
+    .init(
+        "f1w",
+        &[120, 400],
+        rand_vec(48000, 18).iter().map(|v| v * 0.08).collect(),
+    )
+    .init("f1b", &[120], rand_vec(120, 19))
+    .init(
+        "f2w",
+        &[10, 120],
+        rand_vec(1200, 20).iter().map(|v| v * 0.2).collect(),
+    )
+    .init("f2b", &[10], rand_vec(10, 21));
+    m.node(
+        "Conv",
+        &["image", "c1w"],
+        &["c1"],
+        vec![("pads", Attr::Ints(vec![2, 2, 2, 2]))],
+    )
+    .node(
+        "BatchNormalization",
+        &["c1", "bn_s", "bn_b", "bn_m", "bn_v"],
+        &["bn1"],
+        vec![],
+    )
+    .node("Relu", &["bn1"], &["r1"], vec![])
+    .node(
+        "MaxPool",
+        &["r1"],
+        &["p1"],
+        vec![
+            ("kernel_shape", Attr::Ints(vec![2, 2])),
+            ("strides", Attr::Ints(vec![2, 2])),
+        ],
+    )
+    .node("Conv", &["p1", "c2w", "c2b"], &["c2"], vec![])
+    .node("Relu", &["c2"], &["r2"], vec![])
+    .node(
+        "AveragePool",
+        &["r2"],
+        &["p2"],
+        vec![
+            ("kernel_shape", Attr::Ints(vec![3, 3])),
+            ("strides", Attr::Ints(vec![2, 2])),
+            ("pads", Attr::Ints(vec![1, 1, 0, 0])),
+            ("count_include_pad", Attr::Int(0)),
+        ],
+    )
+    .node("Flatten", &["p2"], &["flat"], vec![])
+    .node(
+        "Gemm",
+        &["flat", "f1w", "f1b"],
+        &["f1"],
+        vec![("transB", Attr::Int(1))],
+    )
+    .node("Relu", &["f1"], &["r3"], vec![])
+    .node(
+        "Gemm",
+        &["r3", "f2w", "f2b"],
+        &["logits"],
+        vec![("transB", Attr::Int(1))],
+    )
+    .node("Softmax", &["logits"], &["prob"], vec![]);
     m.bytes()
 }
 
 /// Concat / Transpose / Reshape / broadcasting / Exp / Div / Softmax on two inputs.
 pub fn shapes() -> Vec<u8> {
     let mut m = Model::new();
-    m.input("a", &[2, 3, 5]).input("b", &[2, 4, 5]).output("y", &[2, 5, 7]).output("z", &[5, 14]);
+    m.input("a", &[2, 3, 5])
+        .input("b", &[2, 4, 5])
+        .output("y", &[2, 5, 7])
+        .output("z", &[5, 14]);
     m.init("scale", &[7], (1..=7).map(|i| i as f32 * 0.5).collect())
         .init("bias", &[5, 1], rand_vec(5, 31))
         .init_i64("shape", vec![5, -1]);
     m.node("Concat", &["a", "b"], &["ab"], vec![("axis", Attr::Int(1))])
-        .node("Transpose", &["ab"], &["t"], vec![("perm", Attr::Ints(vec![0, 2, 1]))])
+        .node(
+            "Transpose",
+            &["ab"],
+            &["t"],
+            vec![("perm", Attr::Ints(vec![0, 2, 1]))],
+        )
         .node("Mul", &["t", "scale"], &["ts"], vec![])
         .node("Add", &["ts", "bias"], &["tb"], vec![])
         .node("Exp", &["tb"], &["e"], vec![])

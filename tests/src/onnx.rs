@@ -1,7 +1,9 @@
 //! A small ONNX model builder writing `ModelProto` bytes with prost through tract-onnx's generated types.
 
 use prost::Message;
-use tract_onnx::pb::{self, attribute_proto::AttributeType, tensor_shape_proto::dimension, type_proto};
+use tract_onnx::pb::{
+    self, attribute_proto::AttributeType, tensor_shape_proto::dimension, type_proto,
+};
 
 /// An attribute value.
 pub enum Attr {
@@ -23,7 +25,10 @@ pub struct Model {
 fn value_info(name: &str, shape: &[usize], elem: i32) -> pb::ValueInfoProto {
     let dims = shape
         .iter()
-        .map(|&d| pb::tensor_shape_proto::Dimension { value: Some(dimension::Value::DimValue(d as i64)), ..Default::default() })
+        .map(|&d| pb::tensor_shape_proto::Dimension {
+            value: Some(dimension::Value::DimValue(d as i64)),
+            ..Default::default()
+        })
         .collect();
     pb::ValueInfoProto {
         name: name.into(),
@@ -40,7 +45,10 @@ fn value_info(name: &str, shape: &[usize], elem: i32) -> pb::ValueInfoProto {
 
 impl Model {
     pub fn new() -> Self {
-        Model { opset: 17, ..Default::default() }
+        Model {
+            opset: 17,
+            ..Default::default()
+        }
     }
     pub fn input(&mut self, name: &str, shape: &[usize]) -> &mut Self {
         self.inputs.push(value_info(name, shape, 1));
@@ -71,11 +79,20 @@ impl Model {
         });
         self
     }
-    pub fn node(&mut self, op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, Attr)>) -> &mut Self {
+    pub fn node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        attrs: Vec<(&str, Attr)>,
+    ) -> &mut Self {
         let attribute = attrs
             .into_iter()
             .map(|(k, a)| {
-                let mut p = pb::AttributeProto { name: k.into(), ..Default::default() };
+                let mut p = pb::AttributeProto {
+                    name: k.into(),
+                    ..Default::default()
+                };
                 match a {
                     Attr::Int(i) => {
                         p.i = i;
@@ -108,7 +125,10 @@ impl Model {
     pub fn bytes(&self) -> Vec<u8> {
         let m = pb::ModelProto {
             ir_version: 8,
-            opset_import: vec![pb::OperatorSetIdProto { domain: String::new(), version: self.opset }],
+            opset_import: vec![pb::OperatorSetIdProto {
+                domain: String::new(),
+                version: self.opset,
+            }],
             producer_name: "bundlec-tests".into(),
             graph: Some(pb::GraphProto {
                 name: "g".into(),

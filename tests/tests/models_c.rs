@@ -6,10 +6,19 @@ use bundlec_tests::{assert_close, models, rand_vec};
 
 const TOL: f32 = 1e-4;
 
-fn check(name: &str, model: &[u8], inputs: &[(Vec<usize>, Vec<f32>)], out_lens: &[usize]) -> bundlec_tests::harness::Compiled {
+fn check(
+    name: &str,
+    model: &[u8],
+    inputs: &[(Vec<usize>, Vec<f32>)],
+    out_lens: &[usize],
+) -> bundlec_tests::harness::Compiled {
     let c = compile(model, name);
     let want = tract_run(model, inputs);
-    let got = run_c(&c, &inputs.iter().map(|i| i.1.clone()).collect::<Vec<_>>(), out_lens);
+    let got = run_c(
+        &c,
+        &inputs.iter().map(|i| i.1.clone()).collect::<Vec<_>>(),
+        out_lens,
+    );
     assert_close(&got, &want, TOL, name);
     c
 }
@@ -17,10 +26,18 @@ fn check(name: &str, model: &[u8], inputs: &[(Vec<usize>, Vec<f32>)], out_lens: 
 #[test]
 fn addsub6_gives_23_in_four_layers() {
     let m = models::addsub6();
-    let c = check("addsub6", &m, &[(vec![1, 4], vec![10.0, 0.0, -1.5, 2.0])], &[4]);
+    let c = check(
+        "addsub6",
+        &m,
+        &[(vec![1, 4], vec![10.0, 0.0, -1.5, 2.0])],
+        &[4],
+    );
     let got = run_c(&c, &[vec![10.0; 4]], &[4]);
     assert_eq!(got[0], vec![23.0; 4]);
-    assert_eq!(c.bundle.report.layers, 4, "two independent chains: layers [add,add] [sub,sub] [add] [add]");
+    assert_eq!(
+        c.bundle.report.layers, 4,
+        "two independent chains: layers [add,add] [sub,sub] [add] [add]"
+    );
     assert_eq!(c.bundle.report.kernels, 6);
 }
 
@@ -28,7 +45,12 @@ fn addsub6_gives_23_in_four_layers() {
 fn mlp_matches_tract() {
     for batch in [1, 3] {
         let x = rand_vec(batch * 37, 100 + batch as u64);
-        check(&format!("mlp{batch}"), &models::mlp(batch), &[(vec![batch, 37], x)], &[batch * 10]);
+        check(
+            &format!("mlp{batch}"),
+            &models::mlp(batch),
+            &[(vec![batch, 37], x)],
+            &[batch * 10],
+        );
     }
 }
 
@@ -36,9 +58,17 @@ fn mlp_matches_tract() {
 fn lenet_matches_tract() {
     for batch in [1, 2] {
         let x = rand_vec(batch * 784, 200 + batch as u64);
-        let c = check(&format!("lenet{batch}"), &models::lenet(batch), &[(vec![batch, 1, 28, 28], x)], &[batch * 10]);
+        let c = check(
+            &format!("lenet{batch}"),
+            &models::lenet(batch),
+            &[(vec![batch, 1, 28, 28], x)],
+            &[batch * 10],
+        );
         let passes = &c.bundle.report.passes;
-        assert!(passes.contains(&("fold_batchnorm", 1)), "BN folded into conv: {passes:?}");
+        assert!(
+            passes.contains(&("fold_batchnorm", 1)),
+            "BN folded into conv: {passes:?}"
+        );
     }
 }
 
@@ -46,7 +76,12 @@ fn lenet_matches_tract() {
 fn shapes_graph_matches_tract() {
     let a = rand_vec(30, 301);
     let b = rand_vec(40, 302);
-    check("shapes", &models::shapes(), &[(vec![2, 3, 5], a), (vec![2, 4, 5], b)], &[70, 70]);
+    check(
+        "shapes",
+        &models::shapes(),
+        &[(vec![2, 3, 5], a), (vec![2, 4, 5], b)],
+        &[70, 70],
+    );
 }
 
 #[test]
@@ -61,8 +96,15 @@ fn object_has_no_undefined_symbols_beyond_memcpy_memset() {
         .filter(|n| n != "memcpy" && n != "memset")
         .collect();
     assert!(undefined.is_empty(), "undefined symbols: {undefined:?}");
-    let names: Vec<String> = file.symbols().filter(|s| s.is_global() && s.is_definition()).map(|s| s.name().unwrap_or("").to_string()).collect();
-    assert!(names.contains(&"nm_lenet".to_string()) && names.contains(&"nm_lenet_config".to_string()), "{names:?}");
+    let names: Vec<String> = file
+        .symbols()
+        .filter(|s| s.is_global() && s.is_definition())
+        .map(|s| s.name().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        names.contains(&"nm_lenet".to_string()) && names.contains(&"nm_lenet_config".to_string()),
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -71,7 +113,10 @@ fn weights_file_is_the_constant_area() {
     let w = std::fs::read(c.dir.join("wmlp.weights")).expect("weights");
     assert_eq!(w.len(), c.bundle.report.sizes[0]);
     let h = std::fs::read_to_string(c.dir.join("wmlp.h")).expect("header");
-    assert!(h.contains(&format!("#define WMLP_CONSTANT_MEM_SIZE {}", w.len())), "{h}");
+    assert!(
+        h.contains(&format!("#define WMLP_CONSTANT_MEM_SIZE {}", w.len())),
+        "{h}"
+    );
     assert!(h.contains("#define WMLP_X_OFFSET 0"), "{h}");
     assert!(h.contains("extern const struct BundleConfig wmlp_config;"));
 }

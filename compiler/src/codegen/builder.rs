@@ -88,7 +88,13 @@ impl<'a> Kb<'a> {
         v
     }
     /// Emits `for i in (lo..hi).step_by(step) { body(i) }` with runtime bounds; `i` is i64.
-    pub fn for_range(&mut self, lo: Value, hi: Value, step: i64, mut body: impl FnMut(&mut Self, Value)) {
+    pub fn for_range(
+        &mut self,
+        lo: Value,
+        hi: Value,
+        step: i64,
+        mut body: impl FnMut(&mut Self, Value),
+    ) {
         let header = self.b.create_block();
         let body_blk = self.b.create_block();
         let exit = self.b.create_block();
@@ -98,7 +104,10 @@ impl<'a> Kb<'a> {
         let i = self.b.block_params(header)[0];
         // Continue while i + step <= hi (a partial step never runs).
         let next_end = self.b.ins().iadd_imm_s(i, step);
-        let c = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next_end, hi);
+        let c = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedLessThanOrEqual, next_end, hi);
         self.b.ins().brif(c, body_blk, &[], exit, &[]);
         self.b.seal_block(body_blk);
         self.b.switch_to_block(body_blk);
@@ -110,7 +119,13 @@ impl<'a> Kb<'a> {
         self.b.seal_block(exit);
     }
     /// `for_range` with constant bounds; skips emitting anything for an empty range.
-    pub fn for_const(&mut self, lo: usize, hi: usize, step: usize, body: impl FnMut(&mut Self, Value)) {
+    pub fn for_const(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        step: usize,
+        body: impl FnMut(&mut Self, Value),
+    ) {
         if lo + step > hi {
             return;
         }
@@ -118,7 +133,12 @@ impl<'a> Kb<'a> {
         self.for_range(l, h, step as i64, body);
     }
     /// Emits `if cond { then() } else { otherwise() }`.
-    pub fn if_else(&mut self, cond: Value, then: impl FnOnce(&mut Self), otherwise: impl FnOnce(&mut Self)) {
+    pub fn if_else(
+        &mut self,
+        cond: Value,
+        then: impl FnOnce(&mut Self),
+        otherwise: impl FnOnce(&mut Self),
+    ) {
         let t = self.b.create_block();
         let e = self.b.create_block();
         let j = self.b.create_block();

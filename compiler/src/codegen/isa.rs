@@ -20,12 +20,24 @@ pub struct Target {
 }
 
 const X86_V3: &[&str] = &[
-    "has_sse3", "has_ssse3", "has_sse41", "has_sse42", "has_popcnt", "has_avx", "has_avx2", "has_fma", "has_bmi1",
-    "has_bmi2", "has_lzcnt",
+    "has_sse3",
+    "has_ssse3",
+    "has_sse41",
+    "has_sse42",
+    "has_popcnt",
+    "has_avx",
+    "has_avx2",
+    "has_fma",
+    "has_bmi1",
+    "has_bmi2",
+    "has_lzcnt",
 ];
 
 fn bad(what: &str, msg: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument { what: what.into(), message: msg.to_string() }
+    Error::InvalidArgument {
+        what: what.into(),
+        message: msg.to_string(),
+    }
 }
 
 /// Builds the ISA for `target` (None: host) and `cpu`.
@@ -36,19 +48,32 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
     };
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
-        f.set(k, v).map_err(|e| Error::internal("isa", format!("setting {k}={v}: {e}")))
+        f.set(k, v)
+            .map_err(|e| Error::internal("isa", format!("setting {k}={v}: {e}")))
     };
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "is_pic", "true")?;
-    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
     let shared = settings::Flags::new(flags);
     let arch = triple.architecture;
     let (builder, has_fma) = match (arch, cpu) {
         (_, "native") => {
             if triple != Triple::host() {
-                return Err(bad("--cpu", "'native' only works when compiling for the host"));
+                return Err(bad(
+                    "--cpu",
+                    "'native' only works when compiling for the host",
+                ));
             }
-            let b = cranelift_native::builder_with_options(true).map_err(|e| bad("--cpu native", e))?;
+            let b =
+                cranelift_native::builder_with_options(true).map_err(|e| bad("--cpu native", e))?;
             let fma = match arch {
                 Architecture::X86_64 => host_has_fma(),
                 _ => true,
@@ -56,7 +81,8 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
             (b, fma)
         }
         (Architecture::X86_64, c) => {
-            let mut b = cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?;
+            let mut b =
+                cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?;
             match c {
                 "generic" | "x86-64" => (b, false),
                 "x86-64-v3" | "haswell" | "skylake" => {
@@ -74,16 +100,29 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
                 other => return Err(bad("--cpu", format!("unknown x86-64 cpu '{other}' (native, generic, x86-64-v3, x86-64-v4, haswell, skylake, icelake)"))),
             }
         }
-        (Architecture::Aarch64(_), "generic" | "x86-64-v3" | "armv8-a") => {
-            (cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?, true)
+        (Architecture::Aarch64(_), "generic" | "x86-64-v3" | "armv8-a") => (
+            cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| bad("--target", e))?,
+            true,
+        ),
+        (Architecture::Aarch64(_), other) => {
+            return Err(bad(
+                "--cpu",
+                format!("unknown aarch64 cpu '{other}' (generic, native)"),
+            ))
         }
-        (Architecture::Aarch64(_), other) => return Err(bad("--cpu", format!("unknown aarch64 cpu '{other}' (generic, native)"))),
         (other, _) => {
-            return Err(bad("--target", format!("architecture {other} is not supported yet (x86_64, aarch64)")));
+            return Err(bad(
+                "--target",
+                format!("architecture {other} is not supported yet (x86_64, aarch64)"),
+            ));
         }
     };
     let isa = builder.finish(shared).map_err(|e| bad("--target", e))?;
-    Ok(Target { isa, has_fma, cpu: cpu.to_string() })
+    Ok(Target {
+        isa,
+        has_fma,
+        cpu: cpu.to_string(),
+    })
 }
 
 /// Whether the host has AVX and FMA (only meaningful on x86-64 hosts).

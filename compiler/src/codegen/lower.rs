@@ -21,7 +21,12 @@ pub const MAX_TASKS: usize = 64;
 const WORK_PER_TASK: usize = 1 << 16;
 
 fn op_operand(arg: usize, rs: usize) -> Operand {
-    Operand { arg, off: 0, rs, cs: 1 }
+    Operand {
+        arg,
+        off: 0,
+        rs,
+        cs: 1,
+    }
 }
 
 struct Ctx<'g> {
@@ -30,13 +35,28 @@ struct Ctx<'g> {
 }
 
 impl Ctx<'_> {
-    fn push(&mut self, node: NodeId, step: Option<&str>, args: Vec<Buf>, writes: Vec<usize>, body: Body, work: usize) {
+    fn push(
+        &mut self,
+        node: NodeId,
+        step: Option<&str>,
+        args: Vec<Buf>,
+        writes: Vec<usize>,
+        body: Body,
+        work: usize,
+    ) {
         let base = &self.g.nodes[node].name;
         let name = match step {
             Some(s) => format!("{base}.{s}"),
             None => base.clone(),
         };
-        let mut k = Kernel { name, node, args, writes, tasks: 1, body };
+        let mut k = Kernel {
+            name,
+            node,
+            args,
+            writes,
+            tasks: 1,
+            body,
+        };
         k.tasks = k.units().min(MAX_TASKS).min((work / WORK_PER_TASK).max(1)) as u32;
         self.out.kernels.push(k);
     }
@@ -55,7 +75,10 @@ impl Ctx<'_> {
 /// Lowers every live node of `g` to kernels, in graph order.
 pub fn lower(g: &mut Graph) -> Result<Lowering> {
     let order = g.order.clone();
-    let mut cx = Ctx { g, out: Lowering::default() };
+    let mut cx = Ctx {
+        g,
+        out: Lowering::default(),
+    };
     for n in order {
         lower_node(&mut cx, n)?;
     }
@@ -71,20 +94,53 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let t = |i: usize| Buf::Tensor(ins[i]);
     match &node.op {
         Op::Binary(b) => {
-            let (sa, sb) = (broadcast_strides(&cx.shape(ins[0]), &out_shape), broadcast_strides(&cx.shape(ins[1]), &out_shape));
+            let (sa, sb) = (
+                broadcast_strides(&cx.shape(ins[0]), &out_shape),
+                broadcast_strides(&cx.shape(ins[1]), &out_shape),
+            );
             let spec = coalesce(*b, &out_shape, &sa, &sb);
-            cx.push(n, None, vec![t(0), t(1), Buf::Tensor(out)], vec![2], Body::Binary(spec), elems);
+            cx.push(
+                n,
+                None,
+                vec![t(0), t(1), Buf::Tensor(out)],
+                vec![2],
+                Body::Binary(spec),
+                elems,
+            );
         }
         Op::Unary(UnOp::Identity) | Op::Reshape(_) => {
             let bytes = cx.g.tensors[out].size_bytes();
-            cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], Body::Copy(bytes), elems);
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(out)],
+                vec![1],
+                Body::Copy(bytes),
+                elems,
+            );
         }
-        Op::Unary(u) => cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], Body::Unary(*u, elems), elems),
+        Op::Unary(u) => cx.push(
+            n,
+            None,
+            vec![t(0), Buf::Tensor(out)],
+            vec![1],
+            Body::Unary(*u, elems),
+            elems,
+        ),
         Op::MatMul(e) => {
-            let geo = matmul_geom(&cx.shape(ins[0]), &cx.shape(ins[1])).map_err(|m| Error::node(&node.name, "MatMul", m))?;
+            let geo = matmul_geom(&cx.shape(ins[0]), &cx.shape(ins[1]))
+                .map_err(|m| Error::node(&node.name, "MatMul", m))?;
             let bst = strides(&geo.batch);
             let batch = (0..geo.batch.len())
-                .map(|d| [geo.batch[d], geo.a_batch_strides[d], geo.b_batch_strides[d], bst[d] * geo.m * geo.n, 0])
+                .map(|d| {
+                    [
+                        geo.batch[d],
+                        geo.a_batch_strides[d],
+                        geo.b_batch_strides[d],
+                        bst[d] * geo.m * geo.n,
+                        0,
+                    ]
+                })
                 .collect();
             let mut args = vec![t(0), t(1), Buf::Tensor(out)];
             let residual = e.residual.then(|| {
@@ -96,7 +152,12 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 n: geo.n,
                 k: geo.k,
                 batch,
-                a: Operand { arg: 0, off: 0, rs: geo.k, cs: 1 },
+                a: Operand {
+                    arg: 0,
+                    off: 0,
+                    rs: geo.k,
+                    cs: 1,
+                },
                 b: op_operand(1, geo.n),
                 c: op_operand(2, geo.n),
                 alpha: 1.0,
@@ -114,44 +175,108 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .iter()
                 .map(|&i| cx.g.constant(i).map(|c| c.to_f32_vec()))
                 .collect::<Option<_>>()
-                .ok_or_else(|| Error::node(&node.name, "BatchNormalization", "scale, bias, mean and var must be constants"))?;
+                .ok_or_else(|| {
+                    Error::node(
+                        &node.name,
+                        "BatchNormalization",
+                        "scale, bias, mean and var must be constants",
+                    )
+                })?;
             let (s, sh) = batchnorm_affine(&p[0], &p[1], &p[2], &p[3], *epsilon);
             let c = s.len();
             let sc = cx.constant(format!("{}.scale", node.name), Tensor::f32(vec![c], s));
             let st = cx.constant(format!("{}.shift", node.name), Tensor::f32(vec![c], sh));
             let planes = out_shape[0] * c;
-            let body = Body::Affine { planes, c, inner: elems / planes.max(1) };
-            cx.push(n, None, vec![t(0), Buf::Tensor(sc), Buf::Tensor(st), Buf::Tensor(out)], vec![3], body, elems);
+            let body = Body::Affine {
+                planes,
+                c,
+                inner: elems / planes.max(1),
+            };
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(sc), Buf::Tensor(st), Buf::Tensor(out)],
+                vec![3],
+                body,
+                elems,
+            );
         }
         Op::Pool(kind, a) => {
             let xs = cx.shape(ins[0]);
-            let spec = PoolSpec { kind: *kind, attrs: a.clone(), planes: xs[0] * xs[1], hw: [xs[2], xs[3]], out: [out_shape[2], out_shape[3]] };
+            let spec = PoolSpec {
+                kind: *kind,
+                attrs: a.clone(),
+                planes: xs[0] * xs[1],
+                hw: [xs[2], xs[3]],
+                out: [out_shape[2], out_shape[3]],
+            };
             let work = elems * a.kernel[0] * a.kernel[1];
-            cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], Body::Pool(spec), work);
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(out)],
+                vec![1],
+                Body::Pool(spec),
+                work,
+            );
         }
         Op::GlobalAveragePool => {
             let xs = cx.shape(ins[0]);
             let planes = xs[0] * xs[1];
-            let body = Body::GlobalAvg { planes, size: numel(&xs[2..]) };
-            cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], body, numel(&xs));
+            let body = Body::GlobalAvg {
+                planes,
+                size: numel(&xs[2..]),
+            };
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(out)],
+                vec![1],
+                body,
+                numel(&xs),
+            );
         }
         Op::Softmax { axis, flatten_tail } => {
             let (outer, len, inner) = softmax_geom(&out_shape, *axis, *flatten_tail);
-            cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], Body::Softmax { outer, len, inner }, elems * 8);
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(out)],
+                vec![1],
+                Body::Softmax { outer, len, inner },
+                elems * 8,
+            );
         }
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
             let elem = cx.g.tensors[out].dtype.size();
-            let body = Body::Transpose { out_shape: out_shape.clone(), in_strides, elem };
+            let body = Body::Transpose {
+                out_shape: out_shape.clone(),
+                in_strides,
+                elem,
+            };
             cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], body, elems);
         }
         Op::Concat(axis) => {
             let elem = cx.g.tensors[out].dtype.size();
-            let blocks = ins.iter().map(|&i| numel(&cx.shape(i)[*axis..]) * elem).collect();
+            let blocks = ins
+                .iter()
+                .map(|&i| numel(&cx.shape(i)[*axis..]) * elem)
+                .collect();
             let mut args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
             args.push(Buf::Tensor(out));
             let w = args.len() - 1;
-            cx.push(n, None, args, vec![w], Body::Concat { outer: numel(&out_shape[..*axis]), blocks }, elems);
+            cx.push(
+                n,
+                None,
+                args,
+                vec![w],
+                Body::Concat {
+                    outer: numel(&out_shape[..*axis]),
+                    blocks,
+                },
+                elems,
+            );
         }
     }
     Ok(())
@@ -164,19 +289,45 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
     let (sa, sb) = (cx.shape(ins[0]), cx.shape(ins[1]));
     let (m, k, nn) = gemm_dims(&sa, &sb, a).map_err(|e| Error::node(&node.name, "Gemm", e))?;
     let mut args = vec![Buf::Tensor(ins[0])];
-    let a_op = if a.trans_a { Operand { arg: 0, off: 0, rs: 1, cs: m } } else { Operand { arg: 0, off: 0, rs: k, cs: 1 } };
+    let a_op = if a.trans_a {
+        Operand {
+            arg: 0,
+            off: 0,
+            rs: 1,
+            cs: m,
+        }
+    } else {
+        Operand {
+            arg: 0,
+            off: 0,
+            rs: k,
+            cs: 1,
+        }
+    };
     // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise.
     let b_buf = match (a.trans_b, cx.g.constant(ins[1]).cloned()) {
         (false, _) => Buf::Tensor(ins[1]),
         (true, Some(c)) => {
-            let v = crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&c]).map_err(|e| Error::node(&node.name, "Gemm", e))?;
+            let v = crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&c])
+                .map_err(|e| Error::node(&node.name, "Gemm", e))?;
             let name = format!("{}.B_packed", node.name);
             Buf::Tensor(cx.constant(name, v.into_iter().next().unwrap_or(c)))
         }
         (true, None) => {
             let s = cx.scratch(k * nn * 4);
-            let body = Body::Transpose { out_shape: vec![k, nn], in_strides: transpose_strides(&sb, &[1, 0]), elem: 4 };
-            cx.push(n, Some("transpose_b"), vec![Buf::Tensor(ins[1]), s], vec![1], body, k * nn);
+            let body = Body::Transpose {
+                out_shape: vec![k, nn],
+                in_strides: transpose_strides(&sb, &[1, 0]),
+                elem: 4,
+            };
+            cx.push(
+                n,
+                Some("transpose_b"),
+                vec![Buf::Tensor(ins[1]), s],
+                vec![1],
+                body,
+                k * nn,
+            );
             s
         }
     };
@@ -191,11 +342,23 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
                 let cv = c.to_f32_vec();
                 let st = broadcast_strides(&cs, &[m, nn]);
                 let (kind, vals) = if st[0] == 0 {
-                    (BiasKind::Col, (0..nn).map(|j| a.beta * cv[j * st[1]]).collect::<Vec<_>>())
+                    (
+                        BiasKind::Col,
+                        (0..nn).map(|j| a.beta * cv[j * st[1]]).collect::<Vec<_>>(),
+                    )
                 } else {
-                    (BiasKind::Full, (0..m * nn).map(|e| a.beta * cv[(e / nn) * st[0] + (e % nn) * st[1]]).collect())
+                    (
+                        BiasKind::Full,
+                        (0..m * nn)
+                            .map(|e| a.beta * cv[(e / nn) * st[0] + (e % nn) * st[1]])
+                            .collect(),
+                    )
                 };
-                let shape = if kind == BiasKind::Col { vec![nn] } else { vec![m, nn] };
+                let shape = if kind == BiasKind::Col {
+                    vec![nn]
+                } else {
+                    vec![m, nn]
+                };
                 let id = cx.constant(format!("{}.C_packed", node.name), Tensor::f32(shape, vals));
                 (kind, 1.0, Buf::Tensor(id))
             }
@@ -205,13 +368,23 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
                     [1, x] if *x == nn => BiasKind::Col,
                     [x, 1] if *x == m => BiasKind::Row,
                     [x, y] if *x == m && *y == nn => BiasKind::Full,
-                    _ => return Err(Error::node(&node.name, "Gemm", format!("runtime C of shape {cs:?} must be [N], [1,N], [M,1] or [M,N]"))),
+                    _ => {
+                        return Err(Error::node(
+                            &node.name,
+                            "Gemm",
+                            format!("runtime C of shape {cs:?} must be [N], [1,N], [M,1] or [M,N]"),
+                        ))
+                    }
                 };
                 (kind, a.beta, Buf::Tensor(ins[2]))
             }
         };
         args.push(buf);
-        Some(Bias { at: op_operand(idx, nn), kind, scale })
+        Some(Bias {
+            at: op_operand(idx, nn),
+            kind,
+            scale,
+        })
     } else {
         None
     };
@@ -239,7 +412,9 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
 
 fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
-    let Op::Conv(a) = &node.op else { return Err(Error::internal("lower", "lower_conv on a non-conv node")) };
+    let Op::Conv(a) = &node.op else {
+        return Err(Error::internal("lower", "lower_conv on a non-conv node"));
+    };
     let ins = &node.inputs;
     let out = node.outputs[0];
     let (xs, ws, os) = (cx.shape(ins[0]), cx.shape(ins[1]), cx.shape(out));
@@ -266,13 +441,24 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
         };
         let s = cx.scratch(spec.col_bytes());
         let work = spec.col_bytes() / 4;
-        cx.push(n, Some("im2col"), vec![Buf::Tensor(ins[0]), s], vec![1], Body::Im2col(spec), work);
+        cx.push(
+            n,
+            Some("im2col"),
+            vec![Buf::Tensor(ins[0]), s],
+            vec![1],
+            Body::Im2col(spec),
+            work,
+        );
         (s, c * khw * p, kk * p)
     };
     let mut args = vec![Buf::Tensor(ins[1]), b_buf, Buf::Tensor(out)];
     let bias = a.has_bias.then(|| {
         args.push(Buf::Tensor(ins[2]));
-        Bias { at: op_operand(args.len() - 1, 0), kind: BiasKind::Row, scale: 1.0 }
+        Bias {
+            at: op_operand(args.len() - 1, 0),
+            kind: BiasKind::Row,
+            scale: 1.0,
+        }
     });
     let residual = a.epilogue.residual.then(|| {
         args.push(Buf::Tensor(ins[ins.len() - 1]));
@@ -282,8 +468,16 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
         m: mg,
         n: p,
         k: kk,
-        batch: vec![[nb, 0, b_batch, m * p, 0], [g, mg * kk, b_group, mg * p, mg]],
-        a: Operand { arg: 0, off: 0, rs: kk, cs: 1 },
+        batch: vec![
+            [nb, 0, b_batch, m * p, 0],
+            [g, mg * kk, b_group, mg * p, mg],
+        ],
+        a: Operand {
+            arg: 0,
+            off: 0,
+            rs: kk,
+            cs: 1,
+        },
         b: op_operand(1, p),
         c: op_operand(2, p),
         alpha: 1.0,
@@ -295,4 +489,3 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
     cx.push(n, None, args, vec![2], Body::Gemm(spec), work);
     Ok(())
 }
-

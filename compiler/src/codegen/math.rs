@@ -44,7 +44,16 @@ pub fn exp(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let r = kb.mul_add(n, ln2_hi, x);
     let r = kb.mul_add(n, ln2_lo, r);
     // e^r on |r| <= 0.35: Taylor to degree 7 (truncation < 1e-8 relative), Horner form.
-    let coeffs = [1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0];
+    let coeffs = [
+        1.0 / 5040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ];
     let mut p = kb.fconst(ty, coeffs[0]);
     for &c in &coeffs[1..] {
         let cv = kb.fconst(ty, c);

@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 use crate::plan::{MemoryPlan, Schedule};
 use builder::Kb;
 use cranelift_codegen::ir::types::{I32, I64};
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, UserFuncName};
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, UserFuncName,
+};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -34,7 +36,12 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
 }
 
 /// Defines one local function per kernel; returns their ids indexed like `l.kernels`.
-pub fn define_kernels(module: &mut dyn Module, name: &str, l: &Lowering, has_fma: bool) -> Result<Vec<FuncId>> {
+pub fn define_kernels(
+    module: &mut dyn Module,
+    name: &str,
+    l: &Lowering,
+    has_fma: bool,
+) -> Result<Vec<FuncId>> {
     let sig = kernel_signature(module);
     let mut ids = Vec::with_capacity(l.kernels.len());
     let mut fctx = FunctionBuilderContext::new();
@@ -55,7 +62,12 @@ pub fn define_kernels(module: &mut dyn Module, name: &str, l: &Lowering, has_fma
             let args = (0..k.args.len())
                 .map(|a| b.ins().load(I64, builder::flags(), argv, (a * 8) as i32))
                 .collect();
-            let mut kb = Kb { b, args, task, has_fma };
+            let mut kb = Kb {
+                b,
+                args,
+                task,
+                has_fma,
+            };
             emit_body(&mut kb, &k.body, k.tasks);
             kb.b.ins().return_(&[]);
             kb.b.finalize(module.isa().frontend_config());
@@ -75,14 +87,20 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Binary(s) => ops::elementwise::emit_binary(kb, s, tasks),
         Body::Unary(op, len) => ops::elementwise::emit_unary(kb, *op, *len, tasks),
-        Body::Affine { planes, c, inner } => ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks),
+        Body::Affine { planes, c, inner } => {
+            ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
+        }
         Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks),
         Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
-        Body::Softmax { outer, len, inner } => ops::nn::emit_softmax(kb, *outer, *len, *inner, tasks),
-        Body::Copy(len) => ops::data::emit_copy(kb, *len, tasks),
-        Body::Transpose { out_shape, in_strides, elem } => {
-            ops::data::emit_transpose(kb, out_shape, in_strides, *elem, tasks)
+        Body::Softmax { outer, len, inner } => {
+            ops::nn::emit_softmax(kb, *outer, *len, *inner, tasks)
         }
+        Body::Copy(len) => ops::data::emit_copy(kb, *len, tasks),
+        Body::Transpose {
+            out_shape,
+            in_strides,
+            elem,
+        } => ops::data::emit_transpose(kb, out_shape, in_strides, *elem, tasks),
         Body::Concat { outer, blocks } => ops::data::emit_concat(kb, *outer, blocks, tasks),
     }
 }
@@ -114,16 +132,30 @@ pub fn define_entry(
         b.switch_to_block(entry);
         b.seal_block(entry);
         let areas: Vec<_> = b.block_params(entry).to_vec();
-        let max_args = l.kernels.iter().map(|k| k.args.len()).max().unwrap_or(1).max(1);
-        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (max_args * 8) as u32, 3));
+        let max_args = l
+            .kernels
+            .iter()
+            .map(|k| k.args.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let slot = b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (max_args * 8) as u32,
+            3,
+        ));
         for &ki in &sched.order {
             let k = &l.kernels[ki];
             for (ai, buf) in k.args.iter().enumerate() {
-                let loc = plan
-                    .loc
-                    .get(buf)
-                    .ok_or_else(|| Error::internal("codegen", format!("kernel '{}' arg {ai} has no location", k.name)))?;
-                let p = b.ins().iadd_imm_s(areas[loc.area as usize], loc.offset as i64);
+                let loc = plan.loc.get(buf).ok_or_else(|| {
+                    Error::internal(
+                        "codegen",
+                        format!("kernel '{}' arg {ai} has no location", k.name),
+                    )
+                })?;
+                let p = b
+                    .ins()
+                    .iadd_imm_s(areas[loc.area as usize], loc.offset as i64);
                 b.ins().stack_store(I64, p, slot, (ai * 8) as i32);
             }
             let fref = module.declare_func_in_func(kernels[ki], b.func);
@@ -132,7 +164,12 @@ pub fn define_entry(
                 let z = b.ins().iconst(I64, 0);
                 b.ins().call(fref, &[argv, z]);
             } else {
-                let mut kb = Kb { b, args: vec![], task: argv, has_fma: false };
+                let mut kb = Kb {
+                    b,
+                    args: vec![],
+                    task: argv,
+                    has_fma: false,
+                };
                 kb.for_const(0, k.tasks as usize, 1, |kb, t| {
                     let argv = kb.b.ins().stack_addr(I64, slot, 0);
                     kb.b.ins().call(fref, &[argv, t]);

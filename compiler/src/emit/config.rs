@@ -37,7 +37,14 @@ pub fn symbols(g: &Graph, plan: &MemoryPlan) -> Vec<Symbol> {
     let mk = |t: TensorId, role: u32| {
         let td = &g.tensors[t];
         let loc = plan.loc[&crate::codegen::kernel::Buf::Tensor(t)];
-        Symbol { name: td.name.clone(), offset: loc.offset, elems: crate::ir::numel(&td.shape), role, dtype: td.dtype, shape: td.shape.clone() }
+        Symbol {
+            name: td.name.clone(),
+            offset: loc.offset,
+            elems: crate::ir::numel(&td.shape),
+            role,
+            dtype: td.dtype,
+            shape: td.shape.clone(),
+        }
     };
     let mut v: Vec<Symbol> = g.inputs.iter().map(|&t| mk(t, 1)).collect();
     v.extend(g.outputs.iter().map(|&t| mk(t, 2)));
@@ -58,7 +65,11 @@ struct Blob {
 
 impl Blob {
     fn new() -> Self {
-        Blob { bytes: Vec::new(), data_relocs: Vec::new(), func_relocs: Vec::new() }
+        Blob {
+            bytes: Vec::new(),
+            data_relocs: Vec::new(),
+            func_relocs: Vec::new(),
+        }
     }
     fn u32(&mut self, v: u32) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
@@ -67,7 +78,8 @@ impl Blob {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
     fn ptr(&mut self, target: DataId, addend: usize) {
-        self.data_relocs.push((self.bytes.len(), target, addend as i64));
+        self.data_relocs
+            .push((self.bytes.len(), target, addend as i64));
         self.u64(0);
     }
     fn null(&mut self) {
@@ -93,12 +105,16 @@ impl Blob {
             let fr = module.declare_func_in_data(f, &mut d);
             d.write_function_addr(off as u32, fr);
         }
-        module.define_data(id, &d).map_err(|e| Error::internal("emit", format!("define data: {e}")))
+        module
+            .define_data(id, &d)
+            .map_err(|e| Error::internal("emit", format!("define data: {e}")))
     }
 }
 
 fn declare(module: &mut dyn Module, name: &str, linkage: Linkage) -> Result<DataId> {
-    module.declare_data(name, linkage, false, false).map_err(|e| Error::internal("emit", format!("declare {name}: {e}")))
+    module
+        .declare_data(name, linkage, false, false)
+        .map_err(|e| Error::internal("emit", format!("declare {name}: {e}")))
 }
 
 /// Everything `emit_config` needs.
@@ -126,7 +142,8 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         .iter()
         .map(|t| declare(module, &format!("{}__{t}", c.name), Linkage::Local))
         .collect::<Result<_>>()?;
-    let [strs, symtab, tensors, args, ops, layers] = [ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]];
+    let [strs, symtab, tensors, args, ops, layers] =
+        [ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]];
     let config = declare(module, &format!("{}_config", c.name), Linkage::Export)?;
 
     let mut sb = Blob::new();
@@ -138,7 +155,10 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     };
     let sym_names: Vec<usize> = syms.iter().map(|s| intern(&s.name)).collect();
     let order = &c.s.order;
-    let op_names: Vec<usize> = order.iter().map(|&k| intern(&c.l.kernels[k].name)).collect();
+    let op_names: Vec<usize> = order
+        .iter()
+        .map(|&k| intern(&c.l.kernels[k].name))
+        .collect();
     let model_name = intern(c.name);
 
     let mut st = Blob::new();
@@ -150,7 +170,10 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         st.bytes.push(u8::from(s.role != 0));
         st.bytes.extend_from_slice(&[0; 7]);
         if s.shape.len() > 8 {
-            return Err(Error::tensor(&s.name, format!("rank {} exceeds the bundle limit of 8", s.shape.len())));
+            return Err(Error::tensor(
+                &s.name,
+                format!("rank {} exceeds the bundle limit of 8", s.shape.len()),
+            ));
         }
         td.u32(s.dtype.onnx_code());
         td.u32(s.shape.len() as u32);
@@ -168,7 +191,9 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         let k = &c.l.kernels[ki];
         let first_arg = ab.bytes.len();
         for b in &k.args {
-            let loc = c.plan.loc.get(b).ok_or_else(|| Error::internal("emit", format!("kernel '{}' arg without location", k.name)))?;
+            let loc = c.plan.loc.get(b).ok_or_else(|| {
+                Error::internal("emit", format!("kernel '{}' arg without location", k.name))
+            })?;
             ab.u32(loc.area as u32);
             ab.u32(0);
             ab.u64(loc.offset as u64);
@@ -214,7 +239,10 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.ptr(strs, model_name);
     cb.u64(0);
     if cb.bytes.len() != CONFIG_SIZE {
-        return Err(Error::internal("emit", format!("config is {} bytes, expected {CONFIG_SIZE}", cb.bytes.len())));
+        return Err(Error::internal(
+            "emit",
+            format!("config is {} bytes, expected {CONFIG_SIZE}", cb.bytes.len()),
+        ));
     }
     sb.define(module, strs, 1)?;
     st.define(module, symtab, 8)?;

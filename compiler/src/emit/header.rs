@@ -31,7 +31,16 @@ pub struct HeaderInfo<'a> {
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
 pub fn macro_name(s: &str) -> String {
-    let mut m: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let mut m: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if m.starts_with(|c: char| c.is_ascii_digit()) {
         m.insert(0, '_');
     }
@@ -60,8 +69,16 @@ pub fn render(h: &HeaderInfo) -> String {
             while !seen.insert(m.clone()) {
                 m.push('_');
             }
-            io.push_str(&format!("/* {role} '{}': {} {} */\n", s.name.replace("*/", "*_/"), s.dtype, shape_str(&s.shape)));
-            io.push_str(&format!("#define {m}_OFFSET {}\n#define {m}_SIZE {}\n", s.offset, s.elems));
+            io.push_str(&format!(
+                "/* {role} '{}': {} {} */\n",
+                s.name.replace("*/", "*_/"),
+                s.dtype,
+                shape_str(&s.shape)
+            ));
+            io.push_str(&format!(
+                "#define {m}_OFFSET {}\n#define {m}_SIZE {}\n",
+                s.offset, s.elems
+            ));
         }
     }
     let vars = [

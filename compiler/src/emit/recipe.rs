@@ -17,13 +17,27 @@ pub const WEIGHTS: &str = "weights";
 pub const ACTIVATIONS: &str = "activations";
 
 /// Builds the recipe document.
-pub fn recipe(name: &str, g: &Graph, l: &Lowering, s: &Schedule, plan: &MemoryPlan) -> Result<Value> {
+pub fn recipe(
+    name: &str,
+    g: &Graph,
+    l: &Lowering,
+    s: &Schedule,
+    plan: &MemoryPlan,
+) -> Result<Value> {
     let mut buffers = Vec::new();
     let mut mutable_names = std::collections::HashMap::new();
-    for (&t, ty) in g.inputs.iter().map(|t| (t, "input")).chain(g.outputs.iter().map(|t| (t, "output"))) {
+    for (&t, ty) in g
+        .inputs
+        .iter()
+        .map(|t| (t, "input"))
+        .chain(g.outputs.iter().map(|t| (t, "output")))
+    {
         let n = &g.tensors[t].name;
         buffers.push(json!({ "name": n, "type": ty }));
-        mutable_names.insert(plan.loc[&crate::codegen::kernel::Buf::Tensor(t)].offset, n.clone());
+        mutable_names.insert(
+            plan.loc[&crate::codegen::kernel::Buf::Tensor(t)].offset,
+            n.clone(),
+        );
     }
     buffers.push(json!({ "name": WEIGHTS, "type": "weight" }));
     buffers.push(json!({ "name": ACTIVATIONS, "type": "internal", "size": plan.activation_size }));
@@ -34,7 +48,9 @@ pub fn recipe(name: &str, g: &Graph, l: &Lowering, s: &Schedule, plan: &MemoryPl
         cpus.push(json!({ "name": k.name, "library_name": name }));
         let mut args = Vec::new();
         for (i, b) in k.args.iter().enumerate() {
-            let loc = plan.loc.get(b).ok_or_else(|| Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name)))?;
+            let loc = plan.loc.get(b).ok_or_else(|| {
+                Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name))
+            })?;
             args.push(match loc.area {
                 Area::Mutable => {
                     let n = mutable_names.get(&loc.offset).ok_or_else(|| Error::internal("recipe", "unnamed mutable"))?;

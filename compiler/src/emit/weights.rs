@@ -13,11 +13,18 @@ pub fn image(g: &Graph, plan: &MemoryPlan) -> Result<Vec<u8>> {
     for b in &plan.constants {
         let Buf::Tensor(t) = b else { continue };
         let td = &g.tensors[*t];
-        let c = td.constant().ok_or_else(|| Error::internal("emit", format!("'{}' is not a constant", td.name)))?;
+        let c = td
+            .constant()
+            .ok_or_else(|| Error::internal("emit", format!("'{}' is not a constant", td.name)))?;
         let bytes = c.to_bytes();
         let loc = plan.loc[b];
         img.get_mut(loc.offset..loc.offset + bytes.len())
-            .ok_or_else(|| Error::internal("emit", format!("constant '{}' outside the constant area", td.name)))?
+            .ok_or_else(|| {
+                Error::internal(
+                    "emit",
+                    format!("constant '{}' outside the constant area", td.name),
+                )
+            })?
             .copy_from_slice(&bytes);
     }
     Ok(img)

@@ -19,7 +19,11 @@ impl<'a> Attrs<'a> {
         self.node.attribute.iter().find(|a| a.name == key)
     }
     fn err(&self, key: &str, msg: impl std::fmt::Display) -> Error {
-        Error::node(self.name, &self.node.op_type, format!("attribute '{key}': {msg}"))
+        Error::node(
+            self.name,
+            &self.node.op_type,
+            format!("attribute '{key}': {msg}"),
+        )
     }
     /// Whether the attribute is present.
     pub fn has(&self, key: &str) -> bool {
@@ -48,7 +52,9 @@ impl<'a> Attrs<'a> {
     pub fn usizes(&self, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
         match self.ints(key) {
             None => Ok(vec![default; n]),
-            Some(v) if v.len() == n && v.iter().all(|&x| x >= 0) => Ok(v.iter().map(|&x| x as usize).collect()),
+            Some(v) if v.len() == n && v.iter().all(|&x| x >= 0) => {
+                Ok(v.iter().map(|&x| x as usize).collect())
+            }
             Some(v) => Err(self.err(key, format!("expected {n} non-negative values, got {v:?}"))),
         }
     }

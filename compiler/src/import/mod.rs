@@ -31,8 +31,13 @@ pub struct InputSpec {
 impl std::str::FromStr for InputSpec {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        let bad = |m: &str| Error::InvalidArgument { what: format!("--input '{s}'"), message: m.to_string() };
-        let (name, rest) = s.rsplit_once(':').ok_or_else(|| bad("expected NAME:DIMxDIM...xDTYPE"))?;
+        let bad = |m: &str| Error::InvalidArgument {
+            what: format!("--input '{s}'"),
+            message: m.to_string(),
+        };
+        let (name, rest) = s
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected NAME:DIMxDIM...xDTYPE"))?;
         let mut parts: Vec<&str> = rest.split('x').collect();
         let dtype = match parts.last().and_then(|p| DType::from_name(p)) {
             Some(d) => {
@@ -44,36 +49,77 @@ impl std::str::FromStr for InputSpec {
         let shape = parts
             .iter()
             .filter(|p| !p.is_empty())
-            .map(|p| p.parse::<usize>().map_err(|_| bad(&format!("'{p}' is not a dimension"))))
+            .map(|p| {
+                p.parse::<usize>()
+                    .map_err(|_| bad(&format!("'{p}' is not a dimension")))
+            })
             .collect::<Result<Vec<_>>>()?;
         if name.is_empty() {
             return Err(bad("empty input name"));
         }
-        Ok(InputSpec { name: name.to_string(), shape, dtype })
+        Ok(InputSpec {
+            name: name.to_string(),
+            shape,
+            dtype,
+        })
     }
 }
 
 /// Reads and imports an ONNX file.
 pub fn import_file(path: &Path, specs: &[InputSpec]) -> Result<Graph> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io { path: path.display().to_string(), source: e })?;
+    let bytes = std::fs::read(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
-    import_bytes(&bytes, &path.display().to_string(), name, specs, path.parent())
+    import_bytes(
+        &bytes,
+        &path.display().to_string(),
+        name,
+        specs,
+        path.parent(),
+    )
 }
 
 /// Imports an ONNX model from bytes; `label` names it in errors, `model_dir` resolves external data.
-pub fn import_bytes(bytes: &[u8], label: &str, name: &str, specs: &[InputSpec], model_dir: Option<&Path>) -> Result<Graph> {
+pub fn import_bytes(
+    bytes: &[u8],
+    label: &str,
+    name: &str,
+    specs: &[InputSpec],
+    model_dir: Option<&Path>,
+) -> Result<Graph> {
     let proto = tract_onnx::onnx()
         .proto_model_for_read(&mut &bytes[..])
-        .map_err(|e| Error::Malformed { path: label.to_string(), message: format!("{e:#}") })?;
-    let graph = proto.graph.as_ref().ok_or_else(|| Error::Malformed { path: label.into(), message: "no graph".into() })?;
+        .map_err(|e| Error::Malformed {
+            path: label.to_string(),
+            message: format!("{e:#}"),
+        })?;
+    let graph = proto.graph.as_ref().ok_or_else(|| Error::Malformed {
+        path: label.into(),
+        message: "no graph".into(),
+    })?;
     let opset = proto
         .opset_import
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(1, |o| o.version);
-    let mut used: HashSet<String> = graph.node.iter().flat_map(|n| n.input.iter().cloned()).collect();
+    let mut used: HashSet<String> = graph
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().cloned())
+        .collect();
     used.extend(graph.output.iter().map(|o| o.name.clone()));
-    let mut imp = Importer { g: Graph { name: name.to_string(), ..Graph::default() }, names: HashMap::new(), opset, model_dir, used };
+    let mut imp = Importer {
+        g: Graph {
+            name: name.to_string(),
+            ..Graph::default()
+        },
+        names: HashMap::new(),
+        opset,
+        model_dir,
+        used,
+    };
     imp.inputs(graph, specs, label)?;
     imp.nodes(graph)?;
     imp.outputs(graph, label)?;
@@ -103,10 +149,19 @@ impl Importer<'_> {
         }
         for spec in specs {
             if !graph.input.iter().any(|i| i.name == spec.name) {
-                let known: Vec<&str> = graph.input.iter().filter(|i| !self.names.contains_key(&i.name)).map(|i| i.name.as_str()).collect();
+                let known: Vec<&str> = graph
+                    .input
+                    .iter()
+                    .filter(|i| !self.names.contains_key(&i.name))
+                    .map(|i| i.name.as_str())
+                    .collect();
                 return Err(Error::InvalidArgument {
                     what: format!("--input {}", spec.name),
-                    message: format!("the model has no input named '{}' (inputs: {})", spec.name, known.join(", ")),
+                    message: format!(
+                        "the model has no input named '{}' (inputs: {})",
+                        spec.name,
+                        known.join(", ")
+                    ),
                 });
             }
         }
@@ -118,7 +173,9 @@ impl Importer<'_> {
                 Some(s) => (s.dtype, s.shape.clone()),
                 None => input_type(vi, label)?,
             };
-            let id = self.g.add_tensor(vi.name.clone(), dtype, shape, TensorKind::Input);
+            let id = self
+                .g
+                .add_tensor(vi.name.clone(), dtype, shape, TensorKind::Input);
             self.g.inputs.push(id);
             self.names.insert(vi.name.clone(), id);
         }
@@ -129,7 +186,11 @@ impl Importer<'_> {
         let mut unsupported: Vec<UnsupportedNode> = Vec::new();
         let mut poisoned: HashSet<String> = HashSet::new();
         for (idx, node) in graph.node.iter().enumerate() {
-            let name = if node.name.is_empty() { format!("{}_{idx}", node.op_type) } else { node.name.clone() };
+            let name = if node.name.is_empty() {
+                format!("{}_{idx}", node.op_type)
+            } else {
+                node.name.clone()
+            };
             let mut ins = Vec::with_capacity(node.input.len());
             let mut blocked = false;
             for i in &node.input {
@@ -140,13 +201,24 @@ impl Importer<'_> {
                 } else if poisoned.contains(i) {
                     blocked = true;
                 } else {
-                    return Err(Error::node(&name, &node.op_type, format!("input '{i}' is not defined before this node")));
+                    return Err(Error::node(
+                        &name,
+                        &node.op_type,
+                        format!("input '{i}' is not defined before this node"),
+                    ));
                 }
             }
             let lowered = if blocked {
                 // Downstream of an unsupported node: only check the op type is known.
-                if !nodes::SUPPORTED.iter().any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type)) {
-                    unsupported.push(UnsupportedNode { node: name, op: node.op_type.clone(), reason: "op is not supported".into() });
+                if !nodes::SUPPORTED
+                    .iter()
+                    .any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type))
+                {
+                    unsupported.push(UnsupportedNode {
+                        node: name,
+                        op: node.op_type.clone(),
+                        reason: "op is not supported".into(),
+                    });
                 }
                 poisoned.extend(node.output.iter().cloned());
                 continue;
@@ -187,8 +259,18 @@ impl Importer<'_> {
                 let mut acc = inputs[0];
                 for (i, &next) in inputs[1..].iter().enumerate() {
                     let last = i + 2 == inputs.len();
-                    let oname = if last { out0.clone() } else { format!("{out0}.{i}") };
-                    acc = self.add_node(&format!("{name}.{i}"), &node.op_type, Op::Binary(b), vec![acc, next], &oname)?;
+                    let oname = if last {
+                        out0.clone()
+                    } else {
+                        format!("{out0}.{i}")
+                    };
+                    acc = self.add_node(
+                        &format!("{name}.{i}"),
+                        &node.op_type,
+                        Op::Binary(b),
+                        vec![acc, next],
+                        &oname,
+                    )?;
                 }
                 self.names.insert(out0, acc);
             }
@@ -197,16 +279,37 @@ impl Importer<'_> {
     }
 
     /// Infers the output type, then either folds (all inputs constant) or appends a node.
-    fn add_node(&mut self, name: &str, onnx_op: &str, op: Op, inputs: Vec<TensorId>, out: &str) -> Result<TensorId> {
-        let types: Vec<_> = inputs.iter().map(|&t| (self.g.tensors[t].dtype, self.g.tensors[t].shape.as_slice())).collect();
-        let (dtype, shape) = ir::ops::infer(&op, &types).map_err(|m| Error::node(name, onnx_op, m))?.remove(0);
+    fn add_node(
+        &mut self,
+        name: &str,
+        onnx_op: &str,
+        op: Op,
+        inputs: Vec<TensorId>,
+        out: &str,
+    ) -> Result<TensorId> {
+        let types: Vec<_> = inputs
+            .iter()
+            .map(|&t| (self.g.tensors[t].dtype, self.g.tensors[t].shape.as_slice()))
+            .collect();
+        let (dtype, shape) = ir::ops::infer(&op, &types)
+            .map_err(|m| Error::node(name, onnx_op, m))?
+            .remove(0);
         if inputs.iter().all(|&t| self.g.constant(t).is_some()) {
-            let vals: Vec<&ir::Tensor> = inputs.iter().filter_map(|&t| self.g.constant(t)).collect();
-            let v = ir::ops::eval(&op, &vals).map_err(|m| Error::node(name, onnx_op, m))?.remove(0);
+            let vals: Vec<&ir::Tensor> =
+                inputs.iter().filter_map(|&t| self.g.constant(t)).collect();
+            let v = ir::ops::eval(&op, &vals)
+                .map_err(|m| Error::node(name, onnx_op, m))?
+                .remove(0);
             return Ok(self.g.add_constant(out, v));
         }
         let t = self.g.add_tensor(out, dtype, shape, TensorKind::Value);
-        self.g.push_node(NodeData { name: name.into(), onnx_op: onnx_op.into(), op, inputs, outputs: vec![t] });
+        self.g.push_node(NodeData {
+            name: name.into(),
+            onnx_op: onnx_op.into(),
+            op,
+            inputs,
+            outputs: vec![t],
+        });
         Ok(t)
     }
 
@@ -218,11 +321,22 @@ impl Importer<'_> {
             })?;
             // Outputs must be written by a kernel under their own name: copy inputs, constants and aliases.
             let td = &self.g.tensors[t];
-            let t = if td.name != vi.name || !matches!(td.kind, TensorKind::Value) || self.g.outputs.contains(&t) {
+            let t = if td.name != vi.name
+                || !matches!(td.kind, TensorKind::Value)
+                || self.g.outputs.contains(&t)
+            {
                 let (dtype, shape) = (td.dtype, td.shape.clone());
-                let o = self.g.add_tensor(vi.name.clone(), dtype, shape, TensorKind::Value);
+                let o = self
+                    .g
+                    .add_tensor(vi.name.clone(), dtype, shape, TensorKind::Value);
                 let name = format!("{}.copy", vi.name);
-                self.g.push_node(NodeData { name, onnx_op: "Identity".into(), op: Op::Unary(UnOp::Identity), inputs: vec![t], outputs: vec![o] });
+                self.g.push_node(NodeData {
+                    name,
+                    onnx_op: "Identity".into(),
+                    op: Op::Unary(UnOp::Identity),
+                    inputs: vec![t],
+                    outputs: vec![o],
+                });
                 o
             } else {
                 t
@@ -240,19 +354,39 @@ fn input_type(vi: &pb::ValueInfoProto, label: &str) -> Result<(DType, Vec<usize>
     let hint = format!("fix it with --input {}:DIMxDIM...xf32", vi.name);
     let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
         Some(Ty::TensorType(tt)) => tt,
-        _ => return Err(Error::Malformed { path: label.into(), message: format!("input '{}' is not a tensor", vi.name) }),
+        _ => {
+            return Err(Error::Malformed {
+                path: label.into(),
+                message: format!("input '{}' is not a tensor", vi.name),
+            })
+        }
     };
-    let dtype = DType::from_onnx(tt.elem_type)
-        .ok_or_else(|| Error::tensor(&vi.name, format!("unsupported input data type {}", tt.elem_type)))?;
-    let dims = tt.shape.as_ref().ok_or_else(|| Error::tensor(&vi.name, format!("input has no shape; {hint}")))?;
+    let dtype = DType::from_onnx(tt.elem_type).ok_or_else(|| {
+        Error::tensor(
+            &vi.name,
+            format!("unsupported input data type {}", tt.elem_type),
+        )
+    })?;
+    let dims = tt
+        .shape
+        .as_ref()
+        .ok_or_else(|| Error::tensor(&vi.name, format!("input has no shape; {hint}")))?;
     let mut shape = Vec::new();
     for (i, d) in dims.dim.iter().enumerate() {
         match &d.value {
             Some(Dim::DimValue(v)) if *v > 0 => shape.push(*v as usize),
             Some(Dim::DimParam(p)) => {
-                return Err(Error::tensor(&vi.name, format!("dimension {i} is symbolic ('{p}'); {hint}")))
+                return Err(Error::tensor(
+                    &vi.name,
+                    format!("dimension {i} is symbolic ('{p}'); {hint}"),
+                ))
             }
-            _ => return Err(Error::tensor(&vi.name, format!("dimension {i} is unknown; {hint}"))),
+            _ => {
+                return Err(Error::tensor(
+                    &vi.name,
+                    format!("dimension {i} is unknown; {hint}"),
+                ))
+            }
         }
     }
     Ok((dtype, shape))

@@ -5,7 +5,10 @@ use super::attrs::Attrs;
 use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result, UnsupportedNode};
-use crate::ir::{numel, BinOp, ConvAttrs, DType, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, Tensor, TensorId, UnOp};
+use crate::ir::{
+    numel, BinOp, ConvAttrs, DType, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, Tensor, TensorId,
+    UnOp,
+};
 use tract_onnx::pb::NodeProto;
 
 /// What an ONNX node becomes.
@@ -22,19 +25,52 @@ pub enum Lowered {
 
 /// Every ONNX op type the importer maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
-    ("Add, Sub, Mul, Div", "f32 (and i64 when folded); numpy broadcasting"),
+    (
+        "Add, Sub, Mul, Div",
+        "f32 (and i64 when folded); numpy broadcasting",
+    ),
     ("Max, Min", "f32; any number of inputs; broadcasting"),
-    ("Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal", "f32"),
-    ("Clip", "f32; min/max as attributes (opset < 11) or constant inputs"),
-    ("Identity, Dropout", "inference only: Dropout's mask output must be unused"),
-    ("MatMul", "f32; batched with numpy broadcasting; 1-D operands"),
-    ("Gemm", "f32; transA, transB, alpha, beta; C broadcast to [M, N]"),
-    ("Conv", "2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias"),
-    ("BatchNormalization", "inference (training_mode = 0); folded into a preceding Conv"),
-    ("MaxPool", "2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output"),
-    ("AveragePool", "2-D; pads, auto_pad, strides, ceil_mode, count_include_pad"),
+    (
+        "Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal",
+        "f32",
+    ),
+    (
+        "Clip",
+        "f32; min/max as attributes (opset < 11) or constant inputs",
+    ),
+    (
+        "Identity, Dropout",
+        "inference only: Dropout's mask output must be unused",
+    ),
+    (
+        "MatMul",
+        "f32; batched with numpy broadcasting; 1-D operands",
+    ),
+    (
+        "Gemm",
+        "f32; transA, transB, alpha, beta; C broadcast to [M, N]",
+    ),
+    (
+        "Conv",
+        "2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
+    ),
+    (
+        "BatchNormalization",
+        "inference (training_mode = 0); folded into a preceding Conv",
+    ),
+    (
+        "MaxPool",
+        "2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
+    ),
+    (
+        "AveragePool",
+        "2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
+    ),
     ("GlobalAveragePool", "rank >= 3"),
-    ("Flatten, Reshape, Squeeze, Unsqueeze", "shape / axes must be constant"),
+    (
+        "Flatten, Reshape, Squeeze, Unsqueeze",
+        "shape / axes must be constant",
+    ),
     ("Transpose", "any rank"),
     ("Concat", "any rank, any axis"),
     ("Softmax", "any axis; opset < 13 flattens the tail"),
@@ -42,19 +78,35 @@ pub const SUPPORTED: &[(&str, &str)] = &[
 ];
 
 fn unsupported(name: &str, op: &str, reason: impl Into<String>) -> Error {
-    Error::Unsupported(vec![UnsupportedNode { node: name.into(), op: op.into(), reason: reason.into() }])
+    Error::Unsupported(vec![UnsupportedNode {
+        node: name.into(),
+        op: op.into(),
+        reason: reason.into(),
+    }])
 }
 
 impl Importer<'_> {
     /// Maps one node. `ins` are the node's inputs (None for an omitted optional input).
-    pub(super) fn lower_node(&mut self, node: &NodeProto, name: &str, ins: &[Option<TensorId>]) -> Result<Lowered> {
+    pub(super) fn lower_node(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+    ) -> Result<Lowered> {
         let op = node.op_type.as_str();
         let a = Attrs::new(node, name);
         if !node.domain.is_empty() && node.domain != "ai.onnx" {
-            return Err(unsupported(name, op, format!("domain '{}' is not supported", node.domain)));
+            return Err(unsupported(
+                name,
+                op,
+                format!("domain '{}' is not supported", node.domain),
+            ));
         }
         let req = |i: usize| -> Result<TensorId> {
-            ins.get(i).copied().flatten().ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+            ins.get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
         };
         let rank = |t: TensorId| self.g.tensors[t].shape.len();
         let shape = |t: TensorId| self.g.tensors[t].shape.clone();
@@ -62,7 +114,11 @@ impl Importer<'_> {
         Ok(match op {
             "Add" | "Sub" | "Mul" | "Div" => {
                 if a.has("axis") || a.int("broadcast", 0) != 0 && self.opset < 7 {
-                    return Err(unsupported(name, op, "legacy axis broadcasting (opset < 7) is not supported"));
+                    return Err(unsupported(
+                        name,
+                        op,
+                        "legacy axis broadcasting (opset < 7) is not supported",
+                    ));
                 }
                 let b = match op {
                     "Add" => BinOp::Add,
@@ -95,8 +151,15 @@ impl Importer<'_> {
             "Reciprocal" => un(UnOp::Reciprocal)?,
             "Identity" => Lowered::Alias(req(0)?),
             "Dropout" => {
-                if node.output.len() > 1 && !node.output[1].is_empty() && self.is_used(&node.output[1]) {
-                    return Err(unsupported(name, op, "the mask output is used (training only)"));
+                if node.output.len() > 1
+                    && !node.output[1].is_empty()
+                    && self.is_used(&node.output[1])
+                {
+                    return Err(unsupported(
+                        name,
+                        op,
+                        "the mask output is used (training only)",
+                    ));
                 }
                 Lowered::Alias(req(0)?)
             }
@@ -108,7 +171,11 @@ impl Importer<'_> {
                         match ins.get(i).copied().flatten() {
                             None => Ok(d),
                             Some(t) => self.scalar_const(t).ok_or_else(|| {
-                                unsupported(name, op, format!("input {i} must be a constant scalar"))
+                                unsupported(
+                                    name,
+                                    op,
+                                    format!("input {i} must be a constant scalar"),
+                                )
                             }),
                         }
                     };
@@ -134,11 +201,19 @@ impl Importer<'_> {
             "Conv" => {
                 let (x, w) = (req(0)?, req(1)?);
                 if rank(x) != 4 || rank(w) != 4 {
-                    return Err(unsupported(name, op, format!("only 2-D convolution is supported (input rank {})", rank(x))));
+                    return Err(unsupported(
+                        name,
+                        op,
+                        format!("only 2-D convolution is supported (input rank {})", rank(x)),
+                    ));
                 }
                 let ws = shape(w);
                 let kernel = a.usizes("kernel_shape", 2, 0)?;
-                let kernel = if a.has("kernel_shape") { [kernel[0], kernel[1]] } else { [ws[2], ws[3]] };
+                let kernel = if a.has("kernel_shape") {
+                    [kernel[0], kernel[1]]
+                } else {
+                    [ws[2], ws[3]]
+                };
                 let strides = a.usizes("strides", 2, 1)?;
                 let dil = a.usizes("dilations", 2, 1)?;
                 let xs = shape(x);
@@ -161,15 +236,33 @@ impl Importer<'_> {
                 if a.int("training_mode", 0) != 0 {
                     return Err(unsupported(name, op, "training_mode = 1"));
                 }
-                if node.output.iter().skip(1).any(|o| !o.is_empty() && self.is_used(o)) {
-                    return Err(unsupported(name, op, "running mean/var outputs are used (training only)"));
+                if node
+                    .output
+                    .iter()
+                    .skip(1)
+                    .any(|o| !o.is_empty() && self.is_used(o))
+                {
+                    return Err(unsupported(
+                        name,
+                        op,
+                        "running mean/var outputs are used (training only)",
+                    ));
                 }
-                Lowered::Node(Op::BatchNorm { epsilon: a.float("epsilon", 1e-5) }, (0..5).map(req).collect::<Result<_>>()?)
+                Lowered::Node(
+                    Op::BatchNorm {
+                        epsilon: a.float("epsilon", 1e-5),
+                    },
+                    (0..5).map(req).collect::<Result<_>>()?,
+                )
             }
             "MaxPool" | "AveragePool" => {
                 let x = req(0)?;
                 if rank(x) != 4 {
-                    return Err(unsupported(name, op, format!("only 2-D pooling is supported (input rank {})", rank(x))));
+                    return Err(unsupported(
+                        name,
+                        op,
+                        format!("only 2-D pooling is supported (input rank {})", rank(x)),
+                    ));
                 }
                 if op == "MaxPool" && node.output.len() > 1 && self.is_used(&node.output[1]) {
                     return Err(unsupported(name, op, "the Indices output is not supported"));
@@ -179,7 +272,11 @@ impl Importer<'_> {
                 }
                 let k = a.usizes("kernel_shape", 2, 0)?;
                 if !a.has("kernel_shape") {
-                    return Err(Error::node(name, op, "attribute 'kernel_shape' is required"));
+                    return Err(Error::node(
+                        name,
+                        op,
+                        "attribute 'kernel_shape' is required",
+                    ));
                 }
                 let strides = a.usizes("strides", 2, 1)?;
                 let dil = a.usizes("dilations", 2, 1)?;
@@ -197,7 +294,11 @@ impl Importer<'_> {
                     ceil_mode: a.int("ceil_mode", 0) != 0,
                     count_include_pad: a.int("count_include_pad", 0) != 0,
                 };
-                let kind = if op == "MaxPool" { PoolKind::Max } else { PoolKind::Average };
+                let kind = if op == "MaxPool" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Average
+                };
                 Lowered::Node(Op::Pool(kind, attrs), vec![x])
             }
             "GlobalAveragePool" => Lowered::Node(Op::GlobalAveragePool, vec![req(0)?]),
@@ -206,12 +307,18 @@ impl Importer<'_> {
                 let s = shape(x);
                 let axis = a.axis("axis", 1, s.len() + 1)?;
                 let axis = axis.min(s.len());
-                Lowered::Node(Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]), vec![x])
+                Lowered::Node(
+                    Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
+                    vec![x],
+                )
             }
             "Reshape" => {
                 let x = req(0)?;
-                let spec = self.const_ints(req(1)?).ok_or_else(|| unsupported(name, op, "the shape input must be constant"))?;
-                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0).map_err(|m| Error::node(name, op, m))?;
+                let spec = self
+                    .const_ints(req(1)?)
+                    .ok_or_else(|| unsupported(name, op, "the shape input must be constant"))?;
+                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
+                    .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
             }
             "Squeeze" | "Unsqueeze" => {
@@ -221,24 +328,33 @@ impl Importer<'_> {
                 } else {
                     match ins.get(1).copied().flatten() {
                         None => None,
-                        Some(t) => Some(self.const_ints(t).ok_or_else(|| unsupported(name, op, "axes must be constant"))?),
+                        Some(t) => Some(
+                            self.const_ints(t)
+                                .ok_or_else(|| unsupported(name, op, "axes must be constant"))?,
+                        ),
                     }
                 };
-                let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze").map_err(|m| Error::node(name, op, m))?;
+                let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
+                    .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
             }
             "Transpose" => {
                 let x = req(0)?;
                 let r = rank(x);
                 let perm = match a.ints("perm") {
-                    Some(p) => p.iter().map(|&v| if v < 0 { usize::MAX } else { v as usize }).collect(),
+                    Some(p) => p
+                        .iter()
+                        .map(|&v| if v < 0 { usize::MAX } else { v as usize })
+                        .collect(),
                     None => (0..r).rev().collect(),
                 };
                 Lowered::Node(Op::Transpose(perm), vec![x])
             }
             "Concat" => {
                 let list: Vec<TensorId> = ins.iter().flatten().copied().collect();
-                let first = *list.first().ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
+                let first = *list
+                    .first()
+                    .ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
                 if !a.has("axis") {
                     return Err(Error::node(name, op, "attribute 'axis' is required"));
                 }
@@ -249,7 +365,13 @@ impl Importer<'_> {
                 let x = req(0)?;
                 let legacy = self.opset < 13;
                 let axis = a.axis("axis", if legacy { 1 } else { -1 }, rank(x))?;
-                Lowered::Node(Op::Softmax { axis, flatten_tail: legacy }, vec![x])
+                Lowered::Node(
+                    Op::Softmax {
+                        axis,
+                        flatten_tail: legacy,
+                    },
+                    vec![x],
+                )
             }
             "Constant" => {
                 if let Some(t) = a.tensor("value") {
@@ -263,7 +385,11 @@ impl Importer<'_> {
                 } else if let Some(v) = a.ints("value_ints") {
                     Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
                 } else {
-                    return Err(unsupported(name, op, "only tensor, float(s) and int(s) values are supported"));
+                    return Err(unsupported(
+                        name,
+                        op,
+                        "only tensor, float(s) and int(s) values are supported",
+                    ));
                 }
             }
             "Shape" => {
@@ -289,7 +415,15 @@ impl Importer<'_> {
     }
 
     /// Explicit pads [top, left, bottom, right] from `pads` or `auto_pad`.
-    fn pads(&self, a: &Attrs, op: &str, spatial: &[usize], k: &[usize; 2], s: &[usize], d: &[usize]) -> Result<[usize; 4]> {
+    fn pads(
+        &self,
+        a: &Attrs,
+        op: &str,
+        spatial: &[usize],
+        k: &[usize; 2],
+        s: &[usize],
+        d: &[usize],
+    ) -> Result<[usize; 4]> {
         let auto = a.string("auto_pad", "NOTSET")?;
         match auto.as_str() {
             "NOTSET" => {
@@ -304,19 +438,31 @@ impl Importer<'_> {
                     let eff = (k[i] - 1) * d[i] + 1;
                     let total = ((out - 1) * s[i] + eff).saturating_sub(spatial[i]);
                     let (small, big) = (total / 2, total - total / 2);
-                    let (begin, end) = if auto == "SAME_UPPER" { (small, big) } else { (big, small) };
+                    let (begin, end) = if auto == "SAME_UPPER" {
+                        (small, big)
+                    } else {
+                        (big, small)
+                    };
                     pads[i] = begin;
                     pads[i + 2] = end;
                 }
                 Ok(pads)
             }
-            other => Err(Error::node(a.name, op, format!("attribute 'auto_pad': unknown value '{other}'"))),
+            other => Err(Error::node(
+                a.name,
+                op,
+                format!("attribute 'auto_pad': unknown value '{other}'"),
+            )),
         }
     }
 }
 
 /// Resolves an ONNX Reshape spec (0 copies, -1 infers).
-pub fn reshape_target(input: &[usize], spec: &[i64], allow_zero: bool) -> std::result::Result<Vec<usize>, String> {
+pub fn reshape_target(
+    input: &[usize],
+    spec: &[i64],
+    allow_zero: bool,
+) -> std::result::Result<Vec<usize>, String> {
     let mut out = Vec::with_capacity(spec.len());
     let mut infer = None;
     for (i, &d) in spec.iter().enumerate() {
@@ -325,7 +471,11 @@ pub fn reshape_target(input: &[usize], spec: &[i64], allow_zero: bool) -> std::r
                 infer = Some(i);
                 out.push(1);
             }
-            0 if !allow_zero => out.push(*input.get(i).ok_or(format!("shape[{i}] = 0 copies a missing input dim"))?),
+            0 if !allow_zero => out.push(
+                *input
+                    .get(i)
+                    .ok_or(format!("shape[{i}] = 0 copies a missing input dim"))?,
+            ),
             d if d >= 0 => out.push(d as usize),
             _ => return Err(format!("invalid target shape {spec:?}")),
         }
@@ -344,11 +494,23 @@ pub fn reshape_target(input: &[usize], spec: &[i64], allow_zero: bool) -> std::r
     Ok(out)
 }
 
-fn squeeze_target(input: &[usize], axes: Option<&[i64]>, unsqueeze: bool) -> std::result::Result<Vec<usize>, String> {
-    let out_rank = if unsqueeze { input.len() + axes.map_or(0, |a| a.len()) } else { input.len() } as i64;
+fn squeeze_target(
+    input: &[usize],
+    axes: Option<&[i64]>,
+    unsqueeze: bool,
+) -> std::result::Result<Vec<usize>, String> {
+    let out_rank = if unsqueeze {
+        input.len() + axes.map_or(0, |a| a.len())
+    } else {
+        input.len()
+    } as i64;
     let norm = |a: i64| if a < 0 { a + out_rank } else { a };
     if unsqueeze {
-        let axes: Vec<i64> = axes.ok_or("Unsqueeze needs axes")?.iter().map(|&a| norm(a)).collect();
+        let axes: Vec<i64> = axes
+            .ok_or("Unsqueeze needs axes")?
+            .iter()
+            .map(|&a| norm(a))
+            .collect();
         let mut out = Vec::new();
         let mut it = input.iter();
         for i in 0..out_rank {
@@ -369,8 +531,12 @@ fn squeeze_target(input: &[usize], axes: Option<&[i64]>, unsqueeze: bool) -> std
                     return Err(format!("cannot squeeze axis {x} of {input:?}"));
                 }
             }
-            Ok(input.iter().enumerate().filter(|(i, _)| !axes.contains(&(*i as i64))).map(|(_, &d)| d).collect())
+            Ok(input
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(&(*i as i64)))
+                .map(|(_, &d)| d)
+                .collect())
         }
     }
 }
-

@@ -89,8 +89,19 @@ pub struct Graph {
 
 impl Graph {
     /// Adds a tensor.
-    pub fn add_tensor(&mut self, name: impl Into<String>, dtype: DType, shape: Shape, kind: TensorKind) -> TensorId {
-        self.tensors.push(TensorData { name: name.into(), dtype, shape, kind })
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: Shape,
+        kind: TensorKind,
+    ) -> TensorId {
+        self.tensors.push(TensorData {
+            name: name.into(),
+            dtype,
+            shape,
+            kind,
+        })
     }
     /// Adds a constant tensor.
     pub fn add_constant(&mut self, name: impl Into<String>, value: Tensor) -> TensorId {

@@ -105,7 +105,11 @@ pub fn shape_str(shape: &[usize]) -> String {
     if shape.is_empty() {
         return "scalar".into();
     }
-    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+    shape
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 /// Element storage of a host tensor. Integer and boolean tensors are held as `i64`.
@@ -131,11 +135,19 @@ pub struct Tensor {
 impl Tensor {
     /// A float tensor. The caller guarantees `values.len() == numel(shape)`.
     pub fn f32(shape: Shape, values: Vec<f32>) -> Tensor {
-        Tensor { dtype: DType::F32, shape, data: Data::F32(values) }
+        Tensor {
+            dtype: DType::F32,
+            shape,
+            data: Data::F32(values),
+        }
     }
     /// An i64 tensor.
     pub fn i64(shape: Shape, values: Vec<i64>) -> Tensor {
-        Tensor { dtype: DType::I64, shape, data: Data::I64(values) }
+        Tensor {
+            dtype: DType::I64,
+            shape,
+            data: Data::I64(values),
+        }
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -173,11 +185,15 @@ impl Tensor {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len() * self.dtype.size());
         match (&self.data, self.dtype) {
-            (Data::F32(v), _) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            (Data::I64(v), DType::I64) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            (Data::I64(v), DType::I32) => {
-                v.iter().for_each(|&x| out.extend_from_slice(&(x as i32).to_le_bytes()))
-            }
+            (Data::F32(v), _) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (Data::I64(v), DType::I64) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            (Data::I64(v), DType::I32) => v
+                .iter()
+                .for_each(|&x| out.extend_from_slice(&(x as i32).to_le_bytes())),
             (Data::I64(v), _) => v.iter().for_each(|&x| out.push(x as u8)),
         }
         out

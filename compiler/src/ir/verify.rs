@@ -21,25 +21,45 @@ pub fn verify(g: &Graph, stage: &'static str) -> Result<()> {
             if !defined[i] {
                 return Err(Error::internal(
                     stage,
-                    format!("node '{}' reads tensor '{}' before it is produced", node.name, g.tensors[i].name),
+                    format!(
+                        "node '{}' reads tensor '{}' before it is produced",
+                        node.name, g.tensors[i].name
+                    ),
                 ));
             }
         }
-        let types: Vec<_> = node.inputs.iter().map(|&i| (g.tensors[i].dtype, g.tensors[i].shape.as_slice())).collect();
-        let out = ops::infer(&node.op, &types)
-            .map_err(|e| Error::internal(stage, format!("node '{}' ({}): {e}", node.name, node.op.name())))?;
+        let types: Vec<_> = node
+            .inputs
+            .iter()
+            .map(|&i| (g.tensors[i].dtype, g.tensors[i].shape.as_slice()))
+            .collect();
+        let out = ops::infer(&node.op, &types).map_err(|e| {
+            Error::internal(
+                stage,
+                format!("node '{}' ({}): {e}", node.name, node.op.name()),
+            )
+        })?;
         if out.len() != node.outputs.len() {
-            return Err(Error::internal(stage, format!("node '{}' output count mismatch", node.name)));
+            return Err(Error::internal(
+                stage,
+                format!("node '{}' output count mismatch", node.name),
+            ));
         }
         for ((dt, shape), &o) in out.iter().zip(&node.outputs) {
             let td = &g.tensors[o];
             if defined[o] {
-                return Err(Error::internal(stage, format!("tensor '{}' has two producers", td.name)));
+                return Err(Error::internal(
+                    stage,
+                    format!("tensor '{}' has two producers", td.name),
+                ));
             }
             if td.dtype != *dt || &td.shape != shape {
                 return Err(Error::internal(
                     stage,
-                    format!("tensor '{}' is {} {:?} but node '{}' makes {} {:?}", td.name, td.dtype, td.shape, node.name, dt, shape),
+                    format!(
+                        "tensor '{}' is {} {:?} but node '{}' makes {} {:?}",
+                        td.name, td.dtype, td.shape, node.name, dt, shape
+                    ),
                 ));
             }
             defined[o] = true;
@@ -47,7 +67,10 @@ pub fn verify(g: &Graph, stage: &'static str) -> Result<()> {
     }
     for &o in &g.outputs {
         if !defined[o] {
-            return Err(Error::internal(stage, format!("model output '{}' is never produced", g.tensors[o].name)));
+            return Err(Error::internal(
+                stage,
+                format!("model output '{}' is never produced", g.tensors[o].name),
+            ));
         }
     }
     Ok(())

@@ -10,20 +10,45 @@ use crate::ir::{Graph, Op, Tensor};
 pub fn fold_batchnorm(g: &mut Graph) -> usize {
     let mut removed = Vec::new();
     for &bn in &g.order.clone() {
-        let Op::BatchNorm { epsilon } = g.nodes[bn].op else { continue };
+        let Op::BatchNorm { epsilon } = g.nodes[bn].op else {
+            continue;
+        };
         let x = g.nodes[bn].inputs[0];
-        let Some(conv) = g.order.iter().copied().find(|&n| g.nodes[n].outputs.contains(&x)) else { continue };
-        let Op::Conv(attrs) = g.nodes[conv].op.clone() else { continue };
+        let Some(conv) = g
+            .order
+            .iter()
+            .copied()
+            .find(|&n| g.nodes[n].outputs.contains(&x))
+        else {
+            continue;
+        };
+        let Op::Conv(attrs) = g.nodes[conv].op.clone() else {
+            continue;
+        };
         if single_use(g, x) != Some(bn) || attrs.epilogue != Default::default() {
             continue;
         }
-        let params: Option<Vec<Vec<f32>>> = g.nodes[bn].inputs[1..].iter().map(|&t| g.constant(t).map(|c| c.to_f32_vec())).collect();
-        let (Some(p), Some(w)) = (params, g.constant(g.nodes[conv].inputs[1]).cloned()) else { continue };
+        let params: Option<Vec<Vec<f32>>> = g.nodes[bn].inputs[1..]
+            .iter()
+            .map(|&t| g.constant(t).map(|c| c.to_f32_vec()))
+            .collect();
+        let (Some(p), Some(w)) = (params, g.constant(g.nodes[conv].inputs[1]).cloned()) else {
+            continue;
+        };
         let (s, t) = batchnorm_affine(&p[0], &p[1], &p[2], &p[3], epsilon);
         let m = s.len();
         let per = w.len() / m.max(1);
-        let wv: Vec<f32> = w.to_f32_vec().iter().enumerate().map(|(i, v)| v * s[i / per]).collect();
-        let old_b = if attrs.has_bias { g.constant(g.nodes[conv].inputs[2]).map(|c| c.to_f32_vec()) } else { Some(vec![0.0; m]) };
+        let wv: Vec<f32> = w
+            .to_f32_vec()
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * s[i / per])
+            .collect();
+        let old_b = if attrs.has_bias {
+            g.constant(g.nodes[conv].inputs[2]).map(|c| c.to_f32_vec())
+        } else {
+            Some(vec![0.0; m])
+        };
         let Some(old_b) = old_b else { continue };
         let bv: Vec<f32> = (0..m).map(|i| old_b[i] * s[i] + t[i]).collect();
         let name = g.nodes[conv].name.clone();

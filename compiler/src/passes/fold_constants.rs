@@ -17,7 +17,8 @@ pub fn fold_constants(g: &mut Graph) -> Result<usize> {
             continue;
         }
         let vals: Vec<_> = node.inputs.iter().filter_map(|&i| g.constant(i)).collect();
-        let outs = ops::eval(&node.op, &vals).map_err(|m| Error::node(&node.name, &node.onnx_op, m))?;
+        let outs =
+            ops::eval(&node.op, &vals).map_err(|m| Error::node(&node.name, &node.onnx_op, m))?;
         for (&o, v) in node.outputs.clone().iter().zip(outs) {
             g.tensors[o].kind = TensorKind::Constant(v);
         }

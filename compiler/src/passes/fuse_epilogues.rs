@@ -22,22 +22,39 @@ pub fn fuse_epilogues(g: &mut Graph) -> usize {
     while changed {
         changed = false;
         for &p in &g.order.clone() {
-            let Some(e) = epilogue_mut(&mut g.nodes[p].op).copied() else { continue };
+            let Some(e) = epilogue_mut(&mut g.nodes[p].op).copied() else {
+                continue;
+            };
             let out = g.nodes[p].outputs[0];
-            let Some(next) = single_use(g, out) else { continue };
+            let Some(next) = single_use(g, out) else {
+                continue;
+            };
             let next_node = g.nodes[next].clone();
             let out_shape = g.tensors[out].shape.clone();
             let fused = match &next_node.op {
                 Op::Binary(BinOp::Add) if !e.residual && e.act == Activation::None => {
-                    let other = if next_node.inputs[0] == out { next_node.inputs[1] } else { next_node.inputs[0] };
+                    let other = if next_node.inputs[0] == out {
+                        next_node.inputs[1]
+                    } else {
+                        next_node.inputs[0]
+                    };
                     if g.tensors[other].shape != out_shape || other == out {
                         continue;
                     }
                     g.nodes[p].inputs.push(other);
-                    Epilogue { residual: true, act: Activation::None }
+                    Epilogue {
+                        residual: true,
+                        act: Activation::None,
+                    }
                 }
-                Op::Unary(UnOp::Relu) if e.act == Activation::None => Epilogue { act: Activation::Relu, ..e },
-                Op::Unary(UnOp::Clip(lo, hi)) if e.act == Activation::None => Epilogue { act: Activation::Clip(*lo, *hi), ..e },
+                Op::Unary(UnOp::Relu) if e.act == Activation::None => Epilogue {
+                    act: Activation::Relu,
+                    ..e
+                },
+                Op::Unary(UnOp::Clip(lo, hi)) if e.act == Activation::None => Epilogue {
+                    act: Activation::Clip(*lo, *hi),
+                    ..e
+                },
                 _ => continue,
             };
             if let Some(ep) = epilogue_mut(&mut g.nodes[p].op) {

@@ -11,7 +11,11 @@ use crate::ir::{Graph, NodeId, TensorId};
 
 /// Live nodes that read `t`.
 pub(crate) fn consumers(g: &Graph, t: TensorId) -> Vec<NodeId> {
-    g.order.iter().copied().filter(|&n| g.nodes[n].inputs.contains(&t)).collect()
+    g.order
+        .iter()
+        .copied()
+        .filter(|&n| g.nodes[n].inputs.contains(&t))
+        .collect()
 }
 
 /// Whether `t` has exactly one reader, which is a node, and is not a model output.
@@ -20,6 +24,9 @@ pub(crate) fn single_use(g: &Graph, t: TensorId) -> Option<NodeId> {
         return None;
     }
     let c = consumers(g, t);
-    let reads: usize = c.iter().map(|&n| g.nodes[n].inputs.iter().filter(|&&i| i == t).count()).sum();
+    let reads: usize = c
+        .iter()
+        .map(|&n| g.nodes[n].inputs.iter().filter(|&&i| i == t).count())
+        .sum();
     (c.len() == 1 && reads == 1).then(|| c[0])
 }

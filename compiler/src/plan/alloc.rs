@@ -64,7 +64,14 @@ impl MemoryPlan {
         let mut at = 0;
         for &t in g.inputs.iter().chain(&g.outputs) {
             let size = g.tensors[t].size_bytes();
-            loc.insert(Buf::Tensor(t), Location { area: Area::Mutable, offset: at, size });
+            loc.insert(
+                Buf::Tensor(t),
+                Location {
+                    area: Area::Mutable,
+                    offset: at,
+                    size,
+                },
+            );
             at += align(size.max(1));
         }
         let mutable_size = at;
@@ -85,12 +92,22 @@ impl MemoryPlan {
                 };
                 match b {
                     Buf::Tensor(t) if matches!(g.tensors[t].kind, TensorKind::Constant(_)) => {
-                        loc.insert(b, Location { area: Area::Constant, offset: cat, size });
+                        loc.insert(
+                            b,
+                            Location {
+                                area: Area::Constant,
+                                offset: cat,
+                                size,
+                            },
+                        );
                         constants.push(b);
                         cat += align(size.max(1));
                     }
                     Buf::Tensor(t) if g.tensors[t].kind == TensorKind::Input => {
-                        return Err(Error::internal("plan", format!("input '{}' has no mutable slot", g.tensors[t].name)));
+                        return Err(Error::internal(
+                            "plan",
+                            format!("input '{}' has no mutable slot", g.tensors[t].name),
+                        ));
                     }
                     _ => {
                         let e = live.entry(b).or_insert_with(|| {
@@ -137,12 +154,32 @@ impl MemoryPlan {
             }
             placed.push((b, off, need));
             act_size = act_size.max(off + need);
-            loc.insert(b, Location { area: Area::Activations, offset: off, size: sizes[&b] });
+            loc.insert(
+                b,
+                Location {
+                    area: Area::Activations,
+                    offset: off,
+                    size: sizes[&b],
+                },
+            );
         }
         let max_live = (0..s.num_layers)
-            .map(|lv| placed.iter().filter(|(b, _, _)| live[b].0 <= lv && lv <= live[b].1).map(|p| p.2).sum())
+            .map(|lv| {
+                placed
+                    .iter()
+                    .filter(|(b, _, _)| live[b].0 <= lv && lv <= live[b].1)
+                    .map(|p| p.2)
+                    .sum()
+            })
             .max()
             .unwrap_or(0);
-        Ok(MemoryPlan { loc, constants, constant_size: cat, mutable_size, activation_size: act_size, max_live })
+        Ok(MemoryPlan {
+            loc,
+            constants,
+            constant_size: cat,
+            mutable_size,
+            activation_size: act_size,
+            max_live,
+        })
     }
 }

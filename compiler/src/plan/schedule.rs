@@ -39,6 +39,10 @@ impl Schedule {
         let mut order: Vec<usize> = (0..l.kernels.len()).collect();
         order.sort_by_key(|&i| (layer[i], i));
         let num_layers = layer.iter().max().map_or(0, |m| m + 1);
-        Schedule { layer, order, num_layers }
+        Schedule {
+            layer,
+            order,
+            num_layers,
+        }
     }
 }

@@ -42,8 +42,16 @@ impl Im2colSpec {
 /// Valid output range [lo, hi) along one axis for kernel offset `kk`.
 fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (usize, usize) {
     // in = o*stride + k_off - pad must lie in [0, input).
-    let lo = if pad > k_off { (pad - k_off).div_ceil(stride) } else { 0 };
-    let hi = if input + pad > k_off { (input + pad - k_off - 1) / stride + 1 } else { 0 };
+    let lo = if pad > k_off {
+        (pad - k_off).div_ceil(stride)
+    } else {
+        0
+    };
+    let hi = if input + pad > k_off {
+        (input + pad - k_off - 1) / stride + 1
+    } else {
+        0
+    };
     (lo.min(out), hi.min(out).max(lo.min(out)))
 }
 
@@ -61,7 +69,9 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
         let row0 = kb.addr(col_base, u, (kh * kw * plane * 4) as i64);
         for ky in 0..kh {
             for kx in 0..kw {
-                let row = kb.b.ins().iadd_imm_s(row0, (((ky * kw + kx) * plane) * 4) as i64);
+                let row =
+                    kb.b.ins()
+                        .iadd_imm_s(row0, (((ky * kw + kx) * plane) * 4) as i64);
                 let ky_off = ky * s.dilations[0];
                 let kx_off = kx * s.dilations[1];
                 let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);

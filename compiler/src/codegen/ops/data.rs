@@ -54,17 +54,31 @@ pub fn emit_copy(kb: &mut Kb, len: usize, tasks: u32) {
     // Every task but the last copies whole chunks; the tail chunk is copied by the task that owns it.
     let (lo, hi) = kb.task_range(units, tasks);
     kb.for_range(lo, hi, 1, |kb, u| {
-        let last = kb.b.ins().icmp_imm_s(cranelift_codegen::ir::condcodes::IntCC::Equal, u, (units - 1) as i64);
+        let last = kb.b.ins().icmp_imm_s(
+            cranelift_codegen::ir::condcodes::IntCC::Equal,
+            u,
+            (units - 1) as i64,
+        );
         let s = kb.addr(src, u, COPY_CHUNK as i64);
         let d = kb.addr(dst, u, COPY_CHUNK as i64);
         let tail = len - (units - 1) * COPY_CHUNK;
-        kb.if_else(last, |kb| copy_bytes(kb, d, s, tail), |kb| copy_bytes(kb, d, s, COPY_CHUNK));
+        kb.if_else(
+            last,
+            |kb| copy_bytes(kb, d, s, tail),
+            |kb| copy_bytes(kb, d, s, COPY_CHUNK),
+        );
     });
 }
 
 /// Emits a transpose: args src, dst. `out_shape` is the output shape, `in_strides` the input stride (elements)
 /// walked by each output dim, `elem` the element size in bytes.
-pub fn emit_transpose(kb: &mut Kb, out_shape: &[usize], in_strides: &[usize], elem: usize, tasks: u32) {
+pub fn emit_transpose(
+    kb: &mut Kb,
+    out_shape: &[usize],
+    in_strides: &[usize],
+    elem: usize,
+    tasks: u32,
+) {
     let r = out_shape.len();
     let inner = out_shape[r - 1];
     let inner_stride = in_strides[r - 1];

@@ -49,7 +49,13 @@ pub fn coalesce(op: BinOp, out: &[usize], sa: &[usize], sb: &[usize]) -> BinaryS
         }
         _ => (1, 0, 0),
     };
-    BinarySpec { op, outer: dims, inner, ia, ib }
+    BinarySpec {
+        op,
+        outer: dims,
+        inner,
+        ia,
+        ib,
+    }
 }
 
 impl BinarySpec {
@@ -76,7 +82,11 @@ pub fn emit_binary(kb: &mut Kb, s: &BinarySpec, tasks: u32) {
             let end = kb.b.ins().iadd_imm_s(start, CHUNK as i64);
             let n = kb.iconst(s.inner as i64);
             let end = kb.b.ins().umin(end, n);
-            let (a, b, o) = (offset(kb, pa, start, s.ia), offset(kb, pb, start, s.ib), kb.addr(po, start, 4));
+            let (a, b, o) = (
+                offset(kb, pa, start, s.ia),
+                offset(kb, pb, start, s.ib),
+                kb.addr(po, start, 4),
+            );
             let len = kb.b.ins().isub(end, start);
             inner_run(kb, s, a, b, o, len);
         } else {

@@ -149,10 +149,24 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
 }
 
 /// One `rows x cols` tile at (i, j0): K loop, epilogue, store.
-fn tile(kb: &mut Kb, s: &GemmSpec, offs: &[Value; 4], i: Value, j0: Value, rows: usize, cols: usize) {
+fn tile(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    offs: &[Value; 4],
+    i: Value,
+    j0: Value,
+    rows: usize,
+    cols: usize,
+) {
     let nv = cols / LANES;
     let ns = cols % LANES;
-    let lane_ty = |c: usize| -> Type { if c < nv { VEC } else { F32 } };
+    let lane_ty = |c: usize| -> Type {
+        if c < nv {
+            VEC
+        } else {
+            F32
+        }
+    };
     let ncols_slots = nv + ns;
     // Pointers: a at (i, 0), b at (0, j0), in bytes.
     let a_row = kb.b.ins().imul_imm_s(i, s.a.rs as i64);
@@ -182,7 +196,11 @@ fn tile(kb: &mut Kb, s: &GemmSpec, offs: &[Value; 4], i: Value, j0: Value, rows:
         let bp = kb.b.use_var(b_ptr);
         let bv: Vec<Value> = (0..ncols_slots)
             .map(|c| {
-                let off = if c < nv { c * LANES } else { nv * LANES + (c - nv) };
+                let off = if c < nv {
+                    c * LANES
+                } else {
+                    nv * LANES + (c - nv)
+                };
                 kb.load(lane_ty(c), bp, (off * 4) as i64)
             })
             .collect();
@@ -240,7 +258,11 @@ fn tile(kb: &mut Kb, s: &GemmSpec, offs: &[Value; 4], i: Value, j0: Value, rows:
         };
         for (c, &v) in row.iter().enumerate() {
             let ty = lane_ty(c);
-            let col = if c < nv { c * LANES } else { nv * LANES + (c - nv) };
+            let col = if c < nv {
+                c * LANES
+            } else {
+                nv * LANES + (c - nv)
+            };
             let mut x = kb.b.use_var(v);
             if s.alpha != 1.0 {
                 let al = kb.fconst(ty, s.alpha);

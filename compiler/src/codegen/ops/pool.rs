@@ -38,7 +38,11 @@ pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
             kb.for_const(0, ow, 1, |kb, ox| {
                 let x0 = kb.b.ins().imul_imm_s(ox, a.strides[1] as i64);
                 let x0 = kb.b.ins().iadd_imm_s(x0, -(a.pads[1] as i64));
-                let init = if s.kind == PoolKind::Max { f32::NEG_INFINITY } else { 0.0 };
+                let init = if s.kind == PoolKind::Max {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                };
                 let mut acc = kb.fconst(F32, init);
                 let mut count = kb.fconst(F32, 0.0);
                 let zero_f = kb.fconst(F32, 0.0);

@@ -7,14 +7,26 @@ use crate::ir::op::{ConvAttrs, PoolAttrs, PoolKind};
 use crate::ir::types::{DType, Shape, Tensor};
 
 /// Output extent of a sliding window along one axis.
-pub fn window_out(input: usize, k: usize, s: usize, d: usize, p0: usize, p1: usize, ceil: bool) -> Result<usize, String> {
+pub fn window_out(
+    input: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    p0: usize,
+    p1: usize,
+    ceil: bool,
+) -> Result<usize, String> {
     let eff = (k - 1) * d + 1;
     let padded = input + p0 + p1;
     if padded < eff {
         return Err(format!("window {eff} larger than padded input {padded}"));
     }
     let span = padded - eff;
-    let mut out = if ceil { span.div_ceil(s) + 1 } else { span / s + 1 };
+    let mut out = if ceil {
+        span.div_ceil(s) + 1
+    } else {
+        span / s + 1
+    };
     // A window that would start entirely in the end padding is dropped (ONNX / PyTorch rule).
     if ceil && (out - 1) * s >= input + p0 {
         out -= 1;
@@ -22,17 +34,25 @@ pub fn window_out(input: usize, k: usize, s: usize, d: usize, p0: usize, p1: usi
     Ok(out)
 }
 
-pub(crate) fn infer_conv(inputs: &[(DType, &[usize])], a: &ConvAttrs) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_conv(
+    inputs: &[(DType, &[usize])],
+    a: &ConvAttrs,
+) -> Result<Vec<(DType, Shape)>, String> {
     let want = 2 + a.has_bias as usize + a.epilogue.residual as usize;
     arity(inputs, want, want)?;
     want_f32(inputs[0].0, "X")?;
     want_f32(inputs[1].0, "W")?;
     let (x, w) = (inputs[0].1, inputs[1].1);
     if x.len() != 4 || w.len() != 4 {
-        return Err(format!("only 2-D convolution is supported (X {x:?}, W {w:?})"));
+        return Err(format!(
+            "only 2-D convolution is supported (X {x:?}, W {w:?})"
+        ));
     }
     if a.group == 0 || x[1] % a.group != 0 || w[0] % a.group != 0 || w[1] * a.group != x[1] {
-        return Err(format!("channels do not match groups: X {x:?}, W {w:?}, group {}", a.group));
+        return Err(format!(
+            "channels do not match groups: X {x:?}, W {w:?}, group {}",
+            a.group
+        ));
     }
     if [w[2], w[3]] != a.kernel {
         return Err(format!("kernel_shape {:?} differs from W {w:?}", a.kernel));
@@ -40,21 +60,47 @@ pub(crate) fn infer_conv(inputs: &[(DType, &[usize])], a: &ConvAttrs) -> Result<
     if a.has_bias && inputs[2].1 != [w[0]] {
         return Err(format!("bias shape {:?} is not [{}]", inputs[2].1, w[0]));
     }
-    let oh = window_out(x[2], a.kernel[0], a.strides[0], a.dilations[0], a.pads[0], a.pads[2], false)?;
-    let ow = window_out(x[3], a.kernel[1], a.strides[1], a.dilations[1], a.pads[1], a.pads[3], false)?;
+    let oh = window_out(
+        x[2],
+        a.kernel[0],
+        a.strides[0],
+        a.dilations[0],
+        a.pads[0],
+        a.pads[2],
+        false,
+    )?;
+    let ow = window_out(
+        x[3],
+        a.kernel[1],
+        a.strides[1],
+        a.dilations[1],
+        a.pads[1],
+        a.pads[3],
+        false,
+    )?;
     let out = vec![x[0], w[0], oh, ow];
     if a.epilogue.residual && inputs[want - 1].1 != out.as_slice() {
-        return Err(format!("residual shape {:?} differs from output {out:?}", inputs[want - 1].1));
+        return Err(format!(
+            "residual shape {:?} differs from output {out:?}",
+            inputs[want - 1].1
+        ));
     }
     Ok(vec![(DType::F32, out)])
 }
 
 pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>, String> {
-    let shapes: Vec<(DType, &[usize])> = inputs.iter().map(|t| (t.dtype, t.shape.as_slice())).collect();
+    let shapes: Vec<(DType, &[usize])> = inputs
+        .iter()
+        .map(|t| (t.dtype, t.shape.as_slice()))
+        .collect();
     let out_shape = infer_conv(&shapes, a)?.remove(0).1;
     let (xs, ws) = (&inputs[0].shape, &inputs[1].shape);
     let (x, w) = (f32s(inputs[0], "X")?, f32s(inputs[1], "W")?);
-    let bias = if a.has_bias { Some(f32s(inputs[2], "B")?) } else { None };
+    let bias = if a.has_bias {
+        Some(f32s(inputs[2], "B")?)
+    } else {
+        None
+    };
     let (n, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
     let (m, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
     let (oh, ow) = (out_shape[2], out_shape[3]);
@@ -69,12 +115,14 @@ pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>
                     for ci in 0..cg {
                         let cin = g * cg + ci;
                         for ky in 0..kh {
-                            let iy = (y * a.strides[0] + ky * a.dilations[0]) as isize - a.pads[0] as isize;
+                            let iy = (y * a.strides[0] + ky * a.dilations[0]) as isize
+                                - a.pads[0] as isize;
                             if iy < 0 || iy >= h as isize {
                                 continue;
                             }
                             for kx in 0..kw {
-                                let ix = (xo * a.strides[1] + kx * a.dilations[1]) as isize - a.pads[1] as isize;
+                                let ix = (xo * a.strides[1] + kx * a.dilations[1]) as isize
+                                    - a.pads[1] as isize;
                                 if ix < 0 || ix >= wd as isize {
                                     continue;
                                 }
@@ -88,26 +136,56 @@ pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>
             }
         }
     }
-    let res = if a.epilogue.residual { Some(f32s(inputs[inputs.len() - 1], "residual")?) } else { None };
+    let res = if a.epilogue.residual {
+        Some(f32s(inputs[inputs.len() - 1], "residual")?)
+    } else {
+        None
+    };
     apply_epilogue(&mut out, &a.epilogue, res);
     Ok(vec![Tensor::f32(out_shape, out)])
 }
 
-pub(crate) fn infer_pool(inputs: &[(DType, &[usize])], a: &PoolAttrs) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_pool(
+    inputs: &[(DType, &[usize])],
+    a: &PoolAttrs,
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
     want_f32(inputs[0].0, "X")?;
     let x = inputs[0].1;
     if x.len() != 4 {
         return Err(format!("only 2-D pooling is supported (X {x:?})"));
     }
-    let oh = window_out(x[2], a.kernel[0], a.strides[0], a.dilations[0], a.pads[0], a.pads[2], a.ceil_mode)?;
-    let ow = window_out(x[3], a.kernel[1], a.strides[1], a.dilations[1], a.pads[1], a.pads[3], a.ceil_mode)?;
+    let oh = window_out(
+        x[2],
+        a.kernel[0],
+        a.strides[0],
+        a.dilations[0],
+        a.pads[0],
+        a.pads[2],
+        a.ceil_mode,
+    )?;
+    let ow = window_out(
+        x[3],
+        a.kernel[1],
+        a.strides[1],
+        a.dilations[1],
+        a.pads[1],
+        a.pads[3],
+        a.ceil_mode,
+    )?;
     Ok(vec![(DType::F32, vec![x[0], x[1], oh, ow])])
 }
 
 /// The window of output position `o` along one axis: (first valid input, end of valid inputs, divisor span).
 /// The divisor span counts positions inside the padded extent (for count_include_pad).
-pub fn pool_window(o: usize, input: usize, k: usize, s: usize, p0: usize, p1: usize) -> (usize, usize, usize) {
+pub fn pool_window(
+    o: usize,
+    input: usize,
+    k: usize,
+    s: usize,
+    p0: usize,
+    p1: usize,
+) -> (usize, usize, usize) {
     let start = (o * s) as isize - p0 as isize;
     let end_padded = (start + k as isize).min((input + p1) as isize);
     let span = (end_padded - start) as usize;
@@ -116,8 +194,14 @@ pub fn pool_window(o: usize, input: usize, k: usize, s: usize, p0: usize, p1: us
     (lo, hi, span)
 }
 
-pub(crate) fn eval_pool(kind: PoolKind, inputs: &[&Tensor], a: &PoolAttrs) -> Result<Vec<Tensor>, String> {
-    let out_shape = infer_pool(&[(inputs[0].dtype, &inputs[0].shape)], a)?.remove(0).1;
+pub(crate) fn eval_pool(
+    kind: PoolKind,
+    inputs: &[&Tensor],
+    a: &PoolAttrs,
+) -> Result<Vec<Tensor>, String> {
+    let out_shape = infer_pool(&[(inputs[0].dtype, &inputs[0].shape)], a)?
+        .remove(0)
+        .1;
     let x = f32s(inputs[0], "X")?;
     let (h, w) = (inputs[0].shape[2], inputs[0].shape[3]);
     let (oh, ow) = (out_shape[2], out_shape[3]);
@@ -131,9 +215,11 @@ pub(crate) fn eval_pool(kind: PoolKind, inputs: &[&Tensor], a: &PoolAttrs) -> Re
                     PoolKind::Max => {
                         let mut m = f32::NEG_INFINITY;
                         for ky in 0..a.kernel[0] {
-                            let iy = (y * a.strides[0] + ky * a.dilations[0]) as isize - a.pads[0] as isize;
+                            let iy = (y * a.strides[0] + ky * a.dilations[0]) as isize
+                                - a.pads[0] as isize;
                             for kx in 0..a.kernel[1] {
-                                let ix = (xo * a.strides[1] + kx * a.dilations[1]) as isize - a.pads[1] as isize;
+                                let ix = (xo * a.strides[1] + kx * a.dilations[1]) as isize
+                                    - a.pads[1] as isize;
                                 if iy >= 0 && (iy as usize) < h && ix >= 0 && (ix as usize) < w {
                                     m = m.max(plane[iy as usize * w + ix as usize]);
                                 }
@@ -142,15 +228,21 @@ pub(crate) fn eval_pool(kind: PoolKind, inputs: &[&Tensor], a: &PoolAttrs) -> Re
                         m
                     }
                     PoolKind::Average => {
-                        let (y0, y1, sy) = pool_window(y, h, a.kernel[0], a.strides[0], a.pads[0], a.pads[2]);
-                        let (x0, x1, sx) = pool_window(xo, w, a.kernel[1], a.strides[1], a.pads[1], a.pads[3]);
+                        let (y0, y1, sy) =
+                            pool_window(y, h, a.kernel[0], a.strides[0], a.pads[0], a.pads[2]);
+                        let (x0, x1, sx) =
+                            pool_window(xo, w, a.kernel[1], a.strides[1], a.pads[1], a.pads[3]);
                         let mut s = 0.0f32;
                         for iy in y0..y1 {
                             for ix in x0..x1 {
                                 s += plane[iy * w + ix];
                             }
                         }
-                        let count = if a.count_include_pad { sy * sx } else { (y1 - y0) * (x1 - x0) };
+                        let count = if a.count_include_pad {
+                            sy * sx
+                        } else {
+                            (y1 - y0) * (x1 - x0)
+                        };
                         s / count.max(1) as f32
                     }
                 };
@@ -161,7 +253,9 @@ pub(crate) fn eval_pool(kind: PoolKind, inputs: &[&Tensor], a: &PoolAttrs) -> Re
     Ok(vec![Tensor::f32(out_shape, out)])
 }
 
-pub(crate) fn infer_global_pool(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_global_pool(
+    inputs: &[(DType, &[usize])],
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
     want_f32(inputs[0].0, "X")?;
     let x = inputs[0].1;
@@ -174,11 +268,15 @@ pub(crate) fn infer_global_pool(inputs: &[(DType, &[usize])]) -> Result<Vec<(DTy
 }
 
 pub(crate) fn eval_global_pool(inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
-    let out_shape = infer_global_pool(&[(inputs[0].dtype, &inputs[0].shape)])?.remove(0).1;
+    let out_shape = infer_global_pool(&[(inputs[0].dtype, &inputs[0].shape)])?
+        .remove(0)
+        .1;
     let x = f32s(inputs[0], "X")?;
     let planes = out_shape[0] * out_shape[1];
     let size = x.len() / planes.max(1);
-    let out = (0..planes).map(|p| x[p * size..(p + 1) * size].iter().sum::<f32>() / size as f32).collect();
+    let out = (0..planes)
+        .map(|p| x[p * size..(p + 1) * size].iter().sum::<f32>() / size as f32)
+        .collect();
     Ok(vec![Tensor::f32(out_shape, out)])
 }
 

@@ -10,8 +10,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Shape, String> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -27,16 +35,28 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let st = strides(shape);
     let off = out.len() - shape.len();
     (0..out.len())
-        .map(|i| if i < off || shape[i - off] == 1 { 0 } else { st[i - off] })
+        .map(|i| {
+            if i < off || shape[i - off] == 1 {
+                0
+            } else {
+                st[i - off]
+            }
+        })
         .collect()
 }
 
 pub(crate) fn infer_binary(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 2, 2)?;
     if inputs[0].0 != inputs[1].0 {
-        return Err(format!("input dtypes differ: {} and {}", inputs[0].0, inputs[1].0));
+        return Err(format!(
+            "input dtypes differ: {} and {}",
+            inputs[0].0, inputs[1].0
+        ));
     }
-    Ok(vec![(inputs[0].0, broadcast_shapes(inputs[0].1, inputs[1].1)?)])
+    Ok(vec![(
+        inputs[0].0,
+        broadcast_shapes(inputs[0].1, inputs[1].1)?,
+    )])
 }
 
 pub(crate) fn infer_unary(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
@@ -105,7 +125,10 @@ pub(crate) fn eval_binary(op: BinOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, 
     arity(inputs, 2, 2)?;
     let (a, b) = (inputs[0], inputs[1]);
     let out = broadcast_shapes(&a.shape, &b.shape)?;
-    let (sa, sb) = (broadcast_strides(&a.shape, &out), broadcast_strides(&b.shape, &out));
+    let (sa, sb) = (
+        broadcast_strides(&a.shape, &out),
+        broadcast_strides(&b.shape, &out),
+    );
     match (&a.data, &b.data) {
         (Data::F32(x), Data::F32(y)) => {
             let mut v = Vec::with_capacity(numel(&out));
@@ -115,14 +138,20 @@ pub(crate) fn eval_binary(op: BinOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, 
         (Data::I64(x), Data::I64(y)) => {
             let mut v = Vec::with_capacity(numel(&out));
             let mut err = None;
-            for_each_broadcast(&out, &sa, &sb, |i, j| match apply_binary_i64(op, x[i], y[j]) {
-                Ok(r) => v.push(r),
-                Err(e) => err = Some(e),
+            for_each_broadcast(&out, &sa, &sb, |i, j| {
+                match apply_binary_i64(op, x[i], y[j]) {
+                    Ok(r) => v.push(r),
+                    Err(e) => err = Some(e),
+                }
             });
             if let Some(e) = err {
                 return Err(e);
             }
-            Ok(vec![Tensor { dtype: a.dtype, shape: out, data: Data::I64(v) }])
+            Ok(vec![Tensor {
+                dtype: a.dtype,
+                shape: out,
+                data: Data::I64(v),
+            }])
         }
         _ => Err(format!("input dtypes differ: {} and {}", a.dtype, b.dtype)),
     }
@@ -135,7 +164,10 @@ pub(crate) fn eval_unary(op: UnOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, St
     }
     want_f32(inputs[0].dtype, "input")?;
     let x = f32s(inputs[0], "input")?;
-    Ok(vec![Tensor::f32(inputs[0].shape.clone(), x.iter().map(|&v| apply_unary(op, v)).collect())])
+    Ok(vec![Tensor::f32(
+        inputs[0].shape.clone(),
+        x.iter().map(|&v| apply_unary(op, v)).collect(),
+    )])
 }
 
 #[cfg(test)]
@@ -145,7 +177,10 @@ mod tests {
     #[test]
     fn broadcast_rules() {
         assert_eq!(broadcast_shapes(&[2, 3, 4], &[4]).unwrap(), vec![2, 3, 4]);
-        assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1]).unwrap(), vec![2, 3, 4]);
+        assert_eq!(
+            broadcast_shapes(&[2, 1, 4], &[3, 1]).unwrap(),
+            vec![2, 3, 4]
+        );
         assert!(broadcast_shapes(&[2, 3], &[4]).is_err());
         assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
     }

@@ -30,8 +30,16 @@ pub fn matmul_geom(a: &[usize], b: &[usize]) -> Result<MatMulGeom, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul operands must have rank >= 1".into());
     }
-    let a2: Shape = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Shape = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Shape = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Shape = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != kb {
@@ -39,8 +47,14 @@ pub fn matmul_geom(a: &[usize], b: &[usize]) -> Result<MatMulGeom, String> {
     }
     let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast_shapes(ab, bb)?;
-    let a_bs: Vec<usize> = broadcast_strides(ab, &batch).iter().map(|s| s * m * k).collect();
-    let b_bs: Vec<usize> = broadcast_strides(bb, &batch).iter().map(|s| s * k * n).collect();
+    let a_bs: Vec<usize> = broadcast_strides(ab, &batch)
+        .iter()
+        .map(|s| s * m * k)
+        .collect();
+    let b_bs: Vec<usize> = broadcast_strides(bb, &batch)
+        .iter()
+        .map(|s| s * k * n)
+        .collect();
     let mut out_shape = batch.clone();
     if a.len() > 1 {
         out_shape.push(m);
@@ -48,10 +62,21 @@ pub fn matmul_geom(a: &[usize], b: &[usize]) -> Result<MatMulGeom, String> {
     if b.len() > 1 {
         out_shape.push(n);
     }
-    Ok(MatMulGeom { m, k, n, batch, a_batch_strides: a_bs, b_batch_strides: b_bs, out_shape })
+    Ok(MatMulGeom {
+        m,
+        k,
+        n,
+        batch,
+        a_batch_strides: a_bs,
+        b_batch_strides: b_bs,
+        out_shape,
+    })
 }
 
-pub(crate) fn infer_matmul(inputs: &[(DType, &[usize])], e: &Epilogue) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_matmul(
+    inputs: &[(DType, &[usize])],
+    e: &Epilogue,
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 2, 2 + e.residual as usize)?;
     want_f32(inputs[0].0, "A")?;
     want_f32(inputs[1].0, "B")?;
@@ -64,7 +89,10 @@ fn check_residual(inputs: &[(DType, &[usize])], e: &Epilogue, out: &[usize]) -> 
     if e.residual {
         let r = inputs.last().ok_or("missing residual input")?;
         if r.1 != out {
-            return Err(format!("residual shape {:?} differs from output shape {out:?}", r.1));
+            return Err(format!(
+                "residual shape {:?} differs from output shape {out:?}",
+                r.1
+            ));
         }
     }
     Ok(())
@@ -101,25 +129,44 @@ pub(crate) fn eval_matmul(inputs: &[&Tensor], e: &Epilogue) -> Result<Vec<Tensor
             }
         }
     }
-    let res = if e.residual { Some(f32s(inputs[inputs.len() - 1], "residual")?) } else { None };
+    let res = if e.residual {
+        Some(f32s(inputs[inputs.len() - 1], "residual")?)
+    } else {
+        None
+    };
     apply_epilogue(&mut out, e, res);
     Ok(vec![Tensor::f32(g.out_shape, out)])
 }
 
 /// (M, K, N) of a Gemm with the given operand shapes.
-pub fn gemm_dims(a: &[usize], b: &[usize], attrs: &GemmAttrs) -> Result<(usize, usize, usize), String> {
+pub fn gemm_dims(
+    a: &[usize],
+    b: &[usize],
+    attrs: &GemmAttrs,
+) -> Result<(usize, usize, usize), String> {
     if a.len() != 2 || b.len() != 2 {
         return Err(format!("Gemm operands must be 2-D, got {a:?} and {b:?}"));
     }
-    let (m, k) = if attrs.trans_a { (a[1], a[0]) } else { (a[0], a[1]) };
-    let (kb, n) = if attrs.trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
+    let (m, k) = if attrs.trans_a {
+        (a[1], a[0])
+    } else {
+        (a[0], a[1])
+    };
+    let (kb, n) = if attrs.trans_b {
+        (b[1], b[0])
+    } else {
+        (b[0], b[1])
+    };
     if k != kb {
         return Err(format!("Gemm inner dimensions differ: A {a:?} B {b:?}"));
     }
     Ok((m, k, n))
 }
 
-pub(crate) fn infer_gemm(inputs: &[(DType, &[usize])], attrs: &GemmAttrs) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_gemm(
+    inputs: &[(DType, &[usize])],
+    attrs: &GemmAttrs,
+) -> Result<Vec<(DType, Shape)>, String> {
     let want = 2 + attrs.has_c as usize + attrs.epilogue.residual as usize;
     arity(inputs, want, want)?;
     want_f32(inputs[0].0, "A")?;
@@ -128,7 +175,9 @@ pub(crate) fn infer_gemm(inputs: &[(DType, &[usize])], attrs: &GemmAttrs) -> Res
     if attrs.has_c {
         let c = inputs[2].1;
         if c.len() > 2 || broadcast_shapes(c, &[m, n])? != vec![m, n] {
-            return Err(format!("Gemm C of shape {c:?} does not broadcast to [{m}, {n}]"));
+            return Err(format!(
+                "Gemm C of shape {c:?} does not broadcast to [{m}, {n}]"
+            ));
         }
     }
     check_residual(inputs, &attrs.epilogue, &[m, n])?;
@@ -143,8 +192,16 @@ pub(crate) fn eval_gemm(inputs: &[&Tensor], attrs: &GemmAttrs) -> Result<Vec<Ten
         for j in 0..n {
             let mut acc = 0.0f32;
             for kk in 0..k {
-                let av = if attrs.trans_a { a[kk * m + i] } else { a[i * k + kk] };
-                let bv = if attrs.trans_b { b[j * k + kk] } else { b[kk * n + j] };
+                let av = if attrs.trans_a {
+                    a[kk * m + i]
+                } else {
+                    a[i * k + kk]
+                };
+                let bv = if attrs.trans_b {
+                    b[j * k + kk]
+                } else {
+                    b[kk * n + j]
+                };
                 acc += av * bv;
             }
             out[i * n + j] = attrs.alpha * acc;
@@ -160,7 +217,11 @@ pub(crate) fn eval_gemm(inputs: &[&Tensor], attrs: &GemmAttrs) -> Result<Vec<Ten
             }
         }
     }
-    let res = if attrs.epilogue.residual { Some(f32s(inputs[inputs.len() - 1], "residual")?) } else { None };
+    let res = if attrs.epilogue.residual {
+        Some(f32s(inputs[inputs.len() - 1], "residual")?)
+    } else {
+        None
+    };
     apply_epilogue(&mut out, &attrs.epilogue, res);
     Ok(vec![Tensor::f32(vec![m, n], out)])
 }

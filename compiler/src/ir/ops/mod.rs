@@ -54,14 +54,18 @@ pub(crate) fn arity<T>(inputs: &[T], min: usize, max: usize) -> Result<(), Strin
         if min == max {
             return Err(format!("expects {min} input(s), got {}", inputs.len()));
         }
-        return Err(format!("expects {min} to {max} inputs, got {}", inputs.len()));
+        return Err(format!(
+            "expects {min} to {max} inputs, got {}",
+            inputs.len()
+        ));
     }
     Ok(())
 }
 
 /// The f32 values of an input, or an error naming its position.
 pub(crate) fn f32s<'a>(t: &'a Tensor, what: &str) -> Result<&'a [f32], String> {
-    t.as_f32().ok_or_else(|| format!("{what} must be f32, got {}", t.dtype))
+    t.as_f32()
+        .ok_or_else(|| format!("{what} must be f32, got {}", t.dtype))
 }
 
 /// Requires an f32 input type.

@@ -13,23 +13,45 @@ pub(crate) fn infer_batchnorm(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType
     for (i, what) in ["scale", "B", "mean", "var"].iter().enumerate() {
         want_f32(inputs[i + 1].0, what)?;
         if inputs[i + 1].1 != [x[1]] {
-            return Err(format!("{what} shape {:?} is not [{}]", inputs[i + 1].1, x[1]));
+            return Err(format!(
+                "{what} shape {:?} is not [{}]",
+                inputs[i + 1].1,
+                x[1]
+            ));
         }
     }
     Ok(vec![(inputs[0].0, x.to_vec())])
 }
 
 /// Per-channel (scale, shift) such that y = x * scale + shift equals batch normalisation.
-pub fn batchnorm_affine(scale: &[f32], bias: &[f32], mean: &[f32], var: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>) {
-    let s: Vec<f32> = scale.iter().zip(var).map(|(g, v)| g / (v + eps).sqrt()).collect();
-    let t = bias.iter().zip(mean).zip(&s).map(|((b, m), s)| b - m * s).collect();
+pub fn batchnorm_affine(
+    scale: &[f32],
+    bias: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let s: Vec<f32> = scale
+        .iter()
+        .zip(var)
+        .map(|(g, v)| g / (v + eps).sqrt())
+        .collect();
+    let t = bias
+        .iter()
+        .zip(mean)
+        .zip(&s)
+        .map(|((b, m), s)| b - m * s)
+        .collect();
     (s, t)
 }
 
 pub(crate) fn eval_batchnorm(inputs: &[&Tensor], eps: f32) -> Result<Vec<Tensor>, String> {
     arity(inputs, 5, 5)?;
     let x = f32s(inputs[0], "X")?;
-    let p: Vec<&[f32]> = inputs[1..].iter().map(|t| f32s(t, "parameter")).collect::<Result<_, _>>()?;
+    let p: Vec<&[f32]> = inputs[1..]
+        .iter()
+        .map(|t| f32s(t, "parameter"))
+        .collect::<Result<_, _>>()?;
     let (s, t) = batchnorm_affine(p[0], p[1], p[2], p[3], eps);
     let shape = &inputs[0].shape;
     let c = shape[1];
@@ -51,16 +73,26 @@ pub fn softmax_geom(shape: &[usize], axis: usize, flatten_tail: bool) -> (usize,
     }
 }
 
-pub(crate) fn infer_softmax(inputs: &[(DType, &[usize])], axis: usize) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_softmax(
+    inputs: &[(DType, &[usize])],
+    axis: usize,
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
     want_f32(inputs[0].0, "input")?;
     if axis >= inputs[0].1.len() {
-        return Err(format!("axis {axis} out of range for shape {:?}", inputs[0].1));
+        return Err(format!(
+            "axis {axis} out of range for shape {:?}",
+            inputs[0].1
+        ));
     }
     Ok(vec![(DType::F32, inputs[0].1.to_vec())])
 }
 
-pub(crate) fn eval_softmax(inputs: &[&Tensor], axis: usize, flatten_tail: bool) -> Result<Vec<Tensor>, String> {
+pub(crate) fn eval_softmax(
+    inputs: &[&Tensor],
+    axis: usize,
+    flatten_tail: bool,
+) -> Result<Vec<Tensor>, String> {
     infer_softmax(&[(inputs[0].dtype, &inputs[0].shape)], axis)?;
     let x = f32s(inputs[0], "input")?;
     let (outer, len, inner) = softmax_geom(&inputs[0].shape, axis, flatten_tail);

@@ -4,7 +4,10 @@
 use super::arity;
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
-pub(crate) fn infer_reshape(inputs: &[(DType, &[usize])], to: &[usize]) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_reshape(
+    inputs: &[(DType, &[usize])],
+    to: &[usize],
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
     if numel(inputs[0].1) != numel(to) {
         return Err(format!("cannot reshape {:?} to {to:?}", inputs[0].1));
@@ -19,12 +22,22 @@ pub(crate) fn eval_reshape(inputs: &[&Tensor], to: &[usize]) -> Result<Vec<Tenso
     Ok(vec![t])
 }
 
-pub(crate) fn infer_transpose(inputs: &[(DType, &[usize])], perm: &[usize]) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_transpose(
+    inputs: &[(DType, &[usize])],
+    perm: &[usize],
+) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
     let x = inputs[0].1;
     let mut seen = vec![false; x.len()];
-    if perm.len() != x.len() || perm.iter().any(|&p| p >= x.len() || std::mem::replace(&mut seen[p], true)) {
-        return Err(format!("perm {perm:?} is not a permutation of rank {}", x.len()));
+    if perm.len() != x.len()
+        || perm
+            .iter()
+            .any(|&p| p >= x.len() || std::mem::replace(&mut seen[p], true))
+    {
+        return Err(format!(
+            "perm {perm:?} is not a permutation of rank {}",
+            x.len()
+        ));
     }
     Ok(vec![(inputs[0].0, perm.iter().map(|&p| x[p]).collect())])
 }
@@ -40,7 +53,13 @@ fn gather<T: Copy>(src: &[T], out_shape: &[usize], in_strides: &[usize]) -> Vec<
     let mut idx = vec![0usize; out_shape.len()];
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
-        v.push(src[idx.iter().zip(in_strides).map(|(i, s)| i * s).sum::<usize>()]);
+        v.push(
+            src[idx
+                .iter()
+                .zip(in_strides)
+                .map(|(i, s)| i * s)
+                .sum::<usize>()],
+        );
         for d in (0..out_shape.len()).rev() {
             idx[d] += 1;
             if idx[d] < out_shape[d] {
@@ -59,10 +78,17 @@ pub(crate) fn eval_transpose(inputs: &[&Tensor], perm: &[usize]) -> Result<Vec<T
         Data::F32(v) => Data::F32(gather(v, &out_shape, &st)),
         Data::I64(v) => Data::I64(gather(v, &out_shape, &st)),
     };
-    Ok(vec![Tensor { dtype: dt, shape: out_shape, data }])
+    Ok(vec![Tensor {
+        dtype: dt,
+        shape: out_shape,
+        data,
+    }])
 }
 
-pub(crate) fn infer_concat(inputs: &[(DType, &[usize])], axis: usize) -> Result<Vec<(DType, Shape)>, String> {
+pub(crate) fn infer_concat(
+    inputs: &[(DType, &[usize])],
+    axis: usize,
+) -> Result<Vec<(DType, Shape)>, String> {
     if inputs.is_empty() {
         return Err("Concat needs at least one input".into());
     }
@@ -74,10 +100,15 @@ pub(crate) fn infer_concat(inputs: &[(DType, &[usize])], axis: usize) -> Result<
     out[axis] = 0;
     for (i, (dt, s)) in inputs.iter().enumerate() {
         if *dt != inputs[0].0 {
-            return Err(format!("input {i} has dtype {dt}, expected {}", inputs[0].0));
+            return Err(format!(
+                "input {i} has dtype {dt}, expected {}",
+                inputs[0].0
+            ));
         }
         if s.len() != first.len() || (0..s.len()).any(|d| d != axis && s[d] != first[d]) {
-            return Err(format!("input {i} of shape {s:?} does not match {first:?} off axis {axis}"));
+            return Err(format!(
+                "input {i} of shape {s:?} does not match {first:?} off axis {axis}"
+            ));
         }
         out[axis] += s[axis];
     }
@@ -85,7 +116,10 @@ pub(crate) fn infer_concat(inputs: &[(DType, &[usize])], axis: usize) -> Result<
 }
 
 pub(crate) fn eval_concat(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>, String> {
-    let shapes: Vec<(DType, &[usize])> = inputs.iter().map(|t| (t.dtype, t.shape.as_slice())).collect();
+    let shapes: Vec<(DType, &[usize])> = inputs
+        .iter()
+        .map(|t| (t.dtype, t.shape.as_slice()))
+        .collect();
     let (dt, out_shape) = infer_concat(&shapes, axis)?.remove(0);
     let outer = numel(&out_shape[..axis]);
     let mut f = Vec::new();
@@ -99,6 +133,14 @@ pub(crate) fn eval_concat(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>
             }
         }
     }
-    let data = if dt == DType::F32 { Data::F32(f) } else { Data::I64(i) };
-    Ok(vec![Tensor { dtype: dt, shape: out_shape, data }])
+    let data = if dt == DType::F32 {
+        Data::F32(f)
+    } else {
+        Data::I64(i)
+    };
+    Ok(vec![Tensor {
+        dtype: dt,
+        shape: out_shape,
+        data,
+    }])
 }

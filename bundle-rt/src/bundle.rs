@@ -1,0 +1,187 @@
+//! [`Bundle`]: a validated config, its entry function and its constant area, shared by instances.
+//!
+//! Making a bundle checks the config ([`ConfigView::new`]), then that the weights are exactly
+//! `constantWeightVarsMemSize` bytes with the FNV-1a 64 checksum `weightsChecksum`. The constant area
+//! is either a 64-aligned copy owned by the bundle (`Bundle::new`, needs `alloc`) or caller storage
+//! that already holds the weights image ([`Bundle::new_in`], pure `no_std`). After that the constant
+//! area is read-only, so one bundle can serve any number of [instances](crate::Instance) on any threads.
+
+use crate::buf::AreaBuf;
+use crate::config::{Area, BundleConfig, ConfigView, EntryFn, TensorInfo};
+use crate::error::{Error, Name};
+#[cfg(feature = "alloc")]
+use crate::instance::Instance;
+use crate::Result;
+
+/// Alignment of owned areas: the format's 64 bytes, or more if a config asks for it.
+#[cfg(feature = "alloc")]
+pub(crate) fn area_alignment(view: &ConfigView<'_>) -> usize {
+    view.alignment().max(64)
+}
+
+/// FNV-1a 64 of `bytes`, as `weightsChecksum` is computed.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A loaded model: validated config, entry function and the constant area.
+pub struct Bundle<'a> {
+    view: ConfigView<'a>,
+    entry: EntryFn,
+    constants: AreaBuf<'a>,
+}
+
+impl<'a> Bundle<'a> {
+    /// Checks `config` and `weights` and copies the weights into an owned, aligned constant area.
+    ///
+    /// # Safety
+    /// `config` must satisfy [`ConfigView::new`]'s contract, and `entry` and every op kernel of
+    /// `config` must be the compiled code for it: given areas laid out as `config` says, they access
+    /// only those areas, never write the constant area, and return.
+    #[cfg(feature = "alloc")]
+    pub unsafe fn new(
+        config: &'a BundleConfig,
+        entry: EntryFn,
+        weights: &[u8],
+    ) -> Result<Bundle<'a>> {
+        // SAFETY: forwarded from the caller.
+        let view = unsafe { ConfigView::new(config) }?;
+        check_weights(&view, weights)?;
+        let mut constants = AreaBuf::owned(weights.len(), area_alignment(&view), "constant area")?;
+        constants.bytes_mut().copy_from_slice(weights);
+        Ok(Bundle {
+            view,
+            entry,
+            constants,
+        })
+    }
+
+    /// Checks `config` and uses `constants`, which must hold exactly the weights image (length
+    /// `constantWeightVarsMemSize`, `alignment`-aligned), as the constant area without copying.
+    ///
+    /// # Safety
+    /// `config` must satisfy [`ConfigView::new`]'s contract, and `entry` and every op kernel of
+    /// `config` must be the compiled code for it: given areas laid out as `config` says, they access
+    /// only those areas, never write the constant area, and return.
+    pub unsafe fn new_in(
+        config: &'a BundleConfig,
+        entry: EntryFn,
+        constants: &'a mut [u8],
+    ) -> Result<Bundle<'a>> {
+        // SAFETY: forwarded from the caller.
+        let view = unsafe { ConfigView::new(config) }?;
+        let expected = view.area_size(Area::Constant);
+        if constants.len() != expected {
+            return Err(Error::WeightsSize {
+                expected: expected as u64,
+                got: constants.len() as u64,
+            });
+        }
+        let constants = AreaBuf::borrowed(constants, expected, view.alignment(), "constant area")?;
+        check_weights(&view, constants.bytes())?;
+        Ok(Bundle {
+            view,
+            entry,
+            constants,
+        })
+    }
+
+    /// The validated config.
+    pub fn view(&self) -> &ConfigView<'a> {
+        &self.view
+    }
+
+    /// The model name.
+    pub fn model_name(&self) -> &'a str {
+        self.view.model_name()
+    }
+
+    /// The entry function.
+    pub fn entry(&self) -> EntryFn {
+        self.entry
+    }
+
+    /// The model inputs, in ONNX graph order.
+    pub fn inputs(&self) -> impl Iterator<Item = TensorInfo<'a>> + '_ {
+        self.view.input_range().filter_map(|i| self.view.tensor(i))
+    }
+
+    /// The model outputs, in ONNX graph order.
+    pub fn outputs(&self) -> impl Iterator<Item = TensorInfo<'a>> + '_ {
+        self.view.output_range().filter_map(|i| self.view.tensor(i))
+    }
+
+    /// The constants.
+    pub fn constants(&self) -> impl Iterator<Item = TensorInfo<'a>> + '_ {
+        self.view
+            .constant_range()
+            .filter_map(|i| self.view.tensor(i))
+    }
+
+    /// The tensor called `name`, or [`Error::UnknownTensor`].
+    pub fn tensor(&self, name: &str) -> Result<TensorInfo<'a>> {
+        self.view.find(name).ok_or(Error::UnknownTensor {
+            name: Name::new(name),
+        })
+    }
+
+    /// Bytes of an area: what [instances](crate::Instance) allocate, or must be given, for it.
+    pub fn area_size(&self, area: Area) -> usize {
+        self.view.area_size(area)
+    }
+
+    /// Required alignment of caller-provided areas.
+    pub fn alignment(&self) -> usize {
+        self.view.alignment()
+    }
+
+    /// The constant area (the weights image).
+    pub fn constant_bytes(&self) -> &[u8] {
+        self.constants.bytes()
+    }
+
+    /// Base of the constant area, for kernels (which never write it).
+    pub(crate) fn constant_base(&self) -> *mut u8 {
+        self.constants.base()
+    }
+
+    /// A new instance with owned, zeroed mutable and activation areas.
+    #[cfg(feature = "alloc")]
+    pub fn instance(&self) -> Result<Instance<'_>> {
+        Instance::new(self)
+    }
+}
+
+impl core::fmt::Debug for Bundle<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("model", &self.model_name())
+            .field("symbols", &self.view.num_symbols())
+            .field("ops", &self.view.ops().len())
+            .field("layers", &self.view.layers().len())
+            .finish()
+    }
+}
+
+/// Size then checksum of a weights image.
+fn check_weights(view: &ConfigView<'_>, weights: &[u8]) -> Result<()> {
+    let expected = view.area_size(Area::Constant);
+    if weights.len() != expected {
+        return Err(Error::WeightsSize {
+            expected: expected as u64,
+            got: weights.len() as u64,
+        });
+    }
+    let got = fnv1a64(weights);
+    if got != view.weights_checksum() {
+        return Err(Error::WeightsChecksum {
+            expected: view.weights_checksum(),
+            got,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,331 @@
+//! `#[repr(C)]` mirrors of the `NAME_config` structures of `docs/bundle-format.md`, and the enums
+//! ([`DType`], [`Role`], [`Area`]) their integer codes stand for.
+//!
+//! The structs here are plain data with raw pointers, exactly as the compiler lays them out (LP64,
+//! little-endian); compile-time asserts pin every size and offset. Field names are the C names in
+//! snake case. Nothing here is trusted: [`ConfigView::new`] checks a config once and is the only way
+//! to reach its tables as slices.
+
+use core::ffi::c_char;
+use core::fmt;
+use core::mem::{offset_of, size_of};
+
+mod view;
+
+pub use view::{ConfigView, TensorInfo};
+
+/// `BundleConfig.magic`: the bytes `"BUNDLC1\0"` read as a little-endian `u64`.
+pub const MAGIC: u64 = 0x0031_434C_444E_5542;
+/// The format version this runtime reads.
+pub const VERSION: u32 = 1;
+/// The most dimensions a tensor may have.
+pub const MAX_RANK: usize = 8;
+
+/// `BundleOpFn`: runs task `task` of one op; `args[i]` is the address of argument `i`.
+pub type BundleOpFn = unsafe extern "C" fn(args: *const *mut u8, task: u64);
+
+/// The entry function `int NAME(uint8_t *constantWeight, uint8_t *mutableWeight, uint8_t *activations)`.
+pub type EntryFn = unsafe extern "C" fn(
+    constant_weight: *mut u8,
+    mutable_weight: *mut u8,
+    activations: *mut u8,
+) -> i32;
+
+/// `struct SymbolTableEntry` (32 bytes): one tensor of the symbol table, as in Glow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SymbolTableEntry {
+    /// `name`: ONNX tensor name, NUL-terminated.
+    pub name: *const c_char,
+    /// `offset`: byte offset in its area.
+    pub offset: u64,
+    /// `size`: number of elements.
+    pub size: u64,
+    /// `kind` (C `char`): 1 mutable (input/output), 0 constant.
+    pub kind: u8,
+}
+
+/// `struct BundleTensorDesc` (88 bytes): dtype and shape of the symbol with the same index.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BundleTensorDesc {
+    /// `dtype`: ONNX `TensorProto.DataType` code, see [`DType`].
+    pub dtype: u32,
+    /// `rank`: `0..=8`.
+    pub rank: u32,
+    /// `role`: see [`Role`].
+    pub role: u32,
+    /// `reserved`: 0 (not checked).
+    pub reserved: u32,
+    /// `dims`: `dims[rank..]` are 0.
+    pub dims: [u64; MAX_RANK],
+    /// `sizeBytes`: `product(dims) * dtype size`.
+    pub size_bytes: u64,
+}
+
+/// `struct BundleArg` (24 bytes): one tensor argument of an op.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BundleArg {
+    /// `area`: see [`Area`].
+    pub area: u32,
+    /// `reserved`: 0 (not checked).
+    pub reserved: u32,
+    /// `offset`: byte offset in that area (a multiple of `alignment`).
+    pub offset: u64,
+    /// `size`: bytes.
+    pub size: u64,
+}
+
+/// `struct BundleOp` (40 bytes): one op ("kernel") of the schedule.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BundleOp {
+    /// `fn`: the kernel; `None` mirrors a NULL pointer, which the validator rejects.
+    pub func: Option<BundleOpFn>,
+    /// `name`: unique within the bundle, NUL-terminated.
+    pub name: *const c_char,
+    /// `numTasks`: `>= 1`; tasks of one op are independent.
+    pub num_tasks: u32,
+    /// `numArgs`.
+    pub num_args: u32,
+    /// `args`: `numArgs` entries.
+    pub args: *const BundleArg,
+    /// `layer`: BSP layer index.
+    pub layer: u32,
+    /// `reserved`: 0 (not checked).
+    pub reserved: u32,
+}
+
+/// `struct BundleLayer` (8 bytes): `ops[firstOp .. firstOp + numOps]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BundleLayer {
+    /// `firstOp`.
+    pub first_op: u32,
+    /// `numOps`.
+    pub num_ops: u32,
+}
+
+/// `struct BundleConfig` (160 bytes): Glow's 48 bytes, then bundlec's extension.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BundleConfig {
+    /// `constantWeightVarsMemSize`: bytes of the constant area.
+    pub constant_weight_vars_mem_size: u64,
+    /// `mutableWeightVarsMemSize`: bytes of the mutable area.
+    pub mutable_weight_vars_mem_size: u64,
+    /// `activationsMemSize`: bytes of the activation area.
+    pub activations_mem_size: u64,
+    /// `alignment`: of every area and tensor (64).
+    pub alignment: u64,
+    /// `numSymbols`.
+    pub num_symbols: u64,
+    /// `symbolTable`: `numSymbols` entries.
+    pub symbol_table: *const SymbolTableEntry,
+    /// `magic`: [`MAGIC`].
+    pub magic: u64,
+    /// `version`: [`VERSION`].
+    pub version: u32,
+    /// `flags`: 0 (version 1 defines no flags; others are rejected).
+    pub flags: u32,
+    /// `weightsChecksum`: FNV-1a 64 of the whole `.weights` image.
+    pub weights_checksum: u64,
+    /// `tensors`: `numSymbols` entries.
+    pub tensors: *const BundleTensorDesc,
+    /// `numInputs`.
+    pub num_inputs: u64,
+    /// `numOutputs`.
+    pub num_outputs: u64,
+    /// `numOps`.
+    pub num_ops: u64,
+    /// `ops`: in schedule order, sorted by layer.
+    pub ops: *const BundleOp,
+    /// `numLayers`.
+    pub num_layers: u64,
+    /// `layers`.
+    pub layers: *const BundleLayer,
+    /// `numNpuSegments`: 0 for now.
+    pub num_npu_segments: u64,
+    /// `npuSegments`: NULL for now.
+    pub npu_segments: *const core::ffi::c_void,
+    /// `modelName`: NAME, NUL-terminated.
+    pub model_name: *const c_char,
+    /// `reserved`: 0 (not checked).
+    pub reserved: u64,
+}
+
+// SAFETY (all four pairs below): these tables are read-only by contract — the compiler emits them
+// as constant data and neither the runtime nor the kernels write them — so sharing them between
+// threads is sound. Without these impls a Rust `static` of the tables could not be declared.
+unsafe impl Sync for SymbolTableEntry {}
+unsafe impl Send for SymbolTableEntry {}
+unsafe impl Sync for BundleOp {}
+unsafe impl Send for BundleOp {}
+unsafe impl Sync for BundleConfig {}
+unsafe impl Send for BundleConfig {}
+
+const _: () = assert!(size_of::<SymbolTableEntry>() == 32);
+const _: () = assert!(offset_of!(SymbolTableEntry, offset) == 8);
+const _: () = assert!(offset_of!(SymbolTableEntry, size) == 16);
+const _: () = assert!(offset_of!(SymbolTableEntry, kind) == 24);
+const _: () = assert!(size_of::<BundleTensorDesc>() == 88);
+const _: () = assert!(offset_of!(BundleTensorDesc, dims) == 16);
+const _: () = assert!(offset_of!(BundleTensorDesc, size_bytes) == 80);
+const _: () = assert!(size_of::<BundleArg>() == 24);
+const _: () = assert!(offset_of!(BundleArg, offset) == 8);
+const _: () = assert!(offset_of!(BundleArg, size) == 16);
+const _: () = assert!(size_of::<BundleOp>() == 40);
+const _: () = assert!(offset_of!(BundleOp, name) == 8);
+const _: () = assert!(offset_of!(BundleOp, num_tasks) == 16);
+const _: () = assert!(offset_of!(BundleOp, num_args) == 20);
+const _: () = assert!(offset_of!(BundleOp, args) == 24);
+const _: () = assert!(offset_of!(BundleOp, layer) == 32);
+const _: () = assert!(size_of::<BundleLayer>() == 8);
+const _: () = assert!(size_of::<BundleConfig>() == 160);
+const _: () = assert!(offset_of!(BundleConfig, symbol_table) == 40);
+const _: () = assert!(offset_of!(BundleConfig, magic) == 48);
+const _: () = assert!(offset_of!(BundleConfig, version) == 56);
+const _: () = assert!(offset_of!(BundleConfig, flags) == 60);
+const _: () = assert!(offset_of!(BundleConfig, weights_checksum) == 64);
+const _: () = assert!(offset_of!(BundleConfig, tensors) == 72);
+const _: () = assert!(offset_of!(BundleConfig, num_inputs) == 80);
+const _: () = assert!(offset_of!(BundleConfig, num_outputs) == 88);
+const _: () = assert!(offset_of!(BundleConfig, num_ops) == 96);
+const _: () = assert!(offset_of!(BundleConfig, ops) == 104);
+const _: () = assert!(offset_of!(BundleConfig, num_layers) == 112);
+const _: () = assert!(offset_of!(BundleConfig, layers) == 120);
+const _: () = assert!(offset_of!(BundleConfig, num_npu_segments) == 128);
+const _: () = assert!(offset_of!(BundleConfig, npu_segments) == 136);
+const _: () = assert!(offset_of!(BundleConfig, model_name) == 144);
+const _: () = assert!(offset_of!(BundleConfig, reserved) == 152);
+const _: () = assert!(size_of::<Option<BundleOpFn>>() == 8);
+
+/// Element type of a tensor: the ONNX `TensorProto.DataType` codes the format allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum DType {
+    /// 1: `float`.
+    F32 = 1,
+    /// 2: `uint8`.
+    U8 = 2,
+    /// 3: `int8`.
+    I8 = 3,
+    /// 6: `int32`.
+    I32 = 6,
+    /// 7: `int64`.
+    I64 = 7,
+    /// 9: `bool`, one byte per element.
+    Bool = 9,
+}
+
+impl DType {
+    /// The dtype of an ONNX code, `None` for codes the format does not allow.
+    pub const fn from_code(code: u32) -> Option<DType> {
+        Some(match code {
+            1 => DType::F32,
+            2 => DType::U8,
+            3 => DType::I8,
+            6 => DType::I32,
+            7 => DType::I64,
+            9 => DType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The ONNX code.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::U8 | DType::I8 | DType::Bool => 1,
+            DType::I64 => 8,
+        }
+    }
+
+    /// Short name: `f32`, `u8`, `i8`, `i32`, `i64`, `bool`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// What a symbol is (`BundleTensorDesc.role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// 0: a constant, in the constant area.
+    Constant,
+    /// 1: a model input, in the mutable area.
+    Input,
+    /// 2: a model output, in the mutable area.
+    Output,
+}
+
+impl Role {
+    /// The role of a code, `None` for unknown codes.
+    pub const fn from_code(code: u32) -> Option<Role> {
+        match code {
+            0 => Some(Role::Constant),
+            1 => Some(Role::Input),
+            2 => Some(Role::Output),
+            _ => None,
+        }
+    }
+
+    /// The area holding tensors of this role.
+    pub const fn area(self) -> Area {
+        match self {
+            Role::Constant => Area::Constant,
+            Role::Input | Role::Output => Area::Mutable,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Constant => "a constant",
+            Role::Input => "an input",
+            Role::Output => "an output",
+        })
+    }
+}
+
+/// One of the three memory areas (`BundleArg.area`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Area {
+    /// 0: constants, initialised from `.weights`.
+    Constant = 0,
+    /// 1: inputs then outputs.
+    Mutable = 1,
+    /// 2: scratch, never initialised.
+    Activations = 2,
+}
+
+impl Area {
+    /// The area of a code, `None` for unknown codes.
+    pub const fn from_code(code: u32) -> Option<Area> {
+        match code {
+            0 => Some(Area::Constant),
+            1 => Some(Area::Mutable),
+            2 => Some(Area::Activations),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! [`Engine`]: the BSP scheduler. Each layer's `(op, task)` pairs go on a task queue that a pool of
+//! workers drains; a barrier closes the layer before the next one is loaded.
+//!
+//! ```text
+//!  caller (worker 0)                     worker 1                 worker 2
+//!  lock: job, queue = layer k, gen += 1
+//!  notify_one ─────────────────────────▶ wakes (gen changed)
+//!  pop/run tasks                         pop a task, notify_one ─▶ wakes
+//!    …                                   run it, pop more …       pop/run …
+//!  queue empty → barrier.wait ◀───────── queue empty → wait ◀──── queue empty → wait
+//!  (layer k done; load layer k+1)
+//! ```
+//!
+//! The queue of a layer is its ops' tasks in table order. Those pairs are consecutive, so the queue
+//! is a cursor `(op, task, end)` under the monitor's lock: popping is O(1) and nothing is allocated
+//! per run. A worker woken for a new generation first pops, then wakes the next sleeper (the chained
+//! wake-up), so every worker reaches the fixed-size barrier even when there are fewer tasks than
+//! threads. Layers with a single task, and every layer when the engine has one thread, run inline on
+//! the caller without waking anyone.
+//!
+//! Results are bitwise identical for any thread count: by the format contract each task writes its
+//! own disjoint bytes with the same arithmetic whoever runs it, and the barrier orders layers.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ptr;
+
+use super::port::{Barrier, Monitor, Port};
+use crate::config::{BundleArg, BundleOp};
+use crate::error::Error;
+use crate::exec::{self, Bases, OpCall};
+use crate::instance::Instance;
+use crate::log::{Level, Log};
+use crate::profile::{self, OpTiming};
+use crate::Result;
+
+/// Most threads an engine runs (the caller included).
+pub const MAX_THREADS: usize = 256;
+/// Records kept in an engine's log.
+pub const LOG_CAPACITY: usize = 64;
+
+/// What the workers need to run tasks of the current layer. Valid from the generation bump that
+/// publishes it until the layer's barrier.
+#[derive(Clone, Copy)]
+struct Job {
+    ops: *const BundleOp,
+    bases: Bases,
+    timings: *const OpTiming,
+}
+
+// SAFETY: addresses of data that the running `Engine::run` keeps alive and that the format contract
+// lets tasks of one layer use concurrently (op tables are read-only; timing slots are atomics).
+unsafe impl Send for Job {}
+
+/// The task queue of the current layer: the next `(op, task)` pair, up to op `end`.
+struct Queue {
+    op: usize,
+    task: u32,
+    end: usize,
+}
+
+impl Queue {
+    /// Takes the next pair.
+    ///
+    /// # Safety
+    /// `ops` must point to the op table, valid at least up to `self.end`.
+    unsafe fn pop(&mut self, ops: *const BundleOp) -> Option<(usize, u32)> {
+        while self.op < self.end {
+            // SAFETY: `self.op < self.end`, inside the table by the caller's contract.
+            let num_tasks = unsafe { (*ops.add(self.op)).num_tasks };
+            if self.task < num_tasks {
+                self.task += 1;
+                return Some((self.op, self.task - 1));
+            }
+            self.op += 1;
+            self.task = 0;
+        }
+        None
+    }
+}
+
+/// State guarded by the monitor.
+struct State {
+    generation: u64,
+    shutdown: bool,
+    job: Job,
+    queue: Queue,
+}
+
+struct Shared<P: Port> {
+    port: P,
+    state: P::Monitor<State>,
+    barrier: P::Barrier,
+}
+
+/// A BSP engine with a fixed pool of worker threads, created through a [`Port`].
+pub struct Engine<P: Port> {
+    shared: Arc<Shared<P>>,
+    workers: Vec<P::Thread>,
+    threads: usize,
+    log: Log<LOG_CAPACITY>,
+}
+
+impl<P: Port> Engine<P> {
+    /// An engine running `threads` threads: the caller plus `threads - 1` workers started now.
+    pub fn new(port: P, threads: usize) -> Result<Engine<P>> {
+        let max = port.max_threads().clamp(1, MAX_THREADS);
+        if threads == 0 || threads > max {
+            return Err(Error::BadThreadCount {
+                requested: threads,
+                max,
+            });
+        }
+        let state = State {
+            generation: 0,
+            shutdown: false,
+            job: Job {
+                ops: ptr::null(),
+                bases: Bases([ptr::null_mut(); 3]),
+                timings: ptr::null(),
+            },
+            queue: Queue {
+                op: 0,
+                task: 0,
+                end: 0,
+            },
+        };
+        let shared = Arc::new(Shared {
+            state: port.monitor(state),
+            barrier: port.barrier(threads),
+            port,
+        });
+        let mut engine = Engine {
+            shared,
+            workers: Vec::with_capacity(threads - 1),
+            threads,
+            log: Log::new(),
+        };
+        for index in 1..threads {
+            let shared = Arc::clone(&engine.shared);
+            // On failure `engine` drops here, which stops and joins the workers already started.
+            let thread = engine
+                .shared
+                .port
+                .spawn(index, Box::new(move || worker(&shared)))?;
+            engine.workers.push(thread);
+        }
+        let now = engine.shared.port.now_ns();
+        engine.log.push(
+            Level::Info,
+            now,
+            format_args!("engine started: {threads} threads"),
+        );
+        Ok(engine)
+    }
+
+    /// Threads running each layer (the caller included).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The port.
+    pub fn port(&self) -> &P {
+        &self.shared.port
+    }
+
+    /// The engine's log (engine start, one record per run).
+    pub fn log(&self) -> &Log<LOG_CAPACITY> {
+        &self.log
+    }
+
+    /// The engine's log, to change its level or callback or to drain it.
+    pub fn log_mut(&mut self) -> &mut Log<LOG_CAPACITY> {
+        &mut self.log
+    }
+
+    /// Runs `instance`'s op table layer by layer on the pool.
+    pub fn run(&mut self, instance: &mut Instance<'_>) -> Result<()> {
+        self.run_inner(instance, None)
+    }
+
+    /// As [`Engine::run`], recording each task's start and end from [`Port::now_ns`] into
+    /// `timings[op]`; `timings` needs one slot per op.
+    pub fn run_profiled(
+        &mut self,
+        instance: &mut Instance<'_>,
+        timings: &[OpTiming],
+    ) -> Result<()> {
+        profile::check_table(instance.bundle().view(), timings)?;
+        self.run_inner(instance, Some(timings))
+    }
+
+    fn run_inner(
+        &mut self,
+        instance: &mut Instance<'_>,
+        timings: Option<&[OpTiming]>,
+    ) -> Result<()> {
+        let view = *instance.bundle().view();
+        exec::check_arg_capacity(&view)?;
+        let bases = instance.bases();
+        let job = Job {
+            ops: view.ops().as_ptr(),
+            bases,
+            timings: timings.map_or(ptr::null(), <[OpTiming]>::as_ptr),
+        };
+        let shared = &*self.shared;
+        let start = shared.port.now_ns();
+        let clock = || shared.port.now_ns();
+        let profiling = timings.map(|t| (&clock as &dyn Fn() -> u64, t));
+        let mut parallel_layers = 0usize;
+        for layer in view.layers() {
+            let first = layer.first_op as usize;
+            let ops = first..first + layer.num_ops as usize;
+            let tasks: u64 = view.ops()[ops.clone()]
+                .iter()
+                .map(|op| u64::from(op.num_tasks))
+                .sum();
+            if self.threads == 1 || tasks <= 1 {
+                // SAFETY: validated view, this instance's areas, `&mut instance` held for the whole
+                // run, argument capacity checked above.
+                unsafe { exec::run_in_order(&view, ops, &bases, profiling) };
+                continue;
+            }
+            parallel_layers += 1;
+            shared.state.lock(|s| {
+                s.job = job;
+                s.queue = Queue {
+                    op: ops.start,
+                    task: 0,
+                    end: ops.end,
+                };
+                s.generation += 1;
+            });
+            shared.state.notify_one();
+            // SAFETY: `job` is valid until the barrier below: the view and instance are borrowed for
+            // this whole call.
+            unsafe { drain(shared, &job, false) };
+            shared.barrier.wait();
+        }
+        let end = shared.port.now_ns();
+        self.log.push(
+            Level::Info,
+            end,
+            format_args!(
+                "run {}: {} layers ({} parallel), {} ops, {} threads, {} ns",
+                view.model_name(),
+                view.layers().len(),
+                parallel_layers,
+                view.ops().len(),
+                self.threads,
+                end.saturating_sub(start)
+            ),
+        );
+        Ok(())
+    }
+}
+
+impl<P: Port> Drop for Engine<P> {
+    fn drop(&mut self) {
+        self.shared.state.lock(|s| {
+            s.shutdown = true;
+            s.generation += 1;
+        });
+        self.shared.state.notify_all();
+        for thread in self.workers.drain(..) {
+            self.shared.port.join(thread);
+        }
+    }
+}
+
+impl<P: Port> core::fmt::Debug for Engine<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+/// Body of worker threads: wait for a new generation, drain the queue, meet at the barrier.
+fn worker<P: Port>(shared: &Shared<P>) {
+    let mut seen = 0u64;
+    loop {
+        let (shutdown, generation, job) = shared.state.wait_until(
+            |s| s.shutdown || s.generation != seen,
+            |s| (s.shutdown, s.generation, s.job),
+        );
+        if shutdown {
+            return;
+        }
+        seen = generation;
+        // SAFETY: the caller published `job` with this generation and keeps it valid until the
+        // barrier, which cannot open before this worker reaches it.
+        unsafe { drain(shared, &job, true) };
+        shared.barrier.wait();
+    }
+}
+
+/// Pops and runs tasks until the layer's queue is empty; wakes the next worker after the first pop
+/// when `wake_next` is set.
+///
+/// # Safety
+/// `job` must describe the layer currently in the queue and be valid (see [`Job`]).
+unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, mut wake_next: bool) {
+    let mut current: Option<(usize, OpCall)> = None;
+    loop {
+        // SAFETY: the queue's range lies in the op table `job.ops` points to.
+        let next = shared.state.lock(|s| unsafe { s.queue.pop(job.ops) });
+        if wake_next {
+            shared.state.notify_one();
+            wake_next = false;
+        }
+        let Some((index, task)) = next else {
+            return;
+        };
+        if current.as_ref().map(|c| c.0) != Some(index) {
+            // SAFETY: `index` is inside the validated op table.
+            let op = unsafe { &*job.ops.add(index) };
+            // SAFETY: validated op and argument table; `job.bases` are the instance's areas.
+            current = unsafe { OpCall::new(op, op_args(op), &job.bases) }.map(|call| (index, call));
+        }
+        let Some((_, call)) = &current else {
+            continue;
+        };
+        if job.timings.is_null() {
+            // SAFETY: tasks of one layer touch disjoint bytes (format contract); areas are live.
+            unsafe { call.call(task) };
+        } else {
+            let start = shared.port.now_ns();
+            // SAFETY: as above.
+            unsafe { call.call(task) };
+            let end = shared.port.now_ns();
+            // SAFETY: the timing table has a slot per op (checked before the run) and lives for it.
+            unsafe { (*job.timings.add(index)).record(start, end) };
+        }
+    }
+}
+
+/// The argument table of a validated op.
+///
+/// # Safety
+/// `op` must come from a validated config.
+unsafe fn op_args(op: &BundleOp) -> &[BundleArg] {
+    if op.num_args == 0 {
+        return &[];
+    }
+    // SAFETY: validation checked pointer, alignment and count.
+    unsafe { core::slice::from_raw_parts(op.args, op.num_args as usize) }
+}

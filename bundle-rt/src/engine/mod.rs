@@ -1,0 +1,24 @@
+//! The BSP engine: runs a bundle's op table layer by layer on a pool of worker threads.
+//!
+//! ```text
+//!   port.rs      Port trait: spawn/join, Monitor (mutex + condition variable), Barrier, clock
+//!   std_port.rs  StdPort: std::thread, std::sync       (feature `std`)
+//!   single.rs    SinglePort: no threads, spin primitives (any target)
+//!   bsp.rs       Engine<P: Port>: task queue, chained wake-up, barrier per layer
+//! ```
+//!
+//! The engine needs `alloc` (worker bodies and the shared state are heap objects made once, at
+//! engine creation); running never allocates. Without `alloc`, `Instance::run_ops` is the
+//! single-thread path.
+
+mod bsp;
+mod port;
+mod single;
+#[cfg(feature = "std")]
+mod std_port;
+
+pub use bsp::{Engine, LOG_CAPACITY, MAX_THREADS};
+pub use port::{Barrier, Monitor, Port, WorkerBody};
+pub use single::{SinglePort, SpinBarrier, SpinMonitor};
+#[cfg(feature = "std")]
+pub use std_port::{StdBarrier, StdMonitor, StdPort};

@@ -1,0 +1,65 @@
+//! `bundle-rt`: the runtime for bundles written by `bundlec`.
+//!
+//! A bundle is an object file exporting an entry function and a `NAME_config` table, plus a `.weights`
+//! image of the constant area (see `docs/bundle-format.md`). This crate mirrors that table, checks it,
+//! and runs the model safely:
+//!
+//! ```text
+//!   &BundleConfig ──ConfigView::new──▶ ConfigView ─┐
+//!   weights bytes ──size + FNV-1a check───────────┴▶ Bundle ──▶ Instance (mutable + activation areas)
+//!                                                                 │  set_input / output (typed, checked)
+//!                                                                 ├─ run()      entry function, one thread
+//!                                                                 ├─ run_ops()  op table, one thread
+//!                                                                 └─ Engine::run  op table, BSP worker pool
+//! ```
+//!
+//! Invariants: a [`ConfigView`] exists only for a config whose every count, offset, size, name and
+//! layer range was checked; everything after it (tensor access, op argument building, the engine)
+//! relies on those checks instead of repeating them. Failures are [`Error`] values naming the tensor,
+//! op or config field at fault; nothing here panics on bad input.
+//!
+//! Features: none gives a pure `no_std` runtime where the caller provides every area; `alloc` adds
+//! owned 64-aligned areas and the `engine` module; `std` adds the std-thread `engine::StdPort`.
+
+#![no_std]
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("bundle-rt mirrors the LP64 layout of NAME_config and needs a 64-bit target");
+
+mod buf;
+pub mod bundle;
+pub mod config;
+#[cfg(feature = "alloc")]
+pub mod engine;
+pub mod error;
+mod exec;
+pub mod instance;
+pub mod log;
+pub mod profile;
+
+#[cfg(all(test, feature = "std"))]
+mod tests;
+
+pub use bundle::{fnv1a64, Bundle};
+pub use config::{
+    Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ConfigView,
+    DType, EntryFn, Role, SymbolTableEntry, TensorInfo,
+};
+pub use error::{Error, FieldPath, Name, Why};
+pub use instance::{Element, Instance};
+pub use log::{Level, Log, Record};
+pub use profile::{OpTiming, ProfileTable};
+
+/// The most arguments one op may take when run through [`Instance::run_ops`] or the engine: the
+/// argument array is built on the stack with this capacity, so the run path never allocates.
+pub const MAX_OP_ARGS: usize = 64;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = core::result::Result<T, Error>;

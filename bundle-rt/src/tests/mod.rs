@@ -1,0 +1,23 @@
+//! In-crate tests (feature `std`): a hand-built bundle ([`fixture`]) checked through every layer of
+//! the runtime — config validation, bundle/instance errors, the three ways to run, the engine at
+//! several thread counts, the log and the profile.
+
+mod bundle_tests;
+mod config_tests;
+mod engine_tests;
+mod fixture;
+mod log_tests;
+
+use crate::{Bundle, BundleConfig, Error};
+
+/// Loads `fixture` with `config` (which must point into it) and its own weights.
+fn load<'a>(fixture: &fixture::Fixture, config: &'a BundleConfig) -> Result<Bundle<'a>, Error> {
+    // SAFETY: `config` points into `fixture`'s live tables, and the fixture's kernels and entry
+    // match them.
+    unsafe { Bundle::new(config, fixture.entry, &fixture.weights) }
+}
+
+/// Bit patterns of a float slice, for bitwise comparisons.
+fn bits(values: &[f32]) -> std::vec::Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}

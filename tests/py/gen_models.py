@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Writes the Python-built test models (single-op models over awkward shapes and padding cases, and a small
+CNN) into DIR, using the onnx package's helpers — a different tool from the Rust builders in tests/src.
+
+usage: gen_models.py DIR"""
+import os, sys
+import numpy as np
+import onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+
+rng = np.random.default_rng(1)
+r = lambda *s: rng.standard_normal(s).astype(np.float32)
+
+
+def save(d, name, nodes, ins, outs, inits=None, opset=17):
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info(k, T.FLOAT, s) for k, s in ins],
+                     [h.make_tensor_value_info(k, T.FLOAT, s) for k, s in outs],
+                     [nh.from_array(v, k) for k, v in (inits or {}).items()])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, os.path.join(d, name + ".onnx"))
+
+
+def single(d, name, node, ins, out_shape, inits=None, opset=17):
+    save(d, name, [node], ins, [("y", out_shape)], inits, opset)
+
+
+def main(d):
+    os.makedirs(d, exist_ok=True)
+    N = h.make_node
+    single(d, "conv3x3", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]), [("x", [2, 3, 7, 9])], [2, 5, 7, 9], {"w": r(5, 3, 3, 3), "b": r(5)})
+    single(d, "conv1x1", N("Conv", ["x", "w"], ["y"]), [("x", [1, 6, 5, 5])], [1, 7, 5, 5], {"w": r(7, 6, 1, 1)})
+    single(d, "conv_strided_dilated", N("Conv", ["x", "w"], ["y"], pads=[2, 1, 0, 3], strides=[2, 3], dilations=[2, 1]), [("x", [1, 3, 11, 13])], [1, 6, 5, 5], {"w": r(6, 3, 3, 3)})
+    single(d, "conv_same_upper", N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2]), [("x", [1, 2, 9, 8])], [1, 3, 5, 4], {"w": r(3, 2, 4, 4)})
+    single(d, "conv_grouped", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=2), [("x", [2, 4, 6, 6])], [2, 6, 6, 6], {"w": r(6, 2, 3, 3), "b": r(6)})
+    single(d, "dwconv", N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=4, strides=[2, 2]), [("x", [1, 4, 9, 10])], [1, 4, 5, 5], {"w": r(4, 1, 3, 3)})
+    single(d, "maxpool", N("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [("x", [1, 2, 9, 10])], [1, 2, 5, 5])
+    single(d, "maxpool_ceil", N("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), [("x", [1, 3, 10, 11])], [1, 3, 5, 5])
+    single(d, "avgpool_exclude_pad", N("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 1], pads=[1, 1, 0, 0]), [("x", [1, 2, 5, 5])], [1, 2, 5, 5])
+    single(d, "avgpool_include_pad", N("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1), [("x", [1, 2, 7, 8])], [1, 2, 4, 4])
+    single(d, "avgpool_ceil_include", N("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1), [("x", [1, 2, 8, 8])], [1, 2, 5, 5])
+    single(d, "gemm_transb", N("Gemm", ["x", "w", "b"], ["y"], transB=1), [("x", [3, 13])], [3, 10], {"w": r(10, 13), "b": r(10)})
+    single(d, "gemm_transa_alpha_beta", N("Gemm", ["x", "w", "b"], ["y"], transA=1, alpha=0.5, beta=2.0), [("x", [13, 5])], [5, 11], {"w": r(13, 11), "b": r(5, 1)})
+    save(d, "gemm_runtime_b", [N("Gemm", ["x", "w"], ["y"], transB=1)], [("x", [6, 9]), ("w", [7, 9])], [("y", [6, 7])])
+    single(d, "matmul_batched", N("MatMul", ["x", "w"], ["y"]), [("x", [2, 3, 5, 7])], [2, 3, 5, 9], {"w": r(7, 9)})
+    save(d, "matmul_broadcast", [N("MatMul", ["a", "b"], ["y"])], [("a", [2, 1, 4, 6]), ("b", [3, 6, 5])], [("y", [2, 3, 4, 5])])
+    single(d, "softmax_axis1", N("Softmax", ["x"], ["y"], axis=1), [("x", [3, 7, 5])], [3, 7, 5])
+    single(d, "softmax_last", N("Softmax", ["x"], ["y"]), [("x", [3, 11])], [3, 11])
+    single(d, "softmax_opset11", N("Softmax", ["x"], ["y"], axis=1), [("x", [2, 3, 5])], [2, 3, 5], opset=11)
+    for op in ["Relu", "Exp", "Tanh", "Sigmoid", "Neg", "Abs"]:
+        single(d, op.lower(), N(op, ["x"], ["y"]), [("x", [3, 11])], [3, 11])
+    single(d, "clip6", N("Clip", ["x", "lo", "hi"], ["y"]), [("x", [2, 19])], [2, 19], {"lo": np.array(0, np.float32), "hi": np.array(0.5, np.float32)})
+    single(d, "add_channel", N("Add", ["x", "b"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5], {"b": r(3, 1, 1)})
+    single(d, "div_lastdim", N("Div", ["x", "b"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5], {"b": r(5) + 3})
+    save(d, "mul_both_broadcast", [N("Mul", ["a", "b"], ["y"])], [("a", [3, 1, 5]), ("b", [1, 4, 1])], [("y", [3, 4, 5])])
+    single(d, "transpose", N("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1]), [("x", [2, 3, 4, 5])], [2, 4, 5, 3])
+    single(d, "concat", N("Concat", ["x", "b"], ["y"], axis=1), [("x", [2, 3, 4])], [2, 5, 4], {"b": r(2, 2, 4)})
+    single(d, "batchnorm", N("BatchNormalization", ["x", "g", "be", "m", "v"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5],
+           {"g": r(3), "be": r(3), "m": r(3), "v": np.abs(r(3)) + .5})
+    single(d, "global_avg", N("GlobalAveragePool", ["x"], ["y"]), [("x", [2, 3, 5, 7])], [2, 3, 1, 1])
+    # A small CNN: conv+BN+relu, depthwise conv, residual add, pools, flatten, gemm, softmax.
+    cnn_inits = {"w1": r(8, 3, 3, 3) * 0.3, "b1": r(8), "g": np.abs(r(8)) + 0.5, "be": r(8), "mu": r(8) * 0.1, "var": np.abs(r(8)) + 0.5,
+                 "w2": r(8, 1, 3, 3) * 0.3, "fc": r(10, 200) * 0.1, "fcb": r(10)}
+    save(d, "small_cnn", [
+        N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("BatchNormalization", ["c1", "g", "be", "mu", "var"], ["bn"]),
+        N("Relu", ["bn"], ["r"]),
+        N("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1], group=8, strides=[2, 2]),
+        N("Add", ["c2", "c2"], ["a2"]),
+        N("MaxPool", ["a2"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("AveragePool", ["p"], ["q"], kernel_shape=[2, 2], strides=[1, 1], pads=[1, 1, 0, 0]),
+        N("Flatten", ["q"], ["f"]),
+        N("Gemm", ["f", "fc", "fcb"], ["y0"], transB=1),
+        N("Softmax", ["y0"], ["y"])], [("x", [2, 3, 17, 19])], [("y", [2, 10])], cnn_inits)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
