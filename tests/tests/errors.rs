@@ -1,0 +1,76 @@
+//! Bad input gets a clear error naming what is wrong — never a panic: unsupported ops (all listed at once),
+//! malformed protobuf, inconsistent shapes, bad `--input` specs and bundle names.
+
+use bundlec::{Error, InputSpec, Options};
+use bundlec_tests::harness::scratch;
+use bundlec_tests::onnx::{Attr, Model};
+
+fn compile_bytes(bytes: &[u8], opts: &Options) -> Result<bundlec::Bundle, Error> {
+    let d = scratch(&format!("err_{}", opts.name));
+    let p = d.join("m.onnx");
+    std::fs::write(&p, bytes).expect("write");
+    bundlec::compile_file(&p, opts)
+}
+
+#[test]
+fn every_unsupported_node_is_listed() {
+    let mut m = Model::new();
+    m.input("x", &[1, 4]).output("y", &[1, 4]);
+    m.node("GridSample", &["x", "x"], &["a"], vec![])
+        .node("Relu", &["a"], &["b"], vec![])
+        .node("Erfinv", &["b"], &["c"], vec![])
+        .node("Add", &["c", "x"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("u")).expect_err("unsupported");
+    let Error::Unsupported(list) = &e else { panic!("wrong error {e}") };
+    let ops: Vec<&str> = list.iter().map(|u| u.op.as_str()).collect();
+    assert_eq!(ops, ["GridSample", "Erfinv"], "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("gridsample_0") && msg.contains("erfinv_2") && msg.contains("bundlec ops"), "{msg}");
+}
+
+#[test]
+fn malformed_protobuf_is_an_error() {
+    let e = compile_bytes(b"\x08\x07garbage that is not a model\xff\xff", &Options::new("bad")).expect_err("malformed");
+    assert!(matches!(e, Error::Malformed { .. }), "{e}");
+    let mut truncated = bundlec_tests::models::lenet(1);
+    truncated.truncate(truncated.len() / 2);
+    assert!(compile_bytes(&truncated, &Options::new("trunc")).is_err());
+    // A model with no nodes and an output that nothing produces.
+    let mut empty = Model::new();
+    empty.input("x", &[2]).output("y", &[2]);
+    let e = compile_bytes(&empty.bytes(), &Options::new("empty")).expect_err("dangling output");
+    assert!(e.to_string().contains("'y'"), "{e}");
+}
+
+#[test]
+fn inconsistent_shapes_name_the_node() {
+    let mut m = Model::new();
+    m.input("x", &[2, 3]).output("y", &[2, 5]);
+    m.init("w", &[4, 5], vec![0.0; 20]);
+    m.node("MatMul", &["x", "w"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("mm")).expect_err("shape");
+    assert!(matches!(&e, Error::InvalidNode { node, .. } if node == "matmul_0"), "{e}");
+    let mut c = Model::new();
+    c.input("x", &[1, 3, 8, 8]).output("y", &[1, 4, 8, 8]);
+    c.init("w", &[4, 2, 3, 3], vec![0.0; 72]);
+    c.node("Conv", &["x", "w"], &["y"], vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))]);
+    let e = compile_bytes(&c.bytes(), &Options::new("cv")).expect_err("groups");
+    assert!(e.to_string().contains("conv_0"), "{e}");
+}
+
+#[test]
+fn bad_input_specs_and_names() {
+    assert!("x:1x3xf99".parse::<InputSpec>().is_err());
+    assert!(":1x2".parse::<InputSpec>().is_err());
+    let s: InputSpec = "data:1x3x224x224xf32".parse().expect("spec");
+    assert_eq!(s.shape, vec![1, 3, 224, 224]);
+    let mut opts = Options::new("spec");
+    opts.inputs = vec!["nosuch:1x4".parse().expect("spec")];
+    let mut m = Model::new();
+    m.input("x", &[1, 4]).output("y", &[1, 4]);
+    m.node("Relu", &["x"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &opts).expect_err("unknown input");
+    assert!(e.to_string().contains("nosuch") && e.to_string().contains("x"), "{e}");
+    let e = compile_bytes(&m.bytes(), &Options::new("3bad-name")).expect_err("name");
+    assert!(e.to_string().contains("--name"), "{e}");
+}

@@ -1,0 +1,67 @@
+//! bundle-rt on real compiled bundles: a compiled `.o` loaded into the process runs through `Bundle`/`Instance`
+//! (entry function and op table), and through the BSP engine at several thread counts; all must be bitwise
+//! identical and match tract. Bad weights and bad bindings give typed errors.
+
+use bundle_rt::engine::{Engine, SinglePort, StdPort};
+use bundle_rt::{Bundle, Error};
+use bundlec_tests::harness::{compile, tract_run};
+use bundlec_tests::loaded::Loaded;
+use bundlec_tests::{assert_close, models, rand_vec};
+
+#[test]
+fn lenet_through_bundle_rt_matches_tract_and_is_thread_count_invariant() {
+    let model = models::lenet(2);
+    let c = compile(&model, "rt_lenet");
+    let l = Loaded::open(&c);
+    // SAFETY: config and entry come from the bundle compiled for it.
+    let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
+    assert_eq!(b.inputs().count(), 1);
+    let x = rand_vec(2 * 784, 7);
+    let want = tract_run(&model, &[(vec![2, 1, 28, 28], x.clone())]);
+
+    let mut inst = b.instance().expect("instance");
+    inst.set_input("image", &x).expect("set input");
+    inst.run().expect("run");
+    let by_entry = inst.output::<f32>("prob").expect("output").to_vec();
+    assert_close(&[by_entry.clone()], &want, 1e-4, "entry vs tract");
+
+    inst.run_ops().expect("run_ops");
+    assert_eq!(inst.output::<f32>("prob").expect("output"), &by_entry[..], "op table bitwise");
+
+    for threads in [1, 2, 4] {
+        let mut e = Engine::new(StdPort::new(), threads).expect("engine");
+        let mut i2 = b.instance().expect("instance");
+        i2.set_input("image", &x).expect("set input");
+        e.run(&mut i2).expect("engine run");
+        assert_eq!(i2.output::<f32>("prob").expect("output"), &by_entry[..], "engine at {threads} threads");
+    }
+    let mut e = Engine::new(SinglePort::new(), 1).expect("single engine");
+    let mut i3 = b.instance().expect("instance");
+    i3.set_input("image", &x).expect("set input");
+    e.run(&mut i3).expect("single run");
+    assert_eq!(i3.output::<f32>("prob").expect("output"), &by_entry[..]);
+}
+
+#[test]
+fn bad_weights_and_bindings_are_typed_errors() {
+    let c = compile(&models::mlp(2), "rt_mlp");
+    let l = Loaded::open(&c);
+    let w = &c.bundle.weights;
+    // SAFETY: as above; the weights are deliberately wrong.
+    let short = unsafe { Bundle::new(l.config, l.entry, &w[..w.len() - 4]) };
+    assert!(matches!(short, Err(Error::WeightsSize { .. })), "{:?}", short.err());
+    let mut bad = w.clone();
+    bad[5] ^= 0x40;
+    // SAFETY: as above.
+    let flipped = unsafe { Bundle::new(l.config, l.entry, &bad) };
+    assert!(matches!(flipped, Err(Error::WeightsChecksum { .. })), "{:?}", flipped.err());
+    // SAFETY: as above, with the right weights.
+    let b = unsafe { Bundle::new(l.config, l.entry, w) }.expect("bundle");
+    let mut inst = b.instance().expect("instance");
+    let e = inst.set_input("nope", &[0.0f32; 74]).expect_err("unknown name");
+    assert!(e.to_string().contains("nope"), "{e}");
+    let e = inst.set_input("x", &[0.0f32; 3]).expect_err("wrong size");
+    assert!(e.to_string().contains('x'), "{e}");
+    let e = inst.set_input("x", &[0i64; 74]).expect_err("wrong dtype");
+    assert!(!e.to_string().is_empty());
+}
