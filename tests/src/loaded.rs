@@ -31,6 +31,11 @@ impl Loaded {
         let entry = sym(&c.name);
         // SAFETY: `NAME_config` is a BundleConfig and `NAME` the entry with the documented signature; the
         // library stays loaded for the life of the process in these tests (handle never closed before exit).
-        unsafe { Loaded { config: &*cfg, entry: std::mem::transmute::<*mut libc::c_void, bundle_rt::EntryFn>(entry) } }
+        unsafe {
+            Loaded {
+                config: &*cfg,
+                entry: std::mem::transmute::<*mut libc::c_void, bundle_rt::EntryFn>(entry),
+            }
+        }
     }
 }

@@ -21,16 +21,25 @@ fn every_unsupported_node_is_listed() {
         .node("Erfinv", &["b"], &["c"], vec![])
         .node("Add", &["c", "x"], &["y"], vec![]);
     let e = compile_bytes(&m.bytes(), &Options::new("u")).expect_err("unsupported");
-    let Error::Unsupported(list) = &e else { panic!("wrong error {e}") };
+    let Error::Unsupported(list) = &e else {
+        panic!("wrong error {e}")
+    };
     let ops: Vec<&str> = list.iter().map(|u| u.op.as_str()).collect();
     assert_eq!(ops, ["GridSample", "Erfinv"], "{e}");
     let msg = e.to_string();
-    assert!(msg.contains("gridsample_0") && msg.contains("erfinv_2") && msg.contains("bundlec ops"), "{msg}");
+    assert!(
+        msg.contains("gridsample_0") && msg.contains("erfinv_2") && msg.contains("bundlec ops"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn malformed_protobuf_is_an_error() {
-    let e = compile_bytes(b"\x08\x07garbage that is not a model\xff\xff", &Options::new("bad")).expect_err("malformed");
+    let e = compile_bytes(
+        b"\x08\x07garbage that is not a model\xff\xff",
+        &Options::new("bad"),
+    )
+    .expect_err("malformed");
     assert!(matches!(e, Error::Malformed { .. }), "{e}");
     let mut truncated = bundlec_tests::models::lenet(1);
     truncated.truncate(truncated.len() / 2);
@@ -49,11 +58,19 @@ fn inconsistent_shapes_name_the_node() {
     m.init("w", &[4, 5], vec![0.0; 20]);
     m.node("MatMul", &["x", "w"], &["y"], vec![]);
     let e = compile_bytes(&m.bytes(), &Options::new("mm")).expect_err("shape");
-    assert!(matches!(&e, Error::InvalidNode { node, .. } if node == "matmul_0"), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidNode { node, .. } if node == "matmul_0"),
+        "{e}"
+    );
     let mut c = Model::new();
     c.input("x", &[1, 3, 8, 8]).output("y", &[1, 4, 8, 8]);
     c.init("w", &[4, 2, 3, 3], vec![0.0; 72]);
-    c.node("Conv", &["x", "w"], &["y"], vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))]);
+    c.node(
+        "Conv",
+        &["x", "w"],
+        &["y"],
+        vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+    );
     let e = compile_bytes(&c.bytes(), &Options::new("cv")).expect_err("groups");
     assert!(e.to_string().contains("conv_0"), "{e}");
 }
@@ -70,7 +87,10 @@ fn bad_input_specs_and_names() {
     m.input("x", &[1, 4]).output("y", &[1, 4]);
     m.node("Relu", &["x"], &["y"], vec![]);
     let e = compile_bytes(&m.bytes(), &opts).expect_err("unknown input");
-    assert!(e.to_string().contains("nosuch") && e.to_string().contains("x"), "{e}");
+    assert!(
+        e.to_string().contains("nosuch") && e.to_string().contains("x"),
+        "{e}"
+    );
     let e = compile_bytes(&m.bytes(), &Options::new("3bad-name")).expect_err("name");
     assert!(e.to_string().contains("--name"), "{e}");
 }

@@ -9,7 +9,15 @@ use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::{max_scaled_error, rand_vec};
 
 /// Builds a single-node model with float inputs (runtime) and initializers, runs it, and compares with `op`.
-fn case(name: &str, op_type: &str, attrs: Vec<(&str, Attr)>, runtime: &[(&str, Vec<usize>)], inits: &[(&str, Vec<usize>)], reference: &bundlec::ir::Op, out_shape: &[usize]) {
+fn case(
+    name: &str,
+    op_type: &str,
+    attrs: Vec<(&str, Attr)>,
+    runtime: &[(&str, Vec<usize>)],
+    inits: &[(&str, Vec<usize>)],
+    reference: &bundlec::ir::Op,
+    out_shape: &[usize],
+) {
     let mut m = Model::new();
     let mut all = Vec::new();
     let mut rt_vals = Vec::new();
@@ -40,42 +48,143 @@ fn ints(v: &[i64]) -> Attr {
     Attr::Ints(v.to_vec())
 }
 
+/// (name, x, w, pads t l b r, strides, dilations, group)
+type ConvCase = (
+    &'static str,
+    [usize; 4],
+    [usize; 4],
+    [usize; 4],
+    [usize; 2],
+    [usize; 2],
+    usize,
+);
+
 #[test]
 fn conv_shapes_pads_strides_groups() {
     use bundlec::ir::{ConvAttrs, Epilogue, Op};
     // (name, x, w, pads t l b r, strides, dilations, group)
-    let cases: &[(&str, [usize; 4], [usize; 4], [usize; 4], [usize; 2], [usize; 2], usize)] = &[
-        ("c1", [1, 3, 5, 7], [5, 3, 3, 3], [1, 1, 1, 1], [1, 1], [1, 1], 1),
-        ("c2", [2, 2, 9, 6], [9, 2, 3, 2], [0, 2, 1, 0], [2, 1], [1, 2], 1),
-        ("c3", [1, 6, 8, 8], [6, 1, 3, 3], [1, 1, 1, 1], [2, 2], [1, 1], 6),
-        ("c4", [1, 4, 6, 5], [6, 2, 1, 1], [0, 0, 0, 0], [1, 1], [1, 1], 2),
-        ("c5", [1, 13, 4, 3], [17, 13, 1, 1], [0, 0, 0, 0], [1, 1], [1, 1], 1),
-        ("c6", [1, 1, 11, 11], [3, 1, 7, 7], [3, 3, 3, 3], [2, 2], [1, 1], 1),
+    let cases: &[ConvCase] = &[
+        (
+            "c1",
+            [1, 3, 5, 7],
+            [5, 3, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "c2",
+            [2, 2, 9, 6],
+            [9, 2, 3, 2],
+            [0, 2, 1, 0],
+            [2, 1],
+            [1, 2],
+            1,
+        ),
+        (
+            "c3",
+            [1, 6, 8, 8],
+            [6, 1, 3, 3],
+            [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            6,
+        ),
+        (
+            "c4",
+            [1, 4, 6, 5],
+            [6, 2, 1, 1],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            2,
+        ),
+        (
+            "c5",
+            [1, 13, 4, 3],
+            [17, 13, 1, 1],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "c6",
+            [1, 1, 11, 11],
+            [3, 1, 7, 7],
+            [3, 3, 3, 3],
+            [2, 2],
+            [1, 1],
+            1,
+        ),
     ];
     for (name, x, w, p, s, d, g) in cases {
-        let attrs = ConvAttrs { kernel: [w[2], w[3]], strides: *s, pads: *p, dilations: *d, group: *g, has_bias: true, epilogue: Epilogue::default() };
-        let shapes = [(bundlec::ir::DType::F32, &x[..]), (bundlec::ir::DType::F32, &w[..]), (bundlec::ir::DType::F32, &[w[0]][..])];
-        let out = ops::infer(&Op::Conv(attrs.clone()), &shapes).expect("infer")[0].1.clone();
+        let attrs = ConvAttrs {
+            kernel: [w[2], w[3]],
+            strides: *s,
+            pads: *p,
+            dilations: *d,
+            group: *g,
+            has_bias: true,
+            epilogue: Epilogue::default(),
+        };
+        let shapes = [
+            (bundlec::ir::DType::F32, &x[..]),
+            (bundlec::ir::DType::F32, &w[..]),
+            (bundlec::ir::DType::F32, &[w[0]][..]),
+        ];
+        let out = ops::infer(&Op::Conv(attrs.clone()), &shapes).expect("infer")[0]
+            .1
+            .clone();
         let onnx_attrs = vec![
             ("pads", ints(&p.map(|v| v as i64))),
             ("strides", ints(&s.map(|v| v as i64))),
             ("dilations", ints(&d.map(|v| v as i64))),
             ("group", Attr::Int(*g as i64)),
         ];
-        case(&format!("conv_{name}"), "Conv", onnx_attrs, &[("x", x.to_vec())], &[("w", w.to_vec()), ("b", vec![w[0]])], &Op::Conv(attrs), &out);
+        case(
+            &format!("conv_{name}"),
+            "Conv",
+            onnx_attrs,
+            &[("x", x.to_vec())],
+            &[("w", w.to_vec()), ("b", vec![w[0]])],
+            &Op::Conv(attrs),
+            &out,
+        );
     }
 }
 
 #[test]
 fn matmul_tails_and_batches() {
     use bundlec::ir::{Epilogue, Op};
-    for (i, (a, b)) in [(vec![1, 1], vec![1, 1]), (vec![5, 3], vec![3, 9]), (vec![4, 8], vec![8, 8]), (vec![3, 7, 13], vec![13, 6]), (vec![2, 1, 3, 5], vec![4, 5, 2])]
-        .into_iter()
-        .enumerate()
+    for (i, (a, b)) in [
+        (vec![1, 1], vec![1, 1]),
+        (vec![5, 3], vec![3, 9]),
+        (vec![4, 8], vec![8, 8]),
+        (vec![3, 7, 13], vec![13, 6]),
+        (vec![2, 1, 3, 5], vec![4, 5, 2]),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let op = Op::MatMul(Epilogue::default());
-        let out = ops::infer(&op, &[(bundlec::ir::DType::F32, &a), (bundlec::ir::DType::F32, &b)]).expect("infer")[0].1.clone();
-        case(&format!("matmul{i}"), "MatMul", vec![], &[("a", a.clone()), ("b", b.clone())], &[], &op, &out);
+        let out = ops::infer(
+            &op,
+            &[(bundlec::ir::DType::F32, &a), (bundlec::ir::DType::F32, &b)],
+        )
+        .expect("infer")[0]
+            .1
+            .clone();
+        case(
+            &format!("matmul{i}"),
+            "MatMul",
+            vec![],
+            &[("a", a.clone()), ("b", b.clone())],
+            &[],
+            &op,
+            &out,
+        );
     }
 }
 
@@ -91,16 +200,41 @@ fn pools_every_padding_case() {
     .into_iter()
     .enumerate()
     {
-        let attrs = PoolAttrs { kernel: k, strides: s, pads: p, dilations: [1, 1], ceil_mode: ceil, count_include_pad: inc };
+        let attrs = PoolAttrs {
+            kernel: k,
+            strides: s,
+            pads: p,
+            dilations: [1, 1],
+            ceil_mode: ceil,
+            count_include_pad: inc,
+        };
         let x = vec![2, 3, 9, 10];
-        for (kind, onnx) in [(PoolKind::Max, "MaxPool"), (PoolKind::Average, "AveragePool")] {
+        for (kind, onnx) in [
+            (PoolKind::Max, "MaxPool"),
+            (PoolKind::Average, "AveragePool"),
+        ] {
             let op = Op::Pool(kind, attrs.clone());
-            let out = ops::infer(&op, &[(bundlec::ir::DType::F32, &x)]).expect("infer")[0].1.clone();
-            let mut a = vec![("kernel_shape", ints(&k.map(|v| v as i64))), ("strides", ints(&s.map(|v| v as i64))), ("pads", ints(&p.map(|v| v as i64))), ("ceil_mode", Attr::Int(ceil as i64))];
+            let out = ops::infer(&op, &[(bundlec::ir::DType::F32, &x)]).expect("infer")[0]
+                .1
+                .clone();
+            let mut a = vec![
+                ("kernel_shape", ints(&k.map(|v| v as i64))),
+                ("strides", ints(&s.map(|v| v as i64))),
+                ("pads", ints(&p.map(|v| v as i64))),
+                ("ceil_mode", Attr::Int(ceil as i64)),
+            ];
             if kind == PoolKind::Average {
                 a.push(("count_include_pad", Attr::Int(inc as i64)));
             }
-            case(&format!("{}{i}", onnx.to_lowercase()), onnx, a, &[("x", x.clone())], &[], &op, &out);
+            case(
+                &format!("{}{i}", onnx.to_lowercase()),
+                onnx,
+                a,
+                &[("x", x.clone())],
+                &[],
+                &op,
+                &out,
+            );
         }
     }
 }
@@ -108,13 +242,49 @@ fn pools_every_padding_case() {
 #[test]
 fn elementwise_broadcasts_and_odd_lengths() {
     use bundlec::ir::{BinOp, Op, UnOp};
-    for (i, (a, b)) in [(vec![7], vec![7]), (vec![3, 5], vec![5]), (vec![2, 3, 4, 5], vec![3, 1, 1]), (vec![3, 1, 5], vec![1, 4, 1]), (vec![1029], vec![1])].into_iter().enumerate() {
-        for (op, name) in [(BinOp::Add, "Add"), (BinOp::Sub, "Sub"), (BinOp::Mul, "Mul"), (BinOp::Div, "Div")] {
+    for (i, (a, b)) in [
+        (vec![7], vec![7]),
+        (vec![3, 5], vec![5]),
+        (vec![2, 3, 4, 5], vec![3, 1, 1]),
+        (vec![3, 1, 5], vec![1, 4, 1]),
+        (vec![1029], vec![1]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (op, name) in [
+            (BinOp::Add, "Add"),
+            (BinOp::Sub, "Sub"),
+            (BinOp::Mul, "Mul"),
+            (BinOp::Div, "Div"),
+        ] {
             let out = bundlec::ir::ops::elementwise::broadcast_shapes(&a, &b).expect("broadcast");
-            case(&format!("{}{i}", name.to_lowercase()), name, vec![], &[("a", a.clone()), ("b", b.clone())], &[], &Op::Binary(op), &out);
+            case(
+                &format!("{}{i}", name.to_lowercase()),
+                name,
+                vec![],
+                &[("a", a.clone()), ("b", b.clone())],
+                &[],
+                &Op::Binary(op),
+                &out,
+            );
         }
     }
-    for (u, name) in [(UnOp::Sigmoid, "Sigmoid"), (UnOp::Tanh, "Tanh"), (UnOp::Exp, "Exp"), (UnOp::Relu, "Relu"), (UnOp::Abs, "Abs")] {
-        case(&format!("un_{}", name.to_lowercase()), name, vec![], &[("x", vec![3, 1031])], &[], &Op::Unary(u), &[3, 1031]);
+    for (u, name) in [
+        (UnOp::Sigmoid, "Sigmoid"),
+        (UnOp::Tanh, "Tanh"),
+        (UnOp::Exp, "Exp"),
+        (UnOp::Relu, "Relu"),
+        (UnOp::Abs, "Abs"),
+    ] {
+        case(
+            &format!("un_{}", name.to_lowercase()),
+            name,
+            vec![],
+            &[("x", vec![3, 1031])],
+            &[],
+            &Op::Unary(u),
+            &[3, 1031],
+        );
     }
 }

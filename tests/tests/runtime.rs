@@ -23,17 +23,30 @@ fn lenet_through_bundle_rt_matches_tract_and_is_thread_count_invariant() {
     inst.set_input("image", &x).expect("set input");
     inst.run().expect("run");
     let by_entry = inst.output::<f32>("prob").expect("output").to_vec();
-    assert_close(&[by_entry.clone()], &want, 1e-4, "entry vs tract");
+    assert_close(
+        std::slice::from_ref(&by_entry),
+        &want,
+        1e-4,
+        "entry vs tract",
+    );
 
     inst.run_ops().expect("run_ops");
-    assert_eq!(inst.output::<f32>("prob").expect("output"), &by_entry[..], "op table bitwise");
+    assert_eq!(
+        inst.output::<f32>("prob").expect("output"),
+        &by_entry[..],
+        "op table bitwise"
+    );
 
     for threads in [1, 2, 4] {
         let mut e = Engine::new(StdPort::new(), threads).expect("engine");
         let mut i2 = b.instance().expect("instance");
         i2.set_input("image", &x).expect("set input");
         e.run(&mut i2).expect("engine run");
-        assert_eq!(i2.output::<f32>("prob").expect("output"), &by_entry[..], "engine at {threads} threads");
+        assert_eq!(
+            i2.output::<f32>("prob").expect("output"),
+            &by_entry[..],
+            "engine at {threads} threads"
+        );
     }
     let mut e = Engine::new(SinglePort::new(), 1).expect("single engine");
     let mut i3 = b.instance().expect("instance");
@@ -49,16 +62,26 @@ fn bad_weights_and_bindings_are_typed_errors() {
     let w = &c.bundle.weights;
     // SAFETY: as above; the weights are deliberately wrong.
     let short = unsafe { Bundle::new(l.config, l.entry, &w[..w.len() - 4]) };
-    assert!(matches!(short, Err(Error::WeightsSize { .. })), "{:?}", short.err());
+    assert!(
+        matches!(short, Err(Error::WeightsSize { .. })),
+        "{:?}",
+        short.err()
+    );
     let mut bad = w.clone();
     bad[5] ^= 0x40;
     // SAFETY: as above.
     let flipped = unsafe { Bundle::new(l.config, l.entry, &bad) };
-    assert!(matches!(flipped, Err(Error::WeightsChecksum { .. })), "{:?}", flipped.err());
+    assert!(
+        matches!(flipped, Err(Error::WeightsChecksum { .. })),
+        "{:?}",
+        flipped.err()
+    );
     // SAFETY: as above, with the right weights.
     let b = unsafe { Bundle::new(l.config, l.entry, w) }.expect("bundle");
     let mut inst = b.instance().expect("instance");
-    let e = inst.set_input("nope", &[0.0f32; 74]).expect_err("unknown name");
+    let e = inst
+        .set_input("nope", &[0.0f32; 74])
+        .expect_err("unknown name");
     assert!(e.to_string().contains("nope"), "{e}");
     let e = inst.set_input("x", &[0.0f32; 3]).expect_err("wrong size");
     assert!(e.to_string().contains('x'), "{e}");

@@ -483,7 +483,7 @@ pub fn reshape_target(
     let total = numel(input);
     if let Some(i) = infer {
         let known = numel(&out);
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(format!("cannot infer -1 in {spec:?} for input {input:?}"));
         }
         out[i] = total / known;

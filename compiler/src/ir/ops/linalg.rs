@@ -114,8 +114,8 @@ pub(crate) fn eval_matmul(inputs: &[&Tensor], e: &Epilogue) -> Result<Vec<Tensor
     let bst = strides(&g.batch);
     for bi in 0..nb {
         let (mut ao, mut bo) = (0, 0);
-        for d in 0..g.batch.len() {
-            let i = (bi / bst[d]) % g.batch[d];
+        for (d, (&st, &dim)) in bst.iter().zip(&g.batch).enumerate() {
+            let i = (bi / st) % dim;
             ao += i * g.a_batch_strides[d];
             bo += i * g.b_batch_strides[d];
         }
