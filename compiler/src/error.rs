@@ -18,13 +18,12 @@ pub struct UnsupportedNode {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read or written (user or environment error).
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (part of the message, so not repeated as a source).
+        error: std::io::Error,
     },
     /// The model file is not a valid ONNX protobuf or misses required parts (user error).
     #[error("malformed ONNX model {path}: {message}")]

@@ -93,7 +93,7 @@ impl Bundle {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let io = |p: &Path, e| Error::Io {
             path: p.display().to_string(),
-            source: e,
+            error: e,
         };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let files: [(&str, &[u8]); 4] = [
@@ -113,7 +113,7 @@ impl Bundle {
         let p = dir.join(format!("{}.weights.txt", self.name));
         std::fs::write(&p, weights::c_array(&self.weights)).map_err(|e| Error::Io {
             path: p.display().to_string(),
-            source: e,
+            error: e,
         })
     }
 }

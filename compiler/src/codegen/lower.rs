@@ -89,6 +89,17 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
     let out = node.outputs[0];
+    let moves_data = matches!(
+        node.op,
+        Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
+    );
+    if !moves_data && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
+        return Err(Error::Unsupported(vec![crate::error::UnsupportedNode {
+            node: node.name.clone(),
+            op: node.onnx_op.clone(),
+            reason: format!("{} arithmetic at run time (only f32 is computed at run time; integer ops are folded when their inputs are constant)", cx.g.tensors[out].dtype),
+        }]));
+    }
     let out_shape = cx.shape(out);
     let elems = numel(&out_shape);
     let t = |i: usize| Buf::Tensor(ins[i]);

@@ -69,7 +69,7 @@ impl std::str::FromStr for InputSpec {
 pub fn import_file(path: &Path, specs: &[InputSpec]) -> Result<Graph> {
     let bytes = std::fs::read(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
-        source: e,
+        error: e,
     })?;
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
     import_bytes(

@@ -29,7 +29,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "Add, Sub, Mul, Div",
         "f32 (and i64 when folded); numpy broadcasting",
     ),
-    ("Max, Min", "f32; any number of inputs; broadcasting"),
+    ("Max, Min, Sum", "f32; any number of inputs; broadcasting"),
     (
         "Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal",
         "f32",

@@ -110,7 +110,7 @@ fn read_external(t: &TensorProto, name: &str, model_dir: Option<&Path>) -> Resul
     let path = dir.join(&location);
     let bytes = std::fs::read(&path).map_err(|e| Error::Io {
         path: path.display().to_string(),
-        source: e,
+        error: e,
     })?;
     let parse = |k: &str| -> Result<Option<usize>> {
         get(k)
