@@ -67,13 +67,20 @@ int main(int argc, char **argv) {
     const struct SymbolTableEntry *s = &c->symbolTable[i];
     if (read_file(argv[2 + i], mw + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
   }
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  int rc = BUNDLE(cw, mw, act);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (rc != 0) {
-    fprintf(stderr, "bundle returned %d\n", rc);
-    return 1;
+  /* BUNDLE_REPEAT=n runs the model n times and prints every latency (for benchmarks). */
+  const char *rep = getenv("BUNDLE_REPEAT");
+  int repeat = rep ? atoi(rep) : 1;
+  if (repeat < 1) repeat = 1;
+  for (int iter = 0; iter < repeat; iter++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = BUNDLE(cw, mw, act);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != 0) {
+      fprintf(stderr, "bundle returned %d\n", rc);
+      return 1;
+    }
+    printf("%s: ran in %.3f ms\n", c->modelName, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
   }
   for (int o = 0; o < nout; o++) {
     const struct SymbolTableEntry *s = &c->symbolTable[nin + o];
@@ -84,7 +91,6 @@ int main(int argc, char **argv) {
     }
     fclose(f);
   }
-  printf("%s: ran in %.3f ms\n", c->modelName, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
   free(cw);
   free(mw);
   free(act);
