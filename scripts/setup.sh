@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs what bundlec's tests and examples need on a fresh machine (idempotent): a C compiler, and the Python
+# Installs what bundlec's tests and examples need on a fresh machine (idempotent): a C compiler, make, libpng
+# (the resnet50 example), and the Python
 # packages used as independent references (onnx 1.22.0 ships the ONNX node tests; onnxruntime is the oracle).
 set -euo pipefail
-if ! command -v cc >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq gcc
+need=()
+command -v cc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+dpkg -s libpng-dev >/dev/null 2>&1 || need+=(libpng-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
 python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check "onnx==1.22.0" onnxruntime numpy jsonschema
 import onnx, onnxruntime, numpy, jsonschema
