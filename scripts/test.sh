@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): Rust unit and end-to-end tests (tract oracle, C linking with cc),
 # the no_std build of bundle-rt, and the onnxruntime cross-check of Python-built models (single ops, a small CNN,
-# ResNet-50 in BatchNorm and folded forms) linked into C programs.
+# ResNet-50 in BatchNorm and folded forms) linked into C programs, and the ONNX backend node tests (zero failures
+# allowed among the attempted ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,3 +14,4 @@ python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_folded.onnx --fold-bn
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
+python3 tests/py/node_tests.py --bundlec target/debug/bundlec

@@ -187,7 +187,7 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .map(|&i| cx.g.constant(i).map(|c| c.to_f32_vec()))
                 .collect::<Option<_>>()
                 .ok_or_else(|| {
-                    Error::node(
+                    unsupported(
                         &node.name,
                         "BatchNormalization",
                         "scale, bias, mean and var must be constants",
@@ -379,13 +379,13 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
                     [1, x] if *x == nn => BiasKind::Col,
                     [x, 1] if *x == m => BiasKind::Row,
                     [x, y] if *x == m && *y == nn => BiasKind::Full,
-                    _ => {
-                        return Err(Error::node(
-                            &node.name,
-                            "Gemm",
-                            format!("runtime C of shape {cs:?} must be [N], [1,N], [M,1] or [M,N]"),
-                        ))
-                    }
+                    _ => return Err(unsupported(
+                        &node.name,
+                        "Gemm",
+                        &format!(
+                            "a run-time C of shape {cs:?} (supported: [N], [1,N], [M,1], [M,N])"
+                        ),
+                    )),
                 };
                 (kind, a.beta, Buf::Tensor(ins[2]))
             }
@@ -499,4 +499,12 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let work = spec.macs();
     cx.push(n, None, args, vec![2], Body::Gemm(spec), work);
     Ok(())
+}
+
+fn unsupported(node: &str, op: &str, reason: &str) -> Error {
+    Error::Unsupported(vec![crate::error::UnsupportedNode {
+        node: node.into(),
+        op: op.into(),
+        reason: reason.into(),
+    }])
 }

@@ -120,7 +120,7 @@ pub fn import_bytes(
         model_dir,
         used,
     };
-    imp.inputs(graph, specs, label)?;
+    imp.inputs(graph, specs)?;
     imp.nodes(graph)?;
     imp.outputs(graph, label)?;
     ir::verify::verify(&imp.g, "import")?;
@@ -141,7 +141,7 @@ impl Importer<'_> {
         self.used.contains(name)
     }
 
-    fn inputs(&mut self, graph: &pb::GraphProto, specs: &[InputSpec], label: &str) -> Result<()> {
+    fn inputs(&mut self, graph: &pb::GraphProto, specs: &[InputSpec]) -> Result<()> {
         for init in &graph.initializer {
             let t = tensor::decode(init, self.model_dir)?;
             let id = self.g.add_constant(init.name.clone(), t);
@@ -171,7 +171,7 @@ impl Importer<'_> {
             }
             let (dtype, shape) = match specs.iter().find(|s| s.name == vi.name) {
                 Some(s) => (s.dtype, s.shape.clone()),
-                None => input_type(vi, label)?,
+                None => input_type(vi)?,
             };
             let id = self
                 .g
@@ -287,6 +287,27 @@ impl Importer<'_> {
         inputs: Vec<TensorId>,
         out: &str,
     ) -> Result<TensorId> {
+        let all_const = inputs.iter().all(|&t| self.g.constant(t).is_some());
+        let moves_data = matches!(
+            op,
+            Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
+        );
+        if !all_const && !moves_data {
+            if let Some(&t) = inputs
+                .iter()
+                .find(|&&t| self.g.tensors[t].dtype != DType::F32)
+            {
+                let td = &self.g.tensors[t];
+                return Err(Error::Unsupported(vec![UnsupportedNode {
+                    node: name.into(),
+                    op: onnx_op.into(),
+                    reason: format!(
+                        "input '{}' is {}: only f32 is computed at run time",
+                        td.name, td.dtype
+                    ),
+                }]));
+            }
+        }
         let types: Vec<_> = inputs
             .iter()
             .map(|&t| (self.g.tensors[t].dtype, self.g.tensors[t].shape.as_slice()))
@@ -348,23 +369,27 @@ impl Importer<'_> {
 }
 
 /// The dtype and static shape of a graph input from its ValueInfo.
-fn input_type(vi: &pb::ValueInfoProto, label: &str) -> Result<(DType, Vec<usize>)> {
+fn input_type(vi: &pb::ValueInfoProto) -> Result<(DType, Vec<usize>)> {
     use pb::tensor_shape_proto::dimension::Value as Dim;
     use pb::type_proto::Value as Ty;
     let hint = format!("fix it with --input {}:DIMxDIM...xf32", vi.name);
     let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
         Some(Ty::TensorType(tt)) => tt,
-        _ => {
-            return Err(Error::Malformed {
-                path: label.into(),
-                message: format!("input '{}' is not a tensor", vi.name),
-            })
+        // prost decodes only tensor types; a sequence, map or optional type arrives here as no value.
+        None => {
+            return Err(unsupported_input(
+                &vi.name,
+                "only tensor inputs are supported (sequence, map, optional)",
+            ))
         }
     };
     let dtype = DType::from_onnx(tt.elem_type).ok_or_else(|| {
-        Error::tensor(
+        unsupported_input(
             &vi.name,
-            format!("unsupported input data type {}", tt.elem_type),
+            &format!(
+                "ONNX data type {} is not supported (f32, u8, i8, i32, i64, bool)",
+                tt.elem_type
+            ),
         )
     })?;
     let dims = tt
@@ -375,6 +400,12 @@ fn input_type(vi: &pb::ValueInfoProto, label: &str) -> Result<(DType, Vec<usize>
     for (i, d) in dims.dim.iter().enumerate() {
         match &d.value {
             Some(Dim::DimValue(v)) if *v > 0 => shape.push(*v as usize),
+            Some(Dim::DimValue(0)) => {
+                return Err(unsupported_input(
+                    &vi.name,
+                    "zero-sized tensors are not supported",
+                ))
+            }
             Some(Dim::DimParam(p)) => {
                 return Err(Error::tensor(
                     &vi.name,
@@ -390,4 +421,13 @@ fn input_type(vi: &pb::ValueInfoProto, label: &str) -> Result<(DType, Vec<usize>
         }
     }
     Ok((dtype, shape))
+}
+
+/// An unsupported graph input, reported like an unsupported node.
+fn unsupported_input(name: &str, reason: &str) -> Error {
+    Error::Unsupported(vec![UnsupportedNode {
+        node: name.to_string(),
+        op: "graph input".into(),
+        reason: reason.into(),
+    }])
 }

@@ -161,6 +161,11 @@ impl Importer<'_> {
                         "the mask output is used (training only)",
                     ));
                 }
+                if let Some(t) = ins.get(2).copied().flatten() {
+                    if self.const_ints(t).is_none_or(|v| v.iter().any(|&x| x != 0)) {
+                        return Err(unsupported(name, op, "training_mode is not constant false"));
+                    }
+                }
                 Lowered::Alias(req(0)?)
             }
             "Clip" => {

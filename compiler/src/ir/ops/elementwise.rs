@@ -162,6 +162,21 @@ pub(crate) fn eval_unary(op: UnOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, St
     if op == UnOp::Identity {
         return Ok(vec![inputs[0].clone()]);
     }
+    if let Data::I64(v) = &inputs[0].data {
+        // Integer forms fold shape arithmetic (e.g. Neg of a Shape-derived axis).
+        let f: fn(i64) -> i64 = match op {
+            UnOp::Neg => |x| x.wrapping_neg(),
+            UnOp::Abs => |x| x.wrapping_abs(),
+            UnOp::Relu => |x| x.max(0),
+            _ => return Err(format!("{op:?} needs f32 input, got {}", inputs[0].dtype)),
+        };
+        let t = Tensor {
+            dtype: inputs[0].dtype,
+            shape: inputs[0].shape.clone(),
+            data: Data::I64(v.iter().map(|&x| f(x)).collect()),
+        };
+        return Ok(vec![t]);
+    }
     want_f32(inputs[0].dtype, "input")?;
     let x = f32s(inputs[0], "input")?;
     Ok(vec![Tensor::f32(

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""ONNX backend node tests (the onnx==1.22.0 wheel ships onnx/backend/test/data/node/*): compiles every model
+with bundlec, links it with tests/c/run_bundle.c, runs every test_data_set_* and compares with the stored
+outputs (max |a-b| <= tol * max(1, |ref|), tol 1e-4 by default).
+
+A model bundlec rejects as unsupported (an unsupported op, attribute or dtype: exit status with 'cannot be
+compiled') counts as unsupported; any other compile error, link error, crash or mismatch is a failure.
+Prints per-op and total passed/failed/unsupported counts; exits non-zero if anything attempted failed.
+
+usage: node_tests.py [--bundlec PATH] [--filter SUBSTR] [--jobs N] [--show-unsupported]"""
+import argparse, collections, concurrent.futures as cf, glob, os, subprocess, sys, tempfile
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DTYPES = {np.float32: "f32", np.int64: "i64", np.int32: "i32", np.uint8: "u8", np.int8: "i8", np.bool_: "bool"}
+
+
+def run_case(case_dir, bundlec, tol):
+    model = os.path.join(case_dir, "model.onnx")
+    m = onnx.load(model)
+    ops = sorted({n.op_type for n in m.graph.node}) or ["(none)"]
+    name = "t_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(case_dir))
+    # Fix every runtime input's shape and dtype from the first data set (node tests often leave dims symbolic).
+    inits = {i.name for i in m.graph.initializer}
+    in_names = [i.name for i in m.graph.input if i.name not in inits]
+    specs = []
+    first = sorted(glob.glob(os.path.join(case_dir, "test_data_set_*")))
+    if first:
+        for n, p in zip(in_names, sorted(glob.glob(os.path.join(first[0], "input_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))):
+            try:
+                a = numpy_helper.to_array(onnx.load_tensor(p))
+            except Exception:  # noqa: BLE001 - sequences/optionals: bundlec will report them unsupported
+                continue
+            dt = DTYPES.get(a.dtype.type)
+            if dt and a.ndim > 0 and all(a.shape):
+                specs += ["--input", f"{n}:{'x'.join(map(str, a.shape))}x{dt}"]
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([bundlec, "compile", model, "-o", d, "--name", name] + specs, capture_output=True, text=True)
+        if r.returncode != 0:
+            if "cannot be compiled" in r.stderr:
+                return ops, "unsupported", r.stderr.strip().splitlines()[1:2]
+            return ops, "failed", ["compile: " + r.stderr.strip()[:300]]
+        exe = os.path.join(d, "run")
+        r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
+                            os.path.join(d, name + ".o"), "-o", exe], capture_output=True, text=True)
+        if r.returncode != 0:
+            return ops, "failed", ["link: " + r.stderr.strip()[:300]]
+        for ds in sorted(glob.glob(os.path.join(case_dir, "test_data_set_*"))):
+            ins = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "input_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
+            refs = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "output_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
+            if len(ins) != len(in_names):
+                return ops, "failed", [f"{len(ins)} inputs in {ds}, model takes {len(in_names)}"]
+            paths = []
+            for i, a in enumerate(ins):
+                p = os.path.join(d, f"in{i}.bin")
+                np.ascontiguousarray(a).tofile(p)
+                paths.append(p)
+            outs = [os.path.join(d, f"out{i}.bin") for i in range(len(refs))]
+            r = subprocess.run([exe, os.path.join(d, name + ".weights")] + paths + outs, capture_output=True, text=True)
+            if r.returncode != 0:
+                return ops, "failed", [f"run ({r.returncode}): {r.stderr.strip()[:300]}"]
+            for o, (p, ref) in enumerate(zip(outs, refs)):
+                got = np.fromfile(p, dtype=ref.dtype).reshape(ref.shape)
+                if ref.dtype.kind == "f":
+                    bad = ~np.isclose(got, ref, rtol=tol, atol=tol, equal_nan=True)
+                    if bad.any():
+                        err = np.nanmax(np.abs(got.astype(np.float64) - ref) / np.maximum(1.0, np.abs(ref)))
+                        return ops, "failed", [f"{os.path.basename(ds)} output {o}: max scaled error {err:.3e}"]
+                elif not np.array_equal(got, ref):
+                    return ops, "failed", [f"{os.path.basename(ds)} output {o}: values differ"]
+    return ops, "passed", []
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/debug/bundlec"))
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--show-unsupported", action="store_true")
+    a = ap.parse_args()
+    base = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    cases = sorted(c for c in glob.glob(os.path.join(base, "test_*")) if a.filter in os.path.basename(c))
+    if not cases:
+        sys.exit(f"no node tests under {base} (onnx {onnx.__version__}; 1.22.0 ships them)")
+    per_op = collections.defaultdict(collections.Counter)
+    total = collections.Counter()
+    failures = []
+    with cf.ThreadPoolExecutor(a.jobs) as ex:
+        futs = {ex.submit(run_case, c, a.bundlec, a.tol): c for c in cases}
+        for f in cf.as_completed(futs):
+            c = os.path.basename(futs[f])
+            try:
+                ops, status, why = f.result()
+            except Exception as e:  # noqa: BLE001 - a broken test file is a failure, never a crash
+                ops, status, why = ["?"], "failed", [f"{type(e).__name__}: {e}"]
+            total[status] += 1
+            for op in ops:
+                per_op[op][status] += 1
+            if status == "failed":
+                failures.append((c, why))
+            elif status == "unsupported" and a.show_unsupported:
+                print(f"unsupported {c}: {why}")
+    print("| op | passed | failed | unsupported |\n|---|---|---|---|")
+    for op in sorted(per_op):
+        s = per_op[op]
+        if s["passed"] or s["failed"]:
+            print(f"| {op} | {s['passed']} | {s['failed']} | {s['unsupported']} |")
+    for c, why in sorted(failures):
+        print(f"FAILED {c}: {'; '.join(why)}")
+    print(f"node tests: {total['passed'] + total['failed']} attempted, {total['unsupported']} unsupported")
+    print(f"{total['passed']} passed, {total['failed']} failed, {total['unsupported']} skipped")
+    sys.exit(1 if total["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()
