@@ -128,7 +128,48 @@ pub fn unary(kb: &mut Kb, ty: Type, op: UnOp, x: Value) -> Value {
         }
         UnOp::Clip(lo, hi) => clip(kb, ty, x, lo, hi),
         UnOp::Identity => x,
+        UnOp::LeakyRelu(a) => {
+            // max(x, 0) + a * min(x, 0): exact for both signs.
+            let pos = clip(kb, ty, x, 0.0, f32::MAX);
+            let neg = clip(kb, ty, x, f32::MIN, 0.0);
+            let av = kb.fconst(ty, a);
+            let n = kb.b.ins().fmul(neg, av);
+            kb.b.ins().fadd(pos, n)
+        }
+        UnOp::HardSigmoid(a, b) => {
+            let av = kb.fconst(ty, a);
+            let bv = kb.fconst(ty, b);
+            let m = kb.b.ins().fmul(x, av);
+            let y = kb.b.ins().fadd(m, bv);
+            clip(kb, ty, y, 0.0, 1.0)
+        }
+        UnOp::HardSwish => {
+            let six = kb.fconst(ty, 6.0);
+            let half = kb.fconst(ty, 0.5);
+            let d = kb.b.ins().fdiv(x, six);
+            let y = kb.b.ins().fadd(d, half);
+            let g = clip(kb, ty, y, 0.0, 1.0);
+            kb.b.ins().fmul(x, g)
+        }
+        UnOp::Elu(a) => elu(kb, ty, x, a),
+        UnOp::Selu(a, g) => {
+            let e = elu(kb, ty, x, a);
+            let gv = kb.fconst(ty, g);
+            kb.b.ins().fmul(e, gv)
+        }
     }
+}
+
+/// max(x, 0) + a * (e^min(x, 0) - 1).
+fn elu(kb: &mut Kb, ty: Type, x: Value, a: f32) -> Value {
+    let pos = clip(kb, ty, x, 0.0, f32::MAX);
+    let neg = clip(kb, ty, x, f32::MIN, 0.0);
+    let e = exp(kb, ty, neg);
+    let one = kb.fconst(ty, 1.0);
+    let em1 = kb.b.ins().fsub(e, one);
+    let av = kb.fconst(ty, a);
+    let n = kb.b.ins().fmul(em1, av);
+    kb.b.ins().fadd(pos, n)
 }
 
 /// Applies a binary op (reference: `ir::ops::elementwise::apply_binary`).

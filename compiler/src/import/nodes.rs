@@ -35,6 +35,10 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "f32",
     ),
     (
+        "LeakyRelu, HardSigmoid, HardSwish, Elu, Selu",
+        "f32; alpha/beta/gamma attributes",
+    ),
+    (
         "Clip",
         "f32; min/max as attributes (opset < 11) or constant inputs",
     ),
@@ -150,6 +154,17 @@ impl Importer<'_> {
             "Sqrt" => un(UnOp::Sqrt)?,
             "Reciprocal" => un(UnOp::Reciprocal)?,
             "Identity" => Lowered::Alias(req(0)?),
+            "LeakyRelu" => un(UnOp::LeakyRelu(a.float("alpha", 0.01)))?,
+            "HardSigmoid" => un(UnOp::HardSigmoid(
+                a.float("alpha", 0.2),
+                a.float("beta", 0.5),
+            ))?,
+            "HardSwish" => un(UnOp::HardSwish)?,
+            "Elu" => un(UnOp::Elu(a.float("alpha", 1.0)))?,
+            "Selu" => un(UnOp::Selu(
+                a.float("alpha", 1.673_263_2),
+                a.float("gamma", 1.050_701),
+            ))?,
             "Dropout" => {
                 if node.output.len() > 1
                     && !node.output[1].is_empty()

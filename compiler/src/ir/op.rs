@@ -41,6 +41,16 @@ pub enum UnOp {
     Clip(f32, f32),
     /// x (copy)
     Identity,
+    /// x >= 0 ? x : alpha * x
+    LeakyRelu(f32),
+    /// max(0, min(1, alpha * x + beta))
+    HardSigmoid(f32, f32),
+    /// x * max(0, min(1, x / 6 + 1 / 2))
+    HardSwish,
+    /// x >= 0 ? x : alpha * (e^x - 1)
+    Elu(f32),
+    /// gamma * (x >= 0 ? x : alpha * (e^x - 1))
+    Selu(f32, f32),
 }
 
 /// The activation fused at the end of a conv / gemm / matmul.
@@ -186,6 +196,11 @@ impl Op {
                 UnOp::Reciprocal => "reciprocal",
                 UnOp::Clip(..) => "clip",
                 UnOp::Identity => "identity",
+                UnOp::LeakyRelu(_) => "leakyrelu",
+                UnOp::HardSigmoid(..) => "hardsigmoid",
+                UnOp::HardSwish => "hardswish",
+                UnOp::Elu(_) => "elu",
+                UnOp::Selu(..) => "selu",
             },
             Op::MatMul(_) => "matmul",
             Op::Gemm(_) => "gemm",
