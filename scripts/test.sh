@@ -9,6 +9,8 @@ bash scripts/setup.sh
 cargo build --workspace --bins
 cargo build -p bundle-rt --no-default-features
 cargo test --workspace
+cargo test -p bundle-rt --features capi
+make -C examples/c-api run
 rm -rf target/pymodels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx

@@ -41,7 +41,9 @@ impl<'a> Bundle<'a> {
     /// # Safety
     /// `config` must satisfy [`ConfigView::new`]'s contract, and `entry` and every op kernel of
     /// `config` must be the compiled code for it: given areas laid out as `config` says, they access
-    /// only those areas, never write the constant area, and return.
+    /// only those areas, never write the constant area, and return; a task `t < numTasks` of an op
+    /// touches only the `size` bytes at each argument address and never writes a constant-area
+    /// argument (the recipe runner relies on this when it places arguments elsewhere).
     #[cfg(feature = "alloc")]
     pub unsafe fn new(
         config: &'a BundleConfig,
@@ -66,7 +68,9 @@ impl<'a> Bundle<'a> {
     /// # Safety
     /// `config` must satisfy [`ConfigView::new`]'s contract, and `entry` and every op kernel of
     /// `config` must be the compiled code for it: given areas laid out as `config` says, they access
-    /// only those areas, never write the constant area, and return.
+    /// only those areas, never write the constant area, and return; a task `t < numTasks` of an op
+    /// touches only the `size` bytes at each argument address and never writes a constant-area
+    /// argument (the recipe runner relies on this when it places arguments elsewhere).
     pub unsafe fn new_in(
         config: &'a BundleConfig,
         entry: EntryFn,

@@ -2,206 +2,21 @@
 //!
 //! Errors never allocate (the runtime is `no_std`): names of tensors, ops and buffers are copied into
 //! a fixed-size [`Name`], and a bad config field is located by a [`FieldPath`] such as
-//! `ops[3].args[1].offset` plus a [`Why`] saying what is wrong with its value. Each variant's doc says
-//! whether it is a *caller error* (fix the calling code or its data) or a *bundle error* (the config
-//! or weights do not match the contract in `docs/bundle-format.md`: a compiler bug or mismatched files).
+//! `ops[3].args[1].offset` plus a [`Why`] saying what is wrong with its value (`fields.rs`); a bad
+//! run-recipe field likewise by a [`RecipePath`] and a [`RecipeWhy`] (`recipe.rs`). Each variant's
+//! doc says whether it is a *caller error* (fix the calling code or its data) or a *bundle error*
+//! (the config or weights do not match the contract in `docs/bundle-format.md`: a compiler bug or
+//! mismatched files).
 
 use core::fmt;
 
 use crate::config::{DType, Role};
 
-/// Capacity of a [`Name`] in bytes; longer names are cut at a character boundary.
-pub const NAME_CAPACITY: usize = 64;
+mod fields;
+mod recipe;
 
-/// A copy of a name (tensor, op, buffer) kept inside an [`Error`] without allocating.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Name {
-    bytes: [u8; NAME_CAPACITY],
-    len: u8,
-    truncated: bool,
-}
-
-impl Name {
-    /// Copies `s`, cutting it to [`NAME_CAPACITY`] bytes at a character boundary.
-    pub fn new(s: &str) -> Name {
-        let mut len = s.len().min(NAME_CAPACITY);
-        while !s.is_char_boundary(len) {
-            len -= 1;
-        }
-        let mut bytes = [0u8; NAME_CAPACITY];
-        bytes[..len].copy_from_slice(&s.as_bytes()[..len]);
-        Name {
-            bytes,
-            len: len as u8,
-            truncated: len < s.len(),
-        }
-    }
-
-    /// The (possibly cut) name.
-    pub fn as_str(&self) -> &str {
-        // The copy was cut at a character boundary of a `str`, so it is valid UTF-8.
-        core::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
-    }
-
-    /// Whether the original name was longer than [`NAME_CAPACITY`] bytes.
-    pub fn is_truncated(&self) -> bool {
-        self.truncated
-    }
-}
-
-impl fmt::Display for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())?;
-        if self.truncated {
-            f.write_str("…")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.as_str())
-    }
-}
-
-/// Where a bad value sits in `NAME_config`: `table[index].inner[inner_index].field`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FieldPath {
-    /// The struct or table: `"BundleConfig"`, `"symbolTable"`, `"tensors"`, `"ops"`, `"layers"`.
-    pub table: &'static str,
-    /// The entry of the table, `None` for `BundleConfig` itself.
-    pub index: Option<usize>,
-    /// A nested table and entry, e.g. `("args", 1)` inside an op.
-    pub inner: Option<(&'static str, usize)>,
-    /// The field, spelled as in the C struct (`"offset"`, `"numTasks"`).
-    pub field: &'static str,
-}
-
-impl FieldPath {
-    /// A field of `BundleConfig` itself.
-    pub const fn config(field: &'static str) -> FieldPath {
-        FieldPath {
-            table: "BundleConfig",
-            index: None,
-            inner: None,
-            field,
-        }
-    }
-
-    /// A field of entry `index` of `table`.
-    pub const fn entry(table: &'static str, index: usize, field: &'static str) -> FieldPath {
-        FieldPath {
-            table,
-            index: Some(index),
-            inner: None,
-            field,
-        }
-    }
-
-    /// A field of entry `inner_index` of the nested table `inner` of entry `index` of `table`.
-    pub const fn nested(
-        table: &'static str,
-        index: usize,
-        inner: &'static str,
-        inner_index: usize,
-        field: &'static str,
-    ) -> FieldPath {
-        FieldPath {
-            table,
-            index: Some(index),
-            inner: Some((inner, inner_index)),
-            field,
-        }
-    }
-}
-
-impl fmt::Display for FieldPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.table)?;
-        if let Some(i) = self.index {
-            write!(f, "[{i}]")?;
-        }
-        if let Some((inner, i)) = self.inner {
-            write!(f, ".{inner}[{i}]")?;
-        }
-        write!(f, ".{}", self.field)
-    }
-}
-
-/// What is wrong with the value of a config field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Why {
-    /// A pointer is NULL although entries or a string are declared.
-    Null,
-    /// A pointer or offset is not a multiple of `align`.
-    Misaligned {
-        /// The required alignment in bytes.
-        align: u64,
-    },
-    /// A count or size is above what the runtime accepts.
-    TooLarge {
-        /// The largest accepted value.
-        max: u64,
-    },
-    /// `offset + size` (= `end`) runs past the area or table it points into (`limit` bytes or entries).
-    OutOfRange {
-        /// The end of the range the field describes.
-        end: u64,
-        /// The size of what it must fit in.
-        limit: u64,
-    },
-    /// Computing the size or end overflows 64 bits.
-    Overflow,
-    /// The value must be a power of two.
-    NotPowerOfTwo,
-    /// The value must be at least 1.
-    Zero,
-    /// The value must equal `expected`.
-    Mismatch {
-        /// The value the contract requires here.
-        expected: u64,
-    },
-    /// An enumeration code (dtype, role, area, kind) that this runtime does not know.
-    UnknownCode,
-    /// A string has no NUL within `max` bytes.
-    Unterminated {
-        /// The longest accepted string, in bytes.
-        max: u64,
-    },
-    /// A string is not UTF-8 (the value is the byte offset of the first bad byte).
-    NotUtf8,
-    /// A string is empty.
-    Empty,
-    /// A name is used twice; `first` is the index of its first use.
-    Duplicate {
-        /// Index of the entry that has the name first.
-        first: u64,
-    },
-    /// A feature this runtime does not implement yet (non-empty NPU segment table).
-    Unsupported,
-}
-
-impl fmt::Display for Why {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Why::Null => f.write_str("pointer is NULL"),
-            Why::Misaligned { align } => write!(f, "not a multiple of {align}"),
-            Why::TooLarge { max } => write!(f, "larger than the limit {max}"),
-            Why::OutOfRange { end, limit } => write!(f, "ends at {end}, past the size {limit}"),
-            Why::Overflow => f.write_str("size or end overflows 64 bits"),
-            Why::NotPowerOfTwo => f.write_str("not a power of two"),
-            Why::Zero => f.write_str("must be at least 1"),
-            Why::Mismatch { expected } => write!(f, "expected {expected}"),
-            Why::UnknownCode => f.write_str("unknown code"),
-            Why::Unterminated { max } => write!(f, "no NUL terminator within {max} bytes"),
-            Why::NotUtf8 => f.write_str("not valid UTF-8 (value = offset of the bad byte)"),
-            Why::Empty => f.write_str("empty string"),
-            Why::Duplicate { first } => write!(f, "name already used by entry {first}"),
-            Why::Unsupported => f.write_str("not supported by this runtime version"),
-        }
-    }
-}
+pub use fields::{FieldPath, Name, Why, NAME_CAPACITY};
+pub use recipe::{Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 
 /// Every failure of `bundle-rt`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -337,6 +152,51 @@ pub enum Error {
         /// The worker's index (1-based; the calling thread is worker 0).
         index: usize,
     },
+    /// Caller error: a run recipe is not JSON, or a field has the wrong JSON type (a number where a
+    /// string belongs, an object where a list belongs).
+    RecipeSyntax {
+        /// Line of the error (1-based; 0 when unknown).
+        line: u64,
+        /// Column of the error (1-based; 0 when unknown).
+        column: u64,
+        /// The JSON parser's message (cut to [`NAME_CAPACITY`] bytes).
+        message: Name,
+    },
+    /// Caller error: a run recipe breaks the recipe rules (`docs/runtime.md`, SPEC §8), or does not
+    /// match the bundle it is run with (a recipe of another build).
+    BadRecipe {
+        /// Which field.
+        at: RecipePath,
+        /// The entry's name or the field's value, as `quoted` says.
+        name: Name,
+        /// What `name` is.
+        quoted: Quoted,
+        /// What is wrong.
+        why: RecipeWhy,
+    },
+    /// The recipe has a run `where: "npu"`, and this runtime has no NPU device yet.
+    NoNpuDevice {
+        /// The run's name.
+        run: Name,
+    },
+    /// Caller error: the recipe declares no buffer of this name.
+    UnknownBuffer {
+        /// The name asked for.
+        name: Name,
+    },
+    /// Caller error: the buffer is not an external input or output (the runner binds `weight` buffers
+    /// to the bundle's constants and allocates internal ones), or not of the kind the call binds.
+    NotBindable {
+        /// The buffer.
+        name: Name,
+        /// What the call needs it to be.
+        wanted: Role,
+    },
+    /// Caller error: `execute` while an external input or output buffer is unbound.
+    Unbound {
+        /// The buffer.
+        name: Name,
+    },
 }
 
 impl fmt::Display for Error {
@@ -405,6 +265,39 @@ impl fmt::Display for Error {
                 write!(f, "thread count {requested} is not in 1..={max}")
             }
             Error::Spawn { index } => write!(f, "the port could not start worker thread {index}"),
+            Error::RecipeSyntax {
+                line,
+                column,
+                message,
+            } => write!(
+                f,
+                "run recipe is not valid: {message} at line {line} column {column}"
+            ),
+            Error::BadRecipe {
+                at,
+                name,
+                quoted,
+                why,
+            } => {
+                write!(f, "bad recipe field {at}")?;
+                recipe::fmt_quoted(f, at, *quoted, name)?;
+                write!(f, ": {why}")
+            }
+            Error::NoNpuDevice { run } => write!(
+                f,
+                "run `{run}` is an npu run, but this runtime has no NPU device"
+            ),
+            Error::UnknownBuffer { name } => {
+                write!(f, "the recipe has no buffer `{name}` (resources.buffers)")
+            }
+            Error::NotBindable { name, wanted } => write!(
+                f,
+                "buffer `{name}` cannot be bound as {wanted}: only external input and output buffers are bound by the caller"
+            ),
+            Error::Unbound { name } => write!(
+                f,
+                "external buffer `{name}` is not bound; bind every input and output before execute"
+            ),
         }
     }
 }

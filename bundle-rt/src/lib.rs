@@ -11,6 +11,7 @@
 //!                                                                 ├─ run()      entry function, one thread
 //!                                                                 ├─ run_ops()  op table, one thread
 //!                                                                 └─ Engine::run  op table, BSP worker pool
+//!   &Bundle + NAME.recipe.json ──Runner::new──▶ Runner: bind_input / bind_output / execute / wait
 //! ```
 //!
 //! Invariants: a [`ConfigView`] exists only for a config whose every count, offset, size, name and
@@ -19,7 +20,8 @@
 //! op or config field at fault; nothing here panics on bad input.
 //!
 //! Features: none gives a pure `no_std` runtime where the caller provides every area; `alloc` adds
-//! owned 64-aligned areas and the `engine` module; `std` adds the std-thread `engine::StdPort`.
+//! owned 64-aligned areas, the `engine` module and the recipe `runner` (with `serde_json`); `std`
+//! adds the std-thread `engine::StdPort`; `capi` adds the C API (`brt_*`, `include/bundle_rt.h`).
 
 #![no_std]
 #![deny(missing_docs)]
@@ -35,6 +37,8 @@ compile_error!("bundle-rt mirrors the LP64 layout of NAME_config and needs a 64-
 
 mod buf;
 pub mod bundle;
+#[cfg(feature = "capi")]
+pub mod capi;
 pub mod config;
 #[cfg(feature = "alloc")]
 pub mod engine;
@@ -43,6 +47,8 @@ mod exec;
 pub mod instance;
 pub mod log;
 pub mod profile;
+#[cfg(feature = "alloc")]
+pub mod runner;
 
 #[cfg(all(test, feature = "std"))]
 mod tests;
@@ -52,10 +58,12 @@ pub use config::{
     Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ConfigView,
     DType, EntryFn, Role, SymbolTableEntry, TensorInfo,
 };
-pub use error::{Error, FieldPath, Name, Why};
+pub use error::{Error, FieldPath, Name, Quoted, RecipePath, RecipeWhy, Why};
 pub use instance::{Element, Instance};
 pub use log::{Level, Log, Record};
 pub use profile::{OpTiming, ProfileTable};
+#[cfg(feature = "alloc")]
+pub use runner::{Recipe, Runner};
 
 /// The most arguments one op may take when run through [`Instance::run_ops`] or the engine: the
 /// argument array is built on the stack with this capacity, so the run path never allocates.

@@ -88,3 +88,44 @@ fn bad_weights_and_bindings_are_typed_errors() {
     let e = inst.set_input("x", &[0i64; 74]).expect_err("wrong dtype");
     assert!(!e.to_string().is_empty());
 }
+
+#[test]
+fn runner_executes_the_emitted_recipe_like_the_entry_function() {
+    use bundle_rt::runner::Runner;
+    let model = models::shapes();
+    let c = compile(&model, "rt_shapes");
+    let l = Loaded::open(&c);
+    // SAFETY: config and entry come from the bundle compiled for it.
+    let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
+    let (a, bb) = (rand_vec(30, 41), rand_vec(40, 42));
+    let mut inst = b.instance().expect("instance");
+    inst.set_input("a", &a).expect("a");
+    inst.set_input("b", &bb).expect("b");
+    inst.run().expect("entry");
+    let (want_y, want_z) = (
+        inst.output::<f32>("y").expect("y").to_vec(),
+        inst.output::<f32>("z").expect("z").to_vec(),
+    );
+
+    let as_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (mut y, mut z) = (vec![0u8; 70 * 4], vec![0u8; 70 * 4]);
+    {
+        let mut r = Runner::new(&b, &c.bundle.recipe).expect("runner");
+        r.bind_input("a", &as_bytes(&a)).expect("bind a");
+        r.bind_input("b", &as_bytes(&bb)).expect("bind b");
+        r.bind_output("y", &mut y).expect("bind y");
+        r.bind_output("z", &mut z).expect("bind z");
+        r.execute().expect("execute");
+        r.wait().expect("wait");
+    }
+    assert_eq!(y, as_bytes(&want_y), "runner y bitwise");
+    assert_eq!(z, as_bytes(&want_z), "runner z bitwise");
+
+    // Bad bindings and a bad recipe are typed errors.
+    let mut r = Runner::new(&b, &c.bundle.recipe).expect("runner");
+    assert!(r.bind_input("nope", &[0u8; 4]).is_err());
+    assert!(r.bind_input("a", &[0u8; 3]).is_err());
+    assert!(r.execute().is_err(), "unbound inputs");
+    let broken = c.bundle.recipe.replace("\"argidx\": 1", "\"argidx\": 99");
+    assert!(Runner::new(&b, &broken).is_err());
+}

@@ -379,13 +379,15 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
                     [1, x] if *x == nn => BiasKind::Col,
                     [x, 1] if *x == m => BiasKind::Row,
                     [x, y] if *x == m && *y == nn => BiasKind::Full,
-                    _ => return Err(unsupported(
-                        &node.name,
-                        "Gemm",
-                        &format!(
+                    _ => {
+                        return Err(unsupported(
+                            &node.name,
+                            "Gemm",
+                            &format!(
                             "a run-time C of shape {cs:?} (supported: [N], [1,N], [M,1], [M,N])"
                         ),
-                    )),
+                        ))
+                    }
                 };
                 (kind, a.beta, Buf::Tensor(ins[2]))
             }

@@ -101,8 +101,8 @@ pub fn apply_unary(op: UnOp, x: f32) -> f32 {
         UnOp::Clip(lo, hi) => x.max(lo).min(hi),
         UnOp::Identity => x,
         UnOp::LeakyRelu(a) => x.max(0.0) + a * x.min(0.0),
-        UnOp::HardSigmoid(a, b) => (a * x + b).min(1.0).max(0.0),
-        UnOp::HardSwish => x * (x / 6.0 + 0.5).min(1.0).max(0.0),
+        UnOp::HardSigmoid(a, b) => (a * x + b).clamp(0.0, 1.0),
+        UnOp::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
         UnOp::Elu(a) => x.max(0.0) + a * (x.min(0.0).exp() - 1.0),
         UnOp::Selu(a, g) => g * (x.max(0.0) + a * (x.min(0.0).exp() - 1.0)),
     }

@@ -1,0 +1,283 @@
+//! [`Runner`]: executes a run recipe against a bundle, XRT-style — `new`, `bind_input`,
+//! `bind_output`, `execute`, `wait`.
+//!
+//! Buffers are copy-in/copy-out. Every external input and output gets a runner-owned, 64-aligned
+//! buffer of its tensor's size; [`Runner::bind_input`] copies the caller's bytes into it at once (no
+//! borrow is kept), and [`Runner::bind_output`] records where to copy the result, which `execute`
+//! does after the last run. Kernels therefore only ever see runner-owned memory and the bundle's
+//! constant area: no alignment demands on the caller, no aliasing between a caller's slice and what
+//! kernels write, and a recipe that makes a kernel write an "input" buffer cannot touch the caller's
+//! data. The price is one copy per input and output per execution, small next to the model. A bound
+//! output is a `&'io mut` borrow held by the runner (as a pointer and length, so the C API can bind
+//! raw memory under the same rules), which is why `Runner` has the lifetime `'io`.
+//!
+//! `execute` is synchronous: it runs every task of every run in recipe order on the calling thread,
+//! then copies the outputs out. `wait` only returns the result of the last `execute` (XRT's
+//! `execute` + `wait` pair works unchanged). Everything that can fail is checked in [`Runner::new`]
+//! (see `build.rs`) or before the first task, so a run never stops halfway.
+
+use alloc::vec::Vec;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use super::build::{self, Call, Slot};
+use super::recipe::Recipe;
+use crate::bundle::Bundle;
+use crate::config::{Role, TensorInfo};
+use crate::error::{Error, Name};
+use crate::instance::Element;
+use crate::Result;
+
+/// A run recipe bound to a bundle; see the module docs for the buffer model.
+pub struct Runner<'b, 'io> {
+    bundle: &'b Bundle<'b>,
+    recipe: Recipe,
+    slots: Vec<Slot>,
+    calls: Vec<Call>,
+    /// Base address of each slot for the current execution (reused, never reallocated).
+    bases: Vec<*mut u8>,
+    /// The argument array of the current call (reused, never reallocated).
+    args: Vec<*mut u8>,
+    last: Option<Result<()>>,
+    _outputs: PhantomData<&'io mut [u8]>,
+}
+
+// SAFETY: the raw pointers are addresses of runner-owned buffers, of the bundle's constant area
+// (`Bundle` is `Sync`) or of output slices borrowed `&'io mut [u8]` (which are `Send`); moving the
+// runner to another thread moves that exclusive access with it.
+unsafe impl Send for Runner<'_, '_> {}
+
+impl<'b, 'io> Runner<'b, 'io> {
+    /// Parses and checks `recipe_json`, resolves every cpu run in `bundle`'s op table (no library is
+    /// loaded) and allocates the internal and staging buffers.
+    pub fn new(bundle: &'b Bundle<'b>, recipe_json: &str) -> Result<Runner<'b, 'io>> {
+        let recipe = Recipe::parse(recipe_json)?;
+        let slots = build::slots(bundle, &recipe)?;
+        let calls = build::calls(bundle, &recipe, &slots)?;
+        let widest = calls.iter().map(|c| c.args.len()).max().unwrap_or(0);
+        Ok(Runner {
+            bundle,
+            bases: Vec::with_capacity(slots.len()),
+            args: Vec::with_capacity(widest),
+            recipe,
+            slots,
+            calls,
+            last: None,
+            _outputs: PhantomData,
+        })
+    }
+
+    /// The bundle.
+    pub fn bundle(&self) -> &'b Bundle<'b> {
+        self.bundle
+    }
+
+    /// The checked recipe.
+    pub fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
+    /// Copies `data` into input buffer `name`; `data` must be exactly the tensor's size in bytes.
+    pub fn bind_input(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let (slot, info) = self.external(name, Role::Input)?;
+        check_bytes(&info, data.len())?;
+        if let Slot::Input {
+            data: staging,
+            bound,
+            ..
+        } = &mut self.slots[slot]
+        {
+            staging.bytes_mut().copy_from_slice(data);
+            *bound = true;
+        }
+        Ok(())
+    }
+
+    /// As [`Runner::bind_input`] with typed data; checks dtype and element count.
+    pub fn bind_input_typed<T: Element>(&mut self, name: &str, data: &[T]) -> Result<()> {
+        let (_, info) = self.external(name, Role::Input)?;
+        check_typed::<T>(&info, data.len())?;
+        // SAFETY: `Element` types are plain data without padding, so their bytes are initialised;
+        // the view covers exactly `data`.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(data.as_ptr().cast::<u8>(), core::mem::size_of_val(data))
+        };
+        self.bind_input(name, bytes)
+    }
+
+    /// Makes `data` the destination of output buffer `name`: every successful `execute` copies the
+    /// result there. `data` must be exactly the tensor's size in bytes; it stays borrowed for `'io`.
+    pub fn bind_output(&mut self, name: &str, data: &'io mut [u8]) -> Result<()> {
+        let len = data.len();
+        // SAFETY: `data` is valid for writes of `len` bytes and exclusively borrowed for 'io, which
+        // the runner outlives no longer than (its type carries 'io).
+        unsafe { self.bind_output_raw(name, NonNull::from(data).cast(), len) }
+    }
+
+    /// As [`Runner::bind_output`] with a typed destination; checks dtype and element count.
+    pub fn bind_output_typed<T: Element>(&mut self, name: &str, data: &'io mut [T]) -> Result<()> {
+        let (_, info) = self.external(name, Role::Output)?;
+        check_typed::<T>(&info, data.len())?;
+        let len = core::mem::size_of_val(data);
+        // SAFETY: as in `bind_output`; any bytes are a valid `T` (`Element`), so writing raw bytes
+        // into the slice is sound.
+        unsafe { self.bind_output_raw(name, NonNull::from(data).cast(), len) }
+    }
+
+    /// Records `ptr` (`len` bytes) as output `name`'s destination.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for writes of `len` bytes, not overlap any runner or bundle memory, and not
+    /// be accessed by anyone else during `execute`, for as long as it stays bound (until rebound or
+    /// the runner is dropped).
+    pub(crate) unsafe fn bind_output_raw(
+        &mut self,
+        name: &str,
+        ptr: NonNull<u8>,
+        len: usize,
+    ) -> Result<()> {
+        let (slot, info) = self.external(name, Role::Output)?;
+        check_bytes(&info, len)?;
+        if let Slot::Output { target, .. } = &mut self.slots[slot] {
+            *target = Some(ptr);
+        }
+        Ok(())
+    }
+
+    /// Runs every task of every run in recipe order on this thread, then copies each output to its
+    /// bound destination. Fails with [`Error::Unbound`] before running anything if an external input
+    /// or output is unbound.
+    pub fn execute(&mut self) -> Result<()> {
+        let result = self.execute_inner();
+        self.last = Some(result);
+        result
+    }
+
+    /// The result of the last [`Runner::execute`] (`Ok` if there was none): execution is
+    /// synchronous, so there is nothing to wait for.
+    pub fn wait(&mut self) -> Result<()> {
+        self.last.unwrap_or(Ok(()))
+    }
+
+    fn execute_inner(&mut self) -> Result<()> {
+        for (slot, buf) in self.slots.iter().zip(&self.recipe.buffers) {
+            let unbound = match slot {
+                Slot::Input { bound, .. } => !bound,
+                Slot::Output { target, .. } => target.is_none(),
+                Slot::Weights | Slot::Internal(_) => false,
+            };
+            if unbound {
+                return Err(Error::Unbound {
+                    name: Name::new(&buf.name),
+                });
+            }
+        }
+        let constants = self.bundle.constant_base();
+        self.bases.clear();
+        self.bases.extend(self.slots.iter().map(|slot| match slot {
+            Slot::Weights => constants,
+            Slot::Internal(data) | Slot::Input { data, .. } | Slot::Output { data, .. } => {
+                data.base()
+            }
+        }));
+        for call in &self.calls {
+            self.args.clear();
+            self.args.extend(call.args.iter().map(|arg| {
+                // SAFETY: `build::calls` checked offset + the op's argument size <= the buffer's
+                // size, so the address stays inside the slot's allocation.
+                unsafe { self.bases[arg.slot].add(arg.offset) }
+            }));
+            for task in 0..call.tasks {
+                // SAFETY: `build.rs`'s checks give each argument a region of exactly the op's
+                // argument size, aligned like the op table's, in runner-owned buffers or (only for
+                // constant arguments, which kernels never write) the constant area; `task` is below
+                // the op's numTasks; `&mut self` excludes any other access to the runner's buffers.
+                // That is the kernel's contract, vouched for by `Bundle::new`'s caller.
+                unsafe { (call.func)(self.args.as_ptr(), u64::from(task)) };
+            }
+        }
+        for slot in &self.slots {
+            if let Slot::Output {
+                data,
+                target: Some(target),
+                ..
+            } = slot
+            {
+                let bytes = data.bytes();
+                // SAFETY: `bind_output_raw`'s contract: `target` is valid for writes of the tensor's
+                // size (checked equal to `bytes.len()`) and overlaps no runner memory.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(bytes.as_ptr(), target.as_ptr(), bytes.len())
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot and tensor of external buffer `name`, which must be bindable as `wanted`.
+    fn external(&self, name: &str, wanted: Role) -> Result<(usize, TensorInfo<'b>)> {
+        let slot = self.recipe.buffer(name).ok_or(Error::UnknownBuffer {
+            name: Name::new(name),
+        })?;
+        let tensor = match (&self.slots[slot], wanted) {
+            (Slot::Input { tensor, .. }, Role::Input)
+            | (Slot::Output { tensor, .. }, Role::Output) => *tensor,
+            _ => {
+                return Err(Error::NotBindable {
+                    name: Name::new(name),
+                    wanted,
+                })
+            }
+        };
+        // Slots hold indices of tensors found in the bundle's validated view.
+        let info = self
+            .bundle
+            .view()
+            .tensor(tensor)
+            .ok_or(Error::UnknownTensor {
+                name: Name::new(name),
+            })?;
+        Ok((slot, info))
+    }
+}
+
+impl core::fmt::Debug for Runner<'_, '_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runner")
+            .field("bundle", &self.bundle.model_name())
+            .field("buffers", &self.recipe.buffers.len())
+            .field("runs", &self.calls.len())
+            .finish()
+    }
+}
+
+/// `len` bytes must be the tensor's size.
+fn check_bytes(info: &TensorInfo<'_>, len: usize) -> Result<()> {
+    if len != info.size_bytes {
+        return Err(Error::ByteSizeMismatch {
+            name: Name::new(info.name),
+            expected: info.size_bytes as u64,
+            got: len as u64,
+        });
+    }
+    Ok(())
+}
+
+/// `T` must be the tensor's element type and `count` its element count.
+fn check_typed<T: Element>(info: &TensorInfo<'_>, count: usize) -> Result<()> {
+    if T::DTYPE != info.dtype {
+        return Err(Error::DTypeMismatch {
+            name: Name::new(info.name),
+            dtype: info.dtype,
+            requested: T::DTYPE,
+        });
+    }
+    if count != info.elements {
+        return Err(Error::SizeMismatch {
+            name: Name::new(info.name),
+            expected: info.elements as u64,
+            got: count as u64,
+        });
+    }
+    Ok(())
+}
