@@ -11,6 +11,7 @@ cargo build -p bundle-rt --no-default-features
 cargo test --workspace
 cargo test -p bundle-rt --features capi
 make -C examples/c-api run
+cargo run -q -p rust-app
 rm -rf target/pymodels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx

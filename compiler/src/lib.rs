@@ -3,6 +3,7 @@
 //! recipe. `pipeline` shows the stages in order; each stage is a module named for it.
 #![deny(missing_docs)]
 
+pub mod buildscript;
 pub mod codegen;
 pub mod emit;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod plan;
 
+pub use buildscript::BuildScript;
 pub use error::{Error, Result};
 pub use import::InputSpec;
 pub use pipeline::{compile_file, compile_graph, Bundle, Options, Report};

@@ -84,6 +84,10 @@ pub struct Bundle {
     pub header: String,
     /// `NAME.recipe.json`.
     pub recipe: String,
+    /// Model inputs: (name, shape, dtype).
+    pub inputs: Vec<(String, Vec<usize>, crate::ir::DType)>,
+    /// Model outputs: (name, shape, dtype).
+    pub outputs: Vec<(String, Vec<usize>, crate::ir::DType)>,
     /// Build report.
     pub report: Report,
 }
@@ -227,12 +231,26 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     report.sizes = [plan.constant_size, plan.mutable_size, plan.activation_size];
     report.max_live = plan.max_live;
     report.efficiency = plan.efficiency();
+    let io = |ts: &[crate::ir::TensorId]| {
+        ts.iter()
+            .map(|&t| {
+                (
+                    g.tensors[t].name.clone(),
+                    g.tensors[t].shape.clone(),
+                    g.tensors[t].dtype,
+                )
+            })
+            .collect()
+    };
+    let (inputs, outputs) = (io(&g.inputs), io(&g.outputs));
     Ok(Bundle {
         name: opts.name.clone(),
         object,
         weights: w,
         header: hdr,
         recipe,
+        inputs,
+        outputs,
         report,
     })
 }
