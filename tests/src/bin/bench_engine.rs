@@ -80,4 +80,24 @@ fn main() {
         println!("| | {name} | {m:.2} | {mn:.2} | {:.2} |", base / m);
     }
     println!("all engine outputs bitwise equal to the entry function: yes");
+    // The recipe runner on the same bundle, with externally bound buffers.
+    let mut out = vec![0u8; want.len() * 4];
+    {
+        let mut r = bundle_rt::runner::Runner::new(&b, &c.bundle.recipe).expect("runner");
+        for (k, (n, len)) in inputs.iter().enumerate() {
+            r.bind_input_typed(n, &bundlec_tests::rand_vec(*len, k as u64))
+                .expect("bind input");
+        }
+        r.bind_output(&output, &mut out).expect("bind output");
+        let t = Instant::now();
+        r.execute().expect("execute");
+        r.wait().expect("wait");
+        println!("recipe runner: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
+    let want_bytes: Vec<u8> = want.iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(
+        out, want_bytes,
+        "runner output is not bitwise equal to the entry function"
+    );
+    println!("recipe runner output bitwise equal to the entry function: yes");
 }
