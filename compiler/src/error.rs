@@ -89,6 +89,14 @@ impl Error {
             message: message.to_string(),
         }
     }
+    /// One unsupported node (the importer merges these into a single list).
+    pub fn unsupported(node: &str, op: &str, reason: impl Into<String>) -> Self {
+        Error::Unsupported(vec![UnsupportedNode {
+            node: node.to_string(),
+            op: op.to_string(),
+            reason: reason.into(),
+        }])
+    }
     /// Shorthand for [`Error::InvalidNode`].
     pub fn node(node: &str, op: &str, message: impl fmt::Display) -> Self {
         Error::InvalidNode {

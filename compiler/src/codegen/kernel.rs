@@ -100,7 +100,7 @@ impl Kernel {
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,
             Body::Pool(p) => p.planes,
             Body::Softmax { outer, inner, .. } => outer * inner,
-            Body::Copy(len) => len.div_ceil(16384),
+            Body::Copy(len) => len.div_ceil(super::ops::data::COPY_CHUNK),
             Body::Transpose { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Concat { outer, .. } => *outer,
         }

@@ -89,16 +89,15 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
     let out = node.outputs[0];
-    let moves_data = matches!(
-        node.op,
-        Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
-    );
-    if !moves_data && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
-        return Err(Error::Unsupported(vec![crate::error::UnsupportedNode {
-            node: node.name.clone(),
-            op: node.onnx_op.clone(),
-            reason: format!("{} arithmetic at run time (only f32 is computed at run time; integer ops are folded when their inputs are constant)", cx.g.tensors[out].dtype),
-        }]));
+    if !node.op.moves_data() && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
+        return Err(Error::unsupported(
+            &node.name,
+            &node.onnx_op,
+            format!(
+                "{} arithmetic at run time (only f32 is computed at run time; integer ops are folded when their inputs are constant)",
+                cx.g.tensors[out].dtype
+            ),
+        ));
     }
     let out_shape = cx.shape(out);
     let elems = numel(&out_shape);
@@ -187,7 +186,7 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .map(|&i| cx.g.constant(i).map(|c| c.to_f32_vec()))
                 .collect::<Option<_>>()
                 .ok_or_else(|| {
-                    unsupported(
+                    Error::unsupported(
                         &node.name,
                         "BatchNormalization",
                         "scale, bias, mean and var must be constants",
@@ -380,10 +379,10 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &crate::ir::GemmAttrs) -> Result<()> {
                     [x, 1] if *x == m => BiasKind::Row,
                     [x, y] if *x == m && *y == nn => BiasKind::Full,
                     _ => {
-                        return Err(unsupported(
+                        return Err(Error::unsupported(
                             &node.name,
                             "Gemm",
-                            &format!(
+                            format!(
                             "a run-time C of shape {cs:?} (supported: [N], [1,N], [M,1], [M,N])"
                         ),
                         ))
@@ -501,12 +500,4 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let work = spec.macs();
     cx.push(n, None, args, vec![2], Body::Gemm(spec), work);
     Ok(())
-}
-
-fn unsupported(node: &str, op: &str, reason: &str) -> Error {
-    Error::Unsupported(vec![crate::error::UnsupportedNode {
-        node: node.into(),
-        op: op.into(),
-        reason: reason.into(),
-    }])
 }

@@ -288,24 +288,17 @@ impl Importer<'_> {
         out: &str,
     ) -> Result<TensorId> {
         let all_const = inputs.iter().all(|&t| self.g.constant(t).is_some());
-        let moves_data = matches!(
-            op,
-            Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
-        );
-        if !all_const && !moves_data {
+        if !all_const && !op.moves_data() {
             if let Some(&t) = inputs
                 .iter()
                 .find(|&&t| self.g.tensors[t].dtype != DType::F32)
             {
                 let td = &self.g.tensors[t];
-                return Err(Error::Unsupported(vec![UnsupportedNode {
-                    node: name.into(),
-                    op: onnx_op.into(),
-                    reason: format!(
-                        "input '{}' is {}: only f32 is computed at run time",
-                        td.name, td.dtype
-                    ),
-                }]));
+                let reason = format!(
+                    "input '{}' is {}: only f32 is computed at run time",
+                    td.name, td.dtype
+                );
+                return Err(Error::unsupported(name, onnx_op, reason));
             }
         }
         let types: Vec<_> = inputs
@@ -425,9 +418,5 @@ fn input_type(vi: &pb::ValueInfoProto) -> Result<(DType, Vec<usize>)> {
 
 /// An unsupported graph input, reported like an unsupported node.
 fn unsupported_input(name: &str, reason: &str) -> Error {
-    Error::Unsupported(vec![UnsupportedNode {
-        node: name.to_string(),
-        op: "graph input".into(),
-        reason: reason.into(),
-    }])
+    Error::unsupported(name, "graph input", reason)
 }

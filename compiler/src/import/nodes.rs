@@ -4,7 +4,7 @@
 use super::attrs::Attrs;
 use super::tensor::decode;
 use super::Importer;
-use crate::error::{Error, Result, UnsupportedNode};
+use crate::error::{Error, Result};
 use crate::ir::{
     numel, BinOp, ConvAttrs, DType, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, Tensor, TensorId,
     UnOp,
@@ -81,14 +81,6 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("Constant, Shape", "folded at compile time"),
 ];
 
-fn unsupported(name: &str, op: &str, reason: impl Into<String>) -> Error {
-    Error::Unsupported(vec![UnsupportedNode {
-        node: name.into(),
-        op: op.into(),
-        reason: reason.into(),
-    }])
-}
-
 impl Importer<'_> {
     /// Maps one node. `ins` are the node's inputs (None for an omitted optional input).
     pub(super) fn lower_node(
@@ -100,7 +92,7 @@ impl Importer<'_> {
         let op = node.op_type.as_str();
         let a = Attrs::new(node, name);
         if !node.domain.is_empty() && node.domain != "ai.onnx" {
-            return Err(unsupported(
+            return Err(Error::unsupported(
                 name,
                 op,
                 format!("domain '{}' is not supported", node.domain),
@@ -118,7 +110,7 @@ impl Importer<'_> {
         Ok(match op {
             "Add" | "Sub" | "Mul" | "Div" => {
                 if a.has("axis") || a.int("broadcast", 0) != 0 && self.opset < 7 {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         "legacy axis broadcasting (opset < 7) is not supported",
@@ -170,7 +162,7 @@ impl Importer<'_> {
                     && !node.output[1].is_empty()
                     && self.is_used(&node.output[1])
                 {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         "the mask output is used (training only)",
@@ -178,7 +170,11 @@ impl Importer<'_> {
                 }
                 if let Some(t) = ins.get(2).copied().flatten() {
                     if self.const_ints(t).is_none_or(|v| v.iter().any(|&x| x != 0)) {
-                        return Err(unsupported(name, op, "training_mode is not constant false"));
+                        return Err(Error::unsupported(
+                            name,
+                            op,
+                            "training_mode is not constant false",
+                        ));
                     }
                 }
                 Lowered::Alias(req(0)?)
@@ -191,7 +187,7 @@ impl Importer<'_> {
                         match ins.get(i).copied().flatten() {
                             None => Ok(d),
                             Some(t) => self.scalar_const(t).ok_or_else(|| {
-                                unsupported(
+                                Error::unsupported(
                                     name,
                                     op,
                                     format!("input {i} must be a constant scalar"),
@@ -221,7 +217,7 @@ impl Importer<'_> {
             "Conv" => {
                 let (x, w) = (req(0)?, req(1)?);
                 if rank(x) != 4 || rank(w) != 4 {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         format!("only 2-D convolution is supported (input rank {})", rank(x)),
@@ -254,7 +250,7 @@ impl Importer<'_> {
             }
             "BatchNormalization" => {
                 if a.int("training_mode", 0) != 0 {
-                    return Err(unsupported(name, op, "training_mode = 1"));
+                    return Err(Error::unsupported(name, op, "training_mode = 1"));
                 }
                 if node
                     .output
@@ -262,7 +258,7 @@ impl Importer<'_> {
                     .skip(1)
                     .any(|o| !o.is_empty() && self.is_used(o))
                 {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         "running mean/var outputs are used (training only)",
@@ -278,17 +274,21 @@ impl Importer<'_> {
             "MaxPool" | "AveragePool" => {
                 let x = req(0)?;
                 if rank(x) != 4 {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         format!("only 2-D pooling is supported (input rank {})", rank(x)),
                     ));
                 }
                 if op == "MaxPool" && node.output.len() > 1 && self.is_used(&node.output[1]) {
-                    return Err(unsupported(name, op, "the Indices output is not supported"));
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "the Indices output is not supported",
+                    ));
                 }
                 if a.int("storage_order", 0) != 0 {
-                    return Err(unsupported(name, op, "storage_order = 1"));
+                    return Err(Error::unsupported(name, op, "storage_order = 1"));
                 }
                 let k = a.usizes("kernel_shape", 2, 0)?;
                 if !a.has("kernel_shape") {
@@ -301,7 +301,7 @@ impl Importer<'_> {
                 let strides = a.usizes("strides", 2, 1)?;
                 let dil = a.usizes("dilations", 2, 1)?;
                 if op == "AveragePool" && dil != [1, 1] {
-                    return Err(unsupported(name, op, "dilations on AveragePool"));
+                    return Err(Error::unsupported(name, op, "dilations on AveragePool"));
                 }
                 let kernel = [k[0], k[1]];
                 let xs = shape(x);
@@ -334,9 +334,9 @@ impl Importer<'_> {
             }
             "Reshape" => {
                 let x = req(0)?;
-                let spec = self
-                    .const_ints(req(1)?)
-                    .ok_or_else(|| unsupported(name, op, "the shape input must be constant"))?;
+                let spec = self.const_ints(req(1)?).ok_or_else(|| {
+                    Error::unsupported(name, op, "the shape input must be constant")
+                })?;
                 let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
                     .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
@@ -348,10 +348,9 @@ impl Importer<'_> {
                 } else {
                     match ins.get(1).copied().flatten() {
                         None => None,
-                        Some(t) => Some(
-                            self.const_ints(t)
-                                .ok_or_else(|| unsupported(name, op, "axes must be constant"))?,
-                        ),
+                        Some(t) => Some(self.const_ints(t).ok_or_else(|| {
+                            Error::unsupported(name, op, "axes must be constant")
+                        })?),
                     }
                 };
                 let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
@@ -405,7 +404,7 @@ impl Importer<'_> {
                 } else if let Some(v) = a.ints("value_ints") {
                     Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
                 } else {
-                    return Err(unsupported(
+                    return Err(Error::unsupported(
                         name,
                         op,
                         "only tensor, float(s) and int(s) values are supported",
@@ -420,7 +419,7 @@ impl Importer<'_> {
                 let s = s[start..end.max(start)].to_vec();
                 Lowered::Const(Tensor::i64(vec![s.len()], s))
             }
-            _ => return Err(unsupported(name, op, "op is not supported")),
+            _ => return Err(Error::unsupported(name, op, "op is not supported")),
         })
     }
 

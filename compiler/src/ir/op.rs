@@ -174,6 +174,13 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the op only moves data (any dtype, bits copied unchanged) rather than computing in f32.
+    pub fn moves_data(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
+        )
+    }
     /// A short name for reports and kernel names.
     pub fn name(&self) -> &'static str {
         match self {

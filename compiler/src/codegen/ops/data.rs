@@ -6,7 +6,7 @@ use cranelift_codegen::ir::types::{F32X4, I16, I32, I64, I8};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
 
 /// Bytes per work unit of a flat copy.
-const COPY_CHUNK: usize = 16384;
+pub const COPY_CHUNK: usize = 16384;
 
 fn int_ty(elem: usize) -> Type {
     match elem {

@@ -34,6 +34,21 @@ pub fn window_out(
     Ok(out)
 }
 
+/// Output (H, W) of a 2-D sliding window over spatial dims `hw` with pads [top, left, bottom, right].
+pub fn window_out_2d(
+    hw: &[usize],
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    p: [usize; 4],
+    ceil: bool,
+) -> Result<[usize; 2], String> {
+    Ok([
+        window_out(hw[0], k[0], s[0], d[0], p[0], p[2], ceil)?,
+        window_out(hw[1], k[1], s[1], d[1], p[1], p[3], ceil)?,
+    ])
+}
+
 pub(crate) fn infer_conv(
     inputs: &[(DType, &[usize])],
     a: &ConvAttrs,
@@ -60,24 +75,7 @@ pub(crate) fn infer_conv(
     if a.has_bias && inputs[2].1 != [w[0]] {
         return Err(format!("bias shape {:?} is not [{}]", inputs[2].1, w[0]));
     }
-    let oh = window_out(
-        x[2],
-        a.kernel[0],
-        a.strides[0],
-        a.dilations[0],
-        a.pads[0],
-        a.pads[2],
-        false,
-    )?;
-    let ow = window_out(
-        x[3],
-        a.kernel[1],
-        a.strides[1],
-        a.dilations[1],
-        a.pads[1],
-        a.pads[3],
-        false,
-    )?;
+    let [oh, ow] = window_out_2d(&x[2..], a.kernel, a.strides, a.dilations, a.pads, false)?;
     let out = vec![x[0], w[0], oh, ow];
     if a.epilogue.residual && inputs[want - 1].1 != out.as_slice() {
         return Err(format!(
@@ -155,22 +153,12 @@ pub(crate) fn infer_pool(
     if x.len() != 4 {
         return Err(format!("only 2-D pooling is supported (X {x:?})"));
     }
-    let oh = window_out(
-        x[2],
-        a.kernel[0],
-        a.strides[0],
-        a.dilations[0],
-        a.pads[0],
-        a.pads[2],
-        a.ceil_mode,
-    )?;
-    let ow = window_out(
-        x[3],
-        a.kernel[1],
-        a.strides[1],
-        a.dilations[1],
-        a.pads[1],
-        a.pads[3],
+    let [oh, ow] = window_out_2d(
+        &x[2..],
+        a.kernel,
+        a.strides,
+        a.dilations,
+        a.pads,
         a.ceil_mode,
     )?;
     Ok(vec![(DType::F32, vec![x[0], x[1], oh, ow])])
