@@ -1,7 +1,7 @@
 //! The `bundlec` command line: `compile` (ONNX → bundle files) and `ops` (the supported op list).
 
 use anyhow::Context;
-use bundlec::{import::SUPPORTED, InputSpec, Options};
+use bundlec::{import::supported_ops, InputSpec, Options};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -31,6 +31,10 @@ enum Cmd {
         /// Fix an input's shape and type: NAME:1x3x224x224xf32 (repeatable).
         #[arg(long = "input", value_name = "NAME:SHAPExDTYPE")]
         inputs: Vec<String>,
+        /// Freeze an input to a compile-time constant: NAME:SHAPExDTYPE=v,v,... (repeatable). The bundle no
+        /// longer takes it; shape-like inputs (axes, pads, sizes) then fold.
+        #[arg(long = "freeze", value_name = "NAME:SHAPExDTYPE=VALUES")]
+        freeze: Vec<String>,
         /// Target triple (default: the host).
         #[arg(long)]
         target: Option<String>,
@@ -59,7 +63,7 @@ fn run() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Ops => {
             println!("| ONNX ops | constraints |\n|---|---|");
-            for (ops, c) in SUPPORTED {
+            for (ops, c) in supported_ops() {
                 println!("| {ops} | {c} |");
             }
         }
@@ -68,6 +72,7 @@ fn run() -> anyhow::Result<()> {
             out,
             name,
             inputs,
+            freeze,
             target,
             cpu,
             weights_as_c_array,
@@ -78,6 +83,12 @@ fn run() -> anyhow::Result<()> {
                 .iter()
                 .map(|s| s.parse::<InputSpec>())
                 .collect::<Result<_, _>>()?;
+            for f in &freeze {
+                if !f.contains('=') {
+                    anyhow::bail!("--freeze '{f}': expected NAME:SHAPExDTYPE=v,v,...");
+                }
+                opts.inputs.push(f.parse::<InputSpec>()?);
+            }
             opts.target = target;
             if let Some(c) = cpu {
                 opts.cpu = c;

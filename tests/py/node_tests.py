@@ -5,6 +5,9 @@ outputs (max |a-b| <= tol * max(1, |ref|), tol 1e-4 by default).
 
 A model bundlec rejects as unsupported (an unsupported op, attribute or dtype: exit status with 'cannot be
 compiled') counts as unsupported; any other compile error, link error, crash or mismatch is a failure.
+Node tests feed shape-like arguments (axes, pads, starts, sizes) as graph inputs; when bundlec asks for them to be
+constant, the test's integer inputs are frozen with `--freeze` (values from the data set, as an application with
+fixed axes would have them) and the float inputs stay run-time inputs; those tests are counted separately.
 Prints per-op and total passed/failed/unsupported counts; exits non-zero if anything attempted failed.
 
 usage: node_tests.py [--bundlec PATH] [--filter SUBSTR] [--jobs N] [--show-unsupported]"""
@@ -17,60 +20,98 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DTYPES = {np.float32: "f32", np.int64: "i64", np.int32: "i32", np.uint8: "u8", np.int8: "i8", np.bool_: "bool"}
 
 
+def load_set(ds):
+    key = lambda p: int(p.rsplit("_", 1)[1][:-3])
+    ins = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "input_*.pb")), key=key)]
+    refs = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "output_*.pb")), key=key)]
+    return ins, refs
+
+
+def spec(n, a, values=False):
+    s = f"{n}:{'x'.join(map(str, a.shape))}{'x' if a.ndim else ''}{DTYPES[a.dtype.type]}"
+    if values:
+        s += "=" + ",".join(str(v) for v in a.reshape(-1).tolist())
+    return s
+
+
+def compile_case(bundlec, model, d, name, in_names, ins, freeze):
+    """Compiles with every runtime input's shape fixed from `ins`; inputs in `freeze` become constants."""
+    args = []
+    for n, a in zip(in_names, ins):
+        if a is None or a.dtype.type not in DTYPES or (a.ndim > 0 and not all(a.shape)):
+            continue
+        if n in freeze:
+            args += ["--freeze", spec(n, a, values=True)]
+        elif a.ndim > 0:
+            args += ["--input", spec(n, a)]
+    return subprocess.run([bundlec, "compile", model, "-o", d, "--name", name] + args, capture_output=True, text=True)
+
+
 def run_case(case_dir, bundlec, tol):
+    """Returns (ops, status, details, frozen): status passed / failed / unsupported; `frozen` when integer
+    inputs had to be frozen to constants (shape-like inputs: axes, pads, starts, sizes...)."""
     model = os.path.join(case_dir, "model.onnx")
     m = onnx.load(model)
     ops = sorted({n.op_type for n in m.graph.node}) or ["(none)"]
     name = "t_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(case_dir))
-    # Fix every runtime input's shape and dtype from the first data set (node tests often leave dims symbolic).
     inits = {i.name for i in m.graph.initializer}
     in_names = [i.name for i in m.graph.input if i.name not in inits]
-    specs = []
-    first = sorted(glob.glob(os.path.join(case_dir, "test_data_set_*")))
-    if first:
-        for n, p in zip(in_names, sorted(glob.glob(os.path.join(first[0], "input_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))):
-            try:
-                a = numpy_helper.to_array(onnx.load_tensor(p))
-            except Exception:  # noqa: BLE001 - sequences/optionals: bundlec will report them unsupported
-                continue
-            dt = DTYPES.get(a.dtype.type)
-            if dt and a.ndim > 0 and all(a.shape):
-                specs += ["--input", f"{n}:{'x'.join(map(str, a.shape))}x{dt}"]
+    sets = []
+    for ds in sorted(glob.glob(os.path.join(case_dir, "test_data_set_*"))):
+        try:
+            sets.append((ds,) + load_set(ds))
+        except Exception:  # noqa: BLE001 - sequences/optionals: bundlec will report them unsupported
+            sets.append((ds, [None] * len(in_names), None))
+    first = sets[0][1] if sets else [None] * len(in_names)
+    ints = {n for n, a in zip(in_names, first) if a is not None and a.dtype.kind in "iu" and a.dtype.type in DTYPES}
     with tempfile.TemporaryDirectory() as d:
-        r = subprocess.run([bundlec, "compile", model, "-o", d, "--name", name] + specs, capture_output=True, text=True)
+        r = compile_case(bundlec, model, d, name, in_names, first, set())
+        freeze = set()
+        if r.returncode != 0 and "must be constant" in r.stderr and ints:
+            freeze = ints
+            r = compile_case(bundlec, model, d, name, in_names, first, freeze)
         if r.returncode != 0:
             if "cannot be compiled" in r.stderr:
-                return ops, "unsupported", r.stderr.strip().splitlines()[1:2]
-            return ops, "failed", ["compile: " + r.stderr.strip()[:300]]
+                return ops, "unsupported", r.stderr.strip().splitlines()[1:2], bool(freeze)
+            return ops, "failed", ["compile: " + r.stderr.strip()[:300]], bool(freeze)
         exe = os.path.join(d, "run")
         r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
                             os.path.join(d, name + ".o"), "-o", exe], capture_output=True, text=True)
         if r.returncode != 0:
-            return ops, "failed", ["link: " + r.stderr.strip()[:300]]
-        for ds in sorted(glob.glob(os.path.join(case_dir, "test_data_set_*"))):
-            ins = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "input_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
-            refs = [numpy_helper.to_array(onnx.load_tensor(p)) for p in sorted(glob.glob(os.path.join(ds, "output_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
-            if len(ins) != len(in_names):
-                return ops, "failed", [f"{len(ins)} inputs in {ds}, model takes {len(in_names)}"]
+            return ops, "failed", ["link: " + r.stderr.strip()[:300]], bool(freeze)
+        for si, (ds, ins, refs) in enumerate(sets):
+            if refs is None or len(ins) != len(in_names):
+                return ops, "failed", [f"cannot read {ds} or it has {len(ins)} inputs for {len(in_names)}"], bool(freeze)
+            if freeze and si > 0 and any(not np.array_equal(a, b) for n, a, b in zip(in_names, ins, first) if n in freeze):
+                # Frozen values differ in this data set: compile it separately.
+                r = compile_case(bundlec, model, d, name, in_names, ins, freeze)
+                if r.returncode != 0:
+                    return ops, "failed", ["compile: " + r.stderr.strip()[:300]], True
+                r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
+                                    os.path.join(d, name + ".o"), "-o", exe], capture_output=True, text=True)
+                if r.returncode != 0:
+                    return ops, "failed", ["link: " + r.stderr.strip()[:300]], True
             paths = []
-            for i, a in enumerate(ins):
+            for i, (n, a) in enumerate(zip(in_names, ins)):
+                if n in freeze:
+                    continue
                 p = os.path.join(d, f"in{i}.bin")
                 np.ascontiguousarray(a).tofile(p)
                 paths.append(p)
             outs = [os.path.join(d, f"out{i}.bin") for i in range(len(refs))]
             r = subprocess.run([exe, os.path.join(d, name + ".weights")] + paths + outs, capture_output=True, text=True)
             if r.returncode != 0:
-                return ops, "failed", [f"run ({r.returncode}): {r.stderr.strip()[:300]}"]
+                return ops, "failed", [f"run ({r.returncode}): {r.stderr.strip()[:300]}"], bool(freeze)
             for o, (p, ref) in enumerate(zip(outs, refs)):
                 got = np.fromfile(p, dtype=ref.dtype).reshape(ref.shape)
                 if ref.dtype.kind == "f":
                     bad = ~np.isclose(got, ref, rtol=tol, atol=tol, equal_nan=True)
                     if bad.any():
                         err = np.nanmax(np.abs(got.astype(np.float64) - ref) / np.maximum(1.0, np.abs(ref)))
-                        return ops, "failed", [f"{os.path.basename(ds)} output {o}: max scaled error {err:.3e}"]
+                        return ops, "failed", [f"{os.path.basename(ds)} output {o}: max scaled error {err:.3e}"], bool(freeze)
                 elif not np.array_equal(got, ref):
-                    return ops, "failed", [f"{os.path.basename(ds)} output {o}: values differ"]
-    return ops, "passed", []
+                    return ops, "failed", [f"{os.path.basename(ds)} output {o}: values differ"], bool(freeze)
+    return ops, "passed", [], bool(freeze)
 
 
 def main():
@@ -93,10 +134,12 @@ def main():
         for f in cf.as_completed(futs):
             c = os.path.basename(futs[f])
             try:
-                ops, status, why = f.result()
+                ops, status, why, frozen = f.result()
             except Exception as e:  # noqa: BLE001 - a broken test file is a failure, never a crash
-                ops, status, why = ["?"], "failed", [f"{type(e).__name__}: {e}"]
+                ops, status, why, frozen = ["?"], "failed", [f"{type(e).__name__}: {e}"], False
             total[status] += 1
+            if frozen and status != "unsupported":
+                total["frozen"] += 1
             for op in ops:
                 per_op[op][status] += 1
             if status == "failed":
@@ -110,7 +153,8 @@ def main():
             print(f"| {op} | {s['passed']} | {s['failed']} | {s['unsupported']} |")
     for c, why in sorted(failures):
         print(f"FAILED {c}: {'; '.join(why)}")
-    print(f"node tests: {total['passed'] + total['failed']} attempted, {total['unsupported']} unsupported")
+    print(f"node tests: {total['passed'] + total['failed']} attempted ({total['frozen']} with integer inputs frozen "
+          f"to constants), {total['unsupported']} unsupported")
     print(f"{total['passed']} passed, {total['failed']} failed, {total['unsupported']} skipped")
     sys.exit(1 if total["failed"] else 0)
 

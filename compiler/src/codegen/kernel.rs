@@ -3,7 +3,7 @@
 //! it writes, its task count, and a `Body` describing the code to generate.
 
 use super::ops::{conv::Im2colSpec, elementwise::BinarySpec, gemm::GemmSpec, pool::PoolSpec};
-use crate::ir::{NodeId, TensorId, UnOp};
+use crate::ir::{DType, LrnAttrs, NodeId, ReduceKind, TensorId, UnOp};
 
 /// A buffer argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,7 +43,7 @@ pub enum Body {
         /// Elements per plane.
         size: usize,
     },
-    /// Softmax over [outer, len, inner].
+    /// Softmax (or LogSoftmax) over [outer, len, inner].
     Softmax {
         /// Rows.
         outer: usize,
@@ -51,6 +51,109 @@ pub enum Body {
         len: usize,
         /// Stride between consecutive softmax elements.
         inner: usize,
+        /// LogSoftmax.
+        log: bool,
+    },
+    /// Elementwise dtype conversion of `len` elements.
+    Convert {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+        /// Elements.
+        len: usize,
+    },
+    /// Per-axis offset-table gather (Slice, Pad, Expand, Tile): args src, tables (i64), dst.
+    IndexMap {
+        /// Output shape (rank >= 1).
+        out_shape: Vec<usize>,
+        /// Start of each axis' table in the tables buffer (elements).
+        tab_at: Vec<usize>,
+        /// Element size in bytes.
+        elem: usize,
+        /// Fill bits for `FILL` entries.
+        fill: u64,
+        /// The last axis' table, when it is a contiguous run of in-range offsets starting here (rows are then
+        /// block copies).
+        contig_from: Option<i64>,
+    },
+    /// Gather of `inner`-element rows by run-time indices: args data, indices, out.
+    Gather {
+        /// Product of the dims before the axis.
+        outer: usize,
+        /// Axis length.
+        n: usize,
+        /// Number of indices.
+        k: usize,
+        /// Elements per gathered row.
+        inner: usize,
+        /// Element size in bytes.
+        elem: usize,
+        /// Index element size (4 or 8).
+        idx_elem: usize,
+    },
+    /// Reduction over [outer, len, inner]: args x, out.
+    Reduce {
+        /// The reduction.
+        kind: ReduceKind,
+        /// Rows.
+        outer: usize,
+        /// Reduced length.
+        len: usize,
+        /// Stride of the reduced axis.
+        inner: usize,
+    },
+    /// ArgMax / ArgMin over [outer, len, inner] to i64: args x, out.
+    ArgReduce {
+        /// ArgMax.
+        max: bool,
+        /// Ties pick the last index.
+        last: bool,
+        /// Rows.
+        outer: usize,
+        /// Reduced length.
+        len: usize,
+        /// Stride of the reduced axis.
+        inner: usize,
+    },
+    /// Row normalisation (LayerNorm, RMSNorm, InstanceNorm): args x, scale, [bias], out.
+    Norm {
+        /// Rows.
+        rows: usize,
+        /// Row length.
+        len: usize,
+        /// Added to the variance.
+        eps: f32,
+        /// No mean subtraction.
+        rms: bool,
+        /// Scale/bias are per row (index row % channels) rather than per row element.
+        channels: Option<usize>,
+        /// Whether a bias is present.
+        has_bias: bool,
+    },
+    /// Local response normalisation: args x, out.
+    Lrn {
+        /// Batch.
+        n: usize,
+        /// Channels.
+        c: usize,
+        /// Elements per channel plane.
+        inner: usize,
+        /// Attributes.
+        attrs: LrnAttrs,
+    },
+    /// One axis of a separable resample: args x, tap indices (i64), tap weights (f32), out.
+    Resample {
+        /// Product of the dims before the axis.
+        outer: usize,
+        /// Input axis length.
+        n_in: usize,
+        /// Output axis length.
+        n_out: usize,
+        /// Elements after the axis.
+        inner: usize,
+        /// Taps per output coordinate.
+        taps: usize,
     },
     /// Byte copy.
     Copy(usize),
@@ -100,6 +203,15 @@ impl Kernel {
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,
             Body::Pool(p) => p.planes,
             Body::Softmax { outer, inner, .. } => outer * inner,
+            Body::Convert { len, .. } => len.div_ceil(super::ops::elementwise::CHUNK),
+            Body::IndexMap { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
+            Body::Gather { outer, k, .. } => outer * k,
+            Body::Reduce { outer, inner, .. } | Body::ArgReduce { outer, inner, .. } => {
+                outer * inner
+            }
+            Body::Norm { rows, .. } => *rows,
+            Body::Lrn { n, c, .. } => n * c,
+            Body::Resample { outer, n_out, .. } => outer * n_out,
             Body::Copy(len) => len.div_ceil(super::ops::data::COPY_CHUNK),
             Body::Transpose { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Concat { outer, .. } => *outer,

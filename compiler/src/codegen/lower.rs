@@ -9,6 +9,7 @@ use super::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use super::ops::pool::PoolSpec;
 use crate::error::{Error, Result};
 use crate::ir::ops::elementwise::broadcast_strides;
+use crate::ir::ops::index::gather_geom;
 use crate::ir::ops::linalg::{gemm_dims, matmul_geom};
 use crate::ir::ops::nn::{batchnorm_affine, softmax_geom};
 use crate::ir::ops::shape::transpose_strides;
@@ -29,13 +30,13 @@ fn op_operand(arg: usize, rs: usize) -> Operand {
     }
 }
 
-struct Ctx<'g> {
-    g: &'g mut Graph,
+pub(super) struct Ctx<'g> {
+    pub(super) g: &'g mut Graph,
     out: Lowering,
 }
 
 impl Ctx<'_> {
-    fn push(
+    pub(super) fn push(
         &mut self,
         node: NodeId,
         step: Option<&str>,
@@ -60,14 +61,14 @@ impl Ctx<'_> {
         k.tasks = k.units().min(MAX_TASKS).min((work / WORK_PER_TASK).max(1)) as u32;
         self.out.kernels.push(k);
     }
-    fn scratch(&mut self, bytes: usize) -> Buf {
+    pub(super) fn scratch(&mut self, bytes: usize) -> Buf {
         self.out.scratch.push(bytes);
         Buf::Scratch(self.out.scratch.len() - 1)
     }
-    fn shape(&self, t: TensorId) -> Vec<usize> {
+    pub(super) fn shape(&self, t: TensorId) -> Vec<usize> {
         self.g.tensors[t].shape.clone()
     }
-    fn constant(&mut self, name: String, t: Tensor) -> TensorId {
+    pub(super) fn constant(&mut self, name: String, t: Tensor) -> TensorId {
         self.g.add_constant(name, t)
     }
 }
@@ -89,7 +90,7 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
     let out = node.outputs[0];
-    if !node.op.moves_data() && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
+    if !node.op.any_output_dtype() && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
         return Err(Error::unsupported(
             &node.name,
             &node.onnx_op,
@@ -246,17 +247,111 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 numel(&xs),
             );
         }
-        Op::Softmax { axis, flatten_tail } => {
+        Op::Softmax {
+            axis,
+            flatten_tail,
+            log,
+        } => {
             let (outer, len, inner) = softmax_geom(&out_shape, *axis, *flatten_tail);
+            let body = Body::Softmax {
+                outer,
+                len,
+                inner,
+                log: *log,
+            };
             cx.push(
                 n,
                 None,
                 vec![t(0), Buf::Tensor(out)],
                 vec![1],
-                Body::Softmax { outer, len, inner },
+                body,
                 elems * 8,
             );
         }
+        Op::Cast(to) => {
+            let from = cx.g.tensors[ins[0]].dtype;
+            let body = if from == *to {
+                Body::Copy(cx.g.tensors[out].size_bytes())
+            } else {
+                Body::Convert {
+                    from,
+                    to: *to,
+                    len: elems,
+                }
+            };
+            cx.push(n, None, vec![t(0), Buf::Tensor(out)], vec![1], body, elems);
+        }
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => {
+            super::lower_data::lower_index_map(cx, n)?
+        }
+        Op::Gather { axis } => {
+            let ((outer, nn, k, inner), _) =
+                gather_geom(&cx.shape(ins[0]), &cx.shape(ins[1]), *axis)
+                    .map_err(|m| Error::node(&node.name, &node.onnx_op, m))?;
+            let body = Body::Gather {
+                outer,
+                n: nn,
+                k,
+                inner,
+                elem: cx.g.tensors[out].dtype.size(),
+                idx_elem: cx.g.tensors[ins[1]].dtype.size(),
+            };
+            cx.push(
+                n,
+                None,
+                vec![t(0), t(1), Buf::Tensor(out)],
+                vec![2],
+                body,
+                elems,
+            );
+        }
+        Op::Reduce { kind, axes, .. } => {
+            let (src, (outer, len, inner)) = super::lower_data::reduce_source(cx, n, axes);
+            let body = Body::Reduce {
+                kind: *kind,
+                outer,
+                len,
+                inner,
+            };
+            let work = outer * len * inner;
+            cx.push(n, None, vec![src, Buf::Tensor(out)], vec![1], body, work);
+        }
+        Op::ArgReduce {
+            max,
+            axis,
+            select_last,
+            ..
+        } => {
+            let (src, (outer, len, inner)) = super::lower_data::reduce_source(cx, n, &[*axis]);
+            let body = Body::ArgReduce {
+                max: *max,
+                last: *select_last,
+                outer,
+                len,
+                inner,
+            };
+            let work = outer * len * inner;
+            cx.push(n, None, vec![src, Buf::Tensor(out)], vec![1], body, work);
+        }
+        Op::LayerNorm { .. } | Op::InstanceNorm { .. } => super::lower_data::lower_norm(cx, n)?,
+        Op::Lrn(a) => {
+            let xs = cx.shape(ins[0]);
+            let body = Body::Lrn {
+                n: xs[0],
+                c: xs[1],
+                inner: numel(&xs[2..]),
+                attrs: *a,
+            };
+            cx.push(
+                n,
+                None,
+                vec![t(0), Buf::Tensor(out)],
+                vec![1],
+                body,
+                elems * a.size,
+            );
+        }
+        Op::Resize(a) => super::lower_data::lower_resize(cx, n, a)?,
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
             let elem = cx.g.tensors[out].dtype.size();

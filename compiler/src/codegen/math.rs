@@ -1,9 +1,12 @@
 //! Elementwise math in Cranelift IR for `f32` and `f32x4` alike: exp (Cody–Waite range reduction and a degree-7
-//! polynomial, 2^n built from the exponent bits), sigmoid, tanh, and the unary ops and activations. No libm
-//! call is ever emitted: rounding uses the 1.5·2^23 trick instead of `nearest`, which needs SSE4.1.
+//! polynomial, 2^n built from the exponent bits), log (exponent split and a degree-9 polynomial), erf, pow,
+//! sigmoid, tanh, rounding, and the unary ops and activations. No libm call is ever emitted: rounding uses the
+//! 1.5·2^23 trick instead of `nearest`, which needs SSE4.1. Comparisons select with `select` on scalars and
+//! `bitselect` on vectors (`fsel`).
 
 use super::builder::Kb;
 use crate::ir::{Activation, BinOp, UnOp};
+use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::types::{F32, I32, I32X4};
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
 
@@ -157,7 +160,239 @@ pub fn unary(kb: &mut Kb, ty: Type, op: UnOp, x: Value) -> Value {
             let gv = kb.fconst(ty, g);
             kb.b.ins().fmul(e, gv)
         }
+        UnOp::Log => log(kb, ty, x),
+        UnOp::Erf => erf(kb, ty, x),
+        UnOp::Round => round(kb, ty, x),
+        UnOp::Floor | UnOp::Ceil => {
+            // round(x) corrected by one where it went the wrong way.
+            let r = round(kb, ty, x);
+            let one = kb.fconst(ty, 1.0);
+            let zero = kb.fconst(ty, 0.0);
+            if op == UnOp::Floor {
+                let c = fsel(kb, ty, FloatCC::GreaterThan, r, x, one, zero);
+                kb.b.ins().fsub(r, c)
+            } else {
+                let c = fsel(kb, ty, FloatCC::LessThan, r, x, one, zero);
+                kb.b.ins().fadd(r, c)
+            }
+        }
+        UnOp::Sign => {
+            let zero = kb.fconst(ty, 0.0);
+            let one = kb.fconst(ty, 1.0);
+            let m1 = kb.fconst(ty, -1.0);
+            let neg = fsel(kb, ty, FloatCC::LessThan, x, zero, m1, x);
+            fsel(kb, ty, FloatCC::GreaterThan, x, zero, one, neg)
+        }
+        UnOp::Softplus => softplus(kb, ty, x),
+        UnOp::Softsign => {
+            let a = kb.b.ins().fabs(x);
+            let one = kb.fconst(ty, 1.0);
+            let d = kb.b.ins().fadd(a, one);
+            kb.b.ins().fdiv(x, d)
+        }
+        UnOp::ThresholdedRelu(a) => {
+            let av = kb.fconst(ty, a);
+            let zero = kb.fconst(ty, 0.0);
+            fsel(kb, ty, FloatCC::GreaterThan, x, av, x, zero)
+        }
+        UnOp::Celu(a) => {
+            let inv = kb.fconst(ty, 1.0 / a);
+            let xs = kb.b.ins().fmul(x, inv);
+            let e = elu(kb, ty, xs, 1.0);
+            let av = kb.fconst(ty, a);
+            let n = clip(kb, ty, e, f32::MIN, 0.0);
+            let n = kb.b.ins().fmul(n, av);
+            let p = clip(kb, ty, x, 0.0, f32::MAX);
+            kb.b.ins().fadd(p, n)
+        }
+        UnOp::Gelu { tanh: false } => {
+            let k = kb.fconst(ty, std::f32::consts::FRAC_1_SQRT_2);
+            let xs = kb.b.ins().fmul(x, k);
+            let e = erf(kb, ty, xs);
+            gelu_tail(kb, ty, x, e)
+        }
+        UnOp::Gelu { tanh: true } => {
+            let c = kb.fconst(ty, 0.044715);
+            let k = kb.fconst(ty, (2.0 / std::f32::consts::PI).sqrt());
+            let x2 = kb.b.ins().fmul(x, x);
+            let x3 = kb.b.ins().fmul(x2, x);
+            let inner = kb.mul_add(c, x3, x);
+            let t = kb.b.ins().fmul(inner, k);
+            let th = tanh(kb, ty, t);
+            gelu_tail(kb, ty, x, th)
+        }
+        UnOp::Mish => {
+            let sp = softplus(kb, ty, x);
+            let t = tanh(kb, ty, sp);
+            kb.b.ins().fmul(x, t)
+        }
     }
+}
+
+/// 0.5 * x * (1 + t).
+fn gelu_tail(kb: &mut Kb, ty: Type, x: Value, t: Value) -> Value {
+    let one = kb.fconst(ty, 1.0);
+    let half = kb.fconst(ty, 0.5);
+    let s = kb.b.ins().fadd(one, t);
+    let hx = kb.b.ins().fmul(x, half);
+    kb.b.ins().fmul(hx, s)
+}
+
+/// `a cc b ? t : e`, lane-wise.
+pub fn fsel(kb: &mut Kb, ty: Type, cc: FloatCC, a: Value, b: Value, t: Value, e: Value) -> Value {
+    let c = kb.b.ins().fcmp(cc, a, b);
+    if ty == F32 {
+        kb.b.ins().select(c, t, e)
+    } else {
+        let m = bitcast(kb, ty, c);
+        kb.b.ins().bitselect(m, t, e)
+    }
+}
+
+/// Round half to even: (x + 1.5·2^23) - 1.5·2^23 for |x| < 2^22; larger values are already integers.
+pub fn round(kb: &mut Kb, ty: Type, x: Value) -> Value {
+    let magic = kb.fconst(ty, 12582912.0);
+    let t = kb.b.ins().fadd(x, magic);
+    let r = kb.b.ins().fsub(t, magic);
+    let ax = kb.b.ins().fabs(x);
+    let big = kb.fconst(ty, 4194304.0);
+    fsel(kb, ty, FloatCC::LessThan, ax, big, r, x)
+}
+
+/// ln(x): x = m·2^e with m in [√½, √2), ln(1 + f) by a degree-9 polynomial (relative error ~1e-7); ln(0) = -inf,
+/// ln(x < 0) = NaN, ln(inf) = inf.
+pub fn log(kb: &mut Kb, ty: Type, x: Value) -> Value {
+    let ity = int_ty(ty);
+    let bits = bitcast(kb, ity, x);
+    let e = kb.b.ins().ushr_imm_u(bits, 23);
+    let ff = iconst_ty(kb, ity, 0xff);
+    let e = kb.b.ins().band(e, ff);
+    let b126 = iconst_ty(kb, ity, 126);
+    let e = kb.b.ins().isub(e, b126);
+    let mmask = iconst_ty(kb, ity, 0x807f_ffff_u32 as i32);
+    let m = kb.b.ins().band(bits, mmask);
+    let half = iconst_ty(kb, ity, 0x3f00_0000);
+    let m = kb.b.ins().bor(m, half);
+    let m = bitcast(kb, ty, m); // [0.5, 1)
+    let mut ef = kb.b.ins().fcvt_from_sint(ty, e);
+    let sqrth = kb.fconst(ty, std::f32::consts::FRAC_1_SQRT_2);
+    let one = kb.fconst(ty, 1.0);
+    let zero = kb.fconst(ty, 0.0);
+    let dec = fsel(kb, ty, FloatCC::LessThan, m, sqrth, one, zero);
+    ef = kb.b.ins().fsub(ef, dec);
+    let m2 = kb.b.ins().fadd(m, m);
+    let mm = fsel(kb, ty, FloatCC::LessThan, m, sqrth, m2, m);
+    let f = kb.b.ins().fsub(mm, one);
+    let z = kb.b.ins().fmul(f, f);
+    let coeffs = [
+        7.037_683_6e-2,
+        -1.151_461e-1,
+        1.167_699_9e-1,
+        -1.242_014_1e-1,
+        1.424_932_3e-1,
+        -1.666_805_8e-1,
+        2.000_071_4e-1,
+        -2.499_999_4e-1,
+        3.333_333e-1,
+    ];
+    let mut p = kb.fconst(ty, coeffs[0]);
+    for &c in &coeffs[1..] {
+        let cv = kb.fconst(ty, c);
+        p = kb.mul_add(p, f, cv);
+    }
+    let p = kb.b.ins().fmul(p, f);
+    let mut y = kb.b.ins().fmul(p, z);
+    let l1 = kb.fconst(ty, -2.121_944_4e-4);
+    y = kb.mul_add(ef, l1, y);
+    let mh = kb.fconst(ty, -0.5);
+    y = kb.mul_add(z, mh, y);
+    let mut r = kb.b.ins().fadd(f, y);
+    let l2 = kb.fconst(ty, 0.693_359_4);
+    r = kb.mul_add(ef, l2, r);
+    let ninf = kb.fconst(ty, f32::NEG_INFINITY);
+    let inf = kb.fconst(ty, f32::INFINITY);
+    let nan = kb.fconst(ty, f32::NAN);
+    let r = fsel(kb, ty, FloatCC::Equal, x, zero, ninf, r);
+    let r = fsel(kb, ty, FloatCC::LessThan, x, zero, nan, r);
+    fsel(kb, ty, FloatCC::Equal, x, inf, inf, r)
+}
+
+/// ln(1 + e^x), x itself above 20.
+fn softplus(kb: &mut Kb, ty: Type, x: Value) -> Value {
+    let e = exp(kb, ty, x);
+    let one = kb.fconst(ty, 1.0);
+    let s = kb.b.ins().fadd(one, e);
+    let l = log(kb, ty, s);
+    let t = kb.fconst(ty, 20.0);
+    fsel(kb, ty, FloatCC::GreaterThan, x, t, x, l)
+}
+
+/// erf(x): the same two forms as `ir::ops::elementwise::erf` (series below |x| = 0.5, 1 - erfc above), in f32.
+pub fn erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
+    let a = kb.b.ins().fabs(x);
+    // Series: 2/√π · a · Σ (-a²)^n / (n! (2n+1)), n < 7.
+    let x2 = kb.b.ins().fmul(a, a);
+    let mut p = kb.fconst(ty, 0.0);
+    for n in (0..7).rev() {
+        let fact: f64 = (1..=n).map(|k| k as f64).product();
+        let c = (if n % 2 == 1 { -1.0 } else { 1.0 }) / (fact * (2 * n + 1) as f64);
+        let cv = kb.fconst(ty, c as f32);
+        p = kb.mul_add(p, x2, cv);
+    }
+    let k = kb.fconst(ty, std::f32::consts::FRAC_2_SQRT_PI);
+    let small = kb.b.ins().fmul(p, a);
+    let small = kb.b.ins().fmul(small, k);
+    // erfc(a) = t·exp(-a² + P(t)), t = 1 / (1 + a/2).
+    let one = kb.fconst(ty, 1.0);
+    let half = kb.fconst(ty, 0.5);
+    let d = kb.mul_add(a, half, one);
+    let t = kb.b.ins().fdiv(one, d);
+    let c = crate::ir::ops::elementwise::ERFC_COEFFS;
+
+    let mut q = kb.fconst(ty, c[0] as f32);
+    for &cc in &c[1..] {
+        let cv = kb.fconst(ty, cc as f32);
+        q = kb.mul_add(q, t, cv);
+    }
+    let q = kb.b.ins().fsub(q, x2);
+    let e = exp(kb, ty, q);
+    let erfc = kb.b.ins().fmul(t, e);
+    let large = kb.b.ins().fsub(one, erfc);
+    let r = fsel(kb, ty, FloatCC::LessThan, a, half, small, large);
+    // Copy x's sign.
+    let ity = int_ty(ty);
+    let xb = bitcast(kb, ity, x);
+    let sign = iconst_ty(kb, ity, i32::MIN);
+    let s = kb.b.ins().band(xb, sign);
+    let rb = bitcast(kb, ity, r);
+    let rb = kb.b.ins().bor(rb, s);
+    bitcast(kb, ty, rb)
+}
+
+/// a^b: e^(b·ln|a|), negated for a negative base with an odd integral exponent, NaN for a negative base with a
+/// fractional one, 1 when b = 0.
+pub fn pow(kb: &mut Kb, ty: Type, a: Value, b: Value) -> Value {
+    let aa = kb.b.ins().fabs(a);
+    let l = log(kb, ty, aa);
+    let m = kb.b.ins().fmul(l, b);
+    let r = exp(kb, ty, m);
+    let zero = kb.fconst(ty, 0.0);
+    // |a| = 0: 0 for b > 0, inf for b < 0.
+    let inf = kb.fconst(ty, f32::INFINITY);
+    let z = fsel(kb, ty, FloatCC::GreaterThan, b, zero, zero, inf);
+    let r = fsel(kb, ty, FloatCC::Equal, aa, zero, z, r);
+    let rb = round(kb, ty, b);
+    let half = kb.fconst(ty, 0.5);
+    let hb = kb.b.ins().fmul(rb, half);
+    let rhb = round(kb, ty, hb);
+    let neg_r = kb.b.ins().fneg(r);
+    let nan = kb.fconst(ty, f32::NAN);
+    // For a < 0: odd integer b → -r, even → r, fractional → NaN.
+    let odd = fsel(kb, ty, FloatCC::NotEqual, hb, rhb, neg_r, r);
+    let neg = fsel(kb, ty, FloatCC::Equal, rb, b, odd, nan);
+    let r = fsel(kb, ty, FloatCC::LessThan, a, zero, neg, r);
+    let one = kb.fconst(ty, 1.0);
+    fsel(kb, ty, FloatCC::Equal, b, zero, one, r)
 }
 
 /// max(x, 0) + a * (e^min(x, 0) - 1).
@@ -174,7 +409,14 @@ fn elu(kb: &mut Kb, ty: Type, x: Value, a: f32) -> Value {
 
 /// Applies a binary op (reference: `ir::ops::elementwise::apply_binary`).
 pub fn binary(kb: &mut Kb, op: BinOp, a: Value, b: Value) -> Value {
+    let ty = kb.b.func.dfg.value_type(a);
     match op {
+        BinOp::Pow => pow(kb, ty, a, b),
+        BinOp::PRelu => {
+            let zero = kb.fconst(ty, 0.0);
+            let m = kb.b.ins().fmul(a, b);
+            fsel(kb, ty, FloatCC::LessThan, a, zero, m, a)
+        }
         BinOp::Add => kb.b.ins().fadd(a, b),
         BinOp::Sub => kb.b.ins().fsub(a, b),
         BinOp::Mul => kb.b.ins().fmul(a, b),

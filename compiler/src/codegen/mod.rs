@@ -12,6 +12,7 @@ pub mod builder;
 pub mod isa;
 pub mod kernel;
 pub mod lower;
+mod lower_data;
 pub mod math;
 pub mod ops;
 
@@ -92,9 +93,57 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         }
         Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks),
         Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
-        Body::Softmax { outer, len, inner } => {
-            ops::nn::emit_softmax(kb, *outer, *len, *inner, tasks)
-        }
+        Body::Softmax {
+            outer,
+            len,
+            inner,
+            log,
+        } => ops::nn::emit_softmax(kb, *outer, *len, *inner, *log, tasks),
+        Body::Convert { from, to, len } => ops::data::emit_convert(kb, *from, *to, *len, tasks),
+        Body::IndexMap {
+            out_shape,
+            tab_at,
+            elem,
+            fill,
+            contig_from,
+        } => ops::data::emit_index_map(kb, out_shape, tab_at, *elem, *fill, *contig_from, tasks),
+        Body::Gather {
+            outer,
+            n,
+            k,
+            inner,
+            elem,
+            idx_elem,
+        } => ops::data::emit_gather(kb, *outer, *n, *k, *inner, *elem, *idx_elem, tasks),
+        Body::Reduce {
+            kind,
+            outer,
+            len,
+            inner,
+        } => ops::reduce::emit_reduce(kb, *kind, *outer, *len, *inner, tasks),
+        Body::ArgReduce {
+            max,
+            last,
+            outer,
+            len,
+            inner,
+        } => ops::reduce::emit_arg(kb, *max, *last, *outer, *len, *inner, tasks),
+        Body::Norm {
+            rows,
+            len,
+            eps,
+            rms,
+            channels,
+            has_bias,
+        } => ops::nn::emit_norm(kb, *rows, *len, *eps, *rms, *channels, *has_bias, tasks),
+        Body::Lrn { n, c, inner, attrs } => ops::nn::emit_lrn(kb, *n, *c, *inner, attrs, tasks),
+        Body::Resample {
+            outer,
+            n_in,
+            n_out,
+            inner,
+            taps,
+        } => ops::nn::emit_resample(kb, *outer, *n_in, *n_out, *inner, *taps, tasks),
         Body::Copy(len) => ops::data::emit_copy(kb, *len, tasks),
         Body::Transpose {
             out_shape,

@@ -4,10 +4,20 @@
 //! lists every unsupported node at once.
 
 mod attrs;
+mod data_ops;
+mod nn_ops;
 mod nodes;
 mod tensor;
 
-pub use nodes::{reshape_target, SUPPORTED};
+pub use nodes::reshape_target;
+
+/// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
+pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    nodes::SUPPORTED
+        .iter()
+        .chain(data_ops::SUPPORTED)
+        .chain(nn_ops::SUPPORTED)
+}
 
 use crate::error::{Error, Result, UnsupportedNode};
 use crate::ir::{self, DType, Graph, NodeData, Op, TensorId, TensorKind, UnOp};
@@ -26,6 +36,8 @@ pub struct InputSpec {
     pub shape: Vec<usize>,
     /// Element type.
     pub dtype: DType,
+    /// A compile-time value that freezes the input into a constant (`--freeze NAME:SHAPExDTYPE=v,v,...`).
+    pub value: Option<ir::Tensor>,
 }
 
 impl std::str::FromStr for InputSpec {
@@ -35,6 +47,34 @@ impl std::str::FromStr for InputSpec {
             what: format!("--input '{s}'"),
             message: m.to_string(),
         };
+        if let Some((spec, values)) = s.split_once('=') {
+            let mut sp: InputSpec = spec.parse()?;
+            let vals = values
+                .split(',')
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .map_err(|_| bad(&format!("'{v}' is not a number")))
+                })
+                .collect::<Result<Vec<f64>>>()?;
+            if vals.len() != ir::numel(&sp.shape) {
+                return Err(bad(&format!(
+                    "{} values for shape {:?}",
+                    vals.len(),
+                    sp.shape
+                )));
+            }
+            sp.value = Some(if sp.dtype == DType::F32 {
+                ir::Tensor::f32(sp.shape.clone(), vals.iter().map(|&v| v as f32).collect())
+            } else {
+                let mut t =
+                    ir::Tensor::i64(sp.shape.clone(), vals.iter().map(|&v| v as i64).collect());
+                t.dtype = sp.dtype;
+                t
+            });
+            return Ok(sp);
+        }
         let (name, rest) = s
             .rsplit_once(':')
             .ok_or_else(|| bad("expected NAME:DIMxDIM...xDTYPE"))?;
@@ -61,6 +101,7 @@ impl std::str::FromStr for InputSpec {
             name: name.to_string(),
             shape,
             dtype,
+            value: None,
         })
     }
 }
@@ -170,6 +211,11 @@ impl Importer<'_> {
                 continue; // an initializer listed as input (pre-IR-4 style)
             }
             let (dtype, shape) = match specs.iter().find(|s| s.name == vi.name) {
+                Some(InputSpec { value: Some(v), .. }) => {
+                    let id = self.g.add_constant(vi.name.clone(), v.clone());
+                    self.names.insert(vi.name.clone(), id);
+                    continue;
+                }
                 Some(s) => (s.dtype, s.shape.clone()),
                 None => input_type(vi)?,
             };
@@ -210,10 +256,7 @@ impl Importer<'_> {
             }
             let lowered = if blocked {
                 // Downstream of an unsupported node: only check the op type is known.
-                if !nodes::SUPPORTED
-                    .iter()
-                    .any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type))
-                {
+                if !supported_ops().any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type)) {
                     unsupported.push(UnsupportedNode {
                         node: name,
                         op: node.op_type.clone(),
@@ -255,6 +298,14 @@ impl Importer<'_> {
                 let id = self.add_node(name, &node.op_type, op, inputs, &out0)?;
                 self.names.insert(out0, id);
             }
+            Lowered::Many(list) => {
+                for (i, (op, inputs)) in list.into_iter().enumerate() {
+                    let oname = node.output.get(i).cloned().unwrap_or_default();
+                    let id =
+                        self.add_node(&format!("{name}.{i}"), &node.op_type, op, inputs, &oname)?;
+                    self.names.insert(oname, id);
+                }
+            }
             Lowered::Chain(b, inputs) => {
                 let mut acc = inputs[0];
                 for (i, &next) in inputs[1..].iter().enumerate() {
@@ -288,7 +339,7 @@ impl Importer<'_> {
         out: &str,
     ) -> Result<TensorId> {
         let all_const = inputs.iter().all(|&t| self.g.constant(t).is_some());
-        if !all_const && !op.moves_data() {
+        if !all_const && !op.any_input_dtype() {
             if let Some(&t) = inputs
                 .iter()
                 .find(|&&t| self.g.tensors[t].dtype != DType::F32)

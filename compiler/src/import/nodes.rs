@@ -21,6 +21,8 @@ pub enum Lowered {
     Alias(TensorId),
     /// The node's output is a compile-time constant.
     Const(Tensor),
+    /// One IR node per ONNX output, in order (Split).
+    Many(Vec<(Op, Vec<TensorId>)>),
 }
 
 /// Every ONNX op type the importer maps, for `bundlec ops`.
@@ -31,12 +33,21 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     ("Max, Min, Sum", "f32; any number of inputs; broadcasting"),
     (
+        "Pow",
+        "f32 (negative bases need integral exponents); i64 when folded",
+    ),
+    ("PRelu", "f32; slope broadcast to the input"),
+    (
         "Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal",
         "f32",
     ),
     (
-        "LeakyRelu, HardSigmoid, HardSwish, Elu, Selu",
-        "f32; alpha/beta/gamma attributes",
+        "Log, Erf, Floor, Ceil, Round, Sign, Softplus, Softsign, Mish",
+        "f32",
+    ),
+    (
+        "LeakyRelu, HardSigmoid, HardSwish, Elu, Selu, ThresholdedRelu, Celu, Gelu",
+        "f32; alpha/beta/gamma attributes; Gelu approximate none or tanh",
     ),
     (
         "Clip",
@@ -77,8 +88,11 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     ("Transpose", "any rank"),
     ("Concat", "any rank, any axis"),
-    ("Softmax", "any axis; opset < 13 flattens the tail"),
-    ("Constant, Shape", "folded at compile time"),
+    (
+        "Softmax, LogSoftmax",
+        "any axis; opset < 13 flattens the tail",
+    ),
+    ("Constant, Shape, Size", "folded at compile time"),
 ];
 
 impl Importer<'_> {
@@ -124,6 +138,30 @@ impl Importer<'_> {
                 };
                 Lowered::Node(Op::Binary(b), vec![req(0)?, req(1)?])
             }
+            "Pow" => Lowered::Node(Op::Binary(BinOp::Pow), vec![req(0)?, req(1)?]),
+            "PRelu" => Lowered::Node(Op::Binary(BinOp::PRelu), vec![req(0)?, req(1)?]),
+            "Log" => un(UnOp::Log)?,
+            "Erf" => un(UnOp::Erf)?,
+            "Floor" => un(UnOp::Floor)?,
+            "Ceil" => un(UnOp::Ceil)?,
+            "Round" => un(UnOp::Round)?,
+            "Sign" => un(UnOp::Sign)?,
+            "Softplus" => un(UnOp::Softplus)?,
+            "Softsign" => un(UnOp::Softsign)?,
+            "Mish" => un(UnOp::Mish)?,
+            "ThresholdedRelu" => un(UnOp::ThresholdedRelu(a.float("alpha", 1.0)))?,
+            "Celu" => un(UnOp::Celu(a.float("alpha", 1.0)))?,
+            "Gelu" => match a.string("approximate", "none")?.as_str() {
+                "none" => un(UnOp::Gelu { tanh: false })?,
+                "tanh" => un(UnOp::Gelu { tanh: true })?,
+                m => {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("attribute 'approximate': unknown value '{m}'"),
+                    ))
+                }
+            },
             "Max" | "Min" | "Sum" => {
                 let b = match op {
                     "Max" => BinOp::Max,
@@ -325,8 +363,20 @@ impl Importer<'_> {
             "Flatten" => {
                 let x = req(0)?;
                 let s = shape(x);
-                let axis = a.axis("axis", 1, s.len() + 1)?;
-                let axis = axis.min(s.len());
+                let r = s.len() as i64;
+                let axis = a.int("axis", 1);
+                let axis = if axis < 0 { axis + r } else { axis };
+                if !(0..=r).contains(&axis) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!(
+                            "attribute 'axis': {} out of range for rank {r}",
+                            a.int("axis", 1)
+                        ),
+                    ));
+                }
+                let axis = axis as usize;
                 Lowered::Node(
                     Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
                     vec![x],
@@ -380,7 +430,7 @@ impl Importer<'_> {
                 let axis = a.axis("axis", 0, rank(first))?;
                 Lowered::Node(Op::Concat(axis), list)
             }
-            "Softmax" => {
+            "Softmax" | "LogSoftmax" => {
                 let x = req(0)?;
                 let legacy = self.opset < 13;
                 let axis = a.axis("axis", if legacy { 1 } else { -1 }, rank(x))?;
@@ -388,6 +438,7 @@ impl Importer<'_> {
                     Op::Softmax {
                         axis,
                         flatten_tail: legacy,
+                        log: op == "LogSoftmax",
                     },
                     vec![x],
                 )
@@ -411,6 +462,7 @@ impl Importer<'_> {
                     ));
                 }
             }
+            "Size" => Lowered::Const(Tensor::i64(vec![], vec![numel(&shape(req(0)?)) as i64])),
             "Shape" => {
                 let s: Vec<i64> = shape(req(0)?).iter().map(|&d| d as i64).collect();
                 let r = s.len() as i64;
@@ -419,7 +471,15 @@ impl Importer<'_> {
                 let s = s[start..end.max(start)].to_vec();
                 Lowered::Const(Tensor::i64(vec![s.len()], s))
             }
-            _ => return Err(Error::unsupported(name, op, "op is not supported")),
+            _ => {
+                if let Some(l) = self.lower_data_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
+                if let Some(l) = self.lower_nn_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
+                return Err(Error::unsupported(name, op, "op is not supported"));
+            }
         })
     }
 
@@ -428,7 +488,7 @@ impl Importer<'_> {
         (c.len() == 1).then(|| c.to_f32_vec()[0])
     }
 
-    fn const_ints(&self, t: TensorId) -> Option<Vec<i64>> {
+    pub(super) fn const_ints(&self, t: TensorId) -> Option<Vec<i64>> {
         let c = self.g.constant(t)?;
         (c.dtype != DType::F32).then(|| c.to_i64_vec())
     }

@@ -9,5 +9,8 @@ pub mod types;
 pub mod verify;
 
 pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
-pub use op::{Activation, BinOp, ConvAttrs, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, UnOp};
+pub use op::{
+    Activation, BinOp, ConvAttrs, CoordMode, Epilogue, GemmAttrs, LrnAttrs, NearestMode, Op,
+    PadMode, PoolAttrs, PoolKind, ReduceKind, ResizeAttrs, ResizeMode, UnOp,
+};
 pub use types::{numel, shape_str, DType, Data, Shape, Tensor};

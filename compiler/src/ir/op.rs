@@ -1,6 +1,8 @@
 //! The operator set of the IR: one `Op` enum whose variants carry typed, already-validated attributes. Shape
 //! rules and reference semantics live in `ir/ops/<family>.rs`; this file only holds the data.
 
+use super::types::DType;
+
 /// Elementwise binary operators (numpy broadcasting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinOp {
@@ -16,6 +18,10 @@ pub enum BinOp {
     Max,
     /// min(a, b)
     Min,
+    /// a ^ b (real power; negative bases need an integral exponent)
+    Pow,
+    /// a >= 0 ? a : b * a (PRelu; b is the slope)
+    PRelu,
 }
 
 /// Elementwise unary operators.
@@ -51,6 +57,33 @@ pub enum UnOp {
     Elu(f32),
     /// gamma * (x >= 0 ? x : alpha * (e^x - 1))
     Selu(f32, f32),
+    /// ln(x)
+    Log,
+    /// erf(x)
+    Erf,
+    /// floor(x)
+    Floor,
+    /// ceil(x)
+    Ceil,
+    /// round half to even
+    Round,
+    /// -1, 0 or 1
+    Sign,
+    /// ln(1 + e^x)
+    Softplus,
+    /// x / (1 + |x|)
+    Softsign,
+    /// x > alpha ? x : 0
+    ThresholdedRelu(f32),
+    /// max(0, x) + min(0, alpha * (e^(x / alpha) - 1))
+    Celu(f32),
+    /// x * Φ(x) with the exact erf (`approximate = false`) or the tanh form
+    Gelu {
+        /// tanh approximation.
+        tanh: bool,
+    },
+    /// x * tanh(softplus(x))
+    Mish,
 }
 
 /// The activation fused at the end of a conv / gemm / matmul.
@@ -136,6 +169,113 @@ pub enum PoolKind {
     Average,
 }
 
+/// Reductions over a set of axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// Σ x
+    Sum,
+    /// Σ x / n
+    Mean,
+    /// max x
+    Max,
+    /// min x
+    Min,
+    /// Π x
+    Prod,
+    /// Σ |x|
+    L1,
+    /// sqrt(Σ x²)
+    L2,
+    /// Σ x²
+    SumSquare,
+    /// ln(Σ x)
+    LogSum,
+    /// ln(Σ e^x), computed as max + ln(Σ e^(x - max))
+    LogSumExp,
+}
+
+/// How Pad fills positions outside the input.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PadMode {
+    /// A constant (its bits in the tensor's dtype, from an f64).
+    Constant(f64),
+    /// Mirror without repeating the edge.
+    Reflect,
+    /// Repeat the edge.
+    Edge,
+    /// Wrap around.
+    Wrap,
+}
+
+/// Resize interpolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeMode {
+    /// Nearest neighbour with the given rounding.
+    Nearest(NearestMode),
+    /// Linear per axis.
+    Linear,
+    /// Cubic convolution per axis.
+    Cubic,
+}
+
+/// Rounding of the nearest-neighbour source coordinate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NearestMode {
+    /// round half down
+    RoundPreferFloor,
+    /// round half up
+    RoundPreferCeil,
+    /// floor
+    Floor,
+    /// ceil
+    Ceil,
+}
+
+/// How an output coordinate maps to an input coordinate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordMode {
+    /// (x + 0.5) / scale - 0.5
+    HalfPixel,
+    /// like half_pixel, 0 when the output length is 1
+    PytorchHalfPixel,
+    /// x * (in - 1) / (out - 1)
+    AlignCorners,
+    /// x / scale
+    Asymmetric,
+    /// (x + 0.5) / scale - 0.5 with the input's true scale (half_pixel_symmetric)
+    HalfPixelSymmetric,
+}
+
+/// Resize attributes (ROI-free modes): per-axis scales and the output shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResizeAttrs {
+    /// Output shape.
+    pub out: Vec<usize>,
+    /// Scale per axis (given, or output / input when sizes are given).
+    pub scales: Vec<f64>,
+    /// Interpolation.
+    pub mode: ResizeMode,
+    /// Coordinate transformation.
+    pub coord: CoordMode,
+    /// Cubic coefficient a.
+    pub cubic_a: f32,
+    /// Cubic/linear taps outside the input get weight 0 and the rest are renormalised.
+    pub exclude_outside: bool,
+}
+
+/// LRN attributes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LrnAttrs {
+    /// Channels in the window.
+    pub size: usize,
+    /// Scale of the sum of squares.
+    pub alpha: f32,
+    /// Exponent.
+    pub beta: f32,
+    /// Added to the scaled sum.
+    pub bias: f32,
+}
+
 /// An IR operator.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -170,7 +310,76 @@ pub enum Op {
         axis: usize,
         /// Opset < 13 semantics: the axis and every later one form one softmax row.
         flatten_tail: bool,
+        /// LogSoftmax.
+        log: bool,
     },
+    /// Elementwise conversion to a dtype (ONNX Cast semantics: float to int truncates, to bool is x != 0).
+    Cast(DType),
+    /// Strided slice: per axis (all axes) the start and step; the output shape is given.
+    Slice {
+        /// First input index per axis.
+        starts: Vec<i64>,
+        /// Step per axis (non-zero).
+        steps: Vec<i64>,
+        /// Output shape.
+        out: Vec<usize>,
+    },
+    /// Pad (or crop, for negative pads) every axis: begins and ends per axis.
+    Pad {
+        /// Elements added before each axis (negative crops).
+        begins: Vec<i64>,
+        /// Elements added after each axis.
+        ends: Vec<i64>,
+        /// Fill mode.
+        mode: PadMode,
+    },
+    /// Broadcast to a shape.
+    Expand(Vec<usize>),
+    /// Repeat along each axis.
+    Tile(Vec<usize>),
+    /// Gather along an axis with integer indices (input 1; negative indices count from the end).
+    Gather {
+        /// The axis of the data input.
+        axis: usize,
+    },
+    /// Reduction over axes.
+    Reduce {
+        /// The reduction.
+        kind: ReduceKind,
+        /// Reduced axes (sorted, non-empty).
+        axes: Vec<usize>,
+        /// Keep reduced axes as size 1.
+        keepdims: bool,
+    },
+    /// Index of the max / min along an axis (i64 output).
+    ArgReduce {
+        /// ArgMax (else ArgMin).
+        max: bool,
+        /// The axis.
+        axis: usize,
+        /// Keep the axis as size 1.
+        keepdims: bool,
+        /// Ties pick the last index.
+        select_last: bool,
+    },
+    /// Layer / RMS normalisation over the axes from `axis` on; inputs x, scale, optional bias.
+    LayerNorm {
+        /// First normalised axis.
+        axis: usize,
+        /// Added to the variance.
+        epsilon: f32,
+        /// RMSNormalization: no mean subtraction.
+        rms: bool,
+    },
+    /// Instance normalisation: inputs x [N, C, ...], scale [C], bias [C].
+    InstanceNorm {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// Local response normalisation across channels.
+    Lrn(LrnAttrs),
+    /// Resize (Upsample) of every axis.
+    Resize(ResizeAttrs),
 }
 
 impl Op {
@@ -178,8 +387,24 @@ impl Op {
     pub fn moves_data(&self) -> bool {
         matches!(
             self,
-            Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) | Op::Unary(UnOp::Identity)
+            Op::Reshape(_)
+                | Op::Transpose(_)
+                | Op::Concat(_)
+                | Op::Unary(UnOp::Identity)
+                | Op::Slice { .. }
+                | Op::Pad { .. }
+                | Op::Expand(_)
+                | Op::Tile(_)
+                | Op::Gather { .. }
         )
+    }
+    /// Whether the op takes non-f32 tensors at run time (data movement and Cast).
+    pub fn any_input_dtype(&self) -> bool {
+        self.moves_data() || matches!(self, Op::Cast(_))
+    }
+    /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin).
+    pub fn any_output_dtype(&self) -> bool {
+        self.any_input_dtype() || matches!(self, Op::ArgReduce { .. })
     }
     /// A short name for reports and kernel names.
     pub fn name(&self) -> &'static str {
@@ -191,6 +416,8 @@ impl Op {
                 BinOp::Div => "div",
                 BinOp::Max => "max",
                 BinOp::Min => "min",
+                BinOp::Pow => "pow",
+                BinOp::PRelu => "prelu",
             },
             Op::Unary(u) => match u {
                 UnOp::Relu => "relu",
@@ -208,6 +435,18 @@ impl Op {
                 UnOp::HardSwish => "hardswish",
                 UnOp::Elu(_) => "elu",
                 UnOp::Selu(..) => "selu",
+                UnOp::Log => "log",
+                UnOp::Erf => "erf",
+                UnOp::Floor => "floor",
+                UnOp::Ceil => "ceil",
+                UnOp::Round => "round",
+                UnOp::Sign => "sign",
+                UnOp::Softplus => "softplus",
+                UnOp::Softsign => "softsign",
+                UnOp::ThresholdedRelu(_) => "thresholdedrelu",
+                UnOp::Celu(_) => "celu",
+                UnOp::Gelu { .. } => "gelu",
+                UnOp::Mish => "mish",
             },
             Op::MatMul(_) => "matmul",
             Op::Gemm(_) => "gemm",
@@ -219,7 +458,33 @@ impl Op {
             Op::Reshape(_) => "reshape",
             Op::Transpose(_) => "transpose",
             Op::Concat(_) => "concat",
-            Op::Softmax { .. } => "softmax",
+            Op::Softmax { log: false, .. } => "softmax",
+            Op::Softmax { log: true, .. } => "logsoftmax",
+            Op::Cast(_) => "cast",
+            Op::Slice { .. } => "slice",
+            Op::Pad { .. } => "pad",
+            Op::Expand(_) => "expand",
+            Op::Tile(_) => "tile",
+            Op::Gather { .. } => "gather",
+            Op::Reduce { kind, .. } => match kind {
+                ReduceKind::Sum => "reducesum",
+                ReduceKind::Mean => "reducemean",
+                ReduceKind::Max => "reducemax",
+                ReduceKind::Min => "reducemin",
+                ReduceKind::Prod => "reduceprod",
+                ReduceKind::L1 => "reducel1",
+                ReduceKind::L2 => "reducel2",
+                ReduceKind::SumSquare => "reducesumsquare",
+                ReduceKind::LogSum => "reducelogsum",
+                ReduceKind::LogSumExp => "reducelogsumexp",
+            },
+            Op::ArgReduce { max: true, .. } => "argmax",
+            Op::ArgReduce { max: false, .. } => "argmin",
+            Op::LayerNorm { rms: false, .. } => "layernorm",
+            Op::LayerNorm { rms: true, .. } => "rmsnorm",
+            Op::InstanceNorm { .. } => "instancenorm",
+            Op::Lrn(_) => "lrn",
+            Op::Resize(_) => "resize",
         }
     }
 }

@@ -1,8 +1,11 @@
 //! Data-movement kernels that copy bits without arithmetic, for any dtype: flat copies (Reshape, Identity, model
-//! outputs), Transpose (a strided gather in output order) and Concat (interleaved block copies).
+//! outputs), Transpose (a strided gather in output order), Concat (interleaved block copies), the offset-table
+//! gather behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
 
 use crate::codegen::builder::Kb;
-use cranelift_codegen::ir::types::{F32X4, I16, I32, I64, I8};
+use crate::ir::DType;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
 
 /// Bytes per work unit of a flat copy.
@@ -123,5 +126,169 @@ pub fn emit_concat(kb: &mut Kb, outer: usize, blocks: &[usize], tasks: u32) {
             copy_bytes(kb, d, s, blk);
             at += blk;
         }
+    });
+}
+
+/// Emits an offset-table gather (Slice, Pad, Expand, Tile; see `ir::ops::index::offset_tables`): args src,
+/// tables, dst. A row whose outer offsets include a `FILL` entry is filled; inside a row each element reads
+/// `src[row + tab_last[j]]` or the fill value (the load goes to a clamped, in-bounds offset and is discarded).
+#[allow(clippy::too_many_arguments)]
+pub fn emit_index_map(
+    kb: &mut Kb,
+    out_shape: &[usize],
+    tab_at: &[usize],
+    elem: usize,
+    fill: u64,
+    contig_from: Option<i64>,
+    tasks: u32,
+) {
+    let r = out_shape.len();
+    let inner = out_shape[r - 1];
+    let rows: usize = out_shape[..r - 1].iter().product();
+    let ty = int_ty(elem);
+    let (lo, hi) = kb.task_range(rows, tasks);
+    let (src, tab, dst) = (kb.args[0], kb.args[1], kb.args[2]);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let mut base = kb.iconst(0);
+        let mut rem = u;
+        let mut count = rows;
+        for d in 0..r - 1 {
+            count /= out_shape[d];
+            let (q, rr) = kb.divmod(rem, count.max(1));
+            rem = rr;
+            let tp = kb.addr(tab, q, 8);
+            let t = kb.load(I64, tp, (tab_at[d] * 8) as i64);
+            base = kb.b.ins().iadd(base, t);
+        }
+        let row = kb.addr(dst, u, (inner * elem) as i64);
+        let neg = kb.b.ins().icmp_imm_s(IntCC::SignedLessThan, base, 0);
+        kb.if_else(
+            neg,
+            |kb| {
+                let f = kb.b.ins().iconst(ty, fill as i64);
+                kb.for_const(0, inner, 1, |kb, j| {
+                    let p = kb.addr(row, j, elem as i64);
+                    kb.store(f, p, 0);
+                });
+            },
+            |kb| match contig_from {
+                Some(start) => {
+                    let off = kb.b.ins().iadd_imm_s(base, start);
+                    let s = kb.addr(src, off, elem as i64);
+                    copy_bytes(kb, row, s, inner * elem);
+                }
+                None => {
+                    let f = kb.b.ins().iconst(ty, fill as i64);
+                    let last = tab_at[r - 1];
+                    kb.for_const(0, inner, 1, |kb, j| {
+                        let tp = kb.addr(tab, j, 8);
+                        let t = kb.load(I64, tp, (last * 8) as i64);
+                        let off = kb.b.ins().iadd(base, t);
+                        let zero = kb.iconst(0);
+                        let safe = kb.b.ins().smax(off, zero);
+                        let sp = kb.addr(src, safe, elem as i64);
+                        let v = kb.load(ty, sp, 0);
+                        let is_fill = kb.b.ins().icmp_imm_s(IntCC::SignedLessThan, t, 0);
+                        let v = kb.b.ins().select(is_fill, f, v);
+                        let p = kb.addr(row, j, elem as i64);
+                        kb.store(v, p, 0);
+                    });
+                }
+            },
+        );
+    });
+}
+
+/// Emits a gather of rows by run-time indices: args data, indices, out. Negative indices count from the end;
+/// indices are clamped into the axis so a bad index can never read outside the data.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_gather(
+    kb: &mut Kb,
+    outer: usize,
+    n: usize,
+    k: usize,
+    inner: usize,
+    elem: usize,
+    idx_elem: usize,
+    tasks: u32,
+) {
+    let (lo, hi) = kb.task_range(outer * k, tasks);
+    let (data, idx, out) = (kb.args[0], kb.args[1], kb.args[2]);
+    let row = inner * elem;
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (o, j) = kb.divmod(u, k);
+        let ip = kb.addr(idx, j, idx_elem as i64);
+        let i = if idx_elem == 8 {
+            kb.load(I64, ip, 0)
+        } else {
+            let v = kb.load(I32, ip, 0);
+            kb.b.ins().sextend(I64, v)
+        };
+        let neg = kb.b.ins().icmp_imm_s(IntCC::SignedLessThan, i, 0);
+        let wrapped = kb.b.ins().iadd_imm_s(i, n as i64);
+        let i = kb.b.ins().select(neg, wrapped, i);
+        let zero = kb.iconst(0);
+        let top = kb.iconst(n as i64 - 1);
+        let i = kb.b.ins().smax(i, zero);
+        let i = kb.b.ins().smin(i, top);
+        let on = kb.b.ins().imul_imm_s(o, n as i64);
+        let at = kb.b.ins().iadd(on, i);
+        let s = kb.addr(data, at, row as i64);
+        let d = kb.addr(out, u, row as i64);
+        copy_bytes(kb, d, s, row);
+    });
+}
+
+fn load_ty(dt: DType) -> Type {
+    match dt {
+        DType::F32 => F32,
+        DType::I64 => I64,
+        DType::I32 => I32,
+        DType::U8 | DType::I8 | DType::Bool => I8,
+    }
+}
+
+/// Emits an elementwise dtype conversion (reference: `ir::ops::elementwise::eval_cast`): args src, dst.
+pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32) {
+    let chunk = super::elementwise::CHUNK;
+    let (lo, hi) = kb.task_range(len.div_ceil(chunk), tasks);
+    let (src, dst) = (kb.args[0], kb.args[1]);
+    let start = kb.b.ins().imul_imm_s(lo, chunk as i64);
+    let end = kb.b.ins().imul_imm_s(hi, chunk as i64);
+    let n = kb.iconst(len as i64);
+    let end = kb.b.ins().umin(end, n);
+    kb.for_range(start, end, 1, |kb, i| {
+        let p = kb.addr(src, i, from.size() as i64);
+        let x = kb.load(load_ty(from), p, 0);
+        let y = if from == DType::F32 {
+            match to {
+                DType::F32 => x,
+                DType::Bool => {
+                    let z = kb.fconst(F32, 0.0);
+                    kb.b.ins().fcmp(FloatCC::NotEqual, x, z)
+                }
+                DType::I64 => kb.b.ins().fcvt_to_sint_sat(I64, x),
+                DType::I32 => kb.b.ins().fcvt_to_sint_sat(I32, x),
+                DType::I8 | DType::U8 => {
+                    let w = kb.b.ins().fcvt_to_sint_sat(I32, x);
+                    kb.b.ins().ireduce(I8, w)
+                }
+            }
+        } else {
+            let wide = match from {
+                DType::I64 => x,
+                DType::I32 | DType::I8 => kb.b.ins().sextend(I64, x),
+                _ => kb.b.ins().uextend(I64, x),
+            };
+            match to {
+                DType::F32 => kb.b.ins().fcvt_from_sint(F32, wide),
+                DType::Bool => kb.b.ins().icmp_imm_s(IntCC::NotEqual, wide, 0),
+                DType::I64 => wide,
+                DType::I32 => kb.b.ins().ireduce(I32, wide),
+                DType::I8 | DType::U8 => kb.b.ins().ireduce(I8, wide),
+            }
+        };
+        let q = kb.addr(dst, i, to.size() as i64);
+        kb.store(y, q, 0);
     });
 }

@@ -73,6 +73,14 @@ pub fn apply_binary(op: BinOp, a: f32, b: f32) -> f32 {
         BinOp::Div => a / b,
         BinOp::Max => a.max(b),
         BinOp::Min => a.min(b),
+        BinOp::Pow => a.powf(b),
+        BinOp::PRelu => {
+            if a < 0.0 {
+                a * b
+            } else {
+                a
+            }
+        }
     }
 }
 
@@ -84,6 +92,17 @@ fn apply_binary_i64(op: BinOp, a: i64, b: i64) -> Result<i64, String> {
         BinOp::Div => a.checked_div(b).ok_or("integer division by zero")?,
         BinOp::Max => a.max(b),
         BinOp::Min => a.min(b),
+        BinOp::Pow => u32::try_from(b)
+            .ok()
+            .and_then(|e| a.checked_pow(e))
+            .ok_or_else(|| format!("integer power {a}^{b} is out of range"))?,
+        BinOp::PRelu => {
+            if a < 0 {
+                a.wrapping_mul(b)
+            } else {
+                a
+            }
+        }
     })
 }
 
@@ -105,7 +124,124 @@ pub fn apply_unary(op: UnOp, x: f32) -> f32 {
         UnOp::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
         UnOp::Elu(a) => x.max(0.0) + a * (x.min(0.0).exp() - 1.0),
         UnOp::Selu(a, g) => g * (x.max(0.0) + a * (x.min(0.0).exp() - 1.0)),
+        UnOp::Log => x.ln(),
+        UnOp::Erf => erf(x),
+        UnOp::Floor => x.floor(),
+        UnOp::Ceil => x.ceil(),
+        UnOp::Round => x.round_ties_even(),
+        UnOp::Sign => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        }
+        UnOp::Softplus => {
+            if x > 20.0 {
+                x
+            } else {
+                x.exp().ln_1p()
+            }
+        }
+        UnOp::Softsign => x / (1.0 + x.abs()),
+        UnOp::ThresholdedRelu(a) => {
+            if x > a {
+                x
+            } else {
+                0.0
+            }
+        }
+        UnOp::Celu(a) => x.max(0.0) + (a * ((x / a).exp() - 1.0)).min(0.0),
+        UnOp::Gelu { tanh: false } => 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)),
+        UnOp::Gelu { tanh: true } => {
+            let k = (2.0 / std::f32::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+        }
+        UnOp::Mish => {
+            let sp = if x > 20.0 { x } else { x.exp().ln_1p() };
+            x * sp.tanh()
+        }
     }
+}
+
+/// Coefficients (highest power first) of P(t) in erfc(x) ≈ t·exp(-x² + P(t)), t = 1/(1 + x/2), x >= 0.
+pub const ERFC_COEFFS: [f64; 10] = [
+    0.170_872_77,
+    -0.822_152_23,
+    1.488_515_87,
+    -1.135_203_98,
+    0.278_868_07,
+    -0.186_288_06,
+    0.096_784_18,
+    0.374_091_96,
+    1.000_023_68,
+    -1.265_512_23,
+];
+
+/// erf(x), computed in f64 and rounded: the Maclaurin series below |x| = 0.5, above it 1 - erfc(|x|) with the
+/// Chebyshev-fitted erfc `t·exp(-x² + P(t))`, t = 1/(1 + |x|/2) (relative error < 1.2e-7). `codegen::math::erf`
+/// evaluates the same two forms in f32.
+pub fn erf(x: f32) -> f32 {
+    let x = x as f64;
+    let a = x.abs();
+    let r = if a < 0.5 {
+        // Taylor: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
+        let mut term = a;
+        let mut sum = a;
+        let x2 = a * a;
+        for n in 1..30 {
+            term *= -x2 / n as f64;
+            sum += term / (2 * n + 1) as f64;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        let t = 1.0 / (1.0 + 0.5 * a);
+        let p = ERFC_COEFFS.iter().fold(0.0, |p, &c| p * t + c);
+        let y = t * (p - a * a).exp();
+        1.0 - y
+    };
+    (if x < 0.0 { -r } else { r }) as f32
+}
+
+/// Reference semantics of Cast on one float (to the target dtype's value, held as f64).
+pub fn cast_f32(x: f32, to: DType) -> f64 {
+    match to {
+        DType::F32 => x as f64,
+        DType::Bool => (x != 0.0) as i64 as f64,
+        DType::I64 => x as i64 as f64,
+        DType::I32 => x as i32 as f64,
+        DType::I8 => x as i8 as f64,
+        DType::U8 => x as u8 as f64,
+    }
+}
+
+/// Wraps an integer to the target dtype.
+pub fn cast_int(x: i64, to: DType) -> i64 {
+    match to {
+        DType::Bool => (x != 0) as i64,
+        DType::I32 => x as i32 as i64,
+        DType::I8 => x as i8 as i64,
+        DType::U8 => x as u8 as i64,
+        DType::I64 | DType::F32 => x,
+    }
+}
+
+pub(crate) fn eval_cast(inputs: &[&Tensor], to: DType) -> Result<Vec<Tensor>, String> {
+    arity(inputs, 1, 1)?;
+    let x = inputs[0];
+    let data = match (&x.data, to) {
+        (Data::F32(v), DType::F32) => Data::F32(v.clone()),
+        (Data::F32(v), _) => Data::I64(v.iter().map(|&f| cast_f32(f, to) as i64).collect()),
+        (Data::I64(v), DType::F32) => Data::F32(v.iter().map(|&i| i as f32).collect()),
+        (Data::I64(v), _) => Data::I64(v.iter().map(|&i| cast_int(i, to)).collect()),
+    };
+    Ok(vec![Tensor {
+        dtype: to,
+        shape: x.shape.clone(),
+        data,
+    }])
 }
 
 /// Visits every output index of a broadcast, yielding the flat offsets into `a` and `b`.

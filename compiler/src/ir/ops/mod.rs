@@ -4,8 +4,11 @@
 
 pub mod cnn;
 pub mod elementwise;
+pub mod index;
 pub mod linalg;
 pub mod nn;
+pub mod reduce;
+pub mod resize;
 pub mod shape;
 
 use super::op::Op;
@@ -27,6 +30,20 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::Reshape(s) => shape::infer_reshape(inputs, s),
         Op::Transpose(p) => shape::infer_transpose(inputs, p),
         Op::Concat(axis) => shape::infer_concat(inputs, *axis),
+        Op::Cast(to) => {
+            arity(inputs, 1, 1)?;
+            Ok(vec![(*to, inputs[0].1.to_vec())])
+        }
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => {
+            index::infer_mapped(op, inputs)
+        }
+        Op::Gather { axis } => index::infer_gather(inputs, *axis),
+        Op::Reduce { axes, keepdims, .. } => reduce::infer_reduce(inputs, axes, *keepdims),
+        Op::ArgReduce { axis, keepdims, .. } => reduce::infer_arg(inputs, *axis, *keepdims),
+        Op::LayerNorm { axis, .. } => nn::infer_layernorm(inputs, *axis),
+        Op::InstanceNorm { .. } => nn::infer_instancenorm(inputs),
+        Op::Lrn(_) => nn::infer_lrn(inputs),
+        Op::Resize(a) => resize::infer_resize(inputs, a),
     }
 }
 
@@ -41,10 +58,34 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::Pool(k, a) => cnn::eval_pool(*k, inputs, a),
         Op::GlobalAveragePool => cnn::eval_global_pool(inputs),
         Op::BatchNorm { epsilon } => nn::eval_batchnorm(inputs, *epsilon),
-        Op::Softmax { axis, flatten_tail } => nn::eval_softmax(inputs, *axis, *flatten_tail),
+        Op::Softmax {
+            axis,
+            flatten_tail,
+            log,
+        } => nn::eval_softmax(inputs, *axis, *flatten_tail, *log),
         Op::Reshape(s) => shape::eval_reshape(inputs, s),
         Op::Transpose(p) => shape::eval_transpose(inputs, p),
         Op::Concat(axis) => shape::eval_concat(inputs, *axis),
+        Op::Cast(to) => elementwise::eval_cast(inputs, *to),
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => {
+            index::eval_mapped(op, inputs)
+        }
+        Op::Gather { axis } => index::eval_gather(inputs, *axis),
+        Op::Reduce {
+            kind,
+            axes,
+            keepdims,
+        } => reduce::eval_reduce(inputs, *kind, axes, *keepdims),
+        Op::ArgReduce {
+            max,
+            axis,
+            keepdims,
+            select_last,
+        } => reduce::eval_arg(inputs, *max, *axis, *keepdims, *select_last),
+        Op::LayerNorm { axis, epsilon, rms } => nn::eval_layernorm(inputs, *axis, *epsilon, *rms),
+        Op::InstanceNorm { epsilon } => nn::eval_instancenorm(inputs, *epsilon),
+        Op::Lrn(a) => nn::eval_lrn(inputs, a),
+        Op::Resize(a) => resize::eval_resize(inputs, a),
     }
 }
 

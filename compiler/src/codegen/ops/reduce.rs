@@ -1,0 +1,134 @@
+//! Reduction kernels over the `[outer, len, inner]` geometry of `ir::ops::reduce::reduce_geom`: one task unit
+//! per (outer, inner) pair, a sequential scalar accumulation in index order (the reference order of
+//! `ir::ops::reduce::reduce_row`), and ArgMax / ArgMin writing i64 indices.
+
+use crate::codegen::builder::Kb;
+use crate::codegen::math::{exp, fsel, log};
+use crate::ir::ReduceKind;
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::types::{F32, I64};
+use cranelift_codegen::ir::InstBuilder;
+
+/// Emits a reduction: args x, out.
+pub fn emit_reduce(
+    kb: &mut Kb,
+    kind: ReduceKind,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    tasks: u32,
+) {
+    let (lo, hi) = kb.task_range(outer * inner, tasks);
+    let (px, po) = (kb.args[0], kb.args[1]);
+    let step = (inner * 4) as i64;
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (o, i) = kb.divmod(u, inner);
+        let row = kb.b.ins().imul_imm_s(o, (len * inner) as i64);
+        let start = kb.b.ins().iadd(row, i);
+        let x = kb.addr(px, start, 4);
+        let init = match kind {
+            ReduceKind::Max | ReduceKind::LogSumExp => f32::NEG_INFINITY,
+            ReduceKind::Min => f32::INFINITY,
+            ReduceKind::Prod => 1.0,
+            _ => 0.0,
+        };
+        let iv = kb.fconst(F32, init);
+        let acc = kb.var(F32, iv);
+        kb.for_const(0, len, 1, |kb, j| {
+            let p = kb.addr(x, j, step);
+            let v = kb.load(F32, p, 0);
+            let a = kb.b.use_var(acc);
+            let r = match kind {
+                ReduceKind::Sum | ReduceKind::Mean | ReduceKind::LogSum => kb.b.ins().fadd(a, v),
+                ReduceKind::Max | ReduceKind::LogSumExp => kb.b.ins().fmax(a, v),
+                ReduceKind::Min => kb.b.ins().fmin(a, v),
+                ReduceKind::Prod => kb.b.ins().fmul(a, v),
+                ReduceKind::L1 => {
+                    let av = kb.b.ins().fabs(v);
+                    kb.b.ins().fadd(a, av)
+                }
+                ReduceKind::L2 | ReduceKind::SumSquare => {
+                    let sq = kb.b.ins().fmul(v, v);
+                    kb.b.ins().fadd(a, sq)
+                }
+            };
+            kb.b.def_var(acc, r);
+        });
+        let a = kb.b.use_var(acc);
+        let r = match kind {
+            ReduceKind::Mean => {
+                let n = kb.fconst(F32, len as f32);
+                kb.b.ins().fdiv(a, n)
+            }
+            ReduceKind::L2 => kb.b.ins().sqrt(a),
+            ReduceKind::LogSum => log(kb, F32, a),
+            ReduceKind::LogSumExp => {
+                // m + ln(Σ e^(x - m)); an all -inf row stays -inf.
+                let z = kb.fconst(F32, 0.0);
+                let s = kb.var(F32, z);
+                kb.for_const(0, len, 1, |kb, j| {
+                    let p = kb.addr(x, j, step);
+                    let v = kb.load(F32, p, 0);
+                    let d = kb.b.ins().fsub(v, a);
+                    let e = exp(kb, F32, d);
+                    let sv = kb.b.use_var(s);
+                    let sv = kb.b.ins().fadd(sv, e);
+                    kb.b.def_var(s, sv);
+                });
+                let sv = kb.b.use_var(s);
+                let l = log(kb, F32, sv);
+                let r = kb.b.ins().fadd(a, l);
+                let ninf = kb.fconst(F32, f32::NEG_INFINITY);
+                fsel(kb, F32, FloatCC::Equal, a, ninf, ninf, r)
+            }
+            _ => a,
+        };
+        let q = kb.addr(po, u, 4);
+        kb.store(r, q, 0);
+    });
+}
+
+/// Emits ArgMax / ArgMin: args x, out (i64). The first extreme wins, or the last with `last`.
+pub fn emit_arg(
+    kb: &mut Kb,
+    max: bool,
+    last: bool,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    tasks: u32,
+) {
+    let (lo, hi) = kb.task_range(outer * inner, tasks);
+    let (px, po) = (kb.args[0], kb.args[1]);
+    let step = (inner * 4) as i64;
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (o, i) = kb.divmod(u, inner);
+        let row = kb.b.ins().imul_imm_s(o, (len * inner) as i64);
+        let start = kb.b.ins().iadd(row, i);
+        let x = kb.addr(px, start, 4);
+        let first = kb.load(F32, x, 0);
+        let best = kb.var(F32, first);
+        let zero = kb.iconst(0);
+        let at = kb.var(I64, zero);
+        kb.for_const(1, len, 1, |kb, j| {
+            let p = kb.addr(x, j, step);
+            let v = kb.load(F32, p, 0);
+            let b = kb.b.use_var(best);
+            let cc = match (max, last) {
+                (true, false) => FloatCC::GreaterThan,
+                (true, true) => FloatCC::GreaterThanOrEqual,
+                (false, false) => FloatCC::LessThan,
+                (false, true) => FloatCC::LessThanOrEqual,
+            };
+            let c = kb.b.ins().fcmp(cc, v, b);
+            let nb = kb.b.ins().select(c, v, b);
+            kb.b.def_var(best, nb);
+            let a = kb.b.use_var(at);
+            let na = kb.b.ins().select(c, j, a);
+            kb.b.def_var(at, na);
+        });
+        let a = kb.b.use_var(at);
+        let q = kb.addr(po, u, 8);
+        kb.store(a, q, 0);
+    });
+}

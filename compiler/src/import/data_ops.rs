@@ -1,0 +1,546 @@
+//! ONNX → IR mapping of the data and shape ops: Cast / CastLike, ConstantOfShape and Range (compile-time
+//! constants), Slice, Pad, Split (one Slice per output), Expand, Tile, Gather, and Resize / Upsample. Index
+//! arguments (starts, pads, split sizes, shapes, scales) must be constants, which shape-folded graphs have.
+
+use super::attrs::Attrs;
+use super::nodes::Lowered;
+use super::tensor::decode;
+use super::Importer;
+use crate::error::{Error, Result};
+use crate::ir::{
+    numel, CoordMode, DType, NearestMode, Op, PadMode, ResizeAttrs, ResizeMode, Tensor, TensorId,
+};
+use tract_onnx::pb::NodeProto;
+
+/// The ONNX ops this file maps, for `bundlec ops`.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    ("Cast, CastLike", "f32, u8, i8, i32, i64, bool (float to int truncates)"),
+    ("ConstantOfShape, Range", "folded at compile time (inputs must be constant)"),
+    ("Slice", "constant starts/ends/axes/steps, negative steps"),
+    ("Pad", "constant, reflect, edge, wrap; constant pads (negative crops), axes"),
+    ("Split", "constant split sizes, or num_outputs / equal parts"),
+    ("Expand, Tile", "constant shape / repeats"),
+    ("Gather", "any axis; run-time or constant i64/i32 indices (clamped at run time)"),
+    (
+        "Resize, Upsample",
+        "nearest (all nearest_modes), linear, cubic; every coordinate mode but tf_crop_and_resize; \
+         scales or sizes; constant scales/sizes",
+    ),
+];
+
+fn err_const(name: &str, op: &str, what: &str) -> Error {
+    Error::unsupported(name, op, format!("{what} must be constant"))
+}
+
+impl Importer<'_> {
+    pub(super) fn const_tensor(&self, t: Option<TensorId>) -> Option<Tensor> {
+        t.and_then(|t| self.g.constant(t).cloned())
+    }
+
+    /// Maps the data and shape ops; `None` when `op` is not one of them.
+    pub(super) fn lower_data_op(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Option<Lowered>> {
+        let op = node.op_type.as_str();
+        let input = |i: usize| ins.get(i).copied().flatten();
+        let req = |i: usize| -> Result<TensorId> {
+            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+        };
+        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
+        let ints = |i: usize, what: &str| -> Result<Option<Vec<i64>>> {
+            match input(i) {
+                None => Ok(None),
+                Some(t) => self
+                    .const_ints(t)
+                    .map(Some)
+                    .ok_or_else(|| err_const(name, op, what)),
+            }
+        };
+        Ok(Some(match op {
+            "Cast" | "CastLike" => {
+                let x = req(0)?;
+                let to = if op == "Cast" {
+                    let code = a.int("to", 0) as i32;
+                    DType::from_onnx(code).ok_or_else(|| {
+                        Error::unsupported(name, op, format!("target ONNX data type {code}"))
+                    })?
+                } else {
+                    self.g.tensors[req(1)?].dtype
+                };
+                if self.g.tensors[x].dtype == to {
+                    Lowered::Alias(x)
+                } else {
+                    Lowered::Node(Op::Cast(to), vec![x])
+                }
+            }
+            "ConstantOfShape" => {
+                let dims = ints(0, "the shape input")?.unwrap_or_default();
+                if dims.iter().any(|&d| d < 0) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("negative dimension in {dims:?}"),
+                    ));
+                }
+                let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+                let n = numel(&shape);
+                let v = match a.tensor("value") {
+                    Some(t) => decode(t, self.model_dir)?,
+                    None => Tensor::f32(vec![1], vec![0.0]),
+                };
+                Lowered::Const(match &v.data {
+                    crate::ir::Data::F32(x) => Tensor::f32(shape, vec![x[0]; n]),
+                    crate::ir::Data::I64(x) => Tensor {
+                        dtype: v.dtype,
+                        shape,
+                        data: crate::ir::Data::I64(vec![x[0]; n]),
+                    },
+                })
+            }
+            "Range" => {
+                let vals: Vec<Tensor> = (0..3)
+                    .map(|i| {
+                        self.const_tensor(input(i))
+                            .ok_or_else(|| err_const(name, op, "start, limit and delta"))
+                    })
+                    .collect::<Result<_>>()?;
+                if vals[0].dtype == DType::F32 {
+                    let v: Vec<f32> = vals.iter().map(|t| t.to_f32_vec()[0]).collect();
+                    let n = ((v[1] - v[0]) / v[2]).ceil().max(0.0) as usize;
+                    Lowered::Const(Tensor::f32(
+                        vec![n],
+                        (0..n).map(|i| v[0] + i as f32 * v[2]).collect(),
+                    ))
+                } else {
+                    let v: Vec<i64> = vals.iter().map(|t| t.to_i64_vec()[0]).collect();
+                    if v[2] == 0 {
+                        return Err(Error::node(name, op, "delta is 0"));
+                    }
+                    let n = ((v[1] - v[0]) as f64 / v[2] as f64).ceil().max(0.0) as usize;
+                    let mut t =
+                        Tensor::i64(vec![n], (0..n as i64).map(|i| v[0] + i * v[2]).collect());
+                    t.dtype = vals[0].dtype;
+                    Lowered::Const(t)
+                }
+            }
+            "Slice" => {
+                let x = req(0)?;
+                let xs = shape(x);
+                let (starts, ends, axes, steps) = if self.opset < 10 {
+                    (
+                        a.ints("starts").map(<[i64]>::to_vec),
+                        a.ints("ends").map(<[i64]>::to_vec),
+                        a.ints("axes").map(<[i64]>::to_vec),
+                        None,
+                    )
+                } else {
+                    (
+                        ints(1, "starts")?,
+                        ints(2, "ends")?,
+                        ints(3, "axes")?,
+                        ints(4, "steps")?,
+                    )
+                };
+                let (starts, ends) = match (starts, ends) {
+                    (Some(s), Some(e)) if s.len() == e.len() => (s, e),
+                    _ => {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            "starts and ends must be given with equal lengths",
+                        ))
+                    }
+                };
+                let r = xs.len() as i64;
+                let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
+                let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+                if axes.len() != starts.len() || steps.len() != starts.len() {
+                    return Err(Error::node(name, op, "axes and steps must match starts"));
+                }
+                let mut st: Vec<i64> = vec![0; xs.len()];
+                let mut sp: Vec<i64> = vec![1; xs.len()];
+                let mut out = xs.clone();
+                for i in 0..starts.len() {
+                    let ax = if axes[i] < 0 { axes[i] + r } else { axes[i] };
+                    if !(0..r).contains(&ax) {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!("axis {} out of range", axes[i]),
+                        ));
+                    }
+                    let d = xs[ax as usize] as i64;
+                    let step = steps[i];
+                    if step == 0 {
+                        return Err(Error::node(name, op, "step 0"));
+                    }
+                    let norm = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+                    let (s, e) = (norm(starts[i]), norm(ends[i]));
+                    let (s, len) = if step > 0 {
+                        let (s, e) = (s.clamp(0, d), e.clamp(0, d));
+                        (s, ((e - s).max(0) + step - 1) / step)
+                    } else {
+                        let (s, e) = (s.clamp(0, d - 1), e.clamp(-1, d - 1));
+                        (s, ((s - e).max(0) + (-step) - 1) / (-step))
+                    };
+                    st[ax as usize] = s;
+                    sp[ax as usize] = step;
+                    out[ax as usize] = len as usize;
+                }
+                if out.contains(&0) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "the slice is empty (zero-sized tensors are not supported)",
+                    ));
+                }
+                Lowered::Node(
+                    Op::Slice {
+                        starts: st,
+                        steps: sp,
+                        out,
+                    },
+                    vec![x],
+                )
+            }
+            "Pad" => {
+                let x = req(0)?;
+                let r = shape(x).len();
+                let mode_s = a.string("mode", "constant")?;
+                let (pads, value, axes) = if self.opset < 11 {
+                    let p = a
+                        .ints("pads")
+                        .ok_or_else(|| Error::node(name, op, "attribute 'pads' is required"))?;
+                    (p.to_vec(), a.float("value", 0.0) as f64, None)
+                } else {
+                    let p = ints(1, "pads")?
+                        .ok_or_else(|| Error::node(name, op, "missing input 'pads'"))?;
+                    let v = match input(2) {
+                        None => 0.0,
+                        Some(t) => {
+                            let c = self
+                                .const_tensor(Some(t))
+                                .ok_or_else(|| err_const(name, op, "constant_value"))?;
+                            match &c.data {
+                                crate::ir::Data::F32(v) => v.first().copied().unwrap_or(0.0) as f64,
+                                crate::ir::Data::I64(v) => v.first().copied().unwrap_or(0) as f64,
+                            }
+                        }
+                    };
+                    (p, v, ints(3, "axes")?)
+                };
+                let axes: Vec<usize> = match axes {
+                    None => (0..r).collect(),
+                    Some(v) => v
+                        .iter()
+                        .map(|&x| {
+                            if x < 0 {
+                                (x + r as i64) as usize
+                            } else {
+                                x as usize
+                            }
+                        })
+                        .collect(),
+                };
+                if pads.len() != 2 * axes.len() || axes.iter().any(|&x| x >= r) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("pads {pads:?} do not match the axes {axes:?} of rank {r}"),
+                    ));
+                }
+                let (mut begins, mut ends) = (vec![0i64; r], vec![0i64; r]);
+                for (i, &ax) in axes.iter().enumerate() {
+                    begins[ax] = pads[i];
+                    ends[ax] = pads[i + axes.len()];
+                }
+                let mode = match mode_s.as_str() {
+                    "constant" => PadMode::Constant(value),
+                    "reflect" => PadMode::Reflect,
+                    "edge" => PadMode::Edge,
+                    "wrap" => PadMode::Wrap,
+                    m => {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!("attribute 'mode': unknown value '{m}'"),
+                        ))
+                    }
+                };
+                Lowered::Node(Op::Pad { begins, ends, mode }, vec![x])
+            }
+            "Split" => {
+                let x = req(0)?;
+                let xs = shape(x);
+                let axis = a.axis("axis", 0, xs.len())?;
+                let d = xs[axis];
+                let outs = node.output.len();
+                let sizes: Vec<i64> = if let Some(s) = if self.opset < 13 {
+                    a.ints("split").map(<[i64]>::to_vec)
+                } else {
+                    ints(1, "split")?
+                } {
+                    s
+                } else {
+                    let k = if a.has("num_outputs") {
+                        a.int("num_outputs", 1) as usize
+                    } else {
+                        outs
+                    };
+                    if k == 0 {
+                        return Err(Error::node(name, op, "no outputs"));
+                    }
+                    let chunk = d.div_ceil(k);
+                    (0..k)
+                        .map(|i| chunk.min(d.saturating_sub(i * chunk)) as i64)
+                        .collect()
+                };
+                if sizes.iter().sum::<i64>() != d as i64 || sizes.len() != outs {
+                    return Err(Error::node(name, op, format!("split sizes {sizes:?} do not cover axis {axis} of length {d} with {outs} outputs")));
+                }
+                if sizes.contains(&0) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "an empty split (zero-sized tensors are not supported)",
+                    ));
+                }
+                let mut at = 0i64;
+                let mut list = Vec::new();
+                for &s in &sizes {
+                    let mut starts = vec![0i64; xs.len()];
+                    starts[axis] = at;
+                    let mut out = xs.clone();
+                    out[axis] = s as usize;
+                    list.push((
+                        Op::Slice {
+                            starts,
+                            steps: vec![1; xs.len()],
+                            out,
+                        },
+                        vec![x],
+                    ));
+                    at += s;
+                }
+                Lowered::Many(list)
+            }
+            "Expand" => {
+                let to = ints(1, "the shape input")?
+                    .ok_or_else(|| Error::node(name, op, "missing input 'shape'"))?;
+                if to.iter().any(|&v| v < 0) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("negative dimension in {to:?}"),
+                    ));
+                }
+                Lowered::Node(
+                    Op::Expand(to.iter().map(|&v| v as usize).collect()),
+                    vec![req(0)?],
+                )
+            }
+            "Tile" => {
+                let reps = ints(1, "repeats")?
+                    .ok_or_else(|| Error::node(name, op, "missing input 'repeats'"))?;
+                if reps.iter().any(|&v| v < 1) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!("repeats {reps:?} (zero-sized tensors are not supported)"),
+                    ));
+                }
+                Lowered::Node(
+                    Op::Tile(reps.iter().map(|&v| v as usize).collect()),
+                    vec![req(0)?],
+                )
+            }
+            "Gather" => {
+                let x = req(0)?;
+                let axis = a.axis("axis", 0, shape(x).len())?;
+                let idx = req(1)?;
+                if !matches!(self.g.tensors[idx].dtype, DType::I64 | DType::I32) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!("indices of dtype {}", self.g.tensors[idx].dtype),
+                    ));
+                }
+                Lowered::Node(Op::Gather { axis }, vec![x, idx])
+            }
+            "Resize" | "Upsample" => self.lower_resize(node, name, ins, a)?,
+            _ => return Ok(None),
+        }))
+    }
+
+    fn lower_resize(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Lowered> {
+        let op = node.op_type.as_str();
+        let x = ins
+            .first()
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::node(name, op, "missing input 0"))?;
+        let xs = self.g.tensors[x].shape.clone();
+        let r = xs.len();
+        let mode_s = a.string("mode", "nearest")?;
+        let legacy = op == "Upsample" || self.opset < 11;
+        let (scales_t, sizes_t) = if op == "Upsample" && self.opset < 9 {
+            (
+                a.floats("scales")
+                    .map(|f| Tensor::f32(vec![f.len()], f.to_vec())),
+                None,
+            )
+        } else if legacy {
+            (self.const_tensor(ins.get(1).copied().flatten()), None)
+        } else {
+            (
+                self.const_tensor(ins.get(2).copied().flatten()),
+                self.const_tensor(ins.get(3).copied().flatten()),
+            )
+        };
+        let given_scales = ins
+            .get(if legacy { 1 } else { 2 })
+            .copied()
+            .flatten()
+            .is_some();
+        let given_sizes = !legacy && ins.get(3).copied().flatten().is_some();
+        if (given_scales && scales_t.is_none() && !(op == "Upsample" && self.opset < 9))
+            || (given_sizes && sizes_t.is_none())
+        {
+            return Err(err_const(name, op, "scales / sizes"));
+        }
+        if a.int("antialias", 0) != 0 {
+            return Err(Error::unsupported(name, op, "antialias = 1"));
+        }
+        let policy = a.string("keep_aspect_ratio_policy", "stretch")?;
+        if policy != "stretch" && sizes_t.is_some() {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!("keep_aspect_ratio_policy '{policy}'"),
+            ));
+        }
+        let axes: Vec<usize> = match a.ints("axes") {
+            None => (0..r).collect(),
+            Some(v) => v
+                .iter()
+                .map(|&x| {
+                    if x < 0 {
+                        (x + r as i64) as usize
+                    } else {
+                        x as usize
+                    }
+                })
+                .collect(),
+        };
+        let mut scales = vec![1.0f64; r];
+        let mut out = xs.clone();
+        let sizes = sizes_t.map(|t| t.to_i64_vec()).filter(|v| !v.is_empty());
+        let sc = scales_t.map(|t| t.to_f32_vec()).filter(|v| !v.is_empty());
+        match (sizes, sc) {
+            (Some(s), _) => {
+                if s.len() != axes.len() {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("sizes {s:?} do not match axes {axes:?}"),
+                    ));
+                }
+                for (i, &ax) in axes.iter().enumerate() {
+                    out[ax] = s[i].max(0) as usize;
+                    scales[ax] = s[i] as f64 / xs[ax] as f64;
+                }
+            }
+            (None, Some(f)) => {
+                if f.len() != axes.len() {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("scales {f:?} do not match axes {axes:?}"),
+                    ));
+                }
+                for (i, &ax) in axes.iter().enumerate() {
+                    scales[ax] = f[i] as f64;
+                    out[ax] = (f[i] as f64 * xs[ax] as f64) as usize;
+                }
+            }
+            (None, None) => return Err(Error::node(name, op, "needs scales or sizes")),
+        }
+        if out.contains(&0) || scales.iter().any(|&s| s <= 0.0) {
+            return Err(Error::unsupported(
+                name,
+                op,
+                "an empty output (zero-sized tensors are not supported)",
+            ));
+        }
+        let coord = if legacy {
+            CoordMode::Asymmetric
+        } else {
+            match a
+                .string("coordinate_transformation_mode", "half_pixel")?
+                .as_str()
+            {
+                "half_pixel" => CoordMode::HalfPixel,
+                "pytorch_half_pixel" => CoordMode::PytorchHalfPixel,
+                "align_corners" => CoordMode::AlignCorners,
+                "asymmetric" => CoordMode::Asymmetric,
+                "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
+                m => {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!("coordinate_transformation_mode '{m}'"),
+                    ))
+                }
+            }
+        };
+        let mode = match mode_s.as_str() {
+            "nearest" => ResizeMode::Nearest(if legacy {
+                NearestMode::Floor
+            } else {
+                match a.string("nearest_mode", "round_prefer_floor")?.as_str() {
+                    "round_prefer_floor" => NearestMode::RoundPreferFloor,
+                    "round_prefer_ceil" => NearestMode::RoundPreferCeil,
+                    "floor" => NearestMode::Floor,
+                    "ceil" => NearestMode::Ceil,
+                    m => {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!("attribute 'nearest_mode': unknown value '{m}'"),
+                        ))
+                    }
+                }
+            }),
+            "linear" | "bilinear" => ResizeMode::Linear,
+            "cubic" => ResizeMode::Cubic,
+            m => {
+                return Err(Error::node(
+                    name,
+                    op,
+                    format!("attribute 'mode': unknown value '{m}'"),
+                ))
+            }
+        };
+        Ok(Lowered::Node(
+            Op::Resize(ResizeAttrs {
+                out,
+                scales,
+                mode,
+                coord,
+                cubic_a: a.float("cubic_coeff_a", -0.75),
+                exclude_outside: a.int("exclude_outside", 0) != 0,
+            }),
+            vec![x],
+        ))
+    }
+}

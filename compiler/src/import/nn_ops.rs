@@ -1,0 +1,200 @@
+//! ONNX → IR mapping of reductions and normalisations: Reduce* (axes as attribute before opset 18 — 13 for
+//! ReduceSum — and as a constant input after), ArgMax / ArgMin, GlobalMaxPool, LayerNormalization,
+//! RMSNormalization, InstanceNormalization and LRN.
+
+use super::attrs::Attrs;
+use super::nodes::Lowered;
+use super::Importer;
+use crate::error::{Error, Result};
+use crate::ir::{LrnAttrs, Op, ReduceKind, TensorId};
+use tract_onnx::pb::NodeProto;
+
+/// The ONNX ops this file maps, for `bundlec ops`.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    (
+        "ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, \
+         ReduceLogSum, ReduceLogSumExp",
+        "f32 (i64 Sum/Prod/Max/Min when folded); constant axes; keepdims, noop_with_empty_axes",
+    ),
+    ("ArgMax, ArgMin", "f32 input, i64 output; keepdims, select_last_index"),
+    ("GlobalMaxPool", "rank >= 3"),
+    (
+        "LayerNormalization, RMSNormalization",
+        "any axis; scale/bias broadcast to the normalised shape; Mean/InvStdDev outputs unused",
+    ),
+    ("InstanceNormalization", "rank >= 3"),
+    ("LRN", "across channels, rank >= 3"),
+];
+
+fn reduce_kind(op: &str) -> Option<ReduceKind> {
+    Some(match op {
+        "ReduceSum" => ReduceKind::Sum,
+        "ReduceMean" => ReduceKind::Mean,
+        "ReduceMax" => ReduceKind::Max,
+        "ReduceMin" => ReduceKind::Min,
+        "ReduceProd" => ReduceKind::Prod,
+        "ReduceL1" => ReduceKind::L1,
+        "ReduceL2" => ReduceKind::L2,
+        "ReduceSumSquare" => ReduceKind::SumSquare,
+        "ReduceLogSum" => ReduceKind::LogSum,
+        "ReduceLogSumExp" => ReduceKind::LogSumExp,
+        _ => return None,
+    })
+}
+
+impl Importer<'_> {
+    /// Maps reductions and normalisations; `None` when `op` is not one of them.
+    pub(super) fn lower_nn_op(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Option<Lowered>> {
+        let op = node.op_type.as_str();
+        let input = |i: usize| ins.get(i).copied().flatten();
+        let req = |i: usize| -> Result<TensorId> {
+            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+        };
+        let unused_extra_outputs = |what: &str| -> Result<()> {
+            if node
+                .output
+                .iter()
+                .skip(1)
+                .any(|o| !o.is_empty() && self.is_used(o))
+            {
+                return Err(Error::unsupported(
+                    name,
+                    op,
+                    format!("the {what} output is used"),
+                ));
+            }
+            Ok(())
+        };
+        if let Some(kind) = reduce_kind(op) {
+            let x = req(0)?;
+            let r = self.g.tensors[x].shape.len();
+            let axes_input = if op == "ReduceSum" { 13 } else { 18 };
+            let axes = if self.opset < axes_input {
+                a.ints("axes").map(<[i64]>::to_vec)
+            } else {
+                match input(1) {
+                    None => None,
+                    Some(t) => Some(
+                        self.const_ints(t)
+                            .ok_or_else(|| Error::unsupported(name, op, "axes must be constant"))?,
+                    ),
+                }
+            };
+            let axes = axes.unwrap_or_default();
+            if axes.is_empty() && a.int("noop_with_empty_axes", 0) != 0 {
+                return Ok(Some(Lowered::Alias(x)));
+            }
+            let mut axes: Vec<usize> = if axes.is_empty() {
+                (0..r).collect()
+            } else {
+                axes.iter()
+                    .map(|&v| {
+                        let u = if v < 0 { v + r as i64 } else { v };
+                        if (0..r as i64).contains(&u) {
+                            Ok(u as usize)
+                        } else {
+                            Err(Error::node(
+                                name,
+                                op,
+                                format!("axis {v} out of range for rank {r}"),
+                            ))
+                        }
+                    })
+                    .collect::<Result<_>>()?
+            };
+            axes.sort_unstable();
+            axes.dedup();
+            if self.g.tensors[x].shape.contains(&0) {
+                return Err(Error::unsupported(
+                    name,
+                    op,
+                    "zero-sized tensors are not supported",
+                ));
+            }
+            let keepdims = a.int("keepdims", 1) != 0;
+            return Ok(Some(Lowered::Node(
+                Op::Reduce {
+                    kind,
+                    axes,
+                    keepdims,
+                },
+                vec![x],
+            )));
+        }
+        Ok(Some(match op {
+            "ArgMax" | "ArgMin" => {
+                let x = req(0)?;
+                let axis = a.axis("axis", 0, self.g.tensors[x].shape.len())?;
+                Lowered::Node(
+                    Op::ArgReduce {
+                        max: op == "ArgMax",
+                        axis,
+                        keepdims: a.int("keepdims", 1) != 0,
+                        select_last: a.int("select_last_index", 0) != 0,
+                    },
+                    vec![x],
+                )
+            }
+            "GlobalMaxPool" => {
+                let x = req(0)?;
+                let r = self.g.tensors[x].shape.len();
+                if r < 3 {
+                    return Err(Error::node(name, op, format!("input rank {r} < 3")));
+                }
+                Lowered::Node(
+                    Op::Reduce {
+                        kind: ReduceKind::Max,
+                        axes: (2..r).collect(),
+                        keepdims: true,
+                    },
+                    vec![x],
+                )
+            }
+            "LayerNormalization" | "RMSNormalization" => {
+                unused_extra_outputs("Mean / InvStdDev")?;
+                let x = req(0)?;
+                let axis = a.axis("axis", -1, self.g.tensors[x].shape.len())?;
+                let mut v = vec![x, req(1)?];
+                if op == "LayerNormalization" {
+                    v.extend(input(2));
+                }
+                Lowered::Node(
+                    Op::LayerNorm {
+                        axis,
+                        epsilon: a.float("epsilon", 1e-5),
+                        rms: op == "RMSNormalization",
+                    },
+                    v,
+                )
+            }
+            "InstanceNormalization" => Lowered::Node(
+                Op::InstanceNorm {
+                    epsilon: a.float("epsilon", 1e-5),
+                },
+                vec![req(0)?, req(1)?, req(2)?],
+            ),
+            "LRN" => {
+                let size = a.int("size", 0);
+                if size < 1 {
+                    return Err(Error::node(name, op, "attribute 'size' must be >= 1"));
+                }
+                Lowered::Node(
+                    Op::Lrn(LrnAttrs {
+                        size: size as usize,
+                        alpha: a.float("alpha", 1e-4),
+                        beta: a.float("beta", 0.75),
+                        bias: a.float("bias", 1.0),
+                    }),
+                    vec![req(0)?],
+                )
+            }
+            _ => return Ok(None),
+        }))
+    }
+}

@@ -1,0 +1,310 @@
+//! Index-mapping data movement: Slice, Pad (constant, reflect, edge, wrap; negative pads crop), Expand and Tile
+//! are each described by per-axis offset tables (`offset_tables`): for every output coordinate on an axis, the
+//! input element offset it reads, or `FILL` for a padded position. The reference evaluation below and the
+//! generated kernel (`codegen/ops/data.rs`) both walk these same tables. Gather (run-time indices) lives here too.
+
+use super::arity;
+use super::elementwise::{broadcast_shapes, broadcast_strides};
+use crate::ir::op::{Op, PadMode};
+use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
+
+/// Table entry for an output position that is filled rather than read (Pad's constant mode).
+pub const FILL: i64 = -(1 << 40);
+
+/// The output shape and, per output axis, the input element offset of every coordinate (or `FILL`).
+pub fn offset_tables(op: &Op, input: &[usize]) -> Result<(Shape, Vec<Vec<i64>>), String> {
+    let st = strides(input);
+    let r = input.len();
+    let check_rank = |n: usize, what: &str| {
+        if n != r {
+            Err(format!("{what} has {n} entries for an input of rank {r}"))
+        } else {
+            Ok(())
+        }
+    };
+    match op {
+        Op::Slice { starts, steps, out } => {
+            check_rank(starts.len(), "starts")?;
+            check_rank(steps.len(), "steps")?;
+            check_rank(out.len(), "output shape")?;
+            let mut tabs = Vec::with_capacity(r);
+            for d in 0..r {
+                let t: Vec<i64> = (0..out[d] as i64)
+                    .map(|o| starts[d] + o * steps[d])
+                    .collect();
+                if t.iter().any(|&i| i < 0 || i >= input[d] as i64) {
+                    return Err(format!(
+                        "slice of axis {d} (start {}, step {}, {} elements) leaves the input's {} elements",
+                        starts[d], steps[d], out[d], input[d]
+                    ));
+                }
+                tabs.push(t.iter().map(|&i| i * st[d] as i64).collect());
+            }
+            Ok((out.clone(), tabs))
+        }
+        Op::Pad { begins, ends, mode } => {
+            check_rank(begins.len(), "pads (begin)")?;
+            check_rank(ends.len(), "pads (end)")?;
+            let mut out = Vec::with_capacity(r);
+            let mut tabs = Vec::with_capacity(r);
+            for d in 0..r {
+                let n = input[d] as i64;
+                let len = n + begins[d] + ends[d];
+                if len < 0 {
+                    return Err(format!("pads crop axis {d} of length {n} below zero"));
+                }
+                if n == 0 && len > 0 && !matches!(mode, PadMode::Constant(_)) {
+                    return Err(format!("cannot {mode:?}-pad the empty axis {d}"));
+                }
+                let t: Vec<i64> = (0..len)
+                    .map(|o| {
+                        let i = o - begins[d];
+                        let i = if (0..n).contains(&i) {
+                            i
+                        } else {
+                            match mode {
+                                PadMode::Constant(_) => return FILL,
+                                PadMode::Edge => i.clamp(0, n - 1),
+                                PadMode::Wrap => i.rem_euclid(n),
+                                PadMode::Reflect => reflect(i, n),
+                            }
+                        };
+                        i * st[d] as i64
+                    })
+                    .collect();
+                out.push(len as usize);
+                tabs.push(t);
+            }
+            Ok((out, tabs))
+        }
+        Op::Expand(shape) => {
+            let out = broadcast_shapes(input, shape)?;
+            let bs = broadcast_strides(input, &out);
+            let tabs = (0..out.len())
+                .map(|d| (0..out[d]).map(|o| (o * bs[d]) as i64).collect())
+                .collect();
+            Ok((out, tabs))
+        }
+        Op::Tile(reps) => {
+            check_rank(reps.len(), "repeats")?;
+            let out: Shape = input.iter().zip(reps).map(|(a, b)| a * b).collect();
+            let tabs = (0..r)
+                .map(|d| {
+                    (0..out[d])
+                        .map(|o| ((o % input[d].max(1)) * st[d]) as i64)
+                        .collect()
+                })
+                .collect();
+            Ok((out, tabs))
+        }
+        _ => Err(format!("{} is not an index-mapping op", op.name())),
+    }
+}
+
+/// Reflects an out-of-range coordinate into [0, n) without repeating the edge (numpy 'reflect').
+fn reflect(i: i64, n: i64) -> i64 {
+    if n == 1 {
+        return 0;
+    }
+    let period = 2 * (n - 1);
+    let m = i.rem_euclid(period);
+    if m < n {
+        m
+    } else {
+        period - m
+    }
+}
+
+pub(crate) fn infer_mapped(
+    op: &Op,
+    inputs: &[(DType, &[usize])],
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 1, 1)?;
+    let (out, _) = offset_tables(op, inputs[0].1)?;
+    Ok(vec![(inputs[0].0, out)])
+}
+
+fn map_values<T: Copy>(src: &[T], out: &[usize], tabs: &[Vec<i64>], fill: T) -> Vec<T> {
+    let n = numel(out);
+    let mut v = Vec::with_capacity(n);
+    let mut idx = vec![0usize; out.len()];
+    for _ in 0..n {
+        let mut off = 0i64;
+        let mut filled = false;
+        for (d, &i) in idx.iter().enumerate() {
+            let t = tabs[d][i];
+            filled |= t == FILL;
+            off += t;
+        }
+        v.push(if filled { fill } else { src[off as usize] });
+        for d in (0..out.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    v
+}
+
+/// The constant Pad fills with (0 for other modes and ops).
+pub fn fill_value(op: &Op) -> f64 {
+    match op {
+        Op::Pad {
+            mode: PadMode::Constant(v),
+            ..
+        } => *v,
+        _ => 0.0,
+    }
+}
+
+pub(crate) fn eval_mapped(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    arity(inputs, 1, 1)?;
+    let x = inputs[0];
+    let (out, tabs) = offset_tables(op, &x.shape)?;
+    let fill = fill_value(op);
+    let data = match &x.data {
+        Data::F32(v) => Data::F32(map_values(v, &out, &tabs, fill as f32)),
+        Data::I64(v) => Data::I64(map_values(v, &out, &tabs, fill as i64)),
+    };
+    Ok(vec![Tensor {
+        dtype: x.dtype,
+        shape: out,
+        data,
+    }])
+}
+
+/// Gather geometry: (outer, axis length, number of indices, inner).
+pub type GatherGeom = (usize, usize, usize, usize);
+
+/// The gather geometry and the output shape.
+pub fn gather_geom(
+    data: &[usize],
+    indices: &[usize],
+    axis: usize,
+) -> Result<(GatherGeom, Shape), String> {
+    if axis >= data.len() {
+        return Err(format!("axis {axis} out of range for rank {}", data.len()));
+    }
+    let mut out = data[..axis].to_vec();
+    out.extend_from_slice(indices);
+    out.extend_from_slice(&data[axis + 1..]);
+    Ok((
+        (
+            numel(&data[..axis]),
+            data[axis],
+            numel(indices),
+            numel(&data[axis + 1..]),
+        ),
+        out,
+    ))
+}
+
+pub(crate) fn infer_gather(
+    inputs: &[(DType, &[usize])],
+    axis: usize,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 2, 2)?;
+    if !matches!(inputs[1].0, DType::I64 | DType::I32) {
+        return Err(format!("indices must be i64 or i32, got {}", inputs[1].0));
+    }
+    let (_, out) = gather_geom(inputs[0].1, inputs[1].1, axis)?;
+    Ok(vec![(inputs[0].0, out)])
+}
+
+pub(crate) fn eval_gather(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>, String> {
+    arity(inputs, 2, 2)?;
+    let (x, ind) = (inputs[0], inputs[1]);
+    let ((outer, n, k, inner), out) = gather_geom(&x.shape, &ind.shape, axis)?;
+    let idx: Vec<usize> = ind
+        .to_i64_vec()
+        .iter()
+        .map(|&i| {
+            let j = if i < 0 { i + n as i64 } else { i };
+            if (0..n as i64).contains(&j) {
+                Ok(j as usize)
+            } else {
+                Err(format!(
+                    "index {i} out of range for axis {axis} of length {n}"
+                ))
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    fn pick<T: Copy>(v: &[T], outer: usize, n: usize, inner: usize, idx: &[usize]) -> Vec<T> {
+        let mut r = Vec::with_capacity(outer * idx.len() * inner);
+        for o in 0..outer {
+            for &i in idx {
+                let at = (o * n + i) * inner;
+                r.extend_from_slice(&v[at..at + inner]);
+            }
+        }
+        r
+    }
+    let _ = k;
+    let data = match &x.data {
+        Data::F32(v) => Data::F32(pick(v, outer, n, inner, &idx)),
+        Data::I64(v) => Data::I64(pick(v, outer, n, inner, &idx)),
+    };
+    Ok(vec![Tensor {
+        dtype: x.dtype,
+        shape: out,
+        data,
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pad_modes_match_numpy() {
+        let x = Tensor::f32(vec![4], vec![1.0, 2.0, 3.0, 4.0]);
+        let run = |mode| {
+            let op = Op::Pad {
+                begins: vec![3],
+                ends: vec![2],
+                mode,
+            };
+            eval_mapped(&op, &[&x]).unwrap()[0].to_f32_vec()
+        };
+        // numpy.pad([1,2,3,4], (3,2), mode=...)
+        assert_eq!(run(PadMode::Reflect), [4., 3., 2., 1., 2., 3., 4., 3., 2.]);
+        assert_eq!(run(PadMode::Edge), [1., 1., 1., 1., 2., 3., 4., 4., 4.]);
+        assert_eq!(run(PadMode::Wrap), [2., 3., 4., 1., 2., 3., 4., 1., 2.]);
+        assert_eq!(
+            run(PadMode::Constant(9.0)),
+            [9., 9., 9., 1., 2., 3., 4., 9., 9.]
+        );
+    }
+
+    #[test]
+    fn slice_negative_step_and_bounds() {
+        let x = Tensor::i64(vec![2, 3], vec![0, 1, 2, 3, 4, 5]);
+        let op = Op::Slice {
+            starts: vec![1, 2],
+            steps: vec![-1, -2],
+            out: vec![2, 2],
+        };
+        assert_eq!(
+            eval_mapped(&op, &[&x]).unwrap()[0].to_i64_vec(),
+            [5, 3, 2, 0]
+        );
+        let bad = Op::Slice {
+            starts: vec![0, 2],
+            steps: vec![1, 1],
+            out: vec![2, 2],
+        };
+        assert!(eval_mapped(&bad, &[&x]).is_err());
+    }
+
+    #[test]
+    fn gather_negative_index() {
+        let x = Tensor::f32(vec![3, 2], vec![0., 1., 2., 3., 4., 5.]);
+        let i = Tensor::i64(vec![2], vec![-1, 0]);
+        let r = eval_gather(&[&x, &i], 0).unwrap();
+        assert_eq!(r[0].shape, vec![2, 2]);
+        assert_eq!(r[0].to_f32_vec(), [4., 5., 0., 1.]);
+        assert!(eval_gather(&[&x, &Tensor::i64(vec![1], vec![3])], 0).is_err());
+    }
+}
