@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): Rust unit and end-to-end tests (tract oracle, C linking with cc),
 # the no_std build of bundle-rt, and the onnxruntime cross-check of Python-built models (single ops, a small CNN,
-# ResNet-50 in BatchNorm and folded forms) linked into C programs, and the ONNX backend node tests (zero failures
-# allowed among the attempted ones).
+# ResNet-50 in BatchNorm and folded forms, MobileNetV2, BERT-style encoders) linked into C programs, the ONNX
+# backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
+# exported by torch.onnx (scripts/torch_models.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,5 +17,12 @@ rm -rf target/pymodels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_folded.onnx --fold-bn
+python3 tests/py/gen_mobilenet.py target/pymodels/mobilenetv2.onnx
+python3 tests/py/gen_mobilenet.py target/pymodels/mobilenetv2_clip6_b2.onnx --relu6-form clip6 --batch 2
+python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx
+python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.onnx --ln-form decomposed --gelu tanh --shape-chains
+python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec
+python3 tests/py/light_models.py --bundlec target/debug/bundlec
+bash scripts/torch_models.sh

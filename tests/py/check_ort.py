@@ -24,7 +24,13 @@ def check(model, bundlec, tol, specs, seed):
             continue
         tt = vi.type.tensor_type
         shape = specs.get(vi.name) or [d.dim_value for d in tt.shape.dim]
-        feeds[vi.name] = rng.standard_normal(shape).astype(NP[tt.elem_type])
+        dt = NP[tt.elem_type]
+        if np.issubdtype(dt, np.integer) or dt == np.bool_:
+            # Token ids / masks: small non-negative integers (0/1 for anything named like a mask).
+            hi = 2 if "mask" in vi.name.lower() or dt == np.bool_ else 64
+            feeds[vi.name] = rng.integers(0, hi, shape).astype(dt)
+        else:
+            feeds[vi.name] = rng.standard_normal(shape).astype(dt)
     name = "m_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(model))[0])
     with tempfile.TemporaryDirectory() as d:
         cmd = [bundlec, "compile", model, "-o", d, "--name", name]

@@ -417,6 +417,32 @@ pub fn binary(kb: &mut Kb, op: BinOp, a: Value, b: Value) -> Value {
             let m = kb.b.ins().fmul(a, b);
             fsel(kb, ty, FloatCC::LessThan, a, zero, m, a)
         }
+        BinOp::FMod | BinOp::Mod => {
+            // a - trunc(a / b) * b, then moved to the divisor's sign for Mod.
+            let q = kb.b.ins().fdiv(a, b);
+            let aq = kb.b.ins().fabs(q);
+            let fl = unary(kb, ty, UnOp::Floor, aq);
+            let zero = kb.fconst(ty, 0.0);
+            let nfl = kb.b.ins().fneg(fl);
+            let t = fsel(kb, ty, FloatCC::LessThan, q, zero, nfl, fl);
+            let tb = kb.b.ins().fmul(t, b);
+            let r = kb.b.ins().fsub(a, tb);
+            if op == BinOp::FMod {
+                return r;
+            }
+            let rb = kb.b.ins().fadd(r, b);
+            let rneg = kb.b.ins().fcmp(FloatCC::LessThan, r, zero);
+            let bneg = kb.b.ins().fcmp(FloatCC::LessThan, b, zero);
+            let nz = kb.b.ins().fcmp(FloatCC::NotEqual, r, zero);
+            let differ = kb.b.ins().bxor(rneg, bneg);
+            let fix = kb.b.ins().band(differ, nz);
+            if ty == F32 {
+                kb.b.ins().select(fix, rb, r)
+            } else {
+                let m = bitcast(kb, ty, fix);
+                kb.b.ins().bitselect(m, rb, r)
+            }
+        }
         BinOp::Add => kb.b.ins().fadd(a, b),
         BinOp::Sub => kb.b.ins().fsub(a, b),
         BinOp::Mul => kb.b.ins().fmul(a, b),

@@ -191,7 +191,7 @@ impl Importer<'_> {
                     sp[ax as usize] = step;
                     out[ax as usize] = len as usize;
                 }
-                if out.contains(&0) {
+                if out.contains(&0) && self.g.constant(x).is_none() {
                     return Err(Error::unsupported(
                         name,
                         op,

@@ -37,6 +37,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "f32 (negative bases need integral exponents); i64 when folded",
     ),
     ("PRelu", "f32; slope broadcast to the input"),
+    ("Mod", "f32 (fmod 0 or 1); integers when folded"),
     (
         "Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal",
         "f32",
@@ -140,6 +141,14 @@ impl Importer<'_> {
             }
             "Pow" => Lowered::Node(Op::Binary(BinOp::Pow), vec![req(0)?, req(1)?]),
             "PRelu" => Lowered::Node(Op::Binary(BinOp::PRelu), vec![req(0)?, req(1)?]),
+            "Mod" => {
+                let b = if a.int("fmod", 0) != 0 {
+                    BinOp::FMod
+                } else {
+                    BinOp::Mod
+                };
+                Lowered::Node(Op::Binary(b), vec![req(0)?, req(1)?])
+            }
             "Log" => un(UnOp::Log)?,
             "Erf" => un(UnOp::Erf)?,
             "Floor" => un(UnOp::Floor)?,

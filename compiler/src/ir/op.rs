@@ -22,6 +22,10 @@ pub enum BinOp {
     Pow,
     /// a >= 0 ? a : b * a (PRelu; b is the slope)
     PRelu,
+    /// Remainder with the divisor's sign (ONNX Mod, fmod = 0)
+    Mod,
+    /// Remainder with the dividend's sign (ONNX Mod, fmod = 1; C fmod)
+    FMod,
 }
 
 /// Elementwise unary operators.
@@ -418,6 +422,8 @@ impl Op {
                 BinOp::Min => "min",
                 BinOp::Pow => "pow",
                 BinOp::PRelu => "prelu",
+                BinOp::Mod => "mod",
+                BinOp::FMod => "fmod",
             },
             Op::Unary(u) => match u {
                 UnOp::Relu => "relu",

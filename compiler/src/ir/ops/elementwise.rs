@@ -81,6 +81,15 @@ pub fn apply_binary(op: BinOp, a: f32, b: f32) -> f32 {
                 a
             }
         }
+        BinOp::FMod => a % b,
+        BinOp::Mod => {
+            let r = a % b;
+            if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                r + b
+            } else {
+                r
+            }
+        }
     }
 }
 
@@ -101,6 +110,15 @@ fn apply_binary_i64(op: BinOp, a: i64, b: i64) -> Result<i64, String> {
                 a.wrapping_mul(b)
             } else {
                 a
+            }
+        }
+        BinOp::FMod => a.checked_rem(b).ok_or("integer modulo by zero")?,
+        BinOp::Mod => {
+            let r = a.checked_rem(b).ok_or("integer modulo by zero")?;
+            if r != 0 && (r < 0) != (b < 0) {
+                r + b
+            } else {
+                r
             }
         }
     })
