@@ -122,18 +122,44 @@ impl Bundle {
     }
 }
 
+/// C keywords and C library functions a bundle's entry symbol would clash with when linked (the entry is an
+/// exported function called NAME).
+const RESERVED: &[&str] = &[
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "main", "abs", "labs", "exp", "exp2",
+    "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "cbrt", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc", "floor", "ceil", "round",
+    "trunc", "fabs", "fmod", "fmin", "fmax", "fma", "rint", "lround", "gamma", "lgamma", "tgamma",
+    "j0", "j1", "y0", "y1", "div", "rand", "srand", "malloc", "calloc", "realloc", "free", "exit",
+    "abort", "atexit", "memcpy", "memmove", "memset", "memcmp", "strlen", "strcpy", "strcmp",
+    "printf", "fprintf", "sprintf", "puts", "putchar", "getchar", "read", "write", "open", "close",
+    "time", "clock", "signal", "raise", "select", "poll", "index", "link", "send", "recv",
+    "connect", "socket", "remove", "rename", "system", "qsort", "bsearch", "atoi", "atof", "sleep",
+    "kill", "wait", "fork", "pipe", "dup", "stat",
+];
+
 fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !name.starts_with(|c: char| c.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument {
+    if !ok {
+        return Err(Error::InvalidArgument {
             what: "--name".into(),
             message: format!("'{name}' is not a C identifier"),
-        })
+        });
     }
+    if RESERVED.contains(&name) {
+        return Err(Error::InvalidArgument {
+            what: "--name".into(),
+            message: format!(
+                "'{name}' is a C keyword or C library function; the bundle's entry symbol would clash with it \
+                 when linked (try '{name}_net')"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Compiles an ONNX file.

@@ -6,12 +6,12 @@ outputs (max |a-b| <= tol * max(1, |ref|), tol 1e-4 by default).
 A model bundlec rejects as unsupported (an unsupported op, attribute or dtype: exit status with 'cannot be
 compiled') counts as unsupported; any other compile error, link error, crash or mismatch is a failure.
 Node tests feed shape-like arguments (axes, pads, starts, sizes) as graph inputs; when bundlec asks for them to be
-constant, the test's integer inputs are frozen with `--freeze` (values from the data set, as an application with
-fixed axes would have them) and the float inputs stay run-time inputs; those tests are counted separately.
+constant, exactly the inputs it names are frozen with `--freeze` (values from the data set, as an application with fixed
+axes would have them) and the other inputs stay run-time inputs; those tests are counted separately.
 Prints per-op and total passed/failed/unsupported counts; exits non-zero if anything attempted failed.
 
 usage: node_tests.py [--bundlec PATH] [--filter SUBSTR] [--jobs N] [--show-unsupported]"""
-import argparse, collections, concurrent.futures as cf, glob, os, subprocess, sys, tempfile
+import argparse, collections, concurrent.futures as cf, glob, os, re, subprocess, sys, tempfile
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -30,7 +30,8 @@ def load_set(ds):
 def spec(n, a, values=False):
     s = f"{n}:{'x'.join(map(str, a.shape))}{'x' if a.ndim else ''}{DTYPES[a.dtype.type]}"
     if values:
-        s += "=" + ",".join(str(v) for v in a.reshape(-1).tolist())
+        flat = a.reshape(-1).astype(np.float64 if a.dtype.kind == "f" else np.int64).tolist()
+        s += "=" + ",".join(str(v) for v in flat)
     return s
 
 
@@ -63,12 +64,20 @@ def run_case(case_dir, bundlec, tol):
         except Exception:  # noqa: BLE001 - sequences/optionals: bundlec will report them unsupported
             sets.append((ds, [None] * len(in_names), None))
     first = sets[0][1] if sets else [None] * len(in_names)
-    ints = {n for n, a in zip(in_names, first) if a is not None and a.dtype.kind in "iu" and a.dtype.type in DTYPES}
     with tempfile.TemporaryDirectory() as d:
         r = compile_case(bundlec, model, d, name, in_names, first, set())
         freeze = set()
-        if r.returncode != 0 and "must be constant" in r.stderr and ints:
-            freeze = ints
+        # Freeze exactly the inputs bundlec names as needing to be constant (a few rounds: folding one can
+        # expose the next).
+        for _ in range(4):
+            if r.returncode == 0:
+                break
+            named = {n for line in r.stderr.splitlines() if "must be constant" in line
+                     for n in re.findall(r"'([^']+)'", line.split("): ", 1)[-1])}
+            new = (named & set(in_names)) - freeze
+            if not new:
+                break
+            freeze |= new
             r = compile_case(bundlec, model, d, name, in_names, first, freeze)
         if r.returncode != 0:
             if "cannot be compiled" in r.stderr:
@@ -153,8 +162,8 @@ def main():
             print(f"| {op} | {s['passed']} | {s['failed']} | {s['unsupported']} |")
     for c, why in sorted(failures):
         print(f"FAILED {c}: {'; '.join(why)}")
-    print(f"node tests: {total['passed'] + total['failed']} attempted ({total['frozen']} with integer inputs frozen "
-          f"to constants), {total['unsupported']} unsupported")
+    print(f"node tests: {total['passed'] + total['failed']} attempted ({total['frozen']} with shape-like inputs "
+          f"frozen to constants), {total['unsupported']} unsupported")
     print(f"{total['passed']} passed, {total['failed']} failed, {total['unsupported']} skipped")
     sys.exit(1 if total["failed"] else 0)
 

@@ -10,6 +10,7 @@ pub enum Attr {
     Int(i64),
     Ints(Vec<i64>),
     Float(f32),
+    Str(&'static str),
 }
 
 /// Builds a graph node by node.
@@ -105,6 +106,10 @@ impl Model {
                     Attr::Float(f) => {
                         p.f = f;
                         p.r#type = AttributeType::Float as i32;
+                    }
+                    Attr::Str(v) => {
+                        p.s = v.as_bytes().to_vec();
+                        p.r#type = AttributeType::String as i32;
                     }
                 }
                 p

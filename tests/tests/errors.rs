@@ -93,4 +93,47 @@ fn bad_input_specs_and_names() {
     );
     let e = compile_bytes(&m.bytes(), &Options::new("3bad-name")).expect_err("name");
     assert!(e.to_string().contains("--name"), "{e}");
+    // A libc function name would clash with the entry symbol at link time.
+    let e = compile_bytes(&m.bytes(), &Options::new("abs")).expect_err("libc name");
+    assert!(
+        e.to_string().contains("'abs'") && e.to_string().contains("clash"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_index_arguments_name_the_node() {
+    // Slice with run-time starts: unsupported, naming the node and the input.
+    let mut m = Model::new();
+    m.input("x", &[4, 4]).input("s", &[1]);
+    m.init_i64("e", vec![3]);
+    m.output("y", &[2, 4]);
+    m.node("Slice", &["x", "s", "e"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("slice_rt")).expect_err("runtime starts");
+    let s = e.to_string();
+    assert!(
+        s.contains("slice_0") && s.contains("'s'") && s.contains("constant"),
+        "{s}"
+    );
+    // Pad whose pads do not match the rank.
+    let mut m = Model::new();
+    m.input("x", &[4, 4]);
+    m.init_i64("p", vec![1, 1]);
+    m.output("y", &[5, 5]);
+    m.node("Pad", &["x", "p"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("pad_bad")).expect_err("bad pads");
+    assert!(
+        e.to_string().contains("pad_0") && e.to_string().contains("pads"),
+        "{e}"
+    );
+    // Gather with float indices.
+    let mut m = Model::new();
+    m.input("x", &[4, 4]).input("i", &[2]);
+    m.output("y", &[2, 4]);
+    m.node("Gather", &["x", "i"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("gather_f")).expect_err("float indices");
+    assert!(
+        e.to_string().contains("gather_0") && e.to_string().contains("indices"),
+        "{e}"
+    );
 }

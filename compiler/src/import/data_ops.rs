@@ -28,8 +28,18 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
 ];
 
-fn err_const(name: &str, op: &str, what: &str) -> Error {
-    Error::unsupported(name, op, format!("{what} must be constant"))
+/// The error for an index argument that is not a compile-time constant; names the ONNX input tensor(s).
+pub(super) fn err_const(node: &NodeProto, name: &str, idx: &[usize], what: &str) -> Error {
+    let names: Vec<String> = idx
+        .iter()
+        .filter_map(|&i| node.input.get(i).filter(|n| !n.is_empty()))
+        .map(|n| format!("'{n}'"))
+        .collect();
+    Error::unsupported(
+        name,
+        &node.op_type,
+        format!("input {} ({what}) must be constant", names.join(", ")),
+    )
 }
 
 impl Importer<'_> {
@@ -57,7 +67,7 @@ impl Importer<'_> {
                 Some(t) => self
                     .const_ints(t)
                     .map(Some)
-                    .ok_or_else(|| err_const(name, op, what)),
+                    .ok_or_else(|| err_const(node, name, &[i], what)),
             }
         };
         Ok(Some(match op {
@@ -104,8 +114,9 @@ impl Importer<'_> {
             "Range" => {
                 let vals: Vec<Tensor> = (0..3)
                     .map(|i| {
-                        self.const_tensor(input(i))
-                            .ok_or_else(|| err_const(name, op, "start, limit and delta"))
+                        self.const_tensor(input(i)).ok_or_else(|| {
+                            err_const(node, name, &[0, 1, 2], "start, limit and delta")
+                        })
                     })
                     .collect::<Result<_>>()?;
                 if vals[0].dtype == DType::F32 {
@@ -224,7 +235,7 @@ impl Importer<'_> {
                         Some(t) => {
                             let c = self
                                 .const_tensor(Some(t))
-                                .ok_or_else(|| err_const(name, op, "constant_value"))?;
+                                .ok_or_else(|| err_const(node, name, &[2], "constant_value"))?;
                             match &c.data {
                                 crate::ir::Data::F32(v) => v.first().copied().unwrap_or(0.0) as f64,
                                 crate::ir::Data::I64(v) => v.first().copied().unwrap_or(0) as f64,
@@ -416,7 +427,7 @@ impl Importer<'_> {
         if (given_scales && scales_t.is_none() && !(op == "Upsample" && self.opset < 9))
             || (given_sizes && sizes_t.is_none())
         {
-            return Err(err_const(name, op, "scales / sizes"));
+            return Err(err_const(node, name, &[1, 2, 3], "scales / sizes"));
         }
         if a.int("antialias", 0) != 0 {
             return Err(Error::unsupported(name, op, "antialias = 1"));

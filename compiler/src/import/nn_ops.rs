@@ -82,7 +82,7 @@ impl Importer<'_> {
                     None => None,
                     Some(t) => Some(
                         self.const_ints(t)
-                            .ok_or_else(|| Error::unsupported(name, op, "axes must be constant"))?,
+                            .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
                     ),
                 }
             };

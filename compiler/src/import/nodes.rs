@@ -237,7 +237,10 @@ impl Importer<'_> {
                                 Error::unsupported(
                                     name,
                                     op,
-                                    format!("input {i} must be a constant scalar"),
+                                    format!(
+                                        "input '{}' (bound {i}) must be constant (a scalar)",
+                                        node.input[i]
+                                    ),
                                 )
                             }),
                         }
@@ -393,25 +396,26 @@ impl Importer<'_> {
             }
             "Reshape" => {
                 let x = req(0)?;
-                let spec = self.const_ints(req(1)?).ok_or_else(|| {
-                    Error::unsupported(name, op, "the shape input must be constant")
-                })?;
+                let spec = self
+                    .const_ints(req(1)?)
+                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
                 let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
                     .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
             }
             "Squeeze" | "Unsqueeze" => {
                 let x = req(0)?;
-                let axes: Option<Vec<i64>> = if self.opset < 13 {
-                    a.ints("axes").map(|v| v.to_vec())
-                } else {
-                    match ins.get(1).copied().flatten() {
-                        None => None,
-                        Some(t) => Some(self.const_ints(t).ok_or_else(|| {
-                            Error::unsupported(name, op, "axes must be constant")
-                        })?),
-                    }
-                };
+                let axes: Option<Vec<i64>> =
+                    if self.opset < 13 {
+                        a.ints("axes").map(|v| v.to_vec())
+                    } else {
+                        match ins.get(1).copied().flatten() {
+                            None => None,
+                            Some(t) => Some(self.const_ints(t).ok_or_else(|| {
+                                super::data_ops::err_const(node, name, &[1], "axes")
+                            })?),
+                        }
+                    };
                 let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
                     .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
