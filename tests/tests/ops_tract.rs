@@ -208,3 +208,34 @@ fn elementwise_math() {
         .input("e", &[5, 5])
         .check(&["x", "e"]);
 }
+
+#[test]
+fn conv_transpose() {
+    let w = |n: usize, seed: u64| rand_vec(n, seed);
+    case("deconv_s2", "ConvTranspose", &[1, 3, 5, 4], &[1, 4, 11, 9])
+        .floats("w", &[3, 4, 3, 3], w(108, 1))
+        .floats("b", &[4], w(4, 2))
+        .attr("strides", Attr::Ints(vec![2, 2]))
+        .check(&["x", "w", "b"]);
+    case(
+        "deconv_pads_outpad",
+        "ConvTranspose",
+        &[2, 2, 4, 6],
+        &[2, 3, 8, 12],
+    )
+    .floats("w", &[2, 3, 3, 3], w(54, 3))
+    .attr("strides", Attr::Ints(vec![2, 2]))
+    .attr("pads", Attr::Ints(vec![1, 1, 1, 1]))
+    .attr("output_padding", Attr::Ints(vec![1, 1]))
+    .check(&["x", "w"]);
+    case(
+        "deconv_group_dil",
+        "ConvTranspose",
+        &[1, 4, 5, 5],
+        &[1, 6, 9, 7],
+    )
+    .floats("w", &[4, 3, 3, 2], w(72, 4))
+    .attr("group", Attr::Int(2))
+    .attr("dilations", Attr::Ints(vec![2, 2]))
+    .check(&["x", "w"]);
+}

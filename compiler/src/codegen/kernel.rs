@@ -2,7 +2,9 @@
 //! `im2col` + `gemm`); each kernel names its argument buffers (graph tensors or its own scratch), which of them
 //! it writes, its task count, and a `Body` describing the code to generate.
 
-use super::ops::{conv::Im2colSpec, elementwise::BinarySpec, gemm::GemmSpec, pool::PoolSpec};
+use super::ops::{
+    conv::Col2imSpec, conv::Im2colSpec, elementwise::BinarySpec, gemm::GemmSpec, pool::PoolSpec,
+};
 use crate::ir::{DType, LrnAttrs, NodeId, ReduceKind, TensorId, UnOp};
 
 /// A buffer argument.
@@ -21,6 +23,8 @@ pub enum Body {
     Gemm(GemmSpec),
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
+    /// Transposed-convolution column folding.
+    Col2im(Col2imSpec),
     /// Broadcast binary op.
     Binary(BinarySpec),
     /// Unary map over `len` elements.
@@ -198,6 +202,7 @@ impl Kernel {
         match &self.body {
             Body::Gemm(g) => g.units(),
             Body::Im2col(s) => s.units(),
+            Body::Col2im(s) => s.n * s.m,
             Body::Binary(b) => b.units(),
             Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,

@@ -181,6 +181,7 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
         }
         Op::Gemm(a) => lower_gemm(cx, n, a)?,
         Op::Conv(_) => lower_conv(cx, n)?,
+        Op::ConvTranspose(a) => super::lower_data::lower_conv_transpose(cx, n, a)?,
         Op::BatchNorm { epsilon } => {
             let p: Vec<Vec<f32>> = ins[1..]
                 .iter()

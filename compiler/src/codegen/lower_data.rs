@@ -1,17 +1,20 @@
 //! Lowering of the nodes that need compile-time tables or a preparatory kernel: the offset-table ops (Slice,
 //! Pad, Expand, Tile → one `IndexMap` kernel reading `ir::ops::index::offset_tables`), reductions whose axes are
 //! not adjacent (a transpose into scratch first), normalisations (parameters expanded to the row at compile
-//! time), and Resize (one `Resample` kernel per non-identity axis, chained through scratch).
+//! time), Resize (one `Resample` kernel per non-identity axis, chained through scratch), and ConvTranspose (a
+//! GEMM Wᵀ·X into scratch columns, then `col2im`).
 
 use super::kernel::{Body, Buf};
 use super::lower::Ctx;
+use super::ops::conv::Col2imSpec;
+use super::ops::gemm::{GemmSpec, Operand};
 use crate::error::{Error, Result};
 use crate::ir::ops::index::{fill_value, offset_tables, FILL};
 use crate::ir::ops::nn::{expand_param, layernorm_geom};
 use crate::ir::ops::reduce::reduce_geom;
 use crate::ir::ops::resize::{axis_is_identity, axis_taps};
 use crate::ir::ops::shape::transpose_strides;
-use crate::ir::{numel, DType, NodeId, Op, ResizeAttrs, Tensor};
+use crate::ir::{numel, ConvTransposeAttrs, DType, NodeId, Op, ResizeAttrs, Tensor};
 
 pub(super) fn lower_index_map(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
@@ -226,5 +229,87 @@ pub(super) fn lower_resize(cx: &mut Ctx, n: NodeId, a: &ResizeAttrs) -> Result<(
         );
         src = dst;
     }
+    Ok(())
+}
+
+pub(super) fn lower_conv_transpose(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let out = node.outputs[0];
+    let (xs, os) = (cx.shape(ins[0]), cx.shape(out));
+    let (nb, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+    let m = os[1];
+    let g = a.group;
+    let (cg, mg) = (c / g, m / g);
+    let khw = a.kernel[0] * a.kernel[1];
+    let p = h * w;
+    // Columns [N, M*KH*KW, H*W]: per (batch, group) a GEMM of Wᵀ [Mg*KH*KW, Cg] (W is [C, Mg, KH, KW], read
+    // transposed through the operand strides) by X [Cg, H*W].
+    let cols = cx.scratch(nb * m * khw * p * 4);
+    let spec = GemmSpec {
+        m: mg * khw,
+        n: p,
+        k: cg,
+        batch: vec![
+            [nb, 0, c * p, m * khw * p, 0],
+            [g, cg * mg * khw, cg * p, mg * khw * p, 0],
+        ],
+        a: Operand {
+            arg: 0,
+            off: 0,
+            rs: 1,
+            cs: mg * khw,
+        },
+        b: Operand {
+            arg: 1,
+            off: 0,
+            rs: p,
+            cs: 1,
+        },
+        c: Operand {
+            arg: 2,
+            off: 0,
+            rs: p,
+            cs: 1,
+        },
+        alpha: 1.0,
+        bias: None,
+        residual: None,
+        act: crate::ir::Activation::None,
+    };
+    let work = spec.macs();
+    cx.push(
+        n,
+        Some("gemm"),
+        vec![Buf::Tensor(ins[1]), Buf::Tensor(ins[0]), cols],
+        vec![2],
+        Body::Gemm(spec),
+        work,
+    );
+    let spec = Col2imSpec {
+        n: nb,
+        m,
+        hw: [h, w],
+        kernel: a.kernel,
+        strides: a.strides,
+        dilations: a.dilations,
+        pads: [a.pads[0], a.pads[1]],
+        out: [os[2], os[3]],
+        has_bias: a.has_bias,
+    };
+    let mut args = vec![cols];
+    if a.has_bias {
+        args.push(Buf::Tensor(ins[2]));
+    }
+    args.push(Buf::Tensor(out));
+    let wi = args.len() - 1;
+    cx.push(
+        n,
+        None,
+        args,
+        vec![wi],
+        Body::Col2im(spec),
+        nb * m * khw * p,
+    );
     Ok(())
 }

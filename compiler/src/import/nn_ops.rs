@@ -1,12 +1,14 @@
-//! ONNX → IR mapping of reductions and normalisations: Reduce* (axes as attribute before opset 18 — 13 for
-//! ReduceSum — and as a constant input after), ArgMax / ArgMin, GlobalMaxPool, LayerNormalization,
-//! RMSNormalization, InstanceNormalization and LRN.
+//! ONNX → IR mapping of reductions, normalisations and ConvTranspose: Reduce* (axes as attribute before opset
+//! 18 — 13 for ReduceSum — and as a constant input after), ArgMax / ArgMin, GlobalMaxPool, LayerNormalization,
+//! RMSNormalization, InstanceNormalization, LRN, and ConvTranspose (pads, auto_pad, output_shape,
+//! output_padding).
 
 use super::attrs::Attrs;
 use super::nodes::Lowered;
 use super::Importer;
 use crate::error::{Error, Result};
-use crate::ir::{LrnAttrs, Op, ReduceKind, TensorId};
+use crate::ir::ops::deconv::deconv_pads;
+use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind, TensorId};
 use tract_onnx::pb::NodeProto;
 
 /// The ONNX ops this file maps, for `bundlec ops`.
@@ -24,6 +26,10 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     ("InstanceNormalization", "rank >= 3"),
     ("LRN", "across channels, rank >= 3"),
+    (
+        "ConvTranspose",
+        "2-D, f32; pads, auto_pad, strides, dilations, group, output_padding, output_shape, bias",
+    ),
 ];
 
 fn reduce_kind(op: &str) -> Option<ReduceKind> {
@@ -193,6 +199,97 @@ impl Importer<'_> {
                     }),
                     vec![req(0)?],
                 )
+            }
+            "ConvTranspose" => {
+                let (x, w) = (req(0)?, req(1)?);
+                let (xs, ws) = (
+                    self.g.tensors[x].shape.clone(),
+                    self.g.tensors[w].shape.clone(),
+                );
+                if xs.len() != 4 || ws.len() != 4 {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!(
+                            "only 2-D ConvTranspose is supported (input rank {})",
+                            xs.len()
+                        ),
+                    ));
+                }
+                let kernel = if a.has("kernel_shape") {
+                    let k = a.usizes("kernel_shape", 2, 0)?;
+                    [k[0], k[1]]
+                } else {
+                    [ws[2], ws[3]]
+                };
+                let strides = a.usizes("strides", 2, 1)?;
+                let dil = a.usizes("dilations", 2, 1)?;
+                let mut out_pad = a.usizes("output_padding", 2, 0)?;
+                let auto = a.string("auto_pad", "NOTSET")?;
+                let out_shape = a
+                    .ints("output_shape")
+                    .map(|v| v[v.len().saturating_sub(2)..].to_vec());
+                let mut pads = [0usize; 4];
+                match (auto.as_str(), out_shape) {
+                    (_, Some(os)) if os.len() == 2 => {
+                        for i in 0..2 {
+                            let (p, extra) = deconv_pads(
+                                xs[2 + i],
+                                kernel[i],
+                                strides[i],
+                                dil[i],
+                                out_pad[i],
+                                os[i].max(1) as usize,
+                                auto == "SAME_UPPER",
+                            );
+                            pads[i] = p[0];
+                            pads[i + 2] = p[1];
+                            out_pad[i] = extra;
+                        }
+                    }
+                    ("SAME_UPPER" | "SAME_LOWER", _) => {
+                        for i in 0..2 {
+                            let (p, extra) = deconv_pads(
+                                xs[2 + i],
+                                kernel[i],
+                                strides[i],
+                                dil[i],
+                                out_pad[i],
+                                xs[2 + i] * strides[i],
+                                auto == "SAME_UPPER",
+                            );
+                            pads[i] = p[0];
+                            pads[i + 2] = p[1];
+                            out_pad[i] = extra;
+                        }
+                    }
+                    ("NOTSET" | "VALID", _) => {
+                        if auto == "NOTSET" {
+                            let p = a.usizes("pads", 4, 0)?;
+                            pads = [p[0], p[1], p[2], p[3]];
+                        }
+                    }
+                    (other, _) => {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!("attribute 'auto_pad': unknown value '{other}'"),
+                        ))
+                    }
+                }
+                let bias = input(2);
+                let attrs = ConvTransposeAttrs {
+                    kernel,
+                    strides: [strides[0], strides[1]],
+                    pads,
+                    dilations: [dil[0], dil[1]],
+                    output_padding: [out_pad[0], out_pad[1]],
+                    group: a.int("group", 1).max(0) as usize,
+                    has_bias: bias.is_some(),
+                };
+                let mut v = vec![x, w];
+                v.extend(bias);
+                Lowered::Node(Op::ConvTranspose(attrs), v)
             }
             _ => return Ok(None),
         }))

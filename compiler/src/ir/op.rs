@@ -130,6 +130,25 @@ pub struct ConvAttrs {
     pub epilogue: Epilogue,
 }
 
+/// 2-D transposed convolution attributes. Inputs: x [N,C,H,W], w [C,M/group,KH,KW], optional bias [M].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvTransposeAttrs {
+    /// Kernel size (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides (H, W).
+    pub strides: [usize; 2],
+    /// Pads removed from the full output: top, left, bottom, right.
+    pub pads: [usize; 4],
+    /// Dilations (H, W).
+    pub dilations: [usize; 2],
+    /// Extra output rows / columns at the end.
+    pub output_padding: [usize; 2],
+    /// Groups.
+    pub group: usize,
+    /// Whether input 2 is a bias.
+    pub has_bias: bool,
+}
+
 /// Gemm attributes: Y = alpha * op(A) op(B) + beta * C.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmAttrs {
@@ -293,6 +312,8 @@ pub enum Op {
     Gemm(GemmAttrs),
     /// 2-D convolution.
     Conv(ConvAttrs),
+    /// 2-D transposed convolution.
+    ConvTranspose(ConvTransposeAttrs),
     /// Inference batch normalisation: inputs x, scale, bias, mean, var.
     BatchNorm {
         /// Added to the variance.
@@ -457,6 +478,7 @@ impl Op {
             Op::MatMul(_) => "matmul",
             Op::Gemm(_) => "gemm",
             Op::Conv(_) => "conv",
+            Op::ConvTranspose(_) => "convtranspose",
             Op::BatchNorm { .. } => "batchnorm",
             Op::Pool(PoolKind::Max, _) => "maxpool",
             Op::Pool(PoolKind::Average, _) => "avgpool",

@@ -1,7 +1,8 @@
 //! Convolution support kernels: `im2col`, which lays out, for each (channel, ky, kx) row, the input pixels that
 //! row of the weights multiplies, so that a convolution becomes one GEMM per (batch, group). The valid output
 //! range of every (ky, kx) is computed at compile time, so rows split into zero runs and copy runs with no
-//! per-pixel bounds test; stride-1 copy runs are vectorised.
+//! per-pixel bounds test; stride-1 copy runs are vectorised. `col2im` is the reverse for ConvTranspose: the
+//! GEMM's columns are added into the output windows, again with compile-time valid ranges.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use cranelift_codegen::ir::types::F32;
@@ -163,4 +164,103 @@ mod tests {
         assert_eq!(valid(112, 224, 0, 2, 3), (2, 112));
         assert_eq!(valid(112, 224, 6, 2, 3), (0, 111));
     }
+}
+
+/// Geometry of one col2im (the second half of ConvTranspose): columns [N, M*KH*KW, H*W] (the GEMM Wᵀ·X) are
+/// added into the output [N, M, OH, OW] at `o = i·stride + k·dilation − pad`, after the bias (or zero).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Col2imSpec {
+    /// Batch.
+    pub n: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Input (column) height and width.
+    pub hw: [usize; 2],
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Pads top, left.
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// Whether arg 1 is a bias [M] (the output is then arg 2).
+    pub has_bias: bool,
+}
+
+/// The input positions `[lo, hi)` of one axis whose output `i·s + k·d − p` lands in `[0, out)`.
+fn deconv_range(input: usize, out: usize, k_off: usize, s: usize, p: usize) -> (usize, usize) {
+    let lo = if p > k_off {
+        (p - k_off).div_ceil(s)
+    } else {
+        0
+    };
+    let hi = if out + p > k_off {
+        ((out - 1 + p - k_off) / s + 1).min(input)
+    } else {
+        0
+    };
+    (lo, hi.max(lo))
+}
+
+/// Emits col2im: args col, [bias], out. One task unit per (batch, output channel) plane, so tasks never write
+/// the same output.
+pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [oh, ow] = s.out;
+    let [kh, kw] = s.kernel;
+    let khw = kh * kw;
+    let (lo, hi) = kb.task_range(s.n * s.m, tasks);
+    let col = kb.args[0];
+    let bias = s.has_bias.then(|| kb.args[1]);
+    let out = kb.args[if s.has_bias { 2 } else { 1 }];
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let plane = kb.addr(out, u, (oh * ow * 4) as i64);
+        let init = match bias {
+            Some(b) => {
+                let (_, m) = kb.divmod(u, s.m);
+                let bp = kb.addr(b, m, 4);
+                kb.load(F32, bp, 0)
+            }
+            None => kb.fconst(F32, 0.0),
+        };
+        kb.for_const(0, oh * ow, 1, |kb, i| {
+            let p = kb.addr(plane, i, 4);
+            kb.store(init, p, 0);
+        });
+        // Rows of this (batch, channel): col + (u * khw) * h * w.
+        let rows = kb.addr(col, u, (khw * h * w * 4) as i64);
+        for ky in 0..kh {
+            let (y0, y1) = deconv_range(h, oh, ky * s.dilations[0], s.strides[0], s.pads[0]);
+            for kx in 0..kw {
+                let (x0, x1) = deconv_range(w, ow, kx * s.dilations[1], s.strides[1], s.pads[1]);
+                if y0 >= y1 || x0 >= x1 {
+                    continue;
+                }
+                let row =
+                    kb.b.ins()
+                        .iadd_imm_s(rows, (((ky * kw + kx) * h * w) * 4) as i64);
+                let oy_off = (ky * s.dilations[0]) as i64 - s.pads[0] as i64;
+                let ox_off = (kx * s.dilations[1]) as i64 - s.pads[1] as i64;
+                kb.for_const(y0, y1, 1, |kb, iy| {
+                    let src = kb.addr(row, iy, (w * 4) as i64);
+                    // Output row oy = iy·s + oy_off.
+                    let oy = kb.b.ins().imul_imm_s(iy, s.strides[0] as i64);
+                    let oy = kb.b.ins().iadd_imm_s(oy, oy_off);
+                    let dst = kb.addr(plane, oy, (ow * 4) as i64);
+                    let dst = kb.b.ins().iadd_imm_s(dst, ox_off * 4);
+                    kb.for_const(x0, x1, 1, |kb, ix| {
+                        let sp = kb.addr(src, ix, 4);
+                        let v = kb.load(F32, sp, 0);
+                        let dp = kb.addr(dst, ix, (s.strides[1] * 4) as i64);
+                        let o = kb.load(F32, dp, 0);
+                        let r = kb.b.ins().fadd(o, v);
+                        kb.store(r, dp, 0);
+                    });
+                });
+            }
+        }
+    });
 }

@@ -3,6 +3,7 @@
 //! One file per op family.
 
 pub mod cnn;
+pub mod deconv;
 pub mod elementwise;
 pub mod index;
 pub mod linalg;
@@ -23,6 +24,7 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::MatMul(e) => linalg::infer_matmul(inputs, e),
         Op::Gemm(a) => linalg::infer_gemm(inputs, a),
         Op::Conv(a) => cnn::infer_conv(inputs, a),
+        Op::ConvTranspose(a) => deconv::infer_deconv(inputs, a),
         Op::Pool(_, a) => cnn::infer_pool(inputs, a),
         Op::GlobalAveragePool => cnn::infer_global_pool(inputs),
         Op::BatchNorm { .. } => nn::infer_batchnorm(inputs),
@@ -55,6 +57,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::MatMul(e) => linalg::eval_matmul(inputs, e),
         Op::Gemm(a) => linalg::eval_gemm(inputs, a),
         Op::Conv(a) => cnn::eval_conv(inputs, a),
+        Op::ConvTranspose(a) => deconv::eval_deconv(inputs, a),
         Op::Pool(k, a) => cnn::eval_pool(*k, inputs, a),
         Op::GlobalAveragePool => cnn::eval_global_pool(inputs),
         Op::BatchNorm { epsilon } => nn::eval_batchnorm(inputs, *epsilon),
