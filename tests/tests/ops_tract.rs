@@ -239,3 +239,28 @@ fn conv_transpose() {
     .attr("dilations", Attr::Ints(vec![2, 2]))
     .check(&["x", "w"]);
 }
+
+#[test]
+fn compare_logic_where() {
+    // min(x, y) and a clamp through Less / Greater / Or / Not / Where with broadcasting.
+    let mut m = Model::new();
+    m.input("x", &[3, 4, 5]).input("y", &[4, 1]);
+    m.init("z", &[1], vec![0.25]);
+    m.output("out", &[3, 4, 5]);
+    m.node("Less", &["x", "y"], &["lt"], vec![]);
+    m.node("Greater", &["x", "z"], &["gt"], vec![]);
+    m.node("Or", &["lt", "gt"], &["either"], vec![]);
+    m.node("Not", &["either"], &["neither"], vec![]);
+    m.node("Where", &["lt", "x", "y"], &["mn"], vec![]);
+    m.node("Where", &["neither", "z", "mn"], &["out"], vec![]);
+    let bytes = m.bytes();
+    let c = compile(&bytes, "t_where");
+    let vals = vec![
+        (vec![3, 4, 5], rand_vec(60, 11)),
+        (vec![4, 1], rand_vec(4, 12)),
+    ];
+    let flat: Vec<Vec<f32>> = vals.iter().map(|(_, v)| v.clone()).collect();
+    let got = run_c(&c, &flat, &[60]);
+    let want = tract_run(&bytes, &vals);
+    assert_eq!(got[0], want[0], "where/compare must be exact");
+}

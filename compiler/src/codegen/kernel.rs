@@ -25,6 +25,15 @@ pub enum Body {
     Im2col(Im2colSpec),
     /// Transposed-convolution column folding.
     Col2im(Col2imSpec),
+    /// Comparison / logical op / Where over a broadcast: args inputs..., out.
+    Logic {
+        /// What to compute.
+        kind: super::ops::logic::LogicKind,
+        /// Output shape (rank >= 1).
+        out_shape: Vec<usize>,
+        /// Each input's strides over the output (elements).
+        strides: Vec<Vec<usize>>,
+    },
     /// Broadcast binary op.
     Binary(BinarySpec),
     /// Unary map over `len` elements.
@@ -203,6 +212,7 @@ impl Kernel {
             Body::Gemm(g) => g.units(),
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
+            Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),
             Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,

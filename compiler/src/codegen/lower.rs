@@ -353,6 +353,32 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
             );
         }
         Op::Resize(a) => super::lower_data::lower_resize(cx, n, a)?,
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => {
+            use super::ops::logic::LogicKind;
+            let shapes: Vec<Vec<usize>> = ins.iter().map(|&i| cx.shape(i)).collect();
+            let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
+            let (mut oshape, mut strides) = crate::ir::ops::logic::broadcast_all(&refs)
+                .map_err(|m| Error::node(&node.name, &node.onnx_op, m))?;
+            if oshape.is_empty() {
+                oshape = vec![1];
+                strides = strides.iter().map(|_| vec![0]).collect();
+            }
+            let kind = match &node.op {
+                Op::Compare(c) => LogicKind::Cmp(*c, cx.g.tensors[ins[0]].dtype),
+                Op::Logic(l) => LogicKind::Logic(*l),
+                Op::Not => LogicKind::Not,
+                _ => LogicKind::Where(cx.g.tensors[out].dtype.size()),
+            };
+            let mut args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
+            args.push(Buf::Tensor(out));
+            let w = args.len() - 1;
+            let body = Body::Logic {
+                kind,
+                out_shape: oshape,
+                strides,
+            };
+            cx.push(n, None, args, vec![w], body, elems);
+        }
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
             let elem = cx.g.tensors[out].dtype.size();

@@ -87,6 +87,11 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
+        Body::Logic {
+            kind,
+            out_shape,
+            strides,
+        } => ops::logic::emit_logic(kb, *kind, out_shape, strides, tasks),
         Body::Binary(s) => ops::elementwise::emit_binary(kb, s, tasks),
         Body::Unary(op, len) => ops::elementwise::emit_unary(kb, *op, *len, tasks),
         Body::Affine { planes, c, inner } => {

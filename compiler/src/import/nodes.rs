@@ -6,8 +6,8 @@ use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::{
-    numel, BinOp, ConvAttrs, DType, Epilogue, GemmAttrs, Op, PoolAttrs, PoolKind, Tensor, TensorId,
-    UnOp,
+    numel, BinOp, CmpOp, ConvAttrs, DType, Epilogue, GemmAttrs, LogicOp, Op, PoolAttrs, PoolKind,
+    Tensor, TensorId, UnOp,
 };
 use tract_onnx::pb::NodeProto;
 
@@ -38,6 +38,15 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     ("PRelu", "f32; slope broadcast to the input"),
     ("Mod", "f32 (fmod 0 or 1); integers when folded"),
+    (
+        "Equal, Less, LessOrEqual, Greater, GreaterOrEqual",
+        "f32, i64, i32, u8, i8, bool; bool output; broadcasting",
+    ),
+    ("And, Or, Xor, Not", "bool; broadcasting"),
+    (
+        "Where",
+        "bool condition, any dtype; broadcasting of all three",
+    ),
     (
         "Relu, Sigmoid, Tanh, Exp, Neg, Abs, Sqrt, Reciprocal",
         "f32",
@@ -141,6 +150,26 @@ impl Importer<'_> {
             }
             "Pow" => Lowered::Node(Op::Binary(BinOp::Pow), vec![req(0)?, req(1)?]),
             "PRelu" => Lowered::Node(Op::Binary(BinOp::PRelu), vec![req(0)?, req(1)?]),
+            "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" => {
+                let c = match op {
+                    "Equal" => CmpOp::Eq,
+                    "Less" => CmpOp::Lt,
+                    "LessOrEqual" => CmpOp::Le,
+                    "Greater" => CmpOp::Gt,
+                    _ => CmpOp::Ge,
+                };
+                Lowered::Node(Op::Compare(c), vec![req(0)?, req(1)?])
+            }
+            "And" | "Or" | "Xor" => {
+                let l = match op {
+                    "And" => LogicOp::And,
+                    "Or" => LogicOp::Or,
+                    _ => LogicOp::Xor,
+                };
+                Lowered::Node(Op::Logic(l), vec![req(0)?, req(1)?])
+            }
+            "Not" => Lowered::Node(Op::Not, vec![req(0)?]),
+            "Where" => Lowered::Node(Op::Where, vec![req(0)?, req(1)?, req(2)?]),
             "Mod" => {
                 let b = if a.int("fmod", 0) != 0 {
                     BinOp::FMod

@@ -10,7 +10,8 @@ pub mod verify;
 
 pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
 pub use op::{
-    Activation, BinOp, ConvAttrs, ConvTransposeAttrs, CoordMode, Epilogue, GemmAttrs, LrnAttrs,
-    NearestMode, Op, PadMode, PoolAttrs, PoolKind, ReduceKind, ResizeAttrs, ResizeMode, UnOp,
+    Activation, BinOp, CmpOp, ConvAttrs, ConvTransposeAttrs, CoordMode, Epilogue, GemmAttrs,
+    LogicOp, LrnAttrs, NearestMode, Op, PadMode, PoolAttrs, PoolKind, ReduceKind, ResizeAttrs,
+    ResizeMode, UnOp,
 };
 pub use types::{numel, shape_str, DType, Data, Shape, Tensor};

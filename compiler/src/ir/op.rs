@@ -192,6 +192,32 @@ pub enum PoolKind {
     Average,
 }
 
+/// Comparisons (bool output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// a == b
+    Eq,
+    /// a < b
+    Lt,
+    /// a <= b
+    Le,
+    /// a > b
+    Gt,
+    /// a >= b
+    Ge,
+}
+
+/// Binary logical ops on bools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogicOp {
+    /// a && b
+    And,
+    /// a || b
+    Or,
+    /// a != b
+    Xor,
+}
+
 /// Reductions over a set of axes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceKind {
@@ -405,6 +431,14 @@ pub enum Op {
     Lrn(LrnAttrs),
     /// Resize (Upsample) of every axis.
     Resize(ResizeAttrs),
+    /// Comparison with broadcasting (bool output).
+    Compare(CmpOp),
+    /// Logical op on bools with broadcasting.
+    Logic(LogicOp),
+    /// Logical not.
+    Not,
+    /// Where(cond, x, y) with broadcasting.
+    Where,
 }
 
 impl Op {
@@ -425,7 +459,11 @@ impl Op {
     }
     /// Whether the op takes non-f32 tensors at run time (data movement and Cast).
     pub fn any_input_dtype(&self) -> bool {
-        self.moves_data() || matches!(self, Op::Cast(_))
+        self.moves_data()
+            || matches!(
+                self,
+                Op::Cast(_) | Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where
+            )
     }
     /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin).
     pub fn any_output_dtype(&self) -> bool {
@@ -513,6 +551,20 @@ impl Op {
             Op::InstanceNorm { .. } => "instancenorm",
             Op::Lrn(_) => "lrn",
             Op::Resize(_) => "resize",
+            Op::Compare(c) => match c {
+                CmpOp::Eq => "equal",
+                CmpOp::Lt => "less",
+                CmpOp::Le => "lessorequal",
+                CmpOp::Gt => "greater",
+                CmpOp::Ge => "greaterorequal",
+            },
+            Op::Logic(l) => match l {
+                LogicOp::And => "and",
+                LogicOp::Or => "or",
+                LogicOp::Xor => "xor",
+            },
+            Op::Not => "not",
+            Op::Where => "where",
         }
     }
 }

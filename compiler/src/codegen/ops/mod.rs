@@ -1,11 +1,12 @@
 //! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
-//! (copies, transpose, concat, index maps, gather, cast).
+//! (copies, transpose, concat, index maps, gather, cast) and `logic` (comparisons, logical ops, Where).
 
 pub mod conv;
 pub mod data;
 pub mod elementwise;
 pub mod gemm;
+pub mod logic;
 pub mod nn;
 pub mod pool;
 pub mod reduce;

@@ -7,6 +7,7 @@ pub mod deconv;
 pub mod elementwise;
 pub mod index;
 pub mod linalg;
+pub mod logic;
 pub mod nn;
 pub mod reduce;
 pub mod resize;
@@ -46,6 +47,7 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::InstanceNorm { .. } => nn::infer_instancenorm(inputs),
         Op::Lrn(_) => nn::infer_lrn(inputs),
         Op::Resize(a) => resize::infer_resize(inputs, a),
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::infer_logic(op, inputs),
     }
 }
 
@@ -89,6 +91,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::InstanceNorm { epsilon } => nn::eval_instancenorm(inputs, *epsilon),
         Op::Lrn(a) => nn::eval_lrn(inputs, a),
         Op::Resize(a) => resize::eval_resize(inputs, a),
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::eval_logic(op, inputs),
     }
 }
 
