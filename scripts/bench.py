@@ -8,14 +8,23 @@ import argparse, os, re, statistics, subprocess, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NP = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_}
+
+
+def feed(vi, rng):
+    """Random input: floats N(0, 1); integers small non-negative ids (0/1 for masks)."""
+    t = vi.type.tensor_type
+    shape, dt = [d.dim_value for d in t.shape.dim], NP[t.elem_type]
+    if dt == np.float32:
+        return rng.standard_normal(shape).astype(dt)
+    return rng.integers(0, 2 if "mask" in vi.name.lower() or dt == np.bool_ else 64, shape).astype(dt)
 
 
 def bench(model, bundlec, runs):
     m = onnx.load(model, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(0)
-    feeds = {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
-             for vi in m.graph.input if vi.name not in inits}
+    feeds = {vi.name: feed(vi, rng) for vi in m.graph.input if vi.name not in inits}
     name = "b_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
     rows = []
     with tempfile.TemporaryDirectory() as d:
