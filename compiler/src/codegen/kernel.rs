@@ -23,6 +23,8 @@ pub enum Body {
     Gemm(GemmSpec),
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
+    /// Direct depthwise convolution.
+    Depthwise(super::ops::depthwise::DepthwiseSpec),
     /// Transposed-convolution column folding.
     Col2im(Col2imSpec),
     /// Comparison / logical op / Where over a broadcast: args inputs..., out.
@@ -212,6 +214,7 @@ impl Kernel {
             Body::Gemm(g) => g.units(),
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
+            Body::Depthwise(s) => s.n * s.c,
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),
             Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),

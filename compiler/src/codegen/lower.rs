@@ -559,6 +559,35 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let khw = a.kernel[0] * a.kernel[1];
     let kk = cg * khw;
     let p = os[2] * os[3];
+    if g == c && m == c && !a.epilogue.residual {
+        let spec = super::ops::depthwise::DepthwiseSpec {
+            n: nb,
+            c,
+            hw: [h, w],
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads: [a.pads[0], a.pads[1]],
+            out: [os[2], os[3]],
+            has_bias: a.has_bias,
+            act: a.epilogue.act,
+        };
+        let mut args = vec![Buf::Tensor(ins[0]), Buf::Tensor(ins[1])];
+        if a.has_bias {
+            args.push(Buf::Tensor(ins[2]));
+        }
+        args.push(Buf::Tensor(out));
+        let wi = args.len() - 1;
+        cx.push(
+            n,
+            None,
+            args,
+            vec![wi],
+            Body::Depthwise(spec),
+            nb * m * p * khw,
+        );
+        return Ok(());
+    }
     let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
     let (b_buf, b_batch, b_group) = if direct {
         (Buf::Tensor(ins[0]), c * h * w, cg * h * w)

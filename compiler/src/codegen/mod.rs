@@ -87,6 +87,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
+        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks),
         Body::Logic {
             kind,
             out_shape,

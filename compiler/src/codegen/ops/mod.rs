@@ -4,6 +4,7 @@
 
 pub mod conv;
 pub mod data;
+pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
 pub mod logic;

@@ -1,0 +1,150 @@
+//! Direct depthwise convolution (group = C = M): one task unit per (batch, channel) plane, the KH·KW weights of
+//! the channel held in registers. Rows and columns whose every tap is inside the input (computed at compile
+//! time) run without bounds tests — f32x4 along the output row when the stride is 1 — and the border runs a
+//! branchless path that reads a clamped, in-bounds address and zeroes the taps that fall in the padding. The
+//! fused activation is applied last. Replaces im2col + a one-row GEMM per channel.
+
+use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::math;
+use crate::ir::Activation;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::{InstBuilder, Type, Value};
+
+/// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias [C].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DepthwiseSpec {
+    /// Batch.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Input height and width.
+    pub hw: [usize; 2],
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Pads top, left.
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// Whether arg 2 is a bias (the output is then arg 3, else arg 2).
+    pub has_bias: bool,
+    /// Fused activation.
+    pub act: Activation,
+}
+
+/// Output positions `[lo, hi)` of one axis whose every tap lands inside the input.
+fn interior(input: usize, out: usize, k: usize, s: usize, d: usize, p: usize) -> (usize, usize) {
+    let lo = p.div_ceil(s);
+    let span = (k - 1) * d;
+    let hi = if input + p > span {
+        ((input + p - span - 1) / s + 1).min(out)
+    } else {
+        0
+    };
+    (lo.min(out), hi.max(lo.min(out)))
+}
+
+/// Emits the depthwise kernel: args x, w, [bias], out.
+pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [kh, kw] = s.kernel;
+    let [oh, ow] = s.out;
+    let [sh, sw] = s.strides;
+    let [dh, dw] = s.dilations;
+    let [pt, pl] = s.pads;
+    let (y0, y1) = interior(h, oh, kh, sh, dh, pt);
+    let (x0, x1) = interior(w, ow, kw, sw, dw, pl);
+    let (lo, hi) = kb.task_range(s.n * s.c, tasks);
+    let (px, pw) = (kb.args[0], kb.args[1]);
+    let pb = s.has_bias.then(|| kb.args[2]);
+    let po = kb.args[if s.has_bias { 3 } else { 2 }];
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (_, ch) = kb.divmod(u, s.c);
+        let wp = kb.addr(pw, ch, (kh * kw * 4) as i64);
+        let wts: Vec<Value> = (0..kh * kw)
+            .map(|t| kb.load(F32, wp, (t * 4) as i64))
+            .collect();
+        let bias = match pb {
+            Some(b) => {
+                let bp = kb.addr(b, ch, 4);
+                kb.load(F32, bp, 0)
+            }
+            None => kb.fconst(F32, 0.0),
+        };
+        let xin = kb.addr(px, u, (h * w * 4) as i64);
+        let out = kb.addr(po, u, (oh * ow * 4) as i64);
+        let store = |kb: &mut Kb, ty: Type, acc: Value, oy: Value, ox: Value| {
+            let r = math::activation(kb, ty, s.act, acc);
+            let row = kb.addr(out, oy, (ow * 4) as i64);
+            let p = kb.addr(row, ox, 4);
+            kb.store(r, p, 0);
+        };
+        // Generic output (any position): clamped loads, padding taps zeroed.
+        let generic = |kb: &mut Kb, oy: Value, ox: Value| {
+            let mut acc = bias;
+            let zero = kb.fconst(F32, 0.0);
+            let izero = kb.iconst(0);
+            for ky in 0..kh {
+                let iy = kb.b.ins().imul_imm_s(oy, sh as i64);
+                let iy = kb.b.ins().iadd_imm_s(iy, (ky * dh) as i64 - pt as i64);
+                let vy = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, iy, h as i64);
+                let iy = kb.b.ins().select(vy, iy, izero);
+                let row = kb.addr(xin, iy, (w * 4) as i64);
+                for kx in 0..kw {
+                    let ix = kb.b.ins().imul_imm_s(ox, sw as i64);
+                    let ix = kb.b.ins().iadd_imm_s(ix, (kx * dw) as i64 - pl as i64);
+                    let vx = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, ix, w as i64);
+                    let ix = kb.b.ins().select(vx, ix, izero);
+                    let p = kb.addr(row, ix, 4);
+                    let v = kb.load(F32, p, 0);
+                    let ok = kb.b.ins().band(vy, vx);
+                    let v = kb.b.ins().select(ok, v, zero);
+                    acc = kb.mul_add(v, wts[ky * kw + kx], acc);
+                }
+            }
+            store(kb, F32, acc, oy, ox);
+        };
+        let generic_row = |kb: &mut Kb, oy: Value| {
+            kb.for_const(0, ow, 1, |kb, ox| generic(kb, oy, ox));
+        };
+        kb.for_const(0, y0, 1, |kb, oy| generic_row(kb, oy));
+        kb.for_const(y1, oh, 1, |kb, oy| generic_row(kb, oy));
+        kb.for_const(y0, y1, 1, |kb, oy| {
+            kb.for_const(0, x0, 1, |kb, ox| generic(kb, oy, ox));
+            kb.for_const(x1, ow, 1, |kb, ox| generic(kb, oy, ox));
+            // Interior: every tap in bounds. Input row of tap ky: oy·sh + ky·dh − pt.
+            let base = kb.b.ins().imul_imm_s(oy, sh as i64);
+            let rows: Vec<Value> = (0..kh)
+                .map(|ky| {
+                    let iy = kb.b.ins().iadd_imm_s(base, (ky * dh) as i64 - pt as i64);
+                    kb.addr(xin, iy, (w * 4) as i64)
+                })
+                .collect();
+            let interior_at = |kb: &mut Kb, ty: Type, ox: Value| {
+                let mut acc = kb.splat(ty, bias);
+                let ix0 = kb.b.ins().imul_imm_s(ox, sw as i64);
+                for (ky, &row) in rows.iter().enumerate() {
+                    let r0 = kb.addr(row, ix0, 4);
+                    for kx in 0..kw {
+                        let off = ((kx * dw) as i64 - pl as i64) * 4;
+                        let v = kb.load(ty, r0, off);
+                        let wv = kb.splat(ty, wts[ky * kw + kx]);
+                        acc = kb.mul_add(v, wv, acc);
+                    }
+                }
+                store(kb, ty, acc, oy, ox);
+            };
+            if sw == 1 && x1 - x0 >= LANES {
+                let vend = x0 + (x1 - x0) / LANES * LANES;
+                kb.for_const(x0, vend, LANES, |kb, ox| interior_at(kb, VEC, ox));
+                kb.for_const(vend, x1, 1, |kb, ox| interior_at(kb, F32, ox));
+            } else {
+                kb.for_const(x0, x1, 1, |kb, ox| interior_at(kb, F32, ox));
+            }
+        });
+    });
+}
