@@ -17,6 +17,7 @@ rm -rf target/pymodels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_folded.onnx --fold-bn
+python3 tests/py/gen_resnet.py target/pymodels/resnet50_v2.onnx --v2
 python3 tests/py/gen_mobilenet.py target/pymodels/mobilenetv2.onnx
 python3 tests/py/gen_mobilenet.py target/pymodels/mobilenetv2_clip6_b2.onnx --relu6-form clip6 --batch 2
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx

@@ -2,7 +2,7 @@
 """Writes ResNet-50 v1 (torchvision topology: stride on the bottleneck's 3x3 conv, Conv without bias followed by
 BatchNormalization, Flatten + Gemm head) with deterministic weights, built with the onnx helper API.
 
-usage: gen_resnet.py OUT.onnx [--batch N] [--fold-bn] [--opset 13]
+usage: gen_resnet.py OUT.onnx [--batch N] [--fold-bn] [--opset 13] [--v2]
 --fold-bn writes Conv with bias and no BatchNormalization (the form torch.onnx.export produces in eval mode)."""
 import argparse
 import numpy as np
@@ -63,6 +63,66 @@ class Builder:
         return r
 
 
+def bn_relu(b, x, c, prefix, relu=True):
+    """A standalone BatchNormalization (+ Relu): pre-activation, nothing to fold it into."""
+    gamma = 1.0 + 0.1 * b.rng.standard_normal(c)
+    p = [b.const(prefix + "." + t, v) for t, v in (("scale", gamma), ("bias", 0.1 * b.rng.standard_normal(c)),
+                                                   ("mean", 0.1 * b.rng.standard_normal(c)),
+                                                   ("var", 1.0 + 0.1 * np.abs(b.rng.standard_normal(c))))]
+    y = b.name(prefix)
+    b.nodes.append(h.make_node("BatchNormalization", [x] + p, [y], name=y, epsilon=1e-5))
+    if not relu:
+        return y
+    r = y + ".relu"
+    b.nodes.append(h.make_node("Relu", [y], [r], name=r))
+    return r
+
+
+def conv(b, x, cin, cout, k, stride, prefix, gain=1.0):
+    w = b.rng.standard_normal((cout, cin, k, k)) * gain * np.sqrt(2.0 / (cin * k * k))
+    y = b.name(prefix)
+    b.nodes.append(h.make_node("Conv", [x, b.const(y + ".weight", w)], [y], name=y, kernel_shape=[k, k],
+                               pads=[k // 2] * 4, strides=[stride, stride]))
+    return y
+
+
+def resnet50_v2(batch, opset, seed=51):
+    """ResNet-50 v2 (the model zoo's resnet50-v2-7 structure): BatchNormalization of the input, 7x7 conv, BN + Relu,
+    max pool, pre-activation bottlenecks (BN + Relu before every conv; the projection shortcut reads the
+    pre-activated input), a final BN + Relu, global average pool, Flatten and Gemm."""
+    b = Builder(seed, False)
+    x = bn_relu(b, "input", 3, "bn_data", relu=False)
+    x = conv(b, x, 3, 64, 7, 2, "conv0")
+    x = bn_relu(b, x, 64, "bn0")
+    b.nodes.append(h.make_node("MaxPool", [x], ["pool0"], name="maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = "pool0", 64
+    for li, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]):
+        for bi in range(blocks):
+            p = f"stage{li + 1}.{bi}"
+            s = stride if bi == 0 else 1
+            pre = bn_relu(b, x, cin, p + ".bn1")
+            idn = conv(b, pre, cin, width * 4, 1, s, p + ".downsample") if bi == 0 else x
+            y = conv(b, pre, cin, width, 1, 1, p + ".conv1")
+            y = conv(b, bn_relu(b, y, width, p + ".bn2"), width, width, 3, s, p + ".conv2")
+            # A small gain on the residual branch keeps activations O(1) through 16 blocks.
+            y = conv(b, bn_relu(b, y, width, p + ".bn3"), width, width * 4, 1, 1, p + ".conv3", gain=0.2)
+            o = b.name(p + ".add")
+            b.nodes.append(h.make_node("Add", [y, idn], [o], name=o))
+            x, cin = o, width * 4
+    x = bn_relu(b, x, cin, "bn_final")
+    b.nodes.append(h.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
+    b.nodes.append(h.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
+    fw = b.const("fc.weight", b.rng.standard_normal((1000, 2048)) * np.sqrt(1.0 / 2048))
+    fb = b.const("fc.bias", 0.01 * b.rng.standard_normal(1000))
+    b.nodes.append(h.make_node("Gemm", ["flat", fw, fb], ["output"], name="fc", transB=1))
+    g = h.make_graph(b.nodes, "resnet50_v2", [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, 224, 224])],
+                     [h.make_tensor_value_info("output", T.FLOAT, [batch, 1000])], b.inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="bundlec-gen-resnet")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 def resnet50(batch, fold_bn, opset, seed=50):
     b = Builder(seed, fold_bn)
     x = b.conv_bn("input", 3, 64, 7, 2, True, "conv1")
@@ -91,5 +151,6 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--fold-bn", action="store_true")
     ap.add_argument("--opset", type=int, default=13)
+    ap.add_argument("--v2", action="store_true", help="pre-activation ResNet-50 v2 (model zoo resnet50-v2-7 structure)")
     a = ap.parse_args()
-    onnx.save(resnet50(a.batch, a.fold_bn, a.opset), a.out)
+    onnx.save(resnet50_v2(a.batch, a.opset) if a.v2 else resnet50(a.batch, a.fold_bn, a.opset), a.out)
