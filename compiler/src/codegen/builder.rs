@@ -177,6 +177,19 @@ impl<'a> Kb<'a> {
         let r = self.b.ins().isub(x, qd);
         (q, r)
     }
+    /// The coordinates of flat row-major index `u` over `dims` (constant dims), outermost first.
+    pub fn unravel(&mut self, u: Value, dims: &[usize]) -> Vec<Value> {
+        let mut rem = u;
+        let mut count: usize = dims.iter().product();
+        let mut out = Vec::with_capacity(dims.len());
+        for &d in dims {
+            count /= d.max(1);
+            let (q, r) = self.divmod(rem, count.max(1));
+            out.push(q);
+            rem = r;
+        }
+        out
+    }
     /// Horizontal sum of an f32x4 in a fixed order: (l0 + l1) + (l2 + l3).
     pub fn hsum(&mut self, v: Value) -> Value {
         let l: Vec<Value> = (0..4u8).map(|i| self.b.ins().extractlane(v, i)).collect();

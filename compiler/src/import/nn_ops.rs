@@ -230,51 +230,42 @@ impl Importer<'_> {
                     .ints("output_shape")
                     .map(|v| v[v.len().saturating_sub(2)..].to_vec());
                 let mut pads = [0usize; 4];
-                match (auto.as_str(), out_shape) {
+                // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
+                let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
                     (_, Some(os)) if os.len() == 2 => {
-                        for i in 0..2 {
-                            let (p, extra) = deconv_pads(
-                                xs[2 + i],
-                                kernel[i],
-                                strides[i],
-                                dil[i],
-                                out_pad[i],
-                                os[i].max(1) as usize,
-                                auto == "SAME_UPPER",
-                            );
-                            pads[i] = p[0];
-                            pads[i + 2] = p[1];
-                            out_pad[i] = extra;
-                        }
+                        Some(os.iter().map(|&v| v.max(1) as usize).collect())
                     }
                     ("SAME_UPPER" | "SAME_LOWER", _) => {
-                        for i in 0..2 {
-                            let (p, extra) = deconv_pads(
-                                xs[2 + i],
-                                kernel[i],
-                                strides[i],
-                                dil[i],
-                                out_pad[i],
-                                xs[2 + i] * strides[i],
-                                auto == "SAME_UPPER",
-                            );
-                            pads[i] = p[0];
-                            pads[i + 2] = p[1];
-                            out_pad[i] = extra;
-                        }
+                        Some(vec![xs[2] * strides[0], xs[3] * strides[1]])
                     }
-                    ("NOTSET" | "VALID", _) => {
-                        if auto == "NOTSET" {
-                            let p = a.usizes("pads", 4, 0)?;
-                            pads = [p[0], p[1], p[2], p[3]];
-                        }
+                    ("NOTSET", _) => {
+                        let p = a.usizes("pads", 4, 0)?;
+                        pads = [p[0], p[1], p[2], p[3]];
+                        None
                     }
+                    ("VALID", _) => None,
                     (other, _) => {
                         return Err(Error::node(
                             name,
                             op,
                             format!("attribute 'auto_pad': unknown value '{other}'"),
                         ))
+                    }
+                };
+                if let Some(t) = target {
+                    for i in 0..2 {
+                        let (p, extra) = deconv_pads(
+                            xs[2 + i],
+                            kernel[i],
+                            strides[i],
+                            dil[i],
+                            out_pad[i],
+                            t[i],
+                            auto == "SAME_UPPER",
+                        );
+                        pads[i] = p[0];
+                        pads[i + 2] = p[1];
+                        out_pad[i] = extra;
                     }
                 }
                 let bias = input(2);

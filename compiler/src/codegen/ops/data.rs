@@ -91,12 +91,7 @@ pub fn emit_transpose(
     let (src, dst) = (kb.args[0], kb.args[1]);
     kb.for_range(lo, hi, 1, |kb, u| {
         let mut off = kb.iconst(0);
-        let mut rem = u;
-        let mut count = outer;
-        for d in 0..r - 1 {
-            count /= out_shape[d];
-            let (q, rr) = kb.divmod(rem, count.max(1));
-            rem = rr;
+        for (d, q) in kb.unravel(u, &out_shape[..r - 1]).into_iter().enumerate() {
             let t = kb.b.ins().imul_imm_s(q, in_strides[d] as i64);
             off = kb.b.ins().iadd(off, t);
         }
@@ -150,12 +145,7 @@ pub fn emit_index_map(
     let (src, tab, dst) = (kb.args[0], kb.args[1], kb.args[2]);
     kb.for_range(lo, hi, 1, |kb, u| {
         let mut base = kb.iconst(0);
-        let mut rem = u;
-        let mut count = rows;
-        for d in 0..r - 1 {
-            count /= out_shape[d];
-            let (q, rr) = kb.divmod(rem, count.max(1));
-            rem = rr;
+        for (d, q) in kb.unravel(u, &out_shape[..r - 1]).into_iter().enumerate() {
             let tp = kb.addr(tab, q, 8);
             let t = kb.load(I64, tp, (tab_at[d] * 8) as i64);
             base = kb.b.ins().iadd(base, t);

@@ -62,15 +62,11 @@ pub fn emit_logic(
     let ins: Vec<Value> = kb.args[..k].to_vec();
     let out = kb.args[k];
     kb.for_range(lo, hi, 1, |kb, u| {
+        let coords = kb.unravel(u, &out_shape[..r - 1]);
         let mut bases = Vec::with_capacity(k);
         for (i, st) in strides.iter().enumerate() {
             let mut off = kb.iconst(0);
-            let mut rem = u;
-            let mut count = rows;
-            for d in 0..r - 1 {
-                count /= out_shape[d];
-                let (q, rr) = kb.divmod(rem, count.max(1));
-                rem = rr;
+            for (d, &q) in coords.iter().enumerate() {
                 let t = kb.b.ins().imul_imm_s(q, (st[d] * in_elem[i]) as i64);
                 off = kb.b.ins().iadd(off, t);
             }
