@@ -63,6 +63,21 @@ class Builder:
         return r
 
 
+def classifier_model(b, x, name, batch, opset):
+    """Global average pool, Flatten and Gemm to 1000 classes on x [N, 2048, 7, 7]; the checked ModelProto."""
+    b.nodes.append(h.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
+    b.nodes.append(h.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
+    fw = b.const("fc.weight", b.rng.standard_normal((1000, 2048)) * np.sqrt(1.0 / 2048))
+    fb = b.const("fc.bias", 0.01 * b.rng.standard_normal(1000))
+    b.nodes.append(h.make_node("Gemm", ["flat", fw, fb], ["output"], name="fc", transB=1))
+    g = h.make_graph(b.nodes, name, [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, 224, 224])],
+                     [h.make_tensor_value_info("output", T.FLOAT, [batch, 1000])], b.inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="bundlec-gen-resnet")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 def bn_relu(b, x, c, prefix, relu=True):
     """A standalone BatchNormalization (+ Relu): pre-activation, nothing to fold it into."""
     gamma = 1.0 + 0.1 * b.rng.standard_normal(c)
@@ -110,17 +125,7 @@ def resnet50_v2(batch, opset, seed=51):
             b.nodes.append(h.make_node("Add", [y, idn], [o], name=o))
             x, cin = o, width * 4
     x = bn_relu(b, x, cin, "bn_final")
-    b.nodes.append(h.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
-    b.nodes.append(h.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
-    fw = b.const("fc.weight", b.rng.standard_normal((1000, 2048)) * np.sqrt(1.0 / 2048))
-    fb = b.const("fc.bias", 0.01 * b.rng.standard_normal(1000))
-    b.nodes.append(h.make_node("Gemm", ["flat", fw, fb], ["output"], name="fc", transB=1))
-    g = h.make_graph(b.nodes, "resnet50_v2", [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, 224, 224])],
-                     [h.make_tensor_value_info("output", T.FLOAT, [batch, 1000])], b.inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="bundlec-gen-resnet")
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+    return classifier_model(b, x, "resnet50_v2", batch, opset)
 
 
 def resnet50(batch, fold_bn, opset, seed=50):
@@ -132,17 +137,7 @@ def resnet50(batch, fold_bn, opset, seed=50):
         for bi in range(blocks):
             x = b.bottleneck(x, cin, width, stride if bi == 0 else 1, bi == 0, f"layer{li + 1}.{bi}")
             cin = width * 4
-    b.nodes.append(h.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
-    b.nodes.append(h.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
-    fw = b.const("fc.weight", b.rng.standard_normal((1000, 2048)) * np.sqrt(1.0 / 2048))
-    fb = b.const("fc.bias", 0.01 * b.rng.standard_normal(1000))
-    b.nodes.append(h.make_node("Gemm", ["flat", fw, fb], ["output"], name="fc", transB=1))
-    g = h.make_graph(b.nodes, "resnet50", [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, 224, 224])],
-                     [h.make_tensor_value_info("output", T.FLOAT, [batch, 1000])], b.inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="bundlec-gen-resnet")
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+    return classifier_model(b, x, "resnet50", batch, opset)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,13 @@ def compile_case(bundlec, model, d, name, in_names, ins, freeze):
     return subprocess.run([bundlec, "compile", model, "-o", d, "--name", name] + args, capture_output=True, text=True)
 
 
+def link(d, name):
+    """Links DIR/NAME.o with the C driver into DIR/run; returns an error message or None."""
+    r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
+                        os.path.join(d, name + ".o"), "-o", os.path.join(d, "run")], capture_output=True, text=True)
+    return "link: " + r.stderr.strip()[:300] if r.returncode != 0 else None
+
+
 def run_case(case_dir, bundlec, tol):
     """Returns (ops, status, details, frozen): status passed / failed / unsupported; `frozen` when integer
     inputs had to be frozen to constants (shape-like inputs: axes, pads, starts, sizes...)."""
@@ -64,9 +71,13 @@ def run_case(case_dir, bundlec, tol):
         except Exception:  # noqa: BLE001 - sequences/optionals: bundlec will report them unsupported
             sets.append((ds, [None] * len(in_names), None))
     first = sets[0][1] if sets else [None] * len(in_names)
+    freeze = set()
+
+    def fail(msg):
+        return ops, "failed", [msg], bool(freeze)
+
     with tempfile.TemporaryDirectory() as d:
         r = compile_case(bundlec, model, d, name, in_names, first, set())
-        freeze = set()
         # Freeze exactly the inputs bundlec names as needing to be constant (a few rounds: folding one can
         # expose the next).
         for _ in range(4):
@@ -82,24 +93,20 @@ def run_case(case_dir, bundlec, tol):
         if r.returncode != 0:
             if "cannot be compiled" in r.stderr:
                 return ops, "unsupported", r.stderr.strip().splitlines()[1:2], bool(freeze)
-            return ops, "failed", ["compile: " + r.stderr.strip()[:300]], bool(freeze)
+            return fail("compile: " + r.stderr.strip()[:300])
         exe = os.path.join(d, "run")
-        r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
-                            os.path.join(d, name + ".o"), "-o", exe], capture_output=True, text=True)
-        if r.returncode != 0:
-            return ops, "failed", ["link: " + r.stderr.strip()[:300]], bool(freeze)
+        err = link(d, name)
+        if err:
+            return fail(err)
         for si, (ds, ins, refs) in enumerate(sets):
             if refs is None or len(ins) != len(in_names):
-                return ops, "failed", [f"cannot read {ds} or it has {len(ins)} inputs for {len(in_names)}"], bool(freeze)
+                return fail(f"cannot read {ds} or it has {len(ins)} inputs for {len(in_names)}")
             if freeze and si > 0 and any(not np.array_equal(a, b) for n, a, b in zip(in_names, ins, first) if n in freeze):
                 # Frozen values differ in this data set: compile it separately.
                 r = compile_case(bundlec, model, d, name, in_names, ins, freeze)
-                if r.returncode != 0:
-                    return ops, "failed", ["compile: " + r.stderr.strip()[:300]], True
-                r = subprocess.run(["cc", "-O1", f"-DBUNDLE={name}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
-                                    os.path.join(d, name + ".o"), "-o", exe], capture_output=True, text=True)
-                if r.returncode != 0:
-                    return ops, "failed", ["link: " + r.stderr.strip()[:300]], True
+                err = "compile: " + r.stderr.strip()[:300] if r.returncode != 0 else link(d, name)
+                if err:
+                    return fail(err)
             paths = []
             for i, (n, a) in enumerate(zip(in_names, ins)):
                 if n in freeze:
@@ -110,16 +117,16 @@ def run_case(case_dir, bundlec, tol):
             outs = [os.path.join(d, f"out{i}.bin") for i in range(len(refs))]
             r = subprocess.run([exe, os.path.join(d, name + ".weights")] + paths + outs, capture_output=True, text=True)
             if r.returncode != 0:
-                return ops, "failed", [f"run ({r.returncode}): {r.stderr.strip()[:300]}"], bool(freeze)
+                return fail(f"run ({r.returncode}): {r.stderr.strip()[:300]}")
             for o, (p, ref) in enumerate(zip(outs, refs)):
                 got = np.fromfile(p, dtype=ref.dtype).reshape(ref.shape)
                 if ref.dtype.kind == "f":
                     bad = ~np.isclose(got, ref, rtol=tol, atol=tol, equal_nan=True)
                     if bad.any():
                         err = np.nanmax(np.abs(got.astype(np.float64) - ref) / np.maximum(1.0, np.abs(ref)))
-                        return ops, "failed", [f"{os.path.basename(ds)} output {o}: max scaled error {err:.3e}"], bool(freeze)
+                        return fail(f"{os.path.basename(ds)} output {o}: max scaled error {err:.3e}")
                 elif not np.array_equal(got, ref):
-                    return ops, "failed", [f"{os.path.basename(ds)} output {o}: values differ"], bool(freeze)
+                    return fail(f"{os.path.basename(ds)} output {o}: values differ")
     return ops, "passed", [], bool(freeze)
 
 

@@ -190,6 +190,41 @@ impl<'a> Kb<'a> {
         }
         out
     }
+    /// The first element index of row `u` in an `[outer, len, inner]` geometry walked along `len` with stride
+    /// `inner` (rows are the (outer, inner) pairs).
+    pub fn strided_row_start(&mut self, u: Value, len: usize, inner: usize) -> Value {
+        let (o, i) = self.divmod(u, inner);
+        let row = self.b.ins().imul_imm_s(o, (len * inner) as i64);
+        self.b.ins().iadd(row, i)
+    }
+    /// Σ f(v) over a contiguous row of `len` floats at `x`: f32x4 partial sums, then the horizontal sum, then a
+    /// scalar tail, in that fixed order.
+    pub fn row_sum(
+        &mut self,
+        x: Value,
+        len: usize,
+        f: impl Fn(&mut Self, Type, Value) -> Value,
+    ) -> Value {
+        let nvec = len / LANES * LANES;
+        let z = self.fconst(VEC, 0.0);
+        let acc = self.var(VEC, z);
+        self.for_const(0, nvec, LANES, |kb, j| {
+            let p = kb.addr(x, j, 4);
+            let v = kb.load(VEC, p, 0);
+            let t = f(kb, VEC, v);
+            let a = kb.b.use_var(acc);
+            let a = kb.b.ins().fadd(a, t);
+            kb.b.def_var(acc, a);
+        });
+        let a = self.b.use_var(acc);
+        let mut s = self.hsum(a);
+        for j in nvec..len {
+            let v = self.load(F32, x, (j * 4) as i64);
+            let t = f(self, F32, v);
+            s = self.b.ins().fadd(s, t);
+        }
+        s
+    }
     /// Horizontal sum of an f32x4 in a fixed order: (l0 + l1) + (l2 + l3).
     pub fn hsum(&mut self, v: Value) -> Value {
         let l: Vec<Value> = (0..4u8).map(|i| self.b.ins().extractlane(v, i)).collect();

@@ -61,6 +61,20 @@ impl Ctx<'_> {
         k.tasks = k.units().min(MAX_TASKS).min((work / WORK_PER_TASK).max(1)) as u32;
         self.out.kernels.push(k);
     }
+    /// `push` with `out` appended as the last argument, the one the kernel writes.
+    pub(super) fn push_to(
+        &mut self,
+        node: NodeId,
+        step: Option<&str>,
+        mut args: Vec<Buf>,
+        out: Buf,
+        body: Body,
+        work: usize,
+    ) {
+        args.push(out);
+        let w = args.len() - 1;
+        self.push(node, step, args, vec![w], body, work);
+    }
     pub(super) fn scratch(&mut self, bytes: usize) -> Buf {
         self.out.scratch.push(bytes);
         Buf::Scratch(self.out.scratch.len() - 1)
@@ -369,15 +383,13 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 Op::Not => LogicKind::Not,
                 _ => LogicKind::Where(cx.g.tensors[out].dtype.size()),
             };
-            let mut args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
-            args.push(Buf::Tensor(out));
-            let w = args.len() - 1;
+            let args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
             let body = Body::Logic {
                 kind,
                 out_shape: oshape,
                 strides,
             };
-            cx.push(n, None, args, vec![w], body, elems);
+            cx.push_to(n, None, args, Buf::Tensor(out), body, elems);
         }
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
@@ -395,14 +407,12 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .iter()
                 .map(|&i| numel(&cx.shape(i)[*axis..]) * elem)
                 .collect();
-            let mut args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
-            args.push(Buf::Tensor(out));
-            let w = args.len() - 1;
-            cx.push(
+            let args: Vec<Buf> = ins.iter().map(|&i| Buf::Tensor(i)).collect();
+            cx.push_to(
                 n,
                 None,
                 args,
-                vec![w],
+                Buf::Tensor(out),
                 Body::Concat {
                     outer: numel(&out_shape[..*axis]),
                     blocks,
@@ -576,13 +586,11 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
         if a.has_bias {
             args.push(Buf::Tensor(ins[2]));
         }
-        args.push(Buf::Tensor(out));
-        let wi = args.len() - 1;
-        cx.push(
+        cx.push_to(
             n,
             None,
             args,
-            vec![wi],
+            Buf::Tensor(out),
             Body::Depthwise(spec),
             nb * m * p * khw,
         );

@@ -9,7 +9,7 @@ use super::lower::Ctx;
 use super::ops::conv::Col2imSpec;
 use super::ops::gemm::{GemmSpec, Operand};
 use crate::error::{Error, Result};
-use crate::ir::ops::index::{fill_value, offset_tables, FILL};
+use crate::ir::ops::index::{fill_value, offset_tables};
 use crate::ir::ops::nn::{expand_param, layernorm_geom};
 use crate::ir::ops::reduce::reduce_geom;
 use crate::ir::ops::resize::{axis_is_identity, axis_taps};
@@ -49,7 +49,7 @@ pub(super) fn lower_index_map(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let mut flat = Vec::new();
     for t in &tabs {
         tab_at.push(flat.len());
-        flat.extend(t.iter().map(|&v| if v == FILL { FILL } else { v }));
+        flat.extend_from_slice(t);
     }
     let tn = flat.len();
     let tabs_id = cx.constant(format!("{}.tables", node.name), Tensor::i64(vec![tn], flat));
@@ -109,19 +109,25 @@ pub(super) fn lower_norm(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let ins = &node.inputs;
     let out = node.outputs[0];
     let xs = cx.shape(ins[0]);
-    let (rows, len, eps, rms, channels) = match node.op {
+    // `param_shape`: what scale and bias cover (the normalised axes, or the channels for InstanceNorm).
+    let (rows, len, eps, rms, channels, param_shape) = match node.op {
         Op::LayerNorm { axis, epsilon, rms } => {
             let (rows, len) = layernorm_geom(&xs, axis);
-            (rows, len, epsilon, rms, None)
+            (rows, len, epsilon, rms, None, xs[axis..].to_vec())
         }
-        Op::InstanceNorm { epsilon } => {
-            (xs[0] * xs[1], numel(&xs[2..]), epsilon, false, Some(xs[1]))
-        }
+        Op::InstanceNorm { epsilon } => (
+            xs[0] * xs[1],
+            numel(&xs[2..]),
+            epsilon,
+            false,
+            Some(xs[1]),
+            vec![xs[1]],
+        ),
         _ => return Err(Error::internal("lower", "lower_norm on a non-norm node")),
     };
+    let want = numel(&param_shape);
     let mut args = vec![Buf::Tensor(ins[0])];
     for (i, &p) in ins.iter().enumerate().skip(1) {
-        let want = channels.unwrap_or(len);
         let buf = if numel(&cx.shape(p)) == want {
             Buf::Tensor(p)
         } else {
@@ -136,23 +142,15 @@ pub(super) fn lower_norm(cx: &mut Ctx, n: NodeId) -> Result<()> {
                     ),
                 )
             })?;
-            let axis = xs.len() - {
-                let mut k = 0;
-                let mut acc = 1;
-                while acc < len {
-                    k += 1;
-                    acc *= xs[xs.len() - k];
-                }
-                k
-            };
-            let v = expand_param(&c, &xs[axis..]);
-            Buf::Tensor(cx.constant(format!("{}.param{i}", node.name), Tensor::f32(vec![len], v)))
+            let v = expand_param(&c, &param_shape);
+            Buf::Tensor(cx.constant(
+                format!("{}.param{i}", node.name),
+                Tensor::f32(vec![want], v),
+            ))
         };
         args.push(buf);
     }
     let has_bias = args.len() == 3;
-    args.push(Buf::Tensor(out));
-    let w = args.len() - 1;
     let body = Body::Norm {
         rows,
         len,
@@ -161,7 +159,7 @@ pub(super) fn lower_norm(cx: &mut Ctx, n: NodeId) -> Result<()> {
         channels,
         has_bias,
     };
-    cx.push(n, None, args, vec![w], body, rows * len * 4);
+    cx.push_to(n, None, args, Buf::Tensor(out), body, rows * len * 4);
     Ok(())
 }
 
@@ -301,13 +299,11 @@ pub(super) fn lower_conv_transpose(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAtt
     if a.has_bias {
         args.push(Buf::Tensor(ins[2]));
     }
-    args.push(Buf::Tensor(out));
-    let wi = args.len() - 1;
-    cx.push(
+    cx.push_to(
         n,
         None,
         args,
-        vec![wi],
+        Buf::Tensor(out),
         Body::Col2im(spec),
         nb * m * khw * p,
     );

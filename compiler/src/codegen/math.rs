@@ -91,13 +91,17 @@ pub fn tanh(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let num = kb.b.ins().fsub(one, e);
     let den = kb.b.ins().fadd(one, e);
     let t = kb.b.ins().fdiv(num, den);
-    // Copy x's sign bit onto t (t >= 0).
+    with_sign_of(kb, ty, t, x)
+}
+
+/// `mag` (>= 0) with the sign bit of `x`.
+fn with_sign_of(kb: &mut Kb, ty: Type, mag: Value, x: Value) -> Value {
     let ity = int_ty(ty);
     let xb = bitcast(kb, ity, x);
     let sign = iconst_ty(kb, ity, i32::MIN);
     let s = kb.b.ins().band(xb, sign);
-    let tb = bitcast(kb, ity, t);
-    let r = kb.b.ins().bor(tb, s);
+    let mb = bitcast(kb, ity, mag);
+    let r = kb.b.ins().bor(mb, s);
     bitcast(kb, ty, r)
 }
 
@@ -359,14 +363,7 @@ pub fn erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let erfc = kb.b.ins().fmul(t, e);
     let large = kb.b.ins().fsub(one, erfc);
     let r = fsel(kb, ty, FloatCC::LessThan, a, half, small, large);
-    // Copy x's sign.
-    let ity = int_ty(ty);
-    let xb = bitcast(kb, ity, x);
-    let sign = iconst_ty(kb, ity, i32::MIN);
-    let s = kb.b.ins().band(xb, sign);
-    let rb = bitcast(kb, ity, r);
-    let rb = kb.b.ins().bor(rb, s);
-    bitcast(kb, ty, rb)
+    with_sign_of(kb, ty, r, x)
 }
 
 /// a^b: e^(b·ln|a|), negated for a negative base with an odd integral exponent, NaN for a negative base with a

@@ -182,6 +182,14 @@ impl Importer<'_> {
         self.used.contains(name)
     }
 
+    /// Whether any output after the first (training statistics, masks, indices) is read.
+    fn extra_outputs_used(&self, node: &pb::NodeProto) -> bool {
+        node.output
+            .iter()
+            .skip(1)
+            .any(|o| !o.is_empty() && self.is_used(o))
+    }
+
     fn inputs(&mut self, graph: &pb::GraphProto, specs: &[InputSpec]) -> Result<()> {
         for init in &graph.initializer {
             let t = tensor::decode(init, self.model_dir)?;

@@ -63,12 +63,7 @@ impl Importer<'_> {
             input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
         };
         let unused_extra_outputs = |what: &str| -> Result<()> {
-            if node
-                .output
-                .iter()
-                .skip(1)
-                .any(|o| !o.is_empty() && self.is_used(o))
-            {
+            if self.extra_outputs_used(node) {
                 return Err(Error::unsupported(
                     name,
                     op,

@@ -234,10 +234,7 @@ impl Importer<'_> {
                 a.float("gamma", 1.050_701),
             ))?,
             "Dropout" => {
-                if node.output.len() > 1
-                    && !node.output[1].is_empty()
-                    && self.is_used(&node.output[1])
-                {
+                if self.extra_outputs_used(node) {
                     return Err(Error::unsupported(
                         name,
                         op,
@@ -331,12 +328,7 @@ impl Importer<'_> {
                 if a.int("training_mode", 0) != 0 {
                     return Err(Error::unsupported(name, op, "training_mode = 1"));
                 }
-                if node
-                    .output
-                    .iter()
-                    .skip(1)
-                    .any(|o| !o.is_empty() && self.is_used(o))
-                {
+                if self.extra_outputs_used(node) {
                     return Err(Error::unsupported(
                         name,
                         op,
@@ -359,7 +351,7 @@ impl Importer<'_> {
                         format!("only 2-D pooling is supported (input rank {})", rank(x)),
                     ));
                 }
-                if op == "MaxPool" && node.output.len() > 1 && self.is_used(&node.output[1]) {
+                if op == "MaxPool" && self.extra_outputs_used(node) {
                     return Err(Error::unsupported(
                         name,
                         op,

@@ -11,7 +11,8 @@ use cranelift_codegen::ir::{InstBuilder, Type, Value};
 /// Bytes per work unit of a flat copy.
 pub const COPY_CHUNK: usize = 16384;
 
-fn int_ty(elem: usize) -> Type {
+/// The integer type of an element of `elem` bytes (bit copies of any dtype).
+pub(crate) fn int_ty(elem: usize) -> Type {
     match elem {
         1 => I8,
         2 => I16,
@@ -229,7 +230,8 @@ pub fn emit_gather(
     });
 }
 
-fn load_ty(dt: DType) -> Type {
+/// The Cranelift type a dtype's elements are loaded as (bool, u8 and i8 as I8).
+pub(crate) fn load_ty(dt: DType) -> Type {
     match dt {
         DType::F32 => F32,
         DType::I64 => I64,

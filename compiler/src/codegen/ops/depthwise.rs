@@ -88,17 +88,22 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32) {
             let mut acc = bias;
             let zero = kb.fconst(F32, 0.0);
             let izero = kb.iconst(0);
+            // Column of each kx (clamped) and whether it is inside the input, shared by every ky.
+            let cols: Vec<(Value, Value)> = (0..kw)
+                .map(|kx| {
+                    let ix = kb.b.ins().imul_imm_s(ox, sw as i64);
+                    let ix = kb.b.ins().iadd_imm_s(ix, (kx * dw) as i64 - pl as i64);
+                    let vx = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, ix, w as i64);
+                    (kb.b.ins().select(vx, ix, izero), vx)
+                })
+                .collect();
             for ky in 0..kh {
                 let iy = kb.b.ins().imul_imm_s(oy, sh as i64);
                 let iy = kb.b.ins().iadd_imm_s(iy, (ky * dh) as i64 - pt as i64);
                 let vy = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, iy, h as i64);
                 let iy = kb.b.ins().select(vy, iy, izero);
                 let row = kb.addr(xin, iy, (w * 4) as i64);
-                for kx in 0..kw {
-                    let ix = kb.b.ins().imul_imm_s(ox, sw as i64);
-                    let ix = kb.b.ins().iadd_imm_s(ix, (kx * dw) as i64 - pl as i64);
-                    let vx = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, ix, w as i64);
-                    let ix = kb.b.ins().select(vx, ix, izero);
+                for (kx, &(ix, vx)) in cols.iter().enumerate() {
                     let p = kb.addr(row, ix, 4);
                     let v = kb.load(F32, p, 0);
                     let ok = kb.b.ins().band(vy, vx);

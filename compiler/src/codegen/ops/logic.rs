@@ -2,11 +2,12 @@
 //! broadcast output where each input has its own strides, scalar, for any element type. Bools are bytes 0 / 1;
 //! integers compare signed (unsigned for u8 and bool), floats ordered (NaN compares false).
 
+use super::data::{int_ty, load_ty};
 use crate::codegen::builder::Kb;
 use crate::ir::{CmpOp, DType, LogicOp};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::types::{F32, I16, I32, I64, I8};
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::types::I8;
+use cranelift_codegen::ir::{InstBuilder, Value};
 
 /// What a logic kernel computes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,24 +20,6 @@ pub enum LogicKind {
     Not,
     /// Where(cond, x, y) with elements of `elem` bytes.
     Where(usize),
-}
-
-fn ty_of(dt: DType) -> Type {
-    match dt {
-        DType::F32 => F32,
-        DType::I64 => I64,
-        DType::I32 => I32,
-        DType::U8 | DType::I8 | DType::Bool => I8,
-    }
-}
-
-fn int_ty(elem: usize) -> Type {
-    match elem {
-        1 => I8,
-        2 => I16,
-        4 => I32,
-        _ => I64,
-    }
 }
 
 /// Emits a logic kernel: args in_0..in_{k-1}, out. `strides[i]` are input i's strides over `out_shape`
@@ -78,7 +61,7 @@ pub fn emit_logic(
             for i in 0..k {
                 let p = kb.addr(bases[i], j, (strides[i][r - 1] * in_elem[i]) as i64);
                 let ty = match kind {
-                    LogicKind::Cmp(_, dt) => ty_of(dt),
+                    LogicKind::Cmp(_, dt) => load_ty(dt),
                     LogicKind::Where(e) if i > 0 => int_ty(e),
                     _ => I8,
                 };

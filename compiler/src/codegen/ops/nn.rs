@@ -22,9 +22,7 @@ pub fn emit_softmax(
     let (lo, hi) = kb.task_range(outer * inner, tasks);
     let (px, po) = (kb.args[0], kb.args[1]);
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (o, i) = kb.divmod(u, inner);
-        let row = kb.b.ins().imul_imm_s(o, (len * inner) as i64);
-        let start = kb.b.ins().iadd(row, i);
+        let start = kb.strided_row_start(u, len, inner);
         let x = kb.addr(px, start, 4);
         let y = kb.addr(po, start, 4);
         let step = (inner * 4) as i64;
@@ -139,29 +137,6 @@ fn log_rows(kb: &mut Kb, x: Value, y: Value, len: usize, step: i64, mx: Value, s
     });
 }
 
-/// Sums `f(v)` over a contiguous row of `len` floats: f32x4 partial sums, a scalar tail, in a fixed order.
-fn row_sum(kb: &mut Kb, x: Value, len: usize, f: impl Fn(&mut Kb, Type, Value) -> Value) -> Value {
-    let nvec = len / LANES * LANES;
-    let z = kb.fconst(VEC, 0.0);
-    let acc = kb.var(VEC, z);
-    kb.for_const(0, nvec, LANES, |kb, j| {
-        let p = kb.addr(x, j, 4);
-        let v = kb.load(VEC, p, 0);
-        let t = f(kb, VEC, v);
-        let a = kb.b.use_var(acc);
-        let a = kb.b.ins().fadd(a, t);
-        kb.b.def_var(acc, a);
-    });
-    let a = kb.b.use_var(acc);
-    let mut s = kb.hsum(a);
-    for j in nvec..len {
-        let v = kb.load(F32, x, (j * 4) as i64);
-        let t = f(kb, F32, v);
-        s = kb.b.ins().fadd(s, t);
-    }
-    s
-}
-
 /// Emits row normalisation: args x, scale, [bias], out. `channels` selects per-row parameters (InstanceNorm).
 #[allow(clippy::too_many_arguments)]
 pub fn emit_norm(
@@ -186,10 +161,10 @@ pub fn emit_norm(
         let mean = if rms {
             kb.fconst(F32, 0.0)
         } else {
-            let s = row_sum(kb, x, len, |_, _, v| v);
+            let s = kb.row_sum(x, len, |_, _, v| v);
             kb.b.ins().fdiv(s, n)
         };
-        let var = row_sum(kb, x, len, |kb, ty, v| {
+        let var = kb.row_sum(x, len, |kb, ty, v| {
             let m = kb.splat(ty, mean);
             let d = kb.b.ins().fsub(v, m);
             kb.b.ins().fmul(d, d)
@@ -200,19 +175,18 @@ pub fn emit_norm(
         let sd = kb.b.ins().sqrt(ve);
         let one = kb.fconst(F32, 1.0);
         let inv = kb.b.ins().fdiv(one, sd);
+        // `p[at]` (a per-row or per-element parameter), or 0 for an absent bias.
+        let param = |kb: &mut Kb, ty: Type, p: Option<Value>, at: Value| match p {
+            Some(p) => {
+                let a = kb.addr(p, at, 4);
+                kb.load(ty, a, 0)
+            }
+            None => kb.fconst(ty, 0.0),
+        };
         // Per-row parameters (InstanceNorm) are loaded once; per-element ones are read alongside x.
         let row_params = channels.map(|c| {
             let (_, ch) = kb.divmod(r, c);
-            let sp = kb.addr(ps, ch, 4);
-            let s = kb.load(F32, sp, 0);
-            let b = match pb {
-                Some(pb) => {
-                    let bp = kb.addr(pb, ch, 4);
-                    kb.load(F32, bp, 0)
-                }
-                None => kb.fconst(F32, 0.0),
-            };
-            (s, b)
+            (param(kb, F32, Some(ps), ch), param(kb, F32, pb, ch))
         });
         let elem = |kb: &mut Kb, ty: Type, j: Value| {
             let p = kb.addr(x, j, 4);
@@ -223,18 +197,7 @@ pub fn emit_norm(
             let nrm = kb.b.ins().fmul(d, iv);
             let (s, b) = match row_params {
                 Some((s, b)) => (kb.splat(ty, s), kb.splat(ty, b)),
-                None => {
-                    let sp = kb.addr(ps, j, 4);
-                    let s = kb.load(ty, sp, 0);
-                    let b = match pb {
-                        Some(pb) => {
-                            let bp = kb.addr(pb, j, 4);
-                            kb.load(ty, bp, 0)
-                        }
-                        None => kb.fconst(ty, 0.0),
-                    };
-                    (s, b)
-                }
+                None => (param(kb, ty, Some(ps), j), param(kb, ty, pb, j)),
             };
             let t = kb.b.ins().fmul(nrm, s);
             let out = kb.b.ins().fadd(t, b);

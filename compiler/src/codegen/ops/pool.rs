@@ -1,7 +1,7 @@
 //! Pooling kernels: 2-D max and average pooling over NCHW planes (window positions unrolled at compile time,
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
-use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::builder::Kb;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
@@ -107,22 +107,7 @@ pub fn emit_global_avg(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
     let (px, po) = (kb.args[0], kb.args[1]);
     kb.for_range(lo, hi, 1, |kb, p| {
         let src = kb.addr(px, p, (size * 4) as i64);
-        let z = kb.fconst(VEC, 0.0);
-        let accv = kb.var(VEC, z);
-        let nvec = size / LANES * LANES;
-        kb.for_const(0, nvec, LANES, |kb, i| {
-            let q = kb.addr(src, i, 4);
-            let v = kb.load(VEC, q, 0);
-            let a = kb.b.use_var(accv);
-            let s = kb.b.ins().fadd(a, v);
-            kb.b.def_var(accv, s);
-        });
-        let a = kb.b.use_var(accv);
-        let mut sum = kb.hsum(a);
-        for e in nvec..size {
-            let v = kb.load(F32, src, (e * 4) as i64);
-            sum = kb.b.ins().fadd(sum, v);
-        }
+        let sum = kb.row_sum(src, size, |_, _, v| v);
         let d = kb.fconst(F32, size as f32);
         let r = kb.b.ins().fdiv(sum, d);
         let q = kb.addr(po, p, 4);

@@ -22,9 +22,7 @@ pub fn emit_reduce(
     let (px, po) = (kb.args[0], kb.args[1]);
     let step = (inner * 4) as i64;
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (o, i) = kb.divmod(u, inner);
-        let row = kb.b.ins().imul_imm_s(o, (len * inner) as i64);
-        let start = kb.b.ins().iadd(row, i);
+        let start = kb.strided_row_start(u, len, inner);
         let x = kb.addr(px, start, 4);
         let init = match kind {
             ReduceKind::Max | ReduceKind::LogSumExp => f32::NEG_INFINITY,
@@ -102,9 +100,7 @@ pub fn emit_arg(
     let (px, po) = (kb.args[0], kb.args[1]);
     let step = (inner * 4) as i64;
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (o, i) = kb.divmod(u, inner);
-        let row = kb.b.ins().imul_imm_s(o, (len * inner) as i64);
-        let start = kb.b.ins().iadd(row, i);
+        let start = kb.strided_row_start(u, len, inner);
         let x = kb.addr(px, start, 4);
         let first = kb.load(F32, x, 0);
         let best = kb.var(F32, first);

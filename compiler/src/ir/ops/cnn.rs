@@ -87,10 +87,7 @@ pub(crate) fn infer_conv(
 }
 
 pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>, String> {
-    let shapes: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let shapes = super::types_of(inputs);
     let out_shape = infer_conv(&shapes, a)?.remove(0).1;
     let (xs, ws) = (&inputs[0].shape, &inputs[1].shape);
     let (x, w) = (f32s(inputs[0], "X")?, f32s(inputs[1], "W")?);

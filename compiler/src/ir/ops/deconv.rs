@@ -95,10 +95,7 @@ pub(crate) fn eval_deconv(
     inputs: &[&Tensor],
     a: &ConvTransposeAttrs,
 ) -> Result<Vec<Tensor>, String> {
-    let shapes: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let shapes = super::types_of(inputs);
     let (_, os) = infer_deconv(&shapes, a)?.remove(0);
     let x = f32s(inputs[0], "X")?;
     let w = f32s(inputs[1], "W")?;

@@ -270,13 +270,7 @@ fn for_each_broadcast(out: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnM
         let oa: usize = idx.iter().zip(sa).map(|(i, s)| i * s).sum();
         let ob: usize = idx.iter().zip(sb).map(|(i, s)| i * s).sum();
         f(oa, ob);
-        for d in (0..out.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < out[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
+        super::advance(&mut idx, out);
     }
 }
 

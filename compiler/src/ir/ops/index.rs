@@ -137,13 +137,7 @@ fn map_values<T: Copy>(src: &[T], out: &[usize], tabs: &[Vec<i64>], fill: T) -> 
             off += t;
         }
         v.push(if filled { fill } else { src[off as usize] });
-        for d in (0..out.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < out[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
+        super::advance(&mut idx, out);
     }
     v
 }
@@ -216,7 +210,7 @@ pub(crate) fn infer_gather(
 pub(crate) fn eval_gather(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>, String> {
     arity(inputs, 2, 2)?;
     let (x, ind) = (inputs[0], inputs[1]);
-    let ((outer, n, k, inner), out) = gather_geom(&x.shape, &ind.shape, axis)?;
+    let ((outer, n, _, inner), out) = gather_geom(&x.shape, &ind.shape, axis)?;
     let idx: Vec<usize> = ind
         .to_i64_vec()
         .iter()
@@ -241,7 +235,6 @@ pub(crate) fn eval_gather(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>
         }
         r
     }
-    let _ = k;
     let data = match &x.data {
         Data::F32(v) => Data::F32(pick(v, outer, n, inner, &idx)),
         Data::I64(v) => Data::I64(pick(v, outer, n, inner, &idx)),

@@ -87,10 +87,7 @@ fn value(t: &Tensor, i: usize) -> f64 {
 }
 
 pub(crate) fn eval_logic(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
-    let types: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let types = super::types_of(inputs);
     let (dt, out) = infer_logic(op, &types)?.remove(0);
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
     let (_, st) = broadcast_all(&shapes)?;
@@ -128,13 +125,7 @@ pub(crate) fn eval_logic(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Str
                 }
             }
         }
-        for d in (0..out.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < out[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
+        super::advance(&mut idx, &out);
     }
     let data = if dt == DType::F32 {
         Data::F32(f)

@@ -95,6 +95,25 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
     }
 }
 
+/// The (dtype, shape) of each input tensor, as `infer` takes them.
+pub(crate) fn types_of<'a>(inputs: &[&'a Tensor]) -> Vec<(DType, &'a [usize])> {
+    inputs
+        .iter()
+        .map(|t| (t.dtype, t.shape.as_slice()))
+        .collect()
+}
+
+/// Steps a row-major multi-index `idx` over `shape` to the next position (wrapping to all zeros at the end).
+pub(crate) fn advance(idx: &mut [usize], shape: &[usize]) {
+    for d in (0..shape.len()).rev() {
+        idx[d] += 1;
+        if idx[d] < shape[d] {
+            return;
+        }
+        idx[d] = 0;
+    }
+}
+
 /// Checks the input count.
 pub(crate) fn arity<T>(inputs: &[T], min: usize, max: usize) -> Result<(), String> {
     if inputs.len() < min || inputs.len() > max {

@@ -199,10 +199,7 @@ pub(crate) fn eval_layernorm(
     eps: f32,
     rms: bool,
 ) -> Result<Vec<Tensor>, String> {
-    let types: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let types = super::types_of(inputs);
     infer_layernorm(&types, axis)?;
     let shape = &inputs[0].shape;
     let x = f32s(inputs[0], "X")?;
@@ -246,10 +243,7 @@ pub(crate) fn infer_instancenorm(
 }
 
 pub(crate) fn eval_instancenorm(inputs: &[&Tensor], eps: f32) -> Result<Vec<Tensor>, String> {
-    let types: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let types = super::types_of(inputs);
     infer_instancenorm(&types)?;
     let shape = &inputs[0].shape;
     let x = f32s(inputs[0], "input")?;

@@ -63,10 +63,12 @@ pub(crate) fn infer_reduce(
 
 /// Reduces one row (reference semantics).
 pub fn reduce_row(kind: ReduceKind, row: impl Iterator<Item = f32> + Clone) -> f32 {
-    let n = row.clone().count() as f32;
     match kind {
         ReduceKind::Sum => row.sum(),
-        ReduceKind::Mean => row.sum::<f32>() / n,
+        ReduceKind::Mean => {
+            let n = row.clone().count() as f32;
+            row.sum::<f32>() / n
+        }
         ReduceKind::Max => row.fold(f32::NEG_INFINITY, f32::max),
         ReduceKind::Min => row.fold(f32::INFINITY, f32::min),
         ReduceKind::Prod => row.product(),

@@ -60,13 +60,7 @@ fn gather<T: Copy>(src: &[T], out_shape: &[usize], in_strides: &[usize]) -> Vec<
                 .map(|(i, s)| i * s)
                 .sum::<usize>()],
         );
-        for d in (0..out_shape.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < out_shape[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
+        super::advance(&mut idx, out_shape);
     }
     v
 }
@@ -116,10 +110,7 @@ pub(crate) fn infer_concat(
 }
 
 pub(crate) fn eval_concat(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>, String> {
-    let shapes: Vec<(DType, &[usize])> = inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect();
+    let shapes = super::types_of(inputs);
     let (dt, out_shape) = infer_concat(&shapes, axis)?.remove(0);
     let outer = numel(&out_shape[..axis]);
     let mut f = Vec::new();
