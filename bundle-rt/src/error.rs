@@ -13,9 +13,11 @@ use core::fmt;
 use crate::config::{DType, Role};
 
 mod fields;
+mod npu;
 mod recipe;
 
 pub use fields::{FieldPath, Name, Why, NAME_CAPACITY};
+pub use npu::{kernel_name, NpuBuffer, NpuRegion, NpuWhy, ParamWhy};
 pub use recipe::{Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 
 /// Every failure of `bundle-rt`.
@@ -197,6 +199,25 @@ pub enum Error {
         /// The buffer.
         name: Name,
     },
+    /// Compiler/caller error: the header of an NPU transaction (or its op list as a whole) is
+    /// invalid, or built for another array (`docs/npu-transaction-format.md`).
+    NpuHeader {
+        /// Byte offset of the field at fault in the transaction.
+        offset: u32,
+        /// What is wrong.
+        why: NpuWhy,
+    },
+    /// Compiler/caller error: op `op` of an NPU transaction is invalid, or fails when run against
+    /// the bound buffers (out of bounds, store to a read-only buffer, poll timeout, bad kernel
+    /// parameters).
+    Npu {
+        /// Index of the op (0-based, in file order).
+        op: u32,
+        /// Byte offset of the op in the transaction.
+        offset: u32,
+        /// What is wrong.
+        why: NpuWhy,
+    },
 }
 
 impl fmt::Display for Error {
@@ -298,6 +319,12 @@ impl fmt::Display for Error {
                 f,
                 "external buffer `{name}` is not bound; bind every input and output before execute"
             ),
+            Error::NpuHeader { offset, why } => {
+                write!(f, "bad NPU transaction header (byte {offset}): {why}")
+            }
+            Error::Npu { op, offset, why } => {
+                write!(f, "NPU transaction op {op} (byte {offset}): {why}")
+            }
         }
     }
 }

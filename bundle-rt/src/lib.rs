@@ -46,6 +46,8 @@ pub mod error;
 mod exec;
 pub mod instance;
 pub mod log;
+#[cfg(feature = "alloc")]
+pub mod npu;
 pub mod profile;
 #[cfg(feature = "alloc")]
 pub mod runner;
@@ -61,6 +63,8 @@ pub use config::{
 pub use error::{Error, FieldPath, Name, Quoted, RecipePath, RecipeWhy, Why};
 pub use instance::{Element, Instance};
 pub use log::{Level, Log, Record};
+#[cfg(feature = "alloc")]
+pub use npu::{Device, Emulator, NpuBuffers, NpuCycles, NpuTarget};
 pub use profile::{OpTiming, ProfileTable};
 #[cfg(feature = "alloc")]
 pub use runner::{Recipe, Runner};

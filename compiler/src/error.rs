@@ -62,6 +62,32 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// An NPU target description that cannot be used (user error).
+    #[error("NPU target {file}: field '{field}': {message}")]
+    NpuTarget {
+        /// The description file (or `vnpu`).
+        file: String,
+        /// The field at fault, e.g. `ops[3].max_stride`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A partition cache file that cannot be used (user error).
+    #[error("partition cache {file}: {field}: {message}")]
+    PartitionCache {
+        /// The cache file.
+        file: String,
+        /// The field at fault, e.g. `segments[1].nodes[4]`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--npu-strict` and some part of the model could not be placed on the NPU (user error).
+    #[error("--npu-strict: {message}")]
+    NpuStrict {
+        /// What stayed on the CPU and why.
+        message: String,
+    },
     /// A failed internal invariant: a bug in bundlec, never caused by the input alone.
     #[error("internal error in {stage}: {message} (this is a bundlec bug)")]
     Internal {

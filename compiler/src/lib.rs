@@ -9,6 +9,8 @@ pub mod emit;
 pub mod error;
 pub mod import;
 pub mod ir;
+pub mod npu;
+pub mod partition;
 pub mod passes;
 pub mod pipeline;
 pub mod plan;

@@ -1,6 +1,9 @@
-//! The `bundlec` command line: `compile` (ONNX → bundle files) and `ops` (the supported op list).
+//! The `bundlec` command line: `compile` (ONNX → bundle files), `partition` (the NPU placement table), `ops` (the
+//! supported op list, or the NPU's with `--npu`) and `inspect --txn` (disassemble a transaction binary).
 
 use anyhow::Context;
+use bundlec::npu::ops::CONSTRAINTS;
+use bundlec::partition::PartitionOptions;
 use bundlec::{import::supported_ops, InputSpec, Options};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -47,9 +50,74 @@ enum Cmd {
         /// Print the build report.
         #[arg(short, long)]
         verbose: bool,
+        #[command(flatten)]
+        npu: NpuArgs,
     },
-    /// List the supported ONNX ops and their constraints.
-    Ops,
+    /// Partition MODEL between the NPU and the CPU and print the placement table.
+    Partition {
+        /// The ONNX model.
+        model: PathBuf,
+        /// Fix an input's shape and type: NAME:1x3x224x224xf32 (repeatable).
+        #[arg(long = "input", value_name = "NAME:SHAPExDTYPE")]
+        inputs: Vec<String>,
+        /// Print the partition cache document (JSON) instead of the table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        npu: NpuArgs,
+    },
+    /// List the supported ONNX ops and their constraints (with --npu: the NPU op library's).
+    Ops {
+        /// NPU target: `vnpu` or a target description JSON file.
+        #[arg(long)]
+        npu: Option<String>,
+    },
+    /// Read back a bundle artefact.
+    Inspect {
+        /// Disassemble a transaction binary (NAME.<segment>.txn).
+        #[arg(long, value_name = "FILE")]
+        txn: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Clone)]
+struct NpuArgs {
+    /// Place ops on an NPU: `vnpu` (the shipped virtual NPU) or a target description JSON file.
+    #[arg(long, value_name = "TARGET")]
+    npu: Option<String>,
+    /// A segment stays on the NPU only if CPU time >= (NPU time + transfers) * (1 + GAIN).
+    #[arg(long, value_name = "GAIN", default_value_t = 0.0)]
+    npu_min_gain: f64,
+    /// Fail when nothing lands on the NPU.
+    #[arg(long)]
+    npu_strict: bool,
+    /// Partition cache file: reused when its key matches model, target and flags, rewritten otherwise.
+    #[arg(long, value_name = "FILE")]
+    partition_cache: Option<PathBuf>,
+}
+
+impl NpuArgs {
+    fn options(&self) -> anyhow::Result<Option<PartitionOptions>> {
+        let Some(spec) = &self.npu else {
+            if self.npu_strict || self.partition_cache.is_some() {
+                anyhow::bail!("--npu-strict and --partition-cache need --npu TARGET");
+            }
+            return Ok(None);
+        };
+        if !(self.npu_min_gain.is_finite() && self.npu_min_gain > -1.0) {
+            anyhow::bail!(
+                "--npu-min-gain {}: expected a number above -1",
+                self.npu_min_gain
+            );
+        }
+        Ok(Some(PartitionOptions {
+            target: bundlec::npu::NpuTarget::load(spec)?,
+            min_gain: self.npu_min_gain,
+            cache: self.partition_cache.clone(),
+            strict: self.npu_strict,
+            model_hash: 0,
+        }))
+    }
 }
 
 fn main() {
@@ -61,10 +129,66 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     match Cli::parse().cmd {
-        Cmd::Ops => {
+        Cmd::Ops { npu: None } => {
             println!("| ONNX ops | constraints |\n|---|---|");
             for (ops, c) in supported_ops() {
                 println!("| {ops} | {c} |");
+            }
+        }
+        Cmd::Ops { npu: Some(spec) } => {
+            let t = bundlec::npu::NpuTarget::load(&spec)?;
+            println!("NPU target {}: {}\n", t.name, t.description);
+            println!("| ONNX op | dtypes | max kernel | max stride | max dilation |\n|---|---|---|---|---|");
+            let lim = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+            for o in &t.ops {
+                println!(
+                    "| {} | {} | {} | {} | {} |",
+                    o.op,
+                    o.dtypes.join(", "),
+                    lim(o.max_kernel),
+                    lim(o.max_stride),
+                    lim(o.max_dilation)
+                );
+            }
+            println!("\nConstraints (a node that breaks one stays on the CPU with this id as its reason):\n");
+            println!("| id | ops | constraint |\n|---|---|---|");
+            for c in CONSTRAINTS {
+                println!("| {} | {} | {} |", c.id, c.ops, c.text);
+            }
+            println!("| cost | all | the segment's NPU time plus its transfers beats the CPU estimate by --npu-min-gain |");
+        }
+        Cmd::Inspect { txn } => {
+            let bytes =
+                std::fs::read(&txn).with_context(|| format!("reading {}", txn.display()))?;
+            let text = bundlec::npu::disasm::disassemble(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", txn.display()))?;
+            print!("{text}");
+        }
+        Cmd::Partition {
+            model,
+            inputs,
+            json,
+            npu,
+        } => {
+            let mut po = npu
+                .options()?
+                .ok_or_else(|| anyhow::anyhow!("partition needs --npu TARGET"))?;
+            let specs = inputs
+                .iter()
+                .map(|s| s.parse::<InputSpec>())
+                .collect::<Result<Vec<_>, _>>()?;
+            po.model_hash = bundlec::emit::weights::fnv1a64(
+                &std::fs::read(&model).with_context(|| format!("reading {}", model.display()))?,
+            );
+            let g = bundlec::pipeline::optimized_graph(&model, &specs)?;
+            let p = bundlec::partition::partition(&g, &po)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&bundlec::partition::cache::to_json(&g, &p))?
+                );
+            } else {
+                print!("{}", bundlec::partition::report::table(&g, &p));
             }
         }
         Cmd::Compile {
@@ -77,6 +201,7 @@ fn run() -> anyhow::Result<()> {
             cpu,
             weights_as_c_array,
             verbose,
+            npu,
         } => {
             let mut opts = Options::new(&name);
             opts.inputs = inputs
@@ -90,10 +215,17 @@ fn run() -> anyhow::Result<()> {
                 opts.inputs.push(f.parse::<InputSpec>()?);
             }
             opts.target = target;
+            opts.npu = npu.options()?;
             if let Some(c) = cpu {
                 opts.cpu = c;
             }
             let b = bundlec::compile_file(&model, &opts)?;
+            if opts.npu.is_some() && b.report.segments.is_empty() {
+                eprintln!(
+                    "warning: --npu {}: nothing was placed on the NPU; the bundle runs entirely on the CPU (run with -v or `bundlec partition` for the reasons)",
+                    npu.npu.as_deref().unwrap_or("")
+                );
+            }
             b.write(&out)
                 .with_context(|| format!("writing bundle to {}", out.display()))?;
             if weights_as_c_array {
@@ -122,6 +254,14 @@ fn run() -> anyhow::Result<()> {
                     r.max_live, r.efficiency
                 );
                 eprintln!("  code {} B", b.object.len());
+                if let Some(t) = &r.partition {
+                    eprintln!("{t}");
+                }
+                for (id, nodes, cycles) in &r.segments {
+                    eprintln!(
+                        "  NPU segment {id}: {nodes} ops, est. {cycles} cycles, {name}.{id}.txn"
+                    );
+                }
                 for (s, ms) in &r.timings {
                     eprintln!("  {s:<12} {ms:8.1} ms");
                 }

@@ -2,15 +2,19 @@
 //!
 //! ```text
 //! import ─► fold_constants ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
-//!        ─► lower (kernels) ─► schedule (BSP layers) ─► plan (memory) ─► codegen (Cranelift)
-//!        ─► emit: NAME.o (code + NAME_config), NAME.weights, NAME.h, NAME.recipe.json
+//!        ─► partition (--npu: capability, convex segments, cost model, fused transactions)
+//!        ─► lower (kernels) ─► schedule (BSP layers; a segment owns its layers) ─► plan (memory, staging)
+//!        ─► codegen (Cranelift)
+//!        ─► emit: NAME.o (code + NAME_config + segment table + transactions), NAME.weights, NAME.h,
+//!           NAME.recipe.json, NAME.<segment>.txn
 //! ```
 
 use crate::codegen::{self, isa};
-use crate::emit::{config, header, recipe, weights};
+use crate::emit::{config, header, recipe, segments, weights};
 use crate::error::{Error, Result};
 use crate::import::{self, InputSpec};
 use crate::ir::{verify::verify, Graph};
+use crate::partition::{self, Partition, PartitionOptions};
 use crate::passes;
 use crate::plan::{MemoryPlan, Schedule};
 use cranelift_object::{ObjectBuilder, ObjectModule};
@@ -30,6 +34,8 @@ pub struct Options {
     pub cpu: String,
     /// Run the IR verifier after every pass.
     pub verify: bool,
+    /// Partition for an NPU (`--npu`); None: CPU only.
+    pub npu: Option<PartitionOptions>,
 }
 
 impl Options {
@@ -46,6 +52,7 @@ impl Options {
             target: None,
             cpu: cpu.into(),
             verify: true,
+            npu: None,
         }
     }
 }
@@ -69,6 +76,12 @@ pub struct Report {
     pub efficiency: f64,
     /// Pass statistics: (pass, count).
     pub passes: Vec<(&'static str, usize)>,
+    /// The NPU placement table (`--npu`).
+    pub partition: Option<String>,
+    /// The partition cache document (`--npu`).
+    pub partition_json: Option<serde_json::Value>,
+    /// NPU segments: (id, nodes, estimated cycles).
+    pub segments: Vec<(String, usize, u64)>,
 }
 
 /// A compiled bundle, in memory.
@@ -84,6 +97,8 @@ pub struct Bundle {
     pub header: String,
     /// `NAME.recipe.json`.
     pub recipe: String,
+    /// `NAME.<segment>.txn` files: (segment id, bytes).
+    pub txns: Vec<(String, Vec<u8>)>,
     /// Model inputs: (name, shape, dtype).
     pub inputs: Vec<(String, Vec<usize>, crate::ir::DType)>,
     /// Model outputs: (name, shape, dtype).
@@ -108,6 +123,10 @@ impl Bundle {
         ];
         for (ext, bytes) in files {
             let p = dir.join(format!("{}.{ext}", self.name));
+            std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+        }
+        for (id, bytes) in &self.txns {
+            let p = dir.join(format!("{}.{id}.txn", self.name));
             std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
         }
         Ok(())
@@ -167,6 +186,15 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
     check_name(&opts.name)?;
     let t = Instant::now();
     let g = import::import_file(path, &opts.inputs)?;
+    let mut opts = opts.clone();
+    if let Some(npu) = &mut opts.npu {
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            error: e,
+        })?;
+        npu.model_hash = crate::emit::weights::fnv1a64(&bytes);
+    }
+    let opts = &opts;
     let mut b = compile_graph(g, opts, &path.display().to_string())?;
     b.report.timings.insert(
         0,
@@ -176,6 +204,28 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
         ),
     );
     Ok(b)
+}
+
+/// The graph passes in order; returns (pass, count) statistics.
+pub fn optimize(g: &mut Graph) -> Result<Vec<(&'static str, usize)>> {
+    let folded = passes::fold_constants::fold_constants(g)?;
+    let bn = passes::fold_batchnorm::fold_batchnorm(g);
+    let fused = passes::fuse_epilogues::fuse_epilogues(g);
+    let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(g);
+    Ok(vec![
+        ("fold_constants", folded),
+        ("fold_batchnorm", bn),
+        ("fuse_epilogues", fused),
+        ("eliminate_dead_nodes", dead),
+    ])
+}
+
+/// Imports a model and runs the passes: the graph the partitioner and lowering see.
+pub fn optimized_graph(path: &Path, inputs: &[InputSpec]) -> Result<Graph> {
+    let mut g = import::import_file(path, inputs)?;
+    optimize(&mut g)?;
+    verify(&g, "passes")?;
+    Ok(g)
 }
 
 /// Compiles an imported graph; `model` names the source in the header.
@@ -190,25 +240,48 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         clock = Instant::now();
     };
     let tgt = isa::target(opts.target.as_deref(), &opts.cpu)?;
-    let folded = passes::fold_constants::fold_constants(&mut g)?;
-    let bn = passes::fold_batchnorm::fold_batchnorm(&mut g);
-    let fused = passes::fuse_epilogues::fuse_epilogues(&mut g);
-    let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(&mut g);
-    report.passes = vec![
-        ("fold_constants", folded),
-        ("fold_batchnorm", bn),
-        ("fuse_epilogues", fused),
-        ("eliminate_dead_nodes", dead),
-    ];
+    report.passes = optimize(&mut g)?;
     if opts.verify {
         verify(&g, "passes")?;
     }
     lap(&mut report, "passes");
-    let l = codegen::lower::lower(&mut g)?;
-    let s = Schedule::new(&l);
-    let plan = MemoryPlan::new(&g, &l, &s)?;
+    let part: Option<Partition> = match &opts.npu {
+        Some(po) => {
+            let p = partition::partition(&g, po)?;
+            report.partition = Some(partition::report::table(&g, &p));
+            report.partition_json = Some(partition::cache::to_json(&g, &p));
+            lap(&mut report, "partition");
+            Some(p)
+        }
+        None => None,
+    };
+    let mut l = codegen::lower::lower(&mut g)?;
+    let (s, mut plan, segs) = match &part {
+        Some(p) => {
+            let seg_of = p.segment_of();
+            let ks: Vec<Option<usize>> = l
+                .kernels
+                .iter()
+                .map(|k| seg_of.get(&k.node).copied())
+                .collect();
+            let s = Schedule::with_segments(&l, &ks, p.segments.len());
+            let (pins, bufs) = segments::staging_pins(p, &s, &mut l.scratch);
+            let mut plan = MemoryPlan::with_pins(&g, &l, &s, &pins)?;
+            let segs = segments::layouts(&g, p, &s, &mut plan, &bufs)?;
+            (s, plan, segs)
+        }
+        None => {
+            let s = Schedule::new(&l);
+            let plan = MemoryPlan::new(&g, &l, &s)?;
+            (s, plan, Vec::new())
+        }
+    };
+    plan.constant_size = crate::plan::align(plan.constant_size);
     lap(&mut report, "lower+plan");
-    let w = weights::image(&g, &plan)?;
+    let mut w = weights::image(&g, &plan)?;
+    if let Some(p) = &part {
+        segments::fill_weights(&mut w, p, &segs)?;
+    }
     let checksum = weights::fnv1a64(&w);
     let triple = tgt.isa.triple().to_string();
     let builder = ObjectBuilder::new(
@@ -229,6 +302,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         plan: &plan,
         funcs: &funcs,
         checksum,
+        segments: &segs,
     };
     config::emit_config(&mut module, &ci)?;
     let object = module
@@ -246,8 +320,11 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         checksum,
         ops_layers: [l.kernels.len(), s.num_layers as usize],
         target: [&triple, &tgt.cpu],
+        segments: &segs,
+        npu: part.as_ref().map(|p| p.target.name.as_str()),
     });
-    let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan)?;
+    let npu_name = part.as_ref().map(|p| p.target.name.clone());
+    let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan, &segs, npu_name.as_deref())?;
     let recipe =
         serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
     lap(&mut report, "emit");
@@ -257,6 +334,14 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     report.sizes = [plan.constant_size, plan.mutable_size, plan.activation_size];
     report.max_live = plan.max_live;
     report.efficiency = plan.efficiency();
+    report.segments = segs
+        .iter()
+        .map(|sg| (sg.id.clone(), sg.nodes, sg.total_cycles))
+        .collect();
+    let txns = segs
+        .iter()
+        .map(|sg| (sg.id.clone(), sg.txn.clone()))
+        .collect();
     let io = |ts: &[crate::ir::TensorId]| {
         ts.iter()
             .map(|&t| {
@@ -275,6 +360,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         weights: w,
         header: hdr,
         recipe,
+        txns,
         inputs,
         outputs,
         report,

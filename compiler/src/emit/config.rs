@@ -11,7 +11,7 @@ use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 /// `magic` of the extension: the bytes "BUNDLC1\0".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BUNDLC1\0");
 /// Extension version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of `BundleConfig`.
 pub const CONFIG_SIZE: usize = 160;
 
@@ -133,6 +133,8 @@ pub struct ConfigInput<'a> {
     pub funcs: &'a [FuncId],
     /// FNV-1a 64 of the weights file.
     pub checksum: u64,
+    /// NPU segments.
+    pub segments: &'a [super::segments::SegmentLayout],
 }
 
 /// Defines `NAME_config` and its tables.
@@ -160,6 +162,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         .map(|&k| intern(&c.l.kernels[k].name))
         .collect();
     let model_name = intern(c.name);
+    let seg_names: Vec<usize> = c.segments.iter().map(|sg| intern(&sg.id)).collect();
 
     let mut st = Blob::new();
     let mut td = Blob::new();
@@ -216,6 +219,58 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         first += n;
     }
 
+    // NPU segments: transaction blobs, copy table, segment table (layouts in docs/bundle-format.md).
+    let mut txn_ids = Vec::new();
+    for sg in c.segments {
+        let id = declare(
+            module,
+            &format!("{}__txn_{}", c.name, sg.id),
+            Linkage::Local,
+        )?;
+        let mut tb = Blob::new();
+        tb.bytes = sg.txn.clone();
+        tb.define(module, id, 16)?;
+        txn_ids.push(id);
+    }
+    let (copies, segtab) = (
+        declare(module, &format!("{}__npucopies", c.name), Linkage::Local)?,
+        declare(module, &format!("{}__npusegments", c.name), Linkage::Local)?,
+    );
+    let mut cpb = Blob::new();
+    let mut sgb = Blob::new();
+    for (i, sg) in c.segments.iter().enumerate() {
+        let first_copy = cpb.bytes.len();
+        for cp in sg.copy_in.iter().chain(&sg.copy_out) {
+            cpb.u32(cp.area as u32);
+            cpb.u32(0);
+            cpb.u64(cp.offset as u64);
+            cpb.u64(cp.size as u64);
+            cpb.u64(cp.fused as u64);
+        }
+        sgb.ptr(strs, seg_names[i]);
+        sgb.ptr(txn_ids[i], 0);
+        sgb.u64(sg.txn.len() as u64);
+        sgb.u32(sg.layers.0);
+        sgb.u32(sg.layers.1);
+        for loc in &sg.staging {
+            sgb.u64(loc.offset as u64);
+            sgb.u64(loc.size as u64);
+        }
+        for (at, len) in [sg.consts, sg.params] {
+            sgb.u64(at as u64);
+            sgb.u64(len as u64);
+        }
+        sgb.u32(sg.copy_in.len() as u32);
+        sgb.u32(sg.copy_out.len() as u32);
+        if sg.copy_in.is_empty() && sg.copy_out.is_empty() {
+            sgb.null();
+        } else {
+            sgb.ptr(copies, first_copy);
+        }
+        for cy in sg.cycles {
+            sgb.u64(cy);
+        }
+    }
     let mut cb = Blob::new();
     cb.u64(c.plan.constant_size as u64);
     cb.u64(c.plan.mutable_size as u64);
@@ -234,8 +289,12 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.ptr(ops, 0);
     cb.u64(c.s.num_layers as u64);
     cb.ptr(layers, 0);
-    cb.u64(0);
-    cb.null();
+    cb.u64(c.segments.len() as u64);
+    if c.segments.is_empty() {
+        cb.null();
+    } else {
+        cb.ptr(segtab, 0);
+    }
     cb.ptr(strs, model_name);
     cb.u64(0);
     if cb.bytes.len() != CONFIG_SIZE {
@@ -250,5 +309,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     ab.define(module, args, 8)?;
     ob.define(module, ops, 8)?;
     lb.define(module, layers, 8)?;
+    cpb.define(module, copies, 8)?;
+    sgb.define(module, segtab, 8)?;
     cb.define(module, config, 64)
 }

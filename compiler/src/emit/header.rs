@@ -27,6 +27,10 @@ pub struct HeaderInfo<'a> {
     pub ops_layers: [usize; 2],
     /// Target triple and cpu.
     pub target: [&'a str; 2],
+    /// NPU segments.
+    pub segments: &'a [super::segments::SegmentLayout],
+    /// NPU target name.
+    pub npu: Option<&'a str>,
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -81,7 +85,32 @@ pub fn render(h: &HeaderInfo) -> String {
             ));
         }
     }
+    let npu_summary = match (h.npu, h.segments.len()) {
+        (None, _) => "none (CPU only)".to_string(),
+        (Some(t), n) => format!("{n} on {t}; the entry function runs their CPU fallback kernels"),
+    };
+    let mut npu_lines = String::new();
+    for sg in h.segments {
+        npu_lines.push_str(&format!(
+            " *     {:<6} {} ops, layers {}..{}, txn {} B, in {} B, out {} B, const {} B, est. cycles {} (instr {} data {} compute {})\n",
+            sg.id,
+            sg.nodes,
+            sg.layers.0,
+            sg.layers.0 + sg.layers.1,
+            sg.txn.len(),
+            sg.staging[0].size,
+            sg.staging[1].size,
+            sg.consts.1,
+            sg.total_cycles,
+            sg.cycles[0],
+            sg.cycles[1],
+            sg.cycles[2]
+        ));
+    }
     let vars = [
+        ("NPU_SUMMARY", npu_summary),
+        ("NPU_SEGMENTS", npu_lines),
+        ("NUM_SEGMENTS", h.segments.len().to_string()),
         ("GUARD", format!("BUNDLEC_{prefix}_H")),
         ("NAME", h.name.to_string()),
         ("PREFIX", prefix.clone()),

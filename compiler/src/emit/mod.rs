@@ -4,4 +4,5 @@
 pub mod config;
 pub mod header;
 pub mod recipe;
+pub mod segments;
 pub mod weights;

@@ -4,7 +4,16 @@
 //! bundle: the runtime resolves the name in the op table, never by loading a library) and one run, whose
 //! arguments are the kernel's buffers in order, as sub-buffers where they are slices, followed by an `int`
 //! constant holding the task count.
+//!
+//! With NPU segments (SPEC §7–8), `header.xclbin` names the target description instead of `header.program`,
+//! `resources.kernels` lists one kernel per segment (`instance` = the target, `ctrlcode` = `NAME.<segment>.txn`),
+//! and the runs of a segment's layers are replaced by: `bundlert_copy` cpu runs filling its fused `in` staging
+//! buffer, one npu run in the XRT DPU convention (arg0 opcode 2 = an aie-rt v0.1 transaction container, arg1
+//! the instruction buffer bound from `ctrlcode`, arg2 its size in 32-bit words, args 3..7 the fused `in`, `out`,
+//! `scratch`, `const`, `super_instr` buffers), and copy runs draining `out`. `bundlert_copy` is a function of the
+//! runtime itself (`library_name` "bundlert"): it copies argument 0 into argument 1.
 
+use super::segments::{NpuCopy, SegmentLayout};
 use crate::codegen::kernel::Lowering;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
@@ -15,6 +24,11 @@ use serde_json::{json, Value};
 pub const WEIGHTS: &str = "weights";
 /// Name of the activation buffer.
 pub const ACTIVATIONS: &str = "activations";
+/// The runtime's built-in copy function.
+pub const COPY_FN: &str = "bundlert_copy";
+/// The NPU run opcode: an aie-rt v0.1 transaction container (DynamicDispatch passes 2 for it; 3 is its newer
+/// "opt" container, which bundlec does not write).
+pub const OPCODE_TXN_V01: u32 = 2;
 
 /// Builds the recipe document.
 pub fn recipe(
@@ -23,6 +37,8 @@ pub fn recipe(
     l: &Lowering,
     s: &Schedule,
     plan: &MemoryPlan,
+    segments: &[SegmentLayout],
+    target: Option<&str>,
 ) -> Result<Value> {
     let mut buffers = Vec::new();
     let mut mutable_names = std::collections::HashMap::new();
@@ -43,7 +59,76 @@ pub fn recipe(
     buffers.push(json!({ "name": ACTIVATIONS, "type": "internal", "size": plan.activation_size }));
     let mut cpus = Vec::new();
     let mut runs = Vec::new();
+    let mut kernels = Vec::new();
+    if !segments.is_empty() {
+        cpus.push(json!({ "name": COPY_FN, "library_name": "bundlert" }));
+    }
+    let area_arg = |area: Area, offset: usize, size: usize, argidx: usize| -> Result<Value> {
+        Ok(match area {
+            Area::Mutable => {
+                let n = mutable_names
+                    .get(&offset)
+                    .ok_or_else(|| Error::internal("recipe", "unnamed mutable"))?;
+                json!({ "name": n, "argidx": argidx })
+            }
+            Area::Constant => {
+                json!({ "name": WEIGHTS, "argidx": argidx, "offset": offset, "size": size })
+            }
+            Area::Activations => {
+                json!({ "name": ACTIVATIONS, "argidx": argidx, "offset": offset, "size": size })
+            }
+        })
+    };
+    let copy_run = |c: &NpuCopy, staging: usize, into: bool| -> Result<Value> {
+        let tensor = area_arg(c.area, c.offset, c.size, if into { 0 } else { 1 })?;
+        let fused = json!({ "name": ACTIVATIONS, "argidx": if into { 1 } else { 0 }, "offset": staging + c.fused, "size": c.size });
+        let args = if into {
+            vec![tensor, fused]
+        } else {
+            vec![fused, tensor]
+        };
+        Ok(json!({ "name": COPY_FN, "where": "cpu", "arguments": args }))
+    };
+    let mut done = vec![false; segments.len()];
     for &ki in &s.order {
+        if let Some(si) = segments
+            .iter()
+            .position(|sg| (sg.layers.0..sg.layers.0 + sg.layers.1).contains(&s.layer[ki]))
+        {
+            if done[si] {
+                continue;
+            }
+            done[si] = true;
+            let sg = &segments[si];
+            let ctrl = format!("{name}.{}.txn", sg.id);
+            kernels.push(
+                json!({ "name": sg.id, "instance": target.unwrap_or("vnpu"), "ctrlcode": ctrl }),
+            );
+            for c in &sg.copy_in {
+                runs.push(copy_run(c, sg.staging[0].offset, true)?);
+            }
+            let act = |j: usize, loc: &crate::plan::Location| json!({ "name": ACTIVATIONS, "argidx": j, "offset": loc.offset, "size": loc.size });
+            runs.push(json!({
+                "name": sg.id,
+                "where": "npu",
+                "arguments": [
+                    act(3, &sg.staging[0]),
+                    act(4, &sg.staging[1]),
+                    act(5, &sg.staging[2]),
+                    { "name": WEIGHTS, "argidx": 6, "offset": sg.consts.0, "size": sg.consts.1.max(1) },
+                    { "name": WEIGHTS, "argidx": 7, "offset": sg.params.0, "size": sg.params.1.max(1) },
+                ],
+                "constants": [
+                    { "value": OPCODE_TXN_V01, "type": "int", "argidx": 0 },
+                    { "value": 0, "type": "int", "argidx": 1 },
+                    { "value": sg.txn.len() / 4, "type": "int", "argidx": 2 },
+                ],
+            }));
+            for c in &sg.copy_out {
+                runs.push(copy_run(c, sg.staging[1].offset, false)?);
+            }
+            continue;
+        }
         let k = &l.kernels[ki];
         cpus.push(json!({ "name": k.name, "library_name": name }));
         let mut args = Vec::new();
@@ -67,10 +152,18 @@ pub fn recipe(
             "constants": [ { "value": k.tasks, "type": "int", "argidx": k.args.len() } ],
         }));
     }
+    let header = match (segments.is_empty(), target) {
+        (false, Some(t)) => json!({ "xclbin": format!("{t}.json") }),
+        _ => json!({ "program": format!("{name}.o") }),
+    };
+    let mut resources = json!({ "buffers": buffers, "cpus": cpus });
+    if !kernels.is_empty() {
+        resources["kernels"] = Value::Array(kernels);
+    }
     Ok(json!({
         "version": "1.0",
-        "header": { "program": format!("{name}.o") },
-        "resources": { "buffers": buffers, "cpus": cpus },
+        "header": header,
+        "resources": resources,
         "execution": { "runs": runs },
     }))
 }

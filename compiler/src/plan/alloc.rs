@@ -49,6 +49,12 @@ pub struct MemoryPlan {
 }
 
 impl MemoryPlan {
+    /// Appends a blob to the constant area (64-aligned) and returns its offset.
+    pub fn append_constant(&mut self, bytes: usize) -> usize {
+        let at = super::align(self.constant_size);
+        self.constant_size = at + super::align(bytes.max(1));
+        at
+    }
     /// max live / area size (1.0 is optimal; 1.0 when there are no activations).
     pub fn efficiency(&self) -> f64 {
         if self.activation_size == 0 {
@@ -60,6 +66,17 @@ impl MemoryPlan {
 
     /// Plans memory for a lowering and schedule.
     pub fn new(g: &Graph, l: &Lowering, s: &Schedule) -> Result<MemoryPlan> {
+        MemoryPlan::with_pins(g, l, s, &[])
+    }
+
+    /// Plans memory with extra activation buffers live over fixed layer ranges (`(buffer, first, last)`: the
+    /// NPU segments' staging buffers, which no kernel names).
+    pub fn with_pins(
+        g: &Graph,
+        l: &Lowering,
+        s: &Schedule,
+        pins: &[(Buf, u32, u32)],
+    ) -> Result<MemoryPlan> {
         let mut loc = HashMap::new();
         let mut at = 0;
         for &t in g.inputs.iter().chain(&g.outputs) {
@@ -118,6 +135,10 @@ impl MemoryPlan {
                     }
                 }
             }
+        }
+        for &(b, f, t) in pins {
+            live.insert(b, (f, t));
+            act_order.push(b);
         }
         let sizes: HashMap<Buf, usize> = act_order
             .iter()

@@ -1,6 +1,12 @@
-//! BSP layering: a kernel's layer is one more than the highest layer of the kernels that wrote the buffers it
-//! reads (layer 0 reads only inputs and constants). Kernels are then ordered by (layer, lowering order), which
-//! is a valid sequential order as well.
+//! BSP layering. Kernels are grouped into *units*: a CPU kernel is a unit of its own, the kernels of one NPU
+//! segment form one unit. A unit's level is one more than the highest level of the units that wrote the buffers
+//! it reads (level 0 reads only inputs and constants). Each level expands into layers: one layer holding the
+//! level's CPU kernels, then, per segment of the level, the segment's kernels in their own layers (a kernel one
+//! layer after the segment kernels it reads). A segment therefore owns a contiguous run of layers that no other
+//! kernel shares: the entry function and a device-less engine run those layers as the segment's CPU fallback,
+//! an engine with an NPU device runs the segment's transaction in their place. Without segments this is the
+//! plain "one more than the latest writer" layering. Kernels are ordered by (layer, lowering order), a valid
+//! sequential order as well. Convex segments keep the unit graph acyclic.
 
 use crate::codegen::kernel::{Buf, Lowering};
 use std::collections::HashMap;
@@ -14,35 +20,99 @@ pub struct Schedule {
     pub order: Vec<usize>,
     /// Number of layers.
     pub num_layers: u32,
+    /// Per segment: (first layer, number of layers).
+    pub segments: Vec<(u32, u32)>,
 }
 
 impl Schedule {
-    /// Computes layers and order.
+    /// Computes layers and order for a CPU-only lowering.
     pub fn new(l: &Lowering) -> Schedule {
+        Schedule::with_segments(l, &vec![None; l.kernels.len()], 0)
+    }
+
+    /// Computes layers and order; `segment[k]` is the NPU segment of kernel `k`, if any.
+    pub fn with_segments(l: &Lowering, segment: &[Option<usize>], num_segments: usize) -> Schedule {
+        let nk = l.kernels.len();
+        // Units: CPU kernels are 0..nk, segment s is nk + s.
+        let unit = |k: usize| segment[k].map_or(k, |s| nk + s);
         let mut writer: HashMap<Buf, usize> = HashMap::new();
-        let mut layer = vec![0u32; l.kernels.len()];
+        let mut kdeps: Vec<Vec<usize>> = vec![Vec::new(); nk];
         for (i, k) in l.kernels.iter().enumerate() {
-            let mut lv = 0;
             for (ai, b) in k.args.iter().enumerate() {
-                if k.writes.contains(&ai) {
-                    continue;
-                }
-                if let Some(&w) = writer.get(b) {
-                    lv = lv.max(layer[w] + 1);
+                if !k.writes.contains(&ai) {
+                    if let Some(&w) = writer.get(b) {
+                        kdeps[i].push(w);
+                    }
                 }
             }
-            layer[i] = lv;
             for &w in &k.writes {
                 writer.insert(k.args[w], i);
             }
         }
-        let mut order: Vec<usize> = (0..l.kernels.len()).collect();
+        // Unit levels by fixed point over the (acyclic) unit graph in lowering order.
+        let mut level = vec![0u32; nk + num_segments];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..nk {
+                for &d in &kdeps[i] {
+                    let (u, ud) = (unit(i), unit(d));
+                    if u != ud && level[u] < level[ud] + 1 {
+                        level[u] = level[ud] + 1;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        // Depth of each segment kernel inside its segment.
+        let mut depth = vec![0u32; nk];
+        for i in 0..nk {
+            if let Some(s) = segment[i] {
+                for &d in &kdeps[i] {
+                    if segment[d] == Some(s) {
+                        depth[i] = depth[i].max(depth[d] + 1);
+                    }
+                }
+            }
+        }
+        let max_level = level.iter().copied().max().unwrap_or(0);
+        let mut layer = vec![0u32; nk];
+        let mut segments = vec![(0u32, 0u32); num_segments];
+        let mut next = 0u32;
+        for lv in 0..=max_level {
+            let cpu: Vec<usize> = (0..nk)
+                .filter(|&k| segment[k].is_none() && level[k] == lv)
+                .collect();
+            if !cpu.is_empty() {
+                for k in cpu {
+                    layer[k] = next;
+                }
+                next += 1;
+            }
+            for s in 0..num_segments {
+                if level[nk + s] != lv {
+                    continue;
+                }
+                let ks: Vec<usize> = (0..nk).filter(|&k| segment[k] == Some(s)).collect();
+                if ks.is_empty() {
+                    continue;
+                }
+                let span = ks.iter().map(|&k| depth[k]).max().unwrap_or(0) + 1;
+                for k in ks {
+                    layer[k] = next + depth[k];
+                }
+                segments[s] = (next, span);
+                next += span;
+            }
+        }
+        let mut order: Vec<usize> = (0..nk).collect();
         order.sort_by_key(|&i| (layer[i], i));
-        let num_layers = layer.iter().max().map_or(0, |m| m + 1);
+        let num_layers = if nk == 0 { 0 } else { next };
         Schedule {
             layer,
             order,
             num_layers,
+            segments,
         }
     }
 }

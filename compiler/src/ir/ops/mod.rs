@@ -9,6 +9,7 @@ pub mod index;
 pub mod linalg;
 pub mod logic;
 pub mod nn;
+pub mod quant;
 pub mod reduce;
 pub mod resize;
 pub mod shape;

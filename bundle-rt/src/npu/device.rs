@@ -1,0 +1,145 @@
+//! The device boundary: [`Device`] (what an XRT-backed driver or the emulator implements),
+//! [`NpuBuffers`] (the five fused buffers one run binds), [`NpuCycles`] (the cycle estimate a run
+//! reports), [`NpuTarget`] (the array description a transaction must match) and [`Emulator`], the
+//! virtual NPU that runs transactions on the host.
+//!
+//! Invariants: an [`Emulator`] owns its tile memories and registers and resets them at the start
+//! of every run, so runs are independent; it never panics on any transaction or buffer contents and
+//! reports every failure as [`Error::NpuHeader`](crate::Error::NpuHeader) or
+//! [`Error::Npu`](crate::Error::Npu).
+
+use super::emulate::State;
+
+/// The five fused buffers one NPU run binds (XRT kernel args 3..7; DDR_PATCH argidx 0..4).
+#[derive(Debug)]
+pub struct NpuBuffers<'a> {
+    /// argidx 0: the segment's inputs, packed (read-only).
+    pub input: &'a [u8],
+    /// argidx 1: the segment's outputs, packed.
+    pub output: &'a mut [u8],
+    /// argidx 2: tensors internal to the segment.
+    pub scratch: &'a mut [u8],
+    /// argidx 3: NPU-layout weights, biases and scales (read-only).
+    pub constants: &'a [u8],
+    /// argidx 4 (`super_instr`): the kernels' parameter blocks (read-only).
+    pub params: &'a [u8],
+}
+
+/// The cycle estimate of one run (see the end of `docs/npu-transaction-format.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NpuCycles {
+    /// Instruction transfer: the transaction's bytes over the instruction bandwidth, plus the
+    /// dispatch overhead.
+    pub instruction: u64,
+    /// Data transfer: bytes moved by VNPU_DMA over the DMA bandwidth.
+    pub data: u64,
+    /// Compute: the busiest core tile's sum over its VNPU_COMPUTE commands.
+    pub compute: u64,
+}
+
+impl NpuCycles {
+    /// `instruction + max(data, compute)` (saturating): DMA and compute overlap, instruction
+    /// fetch and dispatch do not.
+    pub fn total(&self) -> u64 {
+        self.instruction
+            .saturating_add(core::cmp::max(self.data, self.compute))
+    }
+}
+
+/// What a real XRT-backed driver would implement.
+pub trait Device {
+    /// The device's name (the recipe's kernel `instance`, or a description).
+    fn name(&self) -> &str;
+    /// Runs one transaction binary against the bound buffers; validates everything before executing anything.
+    fn run(&mut self, txn: &[u8], bufs: NpuBuffers<'_>) -> crate::Result<NpuCycles>;
+}
+
+/// The description of an NPU array: geometry, memories and the rates of the cycle estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NpuTarget {
+    /// Total rows: 1 shim row + memory-tile rows + core rows.
+    pub rows: u8,
+    /// Columns.
+    pub cols: u8,
+    /// Memory-tile rows (rows `1..=mem_tile_rows`).
+    pub mem_tile_rows: u8,
+    /// Data memory of a core tile, bytes.
+    pub local_bytes: u32,
+    /// Data memory of a memory tile, bytes.
+    pub mem_tile_bytes: u32,
+    /// Clock in MHz (to turn cycles into time).
+    pub clock_mhz: u32,
+    /// f32 multiply-accumulates per cycle, per core tile.
+    pub macs_per_cycle_f32: u32,
+    /// int8 multiply-accumulates per cycle, per core tile.
+    pub macs_per_cycle_i8: u32,
+    /// DMA bytes per cycle (all tiles together).
+    pub dma_bytes_per_cycle: u32,
+    /// Instruction (transaction) bytes per cycle.
+    pub instr_bytes_per_cycle: u32,
+    /// Fixed cycles to dispatch one transaction.
+    pub dispatch_cycles: u32,
+}
+
+impl NpuTarget {
+    /// bundlec's virtual NPU (`compiler/targets/vnpu.json`): 6 rows (shim, one memory-tile row,
+    /// 4 core rows) by 4 columns, 64 KiB per core tile, 512 KiB per memory tile, 1 GHz.
+    pub const fn vnpu() -> NpuTarget {
+        NpuTarget {
+            rows: 6,
+            cols: 4,
+            mem_tile_rows: 1,
+            local_bytes: 65536,
+            mem_tile_bytes: 524288,
+            clock_mhz: 1000,
+            macs_per_cycle_f32: 32,
+            macs_per_cycle_i8: 256,
+            dma_bytes_per_cycle: 64,
+            instr_bytes_per_cycle: 16,
+            dispatch_cycles: 2000,
+        }
+    }
+}
+
+/// The virtual NPU: runs transactions on the host, bit-exactly as the format page specifies.
+///
+/// A run first decodes and validates the whole container, then replays it once without moving
+/// data (checking every register, buffer descriptor, DMA bound, store permission and counter
+/// MASKPOLL), and only then executes it. The checks that depend on data memory contents (kernel
+/// parameter blocks, MASKPOLL on a data word) run just before their op, which then has no effect.
+#[derive(Debug)]
+pub struct Emulator {
+    target: NpuTarget,
+    state: State,
+}
+
+impl Emulator {
+    /// An emulator of `target`; tile memories are allocated on first use and kept across runs.
+    pub fn new(target: NpuTarget) -> Emulator {
+        Emulator {
+            target,
+            state: State::new(),
+        }
+    }
+
+    /// An emulator of [`NpuTarget::vnpu`].
+    pub fn vnpu() -> Emulator {
+        Emulator::new(NpuTarget::vnpu())
+    }
+
+    /// The array this emulator models.
+    pub fn target(&self) -> &NpuTarget {
+        &self.target
+    }
+}
+
+impl Device for Emulator {
+    fn name(&self) -> &str {
+        "vnpu-emulator"
+    }
+
+    fn run(&mut self, txn: &[u8], bufs: NpuBuffers<'_>) -> crate::Result<NpuCycles> {
+        let ops = super::decode::decode(txn, &self.target)?;
+        self.state.run(&self.target, txn, &ops, bufs)
+    }
+}

@@ -1,0 +1,16 @@
+//! The NPU back end: the target description (`target.rs`), the NPU op library (`ops/<family>.rs`, the operator
+//! interface of seed 001), the transaction writer (`txn.rs`), segment fusion into one transaction
+//! (`fuse.rs`) and the disassembler behind `bundlec inspect --txn` (`disasm.rs`).
+//!
+//! ```text
+//!  partition ─► per node: ops::npu_op_for_node ─► NpuOp::program (arg map, txn body, params, NPU-layout consts)
+//!            ─► per segment: fuse::fuse ─► NAME.<segment>.txn + const/params images + in/out/scratch layout
+//! ```
+
+pub mod disasm;
+pub mod fuse;
+pub mod ops;
+pub mod target;
+pub mod txn;
+
+pub use target::NpuTarget;

@@ -1,0 +1,434 @@
+//! The capability query: can the NPU run this IR node on this target? Each constraint is one entry of
+//! [`CONSTRAINTS`], checked in one place and documented once; a rejection names the constraint it breaks and
+//! the value at fault, and `bundlec ops --npu` prints the same table. An accepted node becomes an [`NpuOp`]
+//! (shapes, constants and attributes copied out of the IR); whether its working set fits the tile memory is
+//! the last constraint, answered by compiling it.
+
+use super::cnn::{ConvOp, GapOp, PoolMode, PoolOp};
+use super::elementwise::{Broadcast, EltOp, EltwiseOp};
+use super::linalg::GemmOp;
+use super::shape::{CopyOp, CopyPart};
+use super::{Elem, NpuOp, Weights};
+use crate::ir::{numel, Activation, BinOp, DType, Graph, NodeId, Op, PoolKind, UnOp};
+use crate::npu::target::NpuTarget;
+
+/// One documented constraint of the NPU op library.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Constraint {
+    /// Short id used in tables and cache files.
+    pub id: &'static str,
+    /// The ops it applies to.
+    pub ops: &'static str,
+    /// What must hold.
+    pub text: &'static str,
+}
+
+macro_rules! constraints {
+    ($($name:ident = $id:literal, $ops:literal, $text:literal;)*) => {
+        $(#[doc = $text] pub static $name: Constraint = Constraint { id: $id, ops: $ops, text: $text };)*
+        /// Every constraint, in check order.
+        pub static CONSTRAINTS: &[&Constraint] = &[$(&$name),*];
+    };
+}
+
+constraints! {
+    OP = "op", "all", "the target description lists the op (`ops[].op`)";
+    DTYPE = "dtype", "all", "the activation dtype is one the target lists for the op (`ops[].dtypes`)";
+    SIZE = "size", "all", "every tensor of the node is at most 2 GiB (32-bit DMA offsets)";
+    CONST_WEIGHTS = "const-weights", "Conv, MatMul, Gemm", "weights, bias and Gemm's C are compile-time constants; a residual is an activation";
+    RANK = "rank", "Conv, pools, MatMul", "Conv and pools are 2-D (NCHW); MatMul's right operand is 2-D";
+    KERNEL = "kernel", "Conv, MaxPool, AveragePool", "kernel sides are at most `ops[].max_kernel`";
+    STRIDE = "stride", "Conv, MaxPool, AveragePool", "strides are at most `ops[].max_stride`";
+    DILATION = "dilation", "Conv, MaxPool, AveragePool", "dilations are at most `ops[].max_dilation`";
+    PADS = "pads", "Conv, MaxPool, AveragePool", "each pad is smaller than the kernel extent (no output row sees only padding)";
+    CEIL = "ceil-mode", "MaxPool, AveragePool", "ceil_mode is 0";
+    GEMM_ATTRS = "gemm-attrs", "Gemm", "alpha = beta = 1, transA = 0, C has N elements (or 1)";
+    BROADCAST = "broadcast", "Add, Mul", "operands have one shape, or the right (or left) operand is a constant scalar or varies along one axis";
+    LOCAL_MEMORY = "local-memory", "all", "after tiling, the op's working set fits one tile's local memory";
+}
+
+/// Why a node stays on the CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    /// The constraint broken.
+    pub constraint: &'static Constraint,
+    /// The value at fault.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {}", self.constraint.id, self.detail)
+    }
+}
+
+fn no(c: &'static Constraint, detail: impl Into<String>) -> Reject {
+    Reject {
+        constraint: c,
+        detail: detail.into(),
+    }
+}
+
+/// The ONNX op type the target lists for an IR op.
+pub fn onnx_name(op: &Op) -> Option<&'static str> {
+    Some(match op {
+        Op::Conv(_) => "Conv",
+        Op::MatMul(_) => "MatMul",
+        Op::Gemm(_) => "Gemm",
+        Op::Binary(BinOp::Add) => "Add",
+        Op::Binary(BinOp::Mul) => "Mul",
+        Op::Unary(UnOp::Relu) => "Relu",
+        Op::Unary(UnOp::Clip(..)) => "Clip",
+        Op::Pool(PoolKind::Max, _) => "MaxPool",
+        Op::Pool(PoolKind::Average, _) => "AveragePool",
+        Op::GlobalAveragePool => "GlobalAveragePool",
+        Op::Concat(_) => "Concat",
+        Op::Reshape(_) => "Reshape",
+        _ => return None,
+    })
+}
+
+fn f32_const(g: &Graph, t: crate::ir::TensorId, what: &str) -> Result<Vec<f32>, Reject> {
+    g.constant(t)
+        .and_then(|c| c.as_f32().map(|v| v.to_vec()))
+        .ok_or_else(|| {
+            no(
+                &CONST_WEIGHTS,
+                format!("{what} '{}' is computed at run time", g.tensors[t].name),
+            )
+        })
+}
+
+fn window_limits(
+    s: &crate::npu::target::OpSupport,
+    k: [usize; 2],
+    st: [usize; 2],
+    d: [usize; 2],
+    p: [usize; 4],
+) -> Result<(), Reject> {
+    let lim = |v: usize, m: Option<u32>, c: &'static Constraint, what: &str| match m {
+        Some(m) if v > m as usize => Err(no(c, format!("{what} {v} > {m}"))),
+        _ => Ok(()),
+    };
+    for i in 0..2 {
+        lim(k[i], s.max_kernel, &KERNEL, "kernel side")?;
+        lim(st[i], s.max_stride, &STRIDE, "stride")?;
+        lim(d[i], s.max_dilation, &DILATION, "dilation")?;
+    }
+    for (i, &pad) in p.iter().enumerate() {
+        let ext = (k[i % 2] - 1) * d[i % 2] + 1;
+        if pad >= ext {
+            return Err(no(&PADS, format!("pad {pad} >= kernel extent {ext}")));
+        }
+    }
+    Ok(())
+}
+
+/// The NPU op for a node, or the constraint it breaks. Does not compile it (see [`NpuOp::program`]).
+pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Reject> {
+    let node = &g.nodes[n];
+    let name = onnx_name(&node.op)
+        .ok_or_else(|| no(&OP, format!("no NPU kernel for {}", node.onnx_op)))?;
+    let s = t
+        .op(name)
+        .ok_or_else(|| no(&OP, format!("target '{}' does not list {name}", t.name)))?;
+    let x = &g.tensors[node.inputs[0]];
+    let elem = match x.dtype {
+        DType::F32 => Elem::F32,
+        DType::U8 => Elem::U8,
+        DType::I8 => Elem::I8,
+        d => return Err(no(&DTYPE, format!("{} is {}", x.name, d.name()))),
+    };
+    if !s.dtypes.iter().any(|d| d == elem.name()) {
+        return Err(no(
+            &DTYPE,
+            format!("{name} in {} is not listed", elem.name()),
+        ));
+    }
+    if elem != Elem::F32 {
+        return Err(no(
+            &DTYPE,
+            "int8 graphs reach the NPU through the int8 importer (not yet available)",
+        ));
+    }
+    for &tid in node.inputs.iter().chain(&node.outputs) {
+        if g.tensors[tid].size_bytes() > i32::MAX as usize {
+            return Err(no(
+                &SIZE,
+                format!(
+                    "'{}' is {} B",
+                    g.tensors[tid].name,
+                    g.tensors[tid].size_bytes()
+                ),
+            ));
+        }
+    }
+    let out = &g.tensors[node.outputs[0]];
+    let shape4 = |v: &[usize]| -> Result<[usize; 4], Reject> {
+        v.try_into()
+            .map_err(|_| no(&RANK, format!("shape {v:?} is not 4-D")))
+    };
+    Ok(match &node.op {
+        Op::Conv(a) => {
+            let xs = shape4(&x.shape)?;
+            let ys = shape4(&out.shape)?;
+            window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
+            let w = f32_const(g, node.inputs[1], "weights")?;
+            let bias = if a.has_bias {
+                f32_const(g, node.inputs[2], "bias")?
+            } else {
+                vec![]
+            };
+            if a.epilogue.residual
+                && g.constant(*node.inputs.last().unwrap_or(&node.inputs[0]))
+                    .is_some()
+            {
+                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
+            }
+            NpuOp::Conv(ConvOp {
+                elem,
+                x: xs,
+                m: ys[1],
+                kernel: a.kernel,
+                strides: a.strides,
+                pads: a.pads,
+                dilations: a.dilations,
+                group: a.group,
+                out: [ys[2], ys[3]],
+                weights: Weights::F32(w),
+                bias,
+                residual: a.epilogue.residual,
+                act: a.epilogue.act,
+                requant: None,
+            })
+        }
+        Op::MatMul(e) => {
+            let b = &g.tensors[node.inputs[1]];
+            if b.shape.len() != 2 {
+                return Err(no(&RANK, format!("right operand {:?} is not 2-D", b.shape)));
+            }
+            let w = f32_const(g, node.inputs[1], "right operand")?;
+            if e.residual && g.constant(node.inputs[2]).is_some() {
+                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
+            }
+            let (k, nn) = (b.shape[0], b.shape[1]);
+            NpuOp::Gemm(GemmOp {
+                elem,
+                m: numel(&x.shape) / k.max(1),
+                k,
+                n: nn,
+                weights: Weights::F32(w),
+                bias: vec![],
+                residual: e.residual,
+                act: e.act,
+                requant: None,
+            })
+        }
+        Op::Gemm(a) => {
+            if a.alpha != 1.0 || a.beta != 1.0 || a.trans_a {
+                return Err(no(
+                    &GEMM_ATTRS,
+                    format!(
+                        "alpha {} beta {} transA {}",
+                        a.alpha, a.beta, a.trans_a as u8
+                    ),
+                ));
+            }
+            let b = &g.tensors[node.inputs[1]];
+            let w = f32_const(g, node.inputs[1], "B")?;
+            let (k, nn) = if a.trans_b {
+                (b.shape[1], b.shape[0])
+            } else {
+                (b.shape[0], b.shape[1])
+            };
+            let w = if a.trans_b {
+                let mut v = vec![0.0; k * nn];
+                for j in 0..nn {
+                    for p in 0..k {
+                        v[p * nn + j] = w[j * k + p];
+                    }
+                }
+                v
+            } else {
+                w
+            };
+            let bias = if a.has_c {
+                let c = f32_const(g, node.inputs[2], "C")?;
+                match c.len() {
+                    1 => vec![c[0]; nn],
+                    l if l == nn => c,
+                    l => return Err(no(&GEMM_ATTRS, format!("C has {l} elements, N = {nn}"))),
+                }
+            } else {
+                vec![]
+            };
+            if a.epilogue.residual
+                && g.constant(*node.inputs.last().unwrap_or(&node.inputs[0]))
+                    .is_some()
+            {
+                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
+            }
+            NpuOp::Gemm(GemmOp {
+                elem,
+                m: x.shape[0],
+                k,
+                n: nn,
+                weights: Weights::F32(w),
+                bias,
+                residual: a.epilogue.residual,
+                act: a.epilogue.act,
+                requant: None,
+            })
+        }
+        Op::Binary(b) => eltwise(g, n, *b, elem)?,
+        Op::Unary(u) => NpuOp::Eltwise(EltwiseOp {
+            elem,
+            op: EltOp::Unary,
+            n: numel(&x.shape),
+            b_const: None,
+            broadcast: Broadcast::Same,
+            act: match u {
+                UnOp::Clip(lo, hi) => Activation::Clip(*lo, *hi),
+                _ => Activation::Relu,
+            },
+            quant: None,
+        }),
+        Op::Pool(kind, a) => {
+            let xs = shape4(&x.shape)?;
+            let ys = shape4(&out.shape)?;
+            if a.ceil_mode {
+                return Err(no(&CEIL, "ceil_mode = 1"));
+            }
+            window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
+            NpuOp::Pool(PoolOp {
+                elem,
+                mode: match (kind, a.count_include_pad) {
+                    (PoolKind::Max, _) => PoolMode::Max,
+                    (_, true) => PoolMode::AvgIncludePad,
+                    _ => PoolMode::AvgExcludePad,
+                },
+                x: xs,
+                kernel: a.kernel,
+                strides: a.strides,
+                pads: a.pads,
+                dilations: a.dilations,
+                out: [ys[2], ys[3]],
+            })
+        }
+        Op::GlobalAveragePool => {
+            if x.shape.len() < 3 {
+                return Err(no(
+                    &RANK,
+                    format!("shape {:?} has no spatial dims", x.shape),
+                ));
+            }
+            NpuOp::Gap(GapOp {
+                elem,
+                planes: x.shape[0] * x.shape[1],
+                size: numel(&x.shape[2..]),
+            })
+        }
+        Op::Concat(axis) => {
+            let outer = numel(&out.shape[..*axis]);
+            let e = elem.size();
+            let parts = node
+                .inputs
+                .iter()
+                .map(|&i| {
+                    let td = &g.tensors[i];
+                    CopyPart {
+                        row_bytes: numel(&td.shape[*axis..]) * e,
+                        constant: td.constant().map(|c| c.to_bytes()),
+                    }
+                })
+                .collect();
+            NpuOp::Copy(CopyOp { outer, parts })
+        }
+        Op::Reshape(_) => NpuOp::Copy(CopyOp {
+            outer: 1,
+            parts: vec![CopyPart {
+                row_bytes: x.size_bytes(),
+                constant: x.constant().map(|c| c.to_bytes()),
+            }],
+        }),
+        _ => return Err(no(&OP, format!("no NPU kernel for {}", node.onnx_op))),
+    })
+}
+
+fn eltwise(g: &Graph, n: NodeId, b: BinOp, elem: Elem) -> Result<NpuOp, Reject> {
+    let node = &g.nodes[n];
+    let out = &g.tensors[node.outputs[0]];
+    let (mut a, mut bt) = (node.inputs[0], node.inputs[1]);
+    // The activation operand of the output's shape goes first (add and mul commute).
+    if g.tensors[a].shape != out.shape || (g.constant(a).is_some() && g.constant(bt).is_none()) {
+        std::mem::swap(&mut a, &mut bt);
+    }
+    let (ta, tb) = (&g.tensors[a], &g.tensors[bt]);
+    if ta.shape != out.shape || ta.constant().is_some() {
+        return Err(no(&BROADCAST, format!("{:?} and {:?}", ta.shape, tb.shape)));
+    }
+    let op = if b == BinOp::Add {
+        EltOp::Add
+    } else {
+        EltOp::Mul
+    };
+    let total = numel(&out.shape);
+    let (b_const, broadcast) = match tb.constant() {
+        None if tb.shape == out.shape => (None, Broadcast::Same),
+        None => {
+            return Err(no(
+                &BROADCAST,
+                format!(
+                    "run-time operand {:?} broadcasts to {:?}",
+                    tb.shape, out.shape
+                ),
+            ))
+        }
+        Some(c) => {
+            let bytes = c.to_bytes();
+            let nb = numel(&tb.shape);
+            if nb == 1 {
+                (Some(bytes), Broadcast::Scalar)
+            } else if tb.shape == out.shape {
+                (Some(bytes), Broadcast::Same)
+            } else {
+                // Right-align; exactly one non-1 axis equal to the output's, everything after it 1.
+                let r = out.shape.len();
+                let pad = r
+                    .checked_sub(tb.shape.len())
+                    .ok_or_else(|| no(&BROADCAST, "operand rank exceeds output rank"))?;
+                let full: Vec<usize> = std::iter::repeat_n(1, pad)
+                    .chain(tb.shape.iter().copied())
+                    .collect();
+                let axes: Vec<usize> = (0..r).filter(|&i| full[i] != 1).collect();
+                match axes.as_slice() {
+                    [ax] if full[*ax] == out.shape[*ax] => {
+                        let inner = numel(&out.shape[ax + 1..]);
+                        (
+                            Some(bytes),
+                            Broadcast::PerRow {
+                                inner,
+                                period: full[*ax],
+                            },
+                        )
+                    }
+                    _ => {
+                        return Err(no(
+                            &BROADCAST,
+                            format!("constant {:?} against {:?}", tb.shape, out.shape),
+                        ))
+                    }
+                }
+            }
+        }
+    };
+    Ok(NpuOp::Eltwise(EltwiseOp {
+        elem,
+        op,
+        n: total,
+        b_const,
+        broadcast,
+        act: Activation::None,
+        quant: None,
+    }))
+}

@@ -1,0 +1,617 @@
+//! NPU lowering of the CNN family (`ir/ops/cnn.rs`): Conv (dense, grouped, depthwise; strides, dilations, every
+//! padding), MaxPool / AveragePool and GlobalAveragePool. A conv output block is `mb` channels × `ohb` full-width
+//! rows; its input slab is the valid image rows the block's windows touch, loaded `cb` channels at a time into
+//! the tile and accumulated by CONV commands, then EPILOGUE adds bias and residual, applies the activation (or
+//! requantises) and a DMA stores the block. Block sizes are chosen per layer from the shapes so that every
+//! buffer fits the tile's local memory with the least DMA traffic; weights are formatted at compile time into
+//! `[group][m-block][c-chunk]` blocks of `[mb][cb][kh][kw]`, so each chunk is one contiguous DMA.
+
+use super::{
+    a64, act_words, best, sizes, ArgKind, Elem, Gen, OpProgram, Requant, Weights, PARAM_AREA,
+    PARAM_SLOT2,
+};
+use crate::ir::Activation;
+use crate::npu::target::NpuTarget;
+use crate::npu::txn::{Kernel, Xrt};
+
+/// A 2-D convolution. ONNX args: 0 x `[n,c,h,w]`, 1 w `[m,c/g,kh,kw]`, 2 bias `[m]`, 3 residual `[n,m,oh,ow]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvOp {
+    /// Activation type.
+    pub elem: Elem,
+    /// Input shape n, c, h, w.
+    pub x: [usize; 4],
+    /// Output channels.
+    pub m: usize,
+    /// Kernel size.
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Pads: top, left, bottom, right.
+    pub pads: [usize; 4],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Groups.
+    pub group: usize,
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// Weights `[m][c/g][kh][kw]`.
+    pub weights: Weights,
+    /// f32 bias per output channel (f32 ops; zeros when absent).
+    pub bias: Vec<f32>,
+    /// Residual input added before the activation (f32 only).
+    pub residual: bool,
+    /// Fused activation (f32; int8 folds it into the requantisation clamp).
+    pub act: Activation,
+    /// int8 requantisation.
+    pub requant: Option<Requant>,
+}
+
+impl ConvOp {
+    /// One input channel per output channel.
+    pub fn depthwise(&self) -> bool {
+        self.group > 1 && self.group == self.x[1] && self.m == self.x[1]
+    }
+    /// Multiply-accumulates.
+    pub fn macs(&self) -> u64 {
+        let [n, c, _, _] = self.x;
+        (n * self.m
+            * self.out[0]
+            * self.out[1]
+            * (c / self.group)
+            * self.kernel[0]
+            * self.kernel[1]) as u64
+    }
+    fn in_rows(&self, ohb: usize) -> usize {
+        ((ohb - 1) * self.strides[0] + (self.kernel[0] - 1) * self.dilations[0] + 1).min(self.x[2])
+    }
+    /// Local bytes of a block choice: (slab, weights, acc, bias+scale, residual, int8 out).
+    fn layout(&self, mb: usize, cb: usize, ohb: usize) -> [usize; 6] {
+        let e = self.elem.size();
+        let [_, _, _, w] = self.x;
+        let k = self.kernel[0] * self.kernel[1];
+        let cbw = if self.depthwise() { 1 } else { cb };
+        let int8 = self.elem != Elem::F32;
+        let outb = mb * ohb * self.out[1];
+        [
+            a64(cb * self.in_rows(ohb) * w * e),
+            a64(mb * cbw * k * e),
+            a64(outb * 4),
+            a64(mb * 4) * (1 + int8 as usize),
+            if self.residual { a64(outb * 4) } else { 0 },
+            if int8 { a64(outb) } else { 0 },
+        ]
+    }
+    /// Chooses (mb, cb, ohb), or explains why no block fits.
+    pub fn blocks(&self, budget: usize) -> Result<(usize, usize, usize), String> {
+        let (cg, mg) = (self.x[1] / self.group, self.m / self.group);
+        let dw = self.depthwise();
+        let mut cands = Vec::new();
+        let e = self.elem.size();
+        let k = self.kernel[0] * self.kernel[1];
+        let mmax = if dw { self.m } else { mg };
+        for &mb in &sizes(mmax, 256) {
+            let cbs = if dw { vec![mb] } else { sizes(cg, 512) };
+            for &cb in &cbs {
+                for &ohb in &sizes(self.out[0], 64) {
+                    let bytes: usize = self.layout(mb, cb, ohb).iter().sum();
+                    let (nm, noh) = (mmax.div_ceil(mb), self.out[0].div_ceil(ohb));
+                    let cin = if dw { mb } else { cg };
+                    let traffic = nm
+                        * noh
+                        * (cin * self.in_rows(ohb) * self.x[3] * e
+                            + mb * if dw { 1 } else { cg } * k * e);
+                    let items = (nm * noh * cin.div_ceil(cb)) as u64;
+                    cands.push(((mb, cb, ohb), bytes, traffic as u64 * 64 + items));
+                }
+            }
+        }
+        best(cands.into_iter(), budget).ok_or_else(|| {
+            let need: usize = self.layout(1, 1, 1).iter().sum();
+            format!(
+                "working set exceeds the tile's local memory even for 1 channel x 1 row: required {} B, available {} B, excess {} B",
+                need + PARAM_AREA as usize,
+                budget + PARAM_AREA as usize,
+                need - budget.min(need)
+            )
+        })
+    }
+
+    /// Compiles the conv.
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+        let mut g = Gen::new(t);
+        let (mb, cb, ohb) = self.blocks(g.budget())?;
+        let e = self.elem.size();
+        let [n, c, h, w] = self.x;
+        let [oh, ow] = self.out;
+        let (kh, kw) = (self.kernel[0], self.kernel[1]);
+        let k = kh * kw;
+        let dw = self.depthwise();
+        let (cg, mg) = (c / self.group, self.m / self.group);
+        // Depthwise: one "group" covering all channels, m-blocks select channels.
+        let (groups, mper) = if dw { (1, self.m) } else { (self.group, mg) };
+        let int8 = self.elem != Elem::F32;
+        // Constants: weight blocks, then bias (f32 or i32), then scales (int8).
+        let mut wtab = Vec::new();
+        for gi in 0..groups {
+            for m0 in (0..mper).step_by(mb) {
+                let mbs = mb.min(mper - m0);
+                let chunks: Vec<usize> = if dw {
+                    vec![0]
+                } else {
+                    (0..cg).step_by(cb).collect()
+                };
+                for c0 in chunks {
+                    wtab.push(g.p.consts.len());
+                    let cbs = if dw { 1 } else { cb.min(cg - c0) };
+                    for i in 0..mbs {
+                        let mo = gi * mper + m0 + i;
+                        for j in 0..cbs {
+                            for kk in 0..k {
+                                let idx = (mo * if dw { 1 } else { cg } + c0 + j) * k + kk;
+                                self.weights.push(idx, &mut g.p.consts);
+                            }
+                        }
+                    }
+                    let pad = a64(g.p.consts.len()) - g.p.consts.len();
+                    g.p.consts.extend(std::iter::repeat_n(0, pad));
+                }
+            }
+        }
+        let bias_at = g.p.consts.len();
+        match &self.requant {
+            None => {
+                for m in 0..self.m {
+                    g.p.consts
+                        .extend_from_slice(&self.bias.get(m).copied().unwrap_or(0.0).to_le_bytes());
+                }
+            }
+            Some(q) => {
+                for m in 0..self.m {
+                    g.p.consts.extend_from_slice(&q.bias[m].to_le_bytes());
+                }
+            }
+        }
+        let scale_at = a64(g.p.consts.len());
+        g.p.consts.resize(scale_at, 0);
+        if let Some(q) = &self.requant {
+            for m in 0..self.m {
+                g.p.consts.extend_from_slice(&q.scale[m].to_le_bytes());
+            }
+        }
+        let x_bytes = n * c * h * w * e;
+        let y_bytes = n * self.m * oh * ow * e;
+        g.arg(ArgKind::Input, Xrt::In, 0, 0, x_bytes as u64);
+        let res_at = a64(x_bytes);
+        if self.residual {
+            g.arg(
+                ArgKind::Input,
+                Xrt::In,
+                3,
+                res_at as u64,
+                (n * self.m * oh * ow * 4) as u64,
+            );
+        }
+        g.arg(
+            ArgKind::ConstInput,
+            Xrt::Const,
+            1,
+            0,
+            g.p.consts.len() as u64,
+        );
+        g.arg(ArgKind::Output, Xrt::Out, 0, 0, y_bytes as u64);
+
+        let lay = self.layout(mb, cb, ohb);
+        let slab = PARAM_AREA as usize;
+        let wl = slab + lay[0];
+        let acc = wl + lay[1];
+        let bias = acc + lay[2];
+        let res = bias + lay[3];
+        let outl = res + lay[4];
+        let (pt, pl) = (self.pads[0] as i64, self.pads[1] as i64);
+        let (sh, dh) = (self.strides[0] as i64, self.dilations[0] as i64);
+        let (xzp, qlo, qhi, yzp) = match &self.requant {
+            Some(q) => (q.x_zero_point, q.clamp.0, q.clamp.1, q.y_zero_point),
+            None => (0, 0, 0, 0),
+        };
+        for ni in 0..n {
+            let mut wi = 0;
+            for gi in 0..groups {
+                for m0 in (0..mper).step_by(mb) {
+                    let mbs = mb.min(mper - m0);
+                    let mo0 = gi * mper + m0;
+                    let chunk0 = wi;
+                    for oh0 in (0..oh).step_by(ohb) {
+                        wi = chunk0;
+                        let ohs = ohb.min(oh - oh0);
+                        let lo = oh0 as i64 * sh - pt;
+                        let hi = (oh0 + ohs - 1) as i64 * sh - pt + (kh as i64 - 1) * dh + 1;
+                        let (ih0, ih1) = (lo.max(0), hi.min(h as i64));
+                        if ih1 <= ih0 {
+                            return Err("an output row block sees only padding (pads exceed the kernel extent)".into());
+                        }
+                        let in_rows = (ih1 - ih0) as usize;
+                        let tile = g.tile();
+                        let chunks: Vec<usize> = if dw {
+                            vec![0]
+                        } else {
+                            (0..cg).step_by(cb).collect()
+                        };
+                        for (ci, &c0) in chunks.iter().enumerate() {
+                            let (cbase, cbs) = if dw {
+                                (mo0, mbs)
+                            } else {
+                                (gi * cg + c0, cb.min(cg - c0))
+                            };
+                            let row = in_rows * w * e;
+                            g.dma(
+                                tile,
+                                false,
+                                Xrt::In,
+                                ((ni * c + cbase) * h + ih0 as usize) * w * e,
+                                slab,
+                                row,
+                                cbs,
+                                h * w * e,
+                                row,
+                            );
+                            let wbytes = mbs * if dw { 1 } else { cbs } * k * e;
+                            g.dma(
+                                tile,
+                                false,
+                                Xrt::Const,
+                                wtab[wi + ci],
+                                wl,
+                                wbytes,
+                                1,
+                                wbytes,
+                                wbytes,
+                            );
+                            let words = [
+                                self.elem.code(),
+                                (ci == 0) as u32 | (dw as u32) << 1,
+                                slab as u32,
+                                wl as u32,
+                                acc as u32,
+                                cbs as u32,
+                                in_rows as u32,
+                                w as u32,
+                                mbs as u32,
+                                ohs as u32,
+                                ow as u32,
+                                kh as u32,
+                                kw as u32,
+                                self.strides[0] as u32,
+                                self.strides[1] as u32,
+                                self.dilations[0] as u32,
+                                self.dilations[1] as u32,
+                                (oh0 as i64 * sh - pt - ih0) as i32 as u32,
+                                (-pl) as i32 as u32,
+                                xzp as u32,
+                            ];
+                            let work = (mbs * ohs * ow * if dw { 1 } else { cbs } * k) as u64;
+                            g.compute(tile, Kernel::Conv, 0, &words, work, self.elem);
+                        }
+                        let bb = mbs * 4;
+                        g.dma(
+                            tile,
+                            false,
+                            Xrt::Const,
+                            bias_at + mo0 * 4,
+                            bias,
+                            bb,
+                            1,
+                            bb,
+                            bb,
+                        );
+                        if int8 {
+                            g.dma(
+                                tile,
+                                false,
+                                Xrt::Const,
+                                scale_at + mo0 * 4,
+                                bias + a64(mb * 4),
+                                bb,
+                                1,
+                                bb,
+                                bb,
+                            );
+                        }
+                        let blk = ohs * ow;
+                        if self.residual {
+                            let off = res_at + ((ni * self.m + mo0) * oh + oh0) * ow * 4;
+                            g.dma(
+                                tile,
+                                false,
+                                Xrt::In,
+                                off,
+                                res,
+                                blk * 4,
+                                mbs,
+                                oh * ow * 4,
+                                blk * 4,
+                            );
+                        }
+                        let out_l = if int8 { outl } else { acc };
+                        let [act, lo_w, hi_w] = act_words(self.act);
+                        let (lo_w, hi_w) = if int8 {
+                            (qlo as u32, qhi as u32)
+                        } else {
+                            (lo_w, hi_w)
+                        };
+                        let epi = [
+                            self.elem.code(),
+                            1 | (self.residual as u32) << 2,
+                            acc as u32,
+                            bias as u32,
+                            res as u32,
+                            out_l as u32,
+                            mbs as u32,
+                            blk as u32,
+                            if int8 { 0 } else { act },
+                            lo_w,
+                            hi_w,
+                            (bias + a64(mb * 4)) as u32,
+                            yzp as u32,
+                        ];
+                        g.compute(
+                            tile,
+                            Kernel::Epilogue,
+                            PARAM_SLOT2,
+                            &epi,
+                            (mbs * blk) as u64,
+                            self.elem,
+                        );
+                        let off = ((ni * self.m + mo0) * oh + oh0) * ow * e;
+                        g.dma(
+                            tile,
+                            true,
+                            Xrt::Out,
+                            off,
+                            out_l,
+                            blk * e,
+                            mbs,
+                            oh * ow * e,
+                            blk * e,
+                        );
+                        g.p.body.sync(tile);
+                    }
+                    wi = chunk0 + chunks_len(dw, cg, cb);
+                }
+            }
+        }
+        Ok(g.finish())
+    }
+}
+
+fn chunks_len(dw: bool, cg: usize, cb: usize) -> usize {
+    if dw {
+        1
+    } else {
+        cg.div_ceil(cb)
+    }
+}
+
+/// Pooling kind on the NPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolMode {
+    /// Maximum.
+    Max,
+    /// Average dividing by the full window.
+    AvgIncludePad,
+    /// Average over valid positions.
+    AvgExcludePad,
+}
+
+/// MaxPool / AveragePool (no ceil mode). ONNX args: 0 x, output 0 y.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolOp {
+    /// Activation type.
+    pub elem: Elem,
+    /// Kind.
+    pub mode: PoolMode,
+    /// Input n, c, h, w.
+    pub x: [usize; 4],
+    /// Window.
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Pads top, left, bottom, right.
+    pub pads: [usize; 4],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Output h, w.
+    pub out: [usize; 2],
+}
+
+impl PoolOp {
+    fn in_rows(&self, ohb: usize) -> usize {
+        ((ohb - 1) * self.strides[0] + (self.kernel[0] - 1) * self.dilations[0] + 1).min(self.x[2])
+    }
+    /// Compiles the pool.
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+        let mut g = Gen::new(t);
+        let e = self.elem.size();
+        let [n, c, h, w] = self.x;
+        let [oh, ow] = self.out;
+        let bytes =
+            |cb: usize, ohb: usize| a64(cb * self.in_rows(ohb) * w * e) + a64(cb * ohb * ow * e);
+        let mut cands = Vec::new();
+        for &cb in &sizes(c, 512) {
+            for &ohb in &sizes(oh, 64) {
+                let items = c.div_ceil(cb) * oh.div_ceil(ohb);
+                let traffic = c * oh.div_ceil(ohb) * self.in_rows(ohb) * w * e;
+                cands.push(((cb, ohb), bytes(cb, ohb), (traffic * 64 + items) as u64));
+            }
+        }
+        let (cb, ohb) = best(cands.into_iter(), g.budget()).ok_or_else(|| {
+            format!(
+                "working set exceeds the tile's local memory: required {} B, available {} B",
+                bytes(1, 1) + PARAM_AREA as usize,
+                t.local_memory_bytes
+            )
+        })?;
+        g.arg(ArgKind::Input, Xrt::In, 0, 0, (n * c * h * w * e) as u64);
+        g.arg(
+            ArgKind::Output,
+            Xrt::Out,
+            0,
+            0,
+            (n * c * oh * ow * e) as u64,
+        );
+        let slab = PARAM_AREA as usize;
+        let outl = slab + a64(cb * self.in_rows(ohb) * w * e);
+        let (pt, sh, dh) = (
+            self.pads[0] as i64,
+            self.strides[0] as i64,
+            self.dilations[0] as i64,
+        );
+        let kind = match self.mode {
+            PoolMode::Max => 0,
+            PoolMode::AvgIncludePad => 1,
+            PoolMode::AvgExcludePad => 2,
+        };
+        for ni in 0..n {
+            for c0 in (0..c).step_by(cb) {
+                let cbs = cb.min(c - c0);
+                for oh0 in (0..oh).step_by(ohb) {
+                    let ohs = ohb.min(oh - oh0);
+                    let lo = oh0 as i64 * sh - pt;
+                    let hi =
+                        (oh0 + ohs - 1) as i64 * sh - pt + (self.kernel[0] as i64 - 1) * dh + 1;
+                    let (ih0, ih1) = (lo.max(0), hi.min(h as i64));
+                    if ih1 <= ih0 {
+                        return Err(
+                            "an output row block sees only padding (pads exceed the window)".into(),
+                        );
+                    }
+                    let in_rows = (ih1 - ih0) as usize;
+                    let tile = g.tile();
+                    let row = in_rows * w * e;
+                    g.dma(
+                        tile,
+                        false,
+                        Xrt::In,
+                        ((ni * c + c0) * h + ih0 as usize) * w * e,
+                        slab,
+                        row,
+                        cbs,
+                        h * w * e,
+                        row,
+                    );
+                    let words = [
+                        self.elem.code(),
+                        kind,
+                        slab as u32,
+                        outl as u32,
+                        cbs as u32,
+                        in_rows as u32,
+                        w as u32,
+                        ohs as u32,
+                        ow as u32,
+                        self.kernel[0] as u32,
+                        self.kernel[1] as u32,
+                        self.strides[0] as u32,
+                        self.strides[1] as u32,
+                        (oh0 as i64 * sh - pt - ih0) as i32 as u32,
+                        (-(self.pads[1] as i64)) as i32 as u32,
+                        self.dilations[0] as u32,
+                        self.dilations[1] as u32,
+                    ];
+                    let work = (cbs * ohs * ow * self.kernel[0] * self.kernel[1]) as u64;
+                    g.compute(tile, Kernel::Pool, 0, &words, work, self.elem);
+                    let blk = ohs * ow * e;
+                    g.dma(
+                        tile,
+                        true,
+                        Xrt::Out,
+                        ((ni * c + c0) * oh + oh0) * ow * e,
+                        outl,
+                        blk,
+                        cbs,
+                        oh * ow * e,
+                        blk,
+                    );
+                    g.p.body.sync(tile);
+                }
+            }
+        }
+        Ok(g.finish())
+    }
+}
+
+/// GlobalAveragePool: `[n, c, h, w]` → `[n, c, 1, 1]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GapOp {
+    /// Activation type.
+    pub elem: Elem,
+    /// Planes (n * c).
+    pub planes: usize,
+    /// Elements per plane.
+    pub size: usize,
+}
+
+impl GapOp {
+    /// Compiles the global pool.
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+        let mut g = Gen::new(t);
+        let e = self.elem.size();
+        let bytes = |cb: usize| a64(cb * self.size * e) + a64(cb * e);
+        let cands = sizes(self.planes, 4096)
+            .into_iter()
+            .map(|cb| (cb, bytes(cb), self.planes.div_ceil(cb) as u64));
+        let cb = best(cands, g.budget()).ok_or_else(|| {
+            format!(
+                "one channel plane exceeds the tile's local memory: required {} B, available {} B, excess {} B",
+                bytes(1) + PARAM_AREA as usize,
+                t.local_memory_bytes,
+                (bytes(1) + PARAM_AREA as usize).saturating_sub(t.local_memory_bytes as usize)
+            )
+        })?;
+        g.arg(
+            ArgKind::Input,
+            Xrt::In,
+            0,
+            0,
+            (self.planes * self.size * e) as u64,
+        );
+        g.arg(ArgKind::Output, Xrt::Out, 0, 0, (self.planes * e) as u64);
+        let inl = PARAM_AREA as usize;
+        let outl = inl + a64(cb * self.size * e);
+        for p0 in (0..self.planes).step_by(cb) {
+            let cbs = cb.min(self.planes - p0);
+            let tile = g.tile();
+            let b = cbs * self.size * e;
+            g.dma(tile, false, Xrt::In, p0 * self.size * e, inl, b, 1, b, b);
+            let words = [
+                self.elem.code(),
+                0,
+                inl as u32,
+                outl as u32,
+                cbs as u32,
+                self.size as u32,
+            ];
+            g.compute(
+                tile,
+                Kernel::Gap,
+                0,
+                &words,
+                (cbs * self.size) as u64,
+                self.elem,
+            );
+            g.dma(
+                tile,
+                true,
+                Xrt::Out,
+                p0 * e,
+                outl,
+                cbs * e,
+                1,
+                cbs * e,
+                cbs * e,
+            );
+            g.p.body.sync(tile);
+        }
+        Ok(g.finish())
+    }
+}

@@ -1,0 +1,405 @@
+//! The NPU op library, following DynamicDispatch's operator interface (seed 001): every op gives its buffer
+//! requirements as an arg map (INPUT, OUTPUT, SCRATCH_PAD, CONST_INPUT, CONST_KERNEL_PARAM_INPUT entries with XRT
+//! arg index, ONNX arg index, offset and size), its transaction binary for its shapes, its runtime ("super
+//! kernel") parameter blocks, and its constants formatted into the NPU's layout. One file per op family, named as
+//! in `ir/ops/` and `codegen/ops/`: `cnn.rs` (Conv, MaxPool, AveragePool, GlobalAveragePool), `linalg.rs`
+//! (MatMul, Gemm), `elementwise.rs` (Add, Mul, Relu, Clip), `shape.rs` (Concat, Reshape).
+//!
+//! `capability.rs` turns an IR node into an [`NpuOp`] or a rejection naming the one [`Constraint`] it breaks;
+//! the same constraint table prints `bundlec ops --npu`. Ops are described independently of the IR (shapes,
+//! dtype, constants, quantisation), so the int8 variants are built and tested directly until the int8 importer
+//! produces them.
+
+pub mod capability;
+pub mod cnn;
+pub mod elementwise;
+pub mod linalg;
+pub mod shape;
+
+use super::target::NpuTarget;
+use super::txn::{Kernel, TxnBody, Xrt};
+use crate::ir::Activation;
+
+pub use capability::{npu_op_for_node, Constraint, Reject, CONSTRAINTS};
+
+/// ONNX ops the library implements (a target may list a subset).
+pub const KNOWN_OPS: &[&str] = &[
+    "Conv",
+    "MatMul",
+    "Gemm",
+    "Add",
+    "Mul",
+    "Relu",
+    "Clip",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Concat",
+    "Reshape",
+];
+
+/// Bytes of the parameter area at the start of every tile's local memory.
+pub const PARAM_AREA: u32 = 256;
+/// Offset of the second parameter block in the parameter area.
+pub const PARAM_SLOT2: u32 = 128;
+
+/// Element type of an NPU op's activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    /// f32 activations and weights.
+    F32,
+    /// u8 activations, i8 weights, i32 accumulation.
+    U8,
+    /// i8 activations, i8 weights, i32 accumulation.
+    I8,
+}
+
+impl Elem {
+    /// The kernels' dtype code.
+    pub fn code(self) -> u32 {
+        match self {
+            Elem::F32 => 0,
+            Elem::U8 => 1,
+            Elem::I8 => 2,
+        }
+    }
+    /// Bytes per activation element.
+    pub fn size(self) -> usize {
+        match self {
+            Elem::F32 => 4,
+            _ => 1,
+        }
+    }
+    /// Name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Elem::F32 => "f32",
+            Elem::U8 => "u8",
+            Elem::I8 => "i8",
+        }
+    }
+    /// Output range of an int8 type.
+    pub fn range(self) -> (i32, i32) {
+        match self {
+            Elem::U8 => (0, 255),
+            Elem::I8 => (-128, 127),
+            Elem::F32 => (i32::MIN, i32::MAX),
+        }
+    }
+}
+
+/// A per-tensor quantisation: real = scale * (q - zero_point).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quant {
+    /// Scale.
+    pub scale: f32,
+    /// Zero point.
+    pub zero_point: i32,
+}
+
+/// Weights of a conv or gemm in their ONNX layout.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Weights {
+    /// f32 values.
+    F32(Vec<f32>),
+    /// Symmetric int8 values (per-channel scales live in the op's requantisation).
+    I8(Vec<i8>),
+}
+
+impl Weights {
+    /// Appends element `i` in little-endian bytes.
+    pub(crate) fn push(&self, i: usize, out: &mut Vec<u8>) {
+        match self {
+            Weights::F32(v) => out.extend_from_slice(&v[i].to_le_bytes()),
+            Weights::I8(v) => out.push(v[i] as u8),
+        }
+    }
+}
+
+/// How an int8 conv/gemm turns its i32 accumulator into the output: `clamp(sat(rhe(f32(acc + bias) * scale[c]) +
+/// zero_point), lo, hi)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Requant {
+    /// Input zero point (subtracted from every activation).
+    pub x_zero_point: i32,
+    /// i32 bias per output channel.
+    pub bias: Vec<i32>,
+    /// x_scale * w_scale[c] / y_scale per output channel.
+    pub scale: Vec<f32>,
+    /// Output zero point.
+    pub y_zero_point: i32,
+    /// Output clamp (includes the fused activation).
+    pub clamp: (i32, i32),
+}
+
+/// Kind of an arg map entry (seed 001's `OpArgType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// An activation input.
+    Input,
+    /// An output.
+    Output,
+    /// Per-op scratch in DDR.
+    ScratchPad,
+    /// Constants formatted for the NPU.
+    ConstInput,
+    /// Kernel parameter blocks.
+    ConstKernelParamInput,
+}
+
+/// One entry of an op's arg map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgEntry {
+    /// What the entry holds.
+    pub kind: ArgKind,
+    /// XRT buffer (fused-buffer index; XRT kernel arg = 3 + index).
+    pub xrt: Xrt,
+    /// ONNX input index (inputs), output index (outputs) or 0.
+    pub onnx: usize,
+    /// Byte offset in the op-local buffer.
+    pub offset: u64,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// Cost figures of one op's program.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OpCost {
+    /// Multiply-accumulates (or elements for non-MAC ops).
+    pub macs: u64,
+    /// Compute cycles of the busiest tile.
+    pub compute_cycles: u64,
+    /// Bytes moved by DMA.
+    pub dma_bytes: u64,
+    /// DMA cycles.
+    pub dma_cycles: u64,
+    /// Tiles used.
+    pub tiles: usize,
+}
+
+impl OpCost {
+    /// Double-buffered DMA overlaps compute: the op takes the longer of the two.
+    pub fn cycles(&self) -> u64 {
+        self.compute_cycles.max(self.dma_cycles)
+    }
+}
+
+/// An op compiled for the NPU: the four things of the operator interface plus its cost.
+#[derive(Debug, Clone, Default)]
+pub struct OpProgram {
+    /// Transaction ops; DDR_PATCHes address the op-local buffers of `arg_map`.
+    pub body: TxnBody,
+    /// Constants in NPU layout (op-local `const`).
+    pub consts: Vec<u8>,
+    /// Parameter blocks (op-local `super_instr`).
+    pub params: Vec<u8>,
+    /// Buffer requirements.
+    pub arg_map: Vec<ArgEntry>,
+    /// Cost.
+    pub cost: OpCost,
+}
+
+/// An NPU op with static shapes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NpuOp {
+    /// Convolution (incl. depthwise and grouped) with bias, residual and activation.
+    Conv(cnn::ConvOp),
+    /// Max / average pooling.
+    Pool(cnn::PoolOp),
+    /// Global average pooling.
+    Gap(cnn::GapOp),
+    /// Matrix product with constant right operand.
+    Gemm(linalg::GemmOp),
+    /// Elementwise add / mul / activation.
+    Eltwise(elementwise::EltwiseOp),
+    /// Concat / Reshape: DMA copies.
+    Copy(shape::CopyOp),
+}
+
+impl NpuOp {
+    /// Compiles the op for a target: arg map, transaction body, params, NPU-layout constants, cost.
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+        match self {
+            NpuOp::Conv(o) => o.program(t),
+            NpuOp::Pool(o) => o.program(t),
+            NpuOp::Gap(o) => o.program(t),
+            NpuOp::Gemm(o) => o.program(t),
+            NpuOp::Eltwise(o) => o.program(t),
+            NpuOp::Copy(o) => o.program(t),
+        }
+    }
+    /// Short kernel name for tables.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NpuOp::Conv(c) if c.depthwise() => "dwconv",
+            NpuOp::Conv(_) => "conv",
+            NpuOp::Pool(_) => "pool",
+            NpuOp::Gap(_) => "gap",
+            NpuOp::Gemm(_) => "gemm",
+            NpuOp::Eltwise(_) => "eltwise",
+            NpuOp::Copy(_) => "copy",
+        }
+    }
+}
+
+/// Rounds up to 64.
+pub(crate) fn a64(x: usize) -> usize {
+    x.div_ceil(64) * 64
+}
+
+/// Shared state of an op's program generator: tiles round-robin, parameter dedup, per-tile cycle sums.
+pub(crate) struct Gen<'t> {
+    pub t: &'t NpuTarget,
+    pub p: OpProgram,
+    tiles: Vec<(u8, u8)>,
+    next: usize,
+    tile_cycles: Vec<u64>,
+    param_index: std::collections::HashMap<Vec<u8>, u64>,
+}
+
+impl<'t> Gen<'t> {
+    pub fn new(t: &'t NpuTarget) -> Self {
+        let tiles = t.core_tiles();
+        let n = tiles.len();
+        Gen {
+            t,
+            p: OpProgram::default(),
+            tiles,
+            next: 0,
+            tile_cycles: vec![0; n],
+            param_index: Default::default(),
+        }
+    }
+    /// Usable local bytes after the parameter area.
+    pub fn budget(&self) -> usize {
+        self.t.local_memory_bytes as usize - PARAM_AREA as usize
+    }
+    /// The next tile, round-robin: (index, col, row).
+    pub fn tile(&mut self) -> (usize, u8, u8) {
+        let i = self.next % self.tiles.len();
+        self.next += 1;
+        (i, self.tiles[i].0, self.tiles[i].1)
+    }
+    /// Adds an arg map entry.
+    pub fn arg(&mut self, kind: ArgKind, xrt: Xrt, onnx: usize, offset: u64, size: u64) {
+        self.p.arg_map.push(ArgEntry {
+            kind,
+            xrt,
+            onnx,
+            offset,
+            size,
+        });
+    }
+    /// DMA counting bytes.
+    #[allow(clippy::too_many_arguments)] // mirrors TxnBody::dma
+    pub fn dma(
+        &mut self,
+        tile: (usize, u8, u8),
+        store: bool,
+        buf: Xrt,
+        offset: usize,
+        local: usize,
+        row_bytes: usize,
+        rows: usize,
+        ddr_stride: usize,
+        local_stride: usize,
+    ) {
+        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
+        self.p.body.dma(
+            tile,
+            store,
+            buf,
+            offset as u64,
+            local as u32,
+            row_bytes as u32,
+            rows as u32,
+            ddr_stride as u32,
+            local_stride as u32,
+        );
+    }
+    /// Loads a parameter block into the tile at `slot` and runs `kernel` on it; `work` MACs (or elements) at
+    /// the rate of `dtype`.
+    pub fn compute(
+        &mut self,
+        tile: (usize, u8, u8),
+        kernel: Kernel,
+        slot: u32,
+        words: &[u32],
+        work: u64,
+        dtype: Elem,
+    ) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let off = match self.param_index.get(&bytes) {
+            Some(&o) => o,
+            None => {
+                let o = self.p.params.len() as u64;
+                self.p.params.extend_from_slice(&bytes);
+                self.param_index.insert(bytes.clone(), o);
+                o
+            }
+        };
+        self.dma(
+            tile,
+            false,
+            Xrt::Params,
+            off as usize,
+            slot as usize,
+            bytes.len(),
+            1,
+            bytes.len(),
+            bytes.len(),
+        );
+        self.p.body.sync(tile);
+        self.p.body.compute(tile, kernel, slot, bytes.len() as u32);
+        let rate = match dtype {
+            Elem::F32 => self.t.macs_per_cycle.f32,
+            _ => self.t.macs_per_cycle.i8,
+        } as u64;
+        self.p.cost.macs += work;
+        self.tile_cycles[tile.0] += work.div_ceil(rate);
+    }
+    /// Finishes: cost totals, params area entry.
+    pub fn finish(mut self) -> OpProgram {
+        let plen = self.p.params.len() as u64;
+        self.arg(ArgKind::ConstKernelParamInput, Xrt::Params, 0, 0, plen);
+        self.p.cost.compute_cycles = self.tile_cycles.iter().copied().max().unwrap_or(0);
+        self.p.cost.tiles = self.tile_cycles.iter().filter(|&&c| c > 0).count();
+        self.p.cost.dma_cycles = self
+            .p
+            .cost
+            .dma_bytes
+            .div_ceil(self.t.dma_bytes_per_cycle as u64);
+        self.p
+    }
+}
+
+/// The epilogue's activation words (9, 10) for f32.
+pub(crate) fn act_words(act: Activation) -> [u32; 3] {
+    match act {
+        Activation::None => [0, 0, 0],
+        Activation::Relu => [1, 0, 0],
+        Activation::Clip(lo, hi) => [2, lo.to_bits(), hi.to_bits()],
+    }
+}
+
+/// Picks the candidate with the least cost among those whose local bytes fit; `None` if none fits.
+pub(crate) fn best<T: Copy>(
+    cands: impl Iterator<Item = (T, usize, u64)>,
+    budget: usize,
+) -> Option<T> {
+    cands
+        .filter(|c| c.1 <= budget)
+        .min_by_key(|c| c.2)
+        .map(|c| c.0)
+}
+
+/// Block-size candidates up to `n`: n itself and powers of two below it.
+pub(crate) fn sizes(n: usize, cap: usize) -> Vec<usize> {
+    let mut v = vec![n.min(cap)];
+    let mut p = 1;
+    while p < n.min(cap) {
+        v.push(p);
+        p *= 2;
+    }
+    v
+}

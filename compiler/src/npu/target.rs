@@ -1,0 +1,292 @@
+//! The NPU target description: the array geometry, local memories, MAC rates, DMA and instruction bandwidth,
+//! dispatch overhead, the host CPU figures the cost model compares against, and the ops the target accepts with
+//! their limits. The default `vnpu` ships in `compiler/targets/vnpu.json`; `--npu FILE` reads another. Every field
+//! is checked when the file is read and errors name the field (`ops[3].max_stride`). `docs/npu.md` documents it.
+
+use crate::error::{Error, Result};
+use crate::ir::DType;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The shipped virtual NPU description.
+pub const VNPU_JSON: &str = include_str!("../../targets/vnpu.json");
+
+/// MAC rates per cycle by dtype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MacRates {
+    /// f32 multiply-accumulates per cycle.
+    pub f32: u32,
+    /// int8 multiply-accumulates per cycle.
+    pub i8: u32,
+}
+
+/// The host CPU as the cost model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostModel {
+    /// Clock in MHz.
+    pub clock_mhz: u32,
+    /// MACs per cycle (one core).
+    pub macs_per_cycle: MacRates,
+    /// Elementwise results per cycle.
+    pub elements_per_cycle: u32,
+    /// memcpy bytes per cycle (the staging copies at segment borders).
+    pub copy_bytes_per_cycle: u32,
+}
+
+/// One op the target accepts, with its limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpSupport {
+    /// ONNX op type.
+    pub op: String,
+    /// Accepted activation dtypes (`f32`, `u8`, `i8`).
+    pub dtypes: Vec<String>,
+    /// Largest kernel side (conv, pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_kernel: Option<u32>,
+    /// Largest stride.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stride: Option<u32>,
+    /// Largest dilation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dilation: Option<u32>,
+}
+
+/// A target description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NpuTarget {
+    /// Device name (the recipe's kernel `instance`).
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Device generation byte of the transaction header.
+    pub generation: u8,
+    /// Total rows: shim row + memory-tile rows + core rows.
+    pub rows: u8,
+    /// Columns.
+    pub cols: u8,
+    /// Memory-tile rows (rows 1..=this).
+    pub mem_tile_rows: u8,
+    /// Data memory per core tile, bytes.
+    pub local_memory_bytes: u32,
+    /// Data memory per memory tile, bytes.
+    pub mem_tile_bytes: u32,
+    /// NPU clock, MHz.
+    pub clock_mhz: u32,
+    /// MACs per cycle per core tile.
+    pub macs_per_cycle: MacRates,
+    /// DDR bandwidth of the array's DMAs, bytes per cycle.
+    pub dma_bytes_per_cycle: u32,
+    /// Instruction (transaction) fetch bandwidth, bytes per cycle.
+    pub instr_bytes_per_cycle: u32,
+    /// Fixed cost of dispatching one segment, cycles.
+    pub dispatch_overhead_cycles: u32,
+    /// The host CPU the cost model compares with.
+    pub host: HostModel,
+    /// Accepted ops.
+    pub ops: Vec<OpSupport>,
+}
+
+fn bad(file: &str, field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::NpuTarget {
+        file: file.into(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl NpuTarget {
+    /// The shipped `vnpu`.
+    pub fn vnpu() -> NpuTarget {
+        // The shipped file is checked by a unit test; failing here would be a build defect.
+        NpuTarget::parse(VNPU_JSON, "vnpu").unwrap_or_else(|e| panic!("shipped vnpu.json: {e}"))
+    }
+    /// `vnpu` or a JSON file path.
+    pub fn load(spec: &str) -> Result<NpuTarget> {
+        if spec == "vnpu" {
+            return NpuTarget::parse(VNPU_JSON, "vnpu");
+        }
+        let text = std::fs::read_to_string(Path::new(spec)).map_err(|e| Error::Io {
+            path: spec.into(),
+            error: e,
+        })?;
+        NpuTarget::parse(&text, spec)
+    }
+    /// Parses and checks a description; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<NpuTarget> {
+        let t: NpuTarget = serde_json::from_str(text).map_err(|e| {
+            bad(
+                file,
+                format!("line {} column {}", e.line(), e.column()),
+                e.to_string(),
+            )
+        })?;
+        t.check(file)?;
+        Ok(t)
+    }
+    fn check(&self, file: &str) -> Result<()> {
+        let pos = |v: u64, f: &str| -> Result<()> {
+            if v == 0 {
+                Err(bad(file, f, "must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad(file, "name", "must be non-empty [A-Za-z0-9_-]"));
+        }
+        pos(self.cols as u64, "cols")?;
+        if self.cols > 64 {
+            return Err(bad(
+                file,
+                "cols",
+                "at most 64 (register addresses hold 7 column bits)",
+            ));
+        }
+        if self.rows > 31 || (self.rows as u32) < self.mem_tile_rows as u32 + 2 {
+            return Err(bad(
+                file,
+                "rows",
+                "must count the shim row, the memory-tile rows and at least one core row, and be at most 31",
+            ));
+        }
+        if !(1024..=(1 << 18)).contains(&self.local_memory_bytes)
+            || self.local_memory_bytes % 64 != 0
+        {
+            return Err(bad(
+                file,
+                "local_memory_bytes",
+                "must be a multiple of 64 in 1 KiB..=256 KiB",
+            ));
+        }
+        if self.mem_tile_bytes > (1 << 19) * 2 || self.mem_tile_bytes % 64 != 0 {
+            return Err(bad(
+                file,
+                "mem_tile_bytes",
+                "must be a multiple of 64, at most 1 MiB",
+            ));
+        }
+        pos(self.clock_mhz as u64, "clock_mhz")?;
+        pos(self.macs_per_cycle.f32 as u64, "macs_per_cycle.f32")?;
+        pos(self.macs_per_cycle.i8 as u64, "macs_per_cycle.i8")?;
+        pos(self.dma_bytes_per_cycle as u64, "dma_bytes_per_cycle")?;
+        pos(self.instr_bytes_per_cycle as u64, "instr_bytes_per_cycle")?;
+        pos(self.host.clock_mhz as u64, "host.clock_mhz")?;
+        pos(
+            self.host.macs_per_cycle.f32 as u64,
+            "host.macs_per_cycle.f32",
+        )?;
+        pos(self.host.macs_per_cycle.i8 as u64, "host.macs_per_cycle.i8")?;
+        pos(
+            self.host.elements_per_cycle as u64,
+            "host.elements_per_cycle",
+        )?;
+        pos(
+            self.host.copy_bytes_per_cycle as u64,
+            "host.copy_bytes_per_cycle",
+        )?;
+        for (i, o) in self.ops.iter().enumerate() {
+            if !super::ops::KNOWN_OPS.contains(&o.op.as_str()) {
+                return Err(bad(
+                    file,
+                    format!("ops[{i}].op"),
+                    format!(
+                        "'{}' is not in the NPU op library ({})",
+                        o.op,
+                        super::ops::KNOWN_OPS.join(", ")
+                    ),
+                ));
+            }
+            for (j, d) in o.dtypes.iter().enumerate() {
+                if !matches!(d.as_str(), "f32" | "u8" | "i8") {
+                    return Err(bad(
+                        file,
+                        format!("ops[{i}].dtypes[{j}]"),
+                        format!("'{d}': expected f32, u8 or i8"),
+                    ));
+                }
+            }
+            for (v, f) in [
+                (o.max_kernel, "max_kernel"),
+                (o.max_stride, "max_stride"),
+                (o.max_dilation, "max_dilation"),
+            ] {
+                if v == Some(0) {
+                    return Err(bad(file, format!("ops[{i}].{f}"), "must be at least 1"));
+                }
+            }
+        }
+        Ok(())
+    }
+    /// Core tiles as (col, row), column-major.
+    pub fn core_tiles(&self) -> Vec<(u8, u8)> {
+        let mut v = Vec::new();
+        for row in self.mem_tile_rows + 1..self.rows {
+            for col in 0..self.cols {
+                v.push((col, row));
+            }
+        }
+        v
+    }
+    /// The support entry of an ONNX op, if the target accepts it.
+    pub fn op(&self, onnx_op: &str) -> Option<&OpSupport> {
+        self.ops.iter().find(|o| o.op == onnx_op)
+    }
+    /// MACs per cycle of one core for a dtype.
+    pub fn macs(&self, dtype: DType) -> u64 {
+        match dtype {
+            DType::F32 => self.macs_per_cycle.f32 as u64,
+            _ => self.macs_per_cycle.i8 as u64,
+        }
+    }
+    /// Host seconds per cycle ratio: converts host cycles to NPU cycles.
+    pub fn host_to_npu_cycles(&self, host_cycles: f64) -> f64 {
+        host_cycles * self.clock_mhz as f64 / self.host.clock_mhz as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_vnpu_parses() {
+        let t = NpuTarget::vnpu();
+        assert_eq!(t.core_tiles().len(), 16);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut v: serde_json::Value = serde_json::from_str(VNPU_JSON).unwrap();
+        v["ops"][2]["max_stride"] = 0.into();
+        let e = NpuTarget::parse(&v.to_string(), "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ops[2].max_stride"), "{e}");
+        v["ops"][2]["max_stride"] = 2.into();
+        v["rows"] = 1.into();
+        let e = NpuTarget::parse(&v.to_string(), "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rows"), "{e}");
+        let e = NpuTarget::parse("{\"name\": 3}", "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.json"), "{e}");
+        v["rows"] = 6.into();
+        v["ops"][0]["op"] = "GridSample".into();
+        let e = NpuTarget::parse(&v.to_string(), "t.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ops[0].op") && e.contains("GridSample"), "{e}");
+    }
+}

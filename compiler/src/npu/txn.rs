@@ -1,0 +1,233 @@
+//! Writing transaction binaries: the aie-rt v0.1 container (16-byte header, ops that carry their size), the ops
+//! bundlec uses (WRITE, MASKPOLL, DDR_PATCH and the virtual NPU's custom VNPU_DMA / VNPU_COMPUTE), the register
+//! map, and a `TxnBody` that one NPU op appends to while it tracks the counters its MASKPOLLs wait for. Every
+//! byte is specified in `docs/npu-transaction-format.md`; `disasm.rs` reads the files back.
+
+use super::target::NpuTarget;
+
+/// Container major version.
+pub const MAJOR: u8 = 0;
+/// Container minor version.
+pub const MINOR: u8 = 1;
+/// Header bytes.
+pub const HEADER_BYTES: usize = 16;
+
+/// aie-rt WRITE.
+pub const OP_WRITE: u8 = 0;
+/// aie-rt BLOCKWRITE.
+pub const OP_BLOCKWRITE: u8 = 1;
+/// aie-rt MASKWRITE.
+pub const OP_MASKWRITE: u8 = 3;
+/// aie-rt MASKPOLL.
+pub const OP_MASKPOLL: u8 = 4;
+/// aie-rt custom DDR_PATCH.
+pub const OP_DDR_PATCH: u8 = 129;
+/// Virtual NPU DMA command.
+pub const OP_VNPU_DMA: u8 = 144;
+/// Virtual NPU compute command.
+pub const OP_VNPU_COMPUTE: u8 = 145;
+
+/// Tile register offset of buffer descriptor `i`'s low address word.
+pub const fn bd_addr(i: u32) -> u32 {
+    0x1D000 + 0x20 * i
+}
+/// Buffer descriptors per tile.
+pub const NUM_BDS: u32 = 16;
+/// Completed DDR → tile transfers.
+pub const DMA_LOAD_DONE: u32 = 0x1DF00;
+/// Completed tile → DDR transfers.
+pub const DMA_STORE_DONE: u32 = 0x1DF04;
+/// Completed compute commands.
+pub const CORE_DONE: u32 = 0x32000;
+
+/// Base register address of a tile.
+pub const fn tile_base(col: u8, row: u8) -> u32 {
+    ((col as u32) << 25) | ((row as u32) << 20)
+}
+
+/// Fused buffer indices (DDR_PATCH argidx; XRT kernel arg = 3 + index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Xrt {
+    /// Segment inputs.
+    In = 0,
+    /// Segment outputs.
+    Out = 1,
+    /// Tensors internal to the segment.
+    Scratch = 2,
+    /// NPU-layout constants.
+    Const = 3,
+    /// Kernel parameter blocks.
+    Params = 4,
+}
+
+/// Compute kernels of the virtual NPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// Convolution slab into an accumulator.
+    Conv = 1,
+    /// Matrix product into an accumulator.
+    Gemm = 2,
+    /// Accumulator to output: bias, residual, activation or requantisation.
+    Epilogue = 3,
+    /// Elementwise add / mul / activation.
+    Eltwise = 4,
+    /// Max / average pooling.
+    Pool = 5,
+    /// Global average pooling.
+    Gap = 6,
+}
+
+/// Op bytes with the per-tile counters the MASKPOLLs expect.
+#[derive(Debug, Clone, Default)]
+pub struct TxnBody {
+    /// Ops, back to back.
+    pub bytes: Vec<u8>,
+    /// Number of ops.
+    pub ops: u32,
+    /// Expected (load, store, core) counters per tile index.
+    counters: Vec<[u32; 3]>,
+    /// Next BD per tile index.
+    next_bd: Vec<u32>,
+}
+
+impl TxnBody {
+    /// The tile's counters; the first touch of a tile in this body clears its three counter registers, so
+    /// that the body's MASKPOLL values hold wherever it lands in a fused transaction.
+    fn counters(&mut self, tile: (usize, u8, u8)) -> &mut [u32; 3] {
+        let (ti, col, row) = tile;
+        if self.counters.len() <= ti {
+            self.counters.resize(ti + 1, [u32::MAX; 3]);
+            self.next_bd.resize(ti + 1, 0);
+        }
+        if self.counters[ti][0] == u32::MAX {
+            self.counters[ti] = [0; 3];
+            for reg in [DMA_LOAD_DONE, DMA_STORE_DONE, CORE_DONE] {
+                self.write(col, row, reg, 0);
+            }
+        }
+        &mut self.counters[ti]
+    }
+    fn u32(&mut self, v: u32) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    fn custom(&mut self, op: u8, size: u32) {
+        self.bytes.extend_from_slice(&[op, 0, 0, 0]);
+        self.u32(size);
+        self.ops += 1;
+    }
+    /// WRITE of one register.
+    pub fn write(&mut self, col: u8, row: u8, reg: u32, value: u32) {
+        self.bytes
+            .extend_from_slice(&[OP_WRITE, col, row, 0, 0, 0, 0, 0]);
+        self.u64((tile_base(col, row) | reg) as u64);
+        self.u32(value);
+        self.u32(24);
+        self.ops += 1;
+    }
+    /// MASKPOLL: wait until `(reg & mask) == value`.
+    pub fn maskpoll(&mut self, col: u8, row: u8, reg: u32, value: u32, mask: u32) {
+        self.bytes
+            .extend_from_slice(&[OP_MASKPOLL, col, row, 0, 0, 0, 0, 0]);
+        self.u64((tile_base(col, row) | reg) as u64);
+        self.u32(value);
+        self.u32(mask);
+        self.u32(32);
+        self.u32(0);
+        self.ops += 1;
+    }
+    /// DDR_PATCH: BD `bd` of the tile gets the address of `buf` + `offset`.
+    pub fn ddr_patch(&mut self, col: u8, row: u8, bd: u32, buf: Xrt, offset: u64) {
+        self.custom(OP_DDR_PATCH, 48);
+        self.u32(0); // type
+        self.u32(40); // size_in_bytes
+        self.u32(0); // action
+        self.u32(0);
+        self.u64((tile_base(col, row) | bd_addr(bd)) as u64);
+        self.u64(buf as u64);
+        self.u64(offset);
+    }
+    /// A DMA between `buf` + `offset` and the tile's local memory: patch + VNPU_DMA. `store` moves tile → DDR.
+    #[allow(clippy::too_many_arguments)] // one field per word of the command
+    pub fn dma(
+        &mut self,
+        tile: (usize, u8, u8),
+        store: bool,
+        buf: Xrt,
+        offset: u64,
+        local: u32,
+        row_bytes: u32,
+        rows: u32,
+        ddr_stride: u32,
+        local_stride: u32,
+    ) {
+        let (ti, col, row) = tile;
+        self.counters(tile)[store as usize] += 1;
+        let bd = self.next_bd[ti];
+        self.next_bd[ti] = (bd + 1) % NUM_BDS;
+        self.ddr_patch(col, row, bd, buf, offset);
+        self.custom(OP_VNPU_DMA, 40);
+        self.u32(tile_base(col, row) | bd_addr(bd));
+        self.u32(store as u32);
+        for v in [local, row_bytes, rows, ddr_stride, local_stride, 0] {
+            self.u32(v);
+        }
+    }
+    /// VNPU_COMPUTE of `kernel` with its parameter block at `param_addr`.
+    pub fn compute(
+        &mut self,
+        tile: (usize, u8, u8),
+        kernel: Kernel,
+        param_addr: u32,
+        param_bytes: u32,
+    ) {
+        let (_, col, row) = tile;
+        self.counters(tile)[2] += 1;
+        self.custom(OP_VNPU_COMPUTE, 24);
+        self.u32(tile_base(col, row));
+        self.u32(kernel as u32);
+        self.u32(param_addr);
+        self.u32(param_bytes);
+    }
+    /// MASKPOLLs on every counter of the tile (waits for its loads, computes and stores so far).
+    pub fn sync(&mut self, tile: (usize, u8, u8)) {
+        let (_, col, row) = tile;
+        let c = *self.counters(tile);
+        for (reg, v) in [
+            (DMA_LOAD_DONE, c[0]),
+            (CORE_DONE, c[2]),
+            (DMA_STORE_DONE, c[1]),
+        ] {
+            if v > 0 {
+                self.maskpoll(col, row, reg, v, u32::MAX);
+            }
+        }
+    }
+    /// Appends another body (fusion), keeping its bytes unchanged.
+    pub fn append_raw(&mut self, bytes: &[u8], ops: u32) {
+        self.bytes.extend_from_slice(bytes);
+        self.ops += ops;
+    }
+}
+
+/// The container: header + body.
+pub fn container(t: &NpuTarget, body: &TxnBody) -> Vec<u8> {
+    let total = (HEADER_BYTES + body.bytes.len()) as u32;
+    let mut v = Vec::with_capacity(total as usize);
+    v.extend_from_slice(&[
+        MAJOR,
+        MINOR,
+        t.generation,
+        t.rows,
+        t.cols,
+        t.mem_tile_rows,
+        0,
+        0,
+    ]);
+    v.extend_from_slice(&body.ops.to_le_bytes());
+    v.extend_from_slice(&total.to_le_bytes());
+    v.extend_from_slice(&body.bytes);
+    v
+}
