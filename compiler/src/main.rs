@@ -86,7 +86,12 @@ struct NpuArgs {
     #[arg(long, value_name = "TARGET")]
     npu: Option<String>,
     /// A segment stays on the NPU only if CPU time >= (NPU time + transfers) * (1 + GAIN).
-    #[arg(long, value_name = "GAIN", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "GAIN",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
     npu_min_gain: f64,
     /// Fail when nothing lands on the NPU.
     #[arg(long)]

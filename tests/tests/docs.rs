@@ -1,18 +1,31 @@
-//! Golden test: docs/ops.md is the output of `bundlec ops` under a fixed preamble. Run with BLESS=1 to rewrite.
+//! Golden tests: docs/ops.md is the output of `bundlec ops`, docs/npu-ops.md that of `bundlec ops --npu vnpu`,
+//! each under a fixed preamble. Run with BLESS=1 to rewrite.
 
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn ops_doc_matches_bundlec_ops() {
+    golden("docs/ops.md", &["ops"], "| ONNX ops");
+}
+
+#[test]
+fn npu_ops_doc_matches_bundlec_ops_npu() {
+    golden(
+        "docs/npu-ops.md",
+        &["ops", "--npu", "vnpu"],
+        "NPU target vnpu",
+    );
+}
+
+fn golden(path: &str, args: &[&str], marker: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("repo root");
-    let doc = root.join("docs/ops.md");
+    let doc = root.join(path);
     let out = Command::new(env!("CARGO"))
-        .args([
-            "run", "-q", "-p", "bundlec", "--bin", "bundlec", "--", "ops",
-        ])
+        .args(["run", "-q", "-p", "bundlec", "--bin", "bundlec", "--"])
+        .args(args)
         .current_dir(root)
         .output()
         .expect("run bundlec ops");
@@ -22,8 +35,10 @@ fn ops_doc_matches_bundlec_ops() {
         String::from_utf8_lossy(&out.stderr)
     );
     let table = String::from_utf8(out.stdout).expect("utf-8");
-    let text = std::fs::read_to_string(&doc).expect("read docs/ops.md");
-    let preamble_end = text.find("| ONNX ops").expect("table in docs/ops.md");
+    let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let preamble_end = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("'{marker}' in {path}"));
     let expected = format!("{}{}", &text[..preamble_end], table);
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&doc, &expected).expect("bless");
@@ -31,6 +46,6 @@ fn ops_doc_matches_bundlec_ops() {
     }
     assert_eq!(
         text, expected,
-        "docs/ops.md is stale: run BLESS=1 cargo test -p bundlec-tests --test docs"
+        "{path} is stale: run BLESS=1 cargo test -p bundlec-tests --test docs"
     );
 }

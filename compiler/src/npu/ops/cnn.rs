@@ -83,7 +83,7 @@ impl ConvOp {
         ]
     }
     /// Chooses (mb, cb, ohb), or explains why no block fits.
-    pub fn blocks(&self, budget: usize) -> Result<(usize, usize, usize), String> {
+    pub fn blocks(&self, t: &NpuTarget, budget: usize) -> Result<(usize, usize, usize), String> {
         let (cg, mg) = (self.x[1] / self.group, self.m / self.group);
         let dw = self.depthwise();
         let mut cands = Vec::new();
@@ -101,8 +101,13 @@ impl ConvOp {
                         * noh
                         * (cin * self.in_rows(ohb) * self.x[3] * e
                             + mb * if dw { 1 } else { cg } * k * e);
-                    let items = (nm * noh * cin.div_ceil(cb)) as u64;
-                    cands.push(((mb, cb, ohb), bytes, traffic as u64 * 64 + items));
+                    let items = nm * noh * cin.div_ceil(cb);
+                    let par = nm * noh * self.x[0] * if dw { 1 } else { self.group };
+                    cands.push((
+                        (mb, cb, ohb),
+                        bytes,
+                        super::est(t, self.elem, traffic, self.macs(), par, items),
+                    ));
                 }
             }
         }
@@ -120,7 +125,7 @@ impl ConvOp {
     /// Compiles the conv.
     pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
         let mut g = Gen::new(t);
-        let (mb, cb, ohb) = self.blocks(g.budget())?;
+        let (mb, cb, ohb) = self.blocks(t, g.budget())?;
         let e = self.elem.size();
         let [n, c, h, w] = self.x;
         let [oh, ow] = self.out;
@@ -441,7 +446,13 @@ impl PoolOp {
             for &ohb in &sizes(oh, 64) {
                 let items = c.div_ceil(cb) * oh.div_ceil(ohb);
                 let traffic = c * oh.div_ceil(ohb) * self.in_rows(ohb) * w * e;
-                cands.push(((cb, ohb), bytes(cb, ohb), (traffic * 64 + items) as u64));
+                let macs = (n * c * oh * ow * self.kernel[0] * self.kernel[1]) as u64;
+                let par = n * c.div_ceil(cb) * oh.div_ceil(ohb);
+                cands.push((
+                    (cb, ohb),
+                    bytes(cb, ohb),
+                    super::est(t, self.elem, traffic, macs, par, items),
+                ));
             }
         }
         let (cb, ohb) = best(cands.into_iter(), g.budget()).ok_or_else(|| {

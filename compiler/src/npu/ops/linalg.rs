@@ -65,7 +65,11 @@ impl GemmOp {
                     let (nm, nn) = (m.div_ceil(mt), n.div_ceil(nt));
                     let traffic = nm * nn * (mt * k + k * nt) * e;
                     let items = nm * nn * k.div_ceil(kc);
-                    cands.push(((mt, kc, nt), bytes, (traffic * 64 + items) as u64));
+                    cands.push((
+                        (mt, kc, nt),
+                        bytes,
+                        super::est(t, self.elem, traffic, self.macs(), nm * nn, items),
+                    ));
                 }
             }
         }

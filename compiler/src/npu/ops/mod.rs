@@ -393,6 +393,26 @@ pub(crate) fn best<T: Copy>(
         .map(|c| c.0)
 }
 
+/// Ranking of a block choice: estimated cycles of the op — the longer of its DMA traffic and its compute spread
+/// over the tiles its `parallel` independent output blocks can occupy — then fewer work items.
+pub(crate) fn est(
+    t: &NpuTarget,
+    elem: Elem,
+    traffic: usize,
+    macs: u64,
+    parallel: usize,
+    items: usize,
+) -> u64 {
+    let dma = traffic as u64 / t.dma_bytes_per_cycle as u64;
+    let tiles = parallel.min(t.core_tiles().len()).max(1) as u64;
+    let compute = macs
+        / (t.macs(match elem {
+            Elem::F32 => crate::ir::DType::F32,
+            _ => crate::ir::DType::I8,
+        }) * tiles);
+    dma.max(compute) * 1024 + items as u64
+}
+
 /// Block-size candidates up to `n`: n itself and powers of two below it.
 pub(crate) fn sizes(n: usize, cap: usize) -> Vec<usize> {
     let mut v = vec![n.min(cap)];
