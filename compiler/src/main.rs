@@ -109,9 +109,9 @@ impl NpuArgs {
             }
             return Ok(None);
         };
-        if !(self.npu_min_gain.is_finite() && self.npu_min_gain > -1.0) {
+        if !(self.npu_min_gain.is_finite() && self.npu_min_gain >= -1.0) {
             anyhow::bail!(
-                "--npu-min-gain {}: expected a number above -1",
+                "--npu-min-gain {}: expected a number >= -1 (-1 puts every capable segment on the NPU)",
                 self.npu_min_gain
             );
         }

@@ -18,16 +18,32 @@ fn input_bytes(dtype: DType, n: usize, seed: u64, name: &str) -> Vec<u8> {
     match dtype {
         DType::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         DType::I64 => {
-            let hi = if name.to_lowercase().contains("mask") { 2.0 } else { 64.0 };
-            v.iter().flat_map(|x| (((x + 1.0) * 0.5 * hi) as i64).min(hi as i64 - 1).to_le_bytes()).collect()
+            let hi = if name.to_lowercase().contains("mask") {
+                2.0
+            } else {
+                64.0
+            };
+            v.iter()
+                .flat_map(|x| {
+                    (((x + 1.0) * 0.5 * hi) as i64)
+                        .min(hi as i64 - 1)
+                        .to_le_bytes()
+                })
+                .collect()
         }
-        DType::I32 => v.iter().flat_map(|x| (((x + 1.0) * 32.0) as i32).to_le_bytes()).collect(),
+        DType::I32 => v
+            .iter()
+            .flat_map(|x| (((x + 1.0) * 32.0) as i32).to_le_bytes())
+            .collect(),
         _ => v.iter().map(|x| ((x + 1.0) * 1.5) as u8).collect(),
     }
 }
 
 fn outputs_f32(i: &Instance, names: &[String]) -> Vec<Vec<f32>> {
-    names.iter().map(|n| i.output::<f32>(n).expect("f32 output").to_vec()).collect()
+    names
+        .iter()
+        .map(|n| i.output::<f32>(n).expect("f32 output").to_vec())
+        .collect()
 }
 
 fn main() {
@@ -37,7 +53,12 @@ fn main() {
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--input" => specs.push(it.next().expect("--input SPEC").parse::<bundlec::InputSpec>().expect("input spec")),
+            "--input" => specs.push(
+                it.next()
+                    .expect("--input SPEC")
+                    .parse::<bundlec::InputSpec>()
+                    .expect("input spec"),
+            ),
             "--min-gain" => min_gain = it.next().expect("--min-gain G").parse().expect("number"),
             "--tol" => tol = it.next().expect("--tol T").parse().expect("number"),
             m => model = Some(m.to_string()),
@@ -48,14 +69,29 @@ fn main() {
         std::process::exit(2);
     };
     let bytes = std::fs::read(&path).expect("read model");
-    let stem: String = std::path::Path::new(&path).file_stem().unwrap().to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let stem: String = std::path::Path::new(&path)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     let mut o = bundlec::Options::new(&format!("cpu_{stem}"));
     o.inputs = specs.clone();
     let cpu = compile_with(&bytes, o.clone());
     o.name = format!("npu_{stem}");
-    o.npu = Some(PartitionOptions { target: bundlec::npu::NpuTarget::vnpu(), min_gain, cache: None, strict: true, model_hash: 0 });
+    o.npu = Some(PartitionOptions {
+        target: bundlec::npu::NpuTarget::vnpu(),
+        min_gain,
+        cache: None,
+        strict: true,
+        model_hash: 0,
+    });
     let npu = compile_with(&bytes, o);
-    println!("{path}: {} NPU segment(s)", npu.bundle.report.segments.len());
+    println!(
+        "{path}: {} NPU segment(s)",
+        npu.bundle.report.segments.len()
+    );
     for (id, nodes, cycles) in &npu.bundle.report.segments {
         println!("  {id}: {nodes} ops, estimated {cycles} cycles");
     }
@@ -63,7 +99,16 @@ fn main() {
     // SAFETY: configs and entries come from the bundles just compiled for them.
     let bc = unsafe { Bundle::new(lc.config, lc.entry, &cpu.bundle.weights) }.expect("cpu bundle");
     let bn = unsafe { Bundle::new(ln.config, ln.entry, &npu.bundle.weights) }.expect("npu bundle");
-    let ins: Vec<(String, Vec<u8>)> = bc.inputs().enumerate().map(|(k, t)| (t.name.to_string(), input_bytes(t.dtype, t.elements, 100 + k as u64, t.name))).collect();
+    let ins: Vec<(String, Vec<u8>)> = bc
+        .inputs()
+        .enumerate()
+        .map(|(k, t)| {
+            (
+                t.name.to_string(),
+                input_bytes(t.dtype, t.elements, 100 + k as u64, t.name),
+            )
+        })
+        .collect();
     let outs: Vec<String> = bc.outputs().map(|t| t.name.to_string()).collect();
     let fill = |i: &mut Instance| {
         for (n, b) in &ins {
@@ -76,28 +121,45 @@ fn main() {
     let want = outputs_f32(&ic, &outs);
     let mut failed = false;
     let mut report = |what: &str, got: Vec<Vec<f32>>, exact: bool| {
-        let e = got.iter().zip(&want).map(|(g, w)| max_scaled_error(g, w)).fold(0.0f32, f32::max);
+        let e = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| max_scaled_error(g, w))
+            .fold(0.0f32, f32::max);
         let ok = if exact { got == want } else { e <= tol };
-        println!("  {what:<40} max scaled error {e:.3e} {}", if ok { "ok" } else { "FAILED" });
+        println!(
+            "  {what:<40} max scaled error {e:.3e} {}",
+            if ok { "ok" } else { "FAILED" }
+        );
         failed |= !ok;
     };
     let mut i = bn.instance().expect("instance");
     fill(&mut i);
     i.run().expect("npu bundle entry");
-    report("entry function (CPU fallback), bitwise", outputs_f32(&i, &outs), true);
+    report(
+        "entry function (CPU fallback), bitwise",
+        outputs_f32(&i, &outs),
+        true,
+    );
     let mut emu = Emulator::vnpu();
     let mut i = bn.instance().expect("instance");
     fill(&mut i);
     let t = std::time::Instant::now();
-    i.run_ops_with_device(Some(&mut emu)).expect("op table + emulator");
+    i.run_ops_with_device(Some(&mut emu))
+        .expect("op table + emulator");
     println!("  (emulated in {:.2} s)", t.elapsed().as_secs_f64());
     report("op table + emulator", outputs_f32(&i, &outs), false);
     for threads in [1, 2] {
         let mut e = Engine::new(StdPort::new(), threads).expect("engine");
         let mut i = bn.instance().expect("instance");
         fill(&mut i);
-        e.run_with_device(&mut i, Some(&mut emu)).expect("engine + emulator");
-        report(&format!("engine {threads} thread(s) + emulator"), outputs_f32(&i, &outs), false);
+        e.run_with_device(&mut i, Some(&mut emu))
+            .expect("engine + emulator");
+        report(
+            &format!("engine {threads} thread(s) + emulator"),
+            outputs_f32(&i, &outs),
+            false,
+        );
     }
     let mut bufs: Vec<Vec<u8>> = bn.outputs().map(|t| vec![0u8; t.size_bytes]).collect();
     {
@@ -111,7 +173,14 @@ fn main() {
         r.execute().expect("execute");
         r.wait().expect("wait");
     }
-    let got = bufs.iter().map(|b| b.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()).collect();
+    let got = bufs
+        .iter()
+        .map(|b| {
+            b.chunks(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+        .collect();
     report("recipe Runner (mixed recipe) + emulator", got, false);
     if failed {
         std::process::exit(1);
