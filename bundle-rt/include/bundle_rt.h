@@ -41,13 +41,14 @@ typedef enum brt_status {
   BRT_ERR_WRONG_KIND = 6,       /* not an input (or output) as the call needs */
   BRT_ERR_SIZE = 7,             /* byte count differs from the tensor's size */
   BRT_ERR_BAD_RECIPE = 8,       /* recipe not JSON, breaks the recipe rules, or not for this bundle */
-  BRT_ERR_NO_DEVICE = 9,        /* the recipe has an npu run and there is no NPU device */
+  BRT_ERR_NO_DEVICE = 9,        /* the recipe has an npu run and the runner has no NPU device */
   BRT_ERR_UNBOUND = 10,         /* execute with an input or output buffer unbound */
   BRT_ERR_RUN_FAILED = 11,      /* the entry function returned non-zero */
   BRT_ERR_THREADS = 12,         /* thread count too large, or a worker thread could not start */
   BRT_ERR_OUT_OF_MEMORY = 13,
   BRT_ERR_UNSUPPORTED = 14,     /* e.g. an op with more arguments than the engine supports */
-  BRT_ERR_PANIC = 15            /* internal error, caught before it reached C */
+  BRT_ERR_PANIC = 15,           /* internal error, caught before it reached C */
+  BRT_ERR_NPU = 16              /* an NPU transaction is invalid or failed on the device */
 } brt_status;
 
 /* A static description of a status code (never NULL). */
@@ -74,14 +75,20 @@ brt_status brt_set_input(brt_instance *instance, const char *name, const void *d
  * that many threads (this one included); the engine is kept for the next call with the same count.
  * Results are bitwise identical for any thread count. */
 brt_status brt_run(brt_instance *instance, int threads);
+/* enable != 0: the following brt_run calls run the bundle's NPU segments on the virtual NPU
+ * emulator through the op table (threads == 1 on this thread instead of the entry function,
+ * threads > 1 on the BSP engine); enable == 0: back to the default, where the segments' CPU
+ * fallback ops run. A bundle without NPU segments gives the same results either way. */
+brt_status brt_instance_use_npu(brt_instance *instance, int enable);
 /* Copies output `name` into data; bytes must be the tensor's size. */
 brt_status brt_get_output(const brt_instance *instance, const char *name, void *data, size_t bytes);
 
 /* ---- Runner (XRT-style run recipe) ------------------------------------------------------------ */
 
 /* Parses and checks recipe_json (the contents of NAME.recipe.json) against the bundle: every cpu
- * run is resolved in the bundle's op table (no library is loaded); internal buffers are allocated;
- * the weight buffer is the bundle's constant area. */
+ * run is resolved in the bundle's op table (no library is loaded) or as the runtime's
+ * bundlert_copy; every npu run's kernel is an NPU segment of the bundle, run on the virtual NPU
+ * emulator; internal buffers are allocated; the weight buffer is the bundle's constant area. */
 brt_status brt_runner_create(const brt_bundle *bundle, const char *recipe_json, brt_runner **out);
 void brt_runner_destroy(brt_runner *runner); /* NULL is ignored */
 

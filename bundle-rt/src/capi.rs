@@ -4,6 +4,7 @@
 //! ```text
 //!   brt_bundle   = Arc<Bundle<'static>>          brt_bundle_create / _destroy
 //!   brt_instance = Instance + optional Engine    brt_instance_create, brt_set_input, brt_run, brt_get_output
+//!                  + optional Emulator           brt_instance_use_npu
 //!   brt_runner   = Runner                        brt_runner_create, _bind_input, _bind_output, _execute, _wait
 //! ```
 //!
@@ -19,6 +20,7 @@ use std::boxed::Box;
 use std::sync::Arc;
 
 use crate::engine::{Engine, StdPort};
+use crate::npu::{Device, Emulator};
 use crate::{Bundle, BundleConfig, EntryFn, Error, Instance};
 
 mod runner;
@@ -92,11 +94,13 @@ pub struct BrtBundle {
     pub(crate) bundle: Arc<Bundle<'static>>,
 }
 
-/// `brt_instance`: an instance of a bundle, with the engine of its last multi-thread run.
+/// `brt_instance`: an instance of a bundle, with the engine of its last multi-thread run and, once
+/// `brt_instance_use_npu` enabled it, the emulator its NPU segments run on.
 pub struct BrtInstance {
     // Declared (so dropped) before `bundle`, which it borrows.
     instance: Instance<'static>,
     engine: Option<Engine<StdPort>>,
+    npu: Option<Emulator>,
     /// Keeps the bundle alive for `instance`.
     _bundle: Arc<Bundle<'static>>,
 }
@@ -180,6 +184,7 @@ pub unsafe extern "C" fn brt_instance_create(
         let handle = BrtInstance {
             instance,
             engine: None,
+            npu: None,
             _bundle: bundle,
         };
         // SAFETY: `out` was checked above.
@@ -227,8 +232,31 @@ pub unsafe extern "C" fn brt_set_input(
     })
 }
 
+/// `brt_instance_use_npu`: `enable != 0` makes the following `brt_run` calls run the bundle's NPU
+/// segments on the virtual NPU emulator, through the op table (threads == 1: on this thread;
+/// threads > 1: on the BSP engine); `enable == 0` goes back to the default (threads == 1: the
+/// entry function, which runs the segments' CPU fallback). A bundle without NPU segments gives the
+/// same results either way.
+///
+/// # Safety
+/// `instance` must be a live handle used by no other thread.
+#[no_mangle]
+pub unsafe extern "C" fn brt_instance_use_npu(instance: *mut BrtInstance, enable: c_int) -> Status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let handle = unsafe { deref_mut(instance, "instance") }?;
+        handle.npu = match (enable != 0, handle.npu.take()) {
+            (false, _) => None,
+            (true, kept) => Some(kept.unwrap_or_else(Emulator::vnpu)),
+        };
+        Ok(())
+    })
+}
+
 /// `brt_run`: runs the model; `threads == 1` calls the entry function, `threads > 1` runs the op
-/// table on the BSP engine with that many threads (the engine is kept for the next call).
+/// table on the BSP engine with that many threads (the engine is kept for the next call). After
+/// `brt_instance_use_npu(instance, 1)`, NPU segments run on the emulator and `threads == 1` walks
+/// the op table on this thread instead of calling the entry function.
 ///
 /// # Safety
 /// `instance` must be a live handle used by no other thread.
@@ -246,15 +274,19 @@ pub unsafe extern "C" fn brt_run(instance: *mut BrtInstance, threads: c_int) -> 
                     std::format!("thread count {threads} is below 1"),
                 )
             })?;
+        let device = handle.npu.as_mut().map(|e| e as &mut dyn Device);
         if threads == 1 {
-            return Ok(handle.instance.run()?);
+            return match device {
+                Some(device) => Ok(handle.instance.run_ops_with_device(Some(device))?),
+                None => Ok(handle.instance.run()?),
+            };
         }
         if handle.engine.as_ref().map(Engine::threads) != Some(threads) {
             handle.engine = None;
             handle.engine = Some(Engine::new(StdPort::new(), threads)?);
         }
         match handle.engine.as_mut() {
-            Some(engine) => Ok(engine.run(&mut handle.instance)?),
+            Some(engine) => Ok(engine.run_with_device(&mut handle.instance, device)?),
             None => Err(Failure::new(Status::Threads, "no engine")),
         }
     })

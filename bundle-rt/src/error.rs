@@ -176,7 +176,8 @@ pub enum Error {
         /// What is wrong.
         why: RecipeWhy,
     },
-    /// The recipe has a run `where: "npu"`, and this runtime has no NPU device yet.
+    /// Caller error: the recipe has a run `where: "npu"`, and the runner has no NPU device (it
+    /// was taken with `Runner::take_device`).
     NoNpuDevice {
         /// The run's name.
         run: Name,
@@ -306,7 +307,7 @@ impl fmt::Display for Error {
             }
             Error::NoNpuDevice { run } => write!(
                 f,
-                "run `{run}` is an npu run, but this runtime has no NPU device"
+                "run `{run}` is an npu run, but the runner has no NPU device (Runner::set_device)"
             ),
             Error::UnknownBuffer { name } => {
                 write!(f, "the recipe has no buffer `{name}` (resources.buffers)")

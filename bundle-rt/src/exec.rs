@@ -4,6 +4,7 @@
 //! Both `Instance::run_ops` and the BSP engine go through [`OpCall`], so they pass kernels exactly the
 //! same pointers. The argument array lives on the stack with capacity [`MAX_OP_ARGS`]; callers check
 //! [`check_arg_capacity`] once before a run, so the run path neither allocates nor fails midway.
+//! `segment.rs` (with `alloc`) runs an NPU segment on a device in place of its layers, for both.
 
 use core::ops::Range;
 
@@ -11,6 +12,9 @@ use crate::config::{Area, BundleArg, BundleOp, BundleOpFn, ConfigView};
 use crate::error::{Error, Name};
 use crate::profile::OpTiming;
 use crate::{Result, MAX_OP_ARGS};
+
+#[cfg(feature = "alloc")]
+pub(crate) mod segment;
 
 /// Base addresses of the three areas of one instance, indexed by [`Area`].
 #[derive(Clone, Copy, Debug)]

@@ -5,13 +5,22 @@
 //! alignment, and names the tensor in every error. [`Instance::run`] calls the compiled entry
 //! function; [`Instance::run_ops`] walks the op table itself (every task of every op, in table order),
 //! which is what the entry function does, so both give bitwise identical results. Neither allocates.
+//! With `alloc`, `Instance::run_ops_with_device` runs each NPU segment's transaction on a
+//! `Device` in place of the segment's layers (the op table otherwise; without a device exactly
+//! `run_ops`).
 
 use crate::buf::AreaBuf;
 use crate::bundle::Bundle;
 use crate::config::{Area, DType, Role, TensorInfo};
 use crate::error::{Error, Name};
+#[cfg(feature = "alloc")]
+use crate::exec::segment;
 use crate::exec::{self, Bases};
+#[cfg(feature = "alloc")]
+use crate::npu::Device;
 use crate::profile::OpTiming;
+#[cfg(feature = "alloc")]
+use crate::profile::SegmentTiming;
 use crate::Result;
 
 mod sealed {
@@ -276,6 +285,85 @@ impl<'b> Instance<'b> {
         // other access; capacity checked above; kernels honour Bundle::new's contract.
         unsafe { exec::run_in_order(&view, 0..view.ops().len(), &bases, profiling) };
         Ok(())
+    }
+
+    /// Runs the op table on this thread like [`Instance::run_ops`], except that with a `device`
+    /// each NPU segment runs there instead of its layers: when the walk reaches a segment's first
+    /// layer, its copy-ins fill the fused `in` staging buffer, `device` runs the transaction, the
+    /// copy-outs drain `out`, and the walk goes on after the segment's last layer. Without a device
+    /// (or without segments) this is exactly `run_ops`: the fallback ops in the segments' layers
+    /// run, bitwise identical. A device error stops the run there (earlier layers have run).
+    #[cfg(feature = "alloc")]
+    pub fn run_ops_with_device(&mut self, device: Option<&mut dyn Device>) -> Result<()> {
+        match device {
+            None => self.run_ops_inner(None),
+            Some(device) => self.run_ops_on(device, None, &[]),
+        }
+    }
+
+    /// As [`Instance::run_ops_with_device`], recording each task's start and end (from `clock`)
+    /// into `timings[op]` and each segment run (wall time from `clock`, the device's cycles) into
+    /// `segments[segment]`; `timings` needs one slot per op and `segments` one per NPU segment.
+    #[cfg(feature = "alloc")]
+    pub fn run_ops_with_device_profiled(
+        &mut self,
+        device: Option<&mut dyn Device>,
+        clock: &dyn Fn() -> u64,
+        timings: &[OpTiming],
+        segments: &[SegmentTiming],
+    ) -> Result<()> {
+        crate::profile::check_table(self.bundle.view(), timings)?;
+        crate::profile::check_segment_table(self.bundle.view(), segments)?;
+        match device {
+            None => self.run_ops_inner(Some((clock, timings))),
+            Some(device) => self.run_ops_on(device, Some((clock, timings)), segments),
+        }
+    }
+
+    /// The layer walk with segments on `device`.
+    #[cfg(feature = "alloc")]
+    fn run_ops_on(
+        &mut self,
+        device: &mut dyn Device,
+        profiling: exec::Profiling<'_>,
+        segments: &[SegmentTiming],
+    ) -> Result<()> {
+        let view = *self.bundle.view();
+        exec::check_arg_capacity(&view)?;
+        let bases = self.bases();
+        let (mut layer, mut next) = (0usize, 0usize);
+        while let Some(l) = view.layers().get(layer) {
+            if let Some(seg) = segment::starting_at(&view, &mut next, layer) {
+                let start = profiling.map(|(clock, _)| clock());
+                let cycles = segment::run(&seg, self.areas(), device)?;
+                if let (Some((clock, _)), Some(start)) = (profiling, start) {
+                    if let Some(slot) = segments.get(seg.index) {
+                        let c = [cycles.instruction, cycles.data, cycles.compute];
+                        slot.record(start, clock(), c);
+                    }
+                }
+                layer = seg.layers().end;
+                continue;
+            }
+            let first = l.first_op as usize;
+            let ops = first..first + l.num_ops as usize;
+            // SAFETY: as in `run_ops_inner`; the segment run above borrowed the areas through
+            // `&mut self` and that borrow has ended, so no reference into them is live.
+            unsafe { exec::run_in_order(&view, ops, &bases, profiling) };
+            layer += 1;
+        }
+        Ok(())
+    }
+
+    /// The three areas as slices, for an NPU segment run: the caller holds `&mut self`, so no
+    /// kernel runs and no other reference into the areas is live while they are borrowed.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn areas(&mut self) -> segment::Areas<'_> {
+        segment::Areas {
+            constants: self.bundle.constant_bytes(),
+            mutable: self.mutable.bytes_mut(),
+            activations: self.activations.bytes_mut(),
+        }
     }
 
     /// Base addresses of the three areas; the caller must hold `&mut self` while kernels use them.

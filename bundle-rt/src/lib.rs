@@ -10,8 +10,11 @@
 //!                                                                 │  set_input / output (typed, checked)
 //!                                                                 ├─ run()      entry function, one thread
 //!                                                                 ├─ run_ops()  op table, one thread
-//!                                                                 └─ Engine::run  op table, BSP worker pool
+//!                                                                 ├─ Engine::run  op table, BSP worker pool
+//!                                                                 └─ run_ops_with_device / Engine::run_with_device:
+//!                                                                    NPU segments on a Device, the rest as above
 //!   &Bundle + NAME.recipe.json ──Runner::new──▶ Runner: bind_input / bind_output / execute / wait
+//!                                               (cpu runs, bundlert_copy, npu runs on a Device)
 //! ```
 //!
 //! Invariants: a [`ConfigView`] exists only for a config whose every count, offset, size, name and
@@ -19,9 +22,11 @@
 //! relies on those checks instead of repeating them. Failures are [`Error`] values naming the tensor,
 //! op or config field at fault; nothing here panics on bad input.
 //!
-//! Features: none gives a pure `no_std` runtime where the caller provides every area; `alloc` adds
-//! owned 64-aligned areas, the `engine` module and the recipe `runner` (with `serde_json`); `std`
-//! adds the std-thread `engine::StdPort`; `capi` adds the C API (`brt_*`, `include/bundle_rt.h`).
+//! Features: none gives a pure `no_std` runtime where the caller provides every area (NPU segment
+//! tables are checked; the segments run as their CPU fallback ops); `alloc` adds owned 64-aligned
+//! areas, the `engine` module, the recipe `runner` (with `serde_json`), the `npu` module (the
+//! `Device` trait and the `Emulator`) and the device paths; `std` adds the std-thread
+//! `engine::StdPort`; `capi` adds the C API (`brt_*`, `include/bundle_rt.h`).
 
 #![no_std]
 #![deny(missing_docs)]
@@ -57,15 +62,16 @@ mod tests;
 
 pub use bundle::{fnv1a64, Bundle};
 pub use config::{
-    Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ConfigView,
-    DType, EntryFn, Role, SymbolTableEntry, TensorInfo,
+    Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ByteRange,
+    ConfigView, DType, EntryFn, NpuCopy, NpuCopyInfo, NpuSegment, NpuSegmentInfo, Role,
+    SymbolTableEntry, TensorInfo,
 };
 pub use error::{Error, FieldPath, Name, Quoted, RecipePath, RecipeWhy, Why};
 pub use instance::{Element, Instance};
 pub use log::{Level, Log, Record};
 #[cfg(feature = "alloc")]
 pub use npu::{Device, Emulator, NpuBuffers, NpuCycles, NpuTarget};
-pub use profile::{OpTiming, ProfileTable};
+pub use profile::{OpTiming, ProfileTable, SegmentTiming};
 #[cfg(feature = "alloc")]
 pub use runner::{Recipe, Runner};
 

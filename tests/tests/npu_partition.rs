@@ -108,7 +108,8 @@ fn hostile_cache_files_name_the_field() {
     partition(&g, &opts(-0.9, Some(file.clone()))).unwrap();
     let good: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+    type Mutation = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(Mutation, &str)> = vec![
         (
             Box::new(|v| v["segments"][0]["nodes"][0] = "no_such_tensor".into()),
             "segments[0].nodes[0]",

@@ -33,7 +33,7 @@ pub enum Status {
     /// `BRT_ERR_BAD_RECIPE`: the recipe is not valid JSON, breaks the recipe rules, or does not
     /// match the bundle.
     BadRecipe = 8,
-    /// `BRT_ERR_NO_DEVICE`: the recipe has an npu run and there is no NPU device.
+    /// `BRT_ERR_NO_DEVICE`: the recipe has an npu run and the runner has no NPU device.
     NoDevice = 9,
     /// `BRT_ERR_UNBOUND`: execute with an input or output buffer unbound.
     Unbound = 10,
@@ -48,6 +48,9 @@ pub enum Status {
     Unsupported = 14,
     /// `BRT_ERR_PANIC`: a runtime bug was caught before it could unwind into C.
     Panic = 15,
+    /// `BRT_ERR_NPU`: an NPU transaction is invalid or failed on the device (bounds, a read-only
+    /// buffer, a poll timeout, kernel parameters).
+    Npu = 16,
 }
 
 impl Status {
@@ -73,6 +76,8 @@ impl Status {
             Error::RecipeSyntax { .. } | Error::BadRecipe { .. } => Status::BadRecipe,
             Error::NoNpuDevice { .. } => Status::NoDevice,
             Error::Unbound { .. } => Status::Unbound,
+            // A transaction the NPU device rejected or could not run.
+            Error::NpuHeader { .. } | Error::Npu { .. } => Status::Npu,
         }
     }
 }
@@ -134,6 +139,7 @@ pub extern "C" fn brt_error_string(status: c_int) -> *const c_char {
         13 => c"out of memory",
         14 => c"not supported by this runtime",
         15 => c"internal error (bundle-rt panicked)",
+        16 => c"an NPU transaction is invalid or failed on the device",
         _ => c"unknown status code",
     };
     text.as_ptr()

@@ -12,12 +12,12 @@ use core::mem::{offset_of, size_of};
 
 mod view;
 
-pub use view::{ConfigView, TensorInfo};
+pub use view::{ByteRange, ConfigView, NpuCopyInfo, NpuSegmentInfo, TensorInfo};
 
 /// `BundleConfig.magic`: the bytes `"BUNDLC1\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = 0x0031_434C_444E_5542;
-/// The format version this runtime reads.
-pub const VERSION: u32 = 1;
+/// The format version this runtime reads (2: the NPU segment table).
+pub const VERSION: u32 = 2;
 /// The most dimensions a tensor may have.
 pub const MAX_RANK: usize = 8;
 
@@ -127,7 +127,7 @@ pub struct BundleConfig {
     pub magic: u64,
     /// `version`: [`VERSION`].
     pub version: u32,
-    /// `flags`: 0 (version 1 defines no flags; others are rejected).
+    /// `flags`: 0 (version 2 defines no flags; others are rejected).
     pub flags: u32,
     /// `weightsChecksum`: FNV-1a 64 of the whole `.weights` image.
     pub weights_checksum: u64,
@@ -145,17 +145,79 @@ pub struct BundleConfig {
     pub num_layers: u64,
     /// `layers`.
     pub layers: *const BundleLayer,
-    /// `numNpuSegments`: 0 for now.
+    /// `numNpuSegments`: entries of `npuSegments` (0 for a CPU-only bundle).
     pub num_npu_segments: u64,
-    /// `npuSegments`: NULL for now.
-    pub npu_segments: *const core::ffi::c_void,
+    /// `npuSegments`: sorted by `firstLayer`; NULL when there are none.
+    pub npu_segments: *const NpuSegment,
     /// `modelName`: NAME, NUL-terminated.
     pub model_name: *const c_char,
     /// `reserved`: 0 (not checked).
     pub reserved: u64,
 }
 
-// SAFETY (all four pairs below): these tables are read-only by contract — the compiler emits them
+/// `struct NpuCopy` (32 bytes): one copy between a tensor's area and a segment's fused `in` or
+/// `out` staging buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NpuCopy {
+    /// `area`: see [`Area`] (a copy-out may not target the constant area).
+    pub area: u32,
+    /// `reserved`: 0 (checked).
+    pub reserved: u32,
+    /// `offset`: byte offset in that area.
+    pub offset: u64,
+    /// `size`: bytes.
+    pub size: u64,
+    /// `fusedOffset`: byte offset in the fused `in` (copy-in) or `out` (copy-out) staging buffer.
+    pub fused_offset: u64,
+}
+
+/// `struct NpuSegment` (152 bytes): a part of the model compiled to an NPU transaction, replacing
+/// the BSP layers `firstLayer .. firstLayer + numLayers` (whose ops are its CPU fallback).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NpuSegment {
+    /// `name`: e.g. `"npu0"`, NUL-terminated, unique.
+    pub name: *const c_char,
+    /// `txn`: the transaction binary (`docs/npu-transaction-format.md`).
+    pub txn: *const u8,
+    /// `txnSize`: bytes of `txn` (at least the 16-byte container header, a multiple of 4).
+    pub txn_size: u64,
+    /// `firstLayer`: first BSP layer the segment replaces.
+    pub first_layer: u32,
+    /// `numLayers`: layers replaced (`>= 1`).
+    pub num_layers: u32,
+    /// `inOffset`: fused `in` staging buffer, activation area.
+    pub in_offset: u64,
+    /// `inSize`.
+    pub in_size: u64,
+    /// `outOffset`: fused `out` staging buffer, activation area.
+    pub out_offset: u64,
+    /// `outSize`.
+    pub out_size: u64,
+    /// `scratchOffset`: the segment's internal tensors, activation area.
+    pub scratch_offset: u64,
+    /// `scratchSize`.
+    pub scratch_size: u64,
+    /// `constOffset`: NPU-layout weights, constant area.
+    pub const_offset: u64,
+    /// `constSize`.
+    pub const_size: u64,
+    /// `paramsOffset`: kernel parameter blocks (`super_instr`), constant area.
+    pub params_offset: u64,
+    /// `paramsSize`.
+    pub params_size: u64,
+    /// `numCopyIn`.
+    pub num_copy_in: u32,
+    /// `numCopyOut`.
+    pub num_copy_out: u32,
+    /// `copies`: `numCopyIn` copy-ins (area → `in`), then `numCopyOut` copy-outs (`out` → area).
+    pub copies: *const NpuCopy,
+    /// `estCycles`: the compiler's estimate: instruction, data, compute.
+    pub est_cycles: [u64; 3],
+}
+
+// SAFETY (all five pairs below): these tables are read-only by contract — the compiler emits them
 // as constant data and neither the runtime nor the kernels write them — so sharing them between
 // threads is sound. Without these impls a Rust `static` of the tables could not be declared.
 unsafe impl Sync for SymbolTableEntry {}
@@ -164,6 +226,8 @@ unsafe impl Sync for BundleOp {}
 unsafe impl Send for BundleOp {}
 unsafe impl Sync for BundleConfig {}
 unsafe impl Send for BundleConfig {}
+unsafe impl Sync for NpuSegment {}
+unsafe impl Send for NpuSegment {}
 
 const _: () = assert!(size_of::<SymbolTableEntry>() == 32);
 const _: () = assert!(offset_of!(SymbolTableEntry, offset) == 8);
@@ -200,6 +264,30 @@ const _: () = assert!(offset_of!(BundleConfig, npu_segments) == 136);
 const _: () = assert!(offset_of!(BundleConfig, model_name) == 144);
 const _: () = assert!(offset_of!(BundleConfig, reserved) == 152);
 const _: () = assert!(size_of::<Option<BundleOpFn>>() == 8);
+const _: () = assert!(size_of::<NpuCopy>() == 32);
+const _: () = assert!(offset_of!(NpuCopy, reserved) == 4);
+const _: () = assert!(offset_of!(NpuCopy, offset) == 8);
+const _: () = assert!(offset_of!(NpuCopy, size) == 16);
+const _: () = assert!(offset_of!(NpuCopy, fused_offset) == 24);
+const _: () = assert!(size_of::<NpuSegment>() == 152);
+const _: () = assert!(offset_of!(NpuSegment, txn) == 8);
+const _: () = assert!(offset_of!(NpuSegment, txn_size) == 16);
+const _: () = assert!(offset_of!(NpuSegment, first_layer) == 24);
+const _: () = assert!(offset_of!(NpuSegment, num_layers) == 28);
+const _: () = assert!(offset_of!(NpuSegment, in_offset) == 32);
+const _: () = assert!(offset_of!(NpuSegment, in_size) == 40);
+const _: () = assert!(offset_of!(NpuSegment, out_offset) == 48);
+const _: () = assert!(offset_of!(NpuSegment, out_size) == 56);
+const _: () = assert!(offset_of!(NpuSegment, scratch_offset) == 64);
+const _: () = assert!(offset_of!(NpuSegment, scratch_size) == 72);
+const _: () = assert!(offset_of!(NpuSegment, const_offset) == 80);
+const _: () = assert!(offset_of!(NpuSegment, const_size) == 88);
+const _: () = assert!(offset_of!(NpuSegment, params_offset) == 96);
+const _: () = assert!(offset_of!(NpuSegment, params_size) == 104);
+const _: () = assert!(offset_of!(NpuSegment, num_copy_in) == 112);
+const _: () = assert!(offset_of!(NpuSegment, num_copy_out) == 116);
+const _: () = assert!(offset_of!(NpuSegment, copies) == 120);
+const _: () = assert!(offset_of!(NpuSegment, est_cycles) == 128);
 
 /// Element type of a tensor: the ONNX `TensorProto.DataType` codes the format allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -11,19 +11,26 @@
 //!   `size == product(dims)`, `sizeBytes == size * dtype size`; inputs, outputs, constants in order;
 //! - every op has a kernel, `numTasks >= 1`, and each argument lies inside its area;
 //! - `layers[k]` is `ops[firstOp..firstOp + numOps]`, the ranges tile the op table in order, and
-//!   every op in layer `k` has `layer == k`.
+//!   every op in layer `k` has `layer == k`;
+//! - NPU segments (`segments.rs`) are sorted by `firstLayer`, replace disjoint non-empty runs of
+//!   layers, have a transaction of at least the container header, staging ranges inside the
+//!   activation area (pairwise disjoint), constant and parameter ranges inside the constant area,
+//!   and copies whose area range and fused range are inside their buffers.
 
 use core::ffi::{c_char, CStr};
 use core::ops::Range;
 
 use super::{
-    Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleTensorDesc, DType, Role,
-    SymbolTableEntry, MAGIC, MAX_RANK, VERSION,
+    Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleTensorDesc, DType, NpuSegment,
+    Role, SymbolTableEntry, MAGIC, MAX_RANK, VERSION,
 };
 use crate::error::{bad, Error, FieldPath, Why};
 use crate::Result;
 
 mod checks;
+mod segments;
+
+pub use segments::{ByteRange, NpuCopyInfo, NpuSegmentInfo};
 
 /// Most symbols, ops or layers a config may declare (keeps every table size far from overflow).
 pub const MAX_TABLE_ENTRIES: u64 = 1 << 24;
@@ -42,6 +49,7 @@ pub struct ConfigView<'a> {
     tensors: &'a [BundleTensorDesc],
     ops: &'a [BundleOp],
     layers: &'a [BundleLayer],
+    npu_segments: &'a [NpuSegment],
     model_name: &'a str,
     area_sizes: [usize; 3],
     num_inputs: usize,
@@ -84,7 +92,8 @@ impl<'a> ConfigView<'a> {
     ///
     /// # Safety
     /// Every non-NULL pointer reachable from `config` (symbol table, tensor descriptors, op table, each
-    /// op's argument table and name, symbol names, layer table, model name) must point to at least the
+    /// op's argument table and name, symbol names, layer table, NPU segment table and each segment's
+    /// name, transaction (`txnSize` bytes) and copy table, model name) must point to at least the
     /// number of entries the config declares for it (strings: a NUL-terminated string), and all of it
     /// must stay valid and unmodified for `'a`. That is what the compiler's `NAME_config` guarantees;
     /// everything else is checked and reported as an [`Error`].
@@ -124,15 +133,11 @@ impl<'a> ConfigView<'a> {
             checks::area_size(config.activations_mem_size, "activationsMemSize")?,
         ];
         if config.flags != 0 {
-            // Version 1 defines no flags; one this runtime does not know may change the layout.
+            // Version 2 defines no flags; one this runtime does not know may change the layout.
             let field = FieldPath::config("flags");
             return Err(bad(field, config.flags.into(), Why::Unsupported));
         }
-        if config.num_npu_segments != 0 {
-            let field = FieldPath::config("numNpuSegments");
-            return Err(bad(field, config.num_npu_segments, Why::Unsupported));
-        }
-        // SAFETY (the four tables and the name): forwarded from this function's contract.
+        // SAFETY (the five tables and the name): forwarded from this function's contract.
         let symbols = unsafe {
             checks::table(
                 config.symbol_table,
@@ -146,6 +151,14 @@ impl<'a> ConfigView<'a> {
         let ops = unsafe { checks::table(config.ops, config.num_ops, "numOps", "ops") }?;
         let layers =
             unsafe { checks::table(config.layers, config.num_layers, "numLayers", "layers") }?;
+        let npu_segments = unsafe {
+            checks::table(
+                config.npu_segments,
+                config.num_npu_segments,
+                "numNpuSegments",
+                "npuSegments",
+            )
+        }?;
         let model_name = unsafe { read_name(config.model_name, FieldPath::config("modelName")) }?;
 
         let num_symbols = symbols.len() as u64;
@@ -169,6 +182,7 @@ impl<'a> ConfigView<'a> {
             tensors,
             ops,
             layers,
+            npu_segments,
             model_name,
             area_sizes,
             num_inputs: config.num_inputs as usize,
@@ -189,6 +203,8 @@ impl<'a> ConfigView<'a> {
         }
         checks::unique_op_names(&view)?;
         checks::layers(&view)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { segments::check_all(&view) }?;
         Ok(view)
     }
 

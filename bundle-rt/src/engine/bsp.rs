@@ -20,6 +20,13 @@
 //!
 //! Results are bitwise identical for any thread count: by the format contract each task writes its
 //! own disjoint bytes with the same arithmetic whoever runs it, and the barrier orders layers.
+//!
+//! With a [`Device`] ([`Engine::run_with_device`]), an NPU segment runs on the caller in place of
+//! its layers: when the walk reaches the segment's first layer, the previous layer's barrier has
+//! closed (or it ran inline), so every worker is parked waiting for a new generation and no task
+//! touches the areas; the caller then borrows them as slices (`Instance::areas`, through the
+//! `&mut Instance` it holds), runs the copies and the transaction (`exec/segment.rs`), drops the
+//! borrow, and continues after the segment's last layer.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -29,10 +36,12 @@ use core::ptr;
 use super::port::{Barrier, Monitor, Port};
 use crate::config::{BundleArg, BundleOp};
 use crate::error::Error;
+use crate::exec::segment;
 use crate::exec::{self, Bases, OpCall};
 use crate::instance::Instance;
 use crate::log::{Level, Log};
-use crate::profile::{self, OpTiming};
+use crate::npu::Device;
+use crate::profile::{self, OpTiming, SegmentTiming};
 use crate::Result;
 
 /// Most threads an engine runs (the caller included).
@@ -177,7 +186,7 @@ impl<P: Port> Engine<P> {
 
     /// Runs `instance`'s op table layer by layer on the pool.
     pub fn run(&mut self, instance: &mut Instance<'_>) -> Result<()> {
-        self.run_inner(instance, None)
+        self.run_inner(instance, None, None, &[])
     }
 
     /// As [`Engine::run`], recording each task's start and end from [`Port::now_ns`] into
@@ -188,13 +197,43 @@ impl<P: Port> Engine<P> {
         timings: &[OpTiming],
     ) -> Result<()> {
         profile::check_table(instance.bundle().view(), timings)?;
-        self.run_inner(instance, Some(timings))
+        self.run_inner(instance, None, Some(timings), &[])
+    }
+
+    /// As [`Engine::run`], except that with a `device` each NPU segment runs there, on the calling
+    /// thread, instead of its layers: copy-ins into the fused `in` staging buffer, the transaction,
+    /// copy-outs from `out`, then the layer after the segment. Without a device this is exactly
+    /// [`Engine::run`] (the fallback ops run, bitwise identical). Each segment run adds an `Info`
+    /// record to the log (a failed one an `Error` record); a device error stops the run there.
+    pub fn run_with_device(
+        &mut self,
+        instance: &mut Instance<'_>,
+        device: Option<&mut dyn Device>,
+    ) -> Result<()> {
+        self.run_inner(instance, device, None, &[])
+    }
+
+    /// As [`Engine::run_with_device`], recording tasks into `timings[op]` (one slot per op) and
+    /// segment runs (wall time from [`Port::now_ns`], the device's cycles) into
+    /// `segments[segment]` (one slot per NPU segment).
+    pub fn run_with_device_profiled(
+        &mut self,
+        instance: &mut Instance<'_>,
+        device: Option<&mut dyn Device>,
+        timings: &[OpTiming],
+        segments: &[SegmentTiming],
+    ) -> Result<()> {
+        profile::check_table(instance.bundle().view(), timings)?;
+        profile::check_segment_table(instance.bundle().view(), segments)?;
+        self.run_inner(instance, device, Some(timings), segments)
     }
 
     fn run_inner(
         &mut self,
         instance: &mut Instance<'_>,
+        mut device: Option<&mut dyn Device>,
         timings: Option<&[OpTiming]>,
+        segments: &[SegmentTiming],
     ) -> Result<()> {
         let view = *instance.bundle().view();
         exec::check_arg_capacity(&view)?;
@@ -209,7 +248,53 @@ impl<P: Port> Engine<P> {
         let clock = || shared.port.now_ns();
         let profiling = timings.map(|t| (&clock as &dyn Fn() -> u64, t));
         let mut parallel_layers = 0usize;
-        for layer in view.layers() {
+        let mut npu_runs = 0usize;
+        let (mut index, mut next_segment) = (0usize, 0usize);
+        while let Some(layer) = view.layers().get(index) {
+            if let Some(dev) = device.as_deref_mut() {
+                if let Some(seg) = segment::starting_at(&view, &mut next_segment, index) {
+                    let seg_start = shared.port.now_ns();
+                    // No task runs now (see the module docs): the previous layer is closed.
+                    let result = segment::run(&seg, instance.areas(), dev);
+                    let seg_end = shared.port.now_ns();
+                    let layers = seg.layers();
+                    let cycles = match result {
+                        Ok(cycles) => cycles,
+                        Err(e) => {
+                            self.log.push(
+                                Level::Error,
+                                seg_end,
+                                format_args!("npu {} on {} failed: {e}", seg.name, dev.name()),
+                            );
+                            return Err(e);
+                        }
+                    };
+                    if let Some(slot) = segments.get(seg.index).filter(|_| timings.is_some()) {
+                        let c = [cycles.instruction, cycles.data, cycles.compute];
+                        slot.record(seg_start, seg_end, c);
+                    }
+                    self.log.push(
+                        Level::Info,
+                        seg_end,
+                        format_args!(
+                            "npu {} on {}: layers {}..{}, {} cycles (i {} d {} c {}), {} ns",
+                            seg.name,
+                            dev.name(),
+                            layers.start,
+                            layers.end,
+                            cycles.total(),
+                            cycles.instruction,
+                            cycles.data,
+                            cycles.compute,
+                            seg_end.saturating_sub(seg_start)
+                        ),
+                    );
+                    npu_runs += 1;
+                    index = layers.end;
+                    continue;
+                }
+            }
+            index += 1;
             let first = layer.first_op as usize;
             let ops = first..first + layer.num_ops as usize;
             let tasks: u64 = view.ops()[ops.clone()]
@@ -218,7 +303,8 @@ impl<P: Port> Engine<P> {
                 .sum();
             if self.threads == 1 || tasks <= 1 {
                 // SAFETY: validated view, this instance's areas, `&mut instance` held for the whole
-                // run, argument capacity checked above.
+                // run (no borrow of the areas from a segment run is live), argument capacity
+                // checked above.
                 unsafe { exec::run_in_order(&view, ops, &bases, profiling) };
                 continue;
             }
@@ -243,16 +329,29 @@ impl<P: Port> Engine<P> {
             Level::Info,
             end,
             format_args!(
-                "run {}: {} layers ({} parallel), {} ops, {} threads, {} ns",
+                "run {}: {} layers ({} parallel), {} ops, {} threads{}, {} ns",
                 view.model_name(),
                 view.layers().len(),
                 parallel_layers,
                 view.ops().len(),
                 self.threads,
+                NpuRuns(npu_runs),
                 end.saturating_sub(start)
             ),
         );
         Ok(())
+    }
+}
+
+/// `", N npu"` in the run record when segments ran on a device, nothing otherwise.
+struct NpuRuns(usize);
+
+impl core::fmt::Display for NpuRuns {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, ", {n} npu"),
+        }
     }
 }
 

@@ -90,11 +90,13 @@ impl fmt::Debug for Name {
 /// Where a bad value sits in `NAME_config`: `table[index].inner[inner_index].field`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FieldPath {
-    /// The struct or table: `"BundleConfig"`, `"symbolTable"`, `"tensors"`, `"ops"`, `"layers"`.
+    /// The struct or table: `"BundleConfig"`, `"symbolTable"`, `"tensors"`, `"ops"`, `"layers"`,
+    /// `"npuSegments"`.
     pub table: &'static str,
     /// The entry of the table, `None` for `BundleConfig` itself.
     pub index: Option<usize>,
-    /// A nested table and entry, e.g. `("args", 1)` inside an op.
+    /// A nested table and entry, e.g. `("args", 1)` inside an op or `("copies", 3)` inside an NPU
+    /// segment.
     pub inner: Option<(&'static str, usize)>,
     /// The field, spelled as in the C struct (`"offset"`, `"numTasks"`).
     pub field: &'static str,
@@ -200,8 +202,22 @@ pub enum Why {
         /// Index of the entry that has the name first.
         first: u64,
     },
-    /// A feature this runtime does not implement yet (non-empty NPU segment table).
+    /// A feature this runtime does not implement (an unknown `flags` bit).
     Unsupported,
+    /// A count or size is below what the format requires (`txnSize` below the 16-byte container
+    /// header, a segment's `firstLayer` before the end of the previous segment).
+    TooSmall {
+        /// The smallest accepted value.
+        min: u64,
+    },
+    /// A byte range overlaps another one that must be disjoint from it (the fused staging buffers
+    /// of an NPU segment); `other` is that range's offset field.
+    Overlaps {
+        /// The other range's offset field, e.g. `"inOffset"`.
+        other: &'static str,
+    },
+    /// A copy-out targets the constant area, which is read-only.
+    ReadOnly,
 }
 
 impl fmt::Display for Why {
@@ -221,6 +237,9 @@ impl fmt::Display for Why {
             Why::Empty => f.write_str("empty string"),
             Why::Duplicate { first } => write!(f, "name already used by entry {first}"),
             Why::Unsupported => f.write_str("not supported by this runtime version"),
+            Why::TooSmall { min } => write!(f, "smaller than the minimum {min}"),
+            Why::Overlaps { other } => write!(f, "the range overlaps the one at {other}"),
+            Why::ReadOnly => f.write_str("the constant area is read-only"),
         }
     }
 }

@@ -204,8 +204,20 @@ pub enum RecipeWhy {
         /// The alignment required.
         align: u32,
     },
-    /// The argument is the read-only `weights` buffer, but not a constant of the op (which may write it).
+    /// The argument is the read-only `weights` buffer, but it may be written: an op argument
+    /// outside the constant area, a `bundlert_copy` destination, or an npu run's `out` or `scratch`.
     ReadOnly,
+    /// A kernel's name is not the name of an NPU segment of the bundle.
+    UnknownSegment,
+    /// A cpu resource of `library_name` `"bundlert"` that the runtime does not have (its only
+    /// function is `bundlert_copy`).
+    UnknownBuiltin,
+    /// The argument's bytes overlap those of argument `argidx` of the same run, and one of the two
+    /// is written (a copy's destination, an npu run's `out` or `scratch`).
+    Overlaps {
+        /// The other argument's `argidx`.
+        argidx: u64,
+    },
 }
 
 impl fmt::Display for RecipeWhy {
@@ -248,7 +260,17 @@ impl fmt::Display for RecipeWhy {
                 write!(f, "offset is not a multiple of the bundle's alignment {align}")
             }
             RecipeWhy::ReadOnly => f.write_str(
-                "the weights buffer is read-only, but the op's argument there is not a constant",
+                "the weights buffer is read-only, but this argument may be written (not a constant)",
+            ),
+            RecipeWhy::UnknownSegment => {
+                f.write_str("the bundle's NPU segment table has no segment of this name")
+            }
+            RecipeWhy::UnknownBuiltin => {
+                f.write_str("library `bundlert` has no function of this name (only `bundlert_copy`)")
+            }
+            RecipeWhy::Overlaps { argidx } => write!(
+                f,
+                "its bytes overlap those of argidx {argidx}, and one of the two is written"
             ),
         }
     }

@@ -12,10 +12,11 @@
 
 use alloc::vec::Vec;
 
-use super::decode::{self, Addr, Dma, Op, OpKind, Reg, Tile, Word, NUM_BDS};
+use super::decode::{Dma, Op, OpKind};
 use super::device::{NpuBuffers, NpuCycles, NpuTarget};
 use super::kernels;
 use super::params::{Kernel, Params};
+use super::regs::{self, Addr, Reg, Tile, Word, NUM_BDS};
 use crate::error::{Error, Name, NpuBuffer, NpuRegion, NpuWhy};
 use crate::Result;
 
@@ -189,7 +190,7 @@ impl State {
         Ok(match at.word {
             Word::Reg(reg) => Some(self.regs(at.tile)?.get(reg)),
             Word::Data(off) if pass == Pass::Execute => {
-                decode::u32_at(self.mem(at.tile)?, off as usize)
+                regs::u32_at(self.mem(at.tile)?, off as usize)
             }
             Word::Data(_) => None,
         })
@@ -221,8 +222,8 @@ impl State {
             OpKind::Write { at, value } => self.write(&at, value, pass)?,
             OpKind::BlockWrite { first, payload } => {
                 for (k, word) in payload.chunks_exact(4).enumerate() {
-                    let at = decode::word_at(target, first + 4 * k as u64)?;
-                    let value = decode::u32_at(word, 0).unwrap_or(0);
+                    let at = regs::word_at(target, first + 4 * k as u64)?;
+                    let value = regs::u32_at(word, 0).unwrap_or(0);
                     self.write(&at, value, pass)?;
                 }
             }
@@ -309,7 +310,7 @@ impl State {
                 size,
             }));
         }
-        decode::check_local(d.tile, d.local.into(), {
+        regs::check_local(d.tile, d.local.into(), {
             u64::from(d.rows - 1) * u64::from(d.local_stride) + u64::from(d.row_bytes)
         })?;
         if pass == Pass::Execute {

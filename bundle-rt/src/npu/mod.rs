@@ -25,6 +25,7 @@ mod device;
 mod emulate;
 mod kernels;
 mod params;
+mod regs;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 

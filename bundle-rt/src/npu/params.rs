@@ -9,7 +9,7 @@
 //! those regions, and every index product they form is bounded by the tile's size.
 //! Zero points are ignored for f32 (`dtype` 0), scales and `out_zp` likewise.
 
-use super::decode::u32_at;
+use super::regs::u32_at;
 use crate::error::{NpuWhy, ParamWhy};
 
 /// A VNPU_COMPUTE kernel.

@@ -117,6 +117,7 @@ impl Txn {
         self
     }
     /// Patch BD `i` of tile `t` to `argidx` + `argplus`, then a one-row DMA of `len` bytes at `local`.
+    #[allow(clippy::too_many_arguments)] // one per field of the two ops
     pub fn move_bytes(
         &mut self,
         t: u32,
@@ -190,7 +191,7 @@ pub(super) struct Image {
 
 impl Image {
     pub fn raw(&mut self, b: &[u8]) -> u32 {
-        while self.bytes.len() % 4 != 0 {
+        while !self.bytes.len().is_multiple_of(4) {
             self.bytes.push(0xEE);
         }
         let at = self.bytes.len() as u32;

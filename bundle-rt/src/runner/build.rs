@@ -9,11 +9,16 @@
 //! arguments; the `int` constant (the task count) must equal `numTasks`. Anything else is an
 //! [`Error::BadRecipe`] naming the run and argument. Buffers are sized from the bundle, never from
 //! the recipe alone: inputs and outputs by their tensors, `weight` by the constant area.
+//!
+//! Runs that are not bundle ops — the runtime's `bundlert_copy` and npu runs — are resolved in
+//! `npu_runs.rs`, which argues their safety: every region they touch lies inside its buffer, and no
+//! written region overlaps another region of the same run or lies in `weights`.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::npu_runs::{self, Region, BUILTIN_LIBRARY, COPY_FN};
 use super::recipe::{check_slice, entry_err, value_err, BufferKind, Recipe, Run, Where};
 use crate::buf::AreaBuf;
 use crate::bundle::{area_alignment, Bundle};
@@ -60,25 +65,80 @@ pub(super) struct ArgRef {
     pub(super) offset: usize,
 }
 
-/// One run, resolved: op `op`'s kernel, called for tasks `0..tasks` with `args` (argidx order).
-pub(super) struct Call {
-    pub(super) func: BundleOpFn,
-    pub(super) tasks: u32,
-    pub(super) args: Vec<ArgRef>,
+/// One run, resolved.
+pub(super) enum Call {
+    /// A cpu run of an op: its kernel, called for tasks `0..tasks` with `args` (argidx order).
+    Op {
+        func: BundleOpFn,
+        tasks: u32,
+        args: Vec<ArgRef>,
+    },
+    /// A `bundlert_copy` run: `src.len` bytes from `src` to `dst` (equal lengths, disjoint, `dst`
+    /// not in `weights`).
+    Copy { src: Region, dst: Region },
+    /// An npu run of NPU segment `segment`: `in`, `out`, `scratch`, `const`, `super_instr` (argidx
+    /// 3..7; `out` and `scratch` disjoint from the others and not in `weights`).
+    Npu { segment: usize, bufs: [Region; 5] },
 }
 
-/// One slot per buffer of `recipe`; checks library names and external buffers against `bundle`.
-pub(super) fn slots(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<Slot>> {
+/// What a cpu resource stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CpuKind {
+    /// An op of the bundle's op table (looked up by the run's name).
+    Op,
+    /// The runtime's `bundlert_copy`.
+    Copy,
+}
+
+/// The kind of each cpu resource, from its name and `library_name`: the bundle's model name means
+/// the op table, `bundlert` the runtime's functions (only `bundlert_copy`); without a library name,
+/// `bundlert_copy` is the runtime's unless the op table has an op of that name.
+pub(super) fn cpu_kinds(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<CpuKind>> {
+    let model = bundle.model_name();
+    let has_op =
+        |name: &str| (0..bundle.view().ops().len()).any(|i| bundle.view().op_name(i) == name);
+    let mut kinds = Vec::with_capacity(recipe.cpus.len());
     for (i, cpu) in recipe.cpus.iter().enumerate() {
-        if let Some(lib) = cpu
-            .library_name
-            .as_deref()
-            .filter(|&l| l != bundle.model_name())
-        {
-            let at = RecipePath::entry(RecipeTable::Cpus, i, "library_name");
-            return Err(value_err(at, lib, RecipeWhy::WrongLibrary));
-        }
+        let at = |field| RecipePath::entry(RecipeTable::Cpus, i, field);
+        let kind = match cpu.library_name.as_deref() {
+            Some(lib) if lib != model && lib != BUILTIN_LIBRARY => {
+                return Err(value_err(at("library_name"), lib, RecipeWhy::WrongLibrary));
+            }
+            Some(lib) if lib != model => {
+                if cpu.name != COPY_FN {
+                    return Err(value_err(at("name"), &cpu.name, RecipeWhy::UnknownBuiltin));
+                }
+                CpuKind::Copy
+            }
+            Some(lib) if lib != BUILTIN_LIBRARY => CpuKind::Op,
+            // No library, or a model itself called `bundlert`.
+            _ if cpu.name == COPY_FN && !has_op(&cpu.name) => CpuKind::Copy,
+            _ => CpuKind::Op,
+        };
+        kinds.push(kind);
     }
+    Ok(kinds)
+}
+
+/// The NPU segment of each kernel resource: the segment of the bundle with the kernel's name (its
+/// transaction is embedded in the bundle; `ctrlcode` is not read).
+pub(super) fn kernel_segments(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<usize>> {
+    let mut segments = Vec::with_capacity(recipe.kernels.len());
+    for (i, kernel) in recipe.kernels.iter().enumerate() {
+        let segment = bundle
+            .view()
+            .find_npu_segment(&kernel.name)
+            .ok_or_else(|| {
+                let at = RecipePath::entry(RecipeTable::Kernels, i, "name");
+                value_err(at, &kernel.name, RecipeWhy::UnknownSegment)
+            })?;
+        segments.push(segment.index);
+    }
+    Ok(segments)
+}
+
+/// One slot per buffer of `recipe`; checks external buffers against `bundle`.
+pub(super) fn slots(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<Slot>> {
     let align = area_alignment(bundle.view());
     let mut slots = Vec::with_capacity(recipe.buffers.len());
     for (i, buf) in recipe.buffers.iter().enumerate() {
@@ -136,95 +196,127 @@ pub(super) fn slots(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<Slot>> {
     Ok(slots)
 }
 
-/// One call per run of `recipe`, resolved against `bundle`'s op table and the buffers in `slots`.
-pub(super) fn calls(bundle: &Bundle<'_>, recipe: &Recipe, slots: &[Slot]) -> Result<Vec<Call>> {
+/// One call per run of `recipe`, resolved against `bundle`'s op table and NPU segments and the
+/// buffers in `slots`; `cpus` and `kernels` are [`cpu_kinds`] and [`kernel_segments`].
+pub(super) fn calls(
+    bundle: &Bundle<'_>,
+    recipe: &Recipe,
+    slots: &[Slot],
+    cpus: &[CpuKind],
+    kernels: &[usize],
+) -> Result<Vec<Call>> {
     let view = bundle.view();
     let ops: BTreeMap<&str, usize> = (0..view.ops().len())
         .map(|i| (view.op_name(i), i))
         .collect();
     let mut calls = Vec::with_capacity(recipe.runs.len());
     for (r, run) in recipe.runs.iter().enumerate() {
-        let at = |field| RecipePath::entry(RecipeTable::Runs, r, field);
-        if run.location == Where::Npu {
-            return Err(Error::NoNpuDevice {
-                run: Name::new(&run.name),
-            });
-        }
-        let &op = ops
-            .get(run.name.as_str())
-            .ok_or_else(|| value_err(at("name"), &run.name, RecipeWhy::UnknownOp))?;
-        let op_table = &view.ops()[op];
-        let op_args = view.op_args(op);
-        let num_args = op_args.len();
-        if run.arguments.len() != num_args {
-            let why = RecipeWhy::ArgCount {
-                expected: num_args as u32,
-                got: run.arguments.len() as u32,
-            };
-            return Err(entry_err(at("arguments"), &run.name, why));
-        }
-        let mut args = vec![ArgRef { slot: 0, offset: 0 }; num_args];
-        for (j, arg) in run.arguments.iter().enumerate() {
-            let at = |field| RecipePath::run_item(r, RunList::Arguments, j, field);
-            let err = |field, why| entry_err(at(field), &run.name, why);
-            let index = usize::try_from(arg.argidx).ok().filter(|&i| i < num_args);
-            let Some(index) = index else {
-                let why = RecipeWhy::ArgIndexTooLarge {
-                    argidx: arg.argidx,
-                    num_args: num_args as u32,
+        // `Recipe::parse` checked that the run's name is declared in the list its `where` names.
+        let call = match run.location {
+            Where::Npu => {
+                let kernel = recipe.kernels.iter().position(|k| k.name == run.name);
+                let segment = kernel.and_then(|k| kernels.get(k)).copied();
+                let Some(segment) = segment else {
+                    let at = RecipePath::entry(RecipeTable::Runs, r, "name");
+                    return Err(value_err(at, &run.name, RecipeWhy::UnknownSegment));
                 };
-                return Err(err("argidx", why));
-            };
-            let expected = &op_args[index];
-            let limit = slots[arg.buffer].len(bundle) as u64;
-            // XRT's rule: a sub-buffer only when 0 < size < buffer size, else the whole buffer.
-            let (offset, size) = match arg.slice {
-                Some((offset, size)) if size > 0 => {
-                    check_slice(offset, size, limit).map_err(|why| err("size", why))?;
-                    if size < limit {
-                        (offset, size)
-                    } else {
-                        (0, limit)
-                    }
+                npu_runs::npu_call(bundle, r, run, slots, segment)?
+            }
+            Where::Cpu => {
+                let cpu = recipe.cpus.iter().position(|c| c.name == run.name);
+                match cpu.and_then(|c| cpus.get(c)) {
+                    Some(CpuKind::Copy) => npu_runs::copy_call(bundle, r, run, slots)?,
+                    _ => op_call(bundle, &ops, r, run, slots)?,
                 }
-                _ => (0, limit),
-            };
-            let field = if arg.slice.is_some() { "size" } else { "name" };
-            if size != expected.size {
-                let why = RecipeWhy::Mismatch {
-                    expected: expected.size,
-                    got: size,
-                };
-                return Err(err(field, why));
             }
-            if !offset.is_multiple_of(view.alignment() as u64) {
-                let why = RecipeWhy::Misaligned {
-                    align: view.alignment() as u32,
-                };
-                return Err(err("offset", why));
-            }
-            if matches!(slots[arg.buffer], Slot::Weights) && expected.area != Area::Constant as u32
-            {
-                return Err(err("name", RecipeWhy::ReadOnly));
-            }
-            args[index] = ArgRef {
-                slot: arg.buffer,
-                // offset + size <= limit, the size of an allocation, so it fits usize.
-                offset: offset as usize,
-            };
-        }
-        check_task_count(r, run, num_args as u64, op_table.num_tasks)?;
-        // Validated by ConfigView: every op has a kernel; the error cannot happen.
-        let func = op_table
-            .func
-            .ok_or(bad(FieldPath::entry("ops", op, "fn"), 0, Why::Null))?;
-        calls.push(Call {
-            func,
-            tasks: op_table.num_tasks,
-            args,
-        });
+        };
+        calls.push(call);
     }
     Ok(calls)
+}
+
+/// Cpu run `r`, of an op of the op table.
+fn op_call(
+    bundle: &Bundle<'_>,
+    ops: &BTreeMap<&str, usize>,
+    r: usize,
+    run: &Run,
+    slots: &[Slot],
+) -> Result<Call> {
+    let view = bundle.view();
+    let at = |field| RecipePath::entry(RecipeTable::Runs, r, field);
+    let &op = ops
+        .get(run.name.as_str())
+        .ok_or_else(|| value_err(at("name"), &run.name, RecipeWhy::UnknownOp))?;
+    let op_table = &view.ops()[op];
+    let op_args = view.op_args(op);
+    let num_args = op_args.len();
+    if run.arguments.len() != num_args {
+        let why = RecipeWhy::ArgCount {
+            expected: num_args as u32,
+            got: run.arguments.len() as u32,
+        };
+        return Err(entry_err(at("arguments"), &run.name, why));
+    }
+    let mut args = vec![ArgRef { slot: 0, offset: 0 }; num_args];
+    for (j, arg) in run.arguments.iter().enumerate() {
+        let at = |field| RecipePath::run_item(r, RunList::Arguments, j, field);
+        let err = |field, why| entry_err(at(field), &run.name, why);
+        let index = usize::try_from(arg.argidx).ok().filter(|&i| i < num_args);
+        let Some(index) = index else {
+            let why = RecipeWhy::ArgIndexTooLarge {
+                argidx: arg.argidx,
+                num_args: num_args as u32,
+            };
+            return Err(err("argidx", why));
+        };
+        let expected = &op_args[index];
+        let limit = slots[arg.buffer].len(bundle) as u64;
+        // XRT's rule: a sub-buffer only when 0 < size < buffer size, else the whole buffer.
+        let (offset, size) = match arg.slice {
+            Some((offset, size)) if size > 0 => {
+                check_slice(offset, size, limit).map_err(|why| err("size", why))?;
+                if size < limit {
+                    (offset, size)
+                } else {
+                    (0, limit)
+                }
+            }
+            _ => (0, limit),
+        };
+        let field = if arg.slice.is_some() { "size" } else { "name" };
+        if size != expected.size {
+            let why = RecipeWhy::Mismatch {
+                expected: expected.size,
+                got: size,
+            };
+            return Err(err(field, why));
+        }
+        if !offset.is_multiple_of(view.alignment() as u64) {
+            let why = RecipeWhy::Misaligned {
+                align: view.alignment() as u32,
+            };
+            return Err(err("offset", why));
+        }
+        if matches!(slots[arg.buffer], Slot::Weights) && expected.area != Area::Constant as u32 {
+            return Err(err("name", RecipeWhy::ReadOnly));
+        }
+        args[index] = ArgRef {
+            slot: arg.buffer,
+            // offset + size <= limit, the size of an allocation, so it fits usize.
+            offset: offset as usize,
+        };
+    }
+    check_task_count(r, run, num_args as u64, op_table.num_tasks)?;
+    // Validated by ConfigView: every op has a kernel; the error cannot happen.
+    let func = op_table
+        .func
+        .ok_or(bad(FieldPath::entry("ops", op, "fn"), 0, Why::Null))?;
+    Ok(Call::Op {
+        func,
+        tasks: op_table.num_tasks,
+        args,
+    })
 }
 
 /// The run's constants must be exactly the task count: one `int` at argidx `num_args` whose value is

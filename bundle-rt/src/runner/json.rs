@@ -53,7 +53,7 @@ pub(super) struct RawRecipe {
     pub(super) execution: Option<RawExecution>,
 }
 
-/// `header` (not used by the runner).
+/// `header` (`program` for a CPU-only recipe, `xclbin` with NPU kernels; not used by the runner).
 #[derive(Deserialize)]
 pub(super) struct RawHeader {
     pub(super) xclbin: Option<String>,
@@ -84,10 +84,12 @@ pub(super) struct RawCpu {
     pub(super) library_name: Option<String>,
 }
 
-/// An entry of `resources.kernels` (only the name is read).
+/// An entry of `resources.kernels`.
 #[derive(Deserialize)]
 pub(super) struct RawKernel {
     pub(super) name: Option<String>,
+    pub(super) instance: Option<String>,
+    pub(super) ctrlcode: Option<String>,
 }
 
 /// `execution`.

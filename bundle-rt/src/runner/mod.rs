@@ -4,19 +4,25 @@
 //!   json.rs    serde mirrors of the JSON (every field optional), integer fields, syntax errors
 //!   recipe.rs  Recipe::parse: JSON → checked Recipe (buffers, cpus, kernels, runs)
 //!   build.rs   Recipe + Bundle → one slot per buffer, one resolved call per run (the safety checks)
-//!   runner.rs  Runner: new, bind_input, bind_output, execute, wait
+//!   npu_runs.rs  bundlert_copy and npu runs: their conventions, checks and execution
+//!   runner.rs  Runner: new, bind_input, bind_output, execute, wait, set_device
 //! ```
 //!
 //! A recipe's `cpu` runs name ops of the bundle's op table (`NAME_config`), which the runner calls
-//! directly: no library is loaded. `npu` runs fail with [`crate::Error::NoNpuDevice`] until an NPU
-//! device exists. See `docs/runtime.md` ("Runner") for the rules and the error list.
+//! directly: no library is loaded; `bundlert_copy` (library `bundlert`) is the runtime's own copy.
+//! `npu` runs name kernels whose names are NPU segments of the bundle; they run the segment's
+//! embedded transaction on the runner's [`Device`](crate::npu::Device) (the emulator by default).
+//! See `docs/runtime.md` ("Runner", "Devices and the NPU") for the rules and the error list.
 
 mod build;
 mod json;
+mod npu_runs;
 mod recipe;
 // The layout `runner/runner.rs` follows STYLE.md's module map; the type is `runner::Runner`.
 #[allow(clippy::module_inception)]
 mod runner;
 
-pub use recipe::{Argument, Buffer, BufferKind, Constant, Cpu, Recipe, Run, Where, RECIPE_VERSION};
+pub use recipe::{
+    Argument, Buffer, BufferKind, Constant, Cpu, Kernel, Recipe, Run, Where, RECIPE_VERSION,
+};
 pub use runner::Runner;

@@ -10,6 +10,7 @@
 //! - `version` is `"1.0"`; buffer, cpu and kernel names are unique within their lists;
 //! - every buffer has a known `type`; every buffer other than `input`, `output` and `weight` (the
 //!   external ones) has a `size`;
+//! - every kernel has a `name`; `instance` and `ctrlcode` are optional strings;
 //! - every run has a `name` naming a cpu resource (`where: "cpu"`) or a kernel resource (`"npu"`);
 //! - every argument names a declared buffer, has an `argidx` unique within its run, and gives
 //!   `offset` and `size` together or not at all; a sub-buffer of a buffer of declared size lies inside
@@ -36,14 +37,17 @@ pub const RECIPE_VERSION: &str = "1.0";
 /// A checked run recipe; see the module docs for what holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recipe {
-    /// `header.program` (or `header.xclbin`), if given; not used by the runner.
+    /// `header.program` (a CPU-only bundle: `NAME.o`), if given; not used by the runner.
     pub program: Option<String>,
+    /// `header.xclbin` (a bundle with NPU segments: the target, e.g. `vnpu.json`), if given; not
+    /// used by the runner.
+    pub xclbin: Option<String>,
     /// `resources.buffers`.
     pub buffers: Vec<Buffer>,
     /// `resources.cpus`.
     pub cpus: Vec<Cpu>,
-    /// Names of `resources.kernels`.
-    pub kernels: Vec<String>,
+    /// `resources.kernels`.
+    pub kernels: Vec<Kernel>,
     /// `execution.runs`, in order.
     pub runs: Vec<Run>,
 }
@@ -81,12 +85,24 @@ pub struct Cpu {
     pub library_name: Option<String>,
 }
 
+/// One entry of `resources.kernels`: an NPU kernel, one per NPU segment of the bundle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// The kernel's name: the name of a segment in the bundle's segment table (`npu0`).
+    pub name: String,
+    /// `instance` (the target, e.g. `vnpu`), if given; not used by the runner.
+    pub instance: Option<String>,
+    /// `ctrlcode` (the `.txn` file), if given; the runner uses the transaction embedded in the
+    /// bundle instead.
+    pub ctrlcode: Option<String>,
+}
+
 /// Where a run executes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Where {
-    /// `"cpu"`: an op of the bundle.
+    /// `"cpu"`: an op of the bundle, or the runtime's `bundlert_copy`.
     Cpu,
-    /// `"npu"`: a kernel resource.
+    /// `"npu"`: a kernel resource (an NPU segment of the bundle).
     Npu,
 }
 
@@ -140,12 +156,13 @@ impl Recipe {
         let execution = raw
             .execution
             .ok_or_else(|| missing(RecipePath::document("execution"), ""))?;
-        let program = raw.header.and_then(|h| h.program.or(h.xclbin));
+        let (program, xclbin) = raw.header.map_or((None, None), |h| (h.program, h.xclbin));
         let buffers = buffers(resources.buffers.unwrap_or_default())?;
         let cpus = cpus(resources.cpus.unwrap_or_default())?;
         let kernels = kernels(resources.kernels.unwrap_or_default())?;
         let mut recipe = Recipe {
             program,
+            xclbin,
             buffers,
             cpus,
             kernels,
@@ -180,7 +197,10 @@ impl Recipe {
         };
         let (declared, list) = match location {
             Where::Cpu => (self.cpus.iter().any(|c| c.name == name), "resources.cpus"),
-            Where::Npu => (self.kernels.contains(&name), "resources.kernels"),
+            Where::Npu => (
+                self.kernels.iter().any(|k| k.name == name),
+                "resources.kernels",
+            ),
         };
         if !declared {
             return Err(value_err(
@@ -308,15 +328,19 @@ fn cpus(raw: Vec<RawCpu>) -> Result<Vec<Cpu>> {
     Ok(out)
 }
 
-/// Checks `resources.kernels` (names only: NPU runs are not executed yet).
-fn kernels(raw: Vec<RawKernel>) -> Result<Vec<String>> {
+/// Checks `resources.kernels` (names unique; the runner matches them to the bundle's segments).
+fn kernels(raw: Vec<RawKernel>) -> Result<Vec<Kernel>> {
     let mut seen = BTreeMap::new();
     let mut out = Vec::with_capacity(raw.len());
     for (i, k) in raw.into_iter().enumerate() {
         let at = RecipePath::entry(RecipeTable::Kernels, i, "name");
         let name = k.name.ok_or_else(|| missing(at, ""))?;
         unique(&mut seen, &name, i, at)?;
-        out.push(name);
+        out.push(Kernel {
+            name,
+            instance: k.instance,
+            ctrlcode: k.ctrlcode,
+        });
     }
     Ok(out)
 }

@@ -13,19 +13,26 @@
 //!
 //! `execute` is synchronous: it runs every task of every run in recipe order on the calling thread,
 //! then copies the outputs out. `wait` only returns the result of the last `execute` (XRT's
-//! `execute` + `wait` pair works unchanged). Everything that can fail is checked in [`Runner::new`]
-//! (see `build.rs`) or before the first task, so a run never stops halfway.
+//! `execute` + `wait` pair works unchanged). Npu runs go to the runner's [`Device`] (by default
+//! [`Emulator::vnpu`]; [`Runner::set_device`] plugs in another), `bundlert_copy` runs are plain
+//! copies (`npu_runs.rs`). Everything that can fail is checked in [`Runner::new`] (see `build.rs`)
+//! or before the first task, so a run never stops halfway — except for a device that rejects or
+//! fails a transaction, which ends `execute` with that error before the outputs are copied out.
 
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use alloc::boxed::Box;
+
 use super::build::{self, Call, Slot};
+use super::npu_runs;
 use super::recipe::Recipe;
 use crate::bundle::Bundle;
 use crate::config::{Role, TensorInfo};
 use crate::error::{Error, Name};
 use crate::instance::Element;
+use crate::npu::{Device, Emulator, NpuCycles};
 use crate::Result;
 
 /// A run recipe bound to a bundle; see the module docs for the buffer model.
@@ -38,33 +45,77 @@ pub struct Runner<'b, 'io> {
     bases: Vec<*mut u8>,
     /// The argument array of the current call (reused, never reallocated).
     args: Vec<*mut u8>,
+    /// The device npu runs go to.
+    device: Option<Box<dyn Device + Send>>,
+    /// Cycles of each npu run of the last execute, in recipe order (reused).
+    cycles: Vec<NpuCycles>,
     last: Option<Result<()>>,
     _outputs: PhantomData<&'io mut [u8]>,
 }
 
 // SAFETY: the raw pointers are addresses of runner-owned buffers, of the bundle's constant area
 // (`Bundle` is `Sync`) or of output slices borrowed `&'io mut [u8]` (which are `Send`); moving the
-// runner to another thread moves that exclusive access with it.
+// runner to another thread moves that exclusive access with it. The device is `Send`.
 unsafe impl Send for Runner<'_, '_> {}
 
 impl<'b, 'io> Runner<'b, 'io> {
     /// Parses and checks `recipe_json`, resolves every cpu run in `bundle`'s op table (no library is
-    /// loaded) and allocates the internal and staging buffers.
+    /// loaded) or as the runtime's `bundlert_copy`, every npu run's kernel in the bundle's NPU
+    /// segment table, and allocates the internal and staging buffers. Npu runs go to an
+    /// [`Emulator::vnpu`] until [`Runner::set_device`] replaces it.
     pub fn new(bundle: &'b Bundle<'b>, recipe_json: &str) -> Result<Runner<'b, 'io>> {
         let recipe = Recipe::parse(recipe_json)?;
+        let cpus = build::cpu_kinds(bundle, &recipe)?;
+        let kernels = build::kernel_segments(bundle, &recipe)?;
         let slots = build::slots(bundle, &recipe)?;
-        let calls = build::calls(bundle, &recipe, &slots)?;
-        let widest = calls.iter().map(|c| c.args.len()).max().unwrap_or(0);
+        let calls = build::calls(bundle, &recipe, &slots, &cpus, &kernels)?;
+        let widest = calls
+            .iter()
+            .map(|c| match c {
+                Call::Op { args, .. } => args.len(),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let npu_runs = calls
+            .iter()
+            .filter(|c| matches!(c, Call::Npu { .. }))
+            .count();
         Ok(Runner {
             bundle,
             bases: Vec::with_capacity(slots.len()),
             args: Vec::with_capacity(widest),
+            device: Some(Box::new(Emulator::vnpu())),
+            cycles: Vec::with_capacity(npu_runs),
             recipe,
             slots,
             calls,
             last: None,
             _outputs: PhantomData,
         })
+    }
+
+    /// Makes `device` the device npu runs go to (replacing the default [`Emulator::vnpu`]), e.g. an
+    /// XRT-backed driver.
+    pub fn set_device(&mut self, device: Box<dyn Device + Send>) {
+        self.device = Some(device);
+    }
+
+    /// Removes the device and returns it; `execute` then fails with [`Error::NoNpuDevice`] if the
+    /// recipe has npu runs.
+    pub fn take_device(&mut self) -> Option<Box<dyn Device + Send>> {
+        self.device.take()
+    }
+
+    /// The device's name, if the runner has one.
+    pub fn device_name(&self) -> Option<&str> {
+        self.device.as_deref().map(|d| d.name())
+    }
+
+    /// The cycles the device reported for each npu run of the last `execute`, in recipe order
+    /// (those that ran, if it failed).
+    pub fn npu_cycles(&self) -> &[NpuCycles] {
+        &self.cycles
     }
 
     /// The bundle.
@@ -172,6 +223,16 @@ impl<'b, 'io> Runner<'b, 'io> {
                 });
             }
         }
+        let needs_device = self
+            .calls
+            .iter()
+            .position(|c| matches!(c, Call::Npu { .. }));
+        if let (Some(r), None) = (needs_device, &self.device) {
+            let run = self.recipe.runs.get(r).map_or("", |run| run.name.as_str());
+            return Err(Error::NoNpuDevice {
+                run: Name::new(run),
+            });
+        }
         let constants = self.bundle.constant_base();
         self.bases.clear();
         self.bases.extend(self.slots.iter().map(|slot| match slot {
@@ -180,20 +241,44 @@ impl<'b, 'io> Runner<'b, 'io> {
                 data.base()
             }
         }));
+        self.cycles.clear();
         for call in &self.calls {
-            self.args.clear();
-            self.args.extend(call.args.iter().map(|arg| {
-                // SAFETY: `build::calls` checked offset + the op's argument size <= the buffer's
-                // size, so the address stays inside the slot's allocation.
-                unsafe { self.bases[arg.slot].add(arg.offset) }
-            }));
-            for task in 0..call.tasks {
-                // SAFETY: `build.rs`'s checks give each argument a region of exactly the op's
-                // argument size, aligned like the op table's, in runner-owned buffers or (only for
-                // constant arguments, which kernels never write) the constant area; `task` is below
-                // the op's numTasks; `&mut self` excludes any other access to the runner's buffers.
-                // That is the kernel's contract, vouched for by `Bundle::new`'s caller.
-                unsafe { (call.func)(self.args.as_ptr(), u64::from(task)) };
+            match call {
+                Call::Op { func, tasks, args } => {
+                    self.args.clear();
+                    self.args.extend(args.iter().map(|arg| {
+                        // SAFETY: `build::calls` checked offset + the op's argument size <= the
+                        // buffer's size, so the address stays inside the slot's allocation.
+                        unsafe { self.bases[arg.slot].add(arg.offset) }
+                    }));
+                    for task in 0..*tasks {
+                        // SAFETY: `build.rs`'s checks give each argument a region of exactly the
+                        // op's argument size, aligned like the op table's, in runner-owned buffers
+                        // or (only for constant arguments, which kernels never write) the constant
+                        // area; `task` is below the op's numTasks; `&mut self` excludes any other
+                        // access to the runner's buffers. That is the kernel's contract, vouched
+                        // for by `Bundle::new`'s caller.
+                        unsafe { func(self.args.as_ptr(), u64::from(task)) };
+                    }
+                }
+                // SAFETY: `npu_runs::copy_call` resolved the regions against these buffers; `&mut
+                // self` excludes any other access.
+                Call::Copy { src, dst } => unsafe { npu_runs::run_copy(&self.bases, src, dst) },
+                Call::Npu { segment, bufs } => {
+                    let txn = self
+                        .bundle
+                        .view()
+                        .npu_segment(*segment)
+                        .map_or(&[][..], |s| s.txn);
+                    let Some(device) = self.device.as_deref_mut() else {
+                        continue;
+                    };
+                    // SAFETY: `npu_runs::npu_call` resolved the regions against these buffers
+                    // (written ones disjoint from the rest, none in `weights`); `&mut self`
+                    // excludes any other access.
+                    let cycles = unsafe { npu_runs::run_npu(&self.bases, bufs, txn, device) }?;
+                    self.cycles.push(cycles);
+                }
             }
         }
         for slot in &self.slots {
@@ -247,6 +332,7 @@ impl core::fmt::Debug for Runner<'_, '_> {
             .field("bundle", &self.bundle.model_name())
             .field("buffers", &self.recipe.buffers.len())
             .field("runs", &self.calls.len())
+            .field("device", &self.device_name())
             .finish()
     }
 }

@@ -1,7 +1,8 @@
 //! The C API (feature `capi`), called from Rust as C would: the fixture through the entry function,
 //! the engine and the runner with identical bits; NULL arguments, bad names and sizes, bad weights,
-//! bad recipes, unbound buffers and thread counts as status codes with a last-error message; and
-//! handles destroyed in any order.
+//! bad recipes, unbound buffers and thread counts as status codes with a last-error message;
+//! handles destroyed in any order; and `brt_instance_use_npu` (NPU segments on the emulator) and a
+//! mixed recipe through `brt_runner_*`.
 
 use core::ffi::{c_char, c_void, CStr};
 use core::ptr::{null, null_mut};
@@ -11,7 +12,8 @@ use std::vec;
 use std::vec::Vec;
 
 use super::fixture::Fixture;
-use super::recipes::{recipe, text};
+use super::recipes::{mixed, recipe, text};
+use super::segments::layer0;
 use crate::capi::*;
 
 fn c(s: &str) -> CString {
@@ -205,7 +207,7 @@ fn runner_errors() {
         npu["execution"]["runs"][3]["where"] = serde_json::json!("npu");
         let npu = c(&text(&npu));
         let status = brt_runner_create(b, npu.as_ptr(), &mut runner);
-        assert_eq!(status, Status::NoDevice);
+        assert_eq!(status, Status::BadRecipe, "`mark` is not an NPU segment");
         assert_eq!(brt_runner_create(b, null(), &mut runner), Status::Null);
         assert_eq!(
             brt_runner_create(null(), npu.as_ptr(), &mut runner),
@@ -234,9 +236,96 @@ fn runner_errors() {
     }
 }
 
+/// Runs the instance on `x` with `threads`; output `y`.
+///
+/// # Safety
+/// `inst` must be a live instance handle of a fixture with 16 elements.
+unsafe fn run_y(inst: *mut BrtInstance, x: &[u8], threads: i32) -> Vec<u8> {
+    let (name_x, name_y) = (c("x"), c("y"));
+    let mut y = vec![0u8; x.len()];
+    // SAFETY: per the contract; names and buffers of the stated sizes.
+    unsafe {
+        let status = brt_set_input(inst, name_x.as_ptr(), x.as_ptr().cast(), x.len());
+        assert_eq!(status, Status::Ok);
+        assert_eq!(brt_run(inst, threads), Status::Ok, "{}", last_error());
+        let status = brt_get_output(inst, name_y.as_ptr(), y.as_mut_ptr().cast(), y.len());
+        assert_eq!(status, Status::Ok);
+    }
+    y
+}
+
+#[test]
+fn npu_switch_and_mixed_runner() {
+    // The transaction computes t2 = 3x where the fallback computes 2x, so the two paths differ.
+    let fx = layer0(3.0);
+    let cfg = fx.config();
+    let b = bundle(&fx, &cfg);
+    let xs = fx.input(0.5);
+    let x = f32_bytes(&xs);
+    let fallback = f32_bytes(&fx.expected(&xs));
+    let c_of = |i: usize| i as f32 * 0.25 - 1.0;
+    let on_npu: Vec<f32> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| ((x + c_of(i)) + x * 3.0) + 1.0)
+        .collect();
+    let on_npu = f32_bytes(&on_npu);
+    // SAFETY: live handles, NUL-terminated names, buffers of the stated sizes.
+    unsafe {
+        assert_eq!(brt_instance_use_npu(null_mut(), 1), Status::Null);
+        assert!(last_error().contains("instance is NULL"));
+        let mut inst = null_mut();
+        assert_eq!(brt_instance_create(b, &mut inst), Status::Ok);
+        assert_eq!(run_y(inst, &x, 1), fallback, "entry function");
+        assert_eq!(brt_instance_use_npu(inst, 1), Status::Ok);
+        assert_eq!(run_y(inst, &x, 1), on_npu, "op table on this thread");
+        assert_eq!(run_y(inst, &x, 3), on_npu, "engine");
+        assert_eq!(brt_instance_use_npu(inst, 7), Status::Ok);
+        assert_eq!(run_y(inst, &x, 2), on_npu);
+        assert_eq!(brt_instance_use_npu(inst, 0), Status::Ok);
+        assert_eq!(run_y(inst, &x, 1), fallback);
+        assert_eq!(run_y(inst, &x, 2), fallback);
+        brt_instance_destroy(inst);
+
+        let json = c(&text(&mixed(&fx)));
+        let mut runner = null_mut();
+        let status = brt_runner_create(b, json.as_ptr(), &mut runner);
+        assert_eq!(status, Status::Ok, "{}", last_error());
+        let (name_x, name_y, name_m) = (c("x"), c("y"), c("marks"));
+        let mut y = vec![0u8; x.len()];
+        let mut marks = [0u8; 12];
+        let status = brt_runner_bind_input(runner, name_x.as_ptr(), x.as_ptr().cast(), x.len());
+        assert_eq!(status, Status::Ok);
+        let status = brt_runner_bind_output(runner, name_y.as_ptr(), y.as_mut_ptr().cast(), 64);
+        assert_eq!(status, Status::Ok);
+        let status = brt_runner_bind_output(runner, name_m.as_ptr(), marks.as_mut_ptr().cast(), 12);
+        assert_eq!(status, Status::Ok);
+        assert_eq!(brt_runner_execute(runner), Status::Ok, "{}", last_error());
+        brt_runner_destroy(runner);
+        assert_eq!(y, on_npu, "the runner's npu run");
+        brt_bundle_destroy(b);
+    }
+
+    // A transaction the emulator rejects: BRT_ERR_NPU.
+    let mut fx = layer0(2.0);
+    fx.txns[0][3] = 9;
+    let cfg = fx.config();
+    let b = bundle(&fx, &cfg);
+    // SAFETY: as above.
+    unsafe {
+        let mut inst = null_mut();
+        assert_eq!(brt_instance_create(b, &mut inst), Status::Ok);
+        assert_eq!(brt_instance_use_npu(inst, 1), Status::Ok);
+        assert_eq!(brt_run(inst, 1), Status::Npu);
+        assert!(last_error().contains("NPU transaction"), "{}", last_error());
+        brt_instance_destroy(inst);
+        brt_bundle_destroy(b);
+    }
+}
+
 #[test]
 fn status_strings() {
-    for code in -1..=16 {
+    for code in -1..=17 {
         // SAFETY: brt_error_string returns a static NUL-terminated string.
         let text = unsafe { CStr::from_ptr(brt_error_string(code)) };
         assert!(!text.to_bytes().is_empty());

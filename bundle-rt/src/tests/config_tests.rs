@@ -69,10 +69,10 @@ fn header_fields() {
         Error::BadMagic { found: 0x1234 }
     );
     assert_eq!(
-        check(|c| c.version = 2),
+        check(|c| c.version = 1),
         Error::BadVersion {
-            found: 2,
-            supported: 1
+            found: 1,
+            supported: 2
         }
     );
     assert_eq!(MAGIC.to_le_bytes(), *b"BUNDLC1\0");
@@ -118,7 +118,14 @@ fn header_fields() {
     );
     assert_eq!(
         reject(&fx, |c| c.num_npu_segments = 1),
-        at("BundleConfig.numNpuSegments", Why::Unsupported)
+        at("BundleConfig.npuSegments", Why::Null)
+    );
+    assert_eq!(
+        reject(&fx, |c| c.num_npu_segments = 1 << 30),
+        at(
+            "BundleConfig.numNpuSegments",
+            Why::TooLarge { max: 1 << 24 }
+        )
     );
     assert_eq!(
         reject(&fx, |c| c.flags = 4),

@@ -14,6 +14,9 @@
 //! Symbols: input `x` f32[2, N/2]; outputs `y` f32[2, N/2] and `marks` i32[M]; constants `c` f32[N]
 //! and `steps` i64[] (= 7). `marks` counts how often each task of `mark` ran, so a lost or doubled
 //! task shows up.
+//!
+//! [`Fixture::add_segment`] appends an NPU segment (format version 2): its staging buffers go at
+//! the end of the activation area, its constants and parameter blocks at the end of the weights.
 
 use std::ffi::CString;
 use std::ops::Range;
@@ -21,8 +24,8 @@ use std::vec;
 use std::vec::Vec;
 
 use crate::config::{
-    BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, EntryFn,
-    SymbolTableEntry, MAGIC, VERSION,
+    BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, EntryFn, NpuCopy,
+    NpuSegment, SymbolTableEntry, MAGIC, VERSION,
 };
 use crate::fnv1a64;
 
@@ -133,6 +136,28 @@ pub struct Fixture {
     pub weights: Vec<u8>,
     pub entry: EntryFn,
     pub sizes: [u64; 3],
+    pub segments: Vec<NpuSegment>,
+    pub copies: Vec<Vec<NpuCopy>>,
+    pub txns: Vec<Vec<u8>>,
+}
+
+/// An NPU segment to add to a fixture: the copies as `(area, offset, size)`, packed into the
+/// fused buffers in order.
+pub struct SegmentSpec {
+    pub name: &'static str,
+    pub first_layer: u32,
+    pub num_layers: u32,
+    pub copy_in: Vec<(u32, usize, usize)>,
+    pub copy_out: Vec<(u32, usize, usize)>,
+    pub scratch: usize,
+    pub consts: Vec<u8>,
+    pub params: Vec<u8>,
+    pub txn: Vec<u8>,
+}
+
+/// `n` rounded up to a multiple of 64.
+fn align64(n: usize) -> usize {
+    n.div_ceil(64) * 64
 }
 
 fn desc(dtype: u32, dims: &[u64], role: u32, elem: u64) -> BundleTensorDesc {
@@ -262,7 +287,81 @@ impl Fixture {
                 (2 * bytes + marks_bytes) as u64,
                 (2 * bytes) as u64,
             ],
+            segments: Vec::new(),
+            copies: Vec::new(),
+            txns: Vec::new(),
         }
+    }
+
+    /// Appends an NPU segment; returns the offsets of its `in`, `out` and `scratch` staging
+    /// buffers and of its constants and parameters.
+    pub fn add_segment(&mut self, spec: SegmentSpec) -> [usize; 5] {
+        let pack = |list: &[(u32, usize, usize)]| {
+            let mut at = 0usize;
+            let copies: Vec<NpuCopy> = list
+                .iter()
+                .map(|&(area, offset, size)| {
+                    let copy = NpuCopy {
+                        area,
+                        reserved: 0,
+                        offset: offset as u64,
+                        size: size as u64,
+                        fused_offset: at as u64,
+                    };
+                    at += size;
+                    copy
+                })
+                .collect();
+            (copies, at)
+        };
+        let (mut copies, in_size) = pack(&spec.copy_in);
+        let (copy_out, out_size) = pack(&spec.copy_out);
+        copies.extend(copy_out);
+        let act = self.sizes[2] as usize;
+        let staging = [
+            act,
+            act + align64(in_size),
+            act + align64(in_size) + align64(out_size),
+        ];
+        self.sizes[2] = (staging[2] + align64(spec.scratch)) as u64;
+        let const_at = self.weights.len();
+        self.weights.extend(&spec.consts);
+        self.weights.resize(align64(self.weights.len()), 0);
+        let params_at = self.weights.len();
+        self.weights.extend(&spec.params);
+        self.weights.resize(align64(self.weights.len()), 0);
+        self.sizes[0] = self.weights.len() as u64;
+        let name = CString::new(spec.name).unwrap();
+        self.copies.push(copies);
+        self.txns.push(spec.txn);
+        let (copies, txn) = (self.copies.last().unwrap(), self.txns.last().unwrap());
+        self.segments.push(NpuSegment {
+            name: name.as_ptr(),
+            txn: txn.as_ptr(),
+            txn_size: txn.len() as u64,
+            first_layer: spec.first_layer,
+            num_layers: spec.num_layers,
+            in_offset: staging[0] as u64,
+            in_size: in_size as u64,
+            out_offset: staging[1] as u64,
+            out_size: out_size as u64,
+            scratch_offset: staging[2] as u64,
+            scratch_size: spec.scratch as u64,
+            const_offset: const_at as u64,
+            const_size: spec.consts.len() as u64,
+            params_offset: params_at as u64,
+            params_size: spec.params.len() as u64,
+            num_copy_in: spec.copy_in.len() as u32,
+            num_copy_out: spec.copy_out.len() as u32,
+            copies: if copies.is_empty() {
+                std::ptr::null()
+            } else {
+                copies.as_ptr()
+            },
+            est_cycles: [1, 2, 3],
+        });
+        self.names.push(name);
+        [staging[0], staging[1], staging[2], const_at, params_at]
     }
 
     /// Replaces op `op`'s argument table (and re-points the op at it).
@@ -292,8 +391,12 @@ impl Fixture {
             ops: self.ops.as_ptr(),
             num_layers: self.layers.len() as u64,
             layers: self.layers.as_ptr(),
-            num_npu_segments: 0,
-            npu_segments: std::ptr::null(),
+            num_npu_segments: self.segments.len() as u64,
+            npu_segments: if self.segments.is_empty() {
+                std::ptr::null()
+            } else {
+                self.segments.as_ptr()
+            },
             model_name: self.model_name.as_ptr(),
             reserved: 0,
         }

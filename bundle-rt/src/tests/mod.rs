@@ -1,18 +1,23 @@
 //! In-crate tests (feature `std`): a hand-built bundle ([`fixture`]) checked through every layer of
 //! the runtime — config validation, bundle/instance errors, the three ways to run, the engine at
 //! several thread counts, the log and the profile, the recipe runner (with [`recipes`] written the
-//! way `bundlec` writes them) and, with `capi`, the C API.
+//! way `bundlec` writes them), NPU segments ([`segments`]: the segment table, a mock device and the
+//! emulator through the instance, the engine and mixed recipes) and, with `capi`, the C API.
 
 mod bundle_tests;
 #[cfg(feature = "capi")]
 mod capi_tests;
 mod config_tests;
+mod device_tests;
 mod engine_tests;
 mod fixture;
 mod log_tests;
+mod mixed_tests;
 mod recipe_tests;
 mod recipes;
 mod runner_tests;
+mod segment_config_tests;
+mod segments;
 
 use crate::{Bundle, BundleConfig, Error};
 

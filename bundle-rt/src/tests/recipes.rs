@@ -1,9 +1,11 @@
 //! Run recipes for the test fixture, written the way `bundlec` writes them (`emit/recipe.rs`): one
 //! external buffer per input and output, `weights`, the internal `activations`, one cpu resource and
 //! one run per op with the op's arguments as (sub-)buffers and the task count as an `int` constant.
-//! [`split`] is the same execution with another buffer layout, to exercise sub-buffer resolution.
+//! [`split`] is the same execution with another buffer layout, to exercise sub-buffer resolution;
+//! [`mixed`] is the recipe of a bundle with NPU segments.
 
 use std::string::{String, ToString};
+use std::vec;
 use std::vec::Vec;
 
 use serde_json::{json, Value};
@@ -94,4 +96,88 @@ pub fn op_name(i: usize) -> &'static str {
 /// `value` as JSON text.
 pub fn text(value: &Value) -> String {
     value.to_string()
+}
+
+/// The mixed recipe `bundlec` would write for `fx` with NPU segments (`emit/recipe.rs`): the
+/// target in `header.xclbin`, one kernel per segment, `bundlert_copy` as a cpu resource, and the
+/// runs of each segment's layers replaced by its copy-ins, one npu run (XRT DPU convention) and
+/// its copy-outs; the scratch argument is written with `size` 0 when the segment has none.
+pub fn mixed(fx: &Fixture) -> Value {
+    let mut r = recipe(fx);
+    let plain_runs = r["execution"]["runs"].as_array().unwrap().clone();
+    let mutable = |offset: u64| {
+        let names = ["x", "y", "marks"];
+        let sym = fx
+            .symbols
+            .iter()
+            .position(|s| s.kind == 1 && s.offset == offset)
+            .expect("a mutable copy is an input or output");
+        names[sym]
+    };
+    let area_arg = |area: u32, offset: u64, size: u64, argidx: u32| match area {
+        1 => json!({ "name": mutable(offset), "argidx": argidx }),
+        0 => json!({ "name": "weights", "argidx": argidx, "offset": offset, "size": size }),
+        _ => json!({ "name": "activations", "argidx": argidx, "offset": offset, "size": size }),
+    };
+    let act = |argidx: u32, offset: u64, size: u64| json!({ "name": "activations", "argidx": argidx, "offset": offset, "size": size });
+    let mut runs = Vec::new();
+    let mut cpus = vec![json!({ "name": "bundlert_copy", "library_name": "bundlert" })];
+    let mut kernels = Vec::new();
+    let mut done = vec![false; fx.segments.len()];
+    for (i, op) in fx.ops.iter().enumerate() {
+        let seg = fx
+            .segments
+            .iter()
+            .position(|s| (s.first_layer..s.first_layer + s.num_layers).contains(&op.layer));
+        let Some(si) = seg else {
+            cpus.push(json!({ "name": op_name(i), "library_name": "fixture" }));
+            runs.push(plain_runs[i].clone());
+            continue;
+        };
+        if done[si] {
+            continue;
+        }
+        done[si] = true;
+        let s = &fx.segments[si];
+        let name = fx.names.iter().find(|n| n.as_ptr() == s.name).unwrap();
+        let name = name.to_str().unwrap();
+        kernels.push(json!({ "name": name, "instance": "vnpu", "ctrlcode": std::format!("fixture.{name}.txn") }));
+        let copies = &fx.copies[si];
+        let (ins, outs) = copies.split_at(s.num_copy_in as usize);
+        for c in ins {
+            let args = [
+                area_arg(c.area, c.offset, c.size, 0),
+                act(1, s.in_offset + c.fused_offset, c.size),
+            ];
+            runs.push(json!({ "name": "bundlert_copy", "where": "cpu", "arguments": args }));
+        }
+        runs.push(json!({
+            "name": name,
+            "where": "npu",
+            "arguments": [
+                act(3, s.in_offset, s.in_size),
+                act(4, s.out_offset, s.out_size),
+                act(5, s.scratch_offset, s.scratch_size),
+                { "name": "weights", "argidx": 6, "offset": s.const_offset, "size": s.const_size.max(1) },
+                { "name": "weights", "argidx": 7, "offset": s.params_offset, "size": s.params_size.max(1) },
+            ],
+            "constants": [
+                { "value": 2, "type": "int", "argidx": 0 },
+                { "value": 0, "type": "int", "argidx": 1 },
+                { "value": s.txn_size / 4, "type": "int", "argidx": 2 },
+            ],
+        }));
+        for c in outs {
+            let args = [
+                act(0, s.out_offset + c.fused_offset, c.size),
+                area_arg(c.area, c.offset, c.size, 1),
+            ];
+            runs.push(json!({ "name": "bundlert_copy", "where": "cpu", "arguments": args }));
+        }
+    }
+    r["header"] = json!({ "xclbin": "vnpu.json" });
+    r["resources"]["cpus"] = Value::Array(cpus);
+    r["resources"]["kernels"] = Value::Array(kernels);
+    r["execution"]["runs"] = Value::Array(runs);
+    r
 }

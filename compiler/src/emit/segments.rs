@@ -26,6 +26,8 @@ pub struct NpuCopy {
 /// A segment placed in the bundle.
 #[derive(Debug, Clone)]
 pub struct SegmentLayout {
+    /// Index in `Partition::segments`.
+    pub index: usize,
     /// `npu0`, ...
     pub id: String,
     /// The transaction container.
@@ -50,13 +52,12 @@ pub struct SegmentLayout {
     pub nodes: usize,
 }
 
+/// Staging pins (buffer, first layer, last layer) and, per segment, its `in`/`out`/`scratch` buffers.
+pub type Staging = (Vec<(Buf, u32, u32)>, Vec<[Buf; 3]>);
+
 /// The staging buffers to plan: per segment, three activation buffers live over its layers. Pushes their sizes
 /// into `scratch` and returns the (buffer, first, last) pins and their indices.
-pub fn staging_pins(
-    p: &Partition,
-    s: &Schedule,
-    scratch: &mut Vec<usize>,
-) -> (Vec<(Buf, u32, u32)>, Vec<[Buf; 3]>) {
+pub fn staging_pins(p: &Partition, s: &Schedule, scratch: &mut Vec<usize>) -> Staging {
     let mut pins = Vec::new();
     let mut bufs = Vec::new();
     for (i, seg) in p.segments.iter().enumerate() {
@@ -72,7 +73,8 @@ pub fn staging_pins(
     (pins, bufs)
 }
 
-/// Lays the segments out; appends their constants and parameters to the constant area.
+/// Lays the segments out, in order of their first layer (the order of the config's segment table); appends their
+/// constants and parameters to the constant area.
 pub fn layouts(
     g: &Graph,
     p: &Partition,
@@ -113,7 +115,14 @@ pub fn layouts(
             .collect::<Result<Vec<_>>>()?;
         let c_at = plan.append_constant(f.consts.len());
         let p_at = plan.append_constant(f.params.len());
+        if s.segments[i].1 == 0 {
+            return Err(Error::internal(
+                "emit",
+                format!("segment {} has no kernels", seg.id),
+            ));
+        }
         out.push(SegmentLayout {
+            index: i,
             id: seg.id.clone(),
             txn: f.txn.clone(),
             layers: s.segments[i],
@@ -127,12 +136,14 @@ pub fn layouts(
             nodes: seg.nodes.len(),
         });
     }
+    out.sort_by_key(|l| l.layers.0);
     Ok(out)
 }
 
 /// Writes the segments' constants and parameters into the weights image.
 pub fn fill_weights(img: &mut [u8], p: &Partition, layouts: &[SegmentLayout]) -> Result<()> {
-    for (seg, l) in p.segments.iter().zip(layouts) {
+    for l in layouts {
+        let seg = &p.segments[l.index];
         for (bytes, (at, len)) in [(&seg.fused.consts, l.consts), (&seg.fused.params, l.params)] {
             img.get_mut(at..at + len)
                 .ok_or_else(|| {

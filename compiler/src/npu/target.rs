@@ -160,7 +160,7 @@ impl NpuTarget {
             ));
         }
         if !(1024..=(1 << 18)).contains(&self.local_memory_bytes)
-            || self.local_memory_bytes % 64 != 0
+            || !self.local_memory_bytes.is_multiple_of(64)
         {
             return Err(bad(
                 file,
@@ -168,7 +168,7 @@ impl NpuTarget {
                 "must be a multiple of 64 in 1 KiB..=256 KiB",
             ));
         }
-        if self.mem_tile_bytes > (1 << 19) * 2 || self.mem_tile_bytes % 64 != 0 {
+        if self.mem_tile_bytes > (1 << 19) * 2 || !self.mem_tile_bytes.is_multiple_of(64) {
             return Err(bad(
                 file,
                 "mem_tile_bytes",

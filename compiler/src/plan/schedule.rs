@@ -54,8 +54,8 @@ impl Schedule {
         let mut changed = true;
         while changed {
             changed = false;
-            for i in 0..nk {
-                for &d in &kdeps[i] {
+            for (i, deps) in kdeps.iter().enumerate() {
+                for &d in deps {
                     let (u, ud) = (unit(i), unit(d));
                     if u != ud && level[u] < level[ud] + 1 {
                         level[u] = level[ud] + 1;

@@ -2,7 +2,8 @@
 //!
 //! Each check returns the first violation as [`Error::BadConfig`] with the exact field path, so a
 //! compiler bug is located by the message alone. Checks run in table order: config fields, symbols,
-//! symbol-name uniqueness, ops and their arguments, op-name uniqueness, layers.
+//! symbol-name uniqueness, ops and their arguments, op-name uniqueness, layers; then the NPU
+//! segment table (`segments.rs`).
 
 use super::{read_name, ConfigView, MAX_CONFIG_ARGS, MAX_TABLE_ENTRIES};
 use crate::config::{Area, DType, Role, MAX_RANK};
@@ -47,7 +48,8 @@ pub(super) unsafe fn table<'a, T>(
     Ok(unsafe { core::slice::from_raw_parts(ptr, count as usize) })
 }
 
-fn check_ptr<T>(ptr: *const T, field: FieldPath) -> Result<()> {
+/// A table pointer: non-NULL and aligned for `T`.
+pub(super) fn check_ptr<T>(ptr: *const T, field: FieldPath) -> Result<()> {
     if ptr.is_null() {
         return Err(bad(field, 0, Why::Null));
     }
@@ -279,7 +281,12 @@ pub(super) fn unique_op_names(view: &ConfigView<'_>) -> Result<()> {
     }
 }
 
-fn unique<'a>(count: usize, table: &'static str, name: impl Fn(usize) -> &'a str) -> Result<()> {
+/// The first of `count` names (of entries of `table`) that repeats an earlier one is an error.
+pub(super) fn unique<'a>(
+    count: usize,
+    table: &'static str,
+    name: impl Fn(usize) -> &'a str,
+) -> Result<()> {
     let dup = |first: usize, second: usize| -> Error {
         let why = Why::Duplicate {
             first: first as u64,

@@ -29,7 +29,7 @@ pub(crate) fn run(params: &Params, mem: &mut [u8]) {
 
 /// The u32 at byte `at` (0 outside memory, which checked kernels never reach).
 fn ld32(mem: &[u8], at: usize) -> u32 {
-    super::decode::u32_at(mem, at).unwrap_or(0)
+    super::regs::u32_at(mem, at).unwrap_or(0)
 }
 
 /// Stores the u32 at byte `at` (nothing outside memory).

@@ -425,7 +425,7 @@ fn epilogue_check(c: EpiCase, dt: u32, seed: u64) {
                 }
                 y = match c.act {
                     1 => y.max(0.0),
-                    2 => y.max(-0.25).min(0.5),
+                    2 => y.clamp(-0.25, 0.5),
                     _ => y,
                 };
                 wf.push(y);
@@ -579,7 +579,7 @@ fn eltwise_check(c: EltCase, dt: u32, seed: u64) {
                 };
                 match c.act {
                     1 => y.max(0.0),
-                    2 => y.max(-0.3).min(0.7),
+                    2 => y.clamp(-0.3, 0.7),
                     _ => y,
                 }
             })

@@ -89,11 +89,14 @@ const L_PAR: u32 = 2048;
 fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
     let es = if f32 { 4 } else { 1 };
     let dt = if f32 { 0 } else { 1 };
-    let mut b = Bufs::default();
-    b.input = if f32 {
+    let input = if f32 {
         words_bytes(&d.xf.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
     } else {
         d.xq.iter().map(|&x| x as u8).collect()
+    };
+    let mut b = Bufs {
+        input,
+        ..Bufs::default()
     };
     let mut consts = if f32 {
         words_bytes(&d.wf.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
@@ -179,14 +182,13 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
     };
     for ti in 0..2 {
         dma(&mut t, ti, false, 4, 0, [L_PAR, plen, 1, 0, 0]);
-        let bias_bytes = if f32 { 8 } else { 8 };
         dma(
             &mut t,
             ti,
             false,
             3,
             bias_off + 2 * ti * 4,
-            [L_BIAS, bias_bytes, 1, 0, 0],
+            [L_BIAS, 8, 1, 0, 0],
         );
         if !f32 {
             dma(
