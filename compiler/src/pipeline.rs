@@ -291,7 +291,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     )
     .map_err(|e| Error::internal("codegen", e))?;
     let mut module = ObjectModule::new(builder);
-    let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma)?;
+    let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
     codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {

@@ -1,14 +1,33 @@
 //! Per-op tests of the generated code against the reference semantics (`bundlec::ir::ops::eval`, the single
 //! source of truth) over several shapes: sizes that are not multiples of the vector width or the GEMM tile,
 //! every padding side, strides, dilations, groups and broadcasting patterns. Each case is a single-node model
-//! compiled, linked with `cc` and run.
+//! compiled, linked with `cc` and run once per kernel variant (`KERNEL_VARIANTS`: the Cranelift kernels of
+//! `--cpu generic`, and the AVX2 and AVX-512 machine-code GEMM micro-kernels of `x86-64-v3` / `x86-64-v4`); a
+//! variant this CPU cannot run is skipped with a `SKIPPED` line, never silently.
 
 use bundlec::ir::{ops, Tensor};
-use bundlec_tests::harness::{compile, run_c};
+use bundlec_tests::harness::{compile_with, run_c};
 use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::{max_scaled_error, rand_vec};
 
 /// Builds a single-node model with float inputs (runtime) and initializers, runs it, and compares with `op`.
+/// The kernel sets every case runs with, and whether this machine can execute each.
+fn kernel_variants() -> Vec<(&'static str, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v3 = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        let v4 = v3
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq");
+        vec![("generic", true), ("x86-64-v3", v3), ("x86-64-v4", v4)]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        vec![("generic", true)]
+    }
+}
+
 fn case(
     name: &str,
     op_type: &str,
@@ -35,13 +54,22 @@ fn case(
     m.output("y", out_shape);
     let names: Vec<&str> = runtime.iter().chain(inits).map(|(n, _)| *n).collect();
     m.node(op_type, &names, &["y"], attrs);
-    let c = compile(&m.bytes(), name);
-    let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
+    let bytes = m.bytes();
     let refs: Vec<&Tensor> = all.iter().collect();
     let want = ops::eval(reference, &refs).expect("reference");
     assert_eq!(want[0].shape, out_shape, "{name}: reference shape");
-    let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
-    assert!(e <= 1e-4, "{name}: max scaled error {e:e}");
+    for (cpu, runnable) in kernel_variants() {
+        if !runnable {
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let c = compile_with(&bytes, o);
+        let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
+        let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
+        assert!(e <= 1e-4, "{name} --cpu {cpu}: max scaled error {e:e}");
+    }
 }
 
 fn ints(v: &[i64]) -> Attr {
@@ -164,6 +192,15 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        (
+            "micro_tiles_and_tails",
+            [1, 16, 19, 21],
+            [27, 16, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
     ];
     for (name, x, w, p, s, d, g) in cases {
         let attrs = ConvAttrs {
@@ -210,6 +247,9 @@ fn matmul_tails_and_batches() {
         (vec![4, 8], vec![8, 8]),
         (vec![3, 7, 13], vec![13, 6]),
         (vec![2, 1, 3, 5], vec![4, 5, 2]),
+        (vec![37, 70], vec![70, 45]),
+        (vec![2, 19, 33], vec![33, 65]),
+        (vec![16, 300], vec![300, 64]),
     ]
     .into_iter()
     .enumerate()

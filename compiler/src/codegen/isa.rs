@@ -3,6 +3,7 @@
 //! instead of `fmaf` calls; `generic` is baseline x86-64 (SSE2) with separate multiply and add; `native` asks
 //! the host. The code is position independent so it links into PIE executables and shared libraries alike.
 
+use super::kernels::gemm_x86::Simd;
 use crate::error::{Error, Result};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
@@ -17,6 +18,8 @@ pub struct Target {
     pub has_fma: bool,
     /// The `--cpu` value used.
     pub cpu: String,
+    /// Machine-code micro-kernels (x86-64 System V targets with AVX2+FMA or AVX-512F); None: Cranelift only.
+    pub simd: Option<Simd>,
 }
 
 const X86_V3: &[&str] = &[
@@ -117,12 +120,41 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
             ));
         }
     };
+    // Micro-kernels follow the System V calling convention: ELF and Mach-O x86-64 targets only.
+    let sysv = arch == Architecture::X86_64
+        && triple.operating_system != target_lexicon::OperatingSystem::Windows;
+    let simd = match cpu {
+        _ if !sysv => None,
+        "x86-64-v3" | "haswell" | "skylake" => Some(Simd::Avx2),
+        "x86-64-v4" | "skylake-avx512" | "icelake" => Some(Simd::Avx512),
+        "native" => host_simd(),
+        _ => None,
+    };
     let isa = builder.finish(shared).map_err(|e| bad("--target", e))?;
     Ok(Target {
         isa,
         has_fma,
         cpu: cpu.to_string(),
+        simd,
     })
+}
+
+/// The widest micro-kernel the host runs.
+fn host_simd() -> Option<Simd> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            Some(Simd::Avx512)
+        } else if host_has_fma() && std::arch::is_x86_feature_detected!("avx2") {
+            Some(Simd::Avx2)
+        } else {
+            None
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
 }
 
 /// Whether the host has AVX and FMA (only meaningful on x86-64 hosts).

@@ -11,6 +11,7 @@
 pub mod builder;
 pub mod isa;
 pub mod kernel;
+pub mod kernels;
 pub mod lower;
 mod lower_data;
 pub mod math;
@@ -27,6 +28,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use kernel::{Body, Lowering};
+use kernels::gemm_x86::{self, MicroSpec, Simd};
 
 /// The signature of a kernel function.
 pub fn kernel_signature(module: &dyn Module) -> Signature {
@@ -36,12 +38,51 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
-/// Defines one local function per kernel; returns their ids indexed like `l.kernels`.
+/// Defines the machine-code micro-kernel of GEMM kernel `i` when the target has one and the GEMM has full tiles;
+/// returns it with its tile shape.
+fn define_micro(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::gemm::GemmSpec,
+    simd: Simd,
+) -> Result<Option<(FuncId, usize, usize)>> {
+    let (mr, nr) = simd.tile();
+    let ms = MicroSpec {
+        simd,
+        k: s.k,
+        a_rs: s.a.rs,
+        a_cs: s.a.cs,
+        b_rs: s.b.rs,
+        c_rs: s.c.rs,
+    };
+    if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || !gemm_x86::fits(&ms) {
+        return Ok(None);
+    }
+    let bytes = gemm_x86::assemble(&ms).map_err(|e| Error::internal("codegen", e))?;
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(I64));
+    }
+    let fname = format!("{name}__k{i}_{}", simd.name());
+    let id = module
+        .declare_function(&fname, Linkage::Local, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    module
+        .define_function_bytes(id, 64, &bytes, &[])
+        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+    Ok(Some((id, mr, nr)))
+}
+
+/// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
+/// functions' ids indexed like `l.kernels`.
 pub fn define_kernels(
     module: &mut dyn Module,
     name: &str,
     l: &Lowering,
     has_fma: bool,
+    simd: Option<Simd>,
 ) -> Result<Vec<FuncId>> {
     let sig = kernel_signature(module);
     let mut ids = Vec::with_capacity(l.kernels.len());
@@ -53,6 +94,11 @@ pub fn define_kernels(
             .declare_function(&fname, Linkage::Local, &sig)
             .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
         ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+        let micro = match (&k.body, simd) {
+            (Body::Gemm(s), Some(simd)) => define_micro(module, name, i, s, simd)?
+                .map(|(mid, mr, nr)| (module.declare_func_in_func(mid, &mut ctx.func), mr, nr)),
+            _ => None,
+        };
         {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
             let entry = b.create_block();
@@ -69,7 +115,10 @@ pub fn define_kernels(
                 task,
                 has_fma,
             };
-            emit_body(&mut kb, &k.body, k.tasks);
+            match (&k.body, micro) {
+                (Body::Gemm(s), Some(m)) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
+                _ => emit_body(&mut kb, &k.body, k.tasks),
+            }
             kb.b.ins().return_(&[]);
             kb.b.finalize(module.isa().frontend_config());
         }

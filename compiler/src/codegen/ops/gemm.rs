@@ -11,7 +11,7 @@ use crate::codegen::math::activation;
 use crate::ir::Activation;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 use cranelift_frontend::Variable;
 
 /// Rows per microkernel tile.
@@ -99,9 +99,20 @@ impl GemmSpec {
 
 /// Emits the body of a GEMM kernel function.
 pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
-    let ncb = s.n.div_ceil(NR);
-    let nrg = s.m.div_ceil(ROW_GROUP);
-    let (lo, hi) = kb.task_range(s.units(), tasks);
+    emit_with(kb, s, tasks, None);
+}
+
+/// Emits the body of a GEMM kernel function; with `micro = (f, mr, nr)`, every full `mr x nr` tile is computed by
+/// the machine-code micro-kernel `f(a, b, c)` (`kernels/gemm_x86.rs`) and finished by the same epilogue, and
+/// only the row and column tails use the Cranelift tile. Both compute each element with the same fma chain, so
+/// the output is bitwise the same either way.
+pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<(FuncRef, usize, usize)>) {
+    let (mr, nr) = micro.map_or((MR, NR), |m| (m.1, m.2));
+    let row_group = mr * (ROW_GROUP / mr).max(1);
+    let ncb = s.n.div_ceil(nr);
+    let nrg = s.m.div_ceil(row_group);
+    let units = s.batches() * ncb * nrg;
+    let (lo, hi) = kb.task_range(units, tasks);
     kb.for_range(lo, hi, 1, |kb, u| {
         let (bi, rest) = kb.divmod(u, ncb * nrg);
         let (cb, rg) = kb.divmod(rest, nrg);
@@ -118,21 +129,24 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
                 *o = kb.b.ins().iadd(*o, add);
             }
         }
-        let j0 = kb.b.ins().imul_imm_s(cb, NR as i64);
-        let i_lo = kb.b.ins().imul_imm_s(rg, ROW_GROUP as i64);
-        let i_hi = kb.b.ins().iadd_imm_s(i_lo, ROW_GROUP as i64);
+        let j0 = kb.b.ins().imul_imm_s(cb, nr as i64);
+        let i_lo = kb.b.ins().imul_imm_s(rg, row_group as i64);
+        let i_hi = kb.b.ins().iadd_imm_s(i_lo, row_group as i64);
         let m = kb.iconst(s.m as i64);
         let i_hi = kb.b.ins().umin(i_hi, m);
-        let tail_cols = s.n % NR;
+        let tail_cols = s.n % nr;
         let emit_cols = |kb: &mut Kb, cols: usize| {
-            // Full MR-row tiles, then the remaining rows one tile of `m % MR` rows (only in the last group).
+            // Full mr-row tiles, then the remaining rows one tile of `m % mr` rows (only in the last group).
             let next = kb.var(cranelift_codegen::ir::types::I64, i_lo);
-            kb.for_range(i_lo, i_hi, MR as i64, |kb, i| {
-                tile(kb, s, &offs, i, j0, MR, cols);
-                let n = kb.b.ins().iadd_imm_s(i, MR as i64);
+            kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
+                match micro {
+                    Some((f, _, _)) if cols == nr => micro_tile(kb, s, &offs, i, j0, f, mr, nr),
+                    _ => tile(kb, s, &offs, i, j0, mr, cols),
+                }
+                let n = kb.b.ins().iadd_imm_s(i, mr as i64);
                 kb.b.def_var(next, n);
             });
-            let rows_tail = s.m % MR;
+            let rows_tail = s.m % mr;
             if rows_tail > 0 {
                 let i = kb.b.use_var(next);
                 let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, i_hi);
@@ -140,10 +154,10 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
             }
         };
         if tail_cols == 0 {
-            emit_cols(kb, NR);
+            emit_cols(kb, nr);
         } else {
             let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
-            kb.if_else(last, |kb| emit_cols(kb, tail_cols), |kb| emit_cols(kb, NR));
+            kb.if_else(last, |kb| emit_cols(kb, tail_cols), |kb| emit_cols(kb, nr));
         }
     });
 }
@@ -219,7 +233,80 @@ fn tile(
         let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b.rs * 4) as i64);
         kb.b.def_var(b_ptr, bp2);
     });
-    // Epilogue and store.
+    let vals: Vec<Vec<Value>> = acc
+        .iter()
+        .map(|row| row.iter().map(|&v| kb.b.use_var(v)).collect())
+        .collect();
+    epilogue(kb, s, offs, i, j0, cols, &vals, true);
+}
+
+/// Column slot `c` of a `cols`-wide tile: (element type, first column).
+fn slot(cols: usize, c: usize) -> (Type, usize) {
+    let nv = cols / LANES;
+    if c < nv {
+        (VEC, c * LANES)
+    } else {
+        (F32, nv * LANES + (c - nv))
+    }
+}
+
+/// A full tile by the machine-code micro-kernel: raw products into C, then the epilogue over C (skipped when
+/// there is nothing to apply).
+#[allow(clippy::too_many_arguments)] // the tile's coordinates, as for `tile`
+fn micro_tile(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    offs: &[Value; 4],
+    i: Value,
+    j0: Value,
+    f: FuncRef,
+    mr: usize,
+    nr: usize,
+) {
+    let at = |kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value| {
+        let r = kb.b.ins().imul_imm_s(row, op.rs as i64);
+        let el = kb.b.ins().iadd(r, off);
+        let el = kb.b.ins().iadd(el, col);
+        let el = kb.b.ins().iadd_imm_s(el, op.off as i64);
+        let base = kb.args[op.arg];
+        kb.addr(base, el, 4)
+    };
+    let zero = kb.iconst(0);
+    let a_ptr = at(kb, &s.a, i, zero, offs[0]);
+    let b_ptr = at(kb, &s.b, zero, j0, offs[1]);
+    let c_ptr = at(kb, &s.c, i, j0, offs[2]);
+    kb.b.ins().call(f, &[a_ptr, b_ptr, c_ptr]);
+    let trivial =
+        s.alpha == 1.0 && s.bias.is_none() && s.residual.is_none() && s.act == Activation::None;
+    if trivial {
+        return;
+    }
+    let slots = nr / LANES + nr % LANES;
+    let vals: Vec<Vec<Value>> = (0..mr)
+        .map(|r| {
+            (0..slots)
+                .map(|c| {
+                    let (ty, col) = slot(nr, c);
+                    kb.load(ty, c_ptr, ((r * s.c.rs + col) * 4) as i64)
+                })
+                .collect()
+        })
+        .collect();
+    epilogue(kb, s, offs, i, j0, nr, &vals, false);
+}
+
+/// Bias, residual, activation and store of a tile whose accumulated values are `vals[row][slot]`.
+#[allow(clippy::too_many_arguments)] // the tile's coordinates and values
+fn epilogue(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    offs: &[Value; 4],
+    i: Value,
+    j0: Value,
+    cols: usize,
+    vals: &[Vec<Value>],
+    _fresh: bool,
+) {
     let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
     let c_el = kb.b.ins().iadd(c_row, offs[2]);
     let c_el = kb.b.ins().iadd(c_el, j0);
@@ -248,7 +335,7 @@ fn tile(
         let el = kb.b.ins().iadd_imm_s(el, bias.at.off as i64);
         kb.addr(base, el, 4)
     });
-    for (r, row) in acc.iter().enumerate() {
+    for (r, row) in vals.iter().enumerate() {
         let row_bias = match (&s.bias, bias_ptr) {
             (Some(b), Some(p)) if b.kind == BiasKind::Row => {
                 let v = kb.load(F32, p, (r * 4) as i64);
@@ -257,13 +344,8 @@ fn tile(
             _ => None,
         };
         for (c, &v) in row.iter().enumerate() {
-            let ty = lane_ty(c);
-            let col = if c < nv {
-                c * LANES
-            } else {
-                nv * LANES + (c - nv)
-            };
-            let mut x = kb.b.use_var(v);
+            let (ty, col) = slot(cols, c);
+            let mut x = v;
             if s.alpha != 1.0 {
                 let al = kb.fconst(ty, s.alpha);
                 x = kb.b.ins().fmul(x, al);

@@ -1,0 +1,250 @@
+//! Machine-code GEMM micro-kernels for x86-64, assembled with `iced-x86`'s code assembler and placed in the
+//! bundle's object next to the Cranelift code (`define_function_bytes`). Cranelift 0.135 emits only 128-bit
+//! vectors; these kernels use the full register width: AVX2+FMA computes a 6 x 16 tile in twelve `ymm`
+//! accumulators, AVX-512F an 8 x 32 tile in sixteen `zmm` accumulators.
+//!
+//! A kernel is specialised for one GEMM: the reduction length `k` and the strides of A (broadcast loads), B and C
+//! (row-major, contiguous columns) are immediates, so the function is `fn(a: *const f32, b: *const f32,
+//! c: *mut f32)` in the System V ABI (arguments in `rdi`, `rsi`, `rdx`; only caller-saved registers used). It
+//! computes `C[r][j] = Σ_p A[r][p] · B[p][j]` for the whole tile and stores it; the caller applies the epilogue.
+//! Every accumulator starts at +0.0 and takes one `vfmadd231ps` per `p` in ascending order: the same rounding
+//! sequence as the Cranelift kernel's `fma` chain, so results are bitwise identical to it.
+
+use iced_x86::code_asm::*;
+
+/// Which register file a micro-kernel uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Simd {
+    /// 256-bit AVX2 + FMA (`x86-64-v3`).
+    Avx2,
+    /// 512-bit AVX-512F (`x86-64-v4`).
+    Avx512,
+}
+
+impl Simd {
+    /// Tile rows and columns of this variant's micro-kernel.
+    pub fn tile(self) -> (usize, usize) {
+        match self {
+            Simd::Avx2 => (6, 16),
+            Simd::Avx512 => (8, 32),
+        }
+    }
+    /// Name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Simd::Avx2 => "avx2",
+            Simd::Avx512 => "avx512",
+        }
+    }
+}
+
+/// The compile-time shape of one micro-kernel (strides in elements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MicroSpec {
+    /// Register file.
+    pub simd: Simd,
+    /// Reduction length (≥ 1).
+    pub k: usize,
+    /// A's row and column strides.
+    pub a_rs: usize,
+    /// A's column stride (step per `p`).
+    pub a_cs: usize,
+    /// B's row stride (step per `p`).
+    pub b_rs: usize,
+    /// C's row stride.
+    pub c_rs: usize,
+}
+
+const YMM: [AsmRegisterYmm; 16] = [
+    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
+    ymm15,
+];
+const ZMM: [AsmRegisterZmm; 32] = [
+    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
+    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
+    zmm28, zmm29, zmm30, zmm31,
+];
+
+/// Byte displacement that fits a 32-bit signed immediate.
+fn disp(elems: usize) -> Option<i32> {
+    i32::try_from(elems.checked_mul(4)?).ok()
+}
+
+/// Whether the strides fit the instruction encodings (32-bit displacements).
+pub fn fits(m: &MicroSpec) -> bool {
+    let (mr, nr) = m.simd.tile();
+    m.k >= 1
+        && disp(m.a_rs * mr).is_some()
+        && disp(m.a_cs).is_some()
+        && disp(m.b_rs).is_some()
+        && disp(m.c_rs * mr + nr).is_some()
+}
+
+/// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
+pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    if !fits(m) {
+        return Err(format!("micro-kernel strides out of range: {m:?}"));
+    }
+    let (mr, nr) = m.simd.tile();
+    let vecs = 2; // nr / lanes
+    let lanes = nr / vecs;
+    let d = |x: usize| disp(x).unwrap_or(0);
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // rdi = A, rsi = B, rdx = C, rcx = p counter.
+    match m.simd {
+        Simd::Avx2 => {
+            for r in YMM.iter().take(mr * vecs) {
+                a.vxorps(*r, *r, *r).map_err(e)?;
+            }
+        }
+        Simd::Avx512 => {
+            for r in ZMM.iter().take(mr * vecs) {
+                a.vpxord(*r, *r, *r).map_err(e)?;
+            }
+        }
+    }
+    a.mov(rcx, m.k as u64).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    match m.simd {
+        Simd::Avx2 => {
+            let (b0, b1, x) = (ymm12, ymm13, ymm14);
+            a.vmovups(b0, ptr(rsi)).map_err(e)?;
+            a.vmovups(b1, ptr(rsi + d(lanes))).map_err(e)?;
+            for r in 0..mr {
+                a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
+                    .map_err(e)?;
+                a.vfmadd231ps(YMM[2 * r], x, b0).map_err(e)?;
+                a.vfmadd231ps(YMM[2 * r + 1], x, b1).map_err(e)?;
+            }
+        }
+        Simd::Avx512 => {
+            let (b0, b1) = (zmm28, zmm29);
+            a.vmovups(b0, zmmword_ptr(rsi)).map_err(e)?;
+            a.vmovups(b1, zmmword_ptr(rsi + d(lanes))).map_err(e)?;
+            for r in 0..mr {
+                let x = ZMM[16 + (r % 8)];
+                a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
+                    .map_err(e)?;
+                a.vfmadd231ps(ZMM[2 * r], x, b0).map_err(e)?;
+                a.vfmadd231ps(ZMM[2 * r + 1], x, b1).map_err(e)?;
+            }
+        }
+    }
+    if m.a_cs > 0 {
+        a.add(rdi, d(m.a_cs)).map_err(e)?;
+    }
+    if m.b_rs > 0 {
+        a.add(rsi, d(m.b_rs)).map_err(e)?;
+    }
+    a.dec(rcx).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    for r in 0..mr {
+        for v in 0..vecs {
+            let at = d(r * m.c_rs + v * lanes);
+            match m.simd {
+                Simd::Avx2 => a.vmovups(ptr(rdx + at), YMM[2 * r + v]).map_err(e)?,
+                Simd::Avx512 => a
+                    .vmovups(zmmword_ptr(rdx + at), ZMM[2 * r + v])
+                    .map_err(e)?,
+            }
+        }
+    }
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    fn run(spec: &MicroSpec, av: &[f32], bv: &[f32], c: &mut [f32]) {
+        let code = assemble(spec).unwrap();
+        // SAFETY: an anonymous RW mapping, filled, then made RX; the function follows the SysV ABI and touches
+        // only the tile of A, B and C that the asserts below size.
+        unsafe {
+            let len = code.len().div_ceil(4096) * 4096;
+            let p = libc_mmap(len);
+            std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
+            libc_mprotect(p, len);
+            let f: extern "sysv64" fn(*const f32, *const f32, *mut f32) = std::mem::transmute(p);
+            f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr());
+        }
+    }
+    extern "C" {
+        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
+        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
+    }
+    unsafe fn libc_mmap(len: usize) -> *mut u8 {
+        // PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS (Linux values).
+        unsafe { mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0) }
+    }
+    unsafe fn libc_mprotect(p: *mut u8, len: usize) {
+        // PROT_READ | PROT_EXEC.
+        assert_eq!(unsafe { mprotect(p, len, 5) }, 0);
+    }
+
+    fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
+        let ok = match simd {
+            Simd::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+        };
+        if !ok || !cfg!(target_os = "linux") {
+            eprintln!(
+                "SKIPPED: {} micro-kernel (this CPU or OS cannot run it)",
+                simd.name()
+            );
+            return;
+        }
+        let (mr, nr) = simd.tile();
+        let spec = MicroSpec {
+            simd,
+            k,
+            a_rs,
+            a_cs,
+            b_rs,
+            c_rs,
+        };
+        let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
+        let av: Vec<f32> = (0..alen)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
+            .collect();
+        let bv: Vec<f32> = (0..(k - 1) * b_rs + nr)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5)
+            .collect();
+        let mut c = vec![f32::NAN; (mr - 1) * c_rs + nr];
+        run(&spec, &av, &bv, &mut c);
+        for r in 0..mr {
+            for j in 0..nr {
+                let mut acc = 0.0f32;
+                for p in 0..k {
+                    acc = av[r * a_rs + p * a_cs].mul_add(bv[p * b_rs + j], acc);
+                }
+                assert_eq!(
+                    c[r * c_rs + j].to_bits(),
+                    acc.to_bits(),
+                    "{simd:?} r{r} j{j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_tiles_match_the_fma_chain_bitwise() {
+        check(Simd::Avx2, 1, 3, 1, 16, 16);
+        check(Simd::Avx2, 37, 40, 1, 20, 17);
+        check(Simd::Avx2, 9, 1, 6, 33, 50);
+    }
+
+    #[test]
+    fn avx512_tiles_match_the_fma_chain_bitwise() {
+        check(Simd::Avx512, 1, 3, 1, 32, 32);
+        check(Simd::Avx512, 65, 70, 1, 40, 35);
+        check(Simd::Avx512, 5, 1, 8, 64, 100);
+    }
+}
