@@ -250,6 +250,7 @@ fn matmul_tails_and_batches() {
         (vec![37, 70], vec![70, 45]),
         (vec![2, 19, 33], vec![33, 65]),
         (vec![16, 300], vec![300, 64]),
+        (vec![9, 700], vec![700, 50]),
     ]
     .into_iter()
     .enumerate()

@@ -38,41 +38,75 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
-/// Defines the machine-code micro-kernel of GEMM kernel `i` when the target has one and the GEMM has full tiles;
-/// returns it with its tile shape.
+/// Depth of one K block of the packed micro-kernel path (the packed B panel is `KC x nr` floats on the stack).
+pub const KC: usize = 256;
+
+/// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
+/// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each (only
+/// those the GEMM uses), all reading B from a packed `[k][nr]` panel.
 fn define_micro(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::gemm::GemmSpec,
     simd: Simd,
-) -> Result<Option<(FuncId, usize, usize)>> {
+) -> Result<Option<MicroIds>> {
     let (mr, nr) = simd.tile();
-    let ms = MicroSpec {
-        simd,
-        k: s.k,
-        a_rs: s.a.rs,
-        a_cs: s.a.cs,
-        b_rs: s.b.rs,
-        c_rs: s.c.rs,
-    };
-    if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || !gemm_x86::fits(&ms) {
+    if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 {
         return Ok(None);
     }
-    let bytes = gemm_x86::assemble(&ms).map_err(|e| Error::internal("codegen", e))?;
     let mut sig = module.make_signature();
     sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
     for _ in 0..3 {
         sig.params.push(AbiParam::new(I64));
     }
-    let fname = format!("{name}__k{i}_{}", simd.name());
-    let id = module
-        .declare_function(&fname, Linkage::Local, &sig)
-        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-    module
-        .define_function_bytes(id, 64, &bytes, &[])
-        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-    Ok(Some((id, mr, nr)))
+    let (full, tail) = (s.k / KC, s.k % KC);
+    let mut ids = [[None; 4]; 2];
+    let wanted = [
+        (KC, false, full > 0),
+        (KC, true, full > 1),
+        (tail, false, full == 0),
+        (tail, true, full > 0 && tail > 0),
+    ];
+    // Set 0 stores into C; set 1 into the column-tail buffer (row stride nr), needed when nr does not divide N.
+    for (set, slot, &(k, accumulate, used)) in
+        (0..2).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
+    {
+        if !used || (set == 1 && s.n.is_multiple_of(nr)) {
+            continue;
+        }
+        let c_rs = if set == 0 { s.c.rs } else { nr };
+        let ms = MicroSpec {
+            simd,
+            k,
+            a_rs: s.a.rs,
+            a_cs: s.a.cs,
+            b_rs: nr,
+            c_rs,
+            accumulate,
+        };
+        if !gemm_x86::fits(&ms) {
+            return Ok(None);
+        }
+        let bytes = gemm_x86::assemble(&ms).map_err(|e| Error::internal("codegen", e))?;
+        let fname = format!("{name}__k{i}_{}_{set}{slot}", simd.name());
+        let id = module
+            .declare_function(&fname, Linkage::Local, &sig)
+            .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+        module
+            .define_function_bytes(id, 64, &bytes, &[])
+            .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+        ids[set][slot] = Some(id);
+    }
+    Ok(Some(MicroIds { mr, nr, ids }))
+}
+
+/// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
+/// storing into C and into the column-tail buffer.
+struct MicroIds {
+    mr: usize,
+    nr: usize,
+    ids: [[Option<FuncId>; 4]; 2],
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
@@ -95,8 +129,16 @@ pub fn define_kernels(
             .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
         ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
         let micro = match (&k.body, simd) {
-            (Body::Gemm(s), Some(simd)) => define_micro(module, name, i, s, simd)?
-                .map(|(mid, mr, nr)| (module.declare_func_in_func(mid, &mut ctx.func), mr, nr)),
+            (Body::Gemm(s), Some(simd)) => {
+                define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
+                    mr: m.mr,
+                    nr: m.nr,
+                    kc: KC,
+                    funcs: m.ids.map(|set| {
+                        set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
+                    }),
+                })
+            }
             _ => None,
         };
         {

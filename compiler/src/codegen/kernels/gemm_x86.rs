@@ -1,14 +1,16 @@
 //! Machine-code GEMM micro-kernels for x86-64, assembled with `iced-x86`'s code assembler and placed in the
 //! bundle's object next to the Cranelift code (`define_function_bytes`). Cranelift 0.135 emits only 128-bit
-//! vectors; these kernels use the full register width: AVX2+FMA computes a 6 x 16 tile in twelve `ymm`
+//! vectors; these kernels use the full register width: AVX2+FMA computes a 4 x 24 tile in twelve `ymm`
 //! accumulators, AVX-512F an 8 x 32 tile in sixteen `zmm` accumulators.
 //!
 //! A kernel is specialised for one GEMM: the reduction length `k` and the strides of A (broadcast loads), B and C
 //! (row-major, contiguous columns) are immediates, so the function is `fn(a: *const f32, b: *const f32,
 //! c: *mut f32)` in the System V ABI (arguments in `rdi`, `rsi`, `rdx`; only caller-saved registers used). It
 //! computes `C[r][j] = Σ_p A[r][p] · B[p][j]` for the whole tile and stores it; the caller applies the epilogue.
-//! Every accumulator starts at +0.0 and takes one `vfmadd231ps` per `p` in ascending order: the same rounding
-//! sequence as the Cranelift kernel's `fma` chain, so results are bitwise identical to it.
+//! Every accumulator starts at +0.0 (or, for a later block of K, at the value the previous block stored in C)
+//! and takes one `vfmadd231ps` per `p` in ascending order: the same rounding sequence as the Cranelift
+//! kernel's `fma` chain, so results are bitwise identical to it. The GEMM kernel calls it on B panels it packed
+//! contiguously (`b_rs` = the tile width), one K block at a time.
 
 use iced_x86::code_asm::*;
 
@@ -25,7 +27,7 @@ impl Simd {
     /// Tile rows and columns of this variant's micro-kernel.
     pub fn tile(self) -> (usize, usize) {
         match self {
-            Simd::Avx2 => (6, 16),
+            Simd::Avx2 => (4, 24),
             Simd::Avx512 => (8, 32),
         }
     }
@@ -53,6 +55,8 @@ pub struct MicroSpec {
     pub b_rs: usize,
     /// C's row stride.
     pub c_rs: usize,
+    /// Start from the values in C (a later K block) instead of +0.0.
+    pub accumulate: bool,
 }
 
 const YMM: [AsmRegisterYmm; 16] = [
@@ -87,48 +91,62 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         return Err(format!("micro-kernel strides out of range: {m:?}"));
     }
     let (mr, nr) = m.simd.tile();
-    let vecs = 2; // nr / lanes
-    let lanes = nr / vecs;
+    let lanes = match m.simd {
+        Simd::Avx2 => 8,
+        Simd::Avx512 => 16,
+    };
+    let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi = A, rsi = B, rdx = C, rcx = p counter.
-    match m.simd {
-        Simd::Avx2 => {
-            for r in YMM.iter().take(mr * vecs) {
-                a.vxorps(*r, *r, *r).map_err(e)?;
-            }
-        }
-        Simd::Avx512 => {
-            for r in ZMM.iter().take(mr * vecs) {
-                a.vpxord(*r, *r, *r).map_err(e)?;
+    // rdi = A, rsi = B panel, rdx = C, rcx = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
+    // and the broadcast use the registers above the accumulators.
+    let at = |r: usize, v: usize| d(r * m.c_rs + v * lanes);
+    for r in 0..mr {
+        for v in 0..vecs {
+            let k = r * vecs + v;
+            match (m.simd, m.accumulate) {
+                (Simd::Avx2, false) => a.vxorps(YMM[k], YMM[k], YMM[k]).map_err(e)?,
+                (Simd::Avx2, true) => a.vmovups(YMM[k], ptr(rdx + at(r, v))).map_err(e)?,
+                (Simd::Avx512, false) => a.vpxord(ZMM[k], ZMM[k], ZMM[k]).map_err(e)?,
+                (Simd::Avx512, true) => {
+                    a.vmovups(ZMM[k], zmmword_ptr(rdx + at(r, v))).map_err(e)?
+                }
             }
         }
     }
     a.mov(rcx, m.k as u64).map_err(e)?;
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
+    let nacc = mr * vecs;
     match m.simd {
         Simd::Avx2 => {
-            let (b0, b1, x) = (ymm12, ymm13, ymm14);
-            a.vmovups(b0, ptr(rsi)).map_err(e)?;
-            a.vmovups(b1, ptr(rsi + d(lanes))).map_err(e)?;
+            let x = YMM[nacc + vecs];
+            for v in 0..vecs {
+                a.vmovups(YMM[nacc + v], ptr(rsi + d(v * lanes)))
+                    .map_err(e)?;
+            }
             for r in 0..mr {
                 a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
                     .map_err(e)?;
-                a.vfmadd231ps(YMM[2 * r], x, b0).map_err(e)?;
-                a.vfmadd231ps(YMM[2 * r + 1], x, b1).map_err(e)?;
+                for v in 0..vecs {
+                    a.vfmadd231ps(YMM[r * vecs + v], x, YMM[nacc + v])
+                        .map_err(e)?;
+                }
             }
         }
         Simd::Avx512 => {
-            let (b0, b1) = (zmm28, zmm29);
-            a.vmovups(b0, zmmword_ptr(rsi)).map_err(e)?;
-            a.vmovups(b1, zmmword_ptr(rsi + d(lanes))).map_err(e)?;
+            for v in 0..vecs {
+                a.vmovups(ZMM[28 + v], zmmword_ptr(rsi + d(v * lanes)))
+                    .map_err(e)?;
+            }
             for r in 0..mr {
-                let x = ZMM[16 + (r % 8)];
+                let x = ZMM[nacc + (r % 8)];
                 a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
                     .map_err(e)?;
-                a.vfmadd231ps(ZMM[2 * r], x, b0).map_err(e)?;
-                a.vfmadd231ps(ZMM[2 * r + 1], x, b1).map_err(e)?;
+                for v in 0..vecs {
+                    a.vfmadd231ps(ZMM[r * vecs + v], x, ZMM[28 + v])
+                        .map_err(e)?;
+                }
             }
         }
     }
@@ -142,12 +160,10 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     a.jne(top).map_err(e)?;
     for r in 0..mr {
         for v in 0..vecs {
-            let at = d(r * m.c_rs + v * lanes);
+            let k = r * vecs + v;
             match m.simd {
-                Simd::Avx2 => a.vmovups(ptr(rdx + at), YMM[2 * r + v]).map_err(e)?,
-                Simd::Avx512 => a
-                    .vmovups(zmmword_ptr(rdx + at), ZMM[2 * r + v])
-                    .map_err(e)?,
+                Simd::Avx2 => a.vmovups(ptr(rdx + at(r, v)), YMM[k]).map_err(e)?,
+                Simd::Avx512 => a.vmovups(zmmword_ptr(rdx + at(r, v)), ZMM[k]).map_err(e)?,
             }
         }
     }
@@ -209,6 +225,7 @@ mod tests {
             a_cs,
             b_rs,
             c_rs,
+            accumulate: false,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -219,6 +236,17 @@ mod tests {
             .collect();
         let mut c = vec![f32::NAN; (mr - 1) * c_rs + nr];
         run(&spec, &av, &bv, &mut c);
+        // A second block over the same A/B continues the chain from C.
+        let mut c2 = c.clone();
+        run(
+            &MicroSpec {
+                accumulate: true,
+                ..spec
+            },
+            &av,
+            &bv,
+            &mut c2,
+        );
         for r in 0..mr {
             for j in 0..nr {
                 let mut acc = 0.0f32;
@@ -236,8 +264,8 @@ mod tests {
 
     #[test]
     fn avx2_tiles_match_the_fma_chain_bitwise() {
-        check(Simd::Avx2, 1, 3, 1, 16, 16);
-        check(Simd::Avx2, 37, 40, 1, 20, 17);
+        check(Simd::Avx2, 1, 3, 1, 24, 24);
+        check(Simd::Avx2, 37, 40, 1, 30, 27);
         check(Simd::Avx2, 9, 1, 6, 33, 50);
     }
 

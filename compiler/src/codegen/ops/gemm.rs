@@ -102,13 +102,37 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
     emit_with(kb, s, tasks, None);
 }
 
-/// Emits the body of a GEMM kernel function; with `micro = (f, mr, nr)`, every full `mr x nr` tile is computed by
-/// the machine-code micro-kernel `f(a, b, c)` (`kernels/gemm_x86.rs`) and finished by the same epilogue, and
-/// only the row and column tails use the Cranelift tile. Both compute each element with the same fma chain, so
-/// the output is bitwise the same either way.
-pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<(FuncRef, usize, usize)>) {
-    let (mr, nr) = micro.map_or((MR, NR), |m| (m.1, m.2));
+/// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
+/// functions `f(a, b_panel, c)` for (KC block, zeroing), (KC block, accumulating), (last block, zeroing), (last
+/// block, accumulating); `None` where the GEMM's K does not need that variant.
+#[derive(Debug, Clone, Copy)]
+pub struct Micro {
+    /// Tile rows.
+    pub mr: usize,
+    /// Tile columns (the packed panel's width).
+    pub nr: usize,
+    /// K block depth.
+    pub kc: usize,
+    /// The four variants storing into C, and the four storing into the column-tail buffer (row stride `nr`).
+    pub funcs: [[Option<FuncRef>; 4]; 2],
+}
+
+/// Emits the body of a GEMM kernel function. With `micro`, a unit whose column block is full packs B's
+/// `kc x nr` panel for each K block into a stack buffer and runs the machine-code micro-kernel on every full
+/// `mr`-row tile of its row group (C holds the running sums between blocks), then applies the epilogue over C;
+/// only the row and column tails use the Cranelift tile. Both compute each element with the same fma chain in
+/// the same order, so the output is bitwise the same either way.
+pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<Micro>) {
+    let (mr, nr) = micro.map_or((MR, NR), |m| (m.mr, m.nr));
+    let mut slot = |bytes: usize| {
+        kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+            cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+            bytes as u32,
+            6,
+        ))
+    };
     let row_group = mr * (ROW_GROUP / mr).max(1);
+    let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
     let ncb = s.n.div_ceil(nr);
     let nrg = s.m.div_ceil(row_group);
     let units = s.batches() * ncb * nrg;
@@ -138,14 +162,23 @@ pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<(FuncRef, 
         let emit_cols = |kb: &mut Kb, cols: usize| {
             // Full mr-row tiles, then the remaining rows one tile of `m % mr` rows (only in the last group).
             let next = kb.var(cranelift_codegen::ir::types::I64, i_lo);
-            kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
-                match micro {
-                    Some((f, _, _)) if cols == nr => micro_tile(kb, s, &offs, i, j0, f, mr, nr),
-                    _ => tile(kb, s, &offs, i, j0, mr, cols),
+            match (micro, panel) {
+                (Some(mk), Some(slots))
+                    if cols == nr || mk.funcs[1].iter().any(Option::is_some) =>
+                {
+                    micro_rows(kb, s, &offs, (i_lo, i_hi), j0, cols, &mk, slots);
+                    let full = kb.b.ins().isub(i_hi, i_lo);
+                    let full = kb.b.ins().udiv_imm_u(full, mr as i64);
+                    let full = kb.b.ins().imul_imm_s(full, mr as i64);
+                    let end = kb.b.ins().iadd(i_lo, full);
+                    kb.b.def_var(next, end);
                 }
-                let n = kb.b.ins().iadd_imm_s(i, mr as i64);
-                kb.b.def_var(next, n);
-            });
+                _ => kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
+                    tile(kb, s, &offs, i, j0, mr, cols);
+                    let n = kb.b.ins().iadd_imm_s(i, mr as i64);
+                    kb.b.def_var(next, n);
+                }),
+            }
             let rows_tail = s.m % mr;
             if rows_tail > 0 {
                 let i = kb.b.use_var(next);
@@ -241,7 +274,7 @@ fn tile(
 }
 
 /// Column slot `c` of a `cols`-wide tile: (element type, first column).
-fn slot(cols: usize, c: usize) -> (Type, usize) {
+fn slot_of(cols: usize, c: usize) -> (Type, usize) {
     let nv = cols / LANES;
     if c < nv {
         (VEC, c * LANES)
@@ -250,49 +283,138 @@ fn slot(cols: usize, c: usize) -> (Type, usize) {
     }
 }
 
-/// A full tile by the machine-code micro-kernel: raw products into C, then the epilogue over C (skipped when
-/// there is nothing to apply).
-#[allow(clippy::too_many_arguments)] // the tile's coordinates, as for `tile`
-fn micro_tile(
+/// The full `mr`-row tiles of rows `[i_lo, i_hi)` at column block `j0` by the micro-kernels: per K block, pack
+/// B's panel into `slot`, then one call per tile (C accumulates across blocks); then the epilogue over C (skipped
+/// when there is nothing to apply).
+/// A column-tail block (`cols < nr`) packs zeros beyond its columns and lets the micro-kernels store into the
+/// stack buffer `slots.1` (row stride `nr`), whose valid columns the epilogue then writes to C.
+#[allow(clippy::too_many_arguments)] // the row range, column block, kernels and buffers
+fn micro_rows(
     kb: &mut Kb,
     s: &GemmSpec,
     offs: &[Value; 4],
-    i: Value,
+    (i_lo, i_hi): (Value, Value),
     j0: Value,
-    f: FuncRef,
-    mr: usize,
-    nr: usize,
+    cols: usize,
+    mk: &Micro,
+    slots: (
+        cranelift_codegen::ir::StackSlot,
+        cranelift_codegen::ir::StackSlot,
+    ),
 ) {
-    let at = |kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value| {
+    use cranelift_codegen::ir::types::I64;
+    let (mr, nr, kc) = (mk.mr, mk.nr, mk.kc);
+    let tail = cols < nr;
+    let slot = slots.0;
+    let ctemp = kb.b.ins().stack_addr(I64, slots.1, 0);
+    let (c_stride, funcs) = if tail {
+        (nr, mk.funcs[1])
+    } else {
+        (s.c.rs, mk.funcs[0])
+    };
+    let elem = |kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value| {
         let r = kb.b.ins().imul_imm_s(row, op.rs as i64);
         let el = kb.b.ins().iadd(r, off);
         let el = kb.b.ins().iadd(el, col);
-        let el = kb.b.ins().iadd_imm_s(el, op.off as i64);
-        let base = kb.args[op.arg];
-        kb.addr(base, el, 4)
+        kb.b.ins().iadd_imm_s(el, op.off as i64)
     };
     let zero = kb.iconst(0);
-    let a_ptr = at(kb, &s.a, i, zero, offs[0]);
-    let b_ptr = at(kb, &s.b, zero, j0, offs[1]);
-    let c_ptr = at(kb, &s.c, i, j0, offs[2]);
-    kb.b.ins().call(f, &[a_ptr, b_ptr, c_ptr]);
+    let a0 = elem(kb, &s.a, i_lo, zero, offs[0]);
+    let b0 = elem(kb, &s.b, zero, j0, offs[1]);
+    let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
+    let (a_base, b_base, c_base) = (kb.args[s.a.arg], kb.args[s.b.arg], kb.args[s.c.arg]);
+    let panel = kb.b.ins().stack_addr(I64, slot, 0);
+    // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
+    let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef| {
+        // Pack B[k0 .. k0 + depth][j0 .. j0 + nr] into the panel, row after row.
+        let kb_el = kb.b.ins().imul_imm_s(k0, s.b.rs as i64);
+        let src0 = kb.b.ins().iadd(b0, kb_el);
+        let src0 = kb.addr(b_base, src0, 4);
+        let src = kb.var(I64, src0);
+        let dst = kb.var(I64, panel);
+        kb.for_const(0, depth, 1, |kb, _| {
+            let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
+            for v in 0..cols / LANES {
+                let x = kb.load(VEC, sp, (v * LANES * 4) as i64);
+                kb.store(x, dp, (v * LANES * 4) as i64);
+            }
+            for c in cols / LANES * LANES..cols {
+                let x = kb.load(F32, sp, (c * 4) as i64);
+                kb.store(x, dp, (c * 4) as i64);
+            }
+            if tail {
+                let z = kb.fconst(F32, 0.0);
+                for c in cols..nr {
+                    kb.store(z, dp, (c * 4) as i64);
+                }
+            }
+            let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b.rs * 4) as i64);
+            kb.b.def_var(src, sp2);
+            let dp2 = kb.b.ins().iadd_imm_s(dp, (nr * 4) as i64);
+            kb.b.def_var(dst, dp2);
+        });
+        let ka = kb.b.ins().imul_imm_s(k0, s.a.cs as i64);
+        kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
+            let di = kb.b.ins().isub(i, i_lo);
+            let ai = kb.b.ins().imul_imm_s(di, s.a.rs as i64);
+            let ae = kb.b.ins().iadd(a0, ai);
+            let ae = kb.b.ins().iadd(ae, ka);
+            let ap = kb.addr(a_base, ae, 4);
+            let cp = if tail {
+                let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
+                kb.b.ins().iadd(ctemp, off)
+            } else {
+                let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
+                let ce = kb.b.ins().iadd(c0, ci);
+                kb.addr(c_base, ce, 4)
+            };
+            kb.b.ins().call(f, &[ap, panel, cp]);
+        });
+    };
+    let (full, k_tail) = (s.k / kc, s.k % kc);
+    let [first_full, acc_full, first_tail, acc_tail] = funcs;
+    if let Some(f) = first_full {
+        let k0 = kb.iconst(0);
+        block(kb, k0, kc, f);
+        if let Some(f) = acc_full {
+            kb.for_const(kc, full * kc, kc, |kb, k0| block(kb, k0, kc, f));
+        }
+        if let Some(f) = acc_tail {
+            let k0 = kb.iconst((full * kc) as i64);
+            block(kb, k0, k_tail, f);
+        }
+    } else if let Some(f) = first_tail {
+        let k0 = kb.iconst(0);
+        block(kb, k0, k_tail, f);
+    }
     let trivial =
         s.alpha == 1.0 && s.bias.is_none() && s.residual.is_none() && s.act == Activation::None;
-    if trivial {
+    if trivial && !tail {
         return;
     }
-    let slots = nr / LANES + nr % LANES;
-    let vals: Vec<Vec<Value>> = (0..mr)
-        .map(|r| {
-            (0..slots)
-                .map(|c| {
-                    let (ty, col) = slot(nr, c);
-                    kb.load(ty, c_ptr, ((r * s.c.rs + col) * 4) as i64)
-                })
-                .collect()
-        })
-        .collect();
-    epilogue(kb, s, offs, i, j0, nr, &vals, false);
+    kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
+        let di = kb.b.ins().isub(i, i_lo);
+        let c_ptr = if tail {
+            let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
+            kb.b.ins().iadd(ctemp, off)
+        } else {
+            let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
+            let ce = kb.b.ins().iadd(c0, ci);
+            kb.addr(c_base, ce, 4)
+        };
+        let nslots = cols / LANES + cols % LANES;
+        let vals: Vec<Vec<Value>> = (0..mr)
+            .map(|r| {
+                (0..nslots)
+                    .map(|c| {
+                        let (ty, col) = slot_of(cols, c);
+                        kb.load(ty, c_ptr, ((r * c_stride + col) * 4) as i64)
+                    })
+                    .collect()
+            })
+            .collect();
+        epilogue(kb, s, offs, i, j0, cols, &vals, false);
+    });
 }
 
 /// Bias, residual, activation and store of a tile whose accumulated values are `vals[row][slot]`.
@@ -344,7 +466,7 @@ fn epilogue(
             _ => None,
         };
         for (c, &v) in row.iter().enumerate() {
-            let (ty, col) = slot(cols, c);
+            let (ty, col) = slot_of(cols, c);
             let mut x = v;
             if s.alpha != 1.0 {
                 let al = kb.fconst(ty, s.alpha);
