@@ -15,7 +15,7 @@ for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
   out=target/npu/$m
   rm -rf "$out"
   ./target/debug/bundlec compile "$model" -o "$out" --name "$m" --npu vnpu --npu-strict
-  python3 tests/py/read_txn.py --quiet "$out"/*.txn
+  python3 tests/py/read_txn.py --quiet --device 6,4,1 "$out"/*.txn
   if [ $first = 1 ]; then
     python3 tests/py/read_txn.py --selftest "$(ls "$out"/*.txn | head -1)"
     first=0
