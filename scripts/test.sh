@@ -28,4 +28,5 @@ python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.o
 bash scripts/npu_models.sh
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec
 python3 tests/py/light_models.py --bundlec target/debug/bundlec
+python3 tests/py/hostile_models.py --bundlec target/debug/bundlec
 bash scripts/torch_models.sh

@@ -1,5 +1,7 @@
 //! Typed access to a node's ONNX attributes with errors that name the node, op and attribute.
 
+/// Largest kernel side, stride, dilation or pad accepted from a model (a hostile value must not size buffers).
+pub const MAX_WINDOW: usize = 1 << 16;
 use crate::error::{Error, Result};
 use tract_onnx::pb::{AttributeProto, NodeProto};
 
@@ -18,7 +20,7 @@ impl<'a> Attrs<'a> {
     fn get(&self, key: &str) -> Option<&'a AttributeProto> {
         self.node.attribute.iter().find(|a| a.name == key)
     }
-    fn err(&self, key: &str, msg: impl std::fmt::Display) -> Error {
+    pub(crate) fn err(&self, key: &str, msg: impl std::fmt::Display) -> Error {
         Error::node(
             self.name,
             &self.node.op_type,
@@ -52,11 +54,25 @@ impl<'a> Attrs<'a> {
     pub fn usizes(&self, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
         match self.ints(key) {
             None => Ok(vec![default; n]),
-            Some(v) if v.len() == n && v.iter().all(|&x| x >= 0) => {
+            Some(v) if v.len() == n && v.iter().all(|&x| (0..=MAX_WINDOW as i64).contains(&x)) => {
                 Ok(v.iter().map(|&x| x as usize).collect())
             }
-            Some(v) => Err(self.err(key, format!("expected {n} non-negative values, got {v:?}"))),
+            Some(v) => Err(self.err(
+                key,
+                format!("expected {n} values in 0..={MAX_WINDOW}, got {v:?}"),
+            )),
         }
+    }
+    /// Like `usizes`, but every value must be in `1..=MAX_WINDOW` (kernel sizes, strides, dilations).
+    pub fn positive_usizes(&self, key: &str, n: usize, default: usize) -> Result<Vec<usize>> {
+        let v = self.usizes(key, n, default)?;
+        if self.has(key) && v.iter().any(|&x| x == 0 || x > MAX_WINDOW) {
+            return Err(self.err(
+                key,
+                format!("expected {n} values in 1..={MAX_WINDOW}, got {v:?}"),
+            ));
+        }
+        Ok(v)
     }
     /// A tensor attribute.
     pub fn tensor(&self, key: &str) -> Option<&'a tract_onnx::pb::TensorProto> {

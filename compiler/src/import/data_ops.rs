@@ -97,11 +97,18 @@ impl Importer<'_> {
                     ));
                 }
                 let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+                check_const(name, op, &shape)?;
                 let n = numel(&shape);
                 let v = match a.tensor("value") {
                     Some(t) => decode(t, self.model_dir)?,
                     None => Tensor::f32(vec![1], vec![0.0]),
                 };
+                if v.len() != 1 {
+                    return Err(a.err(
+                        "value",
+                        format!("must hold exactly one element, holds {}", v.len()),
+                    ));
+                }
                 Lowered::Const(match &v.data {
                     crate::ir::Data::F32(x) => Tensor::f32(shape, vec![x[0]; n]),
                     crate::ir::Data::I64(x) => Tensor {
@@ -119,9 +126,27 @@ impl Importer<'_> {
                         })
                     })
                     .collect::<Result<_>>()?;
+                if vals.iter().any(|t| t.len() != 1) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        "start, limit and delta must be scalars",
+                    ));
+                }
                 if vals[0].dtype == DType::F32 {
                     let v: Vec<f32> = vals.iter().map(|t| t.to_f32_vec()[0]).collect();
+                    if v[2] == 0.0 || !v.iter().all(|x| x.is_finite()) {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!(
+                                "start {} limit {} delta {}: delta must be finite and non-zero",
+                                v[0], v[1], v[2]
+                            ),
+                        ));
+                    }
                     let n = ((v[1] - v[0]) / v[2]).ceil().max(0.0) as usize;
+                    check_const(name, op, &[n])?;
                     Lowered::Const(Tensor::f32(
                         vec![n],
                         (0..n).map(|i| v[0] + i as f32 * v[2]).collect(),
@@ -131,7 +156,8 @@ impl Importer<'_> {
                     if v[2] == 0 {
                         return Err(Error::node(name, op, "delta is 0"));
                     }
-                    let n = ((v[1] - v[0]) as f64 / v[2] as f64).ceil().max(0.0) as usize;
+                    let n = ((v[1] as f64 - v[0] as f64) / v[2] as f64).ceil().max(0.0) as usize;
+                    check_const(name, op, &[n])?;
                     let mut t =
                         Tensor::i64(vec![n], (0..n as i64).map(|i| v[0] + i * v[2]).collect());
                     t.dtype = vals[0].dtype;
@@ -244,6 +270,14 @@ impl Importer<'_> {
                     };
                     (p, v, ints(3, "axes")?)
                 };
+                let lim = crate::import::attrs::MAX_WINDOW as i64 * 16;
+                if let Some(&bad) = pads.iter().find(|&&p| !(-lim..=lim).contains(&p)) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!("pad amount {bad} is outside -{lim}..={lim}"),
+                    ));
+                }
                 let axes: Vec<usize> = match axes {
                     None => (0..r).collect(),
                     Some(v) => v
@@ -298,7 +332,11 @@ impl Importer<'_> {
                     s
                 } else {
                     let k = if a.has("num_outputs") {
-                        a.int("num_outputs", 1) as usize
+                        let k = a.int("num_outputs", 1);
+                        if k < 1 || k as usize > d.max(1) {
+                            return Err(a.err("num_outputs", format!("{k} is not in 1..={d}")));
+                        }
+                        k as usize
                     } else {
                         outs
                     };
@@ -380,6 +418,12 @@ impl Importer<'_> {
                         format!("indices of dtype {}", self.g.tensors[idx].dtype),
                     ));
                 }
+                if let Some(c) = self.const_tensor(Some(idx)) {
+                    let n = shape(x)[axis] as i64;
+                    if let Some(&bad) = c.to_i64_vec().iter().find(|&&i| i < -n || i >= n) {
+                        return Err(Error::node(name, op, format!("constant index {bad} is out of range for axis {axis} of length {n}")));
+                    }
+                }
                 Lowered::Node(Op::Gather { axis }, vec![x, idx])
             }
             "Resize" | "Upsample" => self.lower_resize(node, name, ins, a)?,
@@ -439,6 +483,14 @@ impl Importer<'_> {
                 op,
                 format!("keep_aspect_ratio_policy '{policy}'"),
             ));
+        }
+        if let Some(&bad) = a
+            .ints("axes")
+            .unwrap_or(&[])
+            .iter()
+            .find(|&&x| x < -(r as i64) || x >= r as i64)
+        {
+            return Err(a.err("axes", format!("axis {bad} is out of range for rank {r}")));
         }
         let axes: Vec<usize> = match a.ints("axes") {
             None => (0..r).collect(),
@@ -553,5 +605,19 @@ impl Importer<'_> {
             }),
             vec![x],
         ))
+    }
+}
+
+/// A constant materialised at compile time may hold at most 2^27 elements (the limit keeps hostile shapes from
+/// exhausting the compiler's memory; real shape tensors are tiny).
+fn check_const(name: &str, op: &str, shape: &[usize]) -> Result<()> {
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    match n {
+        Some(n) if n <= 1 << 27 => Ok(()),
+        _ => Err(Error::node(
+            name,
+            op,
+            format!("a compile-time constant of shape {shape:?} exceeds 2^27 elements"),
+        )),
     }
 }

@@ -227,6 +227,7 @@ impl Importer<'_> {
                 Some(s) => (s.dtype, s.shape.clone()),
                 None => input_type(vi)?,
             };
+            ir::types::check_size(dtype, &shape).map_err(|m| Error::tensor(&vi.name, m))?;
             let id = self
                 .g
                 .add_tensor(vi.name.clone(), dtype, shape, TensorKind::Input);
@@ -294,6 +295,15 @@ impl Importer<'_> {
     /// Adds what a node lowered to, folding it when every input is constant.
     fn emit(&mut self, node: &pb::NodeProto, name: &str, l: Lowered) -> Result<()> {
         let out0 = node.output.first().cloned().unwrap_or_default();
+        for o in node.output.iter().filter(|o| !o.is_empty()) {
+            if self.names.contains_key(o) {
+                return Err(Error::node(
+                    name,
+                    &node.op_type,
+                    format!("output '{o}' is already defined (by an earlier node, an initializer or a graph input)"),
+                ));
+            }
+        }
         match l {
             Lowered::Alias(t) => {
                 self.names.insert(out0, t);
@@ -364,9 +374,21 @@ impl Importer<'_> {
             .iter()
             .map(|&t| (self.g.tensors[t].dtype, self.g.tensors[t].shape.as_slice()))
             .collect();
-        let (dtype, shape) = ir::ops::infer(&op, &types)
-            .map_err(|m| Error::node(name, onnx_op, m))?
-            .remove(0);
+        let outs = ir::ops::infer(&op, &types).map_err(|m| Error::node(name, onnx_op, m))?;
+        for (d, s) in &outs {
+            // Folded outputs and data movement may be empty (shape arithmetic, later folded); computed
+            // run-time tensors may not.
+            let check = if all_const || op.moves_data() {
+                ir::types::check_bytes
+            } else {
+                ir::types::check_size
+            };
+            check(*d, s).map_err(|m| Error::node(name, onnx_op, format!("output: {m}")))?;
+        }
+        let (dtype, shape) = outs
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("import", "op without outputs"))?;
         if inputs.iter().all(|&t| self.g.constant(t).is_some()) {
             let vals: Vec<&ir::Tensor> =
                 inputs.iter().filter_map(|&t| self.g.constant(t)).collect();

@@ -212,13 +212,13 @@ impl Importer<'_> {
                     ));
                 }
                 let kernel = if a.has("kernel_shape") {
-                    let k = a.usizes("kernel_shape", 2, 0)?;
+                    let k = a.positive_usizes("kernel_shape", 2, 0)?;
                     [k[0], k[1]]
                 } else {
                     [ws[2], ws[3]]
                 };
-                let strides = a.usizes("strides", 2, 1)?;
-                let dil = a.usizes("dilations", 2, 1)?;
+                let strides = a.positive_usizes("strides", 2, 1)?;
+                let dil = a.positive_usizes("dilations", 2, 1)?;
                 let mut out_pad = a.usizes("output_padding", 2, 0)?;
                 let auto = a.string("auto_pad", "NOTSET")?;
                 let out_shape = a

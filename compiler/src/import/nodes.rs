@@ -300,14 +300,14 @@ impl Importer<'_> {
                     ));
                 }
                 let ws = shape(w);
-                let kernel = a.usizes("kernel_shape", 2, 0)?;
+                let kernel = a.positive_usizes("kernel_shape", 2, 0)?;
                 let kernel = if a.has("kernel_shape") {
                     [kernel[0], kernel[1]]
                 } else {
                     [ws[2], ws[3]]
                 };
-                let strides = a.usizes("strides", 2, 1)?;
-                let dil = a.usizes("dilations", 2, 1)?;
+                let strides = a.positive_usizes("strides", 2, 1)?;
+                let dil = a.positive_usizes("dilations", 2, 1)?;
                 let xs = shape(x);
                 let pads = self.pads(&a, op, &xs[2..], &kernel, &strides, &dil)?;
                 let bias = ins.get(2).copied().flatten();
@@ -361,7 +361,7 @@ impl Importer<'_> {
                 if a.int("storage_order", 0) != 0 {
                     return Err(Error::unsupported(name, op, "storage_order = 1"));
                 }
-                let k = a.usizes("kernel_shape", 2, 0)?;
+                let k = a.positive_usizes("kernel_shape", 2, 0)?;
                 if !a.has("kernel_shape") {
                     return Err(Error::node(
                         name,
@@ -369,8 +369,8 @@ impl Importer<'_> {
                         "attribute 'kernel_shape' is required",
                     ));
                 }
-                let strides = a.usizes("strides", 2, 1)?;
-                let dil = a.usizes("dilations", 2, 1)?;
+                let strides = a.positive_usizes("strides", 2, 1)?;
+                let dil = a.positive_usizes("dilations", 2, 1)?;
                 if op == "AveragePool" && dil != [1, 1] {
                     return Err(Error::unsupported(name, op, "dilations on AveragePool"));
                 }

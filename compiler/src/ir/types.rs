@@ -86,6 +86,46 @@ impl fmt::Display for DType {
 /// A static shape.
 pub type Shape = Vec<usize>;
 
+/// Largest tensor a model may describe, in bytes (2^40): every shape from a model is checked against it with
+/// checked arithmetic before anything is sized from it.
+pub const MAX_TENSOR_BYTES: u128 = 1 << 40;
+/// Largest rank.
+pub const MAX_RANK: usize = 8;
+
+/// Checks that a tensor of `shape` and `dtype` has at least one element, at most [`MAX_RANK`] dims and at most
+/// [`MAX_TENSOR_BYTES`] bytes; the error is a plain message for the caller to attach a name to.
+pub fn check_size(dtype: DType, shape: &[usize]) -> Result<(), String> {
+    check_bytes(dtype, shape)?;
+    if shape.contains(&0) {
+        return Err(format!(
+            "shape {shape:?} has no elements (zero-sized tensors are not supported)"
+        ));
+    }
+    Ok(())
+}
+
+/// The rank and byte limits of [`check_size`] alone (compile-time constants may be empty, e.g. folded shape
+/// arithmetic).
+pub fn check_bytes(dtype: DType, shape: &[usize]) -> Result<(), String> {
+    if shape.len() > MAX_RANK {
+        return Err(format!(
+            "rank {} exceeds the limit of {MAX_RANK}",
+            shape.len()
+        ));
+    }
+    let mut n: u128 = 1;
+    for &d in shape {
+        n = n.saturating_mul(d as u128);
+    }
+    if n.saturating_mul(dtype.size() as u128) > MAX_TENSOR_BYTES {
+        return Err(format!(
+            "shape {shape:?} of {} is larger than the limit of 2^40 bytes",
+            dtype.name()
+        ));
+    }
+    Ok(())
+}
+
 /// Number of elements of a shape.
 pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
