@@ -324,6 +324,17 @@ fn micro_rows(
     let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
     let (a_base, b_base, c_base) = (kb.args[s.a.arg], kb.args[s.b.arg], kb.args[s.c.arg]);
     let panel = kb.b.ins().stack_addr(I64, slot, 0);
+    // Where the tile `di` rows below `i_lo` is stored: C, or the column-tail buffer (row stride nr).
+    let tile_out = |kb: &mut Kb, di: Value| {
+        if tail {
+            let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
+            kb.b.ins().iadd(ctemp, off)
+        } else {
+            let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
+            let ce = kb.b.ins().iadd(c0, ci);
+            kb.addr(c_base, ce, 4)
+        }
+    };
     // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
     let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef| {
         // Pack B[k0 .. k0 + depth][j0 .. j0 + nr] into the panel, row after row.
@@ -360,14 +371,7 @@ fn micro_rows(
             let ae = kb.b.ins().iadd(a0, ai);
             let ae = kb.b.ins().iadd(ae, ka);
             let ap = kb.addr(a_base, ae, 4);
-            let cp = if tail {
-                let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
-                kb.b.ins().iadd(ctemp, off)
-            } else {
-                let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
-                let ce = kb.b.ins().iadd(c0, ci);
-                kb.addr(c_base, ce, 4)
-            };
+            let cp = tile_out(kb, di);
             kb.b.ins().call(f, &[ap, panel, cp]);
         });
     };
@@ -394,14 +398,7 @@ fn micro_rows(
     }
     kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
         let di = kb.b.ins().isub(i, i_lo);
-        let c_ptr = if tail {
-            let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
-            kb.b.ins().iadd(ctemp, off)
-        } else {
-            let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
-            let ce = kb.b.ins().iadd(c0, ci);
-            kb.addr(c_base, ce, 4)
-        };
+        let c_ptr = tile_out(kb, di);
         let nslots = cols / LANES + cols % LANES;
         let vals: Vec<Vec<Value>> = (0..mr)
             .map(|r| {

@@ -7,8 +7,7 @@
 //! `[group][m-block][c-chunk]` blocks of `[mb][cb][kh][kw]`, so each chunk is one contiguous DMA.
 
 use super::{
-    a64, act_words, best, sizes, ArgKind, Elem, Gen, OpProgram, Requant, Weights, PARAM_AREA,
-    PARAM_SLOT2,
+    a64, best, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Requant, Weights, PARAM_AREA,
 };
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
@@ -163,27 +162,7 @@ impl ConvOp {
                 }
             }
         }
-        let bias_at = g.p.consts.len();
-        match &self.requant {
-            None => {
-                for m in 0..self.m {
-                    g.p.consts
-                        .extend_from_slice(&self.bias.get(m).copied().unwrap_or(0.0).to_le_bytes());
-                }
-            }
-            Some(q) => {
-                for m in 0..self.m {
-                    g.p.consts.extend_from_slice(&q.bias[m].to_le_bytes());
-                }
-            }
-        }
-        let scale_at = a64(g.p.consts.len());
-        g.p.consts.resize(scale_at, 0);
-        if let Some(q) = &self.requant {
-            for m in 0..self.m {
-                g.p.consts.extend_from_slice(&q.scale[m].to_le_bytes());
-            }
-        }
+        let (bias_at, scale_at) = g.push_bias_scales(self.m, &self.bias, self.requant.as_ref());
         let x_bytes = n * c * h * w * e;
         let y_bytes = n * self.m * oh * ow * e;
         g.arg(ArgKind::Input, Xrt::In, 0, 0, x_bytes as u64);
@@ -215,10 +194,7 @@ impl ConvOp {
         let outl = res + lay[4];
         let (pt, pl) = (self.pads[0] as i64, self.pads[1] as i64);
         let (sh, dh) = (self.strides[0] as i64, self.dilations[0] as i64);
-        let (xzp, qlo, qhi, yzp) = match &self.requant {
-            Some(q) => (q.x_zero_point, q.clamp.0, q.clamp.1, q.y_zero_point),
-            None => (0, 0, 0, 0),
-        };
+        let xzp = self.requant.as_ref().map_or(0, |q| q.x_zero_point);
         for ni in 0..n {
             let mut wi = 0;
             for gi in 0..groups {
@@ -338,34 +314,23 @@ impl ConvOp {
                             );
                         }
                         let out_l = if int8 { outl } else { acc };
-                        let [act, lo_w, hi_w] = act_words(self.act);
-                        let (lo_w, hi_w) = if int8 {
-                            (qlo as u32, qhi as u32)
-                        } else {
-                            (lo_w, hi_w)
+                        let blkd = EpilogueBlock {
+                            acc,
+                            bias,
+                            scale: bias + a64(mb * 4),
+                            res,
+                            out: out_l,
+                            rows: mbs,
+                            cols: blk,
+                            per_col: false,
                         };
-                        let epi = [
-                            self.elem.code(),
-                            1 | (self.residual as u32) << 2,
-                            acc as u32,
-                            bias as u32,
-                            res as u32,
-                            out_l as u32,
-                            mbs as u32,
-                            blk as u32,
-                            if int8 { 0 } else { act },
-                            lo_w,
-                            hi_w,
-                            (bias + a64(mb * 4)) as u32,
-                            yzp as u32,
-                        ];
-                        g.compute(
+                        g.epilogue(
                             tile,
-                            Kernel::Epilogue,
-                            PARAM_SLOT2,
-                            &epi,
-                            (mbs * blk) as u64,
                             self.elem,
+                            self.act,
+                            self.requant.as_ref(),
+                            self.residual,
+                            &blkd,
                         );
                         let off = ((ni * self.m + mo0) * oh + oh0) * ow * e;
                         g.dma(

@@ -5,8 +5,7 @@
 //! `[n-block][k-chunk]` blocks of `[kc][nt]`.
 
 use super::{
-    a64, act_words, best, sizes, ArgKind, Elem, Gen, OpProgram, Requant, Weights, PARAM_AREA,
-    PARAM_SLOT2,
+    a64, best, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Requant, Weights, PARAM_AREA,
 };
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
@@ -96,19 +95,7 @@ impl GemmOp {
                 g.p.consts.extend(std::iter::repeat_n(0, pad));
             }
         }
-        let bias_at = g.p.consts.len();
-        match &self.requant {
-            None => (0..n).for_each(|j| {
-                g.p.consts
-                    .extend_from_slice(&self.bias.get(j).copied().unwrap_or(0.0).to_le_bytes())
-            }),
-            Some(q) => (0..n).for_each(|j| g.p.consts.extend_from_slice(&q.bias[j].to_le_bytes())),
-        }
-        let scale_at = a64(g.p.consts.len());
-        g.p.consts.resize(scale_at, 0);
-        if let Some(q) = &self.requant {
-            (0..n).for_each(|j| g.p.consts.extend_from_slice(&q.scale[j].to_le_bytes()));
-        }
+        let (bias_at, scale_at) = g.push_bias_scales(n, &self.bias, self.requant.as_ref());
         let res_at = a64(m * k * e);
         g.arg(ArgKind::Input, Xrt::In, 0, 0, (m * k * e) as u64);
         if self.residual {
@@ -135,10 +122,7 @@ impl GemmOp {
         let bias = acc + lay[2];
         let res = bias + lay[3];
         let outl = res + lay[4];
-        let (xzp, qlo, qhi, yzp) = match &self.requant {
-            Some(q) => (q.x_zero_point, q.clamp.0, q.clamp.1, q.y_zero_point),
-            None => (0, 0, 0, 0),
-        };
+        let xzp = self.requant.as_ref().map_or(0, |q| q.x_zero_point);
         let nk = k.div_ceil(kc);
         for (nb, n0) in (0..n).step_by(nt).enumerate() {
             let nts = nt.min(n - n0);
@@ -229,34 +213,23 @@ impl GemmOp {
                     );
                 }
                 let out_l = if int8 { outl } else { acc };
-                let [act, lo_w, hi_w] = act_words(self.act);
-                let (lo_w, hi_w) = if int8 {
-                    (qlo as u32, qhi as u32)
-                } else {
-                    (lo_w, hi_w)
+                let blkd = EpilogueBlock {
+                    acc,
+                    bias,
+                    scale: bias + a64(nt * 4),
+                    res,
+                    out: out_l,
+                    rows: mts,
+                    cols: nts,
+                    per_col: true,
                 };
-                let epi = [
-                    self.elem.code(),
-                    1 | 2 | (self.residual as u32) << 2,
-                    acc as u32,
-                    bias as u32,
-                    res as u32,
-                    out_l as u32,
-                    mts as u32,
-                    nts as u32,
-                    if int8 { 0 } else { act },
-                    lo_w,
-                    hi_w,
-                    (bias + a64(nt * 4)) as u32,
-                    yzp as u32,
-                ];
-                g.compute(
+                g.epilogue(
                     tile,
-                    Kernel::Epilogue,
-                    PARAM_SLOT2,
-                    &epi,
-                    (mts * nts) as u64,
                     self.elem,
+                    self.act,
+                    self.requant.as_ref(),
+                    self.residual,
+                    &blkd,
                 );
                 g.dma(
                     tile,

@@ -373,6 +373,93 @@ impl<'t> Gen<'t> {
     }
 }
 
+/// Local addresses and geometry of one accumulator block's EPILOGUE (`docs/npu-transaction-format.md`).
+pub(crate) struct EpilogueBlock {
+    /// Accumulator.
+    pub acc: usize,
+    /// Bias (f32 or i32).
+    pub bias: usize,
+    /// Requantisation scales (int8).
+    pub scale: usize,
+    /// Residual (f32).
+    pub res: usize,
+    /// Output (equals `acc` for f32).
+    pub out: usize,
+    /// Rows and columns of the block.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Bias and scales are per column (gemm) rather than per row (conv).
+    pub per_col: bool,
+}
+
+impl Gen<'_> {
+    /// Appends `n` biases (f32, or the requantisation's i32) and, for int8, the `n` scales 64 bytes later to the
+    /// constants; returns their offsets.
+    pub fn push_bias_scales(
+        &mut self,
+        n: usize,
+        bias: &[f32],
+        requant: Option<&Requant>,
+    ) -> (usize, usize) {
+        let bias_at = self.p.consts.len();
+        for i in 0..n {
+            let b = match requant {
+                None => bias.get(i).copied().unwrap_or(0.0).to_le_bytes(),
+                Some(q) => q.bias[i].to_le_bytes(),
+            };
+            self.p.consts.extend_from_slice(&b);
+        }
+        let scale_at = a64(self.p.consts.len());
+        self.p.consts.resize(scale_at, 0);
+        if let Some(q) = requant {
+            for i in 0..n {
+                self.p.consts.extend_from_slice(&q.scale[i].to_le_bytes());
+            }
+        }
+        (bias_at, scale_at)
+    }
+    /// The EPILOGUE command of a block: bias, residual and activation for f32, requantisation for int8.
+    pub fn epilogue(
+        &mut self,
+        tile: (usize, u8, u8),
+        elem: Elem,
+        act: Activation,
+        requant: Option<&Requant>,
+        residual: bool,
+        b: &EpilogueBlock,
+    ) {
+        let [a, lo, hi] = act_words(act);
+        let (a, lo, hi, zp) = match requant {
+            Some(q) => (0, q.clamp.0 as u32, q.clamp.1 as u32, q.y_zero_point as u32),
+            None => (a, lo, hi, 0),
+        };
+        let words = [
+            elem.code(),
+            1 | (b.per_col as u32) << 1 | (residual as u32) << 2,
+            b.acc as u32,
+            b.bias as u32,
+            b.res as u32,
+            b.out as u32,
+            b.rows as u32,
+            b.cols as u32,
+            a,
+            lo,
+            hi,
+            b.scale as u32,
+            zp,
+        ];
+        self.compute(
+            tile,
+            Kernel::Epilogue,
+            PARAM_SLOT2,
+            &words,
+            (b.rows * b.cols) as u64,
+            elem,
+        );
+    }
+}
+
 /// The epilogue's activation words (9, 10) for f32.
 pub(crate) fn act_words(act: Activation) -> [u32; 3] {
     match act {
