@@ -293,6 +293,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let mut module = ObjectModule::new(builder);
     let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
     codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
+    let features =
+        codegen::define_cpu_check(&mut module, &opts.name, &tgt.cpu, tgt.has_fma, tgt.simd)?;
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {
         name: &opts.name,
@@ -322,6 +324,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         target: [&triple, &tgt.cpu],
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
+        features: &features,
     });
     let npu_name = part.as_ref().map(|p| p.target.name.clone());
     let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan, &segs, npu_name.as_deref())?;

@@ -108,6 +108,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *wpath = argc > 2 ? argv[2] : "resnet50.weights";
+  if (!resnet50_cpu_supported())
+    die("this CPU lacks an instruction-set feature the bundle was compiled for (see resnet50.h); recompile with a lower --cpu", NULL);
   const struct BundleConfig *cfg = &resnet50_config;
   const struct SymbolTableEntry *in = &cfg->symbolTable[0], *out = &cfg->symbolTable[cfg->numInputs];
   const struct BundleTensorDesc *ind = &cfg->tensors[0];

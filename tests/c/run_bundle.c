@@ -59,6 +59,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s WEIGHTS IN x%d OUT x%d\n", argv[0], nin, nout);
     return 2;
   }
+  if (!CAT(BUNDLE, _cpu_supported)()) {
+    fprintf(stderr, "this CPU lacks an instruction-set feature the bundle was compiled for (see its header)\n");
+    return 3;
+  }
   uint8_t *cw = alloc_area(c->constantWeightVarsMemSize, c->alignment);
   uint8_t *mw = alloc_area(c->mutableWeightVarsMemSize, c->alignment);
   uint8_t *act = alloc_area(c->activationsMemSize, c->alignment);

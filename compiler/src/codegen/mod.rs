@@ -252,6 +252,54 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
     }
 }
 
+/// Defines the exported `int NAME_cpu_supported(void)` and returns the ISA features it checks: machine code on
+/// x86-64 (`kernels/cpu_check.rs`), a Cranelift `return 1` elsewhere (the baseline is all the kernels use).
+pub fn define_cpu_check(
+    module: &mut dyn Module,
+    name: &str,
+    cpu: &str,
+    has_fma: bool,
+    simd: Option<Simd>,
+) -> Result<Vec<&'static str>> {
+    let mut sig = module.make_signature();
+    sig.returns.push(AbiParam::new(I32));
+    let fname = format!("{name}_cpu_supported");
+    let id = module
+        .declare_function(&fname, Linkage::Export, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    if module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
+        let v4 =
+            matches!(cpu, "x86-64-v4" | "skylake-avx512" | "icelake") || simd == Some(Simd::Avx512);
+        let needs = kernels::cpu_check::X86Needs {
+            avx_fma: has_fma,
+            avx2: has_fma,
+            avx512: v4,
+        };
+        let bytes =
+            kernels::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;
+        module
+            .define_function_bytes(id, 16, &bytes, &[])
+            .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+        return Ok(needs.names());
+    }
+    let mut ctx = Context::new();
+    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let blk = b.create_block();
+        b.switch_to_block(blk);
+        b.seal_block(blk);
+        let one = b.ins().iconst(I32, 1);
+        b.ins().return_(&[one]);
+        b.finalize(module.isa().frontend_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| Error::internal("codegen", format!("{fname}: {e:?}")))?;
+    Ok(vec![])
+}
+
 /// Defines the exported entry function `name(constants, mutables, activations) -> i32`.
 pub fn define_entry(
     module: &mut dyn Module,

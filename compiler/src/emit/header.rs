@@ -31,6 +31,8 @@ pub struct HeaderInfo<'a> {
     pub segments: &'a [super::segments::SegmentLayout],
     /// NPU target name.
     pub npu: Option<&'a str>,
+    /// CPU features the kernels need (`NAME_cpu_supported` checks them).
+    pub features: &'a [&'static str],
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -111,6 +113,14 @@ pub fn render(h: &HeaderInfo) -> String {
         ("NPU_SUMMARY", npu_summary),
         ("NPU_SEGMENTS", npu_lines),
         ("NUM_SEGMENTS", h.segments.len().to_string()),
+        (
+            "FEATURES",
+            if h.features.is_empty() {
+                "baseline".to_string()
+            } else {
+                h.features.join(" ")
+            },
+        ),
         ("GUARD", format!("BUNDLEC_{prefix}_H")),
         ("NAME", h.name.to_string()),
         ("PREFIX", prefix.clone()),
