@@ -12,6 +12,7 @@ use crate::Result;
 
 mod hostile;
 mod kernels;
+mod kernels_map;
 mod program;
 
 /// `BD[i].ADDR_LO` offset.
