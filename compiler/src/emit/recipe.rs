@@ -136,14 +136,7 @@ pub fn recipe(
             let loc = plan.loc.get(b).ok_or_else(|| {
                 Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name))
             })?;
-            args.push(match loc.area {
-                Area::Mutable => {
-                    let n = mutable_names.get(&loc.offset).ok_or_else(|| Error::internal("recipe", "unnamed mutable"))?;
-                    json!({ "name": n, "argidx": i })
-                }
-                Area::Constant => json!({ "name": WEIGHTS, "argidx": i, "offset": loc.offset, "size": loc.size }),
-                Area::Activations => json!({ "name": ACTIVATIONS, "argidx": i, "offset": loc.offset, "size": loc.size }),
-            });
+            args.push(area_arg(loc.area, loc.offset, loc.size, i)?);
         }
         runs.push(json!({
             "name": k.name,

@@ -4,7 +4,6 @@
 //! is checked when the file is read and errors name the field (`ops[3].max_stride`). `docs/npu.md` documents it.
 
 use crate::error::{Error, Result};
-use crate::ir::DType;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -240,13 +239,6 @@ impl NpuTarget {
     /// The support entry of an ONNX op, if the target accepts it.
     pub fn op(&self, onnx_op: &str) -> Option<&OpSupport> {
         self.ops.iter().find(|o| o.op == onnx_op)
-    }
-    /// MACs per cycle of one core for a dtype.
-    pub fn macs(&self, dtype: DType) -> u64 {
-        match dtype {
-            DType::F32 => self.macs_per_cycle.f32 as u64,
-            _ => self.macs_per_cycle.i8 as u64,
-        }
     }
     /// Host seconds per cycle ratio: converts host cycles to NPU cycles.
     pub fn host_to_npu_cycles(&self, host_cycles: f64) -> f64 {

@@ -150,6 +150,7 @@ pub fn load(
         .get("segments")
         .and_then(Value::as_array)
         .ok_or_else(|| bad("segments".into(), "missing or not an array".into()))?;
+    let pos: HashMap<NodeId, usize> = g.order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let mut seen = HashSet::new();
     let mut groups = Vec::new();
     for (i, s) in segs.iter().enumerate() {
@@ -179,8 +180,6 @@ pub fn load(
             }
             grp.push(id);
         }
-        let pos: HashMap<NodeId, usize> =
-            g.order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         grp.sort_by_key(|n| pos[n]);
         groups.push(grp);
     }

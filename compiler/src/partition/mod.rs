@@ -87,12 +87,18 @@ impl Partition {
     }
 }
 
-/// Whether a tensor is read by a node outside `inside` or is a model output.
-fn read_outside(g: &Graph, inside: &HashSet<NodeId>, t: TensorId) -> bool {
+/// Whether a tensor is read by a node outside `inside` or is a model output; `readers` maps each tensor to the
+/// nodes reading it (computed once per graph).
+fn read_outside(
+    g: &Graph,
+    readers: &HashMap<TensorId, Vec<NodeId>>,
+    inside: &HashSet<NodeId>,
+    t: TensorId,
+) -> bool {
     g.outputs.contains(&t)
-        || g.order
-            .iter()
-            .any(|n| !inside.contains(n) && g.nodes[*n].inputs.contains(&t))
+        || readers
+            .get(&t)
+            .is_some_and(|r| r.iter().any(|n| !inside.contains(n)))
 }
 
 /// Partitions `g` for `opts.target`.
@@ -132,6 +138,12 @@ pub fn partition(g: &Graph, opts: &PartitionOptions) -> Result<Partition> {
         Some(gs) => gs,
         None => assign::group_convex(g, &|n| ok.contains_key(&n)),
     };
+    let mut readers: HashMap<TensorId, Vec<NodeId>> = HashMap::new();
+    for &n in &g.order {
+        for &x in &g.nodes[n].inputs {
+            readers.entry(x).or_default().push(n);
+        }
+    }
     let mut segments = Vec::new();
     let index: HashMap<NodeId, usize> = placements
         .iter()
@@ -141,8 +153,10 @@ pub fn partition(g: &Graph, opts: &PartitionOptions) -> Result<Partition> {
     for nodes in groups {
         let inside: HashSet<NodeId> = nodes.iter().copied().collect();
         let progs: Vec<OpProgram> = nodes.iter().map(|n| ok[n].1.clone()).collect();
-        let fused = fuse(g, t, &nodes, &progs, |x| read_outside(g, &inside, x))
-            .map_err(|e| Error::internal("partition", e))?;
+        let fused = fuse(g, t, &nodes, &progs, |x| {
+            read_outside(g, &readers, &inside, x)
+        })
+        .map_err(|e| Error::internal("partition", e))?;
         let cpu: f64 = nodes
             .iter()
             .zip(&progs)

@@ -270,7 +270,7 @@ fn tile(
         .iter()
         .map(|row| row.iter().map(|&v| kb.b.use_var(v)).collect())
         .collect();
-    epilogue(kb, s, offs, i, j0, cols, &vals, true);
+    epilogue(kb, s, offs, i, j0, cols, &vals);
 }
 
 /// Column slot `c` of a `cols`-wide tile: (element type, first column).
@@ -410,7 +410,7 @@ fn micro_rows(
                     .collect()
             })
             .collect();
-        epilogue(kb, s, offs, i, j0, cols, &vals, false);
+        epilogue(kb, s, offs, i, j0, cols, &vals);
     });
 }
 
@@ -424,7 +424,6 @@ fn epilogue(
     j0: Value,
     cols: usize,
     vals: &[Vec<Value>],
-    _fresh: bool,
 ) {
     let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
     let c_el = kb.b.ins().iadd(c_row, offs[2]);

@@ -99,6 +99,17 @@ fn f32_const(g: &Graph, t: crate::ir::TensorId, what: &str) -> Result<Vec<f32>, 
         })
 }
 
+/// A fused residual (the node's last input) must be computed at run time: the NPU ops read it from `in`.
+fn residual_is_activation(g: &Graph, n: NodeId, residual: bool) -> Result<(), Reject> {
+    match g.nodes[n].inputs.last() {
+        Some(&r) if residual && g.constant(r).is_some() => Err(no(
+            &CONST_WEIGHTS,
+            format!("the residual '{}' is a constant", g.tensors[r].name),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn window_limits(
     s: &crate::npu::target::OpSupport,
     k: [usize; 2],
@@ -179,12 +190,7 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             } else {
                 vec![]
             };
-            if a.epilogue.residual
-                && g.constant(*node.inputs.last().unwrap_or(&node.inputs[0]))
-                    .is_some()
-            {
-                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
-            }
+            residual_is_activation(g, n, a.epilogue.residual)?;
             NpuOp::Conv(ConvOp {
                 elem,
                 x: xs,
@@ -208,9 +214,7 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
                 return Err(no(&RANK, format!("right operand {:?} is not 2-D", b.shape)));
             }
             let w = f32_const(g, node.inputs[1], "right operand")?;
-            if e.residual && g.constant(node.inputs[2]).is_some() {
-                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
-            }
+            residual_is_activation(g, n, e.residual)?;
             let (k, nn) = (b.shape[0], b.shape[1]);
             NpuOp::Gemm(GemmOp {
                 elem,
@@ -242,13 +246,12 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
                 (b.shape[0], b.shape[1])
             };
             let w = if a.trans_b {
-                let mut v = vec![0.0; k * nn];
-                for j in 0..nn {
-                    for p in 0..k {
-                        v[p * nn + j] = w[j * k + p];
-                    }
-                }
-                v
+                // B is [N, K]: the reference transpose gives the [K, N] the op library formats.
+                let bt = crate::ir::Tensor::f32(vec![nn, k], w);
+                crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&bt])
+                    .map_err(|m| no(&GEMM_ATTRS, m))?
+                    .remove(0)
+                    .to_f32_vec()
             } else {
                 w
             };
@@ -262,12 +265,7 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             } else {
                 vec![]
             };
-            if a.epilogue.residual
-                && g.constant(*node.inputs.last().unwrap_or(&node.inputs[0]))
-                    .is_some()
-            {
-                return Err(no(&CONST_WEIGHTS, "the residual is a constant"));
-            }
+            residual_is_activation(g, n, a.epilogue.residual)?;
             NpuOp::Gemm(GemmOp {
                 elem,
                 m: x.shape[0],

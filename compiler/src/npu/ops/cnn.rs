@@ -13,6 +13,40 @@ use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
 use crate::npu::txn::{Kernel, Xrt};
 
+/// The vertical geometry of a sliding window (conv or pool) over an image of `h` rows.
+struct Rows {
+    h: usize,
+    kernel: usize,
+    stride: usize,
+    pad_top: usize,
+    dilation: usize,
+}
+
+impl Rows {
+    /// Most slab rows an `ohb`-row output block reads.
+    fn max_slab(&self, ohb: usize) -> usize {
+        ((ohb - 1) * self.stride + (self.kernel - 1) * self.dilation + 1).min(self.h)
+    }
+    /// The valid image rows of output rows `oh0 .. oh0 + ohs`: first row, row count, and the slab row of output
+    /// row 0's first tap (CONV/POOL word `row0`, negative inside the top padding).
+    fn slab(&self, oh0: usize, ohs: usize) -> Result<(usize, usize, i32), String> {
+        let (s, p, d) = (
+            self.stride as i64,
+            self.pad_top as i64,
+            self.dilation as i64,
+        );
+        let lo = oh0 as i64 * s - p;
+        let hi = (oh0 + ohs - 1) as i64 * s - p + (self.kernel as i64 - 1) * d + 1;
+        let (ih0, ih1) = (lo.max(0), hi.min(self.h as i64));
+        if ih1 <= ih0 {
+            return Err(
+                "an output row block sees only padding (pads exceed the window extent)".into(),
+            );
+        }
+        Ok((ih0 as usize, (ih1 - ih0) as usize, (lo - ih0) as i32))
+    }
+}
+
 /// A 2-D convolution. ONNX args: 0 x `[n,c,h,w]`, 1 w `[m,c/g,kh,kw]`, 2 bias `[m]`, 3 residual `[n,m,oh,ow]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvOp {
@@ -61,8 +95,17 @@ impl ConvOp {
             * self.kernel[0]
             * self.kernel[1]) as u64
     }
+    fn rows(&self) -> Rows {
+        Rows {
+            h: self.x[2],
+            kernel: self.kernel[0],
+            stride: self.strides[0],
+            pad_top: self.pads[0],
+            dilation: self.dilations[0],
+        }
+    }
     fn in_rows(&self, ohb: usize) -> usize {
-        ((ohb - 1) * self.strides[0] + (self.kernel[0] - 1) * self.dilations[0] + 1).min(self.x[2])
+        self.rows().max_slab(ohb)
     }
     /// Local bytes of a block choice: (slab, weights, acc, bias+scale, residual, int8 out).
     fn layout(&self, mb: usize, cb: usize, ohb: usize) -> [usize; 6] {
@@ -192,8 +235,7 @@ impl ConvOp {
         let bias = acc + lay[2];
         let res = bias + lay[3];
         let outl = res + lay[4];
-        let (pt, pl) = (self.pads[0] as i64, self.pads[1] as i64);
-        let (sh, dh) = (self.strides[0] as i64, self.dilations[0] as i64);
+        let rows = self.rows();
         let xzp = self.requant.as_ref().map_or(0, |q| q.x_zero_point);
         for ni in 0..n {
             let mut wi = 0;
@@ -205,13 +247,7 @@ impl ConvOp {
                     for oh0 in (0..oh).step_by(ohb) {
                         wi = chunk0;
                         let ohs = ohb.min(oh - oh0);
-                        let lo = oh0 as i64 * sh - pt;
-                        let hi = (oh0 + ohs - 1) as i64 * sh - pt + (kh as i64 - 1) * dh + 1;
-                        let (ih0, ih1) = (lo.max(0), hi.min(h as i64));
-                        if ih1 <= ih0 {
-                            return Err("an output row block sees only padding (pads exceed the kernel extent)".into());
-                        }
-                        let in_rows = (ih1 - ih0) as usize;
+                        let (ih0, in_rows, row0) = rows.slab(oh0, ohs)?;
                         let tile = g.tile();
                         let chunks: Vec<usize> = if dw {
                             vec![0]
@@ -229,7 +265,7 @@ impl ConvOp {
                                 tile,
                                 false,
                                 Xrt::In,
-                                ((ni * c + cbase) * h + ih0 as usize) * w * e,
+                                ((ni * c + cbase) * h + ih0) * w * e,
                                 slab,
                                 row,
                                 cbs,
@@ -266,8 +302,8 @@ impl ConvOp {
                                 self.strides[1] as u32,
                                 self.dilations[0] as u32,
                                 self.dilations[1] as u32,
-                                (oh0 as i64 * sh - pt - ih0) as i32 as u32,
-                                (-pl) as i32 as u32,
+                                row0 as u32,
+                                (self.pads[1] as i32).wrapping_neg() as u32,
                                 xzp as u32,
                             ];
                             let work = (mbs * ohs * ow * if dw { 1 } else { cbs } * k) as u64;
@@ -395,8 +431,17 @@ pub struct PoolOp {
 }
 
 impl PoolOp {
+    fn rows(&self) -> Rows {
+        Rows {
+            h: self.x[2],
+            kernel: self.kernel[0],
+            stride: self.strides[0],
+            pad_top: self.pads[0],
+            dilation: self.dilations[0],
+        }
+    }
     fn in_rows(&self, ohb: usize) -> usize {
-        ((ohb - 1) * self.strides[0] + (self.kernel[0] - 1) * self.dilations[0] + 1).min(self.x[2])
+        self.rows().max_slab(ohb)
     }
     /// Compiles the pool.
     pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
@@ -437,11 +482,7 @@ impl PoolOp {
         );
         let slab = PARAM_AREA as usize;
         let outl = slab + a64(cb * self.in_rows(ohb) * w * e);
-        let (pt, sh, dh) = (
-            self.pads[0] as i64,
-            self.strides[0] as i64,
-            self.dilations[0] as i64,
-        );
+        let rows = self.rows();
         let kind = match self.mode {
             PoolMode::Max => 0,
             PoolMode::AvgIncludePad => 1,
@@ -452,23 +493,14 @@ impl PoolOp {
                 let cbs = cb.min(c - c0);
                 for oh0 in (0..oh).step_by(ohb) {
                     let ohs = ohb.min(oh - oh0);
-                    let lo = oh0 as i64 * sh - pt;
-                    let hi =
-                        (oh0 + ohs - 1) as i64 * sh - pt + (self.kernel[0] as i64 - 1) * dh + 1;
-                    let (ih0, ih1) = (lo.max(0), hi.min(h as i64));
-                    if ih1 <= ih0 {
-                        return Err(
-                            "an output row block sees only padding (pads exceed the window)".into(),
-                        );
-                    }
-                    let in_rows = (ih1 - ih0) as usize;
+                    let (ih0, in_rows, row0) = rows.slab(oh0, ohs)?;
                     let tile = g.tile();
                     let row = in_rows * w * e;
                     g.dma(
                         tile,
                         false,
                         Xrt::In,
-                        ((ni * c + c0) * h + ih0 as usize) * w * e,
+                        ((ni * c + c0) * h + ih0) * w * e,
                         slab,
                         row,
                         cbs,
@@ -489,8 +521,8 @@ impl PoolOp {
                         self.kernel[1] as u32,
                         self.strides[0] as u32,
                         self.strides[1] as u32,
-                        (oh0 as i64 * sh - pt - ih0) as i32 as u32,
-                        (-(self.pads[1] as i64)) as i32 as u32,
+                        row0 as u32,
+                        (self.pads[1] as i32).wrapping_neg() as u32,
                         self.dilations[0] as u32,
                         self.dilations[1] as u32,
                     ];

@@ -78,6 +78,13 @@ impl Elem {
             Elem::I8 => "i8",
         }
     }
+    /// MACs per cycle of one core tile for this type.
+    pub fn macs_per_cycle(self, t: &NpuTarget) -> u64 {
+        match self {
+            Elem::F32 => t.macs_per_cycle.f32 as u64,
+            _ => t.macs_per_cycle.i8 as u64,
+        }
+    }
     /// Output range of an int8 type.
     pub fn range(self) -> (i32, i32) {
         match self {
@@ -351,10 +358,7 @@ impl<'t> Gen<'t> {
         );
         self.p.body.sync(tile);
         self.p.body.compute(tile, kernel, slot, bytes.len() as u32);
-        let rate = match dtype {
-            Elem::F32 => self.t.macs_per_cycle.f32,
-            _ => self.t.macs_per_cycle.i8,
-        } as u64;
+        let rate = dtype.macs_per_cycle(self.t);
         self.p.cost.macs += work;
         self.tile_cycles[tile.0] += work.div_ceil(rate);
     }
@@ -492,11 +496,7 @@ pub(crate) fn est(
 ) -> u64 {
     let dma = traffic as u64 / t.dma_bytes_per_cycle as u64;
     let tiles = parallel.min(t.core_tiles().len()).max(1) as u64;
-    let compute = macs
-        / (t.macs(match elem {
-            Elem::F32 => crate::ir::DType::F32,
-            _ => crate::ir::DType::I8,
-        }) * tiles);
+    let compute = macs / (elem.macs_per_cycle(t) * tiles);
     dma.max(compute) * 1024 + items as u64
 }
 
