@@ -1,7 +1,7 @@
 //! The compiler pipeline in order, with optional verification and timing between stages:
 //!
 //! ```text
-//! import ─► fold_constants ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
+//! import ─► fold_qdq ─► fold_constants ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
 //!        ─► partition (--npu: capability, convex segments, cost model, fused transactions)
 //!        ─► lower (kernels) ─► schedule (BSP layers; a segment owns its layers) ─► plan (memory, staging)
 //!        ─► codegen (Cranelift)
@@ -208,11 +208,13 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
 
 /// The graph passes in order; returns (pass, count) statistics.
 pub fn optimize(g: &mut Graph) -> Result<Vec<(&'static str, usize)>> {
+    let qdq = passes::fold_qdq::fold_qdq(g);
     let folded = passes::fold_constants::fold_constants(g)?;
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
     let fused = passes::fuse_epilogues::fuse_epilogues(g);
     let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(g);
     Ok(vec![
+        ("fold_qdq", qdq),
         ("fold_constants", folded),
         ("fold_batchnorm", bn),
         ("fuse_epilogues", fused),

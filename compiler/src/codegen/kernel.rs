@@ -21,6 +21,10 @@ pub enum Buf {
 pub enum Body {
     /// Matrix product with epilogue.
     Gemm(GemmSpec),
+    /// Integer matrix product with requantisation: args packed A, B, C, bias (i32), scale (f32).
+    QGemm(super::ops::qgemm::QGemmSpec),
+    /// QuantizeLinear / DequantizeLinear: args x, scale, zero point, y.
+    Quantize(super::ops::quant::QuantSpec),
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
     /// Direct depthwise convolution.
@@ -212,6 +216,8 @@ impl Kernel {
     pub fn units(&self) -> usize {
         match &self.body {
             Body::Gemm(g) => g.units(),
+            Body::QGemm(g) => g.units(),
+            Body::Quantize(q) => q.planes,
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,

@@ -367,6 +367,9 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
             );
         }
         Op::Resize(a) => super::lower_data::lower_resize(cx, n, a)?,
+        Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) => {
+            super::lower_quant::lower_quant(cx, n)?
+        }
         Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => {
             use super::ops::logic::LogicKind;
             let shapes: Vec<Vec<usize>> = ins.iter().map(|&i| cx.shape(i)).collect();
@@ -609,6 +612,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
             dilations: a.dilations,
             pads: [a.pads[0], a.pads[1]],
             out: [os[2], os[3]],
+            bytes: None,
         };
         let s = cx.scratch(spec.col_bytes());
         let work = spec.col_bytes() / 4;

@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod lower;
 mod lower_data;
+mod lower_quant;
 pub mod math;
 pub mod ops;
 
@@ -176,6 +177,8 @@ pub fn define_kernels(
 fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
     match body {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
+        Body::QGemm(s) => ops::qgemm::emit(kb, s, tasks),
+        Body::Quantize(s) => ops::quant::emit_quantize(kb, s, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks),

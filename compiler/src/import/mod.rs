@@ -7,6 +7,7 @@ mod attrs;
 mod data_ops;
 mod nn_ops;
 mod nodes;
+mod quant_ops;
 mod tensor;
 
 pub use nodes::reshape_target;
@@ -17,6 +18,7 @@ pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static 
         .iter()
         .chain(data_ops::SUPPORTED)
         .chain(nn_ops::SUPPORTED)
+        .chain(quant_ops::SUPPORTED)
 }
 
 use crate::error::{Error, Result, UnsupportedNode};
@@ -389,7 +391,9 @@ impl Importer<'_> {
             .into_iter()
             .next()
             .ok_or_else(|| Error::internal("import", "op without outputs"))?;
-        if inputs.iter().all(|&t| self.g.constant(t).is_some()) {
+        // DequantizeLinear of a constant stays a node until `passes::fold_qdq` has seen the integer weights and
+        // biases (fold_constants folds what it leaves).
+        if all_const && !matches!(op, Op::Dequantize(_)) {
             let vals: Vec<&ir::Tensor> =
                 inputs.iter().filter_map(|&t| self.g.constant(t)).collect();
             let v = ir::ops::eval(&op, &vals)

@@ -292,34 +292,8 @@ impl Importer<'_> {
             }
             "Conv" => {
                 let (x, w) = (req(0)?, req(1)?);
-                if rank(x) != 4 || rank(w) != 4 {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        format!("only 2-D convolution is supported (input rank {})", rank(x)),
-                    ));
-                }
-                let ws = shape(w);
-                let kernel = a.positive_usizes("kernel_shape", 2, 0)?;
-                let kernel = if a.has("kernel_shape") {
-                    [kernel[0], kernel[1]]
-                } else {
-                    [ws[2], ws[3]]
-                };
-                let strides = a.positive_usizes("strides", 2, 1)?;
-                let dil = a.positive_usizes("dilations", 2, 1)?;
-                let xs = shape(x);
-                let pads = self.pads(&a, op, &xs[2..], &kernel, &strides, &dil)?;
                 let bias = ins.get(2).copied().flatten();
-                let attrs = ConvAttrs {
-                    kernel,
-                    strides: [strides[0], strides[1]],
-                    pads,
-                    dilations: [dil[0], dil[1]],
-                    group: a.int("group", 1).max(0) as usize,
-                    has_bias: bias.is_some(),
-                    epilogue: Epilogue::default(),
-                };
+                let attrs = self.conv_attrs(&a, op, x, w, bias.is_some())?;
                 let mut v = vec![x, w];
                 v.extend(bias);
                 Lowered::Node(Op::Conv(attrs), v)
@@ -512,8 +486,54 @@ impl Importer<'_> {
                 if let Some(l) = self.lower_nn_op(node, name, ins, &a)? {
                     return Ok(l);
                 }
+                if let Some(l) = self.lower_quant_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
                 return Err(Error::unsupported(name, op, "op is not supported"));
             }
+        })
+    }
+
+    /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
+    pub(super) fn conv_attrs(
+        &self,
+        a: &Attrs,
+        op: &str,
+        x: TensorId,
+        w: TensorId,
+        has_bias: bool,
+    ) -> Result<ConvAttrs> {
+        let (xs, ws) = (
+            self.g.tensors[x].shape.clone(),
+            self.g.tensors[w].shape.clone(),
+        );
+        if xs.len() != 4 || ws.len() != 4 {
+            return Err(Error::unsupported(
+                a.name,
+                op,
+                format!(
+                    "only 2-D convolution is supported (input rank {})",
+                    xs.len()
+                ),
+            ));
+        }
+        let kernel = a.positive_usizes("kernel_shape", 2, 0)?;
+        let kernel = if a.has("kernel_shape") {
+            [kernel[0], kernel[1]]
+        } else {
+            [ws[2], ws[3]]
+        };
+        let strides = a.positive_usizes("strides", 2, 1)?;
+        let dil = a.positive_usizes("dilations", 2, 1)?;
+        let pads = self.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
+        Ok(ConvAttrs {
+            kernel,
+            strides: [strides[0], strides[1]],
+            pads,
+            dilations: [dil[0], dil[1]],
+            group: a.int("group", 1).max(0) as usize,
+            has_bias,
+            epilogue: Epilogue::default(),
         })
     }
 

@@ -325,6 +325,52 @@ pub struct LrnAttrs {
     pub bias: f32,
 }
 
+/// Linear quantisation of a tensor, per tensor or per slice along `axis`: `q = sat(rhe(x / scale) + zero_point)`
+/// and `x = (q - zero_point) * scale` (ONNX QuantizeLinear / DequantizeLinear). Scales are finite and positive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantParams {
+    /// The quantised dtype (u8 or i8; i32 for a dequantised bias).
+    pub dtype: DType,
+    /// The axis the per-slice parameters run along; `None` when there is one scale.
+    pub axis: Option<usize>,
+    /// Scale per slice (one when per tensor).
+    pub scale: Vec<f32>,
+    /// Zero point per slice (same length as `scale`).
+    pub zero_point: Vec<i32>,
+}
+
+/// The requantisation stage of an integer conv / matrix product (`ir/ops/quant.rs::requantize`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Requant {
+    /// `x_scale * w_scale[c] / y_scale` per output channel, computed in f32 in that order.
+    pub scale: Vec<f32>,
+    /// Output zero point.
+    pub zero_point: i32,
+    /// Output clamp (the fused Relu / Clip, else the dtype's range).
+    pub clamp: (i32, i32),
+    /// Output dtype (u8 or i8).
+    pub dtype: DType,
+}
+
+/// What an integer conv / matrix product adds and produces: `acc = Σ (x - x_zero_point) * w` exactly in i32,
+/// `acc + bias[c]`, then either the raw i32 (ConvInteger, MatMulInteger) or requantised to u8 / i8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntProduct {
+    /// Zero point of the activation input.
+    pub x_zero_point: i32,
+    /// i32 bias per output channel (conv) or column (matmul); zeros when the model has none.
+    pub bias: Vec<i32>,
+    /// Requantisation; `None` outputs the i32 sums.
+    pub requant: Option<Requant>,
+}
+
+impl IntProduct {
+    /// The output dtype.
+    pub fn out_dtype(&self) -> DType {
+        self.requant.as_ref().map_or(DType::I32, |r| r.dtype)
+    }
+}
+
 /// An IR operator.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -439,6 +485,15 @@ pub enum Op {
     Not,
     /// Where(cond, x, y) with broadcasting.
     Where,
+    /// f32 to u8 / i8 (QuantizeLinear).
+    Quantize(QuantParams),
+    /// u8 / i8 / i32 to f32 (DequantizeLinear).
+    Dequantize(QuantParams),
+    /// Integer 2-D convolution: x [N,C,H,W] u8/i8, w [M,C/group,KH,KW] i8 constant (the attrs' bias and epilogue
+    /// are unused: both live in the `IntProduct`).
+    QConv(ConvAttrs, IntProduct),
+    /// Integer matrix product: x [..., M, K] u8/i8 times w [K, N] i8 constant.
+    QMatMul(IntProduct),
 }
 
 impl Op {
@@ -457,17 +512,25 @@ impl Op {
                 | Op::Gather { .. }
         )
     }
-    /// Whether the op takes non-f32 tensors at run time (data movement and Cast).
+    /// Whether the op takes non-f32 tensors at run time (data movement, Cast and the int8 family).
     pub fn any_input_dtype(&self) -> bool {
         self.moves_data()
             || matches!(
                 self,
-                Op::Cast(_) | Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where
+                Op::Cast(_)
+                    | Op::Compare(_)
+                    | Op::Logic(_)
+                    | Op::Not
+                    | Op::Where
+                    | Op::Dequantize(_)
+                    | Op::QConv(..)
+                    | Op::QMatMul(_)
             )
     }
-    /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin).
+    /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin, the int8
+    /// family).
     pub fn any_output_dtype(&self) -> bool {
-        self.any_input_dtype() || matches!(self, Op::ArgReduce { .. })
+        self.any_input_dtype() || matches!(self, Op::ArgReduce { .. } | Op::Quantize(_))
     }
     /// A short name for reports and kernel names.
     pub fn name(&self) -> &'static str {
@@ -565,6 +628,10 @@ impl Op {
             },
             Op::Not => "not",
             Op::Where => "where",
+            Op::Quantize(_) => "quantize",
+            Op::Dequantize(_) => "dequantize",
+            Op::QConv(..) => "qconv",
+            Op::QMatMul(_) => "qmatmul",
         }
     }
 }

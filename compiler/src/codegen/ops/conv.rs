@@ -27,6 +27,9 @@ pub struct Im2colSpec {
     pub pads: [usize; 2],
     /// Output height and width.
     pub out: [usize; 2],
+    /// `None`: f32 elements padded with 0; `Some(z)`: u8 / i8 elements padded with the byte `z` (the int8
+    /// path pads with the input zero point, which contributes nothing to the integer sums).
+    pub bytes: Option<u8>,
 }
 
 impl Im2colSpec {
@@ -34,9 +37,17 @@ impl Im2colSpec {
     pub fn units(&self) -> usize {
         self.n * self.c
     }
+    /// Element size in bytes.
+    pub fn elem(&self) -> usize {
+        if self.bytes.is_some() {
+            1
+        } else {
+            4
+        }
+    }
     /// Size of the column buffer in bytes.
     pub fn col_bytes(&self) -> usize {
-        self.n * self.c * self.kernel[0] * self.kernel[1] * self.out[0] * self.out[1] * 4
+        self.n * self.c * self.kernel[0] * self.kernel[1] * self.out[0] * self.out[1] * self.elem()
     }
 }
 
@@ -62,17 +73,22 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
     let plane = oh * ow;
+    let e = s.elem();
+    let zero = |kb: &mut Kb, ptr: Value, from: usize, to: usize| match s.bytes {
+        None => zero(kb, ptr, from, to),
+        Some(z) => fill_bytes(kb, ptr, from, to, z),
+    };
     let (lo, hi) = kb.task_range(s.units(), tasks);
     let (x_base, col_base) = (kb.args[0], kb.args[1]);
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u = b * C + ci: the input plane u and the column rows (u * KH*KW ..).
-        let src_plane = kb.addr(x_base, u, (h * w * 4) as i64);
-        let row0 = kb.addr(col_base, u, (kh * kw * plane * 4) as i64);
+        let src_plane = kb.addr(x_base, u, (h * w * e) as i64);
+        let row0 = kb.addr(col_base, u, (kh * kw * plane * e) as i64);
         for ky in 0..kh {
             for kx in 0..kw {
                 let row =
                     kb.b.ins()
-                        .iadd_imm_s(row0, (((ky * kw + kx) * plane) * 4) as i64);
+                        .iadd_imm_s(row0, (((ky * kw + kx) * plane) * e) as i64);
                 let ky_off = ky * s.dilations[0];
                 let kx_off = kx * s.dilations[1];
                 let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);
@@ -84,16 +100,20 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
                     continue;
                 }
                 kb.for_const(y_lo, y_hi, 1, |kb, oy| {
-                    let dst = kb.addr(row, oy, (ow * 4) as i64);
+                    let dst = kb.addr(row, oy, (ow * e) as i64);
                     // Input row iy = oy*sy + ky_off - pad_top (>= 0 inside the valid range).
                     let iy = kb.b.ins().imul_imm_s(oy, s.strides[0] as i64);
                     let iy = kb.b.ins().iadd_imm_s(iy, ky_off as i64 - s.pads[0] as i64);
-                    let src_row = kb.addr(src_plane, iy, (w * 4) as i64);
+                    let src_row = kb.addr(src_plane, iy, (w * e) as i64);
                     zero(kb, dst, 0, x_lo);
                     zero(kb, dst, x_hi, ow);
                     // ix = ox*sx + kx_off - pad_left.
                     let src0 = x_lo as i64 * s.strides[1] as i64 + kx_off as i64 - s.pads[1] as i64;
-                    copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+                    if e == 1 {
+                        copy_bytes(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+                    } else {
+                        copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+                    }
                 });
             }
         }
@@ -145,6 +165,54 @@ fn copy_run(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize,
             let s = kb.addr(src, t, (stride * 4) as i64);
             let v = kb.load(F32, s, 0);
             let d = kb.addr(dst, t, 4);
+            kb.store(v, d, 0);
+        });
+    }
+}
+
+/// Sets bytes [from, to) at `ptr` to `z`, eight at a time.
+fn fill_bytes(kb: &mut Kb, ptr: Value, from: usize, to: usize, z: u8) {
+    use cranelift_codegen::ir::types::{I64, I8};
+    if from >= to {
+        return;
+    }
+    let words = (to - from) / 8;
+    let base = kb.b.ins().iadd_imm_s(ptr, from as i64);
+    if words > 0 {
+        let v = kb.b.ins().iconst(I64, i64::from_ne_bytes([z; 8]));
+        kb.for_const(0, words * 8, 8, |kb, i| {
+            let p = kb.b.ins().iadd(base, i);
+            kb.store(v, p, 0);
+        });
+    }
+    let b = kb.b.ins().iconst(I8, z as i64);
+    for t in words * 8..to - from {
+        kb.store(b, base, t as i64);
+    }
+}
+
+/// Byte version of `copy_run`: stride 1 copies eight bytes at a time.
+fn copy_bytes(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize, stride: usize) {
+    use cranelift_codegen::ir::types::{I64, I8};
+    let dst = kb.b.ins().iadd_imm_s(dst, d0 as i64);
+    let src = kb.b.ins().iadd_imm_s(src, s0);
+    let words = if stride == 1 { len / 8 } else { 0 };
+    kb.for_const(0, words * 8, 8, |kb, t| {
+        let s = kb.b.ins().iadd(src, t);
+        let v = kb.load(I64, s, 0);
+        let d = kb.b.ins().iadd(dst, t);
+        kb.store(v, d, 0);
+    });
+    let rest = len - words * 8;
+    if rest > 0 {
+        let (s_base, d_base) = (
+            kb.b.ins().iadd_imm_s(src, (words * 8 * stride) as i64),
+            kb.b.ins().iadd_imm_s(dst, (words * 8) as i64),
+        );
+        kb.for_const(0, rest, 1, |kb, t| {
+            let s = kb.addr(s_base, t, stride as i64);
+            let v = kb.load(I8, s, 0);
+            let d = kb.b.ins().iadd(d_base, t);
             kb.store(v, d, 0);
         });
     }

@@ -1,6 +1,7 @@
 //! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
-//! (copies, transpose, concat, index maps, gather, cast) and `logic` (comparisons, logical ops, Where).
+//! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
+//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul).
 
 pub mod conv;
 pub mod data;
@@ -10,4 +11,6 @@ pub mod gemm;
 pub mod logic;
 pub mod nn;
 pub mod pool;
+pub mod qgemm;
+pub mod quant;
 pub mod reduce;

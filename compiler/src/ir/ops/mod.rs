@@ -49,6 +49,10 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::Lrn(_) => nn::infer_lrn(inputs),
         Op::Resize(a) => resize::infer_resize(inputs, a),
         Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::infer_logic(op, inputs),
+        Op::Quantize(q) => quant::infer_quantize(inputs, q, false),
+        Op::Dequantize(q) => quant::infer_quantize(inputs, q, true),
+        Op::QConv(a, p) => quant::infer_qconv(inputs, a, p),
+        Op::QMatMul(p) => quant::infer_qmatmul(inputs, p),
     }
 }
 
@@ -93,6 +97,10 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::Lrn(a) => nn::eval_lrn(inputs, a),
         Op::Resize(a) => resize::eval_resize(inputs, a),
         Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::eval_logic(op, inputs),
+        Op::Quantize(q) => quant::eval_quantize(inputs, q),
+        Op::Dequantize(q) => quant::eval_dequantize(inputs, q),
+        Op::QConv(a, p) => quant::eval_qconv(inputs, a, p),
+        Op::QMatMul(p) => quant::eval_qmatmul(inputs, p),
     }
 }
 

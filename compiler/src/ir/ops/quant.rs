@@ -5,7 +5,8 @@
 //! `(x - x_zero_point) * w`. Every formula here is the one `docs/npu-transaction-format.md` states for the
 //! emulator; values are carried as `i32` whatever their storage type (u8 or i8).
 
-use crate::ir::ConvAttrs;
+use super::{arity, types_of};
+use crate::ir::{ConvAttrs, DType, IntProduct, QuantParams, Shape, Tensor};
 
 /// Round to nearest, ties to even, in f32.
 pub fn rhe(v: f32) -> f32 {
@@ -22,10 +23,19 @@ pub fn sat(v: f32, signed: bool) -> i32 {
     v.clamp(lo, hi) as i32
 }
 
+/// ONNX QuantizeLinear of one value: `sat(rhe(x / scale) + zero_point)`; NaN maps to the zero point.
+pub fn quantize_one(v: f32, scale: f32, zero_point: i32, signed: bool) -> i32 {
+    let r = rhe(v / scale);
+    if r.is_nan() {
+        return zero_point;
+    }
+    sat(r + zero_point as f32, signed)
+}
+
 /// ONNX QuantizeLinear: `sat(rhe(x / scale) + zero_point)`.
 pub fn quantize_linear(x: &[f32], scale: f32, zero_point: i32, signed: bool) -> Vec<i32> {
     x.iter()
-        .map(|&v| sat(rhe(v / scale) + zero_point as f32, signed))
+        .map(|&v| quantize_one(v, scale, zero_point, signed))
         .collect()
 }
 
@@ -74,6 +84,40 @@ pub fn qconv(
     a: &ConvAttrs,
     q: &Requantize,
 ) -> (Vec<i32>, [usize; 4]) {
+    let [n, _, h, wd] = xs;
+    let [kh, kw] = a.kernel;
+    let oh = (h + a.pads[0] + a.pads[2] - (kh - 1) * a.dilations[0] - 1) / a.strides[0] + 1;
+    let ow = (wd + a.pads[1] + a.pads[3] - (kw - 1) * a.dilations[1] - 1) / a.strides[1] + 1;
+    let acc = qconv_acc(x, xs, w, m, a, q.x_zero_point);
+    let plane = oh * ow;
+    let y = acc
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mo = (i / plane) % m;
+            requantize(
+                v,
+                q.bias[mo],
+                q.scale[mo],
+                q.y_zero_point,
+                q.clamp,
+                q.signed,
+            )
+        })
+        .collect();
+    (y, [n, m, oh, ow])
+}
+
+/// The exact i32 sums `Σ (x - x_zero_point) * w` of an integer 2-D convolution (padding contributes nothing),
+/// laid out [n, m, oh, ow].
+pub fn qconv_acc(
+    x: &[i32],
+    xs: [usize; 4],
+    w: &[i32],
+    m: usize,
+    a: &ConvAttrs,
+    x_zero_point: i32,
+) -> Vec<i32> {
     let [n, c, h, wd] = xs;
     let [kh, kw] = a.kernel;
     let oh = (h + a.pads[0] + a.pads[2] - (kh - 1) * a.dilations[0] - 1) / a.strides[0] + 1;
@@ -99,23 +143,16 @@ pub fn qconv(
                                 let xv = x
                                     [((b * c + gi * cg + ci) * h + iy as usize) * wd + ix as usize];
                                 let wv = w[((mo * cg + ci) * kh + ky) * kw + kx];
-                                acc = acc.wrapping_add((xv - q.x_zero_point).wrapping_mul(wv));
+                                acc = acc.wrapping_add((xv - x_zero_point).wrapping_mul(wv));
                             }
                         }
                     }
-                    y[((b * m + mo) * oh + oy) * ow + ox] = requantize(
-                        acc,
-                        q.bias[mo],
-                        q.scale[mo],
-                        q.y_zero_point,
-                        q.clamp,
-                        q.signed,
-                    );
+                    y[((b * m + mo) * oh + oy) * ow + ox] = acc;
                 }
             }
         }
     }
-    (y, [n, m, oh, ow])
+    y
 }
 
 /// Integer matrix product `x [m,k] · w [k,n]` with per-column requantisation.
@@ -169,6 +206,261 @@ pub fn qgap(x: &[i32], planes: usize, size: usize) -> Vec<i32> {
             rhe(s as f32 / size as f32) as i32
         })
         .collect()
+}
+
+/// The (outer, slices, inner) split of `shape` for per-slice parameters along `axis` (per tensor: one slice).
+pub fn slices(shape: &[usize], q: &QuantParams) -> (usize, usize, usize) {
+    match q.axis {
+        Some(a) => (
+            shape[..a].iter().product(),
+            shape[a],
+            shape[a + 1..].iter().product(),
+        ),
+        None => (1, 1, shape.iter().product()),
+    }
+}
+
+fn check_params(shape: &[usize], q: &QuantParams) -> Result<(), String> {
+    let want = match q.axis {
+        Some(a) if a >= shape.len() => {
+            return Err(format!("axis {a} out of range for rank {}", shape.len()))
+        }
+        Some(a) => shape[a],
+        None => 1,
+    };
+    if q.scale.len() != want || q.zero_point.len() != want {
+        return Err(format!(
+            "{} scales and {} zero points for {want} slices",
+            q.scale.len(),
+            q.zero_point.len()
+        ));
+    }
+    if let Some(s) = q.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(format!("scale {s} is not finite and positive"));
+    }
+    let (lo, hi) =
+        range_of(q.dtype).ok_or_else(|| format!("{} is not a quantised type", q.dtype))?;
+    if let Some(z) = q.zero_point.iter().find(|z| **z < lo || **z > hi) {
+        return Err(format!(
+            "zero point {z} is outside the range of {}",
+            q.dtype
+        ));
+    }
+    Ok(())
+}
+
+/// The value range of a quantised dtype.
+pub fn range_of(dt: DType) -> Option<(i32, i32)> {
+    match dt {
+        DType::U8 => Some((0, 255)),
+        DType::I8 => Some((-128, 127)),
+        DType::I32 => Some((i32::MIN, i32::MAX)),
+        _ => None,
+    }
+}
+
+pub(crate) fn infer_quantize(
+    inputs: &[(DType, &[usize])],
+    q: &QuantParams,
+    dequantize: bool,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 1, 1)?;
+    let (dt, shape) = inputs[0];
+    check_params(shape, q)?;
+    let (want_in, out) = if dequantize {
+        (q.dtype, DType::F32)
+    } else {
+        if q.dtype == DType::I32 {
+            return Err("quantising to i32 is not supported".into());
+        }
+        (DType::F32, q.dtype)
+    };
+    if dt != want_in {
+        return Err(format!("input must be {want_in}, got {dt}"));
+    }
+    Ok(vec![(out, shape.to_vec())])
+}
+
+fn int_tensor(dtype: DType, shape: Shape, v: Vec<i32>) -> Tensor {
+    Tensor {
+        dtype,
+        shape,
+        data: crate::ir::Data::I64(v.into_iter().map(i64::from).collect()),
+    }
+}
+
+fn ints(t: &Tensor) -> Vec<i32> {
+    t.to_i64_vec().into_iter().map(|v| v as i32).collect()
+}
+
+pub(crate) fn eval_quantize(inputs: &[&Tensor], q: &QuantParams) -> Result<Vec<Tensor>, String> {
+    let (dt, shape) = infer_quantize(&types_of(inputs), q, false)?.remove(0);
+    let x = super::f32s(inputs[0], "x")?;
+    let (_, n, inner) = slices(&shape, q);
+    let signed = dt == DType::I8;
+    let y = x
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = (i / inner) % n;
+            quantize_one(v, q.scale[c], q.zero_point[c], signed)
+        })
+        .collect();
+    Ok(vec![int_tensor(dt, shape, y)])
+}
+
+pub(crate) fn eval_dequantize(inputs: &[&Tensor], q: &QuantParams) -> Result<Vec<Tensor>, String> {
+    let shape = infer_quantize(&types_of(inputs), q, true)?.remove(0).1;
+    let (_, n, inner) = slices(&shape, q);
+    let y = ints(inputs[0])
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = (i / inner) % n;
+            (v.wrapping_sub(q.zero_point[c])) as f32 * q.scale[c]
+        })
+        .collect();
+    Ok(vec![Tensor::f32(shape, y)])
+}
+
+fn check_product(x: DType, w: DType, p: &IntProduct, channels: usize) -> Result<(), String> {
+    if !matches!(x, DType::U8 | DType::I8) {
+        return Err(format!("X must be u8 or i8, got {x}"));
+    }
+    if w != DType::I8 {
+        return Err(format!("W must be i8, got {w}"));
+    }
+    let (lo, hi) = range_of(x).unwrap_or((0, 0));
+    if p.x_zero_point < lo || p.x_zero_point > hi {
+        return Err(format!("x zero point {} is outside {x}", p.x_zero_point));
+    }
+    if p.bias.len() != channels {
+        return Err(format!(
+            "{} biases for {channels} output channels",
+            p.bias.len()
+        ));
+    }
+    if let Some(r) = &p.requant {
+        let (lo, hi) = range_of(r.dtype)
+            .filter(|_| r.dtype != DType::I32)
+            .ok_or_else(|| format!("requantised output must be u8 or i8, got {}", r.dtype))?;
+        if r.scale.len() != channels {
+            return Err(format!(
+                "{} scales for {channels} output channels",
+                r.scale.len()
+            ));
+        }
+        if let Some(s) = r.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+            return Err(format!(
+                "requantisation scale {s} is not finite and positive"
+            ));
+        }
+        if r.zero_point < lo
+            || r.zero_point > hi
+            || r.clamp.0 > r.clamp.1
+            || r.clamp.0 < lo
+            || r.clamp.1 > hi
+        {
+            return Err(format!(
+                "output zero point {} / clamp {:?} outside {}",
+                r.zero_point, r.clamp, r.dtype
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn infer_qconv(
+    inputs: &[(DType, &[usize])],
+    a: &ConvAttrs,
+    p: &IntProduct,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 2, 2)?;
+    let plain = ConvAttrs {
+        has_bias: false,
+        epilogue: Default::default(),
+        ..a.clone()
+    };
+    let f = [(DType::F32, inputs[0].1), (DType::F32, inputs[1].1)];
+    let shape = super::cnn::infer_conv(&f, &plain)?.remove(0).1;
+    check_product(inputs[0].0, inputs[1].0, p, shape[1])?;
+    Ok(vec![(p.out_dtype(), shape)])
+}
+
+fn finish(acc: Vec<i32>, per: impl Fn(usize) -> usize, p: &IntProduct) -> Vec<i32> {
+    acc.into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let c = per(i);
+            match &p.requant {
+                Some(r) => requantize(
+                    a,
+                    p.bias[c],
+                    r.scale[c],
+                    r.zero_point,
+                    r.clamp,
+                    r.dtype == DType::I8,
+                ),
+                None => a.wrapping_add(p.bias[c]),
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn eval_qconv(
+    inputs: &[&Tensor],
+    a: &ConvAttrs,
+    p: &IntProduct,
+) -> Result<Vec<Tensor>, String> {
+    let (dt, shape) = infer_qconv(&types_of(inputs), a, p)?.remove(0);
+    let xs = &inputs[0].shape;
+    let m = inputs[1].shape[0];
+    let acc = qconv_acc(
+        &ints(inputs[0]),
+        [xs[0], xs[1], xs[2], xs[3]],
+        &ints(inputs[1]),
+        m,
+        a,
+        p.x_zero_point,
+    );
+    let plane = shape[2] * shape[3];
+    let y = finish(acc, |i| (i / plane) % m, p);
+    Ok(vec![int_tensor(dt, shape, y)])
+}
+
+pub(crate) fn infer_qmatmul(
+    inputs: &[(DType, &[usize])],
+    p: &IntProduct,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 2, 2)?;
+    let (x, w) = (inputs[0].1, inputs[1].1);
+    if x.is_empty() || w.len() != 2 || x[x.len() - 1] != w[0] {
+        return Err(format!("X {x:?} and W {w:?} do not form [.., K] x [K, N]"));
+    }
+    check_product(inputs[0].0, inputs[1].0, p, w[1])?;
+    let mut out = x.to_vec();
+    *out.last_mut().expect("non-empty") = w[1];
+    Ok(vec![(p.out_dtype(), out)])
+}
+
+pub(crate) fn eval_qmatmul(inputs: &[&Tensor], p: &IntProduct) -> Result<Vec<Tensor>, String> {
+    let (dt, shape) = infer_qmatmul(&types_of(inputs), p)?.remove(0);
+    let (k, n) = (inputs[1].shape[0], inputs[1].shape[1]);
+    let x = ints(inputs[0]);
+    let w = ints(inputs[1]);
+    let rows = x.len() / k.max(1);
+    let mut acc = vec![0i32; rows * n];
+    for i in 0..rows {
+        for j in 0..n {
+            let mut s: i32 = 0;
+            for q in 0..k {
+                s = s.wrapping_add((x[i * k + q] - p.x_zero_point).wrapping_mul(w[q * n + j]));
+            }
+            acc[i * n + j] = s;
+        }
+    }
+    let y = finish(acc, |i| i % n, p);
+    Ok(vec![int_tensor(dt, shape, y)])
 }
 
 #[cfg(test)]

@@ -1,0 +1,234 @@
+//! Lowering of the int8 family. Quantize / Dequantize become one conversion kernel with their scales and zero
+//! points as constants. QConv becomes an optional byte im2col (padded with the input zero point) and an integer
+//! GEMM per (batch, group) whose A is the weights packed into i16 pairs at compile time; QMatMul is the same
+//! GEMM with the weights as A and the input read transposed (`C^T = W^T · X^T`), so rows are always output
+//! channels and the bias / scale are per row.
+
+use super::kernel::{Body, Buf};
+use super::lower::Ctx;
+use super::ops::conv::Im2colSpec;
+use super::ops::gemm::Operand;
+use super::ops::qgemm::{pack_a, QGemmSpec, QOut};
+use super::ops::quant::QuantSpec;
+use crate::error::{Error, Result};
+use crate::ir::ops::quant::slices;
+use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
+
+fn ints(dtype: DType, shape: Vec<usize>, v: Vec<i64>) -> Tensor {
+    Tensor {
+        dtype,
+        shape,
+        data: Data::I64(v),
+    }
+}
+
+/// Lowers a Quantize, Dequantize, QConv or QMatMul node.
+pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let (x, out) = (node.inputs[0], node.outputs[0]);
+    let name = node.name.clone();
+    match &node.op {
+        Op::Quantize(q) | Op::Dequantize(q) => {
+            let shape = cx.shape(x);
+            let (outer, c, inner) = slices(&shape, q);
+            let sc = cx.constant(
+                format!("{name}::scale"),
+                Tensor::f32(vec![c], q.scale.clone()),
+            );
+            let zp = cx.constant(
+                format!("{name}::zero_point"),
+                ints(
+                    DType::I32,
+                    vec![c],
+                    q.zero_point.iter().map(|&z| z as i64).collect(),
+                ),
+            );
+            let spec = QuantSpec {
+                planes: outer * c,
+                n: c,
+                inner,
+                dequantize: matches!(node.op, Op::Dequantize(_)),
+                dtype: q.dtype,
+            };
+            cx.push_to(
+                n,
+                None,
+                vec![Buf::Tensor(x), Buf::Tensor(sc), Buf::Tensor(zp)],
+                Buf::Tensor(out),
+                Body::Quantize(spec),
+                numel(&shape),
+            );
+            Ok(())
+        }
+        Op::QConv(a, p) => {
+            let w = node.inputs[1];
+            let wv =
+                cx.g.constant(w)
+                    .ok_or_else(|| Error::node(&name, &node.onnx_op, "weights must be constant"))?
+                    .to_i64_vec();
+            let (xs, ws, os) = (cx.shape(x), cx.shape(w), cx.shape(out));
+            let (nb, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
+            let (m, cg) = (ws[0], ws[1]);
+            let g = a.group;
+            let mg = m / g;
+            let khw = a.kernel[0] * a.kernel[1];
+            let kk = cg * khw;
+            let pix = os[2] * os[3];
+            let xdt = cx.g.tensors[x].dtype;
+            let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
+            let (b_buf, b_batch, b_group) = if direct {
+                (Buf::Tensor(x), c * h * wd, cg * h * wd)
+            } else {
+                let spec = Im2colSpec {
+                    n: nb,
+                    c,
+                    hw: [h, wd],
+                    kernel: a.kernel,
+                    strides: a.strides,
+                    dilations: a.dilations,
+                    pads: [a.pads[0], a.pads[1]],
+                    out: [os[2], os[3]],
+                    bytes: Some(p.x_zero_point as u8),
+                };
+                let s = cx.scratch(spec.col_bytes());
+                let work = spec.col_bytes();
+                cx.push(
+                    n,
+                    Some("im2col"),
+                    vec![Buf::Tensor(x), s],
+                    vec![1],
+                    Body::Im2col(spec),
+                    work,
+                );
+                (s, c * khw * pix, kk * pix)
+            };
+            let kp = kk.div_ceil(2);
+            let spec = |a_arg, bias_arg, requant| QGemmSpec {
+                m: mg,
+                n: pix,
+                k: kk,
+                batch: vec![
+                    [nb, 0, b_batch, m * pix, 0],
+                    [g, mg * kp, b_group, mg * pix, mg],
+                ],
+                a_arg,
+                b: Operand {
+                    arg: 1,
+                    off: 0,
+                    rs: pix,
+                    cs: 1,
+                },
+                b_dtype: xdt,
+                b_zero_point: p.x_zero_point,
+                c: Operand {
+                    arg: 2,
+                    off: 0,
+                    rs: pix,
+                    cs: 1,
+                },
+                c_dtype: p.out_dtype(),
+                bias_arg,
+                requant,
+            };
+            gemm(cx, n, &name, pack_a(&wv, m, kk), m, kp, b_buf, p, spec)
+        }
+        Op::QMatMul(p) => {
+            let w = node.inputs[1];
+            let wt =
+                cx.g.constant(w)
+                    .ok_or_else(|| Error::node(&name, &node.onnx_op, "weights must be constant"))?
+                    .clone();
+            let (k, nn) = (wt.shape[0], wt.shape[1]);
+            // A = W^T: row j is column j of W.
+            let wv = wt.to_i64_vec();
+            let wtr: Vec<i64> = (0..nn)
+                .flat_map(|j| (0..k).map(move |q| (j, q)))
+                .map(|(j, q)| wv[q * nn + j])
+                .collect();
+            let rows = numel(&cx.shape(x)) / k.max(1);
+            let xdt = cx.g.tensors[x].dtype;
+            let kp = k.div_ceil(2);
+            let spec = |a_arg, bias_arg, requant| QGemmSpec {
+                m: nn,
+                n: rows,
+                k,
+                batch: vec![],
+                a_arg,
+                b: Operand {
+                    arg: 1,
+                    off: 0,
+                    rs: 1,
+                    cs: k,
+                },
+                b_dtype: xdt,
+                b_zero_point: p.x_zero_point,
+                c: Operand {
+                    arg: 2,
+                    off: 0,
+                    rs: 1,
+                    cs: nn,
+                },
+                c_dtype: p.out_dtype(),
+                bias_arg,
+                requant,
+            };
+            gemm(
+                cx,
+                n,
+                &name,
+                pack_a(&wtr, nn, k),
+                nn,
+                kp,
+                Buf::Tensor(x),
+                p,
+                spec,
+            )
+        }
+        _ => Err(Error::internal("lower", "lower_quant on a float node")),
+    }
+}
+
+/// Pushes the integer GEMM kernel: args packed A, B, C, bias, [scale].
+#[allow(clippy::too_many_arguments)] // the node, its packed weights and the spec builder
+fn gemm(
+    cx: &mut Ctx,
+    n: NodeId,
+    name: &str,
+    packed: Vec<i64>,
+    rows: usize,
+    kp: usize,
+    b: Buf,
+    p: &IntProduct,
+    spec: impl Fn(usize, usize, Option<QOut>) -> QGemmSpec,
+) -> Result<()> {
+    let out = cx.g.nodes[n].outputs[0];
+    let a = cx.constant(
+        format!("{name}::w_pairs"),
+        ints(DType::I32, vec![rows, kp], packed),
+    );
+    let bias = cx.constant(
+        format!("{name}::bias"),
+        ints(
+            DType::I32,
+            vec![rows],
+            p.bias.iter().map(|&b| b as i64).collect(),
+        ),
+    );
+    let mut args = vec![Buf::Tensor(a), b, Buf::Tensor(out), Buf::Tensor(bias)];
+    let requant = p.requant.as_ref().map(|r| {
+        let sc = cx.constant(
+            format!("{name}::requant_scale"),
+            Tensor::f32(vec![rows], r.scale.clone()),
+        );
+        args.push(Buf::Tensor(sc));
+        QOut {
+            scale_arg: 4,
+            zero_point: r.zero_point,
+            clamp: r.clamp,
+        }
+    });
+    let s = spec(0, 3, requant);
+    let work = s.macs();
+    cx.push(n, None, args, vec![2], Body::QGemm(s), work);
+    Ok(())
+}

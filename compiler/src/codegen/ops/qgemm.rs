@@ -1,0 +1,438 @@
+//! The integer GEMM every QConv / QMatMul lowers to: `C[i, j] = requant(Σ_k A[i, k] · (B[k, j] - zb) + bias[i])`
+//! with exact i32 sums. Rows are output channels: A is the constant weight matrix, pre-packed at compile time
+//! as i32 words holding the i16 pair `(A[i, 2p], A[i, 2p + 1])`; B is the u8 / i8 activation side (im2col
+//! columns, or a transposed matmul input) with any strides. Per unit — (batch, column block of `NR`, row group)
+//! — each K block of B is packed into a stack panel of i16 pairs `(B[2p, j] - zb, B[2p + 1, j] - zb)`, four
+//! columns per 128-bit vector, and an `MR x NR` tile accumulates `pmaddwd`-style pair products
+//! (`iadd_pairwise` of widened products, which Cranelift lowers to one instruction on x86 and two on aarch64).
+//! Both factors fit in i16 (|B - zb| ≤ 255, |A| ≤ 128), so each pair sum is exact and the i32 sums equal the
+//! reference's. The epilogue adds the bias and either stores the i32 (ConvInteger / MatMulInteger) or
+//! requantises: `f32(acc) * scale[i]`, clamp, round half to even, add the zero point, narrow.
+
+use super::gemm::Operand;
+use super::quant::{bitcast, load1, round_to_int, store1, store4};
+use crate::codegen::builder::Kb;
+use crate::ir::DType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
+use cranelift_codegen::ir::{ConstantData, InstBuilder, StackSlotData, StackSlotKind, Value};
+use cranelift_frontend::Variable;
+
+/// Rows per tile.
+pub const MR: usize = 4;
+/// Columns per tile (two i32x4 accumulators per row).
+pub const NR: usize = 8;
+/// Rows per work unit (the i32 partial-sum buffer between K blocks is `ROWS x NR`).
+const ROWS: usize = 128;
+/// K depth of one packed panel (even).
+pub const KC: usize = 2048;
+
+/// Requantisation of the integer GEMM's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QOut {
+    /// Kernel argument holding the f32 scale per row.
+    pub scale_arg: usize,
+    /// Output zero point.
+    pub zero_point: i32,
+    /// Output clamp.
+    pub clamp: (i32, i32),
+}
+
+/// A full integer GEMM description with static sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QGemmSpec {
+    /// Rows (output channels per batch entry).
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Batch dims, outermost first: (count, A words, B elements, C elements, channel) strides.
+    pub batch: Vec<[usize; 5]>,
+    /// Kernel argument of the packed A: row `i` is `k.div_ceil(2)` i32 words.
+    pub a_arg: usize,
+    /// The activation operand (element strides).
+    pub b: Operand,
+    /// B's dtype (u8 or i8).
+    pub b_dtype: DType,
+    /// B's zero point.
+    pub b_zero_point: i32,
+    /// The output (element strides).
+    pub c: Operand,
+    /// C's dtype (u8, i8, or i32 for raw sums).
+    pub c_dtype: DType,
+    /// Kernel argument of the i32 bias per row.
+    pub bias_arg: usize,
+    /// Requantisation (None for i32 output).
+    pub requant: Option<QOut>,
+}
+
+impl QGemmSpec {
+    fn batches(&self) -> usize {
+        self.batch.iter().map(|b| b[0]).product()
+    }
+    /// Work units.
+    pub fn units(&self) -> usize {
+        self.batches() * self.n.div_ceil(NR) * self.m.div_ceil(ROWS)
+    }
+    /// Multiply-adds.
+    pub fn macs(&self) -> usize {
+        self.batches() * self.m * self.n * self.k
+    }
+    /// i32 words per packed A row.
+    pub fn kp(&self) -> usize {
+        self.k.div_ceil(2)
+    }
+}
+
+/// Packs constant weights `w` (`rows x k`, row-major, i8 values as i64) into the i32 pair words A reads.
+pub fn pack_a(w: &[i64], rows: usize, k: usize) -> Vec<i64> {
+    let kp = k.div_ceil(2);
+    let mut out = Vec::with_capacity(rows * kp);
+    for i in 0..rows {
+        for p in 0..kp {
+            let lo = w[i * k + 2 * p] as i16 as u16 as u32;
+            let hi = if 2 * p + 1 < k {
+                w[i * k + 2 * p + 1] as i16 as u16 as u32
+            } else {
+                0
+            };
+            out.push((lo | hi << 16) as i32 as i64);
+        }
+    }
+    out
+}
+
+fn slot(kb: &mut Kb, bytes: usize) -> Value {
+    let s = kb.b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        bytes as u32,
+        4,
+    ));
+    kb.b.ins().stack_addr(I64, s, 0)
+}
+
+/// Emits the body of an integer GEMM kernel.
+pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32) {
+    let kp_total = s.kp();
+    let panel = slot(kb, KC.min(kp_total * 2).div_ceil(2) * NR * 4);
+    let nblocks = s.k.div_ceil(KC);
+    let ibuf = if nblocks > 1 {
+        Some(slot(kb, ROWS * NR * 4))
+    } else {
+        None
+    };
+    let ncb = s.n.div_ceil(NR);
+    let nrg = s.m.div_ceil(ROWS);
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (bi, rest) = kb.divmod(u, ncb * nrg);
+        let (cb, rg) = kb.divmod(rest, nrg);
+        let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
+        let mut rem = bi;
+        let mut inner = s.batches();
+        for d in &s.batch {
+            inner /= d[0].max(1);
+            let (q, r) = kb.divmod(rem, inner.max(1));
+            rem = r;
+            for (o, st) in offs.iter_mut().zip(&d[1..]) {
+                let add = kb.b.ins().imul_imm_s(q, *st as i64);
+                *o = kb.b.ins().iadd(*o, add);
+            }
+        }
+        let j0 = kb.b.ins().imul_imm_s(cb, NR as i64);
+        let i_lo = kb.b.ins().imul_imm_s(rg, ROWS as i64);
+        let i_hi = kb.b.ins().iadd_imm_s(i_lo, ROWS as i64);
+        let m = kb.iconst(s.m as i64);
+        let i_hi = kb.b.ins().umin(i_hi, m);
+        let g = Unit {
+            offs,
+            j0,
+            i_lo,
+            i_hi,
+            panel,
+            ibuf,
+        };
+        let tail_cols = s.n % NR;
+        if tail_cols == 0 {
+            unit(kb, s, &g, NR);
+        } else {
+            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
+            kb.if_else(
+                last,
+                |kb| unit(kb, s, &g, tail_cols),
+                |kb| unit(kb, s, &g, NR),
+            );
+        }
+    });
+}
+
+/// One work unit's run-time coordinates.
+struct Unit {
+    /// Batch offsets: A words, B elements, C elements, channel.
+    offs: [Value; 4],
+    j0: Value,
+    i_lo: Value,
+    i_hi: Value,
+    panel: Value,
+    ibuf: Option<Value>,
+}
+
+fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize) {
+    let nblocks = s.k.div_ceil(KC);
+    for blk in 0..nblocks {
+        let k0 = blk * KC;
+        let klen = KC.min(s.k - k0);
+        pack(kb, s, g, cols, k0, klen);
+        let stage = Stage {
+            first: blk == 0,
+            last: blk + 1 == nblocks,
+            kp0: k0 / 2,
+            kpl: klen.div_ceil(2),
+        };
+        let next = kb.var(I64, g.i_lo);
+        kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
+            // Only full tiles here: the last group's `m % MR` rows run below.
+            let end = kb.b.ins().iadd_imm_s(i, MR as i64);
+            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
+            kb.if_else(
+                full,
+                |kb| {
+                    tile(kb, s, g, &stage, i, MR, cols);
+                    kb.b.def_var(next, end);
+                },
+                |_| {},
+            );
+        });
+        let rows_tail = s.m % MR;
+        if rows_tail > 0 {
+            let i = kb.b.use_var(next);
+            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
+            kb.if_else(c, |kb| tile(kb, s, g, &stage, i, rows_tail, cols), |_| {});
+        }
+    }
+}
+
+/// Which K block a tile computes.
+struct Stage {
+    first: bool,
+    last: bool,
+    /// First pair word of the block.
+    kp0: usize,
+    /// Pair words in the block.
+    kpl: usize,
+}
+
+/// Packs B's rows `[k0, k0 + klen)` of the unit's column block into the panel: `kpl` rows of `NR` i32 words,
+/// word `j` of row `p` holding `(B[k0 + 2p, j] - zb, B[k0 + 2p + 1, j] - zb)` (zero beyond K or `cols`).
+fn pack(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, k0: usize, klen: usize) {
+    let esz = s.b_dtype.size() as i64;
+    let b_base = kb.args[s.b.arg];
+    let b_el = kb.b.ins().iadd(g.offs[1], g.j0);
+    let b_el = if s.b.cs == 1 {
+        b_el
+    } else {
+        let c = kb.b.ins().imul_imm_s(g.j0, s.b.cs as i64);
+        kb.b.ins().iadd(g.offs[1], c)
+    };
+    let b_el = kb.b.ins().iadd_imm_s(b_el, (s.b.off + k0 * s.b.rs) as i64);
+    let b0 = kb.addr(b_base, b_el, esz);
+    let pairs = klen / 2;
+    let zp16 = kb.b.ins().iconst(I16, s.b_zero_point as i64);
+    let zv = kb.b.ins().splat(I16X8, zp16);
+    let zp = kb.b.ins().iconst(I32, s.b_zero_point as i64);
+    let fast = cols == NR && s.b.cs == 1;
+    let mask = |kb: &mut Kb, hi: bool| {
+        let base = if hi { 8u8 } else { 0 };
+        let bytes: Vec<u8> = (0..4u8)
+            .flat_map(|c| {
+                let l = base + 2 * c;
+                [l, l + 1, 16 + l, 17 + l]
+            })
+            .collect();
+        kb.b.func
+            .dfg
+            .immediates
+            .push(ConstantData::from(bytes.as_slice()))
+    };
+    let (m_lo, m_hi) = (mask(kb, false), mask(kb, true));
+    let row = |kb: &mut Kb, rp: Value| -> Value {
+        let w = kb.load(I64, rp, 0);
+        let v = kb.b.ins().scalar_to_vector(I64X2, w);
+        let v = bitcast(kb, I8X16, v);
+        let v = if s.b_dtype == DType::I8 {
+            kb.b.ins().swiden_low(v)
+        } else {
+            kb.b.ins().uwiden_low(v)
+        };
+        kb.b.ins().isub(v, zv)
+    };
+    let store_pair_rows = |kb: &mut Kb, r0: Value, r1: Value, dst: Value| {
+        let (a, b) = (bitcast(kb, I8X16, r0), bitcast(kb, I8X16, r1));
+        let lo = kb.b.ins().shuffle(a, b, m_lo);
+        let hi = kb.b.ins().shuffle(a, b, m_hi);
+        kb.store(lo, dst, 0);
+        kb.store(hi, dst, 16);
+    };
+    let word = |kb: &mut Kb, v0: Value, v1: Value| {
+        let lo = kb.b.ins().band_imm_u(v0, 0xffff);
+        let hi = kb.b.ins().ishl_imm_u(v1, 16);
+        kb.b.ins().bor(lo, hi)
+    };
+    let elem = |kb: &mut Kb, rp: Value, j: usize| {
+        let v = load1(kb, rp, (j * s.b.cs) as i64 * esz, s.b_dtype);
+        kb.b.ins().isub(v, zp)
+    };
+    kb.for_const(0, pairs, 1, |kb, p| {
+        let rp = kb.addr(b0, p, 2 * (s.b.rs as i64) * esz);
+        let dst = kb.addr(g.panel, p, (NR * 4) as i64);
+        let rp1 = kb.b.ins().iadd_imm_s(rp, s.b.rs as i64 * esz);
+        if fast {
+            let (r0, r1) = (row(kb, rp), row(kb, rp1));
+            store_pair_rows(kb, r0, r1, dst);
+        } else {
+            for j in 0..NR {
+                let w = if j < cols {
+                    let (v0, v1) = (elem(kb, rp, j), elem(kb, rp1, j));
+                    word(kb, v0, v1)
+                } else {
+                    kb.b.ins().iconst(I32, 0)
+                };
+                kb.store(w, dst, (j * 4) as i64);
+            }
+        }
+    });
+    if klen % 2 == 1 {
+        // The last K row pairs with zero.
+        let rp = kb.b.ins().iadd_imm_s(b0, (2 * pairs * s.b.rs) as i64 * esz);
+        let dst = kb.b.ins().iadd_imm_s(g.panel, (pairs * NR * 4) as i64);
+        let z = kb.b.ins().iconst(I32, 0);
+        for j in 0..NR {
+            let w = if j < cols {
+                let v0 = elem(kb, rp, j);
+                word(kb, v0, z)
+            } else {
+                z
+            };
+            kb.store(w, dst, (j * 4) as i64);
+        }
+    }
+}
+
+/// One `rows x cols` tile at row `i`: the block's pair products, then the partial-sum buffer or the epilogue.
+fn tile(kb: &mut Kb, s: &QGemmSpec, g: &Unit, st: &Stage, i: Value, rows: usize, cols: usize) {
+    let kp_total = s.kp();
+    let di = kb.b.ins().isub(i, g.i_lo);
+    let acc: Vec<[Variable; 2]> = (0..rows)
+        .map(|r| {
+            [0, 1].map(|v| {
+                let init = match (st.first, g.ibuf) {
+                    (false, Some(buf)) => {
+                        let p = kb.addr(buf, di, (NR * 4) as i64);
+                        kb.load(I32X4, p, ((r * NR + v * 4) * 4) as i64)
+                    }
+                    _ => {
+                        let z = kb.b.ins().iconst(I32, 0);
+                        kb.b.ins().splat(I32X4, z)
+                    }
+                };
+                kb.var(I32X4, init)
+            })
+        })
+        .collect();
+    let a_row = kb.b.ins().imul_imm_s(i, kp_total as i64);
+    let a_el = kb.b.ins().iadd(a_row, g.offs[0]);
+    let a_el = kb.b.ins().iadd_imm_s(a_el, st.kp0 as i64);
+    let a0 = kb.addr(kb.args[s.a_arg], a_el, 4);
+    kb.for_const(0, st.kpl, 1, |kb, p| {
+        let pp = kb.addr(g.panel, p, (NR * 4) as i64);
+        let bv = [kb.load(I16X8, pp, 0), kb.load(I16X8, pp, 16)];
+        let ap = kb.addr(a0, p, 4);
+        for (r, row) in acc.iter().enumerate() {
+            let w = kb.load(I32, ap, (r * kp_total * 4) as i64);
+            let w = kb.b.ins().splat(I32X4, w);
+            let w = bitcast(kb, I16X8, w);
+            for (v, &var) in row.iter().enumerate() {
+                let d = dot(kb, bv[v], w);
+                let cur = kb.b.use_var(var);
+                let n = kb.b.ins().iadd(cur, d);
+                kb.b.def_var(var, n);
+            }
+        }
+    });
+    let vals: Vec<[Value; 2]> = acc
+        .iter()
+        .map(|row| [kb.b.use_var(row[0]), kb.b.use_var(row[1])])
+        .collect();
+    if !st.last {
+        if let Some(buf) = g.ibuf {
+            let p = kb.addr(buf, di, (NR * 4) as i64);
+            for (r, row) in vals.iter().enumerate() {
+                for (v, &x) in row.iter().enumerate() {
+                    kb.store(x, p, ((r * NR + v * 4) * 4) as i64);
+                }
+            }
+        }
+        return;
+    }
+    epilogue(kb, s, g, i, cols, &vals);
+}
+
+/// Σ over lane pairs of `x * y` (i16x8 → i32x4): `pmaddwd` on x86.
+fn dot(kb: &mut Kb, x: Value, y: Value) -> Value {
+    let xl = kb.b.ins().swiden_low(x);
+    let yl = kb.b.ins().swiden_low(y);
+    let xh = kb.b.ins().swiden_high(x);
+    let yh = kb.b.ins().swiden_high(y);
+    let l = kb.b.ins().imul(xl, yl);
+    let h = kb.b.ins().imul(xh, yh);
+    kb.b.ins().iadd_pairwise(l, h)
+}
+
+fn epilogue(kb: &mut Kb, s: &QGemmSpec, g: &Unit, i: Value, cols: usize, vals: &[[Value; 2]]) {
+    let esz = s.c_dtype.size() as i64;
+    let ch0 = kb.b.ins().iadd(i, g.offs[3]);
+    let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
+    let c_col = kb.b.ins().imul_imm_s(g.j0, s.c.cs as i64);
+    let c_el = kb.b.ins().iadd(c_row, c_col);
+    let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
+    let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
+    let c0 = kb.addr(kb.args[s.c.arg], c_el, esz);
+    let bias0 = kb.addr(kb.args[s.bias_arg], ch0, 4);
+    let scale0 = s
+        .requant
+        .as_ref()
+        .map(|q| kb.addr(kb.args[q.scale_arg], ch0, 4));
+    for (r, row) in vals.iter().enumerate() {
+        let b = kb.load(I32, bias0, (r * 4) as i64);
+        let bv = kb.b.ins().splat(I32X4, b);
+        let sc = scale0.map(|p| {
+            let x = kb.load(F32, p, (r * 4) as i64);
+            kb.b.ins().splat(F32X4, x)
+        });
+        for (v, &acc) in row.iter().enumerate() {
+            let lanes = cols.saturating_sub(v * 4).min(4);
+            if lanes == 0 {
+                continue;
+            }
+            let x = kb.b.ins().iadd(acc, bv);
+            let y = match (&s.requant, sc) {
+                (Some(q), Some(sc)) => {
+                    let f = kb.b.ins().fcvt_from_sint(F32X4, x);
+                    let f = kb.b.ins().fmul(f, sc);
+                    round_to_int(kb, F32X4, f, q.zero_point, q.clamp.0, q.clamp.1)
+                }
+                _ => x,
+            };
+            let off = (r * s.c.rs + v * 4 * s.c.cs) as i64 * esz;
+            if s.c.cs == 1 && lanes == 4 {
+                store4(kb, y, c0, off, s.c_dtype);
+            } else {
+                for l in 0..lanes {
+                    let e = kb.b.ins().extractlane(y, l as u8);
+                    store1(kb, e, c0, off + (l * s.c.cs) as i64 * esz, s.c_dtype);
+                }
+            }
+        }
+    }
+}

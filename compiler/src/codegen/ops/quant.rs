@@ -1,0 +1,190 @@
+//! Int8 conversion kernels: QuantizeLinear (`f32 → u8/i8`) and DequantizeLinear (`u8/i8/i32 → f32`) per tensor
+//! or per slice, in 4-lane vectors with a scalar tail, and the shared helpers the integer GEMM's epilogue uses:
+//! widening byte loads, the requantising clamp-round-convert of `ir/ops/quant.rs` (clamp to the output range
+//! minus the zero point, round half to even by the 1.5·2^23 trick, add the zero point — exact, because clamping
+//! and rounding commute with adding an integer) and narrowing byte stores.
+
+use crate::codegen::builder::{Kb, LANES};
+use crate::ir::ops::quant::range_of;
+use crate::ir::DType;
+use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4, I8, I8X16};
+use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
+
+/// One QuantizeLinear / DequantizeLinear kernel over `[planes / n, n, inner]`: args x, scale (f32 [n]), zero
+/// point (i32 [n]), y.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantSpec {
+    /// Outer count times `n`: one unit per (outer, slice).
+    pub planes: usize,
+    /// Slices (1 per tensor).
+    pub n: usize,
+    /// Elements per plane.
+    pub inner: usize,
+    /// Dequantize (else quantize).
+    pub dequantize: bool,
+    /// The integer side's dtype.
+    pub dtype: DType,
+}
+
+/// Lane-count-preserving reinterpretation (little-endian).
+pub fn bitcast(kb: &mut Kb, to: Type, x: Value) -> Value {
+    kb.b.ins().bitcast(
+        to,
+        MemFlagsData::new().with_endianness(Endianness::Little),
+        x,
+    )
+}
+
+/// Loads 4 integers of `dtype` (u8, i8 or i32) at `ptr` as i32x4.
+pub fn load4(kb: &mut Kb, ptr: Value, dtype: DType) -> Value {
+    if dtype == DType::I32 {
+        return kb.load(I32X4, ptr, 0);
+    }
+    let w = kb.load(I32, ptr, 0);
+    let v = kb.b.ins().scalar_to_vector(I32X4, w);
+    let v = bitcast(kb, I8X16, v);
+    if dtype == DType::I8 {
+        let v = kb.b.ins().swiden_low(v);
+        kb.b.ins().swiden_low(v)
+    } else {
+        let v = kb.b.ins().uwiden_low(v);
+        kb.b.ins().uwiden_low(v)
+    }
+}
+
+/// Loads one integer of `dtype` at `ptr + off` as i32.
+pub fn load1(kb: &mut Kb, ptr: Value, off: i64, dtype: DType) -> Value {
+    let f = crate::codegen::builder::flags();
+    match dtype {
+        DType::I32 => kb.load(I32, ptr, off),
+        DType::I8 => kb.b.ins().sload8(I32, f, ptr, off as i32),
+        _ => kb.b.ins().uload8(I32, f, ptr, off as i32),
+    }
+}
+
+/// `clamp(rhe(v), lo - zp, hi - zp) + zp` as integers for f32 (or f32x4) `v`; NaN gives `zp`.
+pub fn round_to_int(kb: &mut Kb, ty: Type, v: Value, zp: i32, lo: i32, hi: i32) -> Value {
+    let (ity, fty) = if ty == F32 {
+        (I32, F32)
+    } else {
+        (I32X4, F32X4)
+    };
+    let lo_f = kb.fconst(fty, (lo as f64 - zp as f64) as f32);
+    let hi_f = kb.fconst(fty, (hi as f64 - zp as f64) as f32);
+    // fmax/fmin propagate NaN, which the saturating conversion turns into 0 (the zero point).
+    let v = kb.b.ins().fmax(v, lo_f);
+    let v = kb.b.ins().fmin(v, hi_f);
+    let magic = kb.fconst(fty, 12582912.0);
+    let t = kb.b.ins().fadd(v, magic);
+    let r = kb.b.ins().fsub(t, magic);
+    let i = kb.b.ins().fcvt_to_sint_sat(ity, r);
+    let z = kb.b.ins().iconst(I32, zp as i64);
+    let z = if ty == F32 {
+        z
+    } else {
+        kb.b.ins().splat(I32X4, z)
+    };
+    kb.b.ins().iadd(i, z)
+}
+
+/// Stores the 4 lanes of i32x4 `v` (already in range) as `dtype` at `ptr + off`.
+pub fn store4(kb: &mut Kb, v: Value, ptr: Value, off: i64, dtype: DType) {
+    if dtype == DType::I32 {
+        kb.store(v, ptr, off);
+        return;
+    }
+    let h = kb.b.ins().snarrow(v, v);
+    let b = if dtype == DType::I8 {
+        kb.b.ins().snarrow(h, h)
+    } else {
+        kb.b.ins().unarrow(h, h)
+    };
+    let w = bitcast(kb, I32X4, b);
+    let w = kb.b.ins().extractlane(w, 0);
+    kb.store(w, ptr, off);
+}
+
+/// Stores i32 `v` as `dtype` at `ptr + off`.
+pub fn store1(kb: &mut Kb, v: Value, ptr: Value, off: i64, dtype: DType) {
+    match dtype {
+        DType::I32 => kb.store(v, ptr, off),
+        _ => {
+            let b = kb.b.ins().ireduce(I8, v);
+            kb.store(b, ptr, off);
+        }
+    }
+}
+
+/// Emits a quantize / dequantize kernel.
+pub fn emit_quantize(kb: &mut Kb, s: &QuantSpec, tasks: u32) {
+    let (lo, hi) = kb.task_range(s.planes, tasks);
+    let (x, sc, zp, y) = (kb.args[0], kb.args[1], kb.args[2], kb.args[3]);
+    let (in_sz, out_sz) = if s.dequantize {
+        (s.dtype.size() as i64, 4)
+    } else {
+        (4, s.dtype.size() as i64)
+    };
+    let (qlo, qhi) = range_of(s.dtype).unwrap_or((0, 255));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (_, c) = kb.divmod(u, s.n);
+        let scale = {
+            let p = kb.addr(sc, c, 4);
+            kb.load(F32, p, 0)
+        };
+        let z = {
+            let p = kb.addr(zp, c, 4);
+            kb.load(I32, p, 0)
+        };
+        let xp = kb.addr(x, u, s.inner as i64 * in_sz);
+        let yp = kb.addr(y, u, s.inner as i64 * out_sz);
+        let nvec = s.inner / LANES * LANES;
+        let (sv, zv) = (kb.b.ins().splat(F32X4, scale), kb.b.ins().splat(I32X4, z));
+        let one = |kb: &mut Kb, xp: Value, yp: Value, ty: Type| {
+            let vec = ty == F32X4;
+            if s.dequantize {
+                let q = if vec {
+                    load4(kb, xp, s.dtype)
+                } else {
+                    load1(kb, xp, 0, s.dtype)
+                };
+                let d = kb.b.ins().isub(q, if vec { zv } else { z });
+                let f = kb.b.ins().fcvt_from_sint(ty, d);
+                let r = kb.b.ins().fmul(f, if vec { sv } else { scale });
+                kb.store(r, yp, 0);
+            } else {
+                let v = kb.load(ty, xp, 0);
+                let q = kb.b.ins().fdiv(v, if vec { sv } else { scale });
+                // Per-slice zero points are run-time values here: clamp around 0, add the zero point, clamp again.
+                let r = round_to_int(kb, ty, q, 0, qlo - 255, qhi + 255);
+                let r = kb.b.ins().iadd(r, if vec { zv } else { z });
+                let (l, h) = if vec {
+                    let l = kb.b.ins().iconst(I32, qlo as i64);
+                    let h = kb.b.ins().iconst(I32, qhi as i64);
+                    (kb.b.ins().splat(I32X4, l), kb.b.ins().splat(I32X4, h))
+                } else {
+                    (
+                        kb.b.ins().iconst(I32, qlo as i64),
+                        kb.b.ins().iconst(I32, qhi as i64),
+                    )
+                };
+                let r = kb.b.ins().smax(r, l);
+                let r = kb.b.ins().smin(r, h);
+                if vec {
+                    store4(kb, r, yp, 0, s.dtype);
+                } else {
+                    store1(kb, r, yp, 0, s.dtype);
+                }
+            }
+        };
+        kb.for_const(0, nvec, LANES, |kb, j| {
+            let xe = kb.addr(xp, j, in_sz);
+            let ye = kb.addr(yp, j, out_sz);
+            one(kb, xe, ye, F32X4);
+        });
+        for j in nvec..s.inner {
+            let xe = kb.b.ins().iadd_imm_s(xp, j as i64 * in_sz);
+            let ye = kb.b.ins().iadd_imm_s(yp, j as i64 * out_sz);
+            one(kb, xe, ye, F32);
+        }
+    });
+}

@@ -1,0 +1,384 @@
+//! ONNX → IR mapping of the int8 family: QuantizeLinear / DequantizeLinear (per tensor and per axis) become
+//! `Quantize` / `Dequantize`, and the operator-form integer ops — QLinearConv, QLinearMatMul, ConvInteger,
+//! MatMulInteger — become `QConv` / `QMatMul` with their quantisation parameters resolved at compile time.
+//! Scales and zero points must be constants; weights must be constants whose zero point, once subtracted,
+//! leaves values in i8 (symmetric s8 weights, or u8 weights with zero point 128, as quantisers write them).
+
+use super::attrs::Attrs;
+use super::nodes::Lowered;
+use super::Importer;
+use crate::error::{Error, Result};
+use crate::ir::ops::quant::range_of;
+use crate::ir::{DType, Data, IntProduct, Op, QuantParams, Requant, Tensor, TensorId};
+use tract_onnx::pb::NodeProto;
+
+/// The ONNX ops this file maps, for `bundlec ops`.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    (
+        "QuantizeLinear, DequantizeLinear",
+        "u8 / i8 (and i32 for DequantizeLinear); per tensor or per axis; constant scale and zero point",
+    ),
+    (
+        "QLinearConv, ConvInteger",
+        "2-D; u8 / i8 input; constant weights (s8, or u8 whose zero point brings them into s8); \
+         per-channel weight scales",
+    ),
+    (
+        "QLinearMatMul, MatMulInteger",
+        "u8 / i8 [.., M, K] input times a constant [K, N] weight; per-column weight scales",
+    ),
+];
+
+impl Importer<'_> {
+    /// Maps the int8 ops; `None` when `node` is not one of them.
+    pub(super) fn lower_quant_op(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Option<Lowered>> {
+        let op = node.op_type.as_str();
+        let input = |i: usize| ins.get(i).copied().flatten();
+        let req = |i: usize| -> Result<TensorId> {
+            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+        };
+        if a.int("block_size", 0) != 0 {
+            return Err(Error::unsupported(
+                name,
+                op,
+                "blocked quantisation (block_size)",
+            ));
+        }
+        Ok(Some(match op {
+            "QuantizeLinear" | "DequantizeLinear" => {
+                let x = req(0)?;
+                let shape = self.g.tensors[x].shape.clone();
+                // The axis only matters (and is only checked) for per-axis parameters.
+                let per_axis = self
+                    .g
+                    .constant(req(1)?)
+                    .is_some_and(|s| s.shape.len() == 1 && s.len() > 1);
+                let axis = if per_axis {
+                    a.axis("axis", 1, shape.len().max(1))?
+                } else {
+                    0
+                };
+                let deq = op == "DequantizeLinear";
+                let default = if deq {
+                    self.g.tensors[x].dtype
+                } else {
+                    match a.int("output_dtype", 0) {
+                        0 => DType::U8,
+                        c => DType::from_onnx(c as i32).ok_or_else(|| {
+                            a.err("output_dtype", format!("unknown type code {c}"))
+                        })?,
+                    }
+                };
+                let q = self.qparams(name, op, req(1)?, input(2), axis, default)?;
+                Lowered::Node(
+                    if deq {
+                        Op::Dequantize(q)
+                    } else {
+                        Op::Quantize(q)
+                    },
+                    vec![x],
+                )
+            }
+            "QLinearConv" | "ConvInteger" => {
+                let linear = op == "QLinearConv";
+                let (x, w) = if linear {
+                    (req(0)?, req(3)?)
+                } else {
+                    (req(0)?, req(1)?)
+                };
+                let attrs = self.conv_attrs(a, op, x, w, false)?;
+                let m = self.g.tensors[w].shape[0];
+                let zp_at = |i: usize, j: usize| if linear { input(i) } else { input(j) };
+                let xq = self.scalar_zero_point(name, op, zp_at(2, 2), x)?;
+                let wt = self.int8_weights(name, op, w, zp_at(5, 3), 0)?;
+                let p = if linear {
+                    let sx = self.scalar_scale(name, op, req(1)?)?;
+                    let sw = self.per_channel_scale(name, op, req(4)?, m)?;
+                    let (sy, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
+                    let bias = match input(8) {
+                        Some(b) => self.int32_bias(name, op, b, m)?,
+                        None => vec![0; m],
+                    };
+                    product(xq, bias, Some((sx, sw, sy, zy, dt)))
+                } else {
+                    product(xq, vec![0; m], None)
+                };
+                let wid = self.g.add_constant(format!("{name}::w_s8"), wt);
+                Lowered::Node(Op::QConv(attrs, p), vec![x, wid])
+            }
+            "QLinearMatMul" | "MatMulInteger" => {
+                let linear = op == "QLinearMatMul";
+                let (x, w) = if linear {
+                    (req(0)?, req(3)?)
+                } else {
+                    (req(0)?, req(1)?)
+                };
+                let ws = self.g.tensors[w].shape.clone();
+                if ws.len() != 2 {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!("the weight must be a 2-D [K, N] constant, got shape {ws:?}"),
+                    ));
+                }
+                let n = ws[1];
+                let zp_at = |i: usize, j: usize| if linear { input(i) } else { input(j) };
+                let xq = self.scalar_zero_point(name, op, zp_at(2, 2), x)?;
+                let wt = self.int8_weights(name, op, w, zp_at(5, 3), 1)?;
+                let p = if linear {
+                    let sx = self.scalar_scale(name, op, req(1)?)?;
+                    let sw = self.per_channel_scale(name, op, req(4)?, n)?;
+                    let (sy, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
+                    product(xq, vec![0; n], Some((sx, sw, sy, zy, dt)))
+                } else {
+                    product(xq, vec![0; n], None)
+                };
+                let wid = self.g.add_constant(format!("{name}::w_s8"), wt);
+                Lowered::Node(Op::QMatMul(p), vec![x, wid])
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    fn const_of(&self, name: &str, op: &str, t: TensorId, what: &str) -> Result<Tensor> {
+        self.g.constant(t).cloned().ok_or_else(|| {
+            Error::unsupported(
+                name,
+                op,
+                format!("{what} '{}' must be a constant", self.g.tensors[t].name),
+            )
+        })
+    }
+
+    /// Scale and zero point of a QuantizeLinear / DequantizeLinear: per tensor when the scale has one element,
+    /// else per slice along `axis`.
+    fn qparams(
+        &self,
+        name: &str,
+        op: &str,
+        scale: TensorId,
+        zp: Option<TensorId>,
+        axis: usize,
+        default: DType,
+    ) -> Result<QuantParams> {
+        let s = self.const_of(name, op, scale, "scale")?;
+        if s.dtype != DType::F32 {
+            return Err(Error::unsupported(name, op, format!("{} scale", s.dtype)));
+        }
+        let scale = s.to_f32_vec();
+        let (dtype, zero_point) = match zp {
+            Some(z) => {
+                let z = self.const_of(name, op, z, "zero point")?;
+                (z.dtype, z.to_i64_vec().iter().map(|&v| v as i32).collect())
+            }
+            None => (default, vec![0; scale.len()]),
+        };
+        if range_of(dtype).is_none() {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!("{dtype} quantisation (u8, i8 and i32 are supported)"),
+            ));
+        }
+        // A 1-D scale of length > 1 is per axis (length 1 is the same as per tensor).
+        let per_axis = s.shape.len() == 1 && scale.len() > 1;
+        let q = QuantParams {
+            dtype,
+            axis: per_axis.then_some(axis),
+            scale,
+            zero_point,
+        };
+        if q.zero_point.len() != q.scale.len() {
+            return Err(Error::node(
+                name,
+                op,
+                format!(
+                    "{} scales but {} zero points",
+                    q.scale.len(),
+                    q.zero_point.len()
+                ),
+            ));
+        }
+        Ok(q)
+    }
+
+    fn scalar_scale(&self, name: &str, op: &str, t: TensorId) -> Result<f32> {
+        let v = self.const_of(name, op, t, "scale")?.to_f32_vec();
+        match v.as_slice() {
+            [s] if s.is_finite() && *s > 0.0 => Ok(*s),
+            _ => Err(Error::unsupported(
+                name,
+                op,
+                format!("scale {v:?}: one finite positive value is required"),
+            )),
+        }
+    }
+
+    fn per_channel_scale(&self, name: &str, op: &str, t: TensorId, n: usize) -> Result<Vec<f32>> {
+        let v = self.const_of(name, op, t, "weight scale")?.to_f32_vec();
+        let v = if v.len() == 1 { vec![v[0]; n] } else { v };
+        if v.len() != n || v.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(Error::node(
+                name,
+                op,
+                format!("weight scales must be 1 or {n} finite positive values"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// The activation zero point (a scalar of the input's type; 0 when absent).
+    fn scalar_zero_point(
+        &self,
+        name: &str,
+        op: &str,
+        zp: Option<TensorId>,
+        x: TensorId,
+    ) -> Result<i32> {
+        let dt = self.g.tensors[x].dtype;
+        if !matches!(dt, DType::U8 | DType::I8) {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!(
+                    "input '{}' is {dt} (u8 or i8 expected)",
+                    self.g.tensors[x].name
+                ),
+            ));
+        }
+        let Some(z) = zp else { return Ok(0) };
+        let v = self.const_of(name, op, z, "input zero point")?.to_i64_vec();
+        match v.as_slice() {
+            [z] => Ok(*z as i32),
+            _ => Err(Error::unsupported(
+                name,
+                op,
+                "a per-row input zero point (one value is required)",
+            )),
+        }
+    }
+
+    /// The constant weights minus their zero point (per slice along `axis`), as i8.
+    fn int8_weights(
+        &self,
+        name: &str,
+        op: &str,
+        w: TensorId,
+        zp: Option<TensorId>,
+        axis: usize,
+    ) -> Result<Tensor> {
+        let wt = self.const_of(name, op, w, "weight")?;
+        if !matches!(wt.dtype, DType::U8 | DType::I8) {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!("{} weights (u8 or i8 expected)", wt.dtype),
+            ));
+        }
+        let n = wt.shape[axis];
+        let zs = match zp {
+            Some(z) => self
+                .const_of(name, op, z, "weight zero point")?
+                .to_i64_vec(),
+            None => vec![0],
+        };
+        if zs.len() != 1 && zs.len() != n {
+            return Err(Error::node(
+                name,
+                op,
+                format!("{} weight zero points for {n} channels", zs.len()),
+            ));
+        }
+        let inner: usize = wt.shape[axis + 1..].iter().product();
+        let vals = wt.to_i64_vec();
+        let mut out = Vec::with_capacity(vals.len());
+        for (i, v) in vals.iter().enumerate() {
+            let z = if zs.len() == 1 {
+                zs[0]
+            } else {
+                zs[(i / inner) % n]
+            };
+            let d = v - z;
+            if !(-128..=127).contains(&d) {
+                return Err(Error::unsupported(
+                    name,
+                    op,
+                    format!("weight {v} minus zero point {z} does not fit in i8"),
+                ));
+            }
+            out.push(d);
+        }
+        Ok(Tensor {
+            dtype: DType::I8,
+            shape: wt.shape.clone(),
+            data: Data::I64(out),
+        })
+    }
+
+    fn output_params(
+        &self,
+        name: &str,
+        op: &str,
+        scale: TensorId,
+        zp: Option<TensorId>,
+    ) -> Result<(f32, i32, DType)> {
+        let s = self.scalar_scale(name, op, scale)?;
+        let (z, dt) = match zp {
+            Some(z) => {
+                let t = self.const_of(name, op, z, "output zero point")?;
+                match t.to_i64_vec().as_slice() {
+                    [v] => (*v as i32, t.dtype),
+                    _ => {
+                        return Err(Error::unsupported(
+                            name,
+                            op,
+                            "per-channel output zero point",
+                        ))
+                    }
+                }
+            }
+            None => (0, DType::U8),
+        };
+        if !matches!(dt, DType::U8 | DType::I8) {
+            return Err(Error::unsupported(name, op, format!("{dt} output")));
+        }
+        Ok((s, z, dt))
+    }
+
+    fn int32_bias(&self, name: &str, op: &str, b: TensorId, m: usize) -> Result<Vec<i32>> {
+        let t = self.const_of(name, op, b, "bias")?;
+        let v: Vec<i32> = t.to_i64_vec().iter().map(|&x| x as i32).collect();
+        if t.dtype != DType::I32 || v.len() != m {
+            return Err(Error::node(
+                name,
+                op,
+                format!("bias must be {m} i32 values, got {} {}", v.len(), t.dtype),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// An `IntProduct` from resolved parameters: (x scale, weight scales, y scale, y zero point, y dtype).
+fn product(
+    x_zero_point: i32,
+    bias: Vec<i32>,
+    requant: Option<(f32, Vec<f32>, f32, i32, DType)>,
+) -> IntProduct {
+    IntProduct {
+        x_zero_point,
+        bias,
+        requant: requant.map(|(sx, sw, sy, zy, dt)| Requant {
+            scale: sw.iter().map(|&w| sx * w / sy).collect(),
+            zero_point: zy,
+            clamp: range_of(dt).unwrap_or((0, 255)),
+            dtype: dt,
+        }),
+    }
+}

@@ -1,0 +1,270 @@
+//! `fold_qdq`: turns the QDQ form of a quantised model into integer ops, the way onnxruntime's QDQ transformer
+//! does. `Quantize(act(Conv(Dequantize(x), Dequantize(w), bias)))` — and the same around MatMul and Gemm —
+//! becomes one `QConv` / `QMatMul` that reads the u8 / i8 `x` and writes the quantised output: weights are the
+//! constant integers behind their DequantizeLinear, the bias is the i32 behind its DequantizeLinear (or an f32
+//! bias quantised with scale `x_scale * w_scale[c]`), `act` (Relu / Clip) becomes the output clamp, and the
+//! requantisation scale is `x_scale * w_scale[c] / y_scale`. Then `Quantize(Dequantize(t))` with the same
+//! parameters is `t`. It runs first, before constant folding can fold the weights' DequantizeLinear away; the
+//! DequantizeLinear nodes it leaves unread are removed by `eliminate_dead_nodes`.
+
+use super::single_use;
+use crate::ir::ops::quant::{quantize_one, range_of};
+use crate::ir::{
+    DType, Data, Graph, IntProduct, NodeData, NodeId, Op, QuantParams, Requant, Tensor, TensorId,
+    UnOp,
+};
+
+/// Folds QDQ patterns; returns the number of integer ops created plus the Q/DQ pairs removed.
+pub fn fold_qdq(g: &mut Graph) -> usize {
+    let mut count = 0;
+    for n in g.order.clone() {
+        if let Some(()) = fold_product(g, n) {
+            count += 1;
+        }
+    }
+    count + remove_round_trips(g)
+}
+
+/// The producing node of `t` when it is a live Dequantize.
+fn dequantize_of(g: &Graph, t: TensorId) -> Option<(NodeId, QuantParams)> {
+    let n = g
+        .order
+        .iter()
+        .copied()
+        .find(|&n| g.nodes[n].outputs.contains(&t))?;
+    match &g.nodes[n].op {
+        Op::Dequantize(q) => Some((n, q.clone())),
+        _ => None,
+    }
+}
+
+/// The constant integer weights behind a Dequantize, minus their zero point, as i8 with per-channel scales
+/// along `axis` (`None` when a value leaves i8 or the parameters run along another axis).
+fn weights(g: &Graph, w: TensorId, axis: usize) -> Option<(Tensor, Vec<f32>)> {
+    let (d, q) = dequantize_of(g, w)?;
+    let c = g.constant(g.nodes[d].inputs[0])?;
+    if !matches!(c.dtype, DType::U8 | DType::I8) || c.shape.len() <= axis {
+        return None;
+    }
+    let n = c.shape[axis];
+    let per = match q.axis {
+        None => false,
+        Some(a) if a == axis => true,
+        Some(_) => return None,
+    };
+    let inner: usize = c.shape[axis + 1..].iter().product();
+    let vals = c.to_i64_vec();
+    let mut out = Vec::with_capacity(vals.len());
+    for (i, v) in vals.iter().enumerate() {
+        let ch = if per { (i / inner) % n } else { 0 };
+        let d = v - q.zero_point[ch] as i64;
+        if !(-128..=127).contains(&d) {
+            return None;
+        }
+        out.push(d);
+    }
+    let scales = if per {
+        q.scale.clone()
+    } else {
+        vec![q.scale[0]; n]
+    };
+    let t = Tensor {
+        dtype: DType::I8,
+        shape: c.shape.clone(),
+        data: Data::I64(out),
+    };
+    Some((t, scales))
+}
+
+/// The i32 bias for accumulators of scale `acc_scale[c]`: the integers behind a Dequantize whose scale is that
+/// product, else the dequantised / f32 constant quantised with it.
+fn bias(g: &Graph, b: TensorId, acc_scale: &[f32]) -> Option<Vec<i32>> {
+    let m = acc_scale.len();
+    if let Some((d, q)) = dequantize_of(g, b) {
+        let c = g.constant(g.nodes[d].inputs[0])?;
+        if c.dtype == DType::I32 && c.len() == m && q.zero_point.iter().all(|&z| z == 0) {
+            let same = (0..m).all(|i| {
+                let s = if q.scale.len() == 1 {
+                    q.scale[0]
+                } else {
+                    q.scale[i]
+                };
+                s == acc_scale[i]
+            });
+            if same {
+                return Some(c.to_i64_vec().iter().map(|&v| v as i32).collect());
+            }
+        }
+        let v = crate::ir::ops::eval(&g.nodes[d].op, &[c]).ok()?.remove(0);
+        return quantize_bias(&v.to_f32_vec(), acc_scale);
+    }
+    let c = g.constant(b)?;
+    quantize_bias(c.as_f32()?, acc_scale)
+}
+
+fn quantize_bias(b: &[f32], acc_scale: &[f32]) -> Option<Vec<i32>> {
+    if b.len() != acc_scale.len() && b.len() != 1 {
+        return None;
+    }
+    let v = (0..acc_scale.len())
+        .map(|i| {
+            let x = if b.len() == 1 { b[0] } else { b[i] };
+            (x / acc_scale[i]).round_ties_even()
+        })
+        .collect::<Vec<f32>>();
+    v.iter()
+        .all(|x| x.abs() < 2.0e9)
+        .then(|| v.iter().map(|&x| x as i32).collect())
+}
+
+/// What follows the product: an optional Relu / Clip, then a per-tensor Quantize. Returns the absorbed nodes,
+/// the output clamp bounds in f32 (before quantisation) and the Quantize's parameters and output.
+fn tail(g: &Graph, y: TensorId) -> Option<(Vec<NodeId>, (f32, f32), QuantParams, TensorId)> {
+    let mut nodes = vec![];
+    let mut t = y;
+    let mut bounds = (f32::NEG_INFINITY, f32::INFINITY);
+    let mut next = single_use(g, t)?;
+    match g.nodes[next].op {
+        Op::Unary(UnOp::Relu) => bounds = (0.0, f32::INFINITY),
+        Op::Unary(UnOp::Clip(lo, hi)) => bounds = (lo, hi),
+        _ => {}
+    }
+    if bounds != (f32::NEG_INFINITY, f32::INFINITY) {
+        nodes.push(next);
+        t = g.nodes[next].outputs[0];
+        next = single_use(g, t)?;
+    }
+    let Op::Quantize(q) = &g.nodes[next].op else {
+        return None;
+    };
+    if q.axis.is_some() {
+        return None;
+    }
+    nodes.push(next);
+    Some((nodes, bounds, q.clone(), g.nodes[next].outputs[0]))
+}
+
+fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
+    let node = g.nodes[n].clone();
+    // (weight axis of the output channels, bias input, Gemm transB)
+    let (axis, bias_in, trans_b) = match &node.op {
+        Op::Conv(a) if a.epilogue == Default::default() => {
+            (0, a.has_bias.then(|| node.inputs[2]), false)
+        }
+        Op::MatMul(e) if *e == Default::default() => (1, None, false),
+        Op::Gemm(a)
+            if a.alpha == 1.0
+                && !a.trans_a
+                && (!a.has_c || a.beta == 1.0)
+                && a.epilogue == Default::default() =>
+        {
+            (
+                if a.trans_b { 0 } else { 1 },
+                a.has_c.then(|| node.inputs[2]),
+                a.trans_b,
+            )
+        }
+        _ => return None,
+    };
+    let (_, xq) = dequantize_of(g, node.inputs[0])?;
+    if xq.axis.is_some() || !matches!(xq.dtype, DType::U8 | DType::I8) {
+        return None;
+    }
+    let (dx, _) = dequantize_of(g, node.inputs[0])?;
+    let x = g.nodes[dx].inputs[0];
+    let (mut w, sw) = weights(g, node.inputs[1], axis)?;
+    if !matches!(node.op, Op::Conv(_)) && w.shape.len() != 2 {
+        return None;
+    }
+    if trans_b {
+        w = crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&w])
+            .ok()?
+            .remove(0);
+    }
+    let sx = xq.scale[0];
+    let acc_scale: Vec<f32> = sw.iter().map(|&s| sx * s).collect();
+    let bias = match bias_in {
+        Some(b) => bias(g, b, &acc_scale)?,
+        None => vec![0; sw.len()],
+    };
+    let (absorbed, (lo, hi), yq, y) = tail(g, node.outputs[0])?;
+    let (sy, zy) = (yq.scale[0], yq.zero_point[0]);
+    let signed = yq.dtype == DType::I8;
+    let (dlo, dhi) = range_of(yq.dtype)?;
+    // Quantisation is monotonic, so clamping before it is clamping the quantised value to the bounds' images.
+    let clamp = (
+        if lo.is_finite() {
+            quantize_one(lo, sy, zy, signed)
+        } else {
+            dlo
+        },
+        if hi.is_finite() {
+            quantize_one(hi, sy, zy, signed)
+        } else {
+            dhi
+        },
+    );
+    let p = IntProduct {
+        x_zero_point: xq.zero_point[0],
+        bias,
+        requant: Some(Requant {
+            scale: acc_scale.iter().map(|&s| s / sy).collect(),
+            zero_point: zy,
+            clamp,
+            dtype: yq.dtype,
+        }),
+    };
+    let op = match &node.op {
+        Op::Conv(a) => Op::QConv(
+            crate::ir::ConvAttrs {
+                has_bias: false,
+                ..a.clone()
+            },
+            p,
+        ),
+        _ => Op::QMatMul(p),
+    };
+    let types = [
+        (g.tensors[x].dtype, g.tensors[x].shape.as_slice()),
+        (DType::I8, w.shape.as_slice()),
+    ];
+    let out = crate::ir::ops::infer(&op, &types).ok()?.remove(0);
+    if out != (g.tensors[y].dtype, g.tensors[y].shape.clone()) {
+        return None;
+    }
+    let wid = g.add_constant(format!("{}::w_s8", node.name), w);
+    g.nodes[n] = NodeData {
+        name: node.name.clone(),
+        onnx_op: node.onnx_op.clone(),
+        op,
+        inputs: vec![x, wid],
+        outputs: vec![y],
+    };
+    g.remove_nodes(&absorbed);
+    Some(())
+}
+
+/// Replaces `Quantize(Dequantize(t))` with identical parameters by `t` (exact: `(q - z) * s / s` rounds back to
+/// `q - z`); returns how many.
+fn remove_round_trips(g: &mut Graph) -> usize {
+    let mut count = 0;
+    for n in g.order.clone() {
+        let Op::Quantize(q) = &g.nodes[n].op else {
+            continue;
+        };
+        let out = g.nodes[n].outputs[0];
+        if g.outputs.contains(&out) {
+            continue;
+        }
+        let Some((d, dq)) = dequantize_of(g, g.nodes[n].inputs[0]) else {
+            continue;
+        };
+        if dq == *q {
+            let src = g.nodes[d].inputs[0];
+            g.replace_uses(out, src);
+            g.remove_nodes(&[n]);
+            count += 1;
+        }
+    }
+    count
+}
