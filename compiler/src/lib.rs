@@ -14,6 +14,7 @@ pub mod partition;
 pub mod passes;
 pub mod pipeline;
 pub mod plan;
+pub mod profile;
 
 pub use buildscript::BuildScript;
 pub use error::{Error, Result};

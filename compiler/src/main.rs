@@ -4,6 +4,8 @@
 use anyhow::Context;
 use bundlec::npu::ops::CONSTRAINTS;
 use bundlec::partition::PartitionOptions;
+use bundlec::profile::histogram::Calibration;
+use bundlec::profile::inputs::{ImageMode, ImageOptions};
 use bundlec::{import::supported_ops, InputSpec, Options};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -52,6 +54,51 @@ enum Cmd {
         verbose: bool,
         #[command(flatten)]
         npu: NpuArgs,
+        /// Quantise to int8 with the ranges of a profile written by `bundlec profile`.
+        #[arg(long, value_name = "PROFILE.yaml")]
+        load_profile: Option<PathBuf>,
+        /// How quantisation ranges are chosen from the profile.
+        #[arg(long, value_enum, default_value = "minmax")]
+        calibration: Calibration,
+        /// Keep these nodes (ONNX node names) in f32 under --load-profile (repeatable).
+        #[arg(long = "keep-f32", value_name = "NODE")]
+        keep_f32: Vec<String>,
+    },
+    /// Run the f32 MODEL over calibration inputs and record every tensor's range (for --load-profile).
+    Profile {
+        /// The ONNX model.
+        model: PathBuf,
+        /// Calibration samples: .npy (single-input models), .npz (keys are input names), PNG/JPEG images, or
+        /// directories of them.
+        #[arg(long = "inputs", value_name = "PATH", num_args = 1.., required = true)]
+        samples: Vec<PathBuf>,
+        /// The profile file to write (YAML).
+        #[arg(short = 'o', long = "output")]
+        out: PathBuf,
+        /// Fix an input's shape and type: NAME:1x3x224x224xf32 (repeatable).
+        #[arg(long = "input", value_name = "NAME:SHAPExDTYPE")]
+        inputs: Vec<String>,
+        /// Image pixel range before --mean/--std.
+        #[arg(long, value_enum, default_value = "0to1")]
+        image_mode: ImageMode,
+        /// Resize images so the shorter side is this many pixels, then centre-crop to the input size.
+        #[arg(long, default_value_t = 0)]
+        resize: usize,
+        /// Per-channel (R,G,B) mean subtracted after the range mapping.
+        #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [0.0, 0.0, 0.0])]
+        mean: Vec<f32>,
+        /// Per-channel (R,G,B) divisor applied after the mean.
+        #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [1.0, 1.0, 1.0])]
+        std: Vec<f32>,
+        /// ImageNet preprocessing: 0to1, resize 256, mean 0.485,0.456,0.406, std 0.229,0.224,0.225.
+        #[arg(long)]
+        imagenet: bool,
+        /// Images are NHWC (default NCHW).
+        #[arg(long)]
+        nhwc: bool,
+        /// Histogram bins per tensor.
+        #[arg(long, default_value_t = 2048)]
+        bins: usize,
     },
     /// Partition MODEL between the NPU and the CPU and print the placement table.
     Partition {
@@ -162,6 +209,81 @@ fn run() -> anyhow::Result<()> {
             }
             println!("| cost | all | the segment's NPU time plus its transfers beats the CPU estimate by --npu-min-gain |");
         }
+        Cmd::Profile {
+            model,
+            samples,
+            out,
+            inputs,
+            image_mode,
+            resize,
+            mean,
+            std,
+            imagenet,
+            nhwc,
+            bins,
+        } => {
+            let specs = inputs
+                .iter()
+                .map(|s| s.parse::<InputSpec>())
+                .collect::<Result<Vec<_>, _>>()?;
+            if !(2..=1 << 16).contains(&bins) {
+                anyhow::bail!("--bins {bins}: expected 2 to 65536");
+            }
+            if std.iter().any(|s| !(s.is_finite() && *s != 0.0)) {
+                anyhow::bail!("--std {std:?}: expected finite non-zero values");
+            }
+            let img = if imagenet {
+                ImageOptions {
+                    mode: ImageMode::ZeroToOne,
+                    resize: if resize == 0 { 256 } else { resize },
+                    mean: [0.485, 0.456, 0.406],
+                    std: [0.229, 0.224, 0.225],
+                    nhwc,
+                }
+            } else {
+                ImageOptions {
+                    mode: image_mode,
+                    resize,
+                    mean: [mean[0], mean[1], mean[2]],
+                    std: [std[0], std[1], std[2]],
+                    nhwc,
+                }
+            };
+            let g = bundlec::import::import_file(&model, &specs)?;
+            let ins: Vec<_> = g
+                .inputs
+                .iter()
+                .map(|&t| {
+                    let td = &g.tensors[t];
+                    (td.name.clone(), td.shape.clone(), td.dtype)
+                })
+                .collect();
+            let files = bundlec::profile::inputs::expand(&samples)?;
+            let bar = indicatif::ProgressBar::new(files.len() as u64).with_style(
+                indicatif::ProgressStyle::with_template(
+                    "profiling {bar:30} {pos}/{len} samples, {elapsed} (eta {eta})",
+                )?,
+            );
+            let mut it = files
+                .iter()
+                .map(|f| bundlec::profile::inputs::load(f, &ins, &img));
+            let p = bundlec::profile::profile(
+                &g,
+                &model.display().to_string(),
+                &mut it,
+                bins,
+                &mut |n| bar.set_position(n as u64),
+            )?;
+            bar.finish_and_clear();
+            std::fs::write(&out, p.to_yaml()?)
+                .with_context(|| format!("writing {}", out.display()))?;
+            eprintln!(
+                "profile: {} tensors over {} samples -> {}",
+                p.tensors.len(),
+                p.samples,
+                out.display()
+            );
+        }
         Cmd::Inspect { txn } => {
             let bytes =
                 std::fs::read(&txn).with_context(|| format!("reading {}", txn.display()))?;
@@ -207,6 +329,9 @@ fn run() -> anyhow::Result<()> {
             weights_as_c_array,
             verbose,
             npu,
+            load_profile,
+            calibration,
+            keep_f32,
         } => {
             let mut opts = Options::new(&name);
             opts.inputs = inputs
@@ -223,6 +348,15 @@ fn run() -> anyhow::Result<()> {
             opts.npu = npu.options()?;
             if let Some(c) = cpu {
                 opts.cpu = c;
+            }
+            if let Some(p) = &load_profile {
+                opts.quantize = Some(bundlec::pipeline::QuantizeOptions {
+                    profile: bundlec::profile::Profile::read(p)?,
+                    calibration,
+                    keep_f32: keep_f32.clone(),
+                });
+            } else if !keep_f32.is_empty() {
+                anyhow::bail!("--keep-f32 needs --load-profile");
             }
             let b = bundlec::compile_file(&model, &opts)?;
             if opts.npu.is_some() && b.report.segments.is_empty() {
@@ -266,6 +400,12 @@ fn run() -> anyhow::Result<()> {
                     eprintln!(
                         "  NPU segment {id}: {nodes} ops, est. {cycles} cycles, {name}.{id}.txn"
                     );
+                }
+                if !r.int8.is_empty() || load_profile.is_some() {
+                    eprintln!("  int8: {} ops: {}", r.int8.len(), r.int8.join(", "));
+                    for (n, why) in &r.kept_f32 {
+                        eprintln!("  kept in f32: {n} ({why})");
+                    }
                 }
                 for (s, ms) in &r.timings {
                     eprintln!("  {s:<12} {ms:8.1} ms");

@@ -36,6 +36,19 @@ pub struct Options {
     pub verify: bool,
     /// Partition for an NPU (`--npu`); None: CPU only.
     pub npu: Option<PartitionOptions>,
+    /// Quantise to int8 from a profile (`--load-profile`).
+    pub quantize: Option<QuantizeOptions>,
+}
+
+/// Profile-guided int8 quantisation options.
+#[derive(Debug, Clone)]
+pub struct QuantizeOptions {
+    /// The profile (`bundlec profile`).
+    pub profile: crate::profile::Profile,
+    /// How ranges are chosen from the statistics.
+    pub calibration: crate::profile::histogram::Calibration,
+    /// Nodes kept in f32 (`--keep-f32`).
+    pub keep_f32: Vec<String>,
 }
 
 impl Options {
@@ -53,6 +66,7 @@ impl Options {
             cpu: cpu.into(),
             verify: true,
             npu: None,
+            quantize: None,
         }
     }
 }
@@ -82,6 +96,10 @@ pub struct Report {
     pub partition_json: Option<serde_json::Value>,
     /// NPU segments: (id, nodes, estimated cycles).
     pub segments: Vec<(String, usize, u64)>,
+    /// Nodes computed in int8 (QConv / QMatMul), in graph order.
+    pub int8: Vec<String>,
+    /// Nodes `--load-profile` left in f32, with the reason.
+    pub kept_f32: Vec<(String, String)>,
 }
 
 /// A compiled bundle, in memory.
@@ -208,18 +226,36 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
 
 /// The graph passes in order; returns (pass, count) statistics.
 pub fn optimize(g: &mut Graph) -> Result<Vec<(&'static str, usize)>> {
+    Ok(optimize_with(g, None)?.0)
+}
+
+/// The graph passes with optional profile-guided quantisation (after BatchNorm folding, before epilogue
+/// fusion); returns the statistics and the quantisation report.
+pub fn optimize_with(
+    g: &mut Graph,
+    q: Option<&QuantizeOptions>,
+) -> Result<(Vec<(&'static str, usize)>, passes::quantize::QuantizeReport)> {
     let qdq = passes::fold_qdq::fold_qdq(g);
     let folded = passes::fold_constants::fold_constants(g)?;
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
-    let fused = passes::fuse_epilogues::fuse_epilogues(g);
-    let dead = passes::eliminate_dead_nodes::eliminate_dead_nodes(g);
-    Ok(vec![
+    let mut stats = vec![
         ("fold_qdq", qdq),
         ("fold_constants", folded),
         ("fold_batchnorm", bn),
-        ("fuse_epilogues", fused),
-        ("eliminate_dead_nodes", dead),
-    ])
+    ];
+    let mut report = passes::quantize::QuantizeReport::default();
+    if let Some(q) = q {
+        report = passes::quantize::quantize(g, &q.profile, q.calibration, &q.keep_f32);
+        stats.push(("quantize", report.quantized.len()));
+        stats.push(("fold_qdq", passes::fold_qdq::fold_qdq(g)));
+        stats.push(("fold_constants", passes::fold_constants::fold_constants(g)?));
+    }
+    stats.push(("fuse_epilogues", passes::fuse_epilogues::fuse_epilogues(g)));
+    stats.push((
+        "eliminate_dead_nodes",
+        passes::eliminate_dead_nodes::eliminate_dead_nodes(g),
+    ));
+    Ok((stats, report))
 }
 
 /// Imports a model and runs the passes: the graph the partitioner and lowering see.
@@ -242,7 +278,9 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         clock = Instant::now();
     };
     let tgt = isa::target(opts.target.as_deref(), &opts.cpu)?;
-    report.passes = optimize(&mut g)?;
+    let (stats, qreport) = optimize_with(&mut g, opts.quantize.as_ref())?;
+    report.passes = stats;
+    report.kept_f32 = qreport.kept;
     if opts.verify {
         verify(&g, "passes")?;
     }
@@ -314,6 +352,17 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         .emit()
         .map_err(|e| Error::internal("emit", e))?;
     let syms = config::symbols(&g, &plan);
+    let int8: Vec<String> = g
+        .order
+        .iter()
+        .filter(|&&n| {
+            matches!(
+                g.nodes[n].op,
+                crate::ir::Op::QConv(..) | crate::ir::Op::QMatMul(_)
+            )
+        })
+        .map(|&n| g.nodes[n].name.clone())
+        .collect();
     let hdr = header::render(&header::HeaderInfo {
         name: &opts.name,
         model,
@@ -327,6 +376,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
         features: &features,
+        int8: &int8,
     });
     let npu_name = part.as_ref().map(|p| p.target.name.clone());
     let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan, &segs, npu_name.as_deref())?;
@@ -334,6 +384,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
     lap(&mut report, "emit");
     report.nodes = g.order.len();
+    report.int8 = int8;
     report.kernels = l.kernels.len();
     report.layers = s.num_layers as usize;
     report.sizes = [plan.constant_size, plan.mutable_size, plan.activation_size];

@@ -33,6 +33,8 @@ pub struct HeaderInfo<'a> {
     pub npu: Option<&'a str>,
     /// CPU features the kernels need (`NAME_cpu_supported` checks them).
     pub features: &'a [&'static str],
+    /// Nodes computed in int8.
+    pub int8: &'a [String],
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -109,7 +111,17 @@ pub fn render(h: &HeaderInfo) -> String {
             sg.cycles[2]
         ));
     }
+    let int8 = if h.int8.is_empty() {
+        "none (all f32)\n".to_string()
+    } else {
+        let mut t = format!("{} ops\n", h.int8.len());
+        for n in h.int8 {
+            t.push_str(&format!(" *     {}\n", n.replace("*/", "*_/")));
+        }
+        t
+    };
     let vars = [
+        ("INT8_OPS", int8),
         ("NPU_SUMMARY", npu_summary),
         ("NPU_SEGMENTS", npu_lines),
         ("NUM_SEGMENTS", h.segments.len().to_string()),

@@ -151,7 +151,7 @@ impl Importer<'_> {
             Error::unsupported(
                 name,
                 op,
-                format!("{what} '{}' must be a constant", self.g.tensors[t].name),
+                format!("{what} '{}' must be constant", self.g.tensors[t].name),
             )
         })
     }

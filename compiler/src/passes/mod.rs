@@ -7,6 +7,7 @@ pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod fold_qdq;
 pub mod fuse_epilogues;
+pub mod quantize;
 
 use crate::ir::{Graph, NodeId, TensorId};
 
