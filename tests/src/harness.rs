@@ -29,6 +29,24 @@ pub fn compile(model: &[u8], name: &str) -> Compiled {
 }
 
 /// Compiles ONNX bytes with the given options.
+/// The kernel sets the kernel tests run every case with (`--cpu generic`: Cranelift only; `x86-64-v3` / `-v4`:
+/// the AVX2 / AVX-512 machine-code micro-kernels), and whether this machine can execute each.
+pub fn kernel_variants() -> Vec<(&'static str, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v3 = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        let v4 = v3
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq");
+        vec![("generic", true), ("x86-64-v3", v3), ("x86-64-v4", v4)]
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        vec![("generic", true)]
+    }
+}
+
 pub fn compile_with(model: &[u8], opts: bundlec::Options) -> Compiled {
     let dir = scratch(&opts.name);
     let path = dir.join("model.onnx");

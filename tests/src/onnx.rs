@@ -70,6 +70,24 @@ impl Model {
         });
         self
     }
+    /// An integer initializer of ONNX type `elem` (2 u8, 3 i8, 6 i32) stored in `int32_data`.
+    pub fn init_ints(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        elem: i32,
+        values: &[i64],
+    ) -> &mut Self {
+        assert_eq!(values.len(), shape.iter().product::<usize>(), "init {name}");
+        self.inits.push(pb::TensorProto {
+            name: name.into(),
+            dims: shape.iter().map(|&d| d as i64).collect(),
+            data_type: elem,
+            int32_data: values.iter().map(|&v| v as i32).collect(),
+            ..Default::default()
+        });
+        self
+    }
     pub fn init_i64(&mut self, name: &str, values: Vec<i64>) -> &mut Self {
         self.inits.push(pb::TensorProto {
             name: name.into(),

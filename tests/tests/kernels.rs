@@ -6,28 +6,11 @@
 //! variant this CPU cannot run is skipped with a `SKIPPED` line, never silently.
 
 use bundlec::ir::{ops, Tensor};
-use bundlec_tests::harness::{compile_with, run_c};
+use bundlec_tests::harness::{compile_with, kernel_variants, run_c};
 use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::{max_scaled_error, rand_vec};
 
 /// Builds a single-node model with float inputs (runtime) and initializers, runs it, and compares with `op`.
-/// The kernel sets every case runs with, and whether this machine can execute each.
-fn kernel_variants() -> Vec<(&'static str, bool)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let v3 = std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma");
-        let v4 = v3
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq");
-        vec![("generic", true), ("x86-64-v3", v3), ("x86-64-v4", v4)]
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        vec![("generic", true)]
-    }
-}
-
 fn case(
     name: &str,
     op_type: &str,

@@ -2,6 +2,7 @@
 //! (`op`), element types and host tensors (`types`), each op family's reference semantics (`ops`), and the
 //! verifier (`verify`) that checks the graph invariants between passes.
 
+pub mod eval;
 pub mod graph;
 pub mod op;
 pub mod ops;

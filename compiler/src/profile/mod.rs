@@ -76,42 +76,10 @@ pub fn profile(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Profile> {
     let mut hist: HashMap<TensorId, Histogram> = HashMap::new();
-    let uses = g.use_counts();
     let mut n = 0;
     for sample in samples {
-        let sample = sample?;
-        let mut vals: HashMap<TensorId, Tensor> = HashMap::new();
-        let mut left = uses.clone();
-        for (&t, v) in g.inputs.iter().zip(sample) {
-            record(&mut hist, t, &v, bins);
-            vals.insert(t, v);
-        }
-        for &nid in &g.order {
-            let node = &g.nodes[nid];
-            let ins: Vec<&Tensor> = node
-                .inputs
-                .iter()
-                .map(|&t| {
-                    vals.get(&t).or_else(|| g.constant(t)).ok_or_else(|| {
-                        Error::internal("profile", format!("no value for {}", g.tensors[t].name))
-                    })
-                })
-                .collect::<Result<_>>()?;
-            let outs = crate::ir::ops::eval(&node.op, &ins)
-                .map_err(|m| Error::node(&node.name, &node.onnx_op, m))?;
-            for &t in &node.inputs {
-                left[t] = left[t].saturating_sub(1);
-                if left[t] == 0 {
-                    vals.remove(&t);
-                }
-            }
-            for (&t, v) in node.outputs.iter().zip(outs) {
-                record(&mut hist, t, &v, bins);
-                if uses[t] > 0 {
-                    vals.insert(t, v);
-                }
-            }
-        }
+        crate::ir::eval::run(g, sample?, &mut |t, v| record(&mut hist, t, v, bins))
+            .map_err(|m| Error::internal("profile", m))?;
         n += 1;
         progress(n);
     }

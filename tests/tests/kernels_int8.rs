@@ -1,0 +1,254 @@
+//! The int8 kernels against the reference semantics, exactly: each case is `QuantizeLinear → QLinearConv /
+//! QLinearMatMul → DequantizeLinear` (f32 in and out, so the C harness can drive it), compiled once per kernel
+//! variant (`harness::kernel_variants`, with `SKIPPED` lines for variants this CPU cannot run) and compared
+//! bit for bit with the graph interpreter (`ir::eval`) running the imported, unoptimised graph. Shapes cover
+//! odd K (a zero-padded last pair), K above one packed block (2048), row and column tails of the 4 x 8 tile,
+//! padding on every side with the zero point, strides, dilations, groups, depthwise, 1x1 direct convolutions,
+//! i8 and u8 activations, and saturation at both ends.
+
+use bundlec::ir::Tensor;
+use bundlec_tests::harness::{compile_with, kernel_variants, run_c, scratch};
+use bundlec_tests::onnx::{Attr, Model};
+use bundlec_tests::rand_vec;
+
+/// One quantised product: x shape, weight shape, attributes, activation dtype (2 u8 / 3 i8), conv or matmul.
+struct QCase {
+    name: &'static str,
+    x: Vec<usize>,
+    w: Vec<usize>,
+    attrs: Vec<(&'static str, Attr)>,
+    act: i32,
+    conv: bool,
+}
+
+fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
+}
+
+fn run_case(c: QCase) {
+    let (lo, hi, zx, zy) = if c.act == 2 {
+        (0, 255, 121, 97)
+    } else {
+        (-128, 127, -7, 11)
+    };
+    let nw: usize = c.w.iter().product();
+    // Weights in [-127, 127] with both extremes present.
+    let mut wv: Vec<i64> = rand_vec(nw, 7)
+        .iter()
+        .map(|v| ((v * 127.0).round() as i64).clamp(-127, 127))
+        .collect();
+    wv[0] = 127;
+    wv[nw - 1] = -127;
+    let m_out = if c.conv { c.w[0] } else { c.w[1] };
+    let k: usize = if c.conv { nw / c.w[0] } else { c.w[0] };
+    let ws: Vec<f32> = (0..m_out)
+        .map(|i| 0.004 + 0.0007 * (i % 5) as f32)
+        .collect();
+    let x_scale = 0.02f32;
+    // An output scale that makes a few outputs saturate.
+    let y_scale = x_scale * 0.01 * (k as f32).sqrt() * 3.0;
+    let mut m = Model::new();
+    m.input("x", &c.x);
+    let y_shape = if c.conv {
+        let at = |key: &str| match c.attrs.iter().find(|(k, _)| *k == key) {
+            Some((_, Attr::Ints(v))) => v.clone(),
+            _ => vec![],
+        };
+        let (p, st, d) = (at("pads"), at("strides"), at("dilations"));
+        let out = |i: usize| {
+            (c.x[2 + i] as i64 + p[i] + p[2 + i] - d[i] * (c.w[2 + i] as i64 - 1) - 1) / st[i] + 1
+        };
+        vec![c.x[0], m_out, out(0) as usize, out(1) as usize]
+    } else {
+        let mut s = c.x.clone();
+        *s.last_mut().expect("rank") = m_out;
+        s
+    };
+    m.init("xs", &[], vec![x_scale]);
+    m.init_ints("xz", &[], c.act, &[zx]);
+    m.init_ints("w", &c.w, 3, &wv);
+    m.init("ws", &[m_out], ws);
+    m.init_ints("wz", &[m_out], 3, &vec![0; m_out]);
+    m.init("ys", &[], vec![y_scale]);
+    m.init_ints("yz", &[], c.act, &[zy]);
+    m.node("QuantizeLinear", &["x", "xs", "xz"], &["xq"], vec![]);
+    if c.conv {
+        let bias: Vec<i64> = (0..m_out as i64).map(|i| (i * 37 % 101) - 50).collect();
+        m.init_ints("b", &[m_out], 6, &bias);
+        m.node(
+            "QLinearConv",
+            &["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+            &["yq"],
+            c.attrs,
+        );
+    } else {
+        m.node(
+            "QLinearMatMul",
+            &["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+            &["yq"],
+            c.attrs,
+        );
+    }
+    m.node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
+    m.output("y", &y_shape);
+    let bytes = m.bytes();
+    let dir = scratch(&format!("q_{}", c.name));
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, &bytes).expect("write");
+    let g = bundlec::import::import_file(&path, &[]).expect("import");
+    let n: usize = c.x.iter().product();
+    // Inputs spanning the quantised range and beyond (saturation at both ends).
+    let xv: Vec<f32> = rand_vec(n, 3)
+        .iter()
+        .map(|v| v * x_scale * (hi - lo) as f32 * 0.7)
+        .collect();
+    let want = bundlec::ir::eval::run(
+        &g,
+        vec![Tensor::f32(c.x.clone(), xv.clone())],
+        &mut |_, _| {},
+    )
+    .expect("reference");
+    assert_eq!(want[0].shape, y_shape, "{}: reference shape", c.name);
+    let want = want[0].as_f32().expect("f32").to_vec();
+    for (cpu, ok) in kernel_variants() {
+        if !ok {
+            eprintln!(
+                "SKIPPED: {} with --cpu {cpu} (this CPU lacks its features)",
+                c.name
+            );
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("q_{}_{}", c.name, cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let comp = compile_with(&bytes, o);
+        let got = run_c(&comp, &[xv.clone()], &[want.len()]);
+        let diff = got[0]
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            diff,
+            0,
+            "{} --cpu {cpu}: {diff} of {} outputs differ",
+            c.name,
+            want.len()
+        );
+        let sat = want
+            .iter()
+            .filter(|&&v| v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale)
+            .count();
+        assert!(
+            sat > 0 && sat < want.len(),
+            "{}: {sat} saturated outputs (the case should saturate some)",
+            c.name
+        );
+    }
+}
+
+fn conv(
+    name: &'static str,
+    x: [usize; 4],
+    w: [usize; 4],
+    pads: [i64; 4],
+    strides: [i64; 2],
+    dil: [i64; 2],
+    group: i64,
+    act: i32,
+) {
+    run_case(QCase {
+        name,
+        x: x.to_vec(),
+        w: w.to_vec(),
+        attrs: vec![
+            ("pads", ints(&pads)),
+            ("strides", ints(&strides)),
+            ("dilations", ints(&dil)),
+            ("group", Attr::Int(group)),
+        ],
+        act,
+        conv: true,
+    });
+}
+
+#[test]
+fn qconv_shapes() {
+    conv(
+        "c3x3",
+        [1, 8, 12, 12],
+        [16, 8, 3, 3],
+        [1, 1, 1, 1],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
+    conv(
+        "odd_k_tails",
+        [1, 3, 7, 9],
+        [5, 3, 3, 3],
+        [0, 2, 1, 0],
+        [2, 1],
+        [1, 2],
+        1,
+        2,
+    );
+    conv(
+        "i8_groups",
+        [2, 6, 9, 6],
+        [9, 2, 3, 2],
+        [1, 0, 0, 1],
+        [1, 2],
+        [1, 1],
+        3,
+        3,
+    );
+    conv(
+        "depthwise_s2",
+        [1, 16, 11, 11],
+        [16, 1, 3, 3],
+        [1, 1, 1, 1],
+        [2, 2],
+        [1, 1],
+        16,
+        2,
+    );
+    conv(
+        "pointwise",
+        [1, 24, 5, 7],
+        [13, 24, 1, 1],
+        [0, 0, 0, 0],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
+    conv(
+        "k_blocks",
+        [1, 256, 4, 5],
+        [6, 256, 3, 3],
+        [1, 1, 1, 1],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
+}
+
+#[test]
+fn qmatmul_shapes() {
+    for (name, x, w, act) in [
+        ("mm_tails", vec![3, 5, 37], vec![37, 11], 2),
+        ("mm_i8", vec![4, 64], vec![64, 32], 3),
+        ("mm_deep", vec![2, 2100], vec![2100, 9], 2),
+    ] {
+        run_case(QCase {
+            name,
+            x,
+            w,
+            attrs: vec![],
+            act,
+            conv: false,
+        });
+    }
+}
