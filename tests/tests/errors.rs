@@ -1,5 +1,6 @@
 //! Bad input gets a clear error naming what is wrong — never a panic: unsupported ops (all listed at once),
-//! malformed protobuf, inconsistent shapes, bad `--input` specs and bundle names.
+//! malformed protobuf, inconsistent shapes, bad `--input` specs and bundle names, bad profiles and calibration
+//! samples.
 
 use bundlec::{Error, InputSpec, Options};
 use bundlec_tests::harness::scratch;
@@ -135,5 +136,58 @@ fn bad_index_arguments_name_the_node() {
     assert!(
         e.to_string().contains("gather_0") && e.to_string().contains("indices"),
         "{e}"
+    );
+}
+
+#[test]
+fn bad_profiles_and_samples_name_the_file_and_tensor() {
+    use bundlec::profile::Profile;
+    let d = scratch("err_profile");
+    let cases = [
+        ("not: [yaml", "profile"),
+        (
+            "version: 9\nmodel: m\nsamples: 1\nbins: 2\ntensors: {}\n",
+            "version 9",
+        ),
+        (
+            "version: 1\nmodel: m\nsamples: 1\nbins: 2\ntensors:\n  t1:\n    min: 2.0\n    max: 1.0\n    count: 1\n    range: 1.0\n    histogram: 2x0\n",
+            "tensor 't1'",
+        ),
+        (
+            "version: 1\nmodel: m\nsamples: 1\nbins: 2\ntensors:\n  t2:\n    min: 0.0\n    max: 1.0\n    count: 1\n    range: 1.0\n    histogram: 1x0 zz\n",
+            "bad histogram entry 'zz'",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let p = d.join(format!("p{i}.yaml"));
+        std::fs::write(&p, text).expect("write");
+        let e = Profile::read(&p).expect_err("bad profile");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(want) && msg.contains(&format!("p{i}.yaml")),
+            "{msg}"
+        );
+    }
+    // A sample of the wrong shape names the file and both shapes.
+    let npy = d.join("s.npy");
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }\n";
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(&[0u8; 12]);
+    std::fs::write(&npy, &b).expect("write");
+    let ins = vec![("x".to_string(), vec![1, 4], bundlec::ir::DType::F32)];
+    let img = bundlec::profile::inputs::ImageOptions {
+        mode: bundlec::profile::inputs::ImageMode::ZeroToOne,
+        resize: 0,
+        mean: [0.0; 3],
+        std: [1.0; 3],
+        nhwc: false,
+    };
+    let e = bundlec::profile::inputs::load(&npy, &ins, &img).expect_err("shape");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("s.npy") && msg.contains("[1, 3]") && msg.contains("[1, 4]"),
+        "{msg}"
     );
 }

@@ -117,9 +117,12 @@ fn quantize_bias(b: &[f32], acc_scale: &[f32]) -> Option<Vec<i32>> {
         .then(|| v.iter().map(|&x| x as i32).collect())
 }
 
-/// What follows the product: an optional Relu / Clip, then a per-tensor Quantize. Returns the absorbed nodes,
-/// the output clamp bounds in f32 (before quantisation) and the Quantize's parameters and output.
-fn tail(g: &Graph, y: TensorId) -> Option<(Vec<NodeId>, (f32, f32), QuantParams, TensorId)> {
+/// What follows a product: the absorbed nodes, the clamp bounds in f32 (before quantisation), and the
+/// Quantize's parameters and output.
+type Tail = (Vec<NodeId>, (f32, f32), QuantParams, TensorId);
+
+/// What follows the product: an optional Relu / Clip, then a per-tensor Quantize.
+fn tail(g: &Graph, y: TensorId) -> Option<Tail> {
     let mut nodes = vec![];
     let mut t = y;
     let mut bounds = (f32::NEG_INFINITY, f32::INFINITY);
