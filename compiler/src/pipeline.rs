@@ -295,7 +295,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         }
         None => None,
     };
-    let mut l = codegen::lower::lower(&mut g)?;
+    let mut l = codegen::lower::lower_with(&mut g, tgt.vnni)?;
     let (s, mut plan, segs) = match &part {
         Some(p) => {
             let seg_of = p.segment_of();
@@ -334,7 +334,14 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
     codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
     let features =
-        codegen::define_cpu_check(&mut module, &opts.name, &tgt.cpu, tgt.has_fma, tgt.simd)?;
+        codegen::define_cpu_check(
+            &mut module,
+            &opts.name,
+            &tgt.cpu,
+            tgt.has_fma,
+            tgt.simd,
+            tgt.vnni,
+        )?;
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {
         name: &opts.name,

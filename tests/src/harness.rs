@@ -30,7 +30,8 @@ pub fn compile(model: &[u8], name: &str) -> Compiled {
 
 /// Compiles ONNX bytes with the given options.
 /// The kernel sets the kernel tests run every case with (`--cpu generic`: Cranelift only; `x86-64-v3` / `-v4`:
-/// the AVX2 / AVX-512 machine-code micro-kernels), and whether this machine can execute each.
+/// the AVX2 / AVX-512 machine-code micro-kernels; `icelake`: v4 plus the AVX-512 VNNI integer micro-kernel),
+/// and whether this machine can execute each.
 pub fn kernel_variants() -> Vec<(&'static str, bool)> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -39,7 +40,13 @@ pub fn kernel_variants() -> Vec<(&'static str, bool)> {
         let v4 = v3
             && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512dq");
-        vec![("generic", true), ("x86-64-v3", v3), ("x86-64-v4", v4)]
+        let vnni = v4 && std::arch::is_x86_feature_detected!("avx512vnni");
+        vec![
+            ("generic", true),
+            ("x86-64-v3", v3),
+            ("x86-64-v4", v4),
+            ("icelake", vnni),
+        ]
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

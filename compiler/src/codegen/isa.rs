@@ -20,6 +20,9 @@ pub struct Target {
     pub cpu: String,
     /// Machine-code micro-kernels (x86-64 System V targets with AVX2+FMA or AVX-512F); None: Cranelift only.
     pub simd: Option<Simd>,
+    /// The integer GEMM uses the AVX-512 VNNI micro-kernel (`--cpu icelake`, `cascadelake`, `sapphirerapids`,
+    /// `znver4`, `znver5`, or `native` on such a CPU).
+    pub vnni: bool,
 }
 
 const X86_V3: &[&str] = &[
@@ -94,13 +97,14 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
                     }
                     (b, true)
                 }
-                "x86-64-v4" | "skylake-avx512" | "icelake" => {
+                "x86-64-v4" | "skylake-avx512" | "icelake" | "cascadelake" | "sapphirerapids"
+                | "znver4" | "znver5" => {
                     for f in X86_V3.iter().chain(&["has_avx512f", "has_avx512vl", "has_avx512dq", "has_avx512bitalg", "has_avx512vbmi"]) {
                         b.enable(f).map_err(|e| Error::internal("isa", format!("{f}: {e}")))?;
                     }
                     (b, true)
                 }
-                other => return Err(bad("--cpu", format!("unknown x86-64 cpu '{other}' (native, generic, x86-64-v3, x86-64-v4, haswell, skylake, icelake)"))),
+                other => return Err(bad("--cpu", format!("unknown x86-64 cpu '{other}' (native, generic, x86-64-v3, x86-64-v4, haswell, skylake, skylake-avx512, icelake, cascadelake, sapphirerapids, znver4, znver5)"))),
             }
         }
         (Architecture::Aarch64(_), "generic" | "x86-64-v3" | "armv8-a") => (
@@ -126,17 +130,38 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
     let simd = match cpu {
         _ if !sysv => None,
         "x86-64-v3" | "haswell" | "skylake" => Some(Simd::Avx2),
-        "x86-64-v4" | "skylake-avx512" | "icelake" => Some(Simd::Avx512),
+        "x86-64-v4" | "skylake-avx512" | "icelake" | "cascadelake" | "sapphirerapids" | "znver4"
+        | "znver5" => Some(Simd::Avx512),
         "native" => host_simd(),
         _ => None,
     };
+    // AVX-512 VNNI (`vpdpbusd`): Cascade Lake and later, Zen 4 and later; not part of x86-64-v4.
+    let vnni = simd == Some(Simd::Avx512)
+        && match cpu {
+            "icelake" | "cascadelake" | "sapphirerapids" | "znver4" | "znver5" => true,
+            "native" => host_vnni(),
+            _ => false,
+        };
     let isa = builder.finish(shared).map_err(|e| bad("--target", e))?;
     Ok(Target {
         isa,
         has_fma,
         cpu: cpu.to_string(),
         simd,
+        vnni,
     })
+}
+
+/// Whether the host has AVX-512 VNNI.
+fn host_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// The widest micro-kernel the host runs.

@@ -33,6 +33,8 @@ fn op_operand(arg: usize, rs: usize) -> Operand {
 pub(super) struct Ctx<'g> {
     pub(super) g: &'g mut Graph,
     out: Lowering,
+    /// Integer GEMMs use the AVX-512 VNNI layout (`Target::vnni`).
+    pub(super) vnni: bool,
 }
 
 impl Ctx<'_> {
@@ -89,10 +91,16 @@ impl Ctx<'_> {
 
 /// Lowers every live node of `g` to kernels, in graph order.
 pub fn lower(g: &mut Graph) -> Result<Lowering> {
+    lower_with(g, false)
+}
+
+/// `lower` for a target whose integer GEMMs use AVX-512 VNNI (`vnni`), which changes the packed weights.
+pub fn lower_with(g: &mut Graph, vnni: bool) -> Result<Lowering> {
     let order = g.order.clone();
     let mut cx = Ctx {
         g,
         out: Lowering::default(),
+        vnni,
     };
     for n in order {
         lower_node(&mut cx, n)?;

@@ -102,16 +102,16 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 );
                 (s, c * khw * pix, kk * pix)
             };
-            let kp = kk.div_ceil(2);
-            let spec = |a_arg, bias_arg, requant| QGemmSpec {
+            let spec = |a_arg, bias_arg, requant, a_row: usize, vnni| QGemmSpec {
                 m: mg,
                 n: pix,
                 k: kk,
                 batch: vec![
                     [nb, 0, b_batch, m * pix, 0],
-                    [g, mg * kp, b_group, mg * pix, mg],
+                    [g, mg * a_row, b_group, mg * pix, mg],
                 ],
                 a_arg,
+                vnni,
                 b: Operand {
                     arg: 1,
                     off: 0,
@@ -130,7 +130,7 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 bias_arg,
                 requant,
             };
-            gemm(cx, n, &name, pack_a(&wv, m, kk), m, kp, b_buf, p, spec)
+            gemm(cx, n, &name, &wv, m, kk, b_buf, p, spec)
         }
         Op::QMatMul(p) => {
             let w = node.inputs[1];
@@ -147,13 +147,13 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .collect();
             let rows = numel(&cx.shape(x)) / k.max(1);
             let xdt = cx.g.tensors[x].dtype;
-            let kp = k.div_ceil(2);
-            let spec = |a_arg, bias_arg, requant| QGemmSpec {
+            let spec = |a_arg, bias_arg, requant, _a_row: usize, vnni| QGemmSpec {
                 m: nn,
                 n: rows,
                 k,
                 batch: vec![],
                 a_arg,
+                vnni,
                 b: Operand {
                     arg: 1,
                     off: 0,
@@ -172,47 +172,56 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 bias_arg,
                 requant,
             };
-            gemm(
-                cx,
-                n,
-                &name,
-                pack_a(&wtr, nn, k),
-                nn,
-                kp,
-                Buf::Tensor(x),
-                p,
-                spec,
-            )
+            gemm(cx, n, &name, &wtr, nn, k, Buf::Tensor(x), p, spec)
         }
         _ => Err(Error::internal("lower", "lower_quant on a float node")),
     }
 }
 
-/// Pushes the integer GEMM kernel: args packed A, B, C, bias, [scale].
-#[allow(clippy::too_many_arguments)] // the node, its packed weights and the spec builder
+/// Pushes the integer GEMM kernel: args packed A, B, C, bias, [scale]. `w` is the `rows x k` weight matrix;
+/// it is packed for the target (i16 pairs, or VNNI bytes with the activation zero point folded into the bias).
+#[allow(clippy::too_many_arguments)] // the node, its weights and the spec builder
 fn gemm(
     cx: &mut Ctx,
     n: NodeId,
     name: &str,
-    packed: Vec<i64>,
+    w: &[i64],
     rows: usize,
-    kp: usize,
+    k: usize,
     b: Buf,
     p: &IntProduct,
-    spec: impl Fn(usize, usize, Option<QOut>) -> QGemmSpec,
+    spec: impl Fn(usize, usize, Option<QOut>, usize, bool) -> QGemmSpec,
 ) -> Result<()> {
     let out = cx.g.nodes[n].outputs[0];
-    let a = cx.constant(
-        format!("{name}::w_pairs"),
-        ints(DType::I32, vec![rows, kp], packed),
-    );
+    let x = cx.g.nodes[n].inputs[0];
+    let vnni = cx.vnni;
+    let (a, a_row, bias) = if vnni {
+        // u8 activations as they are; i8 ones flipped to u8 by `^ 0x80` (x + 128): the zero point moves with them.
+        let zp = p.x_zero_point as i64
+            + if cx.g.tensors[x].dtype == DType::I8 {
+                128
+            } else {
+                0
+            };
+        let a_row = k.div_ceil(4) * 4;
+        let mut bytes = vec![0i64; rows * a_row];
+        let mut bias = Vec::with_capacity(rows);
+        for i in 0..rows {
+            bytes[i * a_row..i * a_row + k].copy_from_slice(&w[i * k..(i + 1) * k]);
+            let sum: i64 = w[i * k..(i + 1) * k].iter().sum();
+            bias.push((p.bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64);
+        }
+        let t = ints(DType::I8, vec![rows, a_row], bytes);
+        (t, a_row, bias)
+    } else {
+        let kp = k.div_ceil(2);
+        let t = ints(DType::I32, vec![rows, kp], pack_a(w, rows, k));
+        (t, kp, p.bias.iter().map(|&b| b as i64).collect())
+    };
+    let a = cx.constant(format!("{name}::w_packed"), a);
     let bias = cx.constant(
         format!("{name}::bias"),
-        ints(
-            DType::I32,
-            vec![rows],
-            p.bias.iter().map(|&b| b as i64).collect(),
-        ),
+        ints(DType::I32, vec![rows], bias),
     );
     let mut args = vec![Buf::Tensor(a), b, Buf::Tensor(out), Buf::Tensor(bias)];
     let requant = p.requant.as_ref().map(|r| {
@@ -227,7 +236,7 @@ fn gemm(
             clamp: r.clamp,
         }
     });
-    let s = spec(0, 3, requant);
+    let s = spec(0, 3, requant, a_row, vnni);
     let work = s.macs();
     cx.push(n, None, args, vec![2], Body::QGemm(s), work);
     Ok(())

@@ -102,6 +102,59 @@ fn define_micro(
     Ok(Some(MicroIds { mr, nr, ids }))
 }
 
+/// Defines the AVX-512 VNNI micro-kernels integer GEMM `i` calls, indexed `[full rows | tail rows][full block
+/// | last block][zeroing | accumulating]` (only those it uses).
+fn define_qmicro(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::qgemm::QGemmSpec,
+) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
+    use kernels::qgemm_x86::{assemble, QMicroSpec, MR};
+    let (_, nb, last) = ops::qgemm_vnni::blocks(s);
+    let a_rs = ops::qgemm_vnni::a_rs(s);
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(I64));
+    }
+    let mut ids = [[[None; 2]; 2]; 2];
+    let row_kinds = [(0, MR.min(s.m)), (1, s.m % MR)];
+    for (rk, rows) in row_kinds {
+        if rows == 0 || (rk == 0 && s.m < MR) {
+            continue;
+        }
+        // (block kind, quads, accumulate, used)
+        let wanted = [
+            (0, ops::qgemm_vnni::KQB, 0, nb > 1),
+            (0, ops::qgemm_vnni::KQB, 1, nb > 2),
+            (1, last, 0, nb == 1),
+            (1, last, 1, nb > 1),
+        ];
+        for (bk, kq, acc, used) in wanted {
+            if !used {
+                continue;
+            }
+            let spec = QMicroSpec {
+                rows,
+                kq,
+                a_rs,
+                accumulate: acc == 1,
+            };
+            let bytes = assemble(&spec).map_err(|e| Error::internal("codegen", e))?;
+            let fname = format!("{name}__k{i}_vnni_{rk}{bk}{acc}");
+            let id = module
+                .declare_function(&fname, Linkage::Local, &sig)
+                .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+            module
+                .define_function_bytes(id, 64, &bytes, &[])
+                .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+            ids[rk][bk][acc] = Some(id);
+        }
+    }
+    Ok(ids)
+}
+
 /// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
 /// storing into C and into the column-tail buffer.
 struct MicroIds {
@@ -129,6 +182,14 @@ pub fn define_kernels(
             .declare_function(&fname, Linkage::Local, &sig)
             .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
         ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
+        let qmicro = match &k.body {
+            Body::QGemm(s) if s.vnni => Some(define_qmicro(module, name, i, s)?.map(|id| {
+                id.map(|set| {
+                    set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
+                })
+            })),
+            _ => None,
+        };
         let micro = match (&k.body, simd) {
             (Body::Gemm(s), Some(simd)) => {
                 define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
@@ -158,8 +219,11 @@ pub fn define_kernels(
                 task,
                 has_fma,
             };
-            match (&k.body, micro) {
-                (Body::Gemm(s), Some(m)) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
+            match (&k.body, micro, qmicro) {
+                (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
+                (Body::QGemm(s), _, Some(funcs)) => {
+                    ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &ops::qgemm_vnni::QMicro { funcs })
+                }
                 _ => emit_body(&mut kb, &k.body, k.tasks),
             }
             kb.b.ins().return_(&[]);
@@ -263,6 +327,7 @@ pub fn define_cpu_check(
     cpu: &str,
     has_fma: bool,
     simd: Option<Simd>,
+    vnni: bool,
 ) -> Result<Vec<&'static str>> {
     let mut sig = module.make_signature();
     sig.returns.push(AbiParam::new(I32));
@@ -277,6 +342,7 @@ pub fn define_cpu_check(
             avx_fma: has_fma,
             avx2: has_fma,
             avx512: v4,
+            vnni,
         };
         let bytes =
             kernels::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;

@@ -1,7 +1,7 @@
 //! `int NAME_cpu_supported(void)`: the exported check that the running CPU (and OS) has every instruction-set
 //! feature the bundle's kernels use, so that a program can refuse to call the entry function instead of dying of
 //! an illegal instruction. On x86-64 it is machine code assembled with `iced-x86` (CPUID leaf 1 for FMA, AVX and
-//! OSXSAVE, XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2 and AVX-512F/DQ); it uses only
+//! OSXSAVE, XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2, AVX-512F/DQ and AVX-512 VNNI); it uses only
 //! caller-saved registers besides `rbx`, which it saves, so it works under the System V and Windows ABIs alike.
 
 use iced_x86::code_asm::*;
@@ -15,6 +15,8 @@ pub struct X86Needs {
     pub avx2: bool,
     /// AVX-512F and DQ (zmm registers, `vpxord`).
     pub avx512: bool,
+    /// AVX-512 VNNI (`vpdpbusd`, the int8 micro-kernel).
+    pub vnni: bool,
 }
 
 impl X86Needs {
@@ -29,6 +31,9 @@ impl X86Needs {
         }
         if self.avx512 {
             v.extend(["avx512f", "avx512dq"]);
+        }
+        if self.vnni {
+            v.push("avx512vnni");
         }
         v
     }
@@ -56,7 +61,7 @@ pub fn assemble(n: &X86Needs) -> Result<Vec<u8>, String> {
         a.and(eax, xcr0).map_err(e)?;
         a.cmp(eax, xcr0).map_err(e)?;
         a.jne(fail).map_err(e)?;
-        // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 AVX-512DQ.
+        // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 AVX-512DQ; ECX bit 11 AVX-512 VNNI.
         let leaf7 =
             if n.avx2 { 1u32 << 5 } else { 0 } | if n.avx512 { (1 << 16) | (1 << 17) } else { 0 };
         if leaf7 != 0 {
@@ -66,6 +71,10 @@ pub fn assemble(n: &X86Needs) -> Result<Vec<u8>, String> {
             a.and(ebx, leaf7 as i32).map_err(e)?;
             a.cmp(ebx, leaf7 as i32).map_err(e)?;
             a.jne(fail).map_err(e)?;
+            if n.vnni {
+                a.and(ecx, 1 << 11).map_err(e)?;
+                a.jz(fail).map_err(e)?;
+            }
         }
     }
     a.mov(eax, 1u32).map_err(e)?;

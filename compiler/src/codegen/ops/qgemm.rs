@@ -49,8 +49,12 @@ pub struct QGemmSpec {
     pub k: usize,
     /// Batch dims, outermost first: (count, A words, B elements, C elements, channel) strides.
     pub batch: Vec<[usize; 5]>,
-    /// Kernel argument of the packed A: row `i` is `k.div_ceil(2)` i32 words.
+    /// Kernel argument of the packed A: row `i` is `k.div_ceil(2)` i32 words (i16 pairs), or with `vnni`
+    /// `k.next_multiple_of(4)` s8 bytes.
     pub a_arg: usize,
+    /// The AVX-512 VNNI layout and micro-kernel (`qgemm_vnni.rs`): B is read as u8 (i8 activations flipped by
+    /// `^ 0x80`) and the bias already holds `-zp · Σ_k A[i, k]`.
+    pub vnni: bool,
     /// The activation operand (element strides).
     pub b: Operand,
     /// B's dtype (u8 or i8).
@@ -68,11 +72,14 @@ pub struct QGemmSpec {
 }
 
 impl QGemmSpec {
-    fn batches(&self) -> usize {
+    pub(super) fn batches(&self) -> usize {
         self.batch.iter().map(|b| b[0]).product()
     }
     /// Work units.
     pub fn units(&self) -> usize {
+        if self.vnni {
+            return super::qgemm_vnni::units(self);
+        }
         self.batches() * self.n.div_ceil(NR) * self.m.div_ceil(ROWS)
     }
     /// Multiply-adds.
@@ -103,7 +110,7 @@ pub fn pack_a(w: &[i64], rows: usize, k: usize) -> Vec<i64> {
     out
 }
 
-fn slot(kb: &mut Kb, bytes: usize) -> Value {
+pub(super) fn slot(kb: &mut Kb, bytes: usize) -> Value {
     let s = kb.b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
         bytes as u32,
@@ -123,28 +130,9 @@ pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32) {
         None
     };
     let ncb = s.n.div_ceil(NR);
-    let nrg = s.m.div_ceil(ROWS);
     let (lo, hi) = kb.task_range(s.units(), tasks);
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (bi, rest) = kb.divmod(u, ncb * nrg);
-        let (cb, rg) = kb.divmod(rest, nrg);
-        let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
-        let mut rem = bi;
-        let mut inner = s.batches();
-        for d in &s.batch {
-            inner /= d[0].max(1);
-            let (q, r) = kb.divmod(rem, inner.max(1));
-            rem = r;
-            for (o, st) in offs.iter_mut().zip(&d[1..]) {
-                let add = kb.b.ins().imul_imm_s(q, *st as i64);
-                *o = kb.b.ins().iadd(*o, add);
-            }
-        }
-        let j0 = kb.b.ins().imul_imm_s(cb, NR as i64);
-        let i_lo = kb.b.ins().imul_imm_s(rg, ROWS as i64);
-        let i_hi = kb.b.ins().iadd_imm_s(i_lo, ROWS as i64);
-        let m = kb.iconst(s.m as i64);
-        let i_hi = kb.b.ins().umin(i_hi, m);
+        let (offs, j0, i_lo, i_hi, cb) = decode_unit(kb, s, u, NR, ROWS);
         let g = Unit {
             offs,
             j0,
@@ -167,15 +155,51 @@ pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32) {
     });
 }
 
+/// Unit `u` of a GEMM split into (batch, column block of `nr`, row group of `rows`): the batch offsets, first
+/// column, row range and column block index.
+pub(super) fn decode_unit(
+    kb: &mut Kb,
+    s: &QGemmSpec,
+    u: Value,
+    nr: usize,
+    rows: usize,
+) -> ([Value; 4], Value, Value, Value, Value) {
+    let (ncb, nrg) = (s.n.div_ceil(nr), s.m.div_ceil(rows));
+    let (bi, rest) = kb.divmod(u, ncb * nrg);
+    let (cb, rg) = kb.divmod(rest, nrg);
+    let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
+    let mut rem = bi;
+    let mut inner = s.batches();
+    for d in &s.batch {
+        inner /= d[0].max(1);
+        let (q, r) = kb.divmod(rem, inner.max(1));
+        rem = r;
+        for (o, st) in offs.iter_mut().zip(&d[1..]) {
+            let add = kb.b.ins().imul_imm_s(q, *st as i64);
+            *o = kb.b.ins().iadd(*o, add);
+        }
+    }
+    let j0 = kb.b.ins().imul_imm_s(cb, nr as i64);
+    let i_lo = kb.b.ins().imul_imm_s(rg, rows as i64);
+    let i_hi = kb.b.ins().iadd_imm_s(i_lo, rows as i64);
+    let m = kb.iconst(s.m as i64);
+    let i_hi = kb.b.ins().umin(i_hi, m);
+    (offs, j0, i_lo, i_hi, cb)
+}
+
 /// One work unit's run-time coordinates.
-struct Unit {
-    /// Batch offsets: A words, B elements, C elements, channel.
-    offs: [Value; 4],
-    j0: Value,
-    i_lo: Value,
-    i_hi: Value,
-    panel: Value,
-    ibuf: Option<Value>,
+pub(super) struct Unit {
+    /// Batch offsets: A elements, B elements, C elements, channel.
+    pub(super) offs: [Value; 4],
+    /// First column.
+    pub(super) j0: Value,
+    /// Row range.
+    pub(super) i_lo: Value,
+    pub(super) i_hi: Value,
+    /// The packed B panel (stack).
+    pub(super) panel: Value,
+    /// The i32 partial sums between K blocks (stack).
+    pub(super) ibuf: Option<Value>,
 }
 
 fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize) {
@@ -360,9 +384,9 @@ fn tile(kb: &mut Kb, s: &QGemmSpec, g: &Unit, st: &Stage, i: Value, rows: usize,
             }
         }
     });
-    let vals: Vec<[Value; 2]> = acc
+    let vals: Vec<Vec<Value>> = acc
         .iter()
-        .map(|row| [kb.b.use_var(row[0]), kb.b.use_var(row[1])])
+        .map(|row| vec![kb.b.use_var(row[0]), kb.b.use_var(row[1])])
         .collect();
     if !st.last {
         if let Some(buf) = g.ibuf {
@@ -389,7 +413,16 @@ fn dot(kb: &mut Kb, x: Value, y: Value) -> Value {
     kb.b.ins().iadd_pairwise(l, h)
 }
 
-fn epilogue(kb: &mut Kb, s: &QGemmSpec, g: &Unit, i: Value, cols: usize, vals: &[[Value; 2]]) {
+/// Adds the bias to the i32 sums of rows `i..` (`vals[r]`: i32x4 vectors of consecutive columns from `j0`),
+/// requantises or keeps them, and stores the first `cols` columns of each row.
+pub(super) fn epilogue(
+    kb: &mut Kb,
+    s: &QGemmSpec,
+    g: &Unit,
+    i: Value,
+    cols: usize,
+    vals: &[Vec<Value>],
+) {
     let esz = s.c_dtype.size() as i64;
     let ch0 = kb.b.ins().iadd(i, g.offs[3]);
     let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);

@@ -1,0 +1,145 @@
+//! The AVX-512 VNNI micro-kernel of the integer GEMM, assembled with `iced-x86` like the f32 ones
+//! (`gemm_x86.rs`). `fn(a: *const i8, b: *const u8, c: *mut i32)` (System V; caller-saved registers only)
+//! computes a `rows x 32` tile of `Σ_p A[r][p] · B[p][j]` over `4 · kq` reduction steps and stores (or, for a
+//! later K block, adds to) it in `c` (row stride 32 i32). A is the compile-time weight matrix, s8, row stride
+//! `a_rs` bytes, K padded with zeros to a multiple of 4; B is the unit's packed panel, u8, `[kq][32][4]`: four
+//! consecutive K values of one column per 32-bit lane. Each step loads two zmm of B and issues one `vpdpbusd`
+//! per (row, vector) with A's four bytes broadcast from memory (`{1to16}`): sixteen i32 accumulators, 1024
+//! multiply-adds per step. `vpdpbusd` sums exactly and wraps, so the tile equals the reference's i32 sums; the
+//! caller folds the activation zero point into the bias (`-x_zp · Σ_p A[r][p]`) and applies the epilogue.
+
+use iced_x86::code_asm::*;
+
+/// Tile columns (two zmm of i32).
+pub const NR: usize = 32;
+/// Most tile rows.
+pub const MR: usize = 8;
+
+/// One VNNI micro-kernel's compile-time shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QMicroSpec {
+    /// Rows (1..=MR).
+    pub rows: usize,
+    /// Reduction steps of four.
+    pub kq: usize,
+    /// A's row stride in bytes.
+    pub a_rs: usize,
+    /// Add to the tile in `c` instead of overwriting it.
+    pub accumulate: bool,
+}
+
+const ZMM: [AsmRegisterZmm; 32] = [
+    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
+    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
+    zmm28, zmm29, zmm30, zmm31,
+];
+
+/// Whether the shape fits the encodings (32-bit displacements).
+pub fn fits(m: &QMicroSpec) -> bool {
+    (1..=MR).contains(&m.rows)
+        && m.kq >= 1
+        && m.a_rs.checked_mul(MR).is_some_and(|x| i32::try_from(x).is_ok())
+}
+
+/// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
+pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    if !fits(m) {
+        return Err(format!("VNNI micro-kernel shape out of range: {m:?}"));
+    }
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let at = |r: usize, v: usize| ((r * NR + v * 16) * 4) as i32;
+    for r in 0..m.rows {
+        for v in 0..2 {
+            let k = r * 2 + v;
+            if m.accumulate {
+                a.vmovdqu32(ZMM[k], zmmword_ptr(rdx + at(r, v)))
+                    .map_err(e)?;
+            } else {
+                a.vpxord(ZMM[k], ZMM[k], ZMM[k]).map_err(e)?;
+            }
+        }
+    }
+    a.mov(rcx, m.kq as u64).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    a.vmovdqu32(ZMM[28], zmmword_ptr(rsi)).map_err(e)?;
+    a.vmovdqu32(ZMM[29], zmmword_ptr(rsi + 64)).map_err(e)?;
+    for r in 0..m.rows {
+        let off = (r * m.a_rs) as i32;
+        for v in 0..2 {
+            a.vpdpbusd(ZMM[r * 2 + v], ZMM[28 + v], dword_bcst(rdi + off))
+                .map_err(e)?;
+        }
+    }
+    a.add(rsi, 128).map_err(e)?;
+    a.add(rdi, 4).map_err(e)?;
+    a.dec(rcx).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    for r in 0..m.rows {
+        for v in 0..2 {
+            a.vmovdqu32(zmmword_ptr(rdx + at(r, v)), ZMM[r * 2 + v])
+                .map_err(e)?;
+        }
+    }
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Runs the assembled kernel from an executable mapping when this CPU has AVX-512 VNNI.
+    #[test]
+    fn vnni_tile_equals_the_integer_sums() {
+        if !std::arch::is_x86_feature_detected!("avx512vnni") {
+            eprintln!("SKIPPED: this CPU lacks AVX-512 VNNI");
+            return;
+        }
+        let (rows, kq) = (5, 7);
+        let k = kq * 4;
+        let a_rs = k + 4;
+        let av: Vec<i8> = (0..rows * a_rs).map(|i| ((i * 37) % 255) as i8).collect();
+        let bv: Vec<u8> = (0..kq * NR * 4).map(|i| ((i * 91) % 256) as u8).collect();
+        for accumulate in [false, true] {
+            let code = assemble(&QMicroSpec {
+                rows,
+                kq,
+                a_rs,
+                accumulate,
+            })
+            .expect("assemble");
+            let mut c = vec![3i32; MR * NR];
+            // SAFETY: an anonymous RW mapping, filled with the kernel, then made RX and called with buffers of
+            // the sizes the kernel reads and writes (rows x kq x 4 of A, kq x 128 bytes of B, rows x 32 of C).
+            unsafe {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(p, libc::MAP_FAILED);
+                std::ptr::copy_nonoverlapping(code.as_ptr(), p as *mut u8, code.len());
+                assert_eq!(libc::mprotect(p, 4096, libc::PROT_READ | libc::PROT_EXEC), 0);
+                let f: extern "sysv64" fn(*const i8, *const u8, *mut i32) = std::mem::transmute(p);
+                f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr());
+                libc::munmap(p, 4096);
+            }
+            for r in 0..rows {
+                for j in 0..NR {
+                    let mut s: i32 = if accumulate { 3 } else { 0 };
+                    for p in 0..k {
+                        let b = bv[(p / 4) * NR * 4 + j * 4 + p % 4] as i32;
+                        s = s.wrapping_add(av[r * a_rs + p] as i32 * b);
+                    }
+                    assert_eq!(c[r * NR + j], s, "row {r} col {j} accumulate {accumulate}");
+                }
+            }
+        }
+    }
+}

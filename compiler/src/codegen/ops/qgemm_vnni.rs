@@ -1,0 +1,258 @@
+//! The integer GEMM on AVX-512 VNNI targets: the same spec, units of (batch, 32 columns, 64 rows), with the
+//! machine-code micro-kernel of `kernels/qgemm_x86.rs` doing the sums. Per unit and K block of 1024, B's
+//! columns are packed into a stack panel `[k/4][32][4]` of u8 (i8 activations flipped with `^ 0x80`, which the
+//! lowering compensates in the bias together with the zero point: `bias - zp' · Σ_k A`), four rows at a time by
+//! byte- and word-interleaving shuffles when the block is full and contiguous, element by element otherwise;
+//! rows beyond K are zero (A is zero there too). Each 8-row tile (and the `m % 8` tail) calls the micro-kernel
+//! into a stack i32 buffer, accumulating across K blocks; the shared epilogue of `qgemm.rs` then requantises
+//! each buffered row.
+
+use super::qgemm::{decode_unit, epilogue, slot, QGemmSpec, Unit};
+use crate::codegen::builder::Kb;
+use crate::codegen::kernels::qgemm_x86::{MR, NR};
+use crate::ir::DType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{I32, I32X4, I64, I8, I8X16};
+use cranelift_codegen::ir::{ConstantData, FuncRef, Immediate, InstBuilder, Value};
+
+/// Rows per unit (the i32 buffer is `ROWS x NR`).
+const ROWS: usize = 64;
+/// K quads (groups of four) per packed block.
+pub const KQB: usize = 256;
+
+/// The micro-kernels one VNNI GEMM calls: `[full rows | tail rows][full block | last block][zeroing | accumulating]`.
+#[derive(Debug, Clone, Copy)]
+pub struct QMicro {
+    /// Function refs; `None` where the GEMM does not need the variant.
+    pub funcs: [[[Option<FuncRef>; 2]; 2]; 2],
+}
+
+/// Work units of a VNNI GEMM.
+pub fn units(s: &QGemmSpec) -> usize {
+    s.batches() * s.n.div_ceil(NR) * s.m.div_ceil(ROWS)
+}
+
+/// K quads, blocks, and quads in the last block.
+pub fn blocks(s: &QGemmSpec) -> (usize, usize, usize) {
+    let kq = s.k.div_ceil(4);
+    let nb = kq.div_ceil(KQB);
+    (kq, nb, kq - (nb - 1) * KQB)
+}
+
+/// A's row stride in bytes.
+pub fn a_rs(s: &QGemmSpec) -> usize {
+    s.k.div_ceil(4) * 4
+}
+
+/// Emits the body of a VNNI integer GEMM kernel.
+pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32, mk: &QMicro) {
+    let (kq, _, _) = blocks(s);
+    let panel = slot(kb, KQB.min(kq) * NR * 4);
+    let ibuf = slot(kb, ROWS * NR * 4);
+    let ncb = s.n.div_ceil(NR);
+    let (lo, hi) = kb.task_range(units(s), tasks);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (offs, j0, i_lo, i_hi, cb) = decode_unit(kb, s, u, NR, ROWS);
+        let g = Unit {
+            offs,
+            j0,
+            i_lo,
+            i_hi,
+            panel,
+            ibuf: Some(ibuf),
+        };
+        let tail_cols = s.n % NR;
+        if tail_cols == 0 {
+            unit(kb, s, &g, NR, mk);
+        } else {
+            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
+            kb.if_else(
+                last,
+                |kb| unit(kb, s, &g, tail_cols, mk),
+                |kb| unit(kb, s, &g, NR, mk),
+            );
+        }
+    });
+}
+
+fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
+    let (_, nb, _) = blocks(s);
+    let ibuf = g.ibuf.expect("VNNI units buffer their sums");
+    let a_rs = a_rs(s);
+    let a_base = kb.args[s.a_arg];
+    for blk in 0..nb {
+        pack(kb, s, g, cols, blk);
+        let kind = usize::from(blk + 1 == nb);
+        let acc = usize::from(blk > 0);
+        let call = |kb: &mut Kb, i: Value, rows_kind: usize| {
+            let Some(f) = mk.funcs[rows_kind][kind][acc] else {
+                return;
+            };
+            let a_el = kb.b.ins().imul_imm_s(i, a_rs as i64);
+            let a_el = kb.b.ins().iadd(a_el, g.offs[0]);
+            let a_el = kb.b.ins().iadd_imm_s(a_el, (blk * KQB * 4) as i64);
+            let a = kb.b.ins().iadd(a_base, a_el);
+            let di = kb.b.ins().isub(i, g.i_lo);
+            let c = kb.addr(ibuf, di, (NR * 4) as i64);
+            kb.b.ins().call(f, &[a, g.panel, c]);
+        };
+        let next = kb.var(I64, g.i_lo);
+        kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
+            let end = kb.b.ins().iadd_imm_s(i, MR as i64);
+            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
+            kb.if_else(
+                full,
+                |kb| {
+                    call(kb, i, 0);
+                    kb.b.def_var(next, end);
+                },
+                |_| {},
+            );
+        });
+        if s.m % MR > 0 {
+            let i = kb.b.use_var(next);
+            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
+            kb.if_else(c, |kb| call(kb, i, 1), |_| {});
+        }
+    }
+    // Epilogue, one buffered row at a time.
+    kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
+        let di = kb.b.ins().isub(i, g.i_lo);
+        let row = kb.addr(ibuf, di, (NR * 4) as i64);
+        let vals: Vec<Value> = (0..cols.div_ceil(4))
+            .map(|v| kb.load(I32X4, row, (v * 16) as i64))
+            .collect();
+        epilogue(kb, s, g, i, cols, &[vals]);
+    });
+}
+
+fn shuffle_mask(kb: &mut Kb, bytes: [u8; 16]) -> Immediate {
+    kb.b.func
+        .dfg
+        .immediates
+        .push(ConstantData::from(bytes.as_slice()))
+}
+
+/// Packs K quads `[blk * KQB, ..)` of the unit's columns into the panel.
+fn pack(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, blk: usize) {
+    let (_, nb, last) = blocks(s);
+    let quads = if blk + 1 == nb { last } else { KQB };
+    let k0 = blk * KQB * 4;
+    let flip = s.b_dtype == DType::I8;
+    let b_base = kb.args[s.b.arg];
+    let col = kb.b.ins().imul_imm_s(g.j0, s.b.cs as i64);
+    let b_el = kb.b.ins().iadd(g.offs[1], col);
+    let b_el = kb.b.ins().iadd_imm_s(b_el, (s.b.off + k0 * s.b.rs) as i64);
+    let b0 = kb.b.ins().iadd(b_base, b_el);
+    let x80 = {
+        let c = kb.b.ins().iconst(I8, 0x80);
+        kb.b.ins().splat(I8X16, c)
+    };
+    let mut lo8 = [0u8; 16];
+    let mut hi8 = [0u8; 16];
+    let mut lo16 = [0u8; 16];
+    let mut hi16 = [0u8; 16];
+    for i in 0..8 {
+        lo8[2 * i] = i as u8;
+        lo8[2 * i + 1] = 16 + i as u8;
+        hi8[2 * i] = 8 + i as u8;
+        hi8[2 * i + 1] = 24 + i as u8;
+    }
+    for i in 0..4 {
+        for (m, base) in [(&mut lo16, 0u8), (&mut hi16, 8u8)] {
+            m[4 * i] = base + 2 * i as u8;
+            m[4 * i + 1] = base + 2 * i as u8 + 1;
+            m[4 * i + 2] = 16 + base + 2 * i as u8;
+            m[4 * i + 3] = 16 + base + 2 * i as u8 + 1;
+        }
+    }
+    let (m_lo8, m_hi8, m_lo16, m_hi16) = (
+        shuffle_mask(kb, lo8),
+        shuffle_mask(kb, hi8),
+        shuffle_mask(kb, lo16),
+        shuffle_mask(kb, hi16),
+    );
+    // Quads whose four rows all lie inside K (the last quad of the last block may not).
+    let whole = if blk + 1 == nb && s.k % 4 != 0 {
+        quads - 1
+    } else {
+        quads
+    };
+    let rs = s.b.rs as i64;
+    if cols == NR && s.b.cs == 1 {
+        kb.for_const(0, whole, 1, |kb, q| {
+            let src = kb.addr(b0, q, 4 * rs);
+            let dst = kb.addr(g.panel, q, (NR * 4) as i64);
+            for h in 0..2 {
+                let rows: Vec<Value> = (0..4)
+                    .map(|r| {
+                        let v = kb.load(I8X16, src, r * rs + 16 * h);
+                        if flip {
+                            kb.b.ins().bxor(v, x80)
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                let t0 = kb.b.ins().shuffle(rows[0], rows[1], m_lo8);
+                let t1 = kb.b.ins().shuffle(rows[2], rows[3], m_lo8);
+                let t2 = kb.b.ins().shuffle(rows[0], rows[1], m_hi8);
+                let t3 = kb.b.ins().shuffle(rows[2], rows[3], m_hi8);
+                let outs = [
+                    kb.b.ins().shuffle(t0, t1, m_lo16),
+                    kb.b.ins().shuffle(t0, t1, m_hi16),
+                    kb.b.ins().shuffle(t2, t3, m_lo16),
+                    kb.b.ins().shuffle(t2, t3, m_hi16),
+                ];
+                for (o, v) in outs.into_iter().enumerate() {
+                    kb.store(v, dst, h * 64 + o as i64 * 16);
+                }
+            }
+        });
+    } else {
+        kb.for_const(0, whole, 1, |kb, q| {
+            let src = kb.addr(b0, q, 4 * rs);
+            let dst = kb.addr(g.panel, q, (NR * 4) as i64);
+            scalar_quad(kb, s, src, dst, cols, 4, flip);
+        });
+    }
+    if whole < quads {
+        let src = kb.b.ins().iadd_imm_s(b0, whole as i64 * 4 * rs);
+        let dst = kb.b.ins().iadd_imm_s(g.panel, (whole * NR * 4) as i64);
+        scalar_quad(kb, s, src, dst, cols, s.k % 4, flip);
+    }
+}
+
+/// One quad of the panel element by element: `valid` of its four rows exist; missing rows and columns are 0.
+fn scalar_quad(
+    kb: &mut Kb,
+    s: &QGemmSpec,
+    src: Value,
+    dst: Value,
+    cols: usize,
+    valid: usize,
+    flip: bool,
+) {
+    let f = crate::codegen::builder::flags();
+    for j in 0..NR {
+        if j >= cols {
+            let z = kb.b.ins().iconst(I32, 0);
+            kb.store(z, dst, (j * 4) as i64);
+            continue;
+        }
+        for r in 0..4 {
+            let v = if r < valid {
+                let off = (r * s.b.rs + j * s.b.cs) as i32;
+                let v = kb.b.ins().load(I8, f, src, off);
+                if flip {
+                    kb.b.ins().bxor_imm_u(v, 0x80)
+                } else {
+                    v
+                }
+            } else {
+                kb.b.ins().iconst(I8, 0)
+            };
+            kb.store(v, dst, (j * 4 + r) as i64);
+        }
+    }
+}
