@@ -333,15 +333,14 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let mut module = ObjectModule::new(builder);
     let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
     codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
-    let features =
-        codegen::define_cpu_check(
-            &mut module,
-            &opts.name,
-            &tgt.cpu,
-            tgt.has_fma,
-            tgt.simd,
-            tgt.vnni,
-        )?;
+    let features = codegen::define_cpu_check(
+        &mut module,
+        &opts.name,
+        &tgt.cpu,
+        tgt.has_fma,
+        tgt.simd,
+        tgt.vnni,
+    )?;
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {
         name: &opts.name,

@@ -130,8 +130,8 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
     let simd = match cpu {
         _ if !sysv => None,
         "x86-64-v3" | "haswell" | "skylake" => Some(Simd::Avx2),
-        "x86-64-v4" | "skylake-avx512" | "icelake" | "cascadelake" | "sapphirerapids" | "znver4"
-        | "znver5" => Some(Simd::Avx512),
+        "x86-64-v4" | "skylake-avx512" | "icelake" | "cascadelake" | "sapphirerapids"
+        | "znver4" | "znver5" => Some(Simd::Avx512),
         "native" => host_simd(),
         _ => None,
     };

@@ -219,10 +219,7 @@ fn gemm(
         (t, kp, p.bias.iter().map(|&b| b as i64).collect())
     };
     let a = cx.constant(format!("{name}::w_packed"), a);
-    let bias = cx.constant(
-        format!("{name}::bias"),
-        ints(DType::I32, vec![rows], bias),
-    );
+    let bias = cx.constant(format!("{name}::bias"), ints(DType::I32, vec![rows], bias));
     let mut args = vec![Buf::Tensor(a), b, Buf::Tensor(out), Buf::Tensor(bias)];
     let requant = p.requant.as_ref().map(|r| {
         let sc = cx.constant(

@@ -102,23 +102,43 @@ fn define_micro(
     Ok(Some(MicroIds { mr, nr, ids }))
 }
 
+/// The VNNI micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and requantising
+/// ones `[rows]`.
+type QMicroIds = ([[[Option<FuncId>; 2]; 2]; 2], [Option<FuncId>; 2]);
+
 /// Defines the AVX-512 VNNI micro-kernels integer GEMM `i` calls, indexed `[full rows | tail rows][full block
-/// | last block][zeroing | accumulating]` (only those it uses).
+/// | last block][zeroing | accumulating]`, and the requantising ones per row kind (only those it uses).
 fn define_qmicro(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::qgemm::QGemmSpec,
-) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
-    use kernels::qgemm_x86::{assemble, QMicroSpec, MR};
+) -> Result<QMicroIds> {
+    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec, MR};
     let (_, nb, last) = ops::qgemm_vnni::blocks(s);
     let a_rs = ops::qgemm_vnni::a_rs(s);
-    let mut sig = module.make_signature();
-    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
+    let sig = |module: &mut dyn Module, n: usize| {
+        let mut sig = module.make_signature();
+        sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+        for _ in 0..n {
+            sig.params.push(AbiParam::new(I64));
+        }
+        sig
+    };
+    let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
+        let bytes = assemble(spec).map_err(|e| Error::internal("codegen", e))?;
+        let fname = format!("{name}__k{i}_vnni_{tag}");
+        let sg = sig(module, if spec.epilogue.is_some() { 5 } else { 3 });
+        let id = module
+            .declare_function(&fname, Linkage::Local, &sg)
+            .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+        module
+            .define_function_bytes(id, 64, &bytes, &[])
+            .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+        Ok(id)
+    };
     let mut ids = [[[None; 2]; 2]; 2];
+    let mut direct = [None; 2];
     let row_kinds = [(0, MR.min(s.m)), (1, s.m % MR)];
     for (rk, rows) in row_kinds {
         if rows == 0 || (rk == 0 && s.m < MR) {
@@ -140,19 +160,29 @@ fn define_qmicro(
                 kq,
                 a_rs,
                 accumulate: acc == 1,
+                epilogue: None,
             };
-            let bytes = assemble(&spec).map_err(|e| Error::internal("codegen", e))?;
-            let fname = format!("{name}__k{i}_vnni_{rk}{bk}{acc}");
-            let id = module
-                .declare_function(&fname, Linkage::Local, &sig)
-                .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-            module
-                .define_function_bytes(id, 64, &bytes, &[])
-                .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-            ids[rk][bk][acc] = Some(id);
+            ids[rk][bk][acc] = Some(define(module, &spec, format!("{rk}{bk}{acc}"))?);
+        }
+        if let (true, Some(q)) = (ops::qgemm_vnni::direct(s), &s.requant) {
+            let spec = QMicroSpec {
+                rows,
+                kq: last,
+                a_rs,
+                accumulate: false,
+                epilogue: Some(QEpilogue {
+                    c_rs: s.c.rs * s.c_dtype.size(),
+                    zero_point: q.zero_point,
+                    clamp: q.clamp,
+                    signed: s.c_dtype == crate::ir::DType::I8,
+                }),
+            };
+            if kernels::qgemm_x86::fits(&spec) {
+                direct[rk] = Some(define(module, &spec, format!("{rk}q"))?);
+            }
         }
     }
-    Ok(ids)
+    Ok((ids, direct))
 }
 
 /// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
@@ -183,11 +213,16 @@ pub fn define_kernels(
             .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
         ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig.clone());
         let qmicro = match &k.body {
-            Body::QGemm(s) if s.vnni => Some(define_qmicro(module, name, i, s)?.map(|id| {
-                id.map(|set| {
-                    set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
+            Body::QGemm(s) if s.vnni => {
+                let (funcs, direct) = define_qmicro(module, name, i, s)?;
+                let mut r = |id: Option<FuncId>| {
+                    id.map(|id| module.declare_func_in_func(id, &mut ctx.func))
+                };
+                Some(ops::qgemm_vnni::QMicro {
+                    funcs: funcs.map(|x| x.map(|y| y.map(&mut r))),
+                    direct: direct.map(&mut r),
                 })
-            })),
+            }
             _ => None,
         };
         let micro = match (&k.body, simd) {
@@ -221,9 +256,7 @@ pub fn define_kernels(
             };
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
-                (Body::QGemm(s), _, Some(funcs)) => {
-                    ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &ops::qgemm_vnni::QMicro { funcs })
-                }
+                (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
                 _ => emit_body(&mut kb, &k.body, k.tasks),
             }
             kb.b.ins().return_(&[]);

@@ -6,7 +6,9 @@
 //! consecutive K values of one column per 32-bit lane. Each step loads two zmm of B and issues one `vpdpbusd`
 //! per (row, vector) with A's four bytes broadcast from memory (`{1to16}`): sixteen i32 accumulators, 1024
 //! multiply-adds per step. `vpdpbusd` sums exactly and wraps, so the tile equals the reference's i32 sums; the
-//! caller folds the activation zero point into the bias (`-x_zp · Σ_p A[r][p]`) and applies the epilogue.
+//! caller folds the activation zero point into the bias (`-x_zp · Σ_p A[r][p]`). The last K block of a full,
+//! contiguous tile can instead end with the requantising store (`QEpilogue`, `fn(a, b, c, bias, scale)`):
+//! eight instructions per 16 outputs, straight from the accumulators to the u8 / i8 output.
 
 use iced_x86::code_asm::*;
 
@@ -14,6 +16,22 @@ use iced_x86::code_asm::*;
 pub const NR: usize = 32;
 /// Most tile rows.
 pub const MR: usize = 8;
+
+/// The requantising store a micro-kernel can end with instead of storing its i32 sums: per row `r`,
+/// `y = cvt_rne(min(max(f32(acc + bias[r]) · scale[r], lo - zp), hi - zp)) + zp`, narrowed to u8 / i8 and
+/// stored at `c + r · c_rs` (the reference's requantisation, `ir/ops/quant.rs`; `vcvtps2dq` rounds half to even
+/// under the default MXCSR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QEpilogue {
+    /// C's row stride in bytes.
+    pub c_rs: usize,
+    /// Output zero point.
+    pub zero_point: i32,
+    /// Output clamp.
+    pub clamp: (i32, i32),
+    /// i8 output (else u8).
+    pub signed: bool,
+}
 
 /// One VNNI micro-kernel's compile-time shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,6 +44,8 @@ pub struct QMicroSpec {
     pub a_rs: usize,
     /// Add to the tile in `c` instead of overwriting it.
     pub accumulate: bool,
+    /// Requantise and store to C (`fn(a, b, c, bias, scale)`) instead of storing the i32 sums.
+    pub epilogue: Option<QEpilogue>,
 }
 
 const ZMM: [AsmRegisterZmm; 32] = [
@@ -38,7 +58,14 @@ const ZMM: [AsmRegisterZmm; 32] = [
 pub fn fits(m: &QMicroSpec) -> bool {
     (1..=MR).contains(&m.rows)
         && m.kq >= 1
-        && m.a_rs.checked_mul(MR).is_some_and(|x| i32::try_from(x).is_ok())
+        && m.a_rs
+            .checked_mul(MR)
+            .is_some_and(|x| i32::try_from(x).is_ok())
+        && m.epilogue.is_none_or(|q| {
+            q.c_rs
+                .checked_mul(MR)
+                .is_some_and(|x| i32::try_from(x).is_ok())
+        })
 }
 
 /// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
@@ -60,7 +87,7 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
             }
         }
     }
-    a.mov(rcx, m.kq as u64).map_err(e)?;
+    a.mov(r9, m.kq as u64).map_err(e)?;
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
     a.vmovdqu32(ZMM[28], zmmword_ptr(rsi)).map_err(e)?;
@@ -74,12 +101,48 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     }
     a.add(rsi, 128).map_err(e)?;
     a.add(rdi, 4).map_err(e)?;
-    a.dec(rcx).map_err(e)?;
+    a.dec(r9).map_err(e)?;
     a.jne(top).map_err(e)?;
-    for r in 0..m.rows {
-        for v in 0..2 {
-            a.vmovdqu32(zmmword_ptr(rdx + at(r, v)), ZMM[r * 2 + v])
-                .map_err(e)?;
+    match m.epilogue {
+        None => {
+            for r in 0..m.rows {
+                for v in 0..2 {
+                    a.vmovdqu32(zmmword_ptr(rdx + at(r, v)), ZMM[r * 2 + v])
+                        .map_err(e)?;
+                }
+            }
+        }
+        Some(q) => {
+            // rcx = bias (i32 per row), r8 = scale (f32 per row); zmm24..26 hold lo - zp, hi - zp, zp.
+            let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
+            let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
+            for (reg, bits) in [
+                (ZMM[24], lo.to_bits()),
+                (ZMM[25], hi.to_bits()),
+                (ZMM[26], q.zero_point as u32),
+            ] {
+                a.mov(eax, bits).map_err(e)?;
+                a.vpbroadcastd(reg, eax).map_err(e)?;
+            }
+            for r in 0..m.rows {
+                for v in 0..2 {
+                    let x = ZMM[r * 2 + v];
+                    a.vpaddd(x, x, dword_bcst(rcx + (r * 4) as i32))
+                        .map_err(e)?;
+                    a.vcvtdq2ps(x, x).map_err(e)?;
+                    a.vmulps(x, x, dword_bcst(r8 + (r * 4) as i32)).map_err(e)?;
+                    a.vmaxps(x, x, ZMM[24]).map_err(e)?;
+                    a.vminps(x, x, ZMM[25]).map_err(e)?;
+                    a.vcvtps2dq(x, x).map_err(e)?;
+                    a.vpaddd(x, x, ZMM[26]).map_err(e)?;
+                    let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
+                    if q.signed {
+                        a.vpmovsdb(dst, x).map_err(e)?;
+                    } else {
+                        a.vpmovusdb(dst, x).map_err(e)?;
+                    }
+                }
+            }
         }
     }
     a.vzeroupper().map_err(e)?;
@@ -109,6 +172,7 @@ mod tests {
                 kq,
                 a_rs,
                 accumulate,
+                epilogue: None,
             })
             .expect("assemble");
             let mut c = vec![3i32; MR * NR];
@@ -125,7 +189,10 @@ mod tests {
                 );
                 assert_ne!(p, libc::MAP_FAILED);
                 std::ptr::copy_nonoverlapping(code.as_ptr(), p as *mut u8, code.len());
-                assert_eq!(libc::mprotect(p, 4096, libc::PROT_READ | libc::PROT_EXEC), 0);
+                assert_eq!(
+                    libc::mprotect(p, 4096, libc::PROT_READ | libc::PROT_EXEC),
+                    0
+                );
                 let f: extern "sysv64" fn(*const i8, *const u8, *mut i32) = std::mem::transmute(p);
                 f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr());
                 libc::munmap(p, 4096);

@@ -15,21 +15,40 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I32, I32X4, I64, I8, I8X16};
 use cranelift_codegen::ir::{ConstantData, FuncRef, Immediate, InstBuilder, Value};
 
-/// Rows per unit (the i32 buffer is `ROWS x NR`).
+/// Rows per unit when K takes several blocks (the i32 buffer is `ROWS x NR`).
 const ROWS: usize = 64;
+/// Rows per unit when K fits one block: tiles go straight to the output, so a larger group repacks B less.
+const ROWS_ONE_BLOCK: usize = 256;
 /// K quads (groups of four) per packed block.
 pub const KQB: usize = 256;
 
-/// The micro-kernels one VNNI GEMM calls: `[full rows | tail rows][full block | last block][zeroing | accumulating]`.
+/// The micro-kernels one VNNI GEMM calls: `funcs[full rows | tail rows][full block | last block][zeroing |
+/// accumulating]` store i32 sums; `direct[full rows | tail rows]` (K in one block, requantised, contiguous C)
+/// requantise and store full 32-column tiles themselves.
 #[derive(Debug, Clone, Copy)]
 pub struct QMicro {
     /// Function refs; `None` where the GEMM does not need the variant.
     pub funcs: [[[Option<FuncRef>; 2]; 2]; 2],
+    /// The requantising variants.
+    pub direct: [Option<FuncRef>; 2],
+}
+
+/// Whether full tiles can use the requantising micro-kernels.
+pub fn direct(s: &QGemmSpec) -> bool {
+    blocks(s).1 == 1 && s.requant.is_some() && s.c.cs == 1
+}
+
+fn rows_per_unit(s: &QGemmSpec) -> usize {
+    if blocks(s).1 == 1 {
+        ROWS_ONE_BLOCK
+    } else {
+        ROWS
+    }
 }
 
 /// Work units of a VNNI GEMM.
 pub fn units(s: &QGemmSpec) -> usize {
-    s.batches() * s.n.div_ceil(NR) * s.m.div_ceil(ROWS)
+    s.batches() * s.n.div_ceil(NR) * s.m.div_ceil(rows_per_unit(s))
 }
 
 /// K quads, blocks, and quads in the last block.
@@ -48,11 +67,13 @@ pub fn a_rs(s: &QGemmSpec) -> usize {
 pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32, mk: &QMicro) {
     let (kq, _, _) = blocks(s);
     let panel = slot(kb, KQB.min(kq) * NR * 4);
-    let ibuf = slot(kb, ROWS * NR * 4);
+    let one_block = blocks(s).1 == 1;
+    // One block: a tile-sized buffer (tiles are finished one at a time); else the unit's partial sums.
+    let ibuf = slot(kb, if one_block { MR } else { ROWS } * NR * 4);
     let ncb = s.n.div_ceil(NR);
     let (lo, hi) = kb.task_range(units(s), tasks);
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (offs, j0, i_lo, i_hi, cb) = decode_unit(kb, s, u, NR, ROWS);
+        let (offs, j0, i_lo, i_hi, cb) = decode_unit(kb, s, u, NR, rows_per_unit(s));
         let g = Unit {
             offs,
             j0,
@@ -77,6 +98,9 @@ pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32, mk: &QMicro) {
 
 fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
     let (_, nb, _) = blocks(s);
+    if nb == 1 {
+        return unit_one_block(kb, s, g, cols, mk);
+    }
     let ibuf = g.ibuf.expect("VNNI units buffer their sums");
     let a_rs = a_rs(s);
     let a_base = kb.args[s.a_arg];
@@ -124,6 +148,64 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
             .collect();
         epilogue(kb, s, g, i, cols, &[vals]);
     });
+}
+
+/// A unit whose K fits one block: pack once, then finish each tile — the requantising micro-kernel for full,
+/// contiguous tiles; otherwise the i32 micro-kernel into the tile buffer and the Cranelift epilogue.
+fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
+    let tbuf = g.ibuf.expect("VNNI units have a tile buffer");
+    let a_rs = a_rs(s);
+    let a_base = kb.args[s.a_arg];
+    pack(kb, s, g, cols, 0);
+    let tile = |kb: &mut Kb, i: Value, rk: usize, rows: usize| {
+        let a_el = kb.b.ins().imul_imm_s(i, a_rs as i64);
+        let a_el = kb.b.ins().iadd(a_el, g.offs[0]);
+        let a = kb.b.ins().iadd(a_base, a_el);
+        match (mk.direct[rk], &s.requant) {
+            (Some(f), Some(q)) if cols == NR && direct(s) => {
+                let c_el = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
+                let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
+                let c_el = kb.b.ins().iadd(c_el, g.j0);
+                let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
+                let c = kb.addr(kb.args[s.c.arg], c_el, s.c_dtype.size() as i64);
+                let ch = kb.b.ins().iadd(i, g.offs[3]);
+                let bias = kb.addr(kb.args[s.bias_arg], ch, 4);
+                let scale = kb.addr(kb.args[q.scale_arg], ch, 4);
+                kb.b.ins().call(f, &[a, g.panel, c, bias, scale]);
+            }
+            _ => {
+                let Some(f) = mk.funcs[rk][1][0] else {
+                    return;
+                };
+                kb.b.ins().call(f, &[a, g.panel, tbuf]);
+                for r in 0..rows {
+                    let vals: Vec<Value> = (0..cols.div_ceil(4))
+                        .map(|v| kb.load(I32X4, tbuf, ((r * NR + v * 4) * 4) as i64))
+                        .collect();
+                    let ir = kb.b.ins().iadd_imm_s(i, r as i64);
+                    epilogue(kb, s, g, ir, cols, &[vals]);
+                }
+            }
+        }
+    };
+    let next = kb.var(I64, g.i_lo);
+    kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
+        let end = kb.b.ins().iadd_imm_s(i, MR as i64);
+        let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
+        kb.if_else(
+            full,
+            |kb| {
+                tile(kb, i, 0, MR);
+                kb.b.def_var(next, end);
+            },
+            |_| {},
+        );
+    });
+    if s.m % MR > 0 {
+        let i = kb.b.use_var(next);
+        let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
+        kb.if_else(c, |kb| tile(kb, i, 1, s.m % MR), |_| {});
+    }
 }
 
 fn shuffle_mask(kb: &mut Kb, bytes: [u8; 16]) -> Immediate {
