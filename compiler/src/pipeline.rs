@@ -96,7 +96,7 @@ pub struct Report {
     pub partition_json: Option<serde_json::Value>,
     /// NPU segments: (id, nodes, estimated cycles).
     pub segments: Vec<(String, usize, u64)>,
-    /// Nodes computed in int8 (QConv / QMatMul), in graph order.
+    /// Nodes computed in int8 (QConv / QMatMul / QAdd), in graph order.
     pub int8: Vec<String>,
     /// Nodes `--load-profile` left in f32, with the reason.
     pub kept_f32: Vec<(String, String)>,
@@ -364,7 +364,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         .filter(|&&n| {
             matches!(
                 g.nodes[n].op,
-                crate::ir::Op::QConv(..) | crate::ir::Op::QMatMul(_)
+                crate::ir::Op::QConv(..) | crate::ir::Op::QMatMul(_) | crate::ir::Op::QAdd(_)
             )
         })
         .map(|&n| g.nodes[n].name.clone())

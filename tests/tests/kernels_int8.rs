@@ -253,3 +253,68 @@ fn qmatmul_shapes() {
         });
     }
 }
+
+/// `DequantizeLinear ×2 → Add → Relu → QuantizeLinear` (a quantised residual) fuses into one QAdd whose output
+/// equals the unfused f32 chain bit for bit, over an odd length (vector body and scalar tail) and saturation.
+#[test]
+fn qadd_equals_the_f32_chain() {
+    let shape = [1usize, 5, 7, 3];
+    let n: usize = shape.iter().product();
+    let mut m = Model::new();
+    m.input("a", &shape).input("b", &shape).output("y", &shape);
+    m.init("sa", &[], vec![0.03]);
+    m.init_ints("za", &[], 2, &[120]);
+    m.init("sb", &[], vec![0.05]);
+    m.init_ints("zb", &[], 2, &[7]);
+    m.init("sy", &[], vec![0.04]);
+    m.init_ints("zy", &[], 2, &[30]);
+    m.node("QuantizeLinear", &["a", "sa", "za"], &["aq"], vec![])
+        .node("QuantizeLinear", &["b", "sb", "zb"], &["bq"], vec![])
+        .node("DequantizeLinear", &["aq", "sa", "za"], &["ad"], vec![])
+        .node("DequantizeLinear", &["bq", "sb", "zb"], &["bd"], vec![])
+        .node("Add", &["ad", "bd"], &["s"], vec![])
+        .node("Relu", &["s"], &["r"], vec![])
+        .node("QuantizeLinear", &["r", "sy", "zy"], &["yq"], vec![])
+        .node("DequantizeLinear", &["yq", "sy", "zy"], &["y"], vec![]);
+    let bytes = m.bytes();
+    let path = scratch("q_qadd").join("model.onnx");
+    std::fs::write(&path, &bytes).expect("write");
+    let g = bundlec::import::import_file(&path, &[]).expect("import");
+    let xa: Vec<f32> = rand_vec(n, 11).iter().map(|v| v * 6.0).collect();
+    let xb: Vec<f32> = rand_vec(n, 12).iter().map(|v| v * 9.0).collect();
+    let want = bundlec::ir::eval::run(
+        &g,
+        vec![
+            Tensor::f32(shape.to_vec(), xa.clone()),
+            Tensor::f32(shape.to_vec(), xb.clone()),
+        ],
+        &mut |_, _| {},
+    )
+    .expect("reference");
+    let want = want[0].as_f32().expect("f32").to_vec();
+    for (cpu, ok) in kernel_variants() {
+        if !ok {
+            eprintln!("SKIPPED: qadd with --cpu {cpu} (this CPU lacks its features)");
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("q_qadd_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let comp = compile_with(&bytes, o);
+        assert_eq!(
+            comp.bundle.report.int8.len(),
+            1,
+            "the Add fuses into a QAdd"
+        );
+        let got = run_c(&comp, &[xa.clone(), xb.clone()], &[n]);
+        let diff = got[0]
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(diff, 0, "qadd --cpu {cpu}: {diff} of {n} outputs differ");
+        assert!(
+            want.iter().any(|&v| v == (255 - 30) as f32 * 0.04),
+            "saturates"
+        );
+    }
+}

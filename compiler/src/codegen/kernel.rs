@@ -25,6 +25,15 @@ pub enum Body {
     QGemm(super::ops::qgemm::QGemmSpec),
     /// QuantizeLinear / DequantizeLinear: args x, scale, zero point, y.
     Quantize(super::ops::quant::QuantSpec),
+    /// Quantised add of `len` elements: args a, b, y.
+    QAdd {
+        /// Parameters.
+        params: crate::ir::QAddParams,
+        /// The operands' dtypes.
+        dtypes: [DType; 2],
+        /// Elements.
+        len: usize,
+    },
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
     /// Direct depthwise convolution.
@@ -218,6 +227,7 @@ impl Kernel {
             Body::Gemm(g) => g.units(),
             Body::QGemm(g) => g.units(),
             Body::Quantize(q) => q.planes,
+            Body::QAdd { len, .. } => len.div_ceil(1024),
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,

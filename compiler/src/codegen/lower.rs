@@ -375,7 +375,7 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
             );
         }
         Op::Resize(a) => super::lower_data::lower_resize(cx, n, a)?,
-        Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) => {
+        Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
             super::lower_quant::lower_quant(cx, n)?
         }
         Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => {

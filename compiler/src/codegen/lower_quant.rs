@@ -1,4 +1,4 @@
-//! Lowering of the int8 family. Quantize / Dequantize become one conversion kernel with their scales and zero
+//! Lowering of the int8 family. QAdd is one elementwise kernel; Quantize / Dequantize become one conversion kernel with their scales and zero
 //! points as constants. QConv becomes an optional byte im2col (padded with the input zero point) and an integer
 //! GEMM per (batch, group) whose A is the weights packed into i16 pairs at compile time; QMatMul is the same
 //! GEMM with the weights as A and the input read transposed (`C^T = W^T · X^T`), so rows are always output
@@ -173,6 +173,24 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 requant,
             };
             gemm(cx, n, &name, &wtr, nn, k, Buf::Tensor(x), p, spec)
+        }
+        Op::QAdd(params) => {
+            let b = node.inputs[1];
+            let len = numel(&cx.shape(out));
+            let dtypes = [cx.g.tensors[x].dtype, cx.g.tensors[b].dtype];
+            cx.push_to(
+                n,
+                None,
+                vec![Buf::Tensor(x), Buf::Tensor(b)],
+                Buf::Tensor(out),
+                Body::QAdd {
+                    params: params.clone(),
+                    dtypes,
+                    len,
+                },
+                len,
+            );
+            Ok(())
         }
         _ => Err(Error::internal("lower", "lower_quant on a float node")),
     }

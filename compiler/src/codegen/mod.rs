@@ -276,6 +276,11 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
         Body::QGemm(s) => ops::qgemm::emit(kb, s, tasks),
         Body::Quantize(s) => ops::quant::emit_quantize(kb, s, tasks),
+        Body::QAdd {
+            params,
+            dtypes,
+            len,
+        } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks),

@@ -12,7 +12,7 @@ pub mod verify;
 pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
 pub use op::{
     Activation, BinOp, CmpOp, ConvAttrs, ConvTransposeAttrs, CoordMode, Epilogue, GemmAttrs,
-    IntProduct, LogicOp, LrnAttrs, NearestMode, Op, PadMode, PoolAttrs, PoolKind, QuantParams,
-    ReduceKind, Requant, ResizeAttrs, ResizeMode, UnOp,
+    IntProduct, LogicOp, LrnAttrs, NearestMode, Op, PadMode, PoolAttrs, PoolKind, QAddParams,
+    QuantParams, ReduceKind, Requant, ResizeAttrs, ResizeMode, UnOp,
 };
 pub use types::{numel, shape_str, DType, Data, Shape, Tensor};

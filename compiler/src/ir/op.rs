@@ -371,6 +371,22 @@ impl IntProduct {
     }
 }
 
+/// A quantised elementwise add of same-shaped u8 / i8 tensors, exactly the f32 chain it replaces:
+/// `y = clamp(sat(rhe(((a - za) · sa + (b - zb) · sb) / sy) + zy), lo, hi)` (each step an f32 operation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QAddParams {
+    /// a's scale and zero point.
+    pub a: (f32, i32),
+    /// b's scale and zero point.
+    pub b: (f32, i32),
+    /// The output's scale and zero point.
+    pub y: (f32, i32),
+    /// Output clamp (a fused Relu / Clip, else the dtype's range).
+    pub clamp: (i32, i32),
+    /// Output dtype (u8 or i8).
+    pub dtype: DType,
+}
+
 /// An IR operator.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -494,6 +510,8 @@ pub enum Op {
     QConv(ConvAttrs, IntProduct),
     /// Integer matrix product: x [..., M, K] u8/i8 times w [K, N] i8 constant.
     QMatMul(IntProduct),
+    /// Quantised add of two same-shaped u8 / i8 tensors (a residual connection).
+    QAdd(QAddParams),
 }
 
 impl Op {
@@ -525,6 +543,7 @@ impl Op {
                     | Op::Dequantize(_)
                     | Op::QConv(..)
                     | Op::QMatMul(_)
+                    | Op::QAdd(_)
             )
     }
     /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin, the int8
@@ -632,6 +651,7 @@ impl Op {
             Op::Dequantize(_) => "dequantize",
             Op::QConv(..) => "qconv",
             Op::QMatMul(_) => "qmatmul",
+            Op::QAdd(_) => "qadd",
         }
     }
 }

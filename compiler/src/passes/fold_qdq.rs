@@ -4,7 +4,8 @@
 //! constant integers behind their DequantizeLinear, the bias is the i32 behind its DequantizeLinear (or an f32
 //! bias quantised with scale `x_scale * w_scale[c]`), `act` (Relu / Clip) becomes the output clamp, and the
 //! requantisation scale is `x_scale * w_scale[c] / y_scale`. Then `Quantize(Dequantize(t))` with the same
-//! parameters is `t`. It runs first, before constant folding can fold the weights' DequantizeLinear away; the
+//! parameters is `t`, and `Quantize(act(Add(Dequantize(a), Dequantize(b))))` becomes one `QAdd` (the residual
+//! connections of a quantised ResNet). It runs first, before constant folding can fold the weights' DequantizeLinear away; the
 //! DequantizeLinear nodes it leaves unread are removed by `eliminate_dead_nodes`.
 
 use super::single_use;
@@ -18,7 +19,7 @@ use crate::ir::{
 pub fn fold_qdq(g: &mut Graph) -> usize {
     let mut count = 0;
     for n in g.order.clone() {
-        if let Some(()) = fold_product(g, n) {
+        if fold_product(g, n).or_else(|| fold_add(g, n)).is_some() {
             count += 1;
         }
     }
@@ -241,6 +242,66 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
         onnx_op: node.onnx_op.clone(),
         op,
         inputs: vec![x, wid],
+        outputs: vec![y],
+    };
+    g.remove_nodes(&absorbed);
+    Some(())
+}
+
+/// The quantised image of f32 clamp bounds: quantisation is monotonic, so clamping before it is clamping the
+/// quantised value to the bounds' images.
+fn clamp_of((lo, hi): (f32, f32), yq: &QuantParams) -> Option<(i32, i32)> {
+    let (sy, zy) = (yq.scale[0], yq.zero_point[0]);
+    let signed = yq.dtype == DType::I8;
+    let (dlo, dhi) = range_of(yq.dtype)?;
+    Some((
+        if lo.is_finite() {
+            quantize_one(lo, sy, zy, signed)
+        } else {
+            dlo
+        },
+        if hi.is_finite() {
+            quantize_one(hi, sy, zy, signed)
+        } else {
+            dhi
+        },
+    ))
+}
+
+/// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` of same-shaped per-tensor operands becomes `QAdd(a, b)`
+/// (the same f32 operations, fused: the result is identical).
+fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
+    let node = g.nodes[n].clone();
+    if node.op != Op::Binary(crate::ir::BinOp::Add) {
+        return None;
+    }
+    let shape = &g.tensors[node.outputs[0]].shape;
+    let mut ins = Vec::new();
+    let mut params = Vec::new();
+    for &t in &node.inputs {
+        let (d, q) = dequantize_of(g, t)?;
+        if q.axis.is_some()
+            || !matches!(q.dtype, DType::U8 | DType::I8)
+            || &g.tensors[t].shape != shape
+        {
+            return None;
+        }
+        ins.push(g.nodes[d].inputs[0]);
+        params.push((q.scale[0], q.zero_point[0]));
+    }
+    let (absorbed, bounds, yq, y) = tail(g, node.outputs[0])?;
+    let clamp = clamp_of(bounds, &yq)?;
+    g.nodes[n] = NodeData {
+        name: node.name.clone(),
+        onnx_op: node.onnx_op.clone(),
+        op: Op::QAdd(crate::ir::QAddParams {
+            a: params[0],
+            b: params[1],
+            y: (yq.scale[0], yq.zero_point[0]),
+            clamp,
+            dtype: yq.dtype,
+        }),
+        inputs: ins,
         outputs: vec![y],
     };
     g.remove_nodes(&absorbed);

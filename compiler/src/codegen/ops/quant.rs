@@ -2,7 +2,7 @@
 //! or per slice, in 4-lane vectors with a scalar tail, and the shared helpers the integer GEMM's epilogue uses:
 //! widening byte loads, the requantising clamp-round-convert of `ir/ops/quant.rs` (clamp to the output range
 //! minus the zero point, round half to even by the 1.5·2^23 trick, add the zero point — exact, because clamping
-//! and rounding commute with adding an integer) and narrowing byte stores.
+//! and rounding commute with adding an integer) and narrowing byte stores; and QAdd, the quantised residual add.
 
 use crate::codegen::builder::{Kb, LANES};
 use crate::ir::ops::quant::range_of;
@@ -185,6 +185,81 @@ pub fn emit_quantize(kb: &mut Kb, s: &QuantSpec, tasks: u32) {
             let xe = kb.b.ins().iadd_imm_s(xp, j as i64 * in_sz);
             let ye = kb.b.ins().iadd_imm_s(yp, j as i64 * out_sz);
             one(kb, xe, ye, F32);
+        }
+    });
+}
+
+/// Emits a QAdd kernel over `len` elements: args a, b, y (the f32 chain of `ir/ops/quant.rs::qadd_one` in
+/// 4-lane vectors, then a scalar tail).
+pub fn emit_qadd(
+    kb: &mut Kb,
+    p: &crate::ir::QAddParams,
+    dtypes: [DType; 2],
+    len: usize,
+    tasks: u32,
+) {
+    const CHUNK: usize = 1024;
+    let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
+    let (a, b, y) = (kb.args[0], kb.args[1], kb.args[2]);
+    let one = |kb: &mut Kb, i: Value, ty: Type| {
+        let vec = ty == F32X4;
+        let side = |kb: &mut Kb, base: Value, dt: DType, (s, z): (f32, i32)| {
+            let p = kb.b.ins().iadd(base, i);
+            let q = if vec {
+                load4(kb, p, dt)
+            } else {
+                load1(kb, p, 0, dt)
+            };
+            let zc = kb.b.ins().iconst(I32, z as i64);
+            let zc = if vec { kb.b.ins().splat(I32X4, zc) } else { zc };
+            let d = kb.b.ins().isub(q, zc);
+            let f = kb.b.ins().fcvt_from_sint(ty, d);
+            let sc = kb.fconst(ty, s);
+            kb.b.ins().fmul(f, sc)
+        };
+        let va = side(kb, a, dtypes[0], p.a);
+        let vb = side(kb, b, dtypes[1], p.b);
+        let sum = kb.b.ins().fadd(va, vb);
+        let sy = kb.fconst(ty, p.y.0);
+        let q = kb.b.ins().fdiv(sum, sy);
+        let r = round_to_int(kb, ty, q, p.y.1, p.clamp.0, p.clamp.1);
+        let dst = kb.b.ins().iadd(y, i);
+        if vec {
+            store4(kb, r, dst, 0, p.dtype);
+        } else {
+            store1(kb, r, dst, 0, p.dtype);
+        }
+    };
+    kb.for_range(lo, hi, 1, |kb, c| {
+        let start = kb.b.ins().imul_imm_s(c, CHUNK as i64);
+        let end = kb.b.ins().iadd_imm_s(start, CHUNK as i64);
+        let n = kb.iconst((len / 4 * 4) as i64);
+        let vend = kb.b.ins().umin(end, n);
+        kb.for_range(start, vend, 4, |kb, i| one(kb, i, F32X4));
+        if len % 4 != 0 {
+            // The scalar tail lies in the last chunk.
+            let tail0 = kb.iconst((len / 4 * 4) as i64);
+            let last = kb.b.ins().icmp(
+                cranelift_codegen::ir::condcodes::IntCC::UnsignedGreaterThanOrEqual,
+                tail0,
+                start,
+            );
+            let in_chunk = kb.b.ins().icmp(
+                cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThan,
+                tail0,
+                end,
+            );
+            let c = kb.b.ins().band(last, in_chunk);
+            kb.if_else(
+                c,
+                |kb| {
+                    for t in len / 4 * 4..len {
+                        let i = kb.iconst(t as i64);
+                        one(kb, i, F32);
+                    }
+                },
+                |_| {},
+            );
         }
     });
 }

@@ -53,6 +53,7 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::Dequantize(q) => quant::infer_quantize(inputs, q, true),
         Op::QConv(a, p) => quant::infer_qconv(inputs, a, p),
         Op::QMatMul(p) => quant::infer_qmatmul(inputs, p),
+        Op::QAdd(p) => quant::infer_qadd(inputs, p),
     }
 }
 
@@ -101,6 +102,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::Dequantize(q) => quant::eval_dequantize(inputs, q),
         Op::QConv(a, p) => quant::eval_qconv(inputs, a, p),
         Op::QMatMul(p) => quant::eval_qmatmul(inputs, p),
+        Op::QAdd(p) => quant::eval_qadd(inputs, p),
     }
 }
 

@@ -6,7 +6,7 @@
 //! emulator; values are carried as `i32` whatever their storage type (u8 or i8).
 
 use super::{arity, types_of};
-use crate::ir::{ConvAttrs, DType, IntProduct, QuantParams, Shape, Tensor};
+use crate::ir::{ConvAttrs, DType, IntProduct, QAddParams, QuantParams, Shape, Tensor};
 
 /// Round to nearest, ties to even, in f32.
 pub fn rhe(v: f32) -> f32 {
@@ -460,6 +460,45 @@ pub(crate) fn eval_qmatmul(inputs: &[&Tensor], p: &IntProduct) -> Result<Vec<Ten
         }
     }
     let y = finish(acc, |i| i % n, p);
+    Ok(vec![int_tensor(dt, shape, y)])
+}
+
+/// One element of a quantised add (the f32 chain DequantizeLinear, Add, QuantizeLinear, in that order).
+pub fn qadd_one(a: i32, b: i32, p: &QAddParams) -> i32 {
+    let x = (a - p.a.1) as f32 * p.a.0 + (b - p.b.1) as f32 * p.b.0;
+    quantize_one(x, p.y.0, p.y.1, p.dtype == DType::I8).clamp(p.clamp.0, p.clamp.1)
+}
+
+pub(crate) fn infer_qadd(
+    inputs: &[(DType, &[usize])],
+    p: &QAddParams,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 2, 2)?;
+    for (i, (dt, _)) in inputs.iter().enumerate() {
+        if !matches!(dt, DType::U8 | DType::I8) {
+            return Err(format!("input {i} must be u8 or i8, got {dt}"));
+        }
+    }
+    if inputs[0].1 != inputs[1].1 {
+        return Err(format!(
+            "shapes {:?} and {:?} differ (no broadcasting)",
+            inputs[0].1, inputs[1].1
+        ));
+    }
+    let (lo, hi) = range_of(p.dtype)
+        .filter(|_| p.dtype != DType::I32)
+        .ok_or_else(|| format!("output must be u8 or i8, got {}", p.dtype))?;
+    let finite = |s: f32| s.is_finite() && s > 0.0;
+    if !(finite(p.a.0) && finite(p.b.0) && finite(p.y.0)) || p.clamp.0 < lo || p.clamp.1 > hi {
+        return Err(format!("bad quantisation parameters {p:?}"));
+    }
+    Ok(vec![(p.dtype, inputs[0].1.to_vec())])
+}
+
+pub(crate) fn eval_qadd(inputs: &[&Tensor], p: &QAddParams) -> Result<Vec<Tensor>, String> {
+    let (dt, shape) = infer_qadd(&types_of(inputs), p)?.remove(0);
+    let (a, b) = (ints(inputs[0]), ints(inputs[1]));
+    let y = a.iter().zip(&b).map(|(&x, &z)| qadd_one(x, z, p)).collect();
     Ok(vec![int_tensor(dt, shape, y)])
 }
 
