@@ -4,7 +4,8 @@
 # (tests/py/read_txn.py, plus its mutation self-test on the first file), disassembled by `bundlec inspect --txn`,
 # the mixed recipe is validated against XRT's schema, and npu_check runs the model through the entry function
 # (CPU fallback, bitwise equal to the CPU-only bundle), the op table, the BSP engine at 1 and 2 threads and the
-# recipe Runner with the emulator (within 1e-4 of the CPU-only bundle). Expects target/pymodels from test.sh.
+# recipe Runner with the emulator (within 1e-4 of the CPU-only bundle); then the int8 QDQ models bit for bit.
+# Expects target/pymodels from test.sh (and target/pymodels/q from scripts/int8_models.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q -p bundlec-tests --bin npu_check
@@ -25,4 +26,14 @@ for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
     python3 -c "import json,jsonschema,sys; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))); print('recipe valid:', sys.argv[1])" "$out/$m.recipe.json" "$schema"
   fi
   ./target/debug/npu_check "$model"
+done
+# int8: QDQ models (scripts/int8_models.sh writes them) through the virtual NPU's int8 ops must give the same
+# bytes as the CPU int8 bundle (--tol 0: bit for bit).
+for model in target/pymodels/q/qdq_cnn.onnx target/pymodels/q/mobilenetv2_qdq.onnx; do
+  if [ -f "$model" ]; then
+    ./target/debug/npu_check "$model" --min-gain -1 --tol 0
+  else
+    echo "npu int8: $model missing (run scripts/int8_models.sh first)" >&2
+    exit 1
+  fi
 done

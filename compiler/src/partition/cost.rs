@@ -14,6 +14,7 @@ pub fn cpu_cycles(g: &Graph, n: NodeId, macs: u64, t: &NpuTarget) -> f64 {
     let out = &g.tensors[node.outputs[0]];
     let host = match node.op {
         Op::Conv(_) | Op::MatMul(_) | Op::Gemm(_) => macs as f64 / t.host.macs_per_cycle.f32 as f64,
+        Op::QConv(..) | Op::QMatMul(_) => macs as f64 / t.host.macs_per_cycle.i8 as f64,
         Op::Reshape(_) | Op::Concat(_) => {
             out.size_bytes() as f64 / t.host.copy_bytes_per_cycle as f64
         }

@@ -84,7 +84,38 @@ pub fn onnx_name(op: &Op) -> Option<&'static str> {
         Op::GlobalAveragePool => "GlobalAveragePool",
         Op::Concat(_) => "Concat",
         Op::Reshape(_) => "Reshape",
+        Op::QConv(..) => "Conv",
+        Op::QMatMul(_) => "MatMul",
+        Op::QAdd(_) => "Add",
         _ => return None,
+    })
+}
+
+/// The constant i8 weights of an integer op.
+fn i8_const(g: &Graph, t: crate::ir::TensorId) -> Result<Vec<i8>, Reject> {
+    g.constant(t)
+        .filter(|c| c.dtype == DType::I8)
+        .map(|c| c.to_i64_vec().iter().map(|&v| v as i8).collect())
+        .ok_or_else(|| {
+            no(
+                &CONST_WEIGHTS,
+                format!("weights '{}' are not an i8 constant", g.tensors[t].name),
+            )
+        })
+}
+
+/// The NPU requantisation of an integer product (requantised outputs only).
+fn requant(p: &crate::ir::IntProduct) -> Result<super::Requant, Reject> {
+    let r = p
+        .requant
+        .as_ref()
+        .ok_or_else(|| no(&DTYPE, "i32 output (ConvInteger / MatMulInteger) is not requantised"))?;
+    Ok(super::Requant {
+        x_zero_point: p.x_zero_point,
+        bias: p.bias.clone(),
+        scale: r.scale.clone(),
+        y_zero_point: r.zero_point,
+        clamp: r.clamp,
     })
 }
 
@@ -156,10 +187,21 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             format!("{name} in {} is not listed", elem.name()),
         ));
     }
-    if elem != Elem::F32 {
+    let int8_op = matches!(node.op, Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_));
+    if (elem != Elem::F32) != int8_op && !node.op.moves_data() {
         return Err(no(
             &DTYPE,
-            "int8 graphs reach the NPU through the int8 importer (not yet available)",
+            format!("{} computes in {} (int8 ops are QConv, QMatMul, QAdd)", node.onnx_op, elem.name()),
+        ));
+    }
+    if int8_op && g.tensors[node.outputs[0]].dtype != x.dtype {
+        return Err(no(
+            &DTYPE,
+            format!(
+                "output {} differs from input {} (the NPU's int8 ops keep the type)",
+                g.tensors[node.outputs[0]].dtype,
+                x.dtype
+            ),
         ));
     }
     for &tid in node.inputs.iter().chain(&node.outputs) {
@@ -276,6 +318,58 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
                 residual: a.epilogue.residual,
                 act: a.epilogue.act,
                 requant: None,
+            })
+        }
+        Op::QConv(a, p) => {
+            let xs = shape4(&x.shape)?;
+            let ys = shape4(&out.shape)?;
+            window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
+            NpuOp::Conv(ConvOp {
+                elem,
+                x: xs,
+                m: ys[1],
+                kernel: a.kernel,
+                strides: a.strides,
+                pads: a.pads,
+                dilations: a.dilations,
+                group: a.group,
+                out: [ys[2], ys[3]],
+                weights: Weights::I8(i8_const(g, node.inputs[1])?),
+                bias: vec![],
+                residual: false,
+                act: Activation::None,
+                requant: Some(requant(p)?),
+            })
+        }
+        Op::QMatMul(p) => {
+            let b = &g.tensors[node.inputs[1]];
+            let (k, nn) = (b.shape[0], b.shape[1]);
+            NpuOp::Gemm(GemmOp {
+                elem,
+                m: numel(&x.shape) / k.max(1),
+                k,
+                n: nn,
+                weights: Weights::I8(i8_const(g, node.inputs[1])?),
+                bias: vec![],
+                residual: false,
+                act: Activation::None,
+                requant: Some(requant(p)?),
+            })
+        }
+        Op::QAdd(p) => {
+            let (ta, tb) = (&g.tensors[node.inputs[0]], &g.tensors[node.inputs[1]]);
+            if ta.dtype != tb.dtype || ta.constant().is_some() || tb.constant().is_some() {
+                return Err(no(&BROADCAST, "QAdd operands must be run-time tensors of one type"));
+            }
+            let q = |(scale, zero_point): (f32, i32)| super::Quant { scale, zero_point };
+            NpuOp::Eltwise(EltwiseOp {
+                elem,
+                op: EltOp::Add,
+                n: numel(&out.shape),
+                b_const: None,
+                broadcast: Broadcast::Same,
+                act: Activation::None,
+                quant: Some(([q(p.a), q(p.b), q(p.y)], p.clamp)),
             })
         }
         Op::Binary(b) => eltwise(g, n, *b, elem)?,
