@@ -45,8 +45,9 @@ fn run_case(c: QCase) {
         .map(|i| 0.004 + 0.0007 * (i % 5) as f32)
         .collect();
     let x_scale = 0.02f32;
-    // An output scale that makes a few outputs saturate.
-    let y_scale = x_scale * 0.01 * (k as f32).sqrt() * 3.0;
+    // An output scale that spreads the sums over about ±70 steps (σ of Σ (x - zx)·w is about 90·73·√K in
+    // integer units, times x_scale · w_scale ≈ 0.0054), so a few percent saturate and most do not.
+    let y_scale = x_scale * 0.5 * (k as f32).sqrt();
     let mut m = Model::new();
     m.input("x", &c.x);
     let y_shape = if c.conv {
@@ -139,9 +140,10 @@ fn run_case(c: QCase) {
             .filter(|&&v| v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale)
             .count();
         assert!(
-            sat > 0 && sat < want.len(),
-            "{}: {sat} saturated outputs (the case should saturate some)",
-            c.name
+            sat > 0 && sat * 5 < want.len(),
+            "{}: {sat} of {} outputs saturated (the case should saturate a few)",
+            c.name,
+            want.len()
         );
     }
 }
@@ -234,6 +236,47 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // Direct depthwise: 8-wide interior chunks at stride 1 and 2, tails, dilation, i8 activations, batch 2.
+    for (name, x, w, pads, st, dil, act) in [
+        (
+            "dw_s1_wide",
+            [1, 24, 20, 37],
+            [24, 1, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            2,
+        ),
+        (
+            "dw_s2_wide",
+            [2, 8, 30, 45],
+            [8, 1, 3, 3],
+            [1, 0, 1, 1],
+            [2, 2],
+            [1, 1],
+            3,
+        ),
+        (
+            "dw_dil_5x5",
+            [1, 4, 19, 40],
+            [4, 1, 5, 5],
+            [4, 4, 4, 4],
+            [1, 1],
+            [2, 2],
+            2,
+        ),
+        (
+            "dw_s2_u8",
+            [1, 16, 21, 50],
+            [16, 1, 3, 3],
+            [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            2,
+        ),
+    ] {
+        conv(name, x, w, pads, st, dil, x[1] as i64, act);
+    }
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub enum Body {
     QGemm(super::ops::qgemm::QGemmSpec),
     /// QuantizeLinear / DequantizeLinear: args x, scale, zero point, y.
     Quantize(super::ops::quant::QuantSpec),
+    /// Direct int8 depthwise convolution.
+    QDepthwise(super::ops::qdepthwise::QDepthwiseSpec),
     /// Quantised add of `len` elements: args a, b, y.
     QAdd {
         /// Parameters.
@@ -228,6 +230,7 @@ impl Kernel {
             Body::QGemm(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),
+            Body::QDepthwise(s) => s.n * s.c,
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,

@@ -75,6 +75,9 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
             let kk = cg * khw;
             let pix = os[2] * os[3];
             let xdt = cx.g.tensors[x].dtype;
+            if g == c && m == c && cg == 1 {
+                return depthwise(cx, n, a, p, [nb, c, h, wd], [os[2], os[3]]);
+            }
             let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
             let (b_buf, b_batch, b_group) = if direct {
                 (Buf::Tensor(x), c * h * wd, cg * h * wd)
@@ -194,6 +197,58 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
         }
         _ => Err(Error::internal("lower", "lower_quant on a float node")),
     }
+}
+
+/// Pushes the direct depthwise kernel: args x, w, bias, [scale], out.
+fn depthwise(
+    cx: &mut Ctx,
+    n: NodeId,
+    a: &crate::ir::ConvAttrs,
+    p: &IntProduct,
+    [nb, c, h, w]: [usize; 4],
+    out_hw: [usize; 2],
+) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let (x, wt, out) = (node.inputs[0], node.inputs[1], node.outputs[0]);
+    let bias = cx.constant(
+        format!("{}::bias", node.name),
+        ints(
+            DType::I32,
+            vec![c],
+            p.bias.iter().map(|&b| b as i64).collect(),
+        ),
+    );
+    let mut args = vec![Buf::Tensor(x), Buf::Tensor(wt), Buf::Tensor(bias)];
+    if let Some(r) = &p.requant {
+        let sc = cx.constant(
+            format!("{}::requant_scale", node.name),
+            Tensor::f32(vec![c], r.scale.clone()),
+        );
+        args.push(Buf::Tensor(sc));
+    }
+    let spec = super::ops::qdepthwise::QDepthwiseSpec {
+        n: nb,
+        c,
+        hw: [h, w],
+        kernel: a.kernel,
+        strides: a.strides,
+        dilations: a.dilations,
+        pads: [a.pads[0], a.pads[1]],
+        out: out_hw,
+        x: (cx.g.tensors[x].dtype, p.x_zero_point),
+        y: p.out_dtype(),
+        requant: p.requant.as_ref().map(|r| (r.zero_point, r.clamp)),
+    };
+    let work = nb * c * out_hw[0] * out_hw[1] * a.kernel[0] * a.kernel[1];
+    cx.push_to(
+        n,
+        None,
+        args,
+        Buf::Tensor(out),
+        Body::QDepthwise(spec),
+        work,
+    );
+    Ok(())
 }
 
 /// Pushes the integer GEMM kernel: args packed A, B, C, bias, [scale]. `w` is the `rows x k` weight matrix;

@@ -276,6 +276,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
         Body::QGemm(s) => ops::qgemm::emit(kb, s, tasks),
         Body::Quantize(s) => ops::quant::emit_quantize(kb, s, tasks),
+        Body::QDepthwise(s) => ops::qdepthwise::emit(kb, s, tasks),
         Body::QAdd {
             params,
             dtypes,

@@ -1,7 +1,7 @@
 //! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
 //! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
-//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI).
+//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI) and `qdepthwise`.
 
 pub mod conv;
 pub mod data;
@@ -11,6 +11,7 @@ pub mod gemm;
 pub mod logic;
 pub mod nn;
 pub mod pool;
+pub mod qdepthwise;
 pub mod qgemm;
 pub mod qgemm_vnni;
 pub mod quant;

@@ -106,10 +106,12 @@ fn i8_const(g: &Graph, t: crate::ir::TensorId) -> Result<Vec<i8>, Reject> {
 
 /// The NPU requantisation of an integer product (requantised outputs only).
 fn requant(p: &crate::ir::IntProduct) -> Result<super::Requant, Reject> {
-    let r = p
-        .requant
-        .as_ref()
-        .ok_or_else(|| no(&DTYPE, "i32 output (ConvInteger / MatMulInteger) is not requantised"))?;
+    let r = p.requant.as_ref().ok_or_else(|| {
+        no(
+            &DTYPE,
+            "i32 output (ConvInteger / MatMulInteger) is not requantised",
+        )
+    })?;
     Ok(super::Requant {
         x_zero_point: p.x_zero_point,
         bias: p.bias.clone(),
@@ -191,7 +193,11 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
     if (elem != Elem::F32) != int8_op && !node.op.moves_data() {
         return Err(no(
             &DTYPE,
-            format!("{} computes in {} (int8 ops are QConv, QMatMul, QAdd)", node.onnx_op, elem.name()),
+            format!(
+                "{} computes in {} (int8 ops are QConv, QMatMul, QAdd)",
+                node.onnx_op,
+                elem.name()
+            ),
         ));
     }
     if int8_op && g.tensors[node.outputs[0]].dtype != x.dtype {
@@ -199,8 +205,7 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             &DTYPE,
             format!(
                 "output {} differs from input {} (the NPU's int8 ops keep the type)",
-                g.tensors[node.outputs[0]].dtype,
-                x.dtype
+                g.tensors[node.outputs[0]].dtype, x.dtype
             ),
         ));
     }
@@ -359,7 +364,10 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
         Op::QAdd(p) => {
             let (ta, tb) = (&g.tensors[node.inputs[0]], &g.tensors[node.inputs[1]]);
             if ta.dtype != tb.dtype || ta.constant().is_some() || tb.constant().is_some() {
-                return Err(no(&BROADCAST, "QAdd operands must be run-time tensors of one type"));
+                return Err(no(
+                    &BROADCAST,
+                    "QAdd operands must be run-time tensors of one type",
+                ));
             }
             let q = |(scale, zero_point): (f32, i32)| super::Quant { scale, zero_point };
             NpuOp::Eltwise(EltwiseOp {

@@ -1,0 +1,239 @@
+//! Direct int8 depthwise convolution (group = C = M), the integer twin of `depthwise.rs`: one unit per
+//! (batch, channel) plane, the channel's KH·KW i8 weights in registers. Interior outputs (every tap inside the
+//! input, computed at compile time) run eight at a time in i16 lanes — `x - x_zp` fits i16 (|·| ≤ 255) and so
+//! does its product with a weight (|·| ≤ 32 640), widened to i32 before summing — reading eight consecutive bytes
+//! per tap at stride 1, or sixteen and keeping the even ones (the low byte of each i16 lane) at stride 2, only
+//! where all sixteen lie in the row. Borders and other strides run a scalar path whose padding taps contribute 0. The epilogue adds the bias
+//! and requantises (or stores the i32 sums), exactly as the reference `qconv` does.
+
+use super::quant::{bitcast, load1, round_to_int, store1, store4};
+use crate::codegen::builder::Kb;
+use crate::ir::DType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
+use cranelift_codegen::ir::{InstBuilder, Value};
+
+/// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`), bias (i32 `[C]`),
+/// [scale (f32 `[C]`)], out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QDepthwiseSpec {
+    /// Batch.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Input height and width.
+    pub hw: [usize; 2],
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Pads top, left.
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// Input dtype (u8 or i8) and zero point.
+    pub x: (DType, i32),
+    /// Output dtype (u8, i8, or i32 for raw sums).
+    pub y: DType,
+    /// Requantisation: output zero point and clamp (scale is arg 3); None for raw sums.
+    pub requant: Option<(i32, (i32, i32))>,
+}
+
+/// Output positions `[lo, hi)` of one axis whose every tap lands inside the input.
+fn interior(input: usize, out: usize, k: usize, s: usize, d: usize, p: usize) -> (usize, usize) {
+    let lo = p.div_ceil(s);
+    let span = (k - 1) * d;
+    let hi = if input + p > span {
+        ((input + p - span - 1) / s + 1).min(out)
+    } else {
+        0
+    };
+    (lo.min(out), hi.max(lo.min(out)))
+}
+
+/// Emits the kernel.
+pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [kh, kw] = s.kernel;
+    let [oh, ow] = s.out;
+    let [sh, sw] = s.strides;
+    let [dh, dw] = s.dilations;
+    let [pt, pl] = s.pads;
+    let taps = kh * kw;
+    let (y0, y1) = interior(h, oh, kh, sh, dh, pt);
+    let (x0, x1) = interior(w, ow, kw, sw, dw, pl);
+    let (xdt, zx) = s.x;
+    let ysz = s.y.size() as i64;
+    let (lo, hi) = kb.task_range(s.n * s.c, tasks);
+    let (px, pw, pb) = (kb.args[0], kb.args[1], kb.args[2]);
+    let psc = s.requant.map(|_| kb.args[3]);
+    let po = kb.args[if s.requant.is_some() { 4 } else { 3 }];
+    let mask_ff = {
+        let m = kb.b.ins().iconst(I16, 0xff);
+        kb.b.ins().splat(I16X8, m)
+    };
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (_, ch) = kb.divmod(u, s.c);
+        let wp = kb.addr(pw, ch, taps as i64);
+        let f = crate::codegen::builder::flags();
+        let wts: Vec<Value> = (0..taps)
+            .map(|t| kb.b.ins().sload8(I32, f, wp, t as i32))
+            .collect();
+        let wts16: Vec<Value> = wts
+            .iter()
+            .map(|&v| {
+                let v = kb.b.ins().ireduce(I16, v);
+                kb.b.ins().splat(I16X8, v)
+            })
+            .collect();
+        let bias = {
+            let p = kb.addr(pb, ch, 4);
+            kb.load(I32, p, 0)
+        };
+        let scale = psc.map(|p| {
+            let p = kb.addr(p, ch, 4);
+            kb.load(F32, p, 0)
+        });
+        let xin = kb.addr(px, u, (h * w * xdt.size()) as i64);
+        let out = kb.addr(po, u, (oh * ow) as i64 * ysz);
+        let zxv = kb.b.ins().iconst(I32, zx as i64);
+        // Finishes `lanes` sums (i32x4 vectors, or one i32 scalar) at output (oy, ox).
+        let finish = |kb: &mut Kb, accs: &[Value], oy: Value, ox: Value, vector: bool| {
+            let row = kb.addr(out, oy, ow as i64 * ysz);
+            let p = kb.addr(row, ox, ysz);
+            for (i, &acc) in accs.iter().enumerate() {
+                let b = if vector {
+                    kb.b.ins().splat(I32X4, bias)
+                } else {
+                    bias
+                };
+                let v = kb.b.ins().iadd(acc, b);
+                let ty = if vector { F32X4 } else { F32 };
+                let y = match (s.requant, scale) {
+                    (Some((zp, (lo, hi))), Some(sc)) => {
+                        let f = kb.b.ins().fcvt_from_sint(ty, v);
+                        let sc = if vector {
+                            kb.b.ins().splat(F32X4, sc)
+                        } else {
+                            sc
+                        };
+                        let f = kb.b.ins().fmul(f, sc);
+                        round_to_int(kb, ty, f, zp, lo, hi)
+                    }
+                    _ => v,
+                };
+                let off = (i * 4) as i64 * ysz;
+                if vector {
+                    store4(kb, y, p, off, s.y);
+                } else {
+                    store1(kb, y, p, off, s.y);
+                }
+            }
+        };
+        // Any output: clamped loads, padding taps contribute 0.
+        let generic = |kb: &mut Kb, oy: Value, ox: Value| {
+            let izero = kb.iconst(0);
+            let zero = kb.b.ins().iconst(I32, 0);
+            let mut acc = zero;
+            let cols: Vec<(Value, Value)> = (0..kw)
+                .map(|kx| {
+                    let ix = kb.b.ins().imul_imm_s(ox, sw as i64);
+                    let ix = kb.b.ins().iadd_imm_s(ix, (kx * dw) as i64 - pl as i64);
+                    let vx = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, ix, w as i64);
+                    (kb.b.ins().select(vx, ix, izero), vx)
+                })
+                .collect();
+            for ky in 0..kh {
+                let iy = kb.b.ins().imul_imm_s(oy, sh as i64);
+                let iy = kb.b.ins().iadd_imm_s(iy, (ky * dh) as i64 - pt as i64);
+                let vy = kb.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, iy, h as i64);
+                let iy = kb.b.ins().select(vy, iy, izero);
+                let row = kb.addr(xin, iy, (w * xdt.size()) as i64);
+                for (kx, &(ix, vx)) in cols.iter().enumerate() {
+                    let p = kb.addr(row, ix, xdt.size() as i64);
+                    let v = load1(kb, p, 0, xdt);
+                    let v = kb.b.ins().isub(v, zxv);
+                    let ok = kb.b.ins().band(vy, vx);
+                    let v = kb.b.ins().select(ok, v, zero);
+                    let m = kb.b.ins().imul(v, wts[ky * kw + kx]);
+                    acc = kb.b.ins().iadd(acc, m);
+                }
+            }
+            finish(kb, &[acc], oy, ox, false);
+        };
+        let generic_row = |kb: &mut Kb, oy: Value| {
+            kb.for_const(0, ow, 1, |kb, ox| generic(kb, oy, ox));
+        };
+        kb.for_const(0, y0, 1, |kb, oy| generic_row(kb, oy));
+        kb.for_const(y1, oh, 1, |kb, oy| generic_row(kb, oy));
+        // Interior columns that run eight at a time: all loaded bytes must lie in the row.
+        let vec_end = match sw {
+            1 => x0 + (x1 - x0) / 8 * 8,
+            2 => {
+                // A 16-byte load at 2·ox + kx·dw − pl for the largest kx must end inside the row.
+                let span = (kw - 1) * dw;
+                let max_ox = (w + pl).saturating_sub(span + 16) / 2;
+                let n = (max_ox + 1).saturating_sub(x0).min(x1 - x0) / 8 * 8;
+                x0 + n.min((x1 - x0) / 8 * 8)
+            }
+            _ => x0,
+        };
+        let vec_end = if vec_end < x0 + 8 { x0 } else { vec_end };
+        let zx16 = {
+            let z = kb.b.ins().iconst(I16, zx as i64);
+            kb.b.ins().splat(I16X8, z)
+        };
+        kb.for_const(y0, y1, 1, |kb, oy| {
+            kb.for_const(0, x0, 1, |kb, ox| generic(kb, oy, ox));
+            kb.for_const(vec_end, ow, 1, |kb, ox| generic(kb, oy, ox));
+            let base = kb.b.ins().imul_imm_s(oy, sh as i64);
+            let rows: Vec<Value> = (0..kh)
+                .map(|ky| {
+                    let iy = kb.b.ins().iadd_imm_s(base, (ky * dh) as i64 - pt as i64);
+                    kb.addr(xin, iy, (w * xdt.size()) as i64)
+                })
+                .collect();
+            kb.for_const(x0, vec_end, 8, |kb, ox| {
+                let z = kb.b.ins().iconst(I32, 0);
+                let z = kb.b.ins().splat(I32X4, z);
+                let (mut lo_acc, mut hi_acc) = (z, z);
+                let ix0 = kb.b.ins().imul_imm_s(ox, sw as i64);
+                for (ky, &row) in rows.iter().enumerate() {
+                    let r0 = kb.b.ins().iadd(row, ix0);
+                    for kx in 0..kw {
+                        let off = (kx * dw) as i64 - pl as i64;
+                        let x16 = if sw == 1 {
+                            let q = kb.load(I64, r0, off);
+                            let v = kb.b.ins().scalar_to_vector(I64X2, q);
+                            let bytes = bitcast(kb, I8X16, v);
+                            if xdt == DType::I8 {
+                                kb.b.ins().swiden_low(bytes)
+                            } else {
+                                kb.b.ins().uwiden_low(bytes)
+                            }
+                        } else {
+                            // The even bytes of 16 are the low halves of eight i16 lanes (little-endian):
+                            // mask (u8) or shift up and back (i8) — SSE2 only, no byte shuffle.
+                            let v = kb.load(I16X8, r0, off);
+                            if xdt == DType::I8 {
+                                let t = kb.b.ins().ishl_imm_u(v, 8);
+                                kb.b.ins().sshr_imm_u(t, 8)
+                            } else {
+                                kb.b.ins().band(v, mask_ff)
+                            }
+                        };
+                        let d = kb.b.ins().isub(x16, zx16);
+                        let m = kb.b.ins().imul(d, wts16[ky * kw + kx]);
+                        let ml = kb.b.ins().swiden_low(m);
+                        let mh = kb.b.ins().swiden_high(m);
+                        lo_acc = kb.b.ins().iadd(lo_acc, ml);
+                        hi_acc = kb.b.ins().iadd(hi_acc, mh);
+                    }
+                }
+                finish(kb, &[lo_acc, hi_acc], oy, ox, true);
+            });
+        });
+    });
+}
