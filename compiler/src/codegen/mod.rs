@@ -102,6 +102,51 @@ fn define_micro(
     Ok(Some(MicroIds { mr, nr, ids }))
 }
 
+/// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
+/// block][zeroing | accumulating]` (only those it uses).
+fn define_qpair(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::qgemm::QGemmSpec,
+) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
+    use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
+    let (nb, full, last) = ops::qgemm::pair_blocks(s);
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(I64));
+    }
+    let mut ids = [[[None; 2]; 2]; 2];
+    for (rk, rows) in [(0, MR_AVX2), (1, s.m % MR_AVX2)] {
+        if rows == 0 || (rk == 0 && s.m < MR_AVX2) {
+            continue;
+        }
+        let wanted = [
+            (0, full, 0, nb > 1),
+            (0, full, 1, nb > 2),
+            (1, last, 0, nb == 1),
+            (1, last, 1, nb > 1),
+        ];
+        for (bk, kp, acc, used) in wanted {
+            if !used {
+                continue;
+            }
+            let bytes = assemble_avx2(rows, kp, s.kp(), acc == 1)
+                .map_err(|e| Error::internal("codegen", e))?;
+            let fname = format!("{name}__k{i}_pairs_{rk}{bk}{acc}");
+            let id = module
+                .declare_function(&fname, Linkage::Local, &sig)
+                .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+            module
+                .define_function_bytes(id, 64, &bytes, &[])
+                .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+            ids[rk][bk][acc] = Some(id);
+        }
+    }
+    Ok(ids)
+}
+
 /// The VNNI micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and requantising
 /// ones `[rows]`.
 type QMicroIds = ([[[Option<FuncId>; 2]; 2]; 2], [Option<FuncId>; 2]);
@@ -225,6 +270,19 @@ pub fn define_kernels(
             }
             _ => None,
         };
+        let pair = match (&k.body, simd) {
+            (Body::QGemm(s), Some(_)) if !s.vnni => {
+                let ids = define_qpair(module, name, i, s)?;
+                Some(ops::qgemm::PairMicro {
+                    funcs: ids.map(|x| {
+                        x.map(|y| {
+                            y.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
+                        })
+                    }),
+                })
+            }
+            _ => None,
+        };
         let micro = match (&k.body, simd) {
             (Body::Gemm(s), Some(simd)) => {
                 define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
@@ -257,6 +315,9 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::QGemm(s), _, None) if pair.is_some() => {
+                    ops::qgemm::emit_with(&mut kb, s, k.tasks, pair)
+                }
                 _ => emit_body(&mut kb, &k.body, k.tasks),
             }
             kb.b.ins().return_(&[]);

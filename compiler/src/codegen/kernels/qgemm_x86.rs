@@ -1,4 +1,5 @@
-//! The AVX-512 VNNI micro-kernel of the integer GEMM, assembled with `iced-x86` like the f32 ones
+//! The machine-code micro-kernels of the integer GEMM: `assemble_avx2` (i16 pairs, `vpmaddwd`, for targets
+//! without VNNI) and the AVX-512 VNNI one, assembled with `iced-x86` like the f32 ones
 //! (`gemm_x86.rs`). `fn(a: *const i8, b: *const u8, c: *mut i32)` (System V; caller-saved registers only)
 //! computes a `rows x 32` tile of `Σ_p A[r][p] · B[p][j]` over `4 · kq` reduction steps and stores (or, for a
 //! later K block, adds to) it in `c` (row stride 32 i32). A is the compile-time weight matrix, s8, row stride
@@ -144,6 +145,67 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
                 }
             }
         }
+    }
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// Rows of the AVX2 pair micro-kernel (eight ymm accumulators).
+pub const MR_AVX2: usize = 8;
+
+/// The AVX2 micro-kernel of the i16-pair integer GEMM (targets without VNNI): `fn(a: *const i32, b: *const i16,
+/// c: *mut i32)` computes `rows x 8` sums over `kp` pair steps — per step one ymm of B (eight columns of
+/// `(B[2p, j] - zb, B[2p+1, j] - zb)`), A's pair word broadcast per row, `vpmaddwd` (exact: both factors fit
+/// i16 and no pair sum reaches 2^31) and `vpaddd` — and stores (or adds to) the tile at `c` (row stride 8 i32).
+/// `a_rs` is A's row stride in words.
+pub fn assemble_avx2(
+    rows: usize,
+    kp: usize,
+    a_rs: usize,
+    accumulate: bool,
+) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let ok = (1..=MR_AVX2).contains(&rows)
+        && kp >= 1
+        && a_rs
+            .checked_mul(4 * MR_AVX2)
+            .is_some_and(|x| i32::try_from(x).is_ok());
+    if !ok {
+        return Err(format!(
+            "AVX2 pair micro-kernel shape out of range: rows {rows} kp {kp} a_rs {a_rs}"
+        ));
+    }
+    const Y: [AsmRegisterYmm; 16] = [
+        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
+        ymm14, ymm15,
+    ];
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    for (r, &y) in Y.iter().enumerate().take(rows) {
+        if accumulate {
+            a.vmovdqu(y, ymmword_ptr(rdx + (r * 32) as i32))
+                .map_err(e)?;
+        } else {
+            a.vpxor(y, y, y).map_err(e)?;
+        }
+    }
+    a.mov(r9, kp as u64).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    a.vmovdqu(Y[14], ymmword_ptr(rsi)).map_err(e)?;
+    for (r, &y) in Y.iter().enumerate().take(rows) {
+        a.vpbroadcastd(Y[15], dword_ptr(rdi + (r * a_rs * 4) as i32))
+            .map_err(e)?;
+        a.vpmaddwd(Y[15], Y[15], Y[14]).map_err(e)?;
+        a.vpaddd(y, y, Y[15]).map_err(e)?;
+    }
+    a.add(rsi, 32).map_err(e)?;
+    a.add(rdi, 4).map_err(e)?;
+    a.dec(r9).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    for (r, &y) in Y.iter().enumerate().take(rows) {
+        a.vmovdqu(ymmword_ptr(rdx + (r * 32) as i32), y)
+            .map_err(e)?;
     }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;

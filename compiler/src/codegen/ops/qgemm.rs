@@ -119,12 +119,26 @@ pub(super) fn slot(kb: &mut Kb, bytes: usize) -> Value {
     kb.b.ins().stack_addr(I64, s, 0)
 }
 
-/// Emits the body of an integer GEMM kernel.
+/// The AVX2 pair micro-kernels one GEMM calls (`kernels/qgemm_x86.rs::assemble_avx2`), indexed `[full rows |
+/// tail rows][full block | last block][zeroing | accumulating]`.
+#[derive(Debug, Clone, Copy)]
+pub struct PairMicro {
+    /// Function refs; `None` where unused.
+    pub funcs: [[[Option<cranelift_codegen::ir::FuncRef>; 2]; 2]; 2],
+}
+
+/// Emits the body of an integer GEMM kernel with the Cranelift tile.
 pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32) {
+    emit_with(kb, s, tasks, None);
+}
+
+/// Emits the body of an integer GEMM kernel; with `micro` (x86 with AVX2), 8-row tiles run the machine-code
+/// pair micro-kernel into the unit's i32 buffer and the epilogue reads it back.
+pub fn emit_with(kb: &mut Kb, s: &QGemmSpec, tasks: u32, micro: Option<PairMicro>) {
     let kp_total = s.kp();
     let panel = slot(kb, KC.min(kp_total * 2).div_ceil(2) * NR * 4);
     let nblocks = s.k.div_ceil(KC);
-    let ibuf = if nblocks > 1 {
+    let ibuf = if nblocks > 1 || micro.is_some() {
         Some(slot(kb, ROWS * NR * 4))
     } else {
         None
@@ -142,15 +156,15 @@ pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32) {
             ibuf,
         };
         let tail_cols = s.n % NR;
+        let run = |kb: &mut Kb, cols: usize| match &micro {
+            Some(mk) => unit_micro(kb, s, &g, cols, mk),
+            None => unit(kb, s, &g, cols),
+        };
         if tail_cols == 0 {
-            unit(kb, s, &g, NR);
+            run(kb, NR);
         } else {
             let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
-            kb.if_else(
-                last,
-                |kb| unit(kb, s, &g, tail_cols),
-                |kb| unit(kb, s, &g, NR),
-            );
+            kb.if_else(last, |kb| run(kb, tail_cols), |kb| run(kb, NR));
         }
     });
 }
@@ -235,6 +249,68 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize) {
             kb.if_else(c, |kb| tile(kb, s, g, &stage, i, rows_tail, cols), |_| {});
         }
     }
+}
+
+/// Pair-micro-kernel rows per tile.
+pub const MR_MICRO: usize = crate::codegen::kernels::qgemm_x86::MR_AVX2;
+
+/// K-block geometry of the pair path: (blocks, pair words per full block, pair words in the last block).
+pub fn pair_blocks(s: &QGemmSpec) -> (usize, usize, usize) {
+    let nb = s.k.div_ceil(KC);
+    let last = (s.k - (nb - 1) * KC).div_ceil(2);
+    (nb, KC / 2, last)
+}
+
+/// A unit on the pair micro-kernels: per K block, pack, then one call per 8-row tile (and the `m % 8` tail)
+/// into the i32 buffer (accumulating after the first block); then the epilogue per buffered row.
+fn unit_micro(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &PairMicro) {
+    let (nb, _, _) = pair_blocks(s);
+    let ibuf = g.ibuf.expect("micro-kernel units buffer their sums");
+    let kp_total = s.kp() as i64;
+    let a_base = kb.args[s.a_arg];
+    for blk in 0..nb {
+        let k0 = blk * KC;
+        pack(kb, s, g, cols, k0, KC.min(s.k - k0));
+        let (bk, acc) = (usize::from(blk + 1 == nb), usize::from(blk > 0));
+        let call = |kb: &mut Kb, i: Value, rk: usize| {
+            let Some(f) = mk.funcs[rk][bk][acc] else {
+                return;
+            };
+            let a_el = kb.b.ins().imul_imm_s(i, kp_total);
+            let a_el = kb.b.ins().iadd(a_el, g.offs[0]);
+            let a_el = kb.b.ins().iadd_imm_s(a_el, (k0 / 2) as i64);
+            let a = kb.addr(a_base, a_el, 4);
+            let di = kb.b.ins().isub(i, g.i_lo);
+            let c = kb.addr(ibuf, di, (NR * 4) as i64);
+            kb.b.ins().call(f, &[a, g.panel, c]);
+        };
+        let next = kb.var(I64, g.i_lo);
+        kb.for_range(g.i_lo, g.i_hi, MR_MICRO as i64, |kb, i| {
+            let end = kb.b.ins().iadd_imm_s(i, MR_MICRO as i64);
+            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
+            kb.if_else(
+                full,
+                |kb| {
+                    call(kb, i, 0);
+                    kb.b.def_var(next, end);
+                },
+                |_| {},
+            );
+        });
+        if s.m % MR_MICRO > 0 {
+            let i = kb.b.use_var(next);
+            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
+            kb.if_else(c, |kb| call(kb, i, 1), |_| {});
+        }
+    }
+    kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
+        let di = kb.b.ins().isub(i, g.i_lo);
+        let row = kb.addr(ibuf, di, (NR * 4) as i64);
+        let vals: Vec<Value> = (0..cols.div_ceil(4))
+            .map(|v| kb.load(I32X4, row, (v * 16) as i64))
+            .collect();
+        epilogue(kb, s, g, i, cols, &[vals]);
+    });
 }
 
 /// Which K block a tile computes.
