@@ -63,6 +63,10 @@ enum Cmd {
         /// Keep these nodes (ONNX node names) in f32 under --load-profile (repeatable).
         #[arg(long = "keep-f32", value_name = "NODE")]
         keep_f32: Vec<String>,
+        /// Inputs read only by QuantizeLinear and outputs written by DequantizeLinear become u8/i8; the header
+        /// gives each one's scale and zero point.
+        #[arg(long)]
+        quantized_io: bool,
     },
     /// Run the f32 MODEL over calibration inputs and record every tensor's range (for --load-profile).
     Profile {
@@ -332,6 +336,7 @@ fn run() -> anyhow::Result<()> {
             load_profile,
             calibration,
             keep_f32,
+            quantized_io,
         } => {
             let mut opts = Options::new(&name);
             opts.inputs = inputs
@@ -358,6 +363,7 @@ fn run() -> anyhow::Result<()> {
             } else if !keep_f32.is_empty() {
                 anyhow::bail!("--keep-f32 needs --load-profile");
             }
+            opts.quantized_io = quantized_io;
             let b = bundlec::compile_file(&model, &opts)?;
             if opts.npu.is_some() && b.report.segments.is_empty() {
                 eprintln!(
@@ -406,6 +412,12 @@ fn run() -> anyhow::Result<()> {
                     for (n, why) in &r.kept_f32 {
                         eprintln!("  kept in f32: {n} ({why})");
                     }
+                }
+                for (n, s, z) in &r.quantized_io {
+                    eprintln!("  quantized io: {n} scale {s:e} zero point {z}");
+                }
+                if quantized_io && r.quantized_io.is_empty() {
+                    eprintln!("  quantized io: none (no input read only by QuantizeLinear, no output written by DequantizeLinear)");
                 }
                 for (s, ms) in &r.timings {
                     eprintln!("  {s:<12} {ms:8.1} ms");

@@ -38,6 +38,9 @@ pub struct Options {
     pub npu: Option<PartitionOptions>,
     /// Quantise to int8 from a profile (`--load-profile`).
     pub quantize: Option<QuantizeOptions>,
+    /// Model inputs read only by QuantizeLinear and outputs written by DequantizeLinear become integer tensors
+    /// (`--quantized-io`); the header gives their scale and zero point.
+    pub quantized_io: bool,
 }
 
 /// Profile-guided int8 quantisation options.
@@ -67,6 +70,7 @@ impl Options {
             verify: true,
             npu: None,
             quantize: None,
+            quantized_io: false,
         }
     }
 }
@@ -100,6 +104,8 @@ pub struct Report {
     pub int8: Vec<String>,
     /// Nodes `--load-profile` left in f32, with the reason.
     pub kept_f32: Vec<(String, String)>,
+    /// `--quantized-io`: the integer inputs and outputs with their scale and zero point.
+    pub quantized_io: Vec<(String, f32, i32)>,
 }
 
 /// A compiled bundle, in memory.
@@ -281,6 +287,10 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let (stats, qreport) = optimize_with(&mut g, opts.quantize.as_ref())?;
     report.passes = stats;
     report.kept_f32 = qreport.kept;
+    if opts.quantized_io {
+        report.quantized_io = passes::quantize::quantize_io(&mut g);
+        passes::eliminate_dead_nodes::eliminate_dead_nodes(&mut g);
+    }
     if opts.verify {
         verify(&g, "passes")?;
     }
@@ -383,6 +393,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         npu: part.as_ref().map(|p| p.target.name.as_str()),
         features: &features,
         int8: &int8,
+        quantized_io: &report.quantized_io,
     });
     let npu_name = part.as_ref().map(|p| p.target.name.clone());
     let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan, &segs, npu_name.as_deref())?;

@@ -35,6 +35,8 @@ pub struct HeaderInfo<'a> {
     pub features: &'a [&'static str],
     /// Nodes computed in int8.
     pub int8: &'a [String],
+    /// Integer inputs / outputs (`--quantized-io`): name, scale, zero point.
+    pub quantized_io: &'a [(String, f32, i32)],
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -87,6 +89,11 @@ pub fn render(h: &HeaderInfo) -> String {
                 "#define {m}_OFFSET {}\n#define {m}_SIZE {}\n",
                 s.offset, s.elems
             ));
+            if let Some((_, scale, zp)) = h.quantized_io.iter().find(|q| q.0 == s.name) {
+                io.push_str(&format!(
+                    "/* real value = {m}_SCALE * (q - {m}_ZERO_POINT) */\n#define {m}_SCALE {scale:e}f\n#define {m}_ZERO_POINT {zp}\n"
+                ));
+            }
         }
     }
     let npu_summary = match (h.npu, h.segments.len()) {

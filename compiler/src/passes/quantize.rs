@@ -233,3 +233,58 @@ fn qdq_after(g: &mut Graph, t: TensorId, q: QuantParams, into: Option<TensorId>)
     g.order.insert(pos + 1, dn);
     td
 }
+
+/// `--quantized-io`: a model input read only by Quantize nodes of one (per-tensor) quantisation becomes that
+/// integer type, and a model output written by a per-tensor Dequantize becomes the Dequantize's integer input
+/// (under the output's name). Returns `(name, scale, zero_point)` of every converted input and output; the rest
+/// stay f32.
+pub fn quantize_io(g: &mut Graph) -> Vec<(String, f32, i32)> {
+    let mut done = Vec::new();
+    for t in g.inputs.clone() {
+        let readers: Vec<NodeId> = super::consumers(g, t);
+        let qs: Vec<QuantParams> = readers
+            .iter()
+            .filter_map(|&n| match &g.nodes[n].op {
+                Op::Quantize(q) if q.axis.is_none() => Some(q.clone()),
+                _ => None,
+            })
+            .collect();
+        if readers.is_empty() || qs.len() != readers.len() || qs.iter().any(|q| *q != qs[0]) {
+            continue;
+        }
+        g.tensors[t].dtype = qs[0].dtype;
+        for &n in &readers {
+            let out = g.nodes[n].outputs[0];
+            g.replace_uses(out, t);
+        }
+        g.remove_nodes(&readers);
+        done.push((
+            g.tensors[t].name.clone(),
+            qs[0].scale[0],
+            qs[0].zero_point[0],
+        ));
+    }
+    let producers = g.producers();
+    for i in 0..g.outputs.len() {
+        let t = g.outputs[i];
+        let Some(n) = producers[t] else { continue };
+        let Op::Dequantize(q) = &g.nodes[n].op else {
+            continue;
+        };
+        let src = g.nodes[n].inputs[0];
+        if q.axis.is_some()
+            || q.dtype == DType::I32
+            || g.inputs.contains(&src)
+            || g.outputs.contains(&src)
+        {
+            continue;
+        }
+        let (scale, zp) = (q.scale[0], q.zero_point[0]);
+        let name = g.tensors[t].name.clone();
+        g.tensors[t].name = format!("{name}::f32");
+        g.tensors[src].name = name.clone();
+        g.outputs[i] = src;
+        done.push((name, scale, zp));
+    }
+    done
+}
