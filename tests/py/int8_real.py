@@ -154,6 +154,28 @@ def build_and_run(a, model, wd, tag, extra, held_paths, out_shape):
     return np.concatenate(outs, 0), rep
 
 
+def ort_int8(model, wd, meth, in_name, calib, held):
+    """onnxruntime's own static quantisation of the model (QDQ, per-channel s8 weights, u8 activations, the same
+    calibration inputs, calibration method meth), run by onnxruntime on the held-out inputs."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{in_name: x} for x in calib])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    out = os.path.join(wd, f"ort_{meth}.onnx")
+    cm = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+          "entropy": CalibrationMethod.Entropy}[meth]
+    quantize_static(model, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, calibrate_method=cm)
+    s = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    return np.concatenate([s.run(None, {in_name: x})[0] for x in held], 0)
+
+
 def compare(ref, got):
     r1, g1 = ref.argmax(1), got.argmax(1)
     r5 = np.argsort(-ref, 1)[:, :5]
@@ -178,6 +200,9 @@ def main():
     ap.add_argument("--all-methods", action="store_true", help="try every method even after one passes")
     ap.add_argument("--cpu", help="passed to bundlec compile --cpu")
     ap.add_argument("--norm", choices=["tf", "imagenet"], default="tf")
+    ap.add_argument("--ort-baseline", action="store_true",
+                    help="also quantise with onnxruntime's quantize_static (QDQ, per-channel s8 weights, u8 "
+                         "activations) on the same calibration inputs, for each method, and report its agreement")
     a = ap.parse_args()
     t_all = time.time()
     wd = a.workdir or tempfile.mkdtemp(prefix="int8_real_")
@@ -254,6 +279,8 @@ def body(a, wd, t_all):
     t0 = time.time()
     ref = np.concatenate([sess.run(None, {in_name: x})[0] for x in held], 0)
     t_ort = time.time() - t0
+    e = np.exp(ref - ref.max(1, keepdims=True))
+    ref_conf = (e / e.sum(1, keepdims=True)).max(1)
     out_shape = (1,) + ref.shape[1:]
     print(f"onnxruntime on {len(held)} inputs: {t_ort:.2f} s")
 
@@ -266,20 +293,31 @@ def body(a, wd, t_all):
     rows = []
     got, rep = build_and_run(a, a.model, wd, "f32", [], held_paths, out_shape)
     rows.append(("f32 bundle", compare(ref, got), rep))
+    logits = {"f32 bundle": got}
     passed = None
     for meth in [s for s in a.methods.split(",") if s]:
         got, rep = build_and_run(a, a.model, wd, "int8_" + meth, ["--load-profile", prof, "--calibration", meth],
                                  held_paths, out_shape)
         c = compare(ref, got)
         rows.append((f"int8 {meth}", c, rep))
+        logits[f"int8 {meth}"] = got
         if c["top1"] >= a.min_top1 and passed is None:
             passed = meth
             if not a.all_methods:
                 break
 
+    if a.ort_baseline:
+        for meth in [s for s in a.methods.split(",") if s]:
+            t0 = time.time()
+            got = ort_int8(a.model, wd, meth, in_name, [np.load(p) for p in calib_paths], held)
+            logits[f"ort int8 {meth}"] = got
+            rows.append((f"ort int8 {meth}", compare(ref, got),
+                         dict(compile_s=time.time() - t0, run_s=0.0, ms_median=float("nan"), kept=[], summary=[])))
+
     print(f"\n{'build':18s} {'top-1 agree':>14s} {'f32 top1 in top-5':>18s} {'top-5 overlap':>14s} "
           f"{'mean|dlogit|':>12s} {'max|dlogit|':>11s} {'compile s':>9s} {'runs s':>7s} {'ms/run':>7s}")
     n = len(held)
+    confident = ref_conf >= 0.5
     for tag, c, rep in rows:
         k = round(c["top1"] * n)
         print(f"{tag:18s} {k:4d}/{n} {c['top1']:7.2%} {c['in5']:18.2%} {c['overlap']:14.2%} {c['mean_err']:12.4f} "
@@ -290,6 +328,9 @@ def body(a, wd, t_all):
         print(f"{tag}: {len(rep['kept'])} 'kept in f32' lines" + "".join("\n    " + k for k in rep["kept"]))
         for i, r1, g1 in c["bad"]:
             print(f"    top-1 differs on {held_desc[i]}: f32 {label(r1)}, {tag} {label(g1)}")
+    print(f"\n{int(confident.sum())} of {n} held-out inputs have f32 top-1 probability >= 0.5; top-1 agreement on "
+          "them: " + ", ".join(f"{tag} {compare(ref[confident], got[confident])['top1']:.2%}"
+                               for tag, got in logits.items()))
     print(f"\ntotal {time.time() - t_all:.1f} s")
     f32_ok = rows[0][1]["top1"] == 1.0
     if not f32_ok:

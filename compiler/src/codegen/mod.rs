@@ -283,6 +283,27 @@ pub fn define_kernels(
             }
             _ => None,
         };
+        let qadd = match (&k.body, simd) {
+            (Body::QAdd { params, dtypes, .. }, Some(Simd::Avx512)) => {
+                let signed = dtypes.map(|d| d == crate::ir::DType::I8);
+                let bytes = kernels::qgemm_x86::assemble_qadd(params, signed)
+                    .map_err(|e| Error::internal("codegen", e))?;
+                let mut qsig = module.make_signature();
+                qsig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+                for _ in 0..4 {
+                    qsig.params.push(AbiParam::new(I64));
+                }
+                let fname = format!("{name}__k{i}_qadd");
+                let fid = module
+                    .declare_function(&fname, Linkage::Local, &qsig)
+                    .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+                module
+                    .define_function_bytes(fid, 64, &bytes, &[])
+                    .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
+            _ => None,
+        };
         let micro = match (&k.body, simd) {
             (Body::Gemm(s), Some(simd)) => {
                 define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
@@ -317,6 +338,17 @@ pub fn define_kernels(
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
                 (Body::QGemm(s), _, None) if pair.is_some() => {
                     ops::qgemm::emit_with(&mut kb, s, k.tasks, pair)
+                }
+                (
+                    Body::QAdd {
+                        params,
+                        dtypes,
+                        len,
+                    },
+                    _,
+                    _,
+                ) if qadd.is_some() => {
+                    ops::quant::emit_qadd_with(&mut kb, params, *dtypes, *len, k.tasks, qadd)
                 }
                 _ => emit_body(&mut kb, &k.body, k.tasks),
             }

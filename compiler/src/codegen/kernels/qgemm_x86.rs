@@ -151,6 +151,68 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// The AVX-512 QAdd kernel `fn(a: *const u8, b: *const u8, y: *mut u8, blocks: u64)` over `16 · blocks`
+/// elements: widen (`vpmov[sz]xbd`), subtract the zero points, convert, scale, add, divide by the output scale,
+/// clamp to `[lo - zy, hi - zy]`, round half to even (`vcvtps2dq`), add `zy`, narrow — the f32 chain of
+/// `ir/ops/quant.rs::qadd_one`, operation for operation.
+pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let lo = (p.clamp.0 as f64 - p.y.1 as f64) as f32;
+    let hi = (p.clamp.1 as f64 - p.y.1 as f64) as f32;
+    // zmm16.. hold the constants: za, sa, zb, sb, sy, lo, hi, zy.
+    let consts = [
+        p.a.1 as u32,
+        p.a.0.to_bits(),
+        p.b.1 as u32,
+        p.b.0.to_bits(),
+        p.y.0.to_bits(),
+        lo.to_bits(),
+        hi.to_bits(),
+        p.y.1 as u32,
+    ];
+    for (i, bits) in consts.iter().enumerate() {
+        a.mov(eax, *bits).map_err(e)?;
+        a.vpbroadcastd(ZMM[16 + i], eax).map_err(e)?;
+    }
+    let mut done = a.create_label();
+    a.test(rcx, rcx).map_err(e)?;
+    a.je(done).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    for (v, (src, s)) in [(rdi, signed[0]), (rsi, signed[1])].into_iter().enumerate() {
+        let x = ZMM[v];
+        if s {
+            a.vpmovsxbd(x, xmmword_ptr(src)).map_err(e)?;
+        } else {
+            a.vpmovzxbd(x, xmmword_ptr(src)).map_err(e)?;
+        }
+        a.vpsubd(x, x, ZMM[16 + 2 * v]).map_err(e)?;
+        a.vcvtdq2ps(x, x).map_err(e)?;
+        a.vmulps(x, x, ZMM[17 + 2 * v]).map_err(e)?;
+    }
+    a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
+    a.vdivps(zmm0, zmm0, ZMM[20]).map_err(e)?;
+    a.vmaxps(zmm0, zmm0, ZMM[21]).map_err(e)?;
+    a.vminps(zmm0, zmm0, ZMM[22]).map_err(e)?;
+    a.vcvtps2dq(zmm0, zmm0).map_err(e)?;
+    a.vpaddd(zmm0, zmm0, ZMM[23]).map_err(e)?;
+    if p.dtype == crate::ir::DType::I8 {
+        a.vpmovsdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
+    } else {
+        a.vpmovusdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
+    }
+    a.add(rdi, 16).map_err(e)?;
+    a.add(rsi, 16).map_err(e)?;
+    a.add(rdx, 16).map_err(e)?;
+    a.dec(rcx).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    a.set_label(&mut done).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
 /// Rows of the AVX2 pair micro-kernel (eight ymm accumulators).
 pub const MR_AVX2: usize = 8;
 

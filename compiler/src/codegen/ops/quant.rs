@@ -198,6 +198,19 @@ pub fn emit_qadd(
     len: usize,
     tasks: u32,
 ) {
+    emit_qadd_with(kb, p, dtypes, len, tasks, None);
+}
+
+/// `emit_qadd`; with `zmm` (AVX-512) each chunk's multiple of 16 runs the machine-code kernel
+/// (`kernels/qgemm_x86.rs::assemble_qadd`) and only the tail the Cranelift code.
+pub fn emit_qadd_with(
+    kb: &mut Kb,
+    p: &crate::ir::QAddParams,
+    dtypes: [DType; 2],
+    len: usize,
+    tasks: u32,
+    zmm: Option<cranelift_codegen::ir::FuncRef>,
+) {
     const CHUNK: usize = 1024;
     let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
     let (a, b, y) = (kb.args[0], kb.args[1], kb.args[2]);
@@ -235,7 +248,23 @@ pub fn emit_qadd(
         let end = kb.b.ins().iadd_imm_s(start, CHUNK as i64);
         let n = kb.iconst((len / 4 * 4) as i64);
         let vend = kb.b.ins().umin(end, n);
-        kb.for_range(start, vend, 4, |kb, i| one(kb, i, F32X4));
+        let vstart = match zmm {
+            Some(f) => {
+                // Chunks start at multiples of 1024, so 16-element blocks from `start` stay aligned to it.
+                let span = kb.b.ins().isub(vend, start);
+                let blocks = kb.b.ins().ushr_imm_u(span, 4);
+                let (pa, pb, py) = (
+                    kb.b.ins().iadd(a, start),
+                    kb.b.ins().iadd(b, start),
+                    kb.b.ins().iadd(y, start),
+                );
+                kb.b.ins().call(f, &[pa, pb, py, blocks]);
+                let done = kb.b.ins().ishl_imm_u(blocks, 4);
+                kb.b.ins().iadd(start, done)
+            }
+            None => start,
+        };
+        kb.for_range(vstart, vend, 4, |kb, i| one(kb, i, F32X4));
         if len % 4 != 0 {
             // The scalar tail lies in the last chunk.
             let tail0 = kb.iconst((len / 4 * 4) as i64);
