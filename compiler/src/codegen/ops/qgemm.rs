@@ -297,7 +297,7 @@ fn unit_micro(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &PairMicro)
                 |_| {},
             );
         });
-        if s.m % MR_MICRO > 0 {
+        if !s.m.is_multiple_of(MR_MICRO) {
             let i = kb.b.use_var(next);
             let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
             kb.if_else(c, |kb| call(kb, i, 1), |_| {});

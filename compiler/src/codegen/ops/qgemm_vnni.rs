@@ -133,7 +133,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
                 |_| {},
             );
         });
-        if s.m % MR > 0 {
+        if !s.m.is_multiple_of(MR) {
             let i = kb.b.use_var(next);
             let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
             kb.if_else(c, |kb| call(kb, i, 1), |_| {});
@@ -201,7 +201,7 @@ fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro
             |_| {},
         );
     });
-    if s.m % MR > 0 {
+    if !s.m.is_multiple_of(MR) {
         let i = kb.b.use_var(next);
         let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
         kb.if_else(c, |kb| tile(kb, i, 1, s.m % MR), |_| {});
@@ -255,7 +255,7 @@ fn pack(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, blk: usize) {
         shuffle_mask(kb, hi16),
     );
     // Quads whose four rows all lie inside K (the last quad of the last block may not).
-    let whole = if blk + 1 == nb && s.k % 4 != 0 {
+    let whole = if blk + 1 == nb && !s.k.is_multiple_of(4) {
         quads - 1
     } else {
         quads

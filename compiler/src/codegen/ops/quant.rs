@@ -265,7 +265,7 @@ pub fn emit_qadd_with(
             None => start,
         };
         kb.for_range(vstart, vend, 4, |kb, i| one(kb, i, F32X4));
-        if len % 4 != 0 {
+        if !len.is_multiple_of(4) {
             // The scalar tail lies in the last chunk.
             let tail0 = kb.iconst((len / 4 * 4) as i64);
             let last = kb.b.ins().icmp(
