@@ -4,7 +4,8 @@
 # ResNet-50 in BatchNorm and folded forms, MobileNetV2, BERT-style encoders) linked into C programs, the ONNX
 # backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
 # exported by torch.onnx (scripts/torch_models.sh), and the NPU path of ResNet-50, MobileNetV2 and the encoder through
-# the emulator (scripts/npu_models.sh).
+# the emulator (scripts/npu_models.sh), and the int8 path (scripts/int8_models.sh: pre-quantised ONNX against
+# onnxruntime, --quantized-io, the profile-guided flow's accuracy; its QDQ models then go through the NPU too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,6 +26,7 @@ python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx
 python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.onnx --ln-form decomposed --gelu tanh --shape-chains
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
+bash scripts/int8_models.sh
 bash scripts/npu_models.sh
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec
 python3 tests/py/light_models.py --bundlec target/debug/bundlec

@@ -4,7 +4,7 @@ model run by onnxruntime, on held-out inputs that calibration never saw.
 
 usage: int8_accuracy.py [--bundlec PATH] MODEL.onnx --calib N --heldout M
                         [--calibration minmax|percentile|entropy] [--seed S] [--min-top1 F] [--keep-f32 NODE ...]
-                        [--layers K] [--input NAME:SHAPE ...] [--workdir DIR]
+                        [--layers K] [--input NAME:SHAPE ...] [--profile FILE] [--workdir DIR]
 
 Steps:
   1. N calibration inputs and M held-out inputs, from two different random streams (numpy Generator seeded with
@@ -32,11 +32,18 @@ Steps:
      with the same profile (tensor names are unchanged) and run on the held-out inputs next to onnxruntime on the
      same copy; the K layers (default 10) with the largest relative error mean|int8 - f32| / (max - min of the
      f32 tensor over the held-out inputs) are listed. The copy's int8 op count is compared with the original's and
-     its final outputs with the original bundle's (extra outputs must not change what is computed).
+     its final outputs with the original bundle's (extra outputs must not change what is computed). An int8 Add
+     whose output becomes a graph output may be computed in f32 in the copy (a NOTE names it); its row then shows
+     the error of its int8 inputs added in f32.
+  Held-out top-1 disagreements are listed with the f32 logit gap between the two classes: on random-weight
+  models the top classes are near-ties, and an 'int8 gap 0' is an exact tie of the int8 logits (an int8 op that
+  writes a graph output still rounds it to its u8 grid).
 
+--profile FILE: use FILE as the profile when it exists (no profiling; handy for trying --calibration methods on a
+model whose profiling is slow), else write it there.
 --min-top1 F: exit 1 when the lowest top-1 agreement over the [batch, classes] outputs is below F (a fraction;
 a value above 1 is read as a percentage); no such output is an error then. Exit 2 when bundlec, cc or a bundle
-fails. Nothing is written outside --workdir (a temporary directory, removed, unless given)."""
+fails. Nothing is written outside --workdir (a temporary directory, removed, unless given) and --profile."""
 import argparse
 import os
 import re
@@ -49,7 +56,7 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper, shape_inference
+from onnx import helper, shape_inference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRIVER = os.path.join(ROOT, "tests", "c", "run_bundle.c")
@@ -67,7 +74,10 @@ class ToolFailure(Exception):
 
 def run_tool(cmd, what):
     t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise ToolFailure(f"{what}: cannot run {cmd[0]}: {e}") from e
     if r.returncode != 0:
         raise ToolFailure(f"{what} exited {r.returncode}: {' '.join(cmd)}\n{(r.stdout + r.stderr).strip()[-4000:]}")
     return r, time.time() - t
@@ -345,6 +355,8 @@ def main():
     ap.add_argument("--layers", type=int, default=10, help="worst layers listed (0: no per-layer pass)")
     ap.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE",
                     help="fix a graph input's shape, e.g. input:1x3x224x224")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="profile file: reused when it exists (no profiling run), else written there")
     ap.add_argument("--workdir", help="keep every file here (default: a temporary directory, removed)")
     a = ap.parse_args()
     if a.calib < 1 or a.heldout < 1:
@@ -403,13 +415,16 @@ def body(a, wd):
     t_ort = time.time() - t0
 
     # profile
-    prof = os.path.join(wd, "profile.yaml")
-    cmd = [a.bundlec, "profile", a.model, "--inputs"] + calib_paths + ["-o", prof] + specs_flags
-    print(f"$ {a.bundlec} profile {a.model} --inputs <{len(calib_paths)} files> -o {prof}" +
-          (" " + " ".join(specs_flags) if specs_flags else ""))
-    r, t_prof = run_tool(cmd, "bundlec profile")
-    print(f"  {(r.stdout + r.stderr).strip().splitlines()[-1] if (r.stdout + r.stderr).strip() else ''} "
-          f"({t_prof:.1f} s, {t_prof / a.calib:.2f} s per sample)")
+    prof = a.profile or os.path.join(wd, "profile.yaml")
+    if a.profile and os.path.exists(a.profile):
+        print(f"reusing profile {a.profile} (not re-profiled; it need not match --calib/--seed)")
+    else:
+        cmd = [a.bundlec, "profile", a.model, "--inputs"] + calib_paths + ["-o", prof] + specs_flags
+        print(f"$ {a.bundlec} profile {a.model} --inputs <{len(calib_paths)} files> -o {prof}" +
+              (" " + " ".join(specs_flags) if specs_flags else ""))
+        r, t_prof = run_tool(cmd, "bundlec profile")
+        msg = (r.stdout + r.stderr).strip()
+        print(f"  {msg.splitlines()[-1] if msg else ''} ({t_prof:.1f} s, {t_prof / a.calib:.2f} s per sample)")
 
     # int8 bundle
     d, name, exe, log, ccmd, t_comp, t_link = compile_bundle(a, a.model, wd, "int8", prof, specs_flags)
@@ -473,7 +488,7 @@ def body(a, wd):
     print(f"\ntotal {time.time() - t_all:.1f} s")
     if a.min_top1 is not None:
         if not cls:
-            print(f"FAIL: --min-top1 given but no output is a [batch, classes] tensor")
+            print("FAIL: --min-top1 given but no output is a [batch, classes] tensor")
             return 1
         worst = min(results[n]["top1"] for n in cls)
         if worst < a.min_top1:

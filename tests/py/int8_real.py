@@ -147,18 +147,27 @@ def build_and_run(a, model, wd, tag, extra, held_paths, out_shape):
             ms.append(float(m.group(1)))
         outs.append(np.fromfile(op, dtype=np.float32).reshape(out_shape))
         os.remove(op)
+    m = re.search(r"int8: \d+ ops: (.*)", log)
+    int8 = set(m.group(1).split(", ")) if m else set()
+    products = [n.name for n in onnx.load(model, load_external_data=False).graph.node
+                if n.op_type in ("Conv", "Gemm", "MatMul")]
+    kept_names = {k.split("kept in f32: ", 1)[-1].split(" (")[0] for k in kept}
+    simulated = [p for p in products if p not in int8 and p not in kept_names] if "--load-profile" in extra else []
     rep = dict(compile_s=t_compile, link_s=t_link, run_s=time.time() - t0,
-               ms_median=float(np.median(ms)) if ms else float("nan"), kept=kept,
-               summary=[ln for ln in log.splitlines() if ln.startswith("bundle ") or "quantis" in ln.lower()
-                        or "int8" in ln.lower()][:8])
+               ms_median=float(np.median(ms)) if ms else float("nan"), kept=kept, simulated=simulated,
+               summary=[ln.strip() for ln in log.splitlines() if ln.startswith("bundle ") or "passes:" in ln][:4]
+               + ([f"int8 ops: {len(int8)}"] if m else []))
     return np.concatenate(outs, 0), rep
 
 
 def ort_int8(model, wd, meth, in_name, calib, held):
     """onnxruntime's own static quantisation of the model (QDQ, per-channel s8 weights, u8 activations, the same
     calibration inputs, calibration method meth), run by onnxruntime on the held-out inputs."""
+    import logging
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
+    logging.getLogger().setLevel(logging.ERROR)  # "consider pre-processing" advice
+    ort.set_default_logger_severity(3)  # unused-initializer warnings of the calibration sessions
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -323,14 +332,25 @@ def body(a, wd, t_all):
         print(f"{tag:18s} {k:4d}/{n} {c['top1']:7.2%} {c['in5']:18.2%} {c['overlap']:14.2%} {c['mean_err']:12.4f} "
               f"{c['max_err']:11.3f} {rep['compile_s']:9.2f} {rep['run_s']:7.1f} {rep['ms_median']:7.2f}")
     for tag, c, rep in rows:
+        print()
         if rep["summary"]:
-            print(f"\n{tag} compile report (first lines): " + " | ".join(rep["summary"]))
-        print(f"{tag}: {len(rep['kept'])} 'kept in f32' lines" + "".join("\n    " + k for k in rep["kept"]))
-        for i, r1, g1 in c["bad"]:
+            print(f"{tag}: " + " | ".join(rep["summary"]))
+            print(f"{tag}: {len(rep['kept'])} 'kept in f32' lines" + "".join("\n    " + k for k in rep["kept"]))
+        if rep.get("simulated"):
+            print(f"{tag}: {len(rep['simulated'])} products quantised (Q/DQ around them) but not made integer ops, "
+                  "so computed in f32 on dequantised values: " + ", ".join(rep["simulated"]))
+        for i, r1, g1 in c["bad"][:15]:
             print(f"    top-1 differs on {held_desc[i]}: f32 {label(r1)}, {tag} {label(g1)}")
+        if len(c["bad"]) > 15:
+            print(f"    ... and {len(c['bad']) - 15} more")
     print(f"\n{int(confident.sum())} of {n} held-out inputs have f32 top-1 probability >= 0.5; top-1 agreement on "
           "them: " + ", ".join(f"{tag} {compare(ref[confident], got[confident])['top1']:.2%}"
                                for tag, got in logits.items()))
+    srt = np.sort(e / e.sum(1, keepdims=True), 1)
+    clear = srt[:, -1] - srt[:, -2] > 0.1
+    print(f"{int(clear.sum())} of {n} have an f32 top-1 probability more than 0.1 above the second's; top-1 agreement "
+          "on them: " + ", ".join(f"{tag} {compare(ref[clear], got[clear])['top1']:.2%}"
+                                  for tag, got in logits.items()))
     print(f"\ntotal {time.time() - t_all:.1f} s")
     f32_ok = rows[0][1]["top1"] == 1.0
     if not f32_ok:
