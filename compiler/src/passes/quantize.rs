@@ -41,8 +41,11 @@ pub fn activation_params(lo: f32, hi: f32) -> QuantParams {
     }
 }
 
-/// Per-channel symmetric i8 weights along `axis`: (values, scales).
-pub fn quantize_weights(w: &Tensor, axis: usize) -> Option<(Tensor, Vec<f32>)> {
+/// Per-channel symmetric i8 weights along `axis`: (values, scales). `min_scale[c]` floors a channel's scale:
+/// a bias must fit i32 at scale `x_scale · w_scale[c]`, so a channel whose weights are nearly zero (a pruned or
+/// BatchNorm-silenced channel) gets the smallest scale that keeps its bias in range, as onnxruntime's quantiser
+/// does; its weights then round to (nearly) zero, which they were.
+pub fn quantize_weights(w: &Tensor, axis: usize, min_scale: &[f32]) -> Option<(Tensor, Vec<f32>)> {
     let v = w.as_f32()?;
     let n = *w.shape.get(axis)?;
     let inner: usize = w.shape[axis + 1..].iter().product();
@@ -56,7 +59,11 @@ pub fn quantize_weights(w: &Tensor, axis: usize) -> Option<(Tensor, Vec<f32>)> {
     }
     let scales: Vec<f32> = amax
         .iter()
-        .map(|&a| if a > 0.0 { a / 127.0 } else { 1.0 })
+        .enumerate()
+        .map(|(c, &a)| {
+            let s = if a > 0.0 { a / 127.0 } else { 1.0 };
+            s.max(min_scale.get(c).copied().unwrap_or(0.0))
+        })
         .collect();
     let q = v
         .iter()
@@ -132,7 +139,27 @@ pub fn quantize(
             keep("no profile for its input or output");
             continue;
         };
-        let Some((wq, scales)) = quantize_weights(&w, axis) else {
+        // The bias is quantised at x_scale · w_scale[c] into i32: keep |b| / that below 2^30.
+        let xq = activation_params(rx.0, rx.1);
+        let bias = match &node.op {
+            Op::Conv(a) if a.has_bias => g
+                .constant(node.inputs[2])
+                .and_then(|b| b.as_f32().map(<[f32]>::to_vec)),
+            Op::Gemm(a) if a.has_c => g
+                .constant(node.inputs[2])
+                .and_then(|b| b.as_f32().map(<[f32]>::to_vec)),
+            _ => None,
+        };
+        let channels = w.shape.get(axis).copied().unwrap_or(0);
+        let min_scale: Vec<f32> = match &bias {
+            Some(b) if b.len() == channels || b.len() == 1 => (0..channels)
+                .map(|c| {
+                    b[if b.len() == 1 { 0 } else { c }].abs() / (xq.scale[0] * (1u32 << 30) as f32)
+                })
+                .collect(),
+            _ => vec![],
+        };
+        let Some((wq, scales)) = quantize_weights(&w, axis, &min_scale) else {
             keep("non-finite weights");
             continue;
         };
@@ -141,7 +168,7 @@ pub fn quantize(
         let xd = match dq_of.get(&x) {
             Some(&t) => t,
             None => {
-                let t = qdq_after(g, x, activation_params(rx.0, rx.1), None);
+                let t = qdq_after(g, x, xq.clone(), None);
                 dq_of.insert(x, t);
                 t
             }

@@ -210,8 +210,16 @@ impl Histogram {
     /// non-empty bins (TensorRT's entropy calibration); each normalised by its own sum.
     fn kl_threshold(&self) -> f32 {
         let half = self.bins.len() / 2;
+        // The bins next to zero are left out: exact zeros (ReLU's dead outputs) are exact under any threshold,
+        // and their spike would otherwise dominate both distributions and pull the threshold far into the bulk.
         let abs: Vec<f64> = (0..half)
-            .map(|i| (self.bins[half + i] + self.bins[half - 1 - i]) as f64)
+            .map(|i| {
+                if i == 0 {
+                    0.0
+                } else {
+                    (self.bins[half + i] + self.bins[half - 1 - i]) as f64
+                }
+            })
             .collect();
         let levels = 128.min(half);
         let width = self.range / half as f32;
