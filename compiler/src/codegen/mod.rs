@@ -39,6 +39,28 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
+/// Places assembled machine code in the object as a local System V function of `params` i64 arguments.
+fn define_machine_code(
+    module: &mut dyn Module,
+    fname: &str,
+    params: usize,
+    bytes: Result<Vec<u8>, String>,
+) -> Result<FuncId> {
+    let bytes = bytes.map_err(|e| Error::internal("codegen", e))?;
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+    for _ in 0..params {
+        sig.params.push(AbiParam::new(I64));
+    }
+    let id = module
+        .declare_function(fname, Linkage::Local, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    module
+        .define_function_bytes(id, 64, &bytes, &[])
+        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+    Ok(id)
+}
+
 /// Depth of one K block of the packed micro-kernel path (the packed B panel is `KC x nr` floats on the stack).
 pub const KC: usize = 256;
 
@@ -55,11 +77,6 @@ fn define_micro(
     let (mr, nr) = simd.tile();
     if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 {
         return Ok(None);
-    }
-    let mut sig = module.make_signature();
-    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
     }
     let (full, tail) = (s.k / KC, s.k % KC);
     let mut ids = [[None; 4]; 2];
@@ -89,15 +106,8 @@ fn define_micro(
         if !gemm_x86::fits(&ms) {
             return Ok(None);
         }
-        let bytes = gemm_x86::assemble(&ms).map_err(|e| Error::internal("codegen", e))?;
         let fname = format!("{name}__k{i}_{}_{set}{slot}", simd.name());
-        let id = module
-            .declare_function(&fname, Linkage::Local, &sig)
-            .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-        module
-            .define_function_bytes(id, 64, &bytes, &[])
-            .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-        ids[set][slot] = Some(id);
+        ids[set][slot] = Some(define_machine_code(module, &fname, 3, gemm_x86::assemble(&ms))?);
     }
     Ok(Some(MicroIds { mr, nr, ids }))
 }
@@ -112,11 +122,6 @@ fn define_qpair(
 ) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
     use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
     let (nb, full, last) = ops::qgemm::pair_blocks(s);
-    let mut sig = module.make_signature();
-    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
     let mut ids = [[[None; 2]; 2]; 2];
     for (rk, rows) in [(0, MR_AVX2), (1, s.m % MR_AVX2)] {
         if rows == 0 || (rk == 0 && s.m < MR_AVX2) {
@@ -132,16 +137,9 @@ fn define_qpair(
             if !used {
                 continue;
             }
-            let bytes = assemble_avx2(rows, kp, s.kp(), acc == 1)
-                .map_err(|e| Error::internal("codegen", e))?;
             let fname = format!("{name}__k{i}_pairs_{rk}{bk}{acc}");
-            let id = module
-                .declare_function(&fname, Linkage::Local, &sig)
-                .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-            module
-                .define_function_bytes(id, 64, &bytes, &[])
-                .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-            ids[rk][bk][acc] = Some(id);
+            let code = assemble_avx2(rows, kp, s.kp(), acc == 1);
+            ids[rk][bk][acc] = Some(define_machine_code(module, &fname, 3, code)?);
         }
     }
     Ok(ids)
@@ -162,25 +160,9 @@ fn define_qmicro(
     use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec, MR};
     let (_, nb, last) = ops::qgemm_vnni::blocks(s);
     let a_rs = ops::qgemm_vnni::a_rs(s);
-    let sig = |module: &mut dyn Module, n: usize| {
-        let mut sig = module.make_signature();
-        sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-        for _ in 0..n {
-            sig.params.push(AbiParam::new(I64));
-        }
-        sig
-    };
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
-        let bytes = assemble(spec).map_err(|e| Error::internal("codegen", e))?;
-        let fname = format!("{name}__k{i}_vnni_{tag}");
-        let sg = sig(module, if spec.epilogue.is_some() { 5 } else { 3 });
-        let id = module
-            .declare_function(&fname, Linkage::Local, &sg)
-            .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-        module
-            .define_function_bytes(id, 64, &bytes, &[])
-            .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-        Ok(id)
+        let params = if spec.epilogue.is_some() { 5 } else { 3 };
+        define_machine_code(module, &format!("{name}__k{i}_vnni_{tag}"), params, assemble(spec))
     };
     let mut ids = [[[None; 2]; 2]; 2];
     let mut direct = [None; 2];
@@ -286,20 +268,8 @@ pub fn define_kernels(
         let qadd = match (&k.body, simd) {
             (Body::QAdd { params, dtypes, .. }, Some(Simd::Avx512)) => {
                 let signed = dtypes.map(|d| d == crate::ir::DType::I8);
-                let bytes = kernels::qgemm_x86::assemble_qadd(params, signed)
-                    .map_err(|e| Error::internal("codegen", e))?;
-                let mut qsig = module.make_signature();
-                qsig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-                for _ in 0..4 {
-                    qsig.params.push(AbiParam::new(I64));
-                }
-                let fname = format!("{name}__k{i}_qadd");
-                let fid = module
-                    .declare_function(&fname, Linkage::Local, &qsig)
-                    .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-                module
-                    .define_function_bytes(fid, 64, &bytes, &[])
-                    .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+                let code = kernels::qgemm_x86::assemble_qadd(params, signed);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_qadd"), 4, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
             _ => None,

@@ -6,6 +6,7 @@
 //! where all sixteen lie in the row. Borders and other strides run a scalar path whose padding taps contribute 0. The epilogue adds the bias
 //! and requantises (or stores the i32 sums), exactly as the reference `qconv` does.
 
+use super::depthwise::interior;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
 use crate::ir::DType;
@@ -39,18 +40,6 @@ pub struct QDepthwiseSpec {
     pub y: DType,
     /// Requantisation: output zero point and clamp (scale is arg 3); None for raw sums.
     pub requant: Option<(i32, (i32, i32))>,
-}
-
-/// Output positions `[lo, hi)` of one axis whose every tap lands inside the input.
-fn interior(input: usize, out: usize, k: usize, s: usize, d: usize, p: usize) -> (usize, usize) {
-    let lo = p.div_ceil(s);
-    let span = (k - 1) * d;
-    let hi = if input + p > span {
-        ((input + p - span - 1) / s + 1).min(out)
-    } else {
-        0
-    };
-    (lo.min(out), hi.max(lo.min(out)))
 }
 
 /// Emits the kernel.

@@ -201,6 +201,35 @@ pub(super) fn decode_unit(
     (offs, j0, i_lo, i_hi, cb)
 }
 
+/// Runs `tile(kb, i, rows)` over the unit's rows in full `mr`-row tiles, then (only in the last row group,
+/// whose end is `m`) one tile of the remaining `m % mr` rows. Row groups are multiples of `mr`.
+pub(super) fn for_row_tiles(
+    kb: &mut Kb,
+    g: &Unit,
+    mr: usize,
+    m: usize,
+    mut tile: impl FnMut(&mut Kb, Value, usize),
+) {
+    let next = kb.var(I64, g.i_lo);
+    kb.for_range(g.i_lo, g.i_hi, mr as i64, |kb, i| {
+        let end = kb.b.ins().iadd_imm_s(i, mr as i64);
+        let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
+        kb.if_else(
+            full,
+            |kb| {
+                tile(kb, i, mr);
+                kb.b.def_var(next, end);
+            },
+            |_| {},
+        );
+    });
+    if !m.is_multiple_of(mr) {
+        let i = kb.b.use_var(next);
+        let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
+        kb.if_else(c, |kb| tile(kb, i, m % mr), |_| {});
+    }
+}
+
 /// One work unit's run-time coordinates.
 pub(super) struct Unit {
     /// Batch offsets: A elements, B elements, C elements, channel.
@@ -228,26 +257,9 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize) {
             kp0: k0 / 2,
             kpl: klen.div_ceil(2),
         };
-        let next = kb.var(I64, g.i_lo);
-        kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
-            // Only full tiles here: the last group's `m % MR` rows run below.
-            let end = kb.b.ins().iadd_imm_s(i, MR as i64);
-            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
-            kb.if_else(
-                full,
-                |kb| {
-                    tile(kb, s, g, &stage, i, MR, cols);
-                    kb.b.def_var(next, end);
-                },
-                |_| {},
-            );
+        for_row_tiles(kb, g, MR, s.m, |kb, i, rows| {
+            tile(kb, s, g, &stage, i, rows, cols)
         });
-        let rows_tail = s.m % MR;
-        if rows_tail > 0 {
-            let i = kb.b.use_var(next);
-            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
-            kb.if_else(c, |kb| tile(kb, s, g, &stage, i, rows_tail, cols), |_| {});
-        }
     }
 }
 
@@ -284,24 +296,9 @@ fn unit_micro(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &PairMicro)
             let c = kb.addr(ibuf, di, (NR * 4) as i64);
             kb.b.ins().call(f, &[a, g.panel, c]);
         };
-        let next = kb.var(I64, g.i_lo);
-        kb.for_range(g.i_lo, g.i_hi, MR_MICRO as i64, |kb, i| {
-            let end = kb.b.ins().iadd_imm_s(i, MR_MICRO as i64);
-            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
-            kb.if_else(
-                full,
-                |kb| {
-                    call(kb, i, 0);
-                    kb.b.def_var(next, end);
-                },
-                |_| {},
-            );
+        for_row_tiles(kb, g, MR_MICRO, s.m, |kb, i, rows| {
+            call(kb, i, usize::from(rows < MR_MICRO))
         });
-        if !s.m.is_multiple_of(MR_MICRO) {
-            let i = kb.b.use_var(next);
-            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
-            kb.if_else(c, |kb| call(kb, i, 1), |_| {});
-        }
     }
     kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
         let di = kb.b.ins().isub(i, g.i_lo);

@@ -7,7 +7,7 @@
 //! into a stack i32 buffer, accumulating across K blocks; the shared epilogue of `qgemm.rs` then requantises
 //! each buffered row.
 
-use super::qgemm::{decode_unit, epilogue, slot, QGemmSpec, Unit};
+use super::qgemm::{decode_unit, epilogue, for_row_tiles, slot, QGemmSpec, Unit};
 use crate::codegen::builder::Kb;
 use crate::codegen::kernels::qgemm_x86::{MR, NR};
 use crate::ir::DType;
@@ -120,24 +120,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
             let c = kb.addr(ibuf, di, (NR * 4) as i64);
             kb.b.ins().call(f, &[a, g.panel, c]);
         };
-        let next = kb.var(I64, g.i_lo);
-        kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
-            let end = kb.b.ins().iadd_imm_s(i, MR as i64);
-            let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
-            kb.if_else(
-                full,
-                |kb| {
-                    call(kb, i, 0);
-                    kb.b.def_var(next, end);
-                },
-                |_| {},
-            );
-        });
-        if !s.m.is_multiple_of(MR) {
-            let i = kb.b.use_var(next);
-            let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
-            kb.if_else(c, |kb| call(kb, i, 1), |_| {});
-        }
+        for_row_tiles(kb, g, MR, s.m, |kb, i, rows| call(kb, i, usize::from(rows < MR)));
     }
     // Epilogue, one buffered row at a time.
     kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
@@ -188,24 +171,9 @@ fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro
             }
         }
     };
-    let next = kb.var(I64, g.i_lo);
-    kb.for_range(g.i_lo, g.i_hi, MR as i64, |kb, i| {
-        let end = kb.b.ins().iadd_imm_s(i, MR as i64);
-        let full = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, g.i_hi);
-        kb.if_else(
-            full,
-            |kb| {
-                tile(kb, i, 0, MR);
-                kb.b.def_var(next, end);
-            },
-            |_| {},
-        );
+    for_row_tiles(kb, g, MR, s.m, |kb, i, rows| {
+        tile(kb, i, usize::from(rows < MR), rows)
     });
-    if !s.m.is_multiple_of(MR) {
-        let i = kb.b.use_var(next);
-        let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, g.i_hi);
-        kb.if_else(c, |kb| tile(kb, i, 1, s.m % MR), |_| {});
-    }
 }
 
 fn shuffle_mask(kb: &mut Kb, bytes: [u8; 16]) -> Immediate {
