@@ -44,7 +44,7 @@ fn define_machine_code(
     module: &mut dyn Module,
     fname: &str,
     params: usize,
-    bytes: Result<Vec<u8>, String>,
+    bytes: std::result::Result<Vec<u8>, String>,
 ) -> Result<FuncId> {
     let bytes = bytes.map_err(|e| Error::internal("codegen", e))?;
     let mut sig = module.make_signature();
@@ -107,7 +107,12 @@ fn define_micro(
             return Ok(None);
         }
         let fname = format!("{name}__k{i}_{}_{set}{slot}", simd.name());
-        ids[set][slot] = Some(define_machine_code(module, &fname, 3, gemm_x86::assemble(&ms))?);
+        ids[set][slot] = Some(define_machine_code(
+            module,
+            &fname,
+            3,
+            gemm_x86::assemble(&ms),
+        )?);
     }
     Ok(Some(MicroIds { mr, nr, ids }))
 }
@@ -162,7 +167,12 @@ fn define_qmicro(
     let a_rs = ops::qgemm_vnni::a_rs(s);
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
         let params = if spec.epilogue.is_some() { 5 } else { 3 };
-        define_machine_code(module, &format!("{name}__k{i}_vnni_{tag}"), params, assemble(spec))
+        define_machine_code(
+            module,
+            &format!("{name}__k{i}_vnni_{tag}"),
+            params,
+            assemble(spec),
+        )
     };
     let mut ids = [[[None; 2]; 2]; 2];
     let mut direct = [None; 2];

@@ -38,7 +38,14 @@ pub struct DepthwiseSpec {
 
 /// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
 /// `qdepthwise.rs`).
-pub(crate) fn interior(input: usize, out: usize, k: usize, s: usize, d: usize, p: usize) -> (usize, usize) {
+pub(crate) fn interior(
+    input: usize,
+    out: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    p: usize,
+) -> (usize, usize) {
     let lo = p.div_ceil(s);
     let span = (k - 1) * d;
     let hi = if input + p > span {

@@ -12,7 +12,7 @@ use crate::codegen::builder::Kb;
 use crate::codegen::kernels::qgemm_x86::{MR, NR};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{I32, I32X4, I64, I8, I8X16};
+use cranelift_codegen::ir::types::{I32, I32X4, I8, I8X16};
 use cranelift_codegen::ir::{ConstantData, FuncRef, Immediate, InstBuilder, Value};
 
 /// Rows per unit when K takes several blocks (the i32 buffer is `ROWS x NR`).
@@ -120,7 +120,9 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
             let c = kb.addr(ibuf, di, (NR * 4) as i64);
             kb.b.ins().call(f, &[a, g.panel, c]);
         };
-        for_row_tiles(kb, g, MR, s.m, |kb, i, rows| call(kb, i, usize::from(rows < MR)));
+        for_row_tiles(kb, g, MR, s.m, |kb, i, rows| {
+            call(kb, i, usize::from(rows < MR))
+        });
     }
     // Epilogue, one buffered row at a time.
     kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
