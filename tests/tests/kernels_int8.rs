@@ -236,7 +236,8 @@ fn qconv_shapes() {
         1,
         2,
     );
-    // Direct depthwise: 8-wide interior chunks at stride 1 and 2, tails, dilation, i8 activations, batch 2.
+    // Direct depthwise: 32-wide row-kernel chunks (AVX-512), 8-wide interior chunks at stride 1 and 2, tails,
+    // dilation, i8 activations, batch 2.
     for (name, x, w, pads, st, dil, act) in [
         (
             "dw_s1_wide",
@@ -273,6 +274,15 @@ fn qconv_shapes() {
             [2, 2],
             [1, 1],
             2,
+        ),
+        (
+            "dw_i8_dil_rows",
+            [1, 5, 9, 70],
+            [5, 1, 3, 3],
+            [2, 2, 2, 2],
+            [1, 1],
+            [2, 2],
+            3,
         ),
     ] {
         conv(name, x, w, pads, st, dil, x[1] as i64, act);

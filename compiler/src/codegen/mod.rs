@@ -284,6 +284,17 @@ pub fn define_kernels(
             }
             _ => None,
         };
+        let dw_row = match (&k.body, simd) {
+            (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
+                Some(spec) => {
+                    let code = kernels::qgemm_x86::assemble_dw_row(&spec);
+                    let fid = define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;
+                    Some(module.declare_func_in_func(fid, &mut ctx.func))
+                }
+                None => None,
+            },
+            _ => None,
+        };
         let micro = match (&k.body, simd) {
             (Body::Gemm(s), Some(simd)) => {
                 define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
@@ -316,6 +327,9 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::QDepthwise(s), _, _) if dw_row.is_some() => {
+                    ops::qdepthwise::emit_with(&mut kb, s, k.tasks, dw_row)
+                }
                 (Body::QGemm(s), _, None) if pair.is_some() => {
                     ops::qgemm::emit_with(&mut kb, s, k.tasks, pair)
                 }

@@ -42,8 +42,36 @@ pub struct QDepthwiseSpec {
     pub requant: Option<(i32, (i32, i32))>,
 }
 
+/// Whether the AVX-512 row kernel applies (stride 1, at most 16 taps, requantised output, and interior rows at
+/// least 32 wide), and its shape.
+pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::qgemm_x86::DwRowSpec> {
+    let [kh, kw] = s.kernel;
+    let (x0, x1) = interior(s.hw[1], s.out[1], kw, 1, s.dilations[1], s.pads[1]);
+    let (zp, clamp) = s.requant?;
+    (s.strides == [1, 1] && kh * kw <= 16 && x1 - x0 >= 32).then_some(
+        crate::codegen::kernels::qgemm_x86::DwRowSpec {
+            kernel: s.kernel,
+            dilations: s.dilations,
+            w: s.hw[1] * s.x.0.size(),
+            x: (s.x.0 == DType::I8, s.x.1),
+            y: (zp, clamp, s.y == DType::I8),
+        },
+    )
+}
+
 /// Emits the kernel.
 pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
+    emit_with(kb, s, tasks, None);
+}
+
+/// Emits the kernel; with `row` (AVX-512, see [`row_kernel`]) interior rows run 32 outputs at a time in the
+/// machine-code row kernel first.
+pub fn emit_with(
+    kb: &mut Kb,
+    s: &QDepthwiseSpec,
+    tasks: u32,
+    row: Option<cranelift_codegen::ir::FuncRef>,
+) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
@@ -157,9 +185,12 @@ pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
         };
         kb.for_const(0, y0, 1, |kb, oy| generic_row(kb, oy));
         kb.for_const(y1, oh, 1, |kb, oy| generic_row(kb, oy));
-        // Interior columns that run eight at a time: all loaded bytes must lie in the row.
+        // Interior columns the row kernel takes (32 at a time), then those that run eight at a time: all loaded
+        // bytes must lie in the row.
+        let chunks32 = if row.is_some() { (x1 - x0) / 32 } else { 0 };
+        let vx0 = x0 + 32 * chunks32;
         let vec_end = match sw {
-            1 => x0 + (x1 - x0) / 8 * 8,
+            1 => vx0 + (x1 - vx0) / 8 * 8,
             2 => {
                 // A 16-byte load at 2·ox + kx·dw − pl for the largest kx must end inside the row.
                 let span = (kw - 1) * dw;
@@ -169,7 +200,7 @@ pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
             }
             _ => x0,
         };
-        let vec_end = if vec_end < x0 + 8 { x0 } else { vec_end };
+        let vec_end = if vec_end < vx0 + 8 { vx0 } else { vec_end };
         let zx16 = {
             let z = kb.b.ins().iconst(I16, zx as i64);
             kb.b.ins().splat(I16X8, z)
@@ -184,7 +215,19 @@ pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
                     kb.addr(xin, iy, (w * xdt.size()) as i64)
                 })
                 .collect();
-            kb.for_const(x0, vec_end, 8, |kb, ox| {
+            if let (Some(f), true) = (row, chunks32 > 0) {
+                let xp = kb.b.ins().iadd_imm_s(rows[0], x0 as i64 - pl as i64);
+                let orow = kb.addr(out, oy, ow as i64 * ysz);
+                let yp = kb.b.ins().iadd_imm_s(orow, x0 as i64 * ysz);
+                let n = kb.iconst(chunks32 as i64);
+                let bp = kb.addr(pb, ch, 4);
+                let sp = match psc {
+                    Some(p) => kb.addr(p, ch, 4),
+                    None => bp,
+                };
+                kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
+            }
+            kb.for_const(vx0, vec_end, 8, |kb, ox| {
                 let z = kb.b.ins().iconst(I32, 0);
                 let z = kb.b.ins().splat(I32X4, z);
                 let (mut lo_acc, mut hi_acc) = (z, z);
