@@ -42,7 +42,25 @@ cases["conv_zero_sized_weights"] = model([h.make_node("Conv", ["x", "w0"], ["y"]
 cases["cyclic_graph"] = model([h.make_node("Relu", ["x", ], ["a"]), h.make_node("Add", ["a", "b"], ["b"])], [x4], [vi("b", T.FLOAT, None)])
 cases["duplicate_output_names"] = model([h.make_node("Relu", ["x"], ["a"]), h.make_node("Sigmoid", ["x"], ["a"])], [x4], [vi("a", T.FLOAT, None)])
 cases["matmul_dtype_mismatch"] = model([h.make_node("MatMul", ["x", "i"], ["y"])], [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, None)], [nh.from_array(np.ones((3, 2), np.int64), "i")])
+# int8: quantisation parameters a model may get wrong.
+xf = vi("x", T.FLOAT, [1, 4, 5, 5])
+f32 = lambda n, v: nh.from_array(np.array(v, np.float32), n)
+u8 = lambda n, v: nh.from_array(np.array(v, np.uint8), n)
+cases["quantize_zero_scale"] = model([h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], [xf], [vi("y", T.UINT8, None)], [f32("s", 0.0), u8("z", 3)])
+cases["quantize_nan_scale"] = model([h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], [xf], [vi("y", T.UINT8, None)], [f32("s", np.nan), u8("z", 3)])
+cases["quantize_axis_length"] = model([h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], [xf], [vi("y", T.UINT8, None)], [f32("s", [0.1, 0.2, 0.3]), u8("z", [1, 2, 3])])
+cases["quantize_runtime_scale"] = model([h.make_node("QuantizeLinear", ["x", "s"], ["y"])], [xf, vi("s", T.FLOAT, [])], [vi("y", T.UINT8, None)])
+xq = vi("x", T.UINT8, [1, 4, 5, 5])
+qc_inits = [f32("xs", 0.02), u8("xz", 128), nh.from_array(np.full((2, 4, 3, 3), 300, np.int32).astype(np.int8), "w"),
+            f32("ws", 0.01), nh.from_array(np.array(0, np.int8), "wz"), f32("ys", 0.05), u8("yz", 10)]
+cases["qlinearconv_runtime_weights"] = model([h.make_node("QLinearConv", ["x", "xs", "xz", "wr", "ws", "wz", "ys", "yz"], ["y"])],
+                                             [xq, vi("wr", T.INT8, [2, 4, 3, 3])], [vi("y", T.UINT8, None)], qc_inits[:2] + qc_inits[3:])
+cases["qlinearconv_bad_bias"] = model([h.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"])],
+                                      [xq], [vi("y", T.UINT8, None)], qc_inits + [nh.from_array(np.zeros(5, np.int32), "b")])
 EXPECT = {
+    "quantize_zero_scale": "scale", "quantize_nan_scale": "scale", "quantize_axis_length": "3 scales",
+    "quantize_runtime_scale": "must be constant", "qlinearconv_runtime_weights": "must be constant",
+    "qlinearconv_bad_bias": "bias",
     "conv_zero_stride": "'strides'", "conv_zero_kernel_attr": "'kernel_shape'", "maxpool_zero_kernel": "'kernel_shape'",
     "avgpool_zero_stride": "'strides'", "convtranspose_zero_stride": "'strides'", "split_negative_outputs": "'num_outputs'",
     "range_zero_delta": "delta", "constantofshape_empty_value": "'value'", "resize_axes_out_of_range": "'axes'",
