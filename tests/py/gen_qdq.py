@@ -60,9 +60,13 @@ def save(d, name, nodes, ins, outs, inits):
     g = h.make_graph(nodes, name, [h.make_tensor_value_info(k, t, s) for k, t, s in ins],
                      [h.make_tensor_value_info(k, t, s) for k, t, s in outs],
                      [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", OPSET)], producer_name="bundlec gen_qdq.py")
+    ops = [h.make_opsetid("", OPSET)]
+    if any(n.domain == "com.microsoft" for n in nodes):
+        ops.append(h.make_opsetid("com.microsoft", 1))
+    m = h.make_model(g, opset_imports=ops, producer_name="bundlec gen_qdq.py")
     m.ir_version = 8
-    onnx.checker.check_model(m, full_check=True)
+    if len(ops) == 1:
+        onnx.checker.check_model(m, full_check=True)
     path = os.path.join(d, name + ".onnx")
     onnx.save(m, path)
     return path
@@ -148,6 +152,22 @@ def qoperator_models(d, rng):
     paths.append(save(d, "q_matmulinteger", [N("MatMulInteger", ["x", "w", "x_zp"], ["y"])],
                       [("x", u8, [4, 48])], [("y", i32, [4, 24])],
                       {"w": s8_weights(rng, (48, 24)), "x_zp": np.uint8(124)}))
+    # com.microsoft QLinearAdd / QLinearMul (same-shape u8 operands) and QLinearGlobalAveragePool; onnxruntime
+    # computes them with precomputed scale ratios, bundlec with the f32 DequantizeLinear-op-QuantizeLinear chain,
+    # so they may differ by one output step (check_ort --qsteps 1).
+    ms = lambda op, ins, outs, **kw: h.make_node(op, ins, outs, domain="com.microsoft", **kw)
+    binp = {"a_scale": np.float32(0.03), "a_zp": np.uint8(120), "b_scale": np.float32(0.05), "b_zp": np.uint8(7),
+            "y_scale": np.float32(0.04), "y_zp": np.uint8(30)}
+    for op in ("QLinearAdd", "QLinearMul"):
+        paths.append(save(d, "q_" + op.lower(),
+                          [ms(op, ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"], ["y"])],
+                          [("a", u8, [1, 5, 7, 3]), ("b", u8, [1, 5, 7, 3])], [("y", u8, [1, 5, 7, 3])], binp))
+    paths.append(save(d, "q_qlinearglobalaveragepool",
+                      [ms("QLinearGlobalAveragePool", ["x", "x_scale", "x_zp", "y_scale", "y_zp"], ["y"],
+                          channels_last=0)],
+                      [("x", u8, [1, 6, 9, 11])], [("y", u8, [1, 6, 1, 1])],
+                      {"x_scale": np.float32(0.02), "x_zp": np.uint8(100), "y_scale": np.float32(0.01),
+                       "y_zp": np.uint8(128)}))
     return paths
 
 

@@ -23,6 +23,9 @@ pub enum Lowered {
     Const(Tensor),
     /// One IR node per ONNX output, in order (Split).
     Many(Vec<(Op, Vec<TensorId>)>),
+    /// A chain: the first op reads the inputs, each later op the previous one's output; the last writes the
+    /// node's output (QLinearGlobalAveragePool: dequantize, pool, quantize).
+    Seq(Vec<Op>, Vec<TensorId>),
 }
 
 /// Every ONNX op type the importer maps, for `bundlec ops`.
@@ -115,7 +118,12 @@ impl Importer<'_> {
     ) -> Result<Lowered> {
         let op = node.op_type.as_str();
         let a = Attrs::new(node, name);
-        if !node.domain.is_empty() && node.domain != "ai.onnx" {
+        let contrib = node.domain == "com.microsoft"
+            && matches!(
+                op,
+                "QLinearAdd" | "QLinearMul" | "QLinearGlobalAveragePool"
+            );
+        if !node.domain.is_empty() && node.domain != "ai.onnx" && !contrib {
             return Err(Error::unsupported(
                 name,
                 op,

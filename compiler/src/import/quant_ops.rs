@@ -24,6 +24,15 @@ pub const SUPPORTED: &[(&str, &str)] = &[
          per-channel weight scales",
     ),
     (
+        "QLinearAdd, QLinearMul (com.microsoft)",
+        "same-shape u8 / i8 operands, per-tensor constant parameters; the f32 chain DequantizeLinear, Add/Mul, \
+         QuantizeLinear",
+    ),
+    (
+        "QLinearGlobalAveragePool (com.microsoft)",
+        "channels_last = 0; per-tensor constant parameters",
+    ),
+    (
         "QLinearMatMul, MatMulInteger",
         "u8 / i8 [.., M, K] input times a constant [K, N] weight; per-column weight scales",
     ),
@@ -141,6 +150,53 @@ impl Importer<'_> {
                 };
                 let wid = self.g.add_constant(format!("{name}::w_s8"), wt);
                 Lowered::Node(Op::QMatMul(p), vec![x, wid])
+            }
+            "QLinearAdd" | "QLinearMul" => {
+                let (a_in, b_in) = (req(0)?, req(3)?);
+                let (sa, sb, sy) = (
+                    self.scalar_scale(name, op, req(1)?)?,
+                    self.scalar_scale(name, op, req(4)?)?,
+                    self.scalar_scale(name, op, req(6)?)?,
+                );
+                let za = self.scalar_zero_point(name, op, input(2), a_in)?;
+                let zb = self.scalar_zero_point(name, op, input(5), b_in)?;
+                let (_, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
+                let clamp = range_of(dt).unwrap_or((0, 255));
+                Lowered::Node(
+                    Op::QAdd(crate::ir::QAddParams {
+                        a: (sa, za),
+                        b: (sb, zb),
+                        y: (sy, zy),
+                        clamp,
+                        dtype: dt,
+                        mul: op == "QLinearMul",
+                    }),
+                    vec![a_in, b_in],
+                )
+            }
+            "QLinearGlobalAveragePool" => {
+                if a.int("channels_last", 0) != 0 {
+                    return Err(Error::unsupported(name, op, "channels_last = 1"));
+                }
+                let x = req(0)?;
+                let xdt = self.g.tensors[x].dtype;
+                let sx = self.scalar_scale(name, op, req(1)?)?;
+                let zx = self.scalar_zero_point(name, op, input(2), x)?;
+                let (sy, zy, dt) = self.output_params(name, op, req(3)?, input(4))?;
+                let per = |dtype, s, z| QuantParams {
+                    dtype,
+                    axis: None,
+                    scale: vec![s],
+                    zero_point: vec![z],
+                };
+                Lowered::Seq(
+                    vec![
+                        Op::Dequantize(per(xdt, sx, zx)),
+                        Op::GlobalAveragePool,
+                        Op::Quantize(per(dt, sy, zy)),
+                    ],
+                    vec![x],
+                )
             }
             _ => return Ok(None),
         }))

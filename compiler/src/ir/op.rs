@@ -371,8 +371,9 @@ impl IntProduct {
     }
 }
 
-/// A quantised elementwise add of same-shaped u8 / i8 tensors, exactly the f32 chain it replaces:
-/// `y = clamp(sat(rhe(((a - za) · sa + (b - zb) · sb) / sy) + zy), lo, hi)` (each step an f32 operation).
+/// A quantised elementwise add (or multiply) of same-shaped u8 / i8 tensors, exactly the f32 chain it replaces:
+/// `y = clamp(sat(rhe(((a - za) · sa ⊕ (b - zb) · sb) / sy) + zy), lo, hi)` with ⊕ = + or × (each step an f32
+/// operation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QAddParams {
     /// a's scale and zero point.
@@ -385,6 +386,8 @@ pub struct QAddParams {
     pub clamp: (i32, i32),
     /// Output dtype (u8 or i8).
     pub dtype: DType,
+    /// Multiply instead of add (QLinearMul).
+    pub mul: bool,
 }
 
 /// An IR operator.
@@ -510,7 +513,7 @@ pub enum Op {
     QConv(ConvAttrs, IntProduct),
     /// Integer matrix product: x [..., M, K] u8/i8 times w [K, N] i8 constant.
     QMatMul(IntProduct),
-    /// Quantised add of two same-shaped u8 / i8 tensors (a residual connection).
+    /// Quantised add or multiply of two same-shaped u8 / i8 tensors (a residual connection, QLinearAdd/Mul).
     QAdd(QAddParams),
 }
 
@@ -651,6 +654,7 @@ impl Op {
             Op::Dequantize(_) => "dequantize",
             Op::QConv(..) => "qconv",
             Op::QMatMul(_) => "qmatmul",
+            Op::QAdd(p) if p.mul => "qmul",
             Op::QAdd(_) => "qadd",
         }
     }

@@ -216,6 +216,7 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
             zero_point: zy,
             clamp,
             dtype: yq.dtype,
+            mul,
         }),
     };
     let op = match &node.op {
@@ -268,13 +269,15 @@ fn clamp_of((lo, hi): (f32, f32), yq: &QuantParams) -> Option<(i32, i32)> {
     ))
 }
 
-/// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` of same-shaped per-tensor operands becomes `QAdd(a, b)`
+/// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` (or Mul) of same-shaped per-tensor operands becomes `QAdd(a, b)`
 /// (the same f32 operations, fused: the result is identical).
 fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
     let node = g.nodes[n].clone();
-    if node.op != Op::Binary(crate::ir::BinOp::Add) {
-        return None;
-    }
+    let mul = match node.op {
+        Op::Binary(crate::ir::BinOp::Add) => false,
+        Op::Binary(crate::ir::BinOp::Mul) => true,
+        _ => return None,
+    };
     let shape = &g.tensors[node.outputs[0]].shape;
     let mut ins = Vec::new();
     let mut params = Vec::new();

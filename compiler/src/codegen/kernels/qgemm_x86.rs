@@ -191,7 +191,11 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
         a.vcvtdq2ps(x, x).map_err(e)?;
         a.vmulps(x, x, ZMM[17 + 2 * v]).map_err(e)?;
     }
-    a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
+    if p.mul {
+        a.vmulps(zmm0, zmm0, zmm1).map_err(e)?;
+    } else {
+        a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
+    }
     a.vdivps(zmm0, zmm0, ZMM[20]).map_err(e)?;
     a.vmaxps(zmm0, zmm0, ZMM[21]).map_err(e)?;
     a.vminps(zmm0, zmm0, ZMM[22]).map_err(e)?;

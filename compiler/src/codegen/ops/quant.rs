@@ -232,7 +232,11 @@ pub fn emit_qadd_with(
         };
         let va = side(kb, a, dtypes[0], p.a);
         let vb = side(kb, b, dtypes[1], p.b);
-        let sum = kb.b.ins().fadd(va, vb);
+        let sum = if p.mul {
+            kb.b.ins().fmul(va, vb)
+        } else {
+            kb.b.ins().fadd(va, vb)
+        };
         let sy = kb.fconst(ty, p.y.0);
         let q = kb.b.ins().fdiv(sum, sy);
         let r = round_to_int(kb, ty, q, p.y.1, p.clamp.0, p.clamp.1);

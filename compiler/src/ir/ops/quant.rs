@@ -465,7 +465,8 @@ pub(crate) fn eval_qmatmul(inputs: &[&Tensor], p: &IntProduct) -> Result<Vec<Ten
 
 /// One element of a quantised add (the f32 chain DequantizeLinear, Add, QuantizeLinear, in that order).
 pub fn qadd_one(a: i32, b: i32, p: &QAddParams) -> i32 {
-    let x = (a - p.a.1) as f32 * p.a.0 + (b - p.b.1) as f32 * p.b.0;
+    let (da, db) = ((a - p.a.1) as f32 * p.a.0, (b - p.b.1) as f32 * p.b.0);
+    let x = if p.mul { da * db } else { da + db };
     quantize_one(x, p.y.0, p.y.1, p.dtype == DType::I8).clamp(p.clamp.0, p.clamp.1)
 }
 

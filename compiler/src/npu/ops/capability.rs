@@ -86,6 +86,7 @@ pub fn onnx_name(op: &Op) -> Option<&'static str> {
         Op::Reshape(_) => "Reshape",
         Op::QConv(..) => "Conv",
         Op::QMatMul(_) => "MatMul",
+        Op::QAdd(p) if p.mul => "Mul",
         Op::QAdd(_) => "Add",
         _ => return None,
     })
@@ -372,7 +373,7 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             let q = |(scale, zero_point): (f32, i32)| super::Quant { scale, zero_point };
             NpuOp::Eltwise(EltwiseOp {
                 elem,
-                op: EltOp::Add,
+                op: if p.mul { EltOp::Mul } else { EltOp::Add },
                 n: numel(&out.shape),
                 b_const: None,
                 broadcast: Broadcast::Same,
