@@ -29,7 +29,8 @@ for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
 done
 # int8: QDQ models (scripts/int8_models.sh writes them) through the virtual NPU's int8 ops must give the same
 # bytes as the CPU int8 bundle (--tol 0: bit for bit).
-for model in target/pymodels/q/qdq_cnn.onnx target/pymodels/q/mobilenetv2_qdq.onnx; do
+for model in target/pymodels/q/qdq_cnn.onnx target/pymodels/q/mobilenetv2_qdq.onnx target/pymodels/q/q_qlinearadd.onnx \
+  target/pymodels/q/q_qlinearmul.onnx; do
   if [ -f "$model" ]; then
     ./target/debug/npu_check "$model" --min-gain -1 --tol 0
   else

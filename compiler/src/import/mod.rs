@@ -336,7 +336,8 @@ impl Importer<'_> {
                     } else {
                         format!("{out0}.{i}")
                     };
-                    let id = self.add_node(&format!("{name}.{i}"), &node.op_type, op, ins, &oname)?;
+                    let id =
+                        self.add_node(&format!("{name}.{i}"), &node.op_type, op, ins, &oname)?;
                     ins = vec![id];
                     last = Some(id);
                 }

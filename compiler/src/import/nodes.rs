@@ -119,10 +119,7 @@ impl Importer<'_> {
         let op = node.op_type.as_str();
         let a = Attrs::new(node, name);
         let contrib = node.domain == "com.microsoft"
-            && matches!(
-                op,
-                "QLinearAdd" | "QLinearMul" | "QLinearGlobalAveragePool"
-            );
+            && matches!(op, "QLinearAdd" | "QLinearMul" | "QLinearGlobalAveragePool");
         if !node.domain.is_empty() && node.domain != "ai.onnx" && !contrib {
             return Err(Error::unsupported(
                 name,

@@ -216,7 +216,6 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
             zero_point: zy,
             clamp,
             dtype: yq.dtype,
-            mul,
         }),
     };
     let op = match &node.op {
@@ -303,6 +302,7 @@ fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
             y: (yq.scale[0], yq.zero_point[0]),
             clamp,
             dtype: yq.dtype,
+            mul,
         }),
         inputs: ins,
         outputs: vec![y],

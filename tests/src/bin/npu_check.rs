@@ -39,10 +39,26 @@ fn input_bytes(dtype: DType, n: usize, seed: u64, name: &str) -> Vec<u8> {
     }
 }
 
+/// Every output as f32 values (u8 / i8 / i32 outputs of int8 models converted exactly).
 fn outputs_f32(i: &Instance, names: &[String]) -> Vec<Vec<f32>> {
     names
         .iter()
-        .map(|n| i.output::<f32>(n).expect("f32 output").to_vec())
+        .map(|n| match i.output::<f32>(n) {
+            Ok(v) => v.to_vec(),
+            Err(bundle_rt::Error::DTypeMismatch { dtype, .. }) => {
+                let b = i.output_bytes(n).expect("output bytes");
+                match dtype {
+                    DType::U8 => b.iter().map(|&x| x as f32).collect(),
+                    DType::I8 => b.iter().map(|&x| x as i8 as f32).collect(),
+                    DType::I32 => b
+                        .chunks_exact(4)
+                        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+                        .collect(),
+                    d => panic!("output {n}: {d:?} is not compared"),
+                }
+            }
+            Err(e) => panic!("output {n}: {e:?}"),
+        })
         .collect()
 }
 
@@ -173,12 +189,21 @@ fn main() {
         r.execute().expect("execute");
         r.wait().expect("wait");
     }
+    let dtypes: Vec<DType> = bn.outputs().map(|t| t.dtype).collect();
     let got = bufs
         .iter()
-        .map(|b| {
-            b.chunks(4)
+        .zip(&dtypes)
+        .map(|(b, d)| match d {
+            DType::U8 => b.iter().map(|&x| x as f32).collect(),
+            DType::I8 => b.iter().map(|&x| x as i8 as f32).collect(),
+            DType::I32 => b
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+                .collect(),
+            _ => b
+                .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
+                .collect(),
         })
         .collect();
     report("recipe Runner (mixed recipe) + emulator", got, false);
