@@ -278,7 +278,7 @@ pub fn define_kernels(
         let qadd = match (&k.body, simd) {
             (Body::QAdd { params, dtypes, .. }, Some(Simd::Avx512)) => {
                 let signed = dtypes.map(|d| d == crate::ir::DType::I8);
-                let code = kernels::qgemm_x86::assemble_qadd(params, signed);
+                let code = kernels::quant_x86::assemble_qadd(params, signed);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_qadd"), 4, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
@@ -287,7 +287,7 @@ pub fn define_kernels(
         let dw_row = match (&k.body, simd) {
             (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
                 Some(spec) => {
-                    let code = kernels::qgemm_x86::assemble_dw_row(&spec);
+                    let code = kernels::quant_x86::assemble_dw_row(&spec);
                     let fid = define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;
                     Some(module.declare_func_in_func(fid, &mut ctx.func))
                 }

@@ -44,12 +44,12 @@ pub struct QDepthwiseSpec {
 
 /// Whether the AVX-512 row kernel applies (stride 1, at most 16 taps, requantised output, and interior rows at
 /// least 32 wide), and its shape.
-pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::qgemm_x86::DwRowSpec> {
+pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
     let (x0, x1) = interior(s.hw[1], s.out[1], kw, 1, s.dilations[1], s.pads[1]);
     let (zp, clamp) = s.requant?;
     (s.strides == [1, 1] && kh * kw <= 16 && x1 - x0 >= 32).then_some(
-        crate::codegen::kernels::qgemm_x86::DwRowSpec {
+        crate::codegen::kernels::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
             w: s.hw[1] * s.x.0.size(),

@@ -1,0 +1,178 @@
+//! Machine-code int8 kernels outside the GEMM, assembled with `iced-x86` (AVX-512BW): the QAdd / QMul
+//! elementwise kernel and the stride-1 depthwise row kernel. Both follow the reference of `ir/ops/quant.rs`
+//! operation for operation (f32 chain, round half to even by `vcvtps2dq` under the default MXCSR), so their
+//! results equal the Cranelift paths' bit for bit.
+
+use iced_x86::code_asm::*;
+
+const ZMM: [AsmRegisterZmm; 32] = [
+    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
+    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
+    zmm28, zmm29, zmm30, zmm31,
+];
+
+/// The AVX-512 QAdd kernel `fn(a: *const u8, b: *const u8, y: *mut u8, blocks: u64)` over `16 · blocks`
+/// elements: widen (`vpmov[sz]xbd`), subtract the zero points, convert, scale, add, divide by the output scale,
+/// clamp to `[lo - zy, hi - zy]`, round half to even (`vcvtps2dq`), add `zy`, narrow — the f32 chain of
+/// `ir/ops/quant.rs::qadd_one`, operation for operation.
+pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let lo = (p.clamp.0 as f64 - p.y.1 as f64) as f32;
+    let hi = (p.clamp.1 as f64 - p.y.1 as f64) as f32;
+    // zmm16.. hold the constants: za, sa, zb, sb, sy, lo, hi, zy.
+    let consts = [
+        p.a.1 as u32,
+        p.a.0.to_bits(),
+        p.b.1 as u32,
+        p.b.0.to_bits(),
+        p.y.0.to_bits(),
+        lo.to_bits(),
+        hi.to_bits(),
+        p.y.1 as u32,
+    ];
+    for (i, bits) in consts.iter().enumerate() {
+        a.mov(eax, *bits).map_err(e)?;
+        a.vpbroadcastd(ZMM[16 + i], eax).map_err(e)?;
+    }
+    let mut done = a.create_label();
+    a.test(rcx, rcx).map_err(e)?;
+    a.je(done).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    for (v, (src, s)) in [(rdi, signed[0]), (rsi, signed[1])].into_iter().enumerate() {
+        let x = ZMM[v];
+        if s {
+            a.vpmovsxbd(x, xmmword_ptr(src)).map_err(e)?;
+        } else {
+            a.vpmovzxbd(x, xmmword_ptr(src)).map_err(e)?;
+        }
+        a.vpsubd(x, x, ZMM[16 + 2 * v]).map_err(e)?;
+        a.vcvtdq2ps(x, x).map_err(e)?;
+        a.vmulps(x, x, ZMM[17 + 2 * v]).map_err(e)?;
+    }
+    if p.mul {
+        a.vmulps(zmm0, zmm0, zmm1).map_err(e)?;
+    } else {
+        a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
+    }
+    a.vdivps(zmm0, zmm0, ZMM[20]).map_err(e)?;
+    a.vmaxps(zmm0, zmm0, ZMM[21]).map_err(e)?;
+    a.vminps(zmm0, zmm0, ZMM[22]).map_err(e)?;
+    a.vcvtps2dq(zmm0, zmm0).map_err(e)?;
+    a.vpaddd(zmm0, zmm0, ZMM[23]).map_err(e)?;
+    if p.dtype == crate::ir::DType::I8 {
+        a.vpmovsdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
+    } else {
+        a.vpmovusdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
+    }
+    a.add(rdi, 16).map_err(e)?;
+    a.add(rsi, 16).map_err(e)?;
+    a.add(rdx, 16).map_err(e)?;
+    a.dec(rcx).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    a.set_label(&mut done).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// The stride-1 depthwise row kernel (AVX-512BW): `fn(x, y, chunks, w, bias, scale)` computes `32 · chunks`
+/// consecutive outputs of one channel's output row. `x` points at the input byte under tap (0, 0) of the first
+/// output, `w` at the channel's `kh · kw` i8 taps, `bias` / `scale` at its i32 bias and f32 scale. Per chunk and
+/// tap: 32 bytes widened to i16 (`vpmov[sz]xbw`), minus the zero point, times the tap (`vpmullw`: exact, both fit
+/// and so does the product), widened to i32 and summed; then the requantisation of `qconv` and a narrowing
+/// store. Taps live in registers, so at most 16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DwRowSpec {
+    /// Kernel (KH, KW), KH · KW ≤ 16.
+    pub kernel: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Input row stride in bytes.
+    pub w: usize,
+    /// i8 input (else u8) and its zero point.
+    pub x: (bool, i32),
+    /// Output zero point and clamp, i8 output (else u8).
+    pub y: (i32, (i32, i32), bool),
+}
+
+/// Assembles the depthwise row kernel.
+pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let [kh, kw] = s.kernel;
+    let taps = kh * kw;
+    let span = ((kh - 1) * s.dilations[0])
+        .checked_mul(s.w)
+        .and_then(|v| v.checked_add((kw - 1) * s.dilations[1] + 32));
+    if taps == 0 || taps > 16 || span.is_none_or(|v| i32::try_from(v).is_err()) {
+        return Err(format!("depthwise row kernel shape out of range: {s:?}"));
+    }
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // zmm6 = x zero point (words), zmm7/8 = lo - zp / hi - zp (f32), zmm9 = zp (dwords), zmm10.. = taps (words),
+    // zmm26 = bias, zmm27 = scale.
+    a.mov(eax, s.x.1 as u32).map_err(e)?;
+    a.vpbroadcastw(zmm6, eax).map_err(e)?;
+    let (zp, (lo, hi), _) = s.y;
+    for (reg, bits) in [
+        (zmm7, ((lo as f64 - zp as f64) as f32).to_bits()),
+        (zmm8, ((hi as f64 - zp as f64) as f32).to_bits()),
+        (zmm9, zp as u32),
+    ] {
+        a.mov(eax, bits).map_err(e)?;
+        a.vpbroadcastd(reg, eax).map_err(e)?;
+    }
+    for t in 0..taps {
+        a.movsx(eax, byte_ptr(rcx + t as i32)).map_err(e)?;
+        a.vpbroadcastw(ZMM[10 + t], eax).map_err(e)?;
+    }
+    a.vpbroadcastd(zmm26, dword_ptr(r8)).map_err(e)?;
+    a.vpbroadcastd(zmm27, dword_ptr(r9)).map_err(e)?;
+    let mut done = a.create_label();
+    a.test(rdx, rdx).map_err(e)?;
+    a.je(done).map_err(e)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top).map_err(e)?;
+    a.vpxord(zmm0, zmm0, zmm0).map_err(e)?;
+    a.vpxord(zmm1, zmm1, zmm1).map_err(e)?;
+    for ky in 0..kh {
+        for kx in 0..kw {
+            let off = (ky * s.dilations[0] * s.w + kx * s.dilations[1]) as i32;
+            if s.x.0 {
+                a.vpmovsxbw(zmm2, ymmword_ptr(rdi + off)).map_err(e)?;
+            } else {
+                a.vpmovzxbw(zmm2, ymmword_ptr(rdi + off)).map_err(e)?;
+            }
+            a.vpsubw(zmm2, zmm2, zmm6).map_err(e)?;
+            a.vpmullw(zmm2, zmm2, ZMM[10 + ky * kw + kx]).map_err(e)?;
+            a.vpmovsxwd(zmm4, ymm2).map_err(e)?;
+            a.vextracti64x4(ymm5, zmm2, 1).map_err(e)?;
+            a.vpmovsxwd(zmm5, ymm5).map_err(e)?;
+            a.vpaddd(zmm0, zmm0, zmm4).map_err(e)?;
+            a.vpaddd(zmm1, zmm1, zmm5).map_err(e)?;
+        }
+    }
+    for (h, x) in [zmm0, zmm1].into_iter().enumerate() {
+        a.vpaddd(x, x, zmm26).map_err(e)?;
+        a.vcvtdq2ps(x, x).map_err(e)?;
+        a.vmulps(x, x, zmm27).map_err(e)?;
+        a.vmaxps(x, x, zmm7).map_err(e)?;
+        a.vminps(x, x, zmm8).map_err(e)?;
+        a.vcvtps2dq(x, x).map_err(e)?;
+        a.vpaddd(x, x, zmm9).map_err(e)?;
+        let dst = xmmword_ptr(rsi + (h * 16) as i32);
+        if s.y.2 {
+            a.vpmovsdb(dst, x).map_err(e)?;
+        } else {
+            a.vpmovusdb(dst, x).map_err(e)?;
+        }
+    }
+    a.add(rdi, 32).map_err(e)?;
+    a.add(rsi, 32).map_err(e)?;
+    a.dec(rdx).map_err(e)?;
+    a.jne(top).map_err(e)?;
+    a.set_label(&mut done).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
