@@ -75,7 +75,9 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
             let kk = cg * khw;
             let pix = os[2] * os[3];
             let xdt = cx.g.tensors[x].dtype;
-            if g == c && m == c && cg == 1 {
+            // Wide (i32) weights overflow the depthwise kernel's i16 products: they take the GEMM path.
+            let wide = cx.g.tensors[w].dtype != DType::I8;
+            if g == c && m == c && cg == 1 && !wide {
                 return depthwise(cx, n, a, p, [nb, c, h, wd], [os[2], os[3]]);
             }
             let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
@@ -267,7 +269,8 @@ fn gemm(
 ) -> Result<()> {
     let out = cx.g.nodes[n].outputs[0];
     let x = cx.g.nodes[n].inputs[0];
-    let vnni = cx.vnni;
+    // VNNI multiplies s8 weights: wide ones take the i16-pair kernels.
+    let vnni = cx.vnni && w.iter().all(|v| (-128..=127).contains(v));
     let (a, a_row, bias) = if vnni {
         // u8 activations as they are; i8 ones flipped to u8 by `^ 0x80` (x + 128): the zero point moves with them.
         let zp = p.x_zero_point as i64

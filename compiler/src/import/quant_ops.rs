@@ -1,8 +1,9 @@
 //! ONNX → IR mapping of the int8 family: QuantizeLinear / DequantizeLinear (per tensor and per axis) become
 //! `Quantize` / `Dequantize`, and the operator-form integer ops — QLinearConv, QLinearMatMul, ConvInteger,
 //! MatMulInteger — become `QConv` / `QMatMul` with their quantisation parameters resolved at compile time.
-//! Scales and zero points must be constants; weights must be constants whose zero point, once subtracted,
-//! leaves values in i8 (symmetric s8 weights, or u8 weights with zero point 128, as quantisers write them).
+//! Scales and zero points must be constants; weights must be constants. Weights minus their zero point that fit
+//! s8 (symmetric s8 weights, or u8 weights with zero point 128) are i8; others within [-255, 255] (u8 weights
+//! with zero point 0 or 255) are kept as "wide" i32 weights, which only the i16-pair GEMM kernels take.
 
 use super::attrs::Attrs;
 use super::nodes::Lowered;
@@ -57,6 +58,32 @@ impl Importer<'_> {
                 name,
                 op,
                 "blocked quantisation (block_size)",
+            ));
+        }
+        // Every parameter input (scales, zero points, weights, bias) must be a constant: name them all at once.
+        let params: &[usize] = match op {
+            "QuantizeLinear" | "DequantizeLinear" => &[1, 2],
+            "QLinearConv" => &[1, 2, 3, 4, 5, 6, 7, 8],
+            "QLinearMatMul" => &[1, 2, 3, 4, 5, 6, 7],
+            "ConvInteger" | "MatMulInteger" => &[1, 2, 3],
+            "QLinearAdd" | "QLinearMul" => &[1, 2, 4, 5, 6, 7],
+            "QLinearGlobalAveragePool" => &[1, 2, 3, 4],
+            _ => &[],
+        };
+        let runtime: Vec<String> = params
+            .iter()
+            .filter_map(|&i| input(i))
+            .filter(|&t| self.g.constant(t).is_none())
+            .map(|t| format!("'{}'", self.g.tensors[t].name))
+            .collect();
+        if !runtime.is_empty() {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!(
+                    "quantisation parameters and weights {} must be constant",
+                    runtime.join(", ")
+                ),
             ));
         }
         Ok(Some(match op {
@@ -361,17 +388,21 @@ impl Importer<'_> {
                 zs[(i / inner) % n]
             };
             let d = v - z;
-            if !(-128..=127).contains(&d) {
+            if !(-255..=255).contains(&d) {
                 return Err(Error::unsupported(
                     name,
                     op,
-                    format!("weight {v} minus zero point {z} does not fit in i8"),
+                    format!("weight {v} minus zero point {z} is outside [-255, 255]"),
                 ));
             }
             out.push(d);
         }
+        // Weights whose zero point takes them out of s8 (u8 weights with zero point 0 or 255) are kept as
+        // i32 "wide" weights in [-255, 255]: the i16-pair kernels take them; VNNI, the i16 depthwise and the NPU
+        // do not.
+        let wide = out.iter().any(|d| !(-128..=127).contains(d));
         Ok(Tensor {
-            dtype: DType::I8,
+            dtype: if wide { DType::I32 } else { DType::I8 },
             shape: wt.shape.clone(),
             data: Data::I64(out),
         })

@@ -508,8 +508,8 @@ pub enum Op {
     Quantize(QuantParams),
     /// u8 / i8 / i32 to f32 (DequantizeLinear).
     Dequantize(QuantParams),
-    /// Integer 2-D convolution: x [N,C,H,W] u8/i8, w [M,C/group,KH,KW] i8 constant (the attrs' bias and epilogue
-    /// are unused: both live in the `IntProduct`).
+    /// Integer 2-D convolution: x [N,C,H,W] u8/i8, w [M,C/group,KH,KW] i8 constant, or i32 "wide" weights in
+    /// [-255, 255] (the attrs' bias and epilogue are unused: both live in the `IntProduct`).
     QConv(ConvAttrs, IntProduct),
     /// Integer matrix product: x [..., M, K] u8/i8 times w [K, N] i8 constant.
     QMatMul(IntProduct),

@@ -327,8 +327,10 @@ fn check_product(x: DType, w: DType, p: &IntProduct, channels: usize) -> Result<
     if !matches!(x, DType::U8 | DType::I8) {
         return Err(format!("X must be u8 or i8, got {x}"));
     }
-    if w != DType::I8 {
-        return Err(format!("W must be i8, got {w}"));
+    if !matches!(w, DType::I8 | DType::I32) {
+        return Err(format!(
+            "W must be i8 (or i32 wide weights in [-255, 255]), got {w}"
+        ));
     }
     let (lo, hi) = range_of(x).unwrap_or((0, 0));
     if p.x_zero_point < lo || p.x_zero_point > hi {
