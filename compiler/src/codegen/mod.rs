@@ -2,7 +2,7 @@
 //! into kernels; `ops/<family>.rs` generate each kernel's body through the `Kb` builder; this file defines one
 //! function per kernel, `fn(args: *const *mut u8, task: u64)`, and the entry function
 //! `int NAME(uint8_t *constants, uint8_t *mutables, uint8_t *activations)` that runs every task of every kernel
-//! in schedule order on the calling thread.
+//! in schedule order on the calling thread; `machine_code.rs` places the iced-x86 micro-kernels the kernels call.
 //!
 //! ```text
 //!   Graph ──lower──► [Kernel] ──schedule/plan──► per-kernel fn + entry fn ──cranelift-object──► NAME.o
@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod lower;
 mod lower_data;
 mod lower_quant;
+mod machine_code;
 pub mod math;
 pub mod ops;
 
@@ -29,7 +30,9 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use kernel::{Body, Lowering};
-use kernels::gemm_x86::{self, MicroSpec, Simd};
+use kernels::gemm_x86::Simd;
+pub use machine_code::KC;
+use machine_code::{define_machine_code, define_micro, define_qmicro, define_qpair};
 
 /// The signature of a kernel function.
 pub fn kernel_signature(module: &dyn Module) -> Signature {
@@ -37,197 +40,6 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig.params.push(AbiParam::new(I64));
     sig.params.push(AbiParam::new(I64));
     sig
-}
-
-/// Places assembled machine code in the object as a local System V function of `params` i64 arguments.
-fn define_machine_code(
-    module: &mut dyn Module,
-    fname: &str,
-    params: usize,
-    bytes: std::result::Result<Vec<u8>, String>,
-) -> Result<FuncId> {
-    let bytes = bytes.map_err(|e| Error::internal("codegen", e))?;
-    let mut sig = module.make_signature();
-    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
-    for _ in 0..params {
-        sig.params.push(AbiParam::new(I64));
-    }
-    let id = module
-        .declare_function(fname, Linkage::Local, &sig)
-        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-    module
-        .define_function_bytes(id, 64, &bytes, &[])
-        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-    Ok(id)
-}
-
-/// Depth of one K block of the packed micro-kernel path (the packed B panel is `KC x nr` floats on the stack).
-pub const KC: usize = 256;
-
-/// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
-/// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each (only
-/// those the GEMM uses), all reading B from a packed `[k][nr]` panel.
-fn define_micro(
-    module: &mut dyn Module,
-    name: &str,
-    i: usize,
-    s: &ops::gemm::GemmSpec,
-    simd: Simd,
-) -> Result<Option<MicroIds>> {
-    let (mr, nr) = simd.tile();
-    if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 {
-        return Ok(None);
-    }
-    let (full, tail) = (s.k / KC, s.k % KC);
-    let mut ids = [[None; 4]; 2];
-    let wanted = [
-        (KC, false, full > 0),
-        (KC, true, full > 1),
-        (tail, false, full == 0),
-        (tail, true, full > 0 && tail > 0),
-    ];
-    // Set 0 stores into C; set 1 into the column-tail buffer (row stride nr), needed when nr does not divide N.
-    for (set, slot, &(k, accumulate, used)) in
-        (0..2).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
-    {
-        if !used || (set == 1 && s.n.is_multiple_of(nr)) {
-            continue;
-        }
-        let c_rs = if set == 0 { s.c.rs } else { nr };
-        let ms = MicroSpec {
-            simd,
-            k,
-            a_rs: s.a.rs,
-            a_cs: s.a.cs,
-            b_rs: nr,
-            c_rs,
-            accumulate,
-        };
-        if !gemm_x86::fits(&ms) {
-            return Ok(None);
-        }
-        let fname = format!("{name}__k{i}_{}_{set}{slot}", simd.name());
-        ids[set][slot] = Some(define_machine_code(
-            module,
-            &fname,
-            3,
-            gemm_x86::assemble(&ms),
-        )?);
-    }
-    Ok(Some(MicroIds { mr, nr, ids }))
-}
-
-/// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
-/// block][zeroing | accumulating]` (only those it uses).
-fn define_qpair(
-    module: &mut dyn Module,
-    name: &str,
-    i: usize,
-    s: &ops::qgemm::QGemmSpec,
-) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
-    use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
-    let (nb, full, last) = ops::qgemm::pair_blocks(s);
-    let mut ids = [[[None; 2]; 2]; 2];
-    for (rk, rows) in [(0, MR_AVX2), (1, s.m % MR_AVX2)] {
-        if rows == 0 || (rk == 0 && s.m < MR_AVX2) {
-            continue;
-        }
-        let wanted = [
-            (0, full, 0, nb > 1),
-            (0, full, 1, nb > 2),
-            (1, last, 0, nb == 1),
-            (1, last, 1, nb > 1),
-        ];
-        for (bk, kp, acc, used) in wanted {
-            if !used {
-                continue;
-            }
-            let fname = format!("{name}__k{i}_pairs_{rk}{bk}{acc}");
-            let code = assemble_avx2(rows, kp, s.kp(), acc == 1);
-            ids[rk][bk][acc] = Some(define_machine_code(module, &fname, 3, code)?);
-        }
-    }
-    Ok(ids)
-}
-
-/// The VNNI micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and requantising
-/// ones `[rows]`.
-type QMicroIds = ([[[Option<FuncId>; 2]; 2]; 2], [Option<FuncId>; 2]);
-
-/// Defines the AVX-512 VNNI micro-kernels integer GEMM `i` calls, indexed `[full rows | tail rows][full block
-/// | last block][zeroing | accumulating]`, and the requantising ones per row kind (only those it uses).
-fn define_qmicro(
-    module: &mut dyn Module,
-    name: &str,
-    i: usize,
-    s: &ops::qgemm::QGemmSpec,
-) -> Result<QMicroIds> {
-    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec, MR};
-    let (_, nb, last) = ops::qgemm_vnni::blocks(s);
-    let a_rs = ops::qgemm_vnni::a_rs(s);
-    let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
-        let params = if spec.epilogue.is_some() { 5 } else { 3 };
-        define_machine_code(
-            module,
-            &format!("{name}__k{i}_vnni_{tag}"),
-            params,
-            assemble(spec),
-        )
-    };
-    let mut ids = [[[None; 2]; 2]; 2];
-    let mut direct = [None; 2];
-    let row_kinds = [(0, MR.min(s.m)), (1, s.m % MR)];
-    for (rk, rows) in row_kinds {
-        if rows == 0 || (rk == 0 && s.m < MR) {
-            continue;
-        }
-        // (block kind, quads, accumulate, used)
-        let wanted = [
-            (0, ops::qgemm_vnni::KQB, 0, nb > 1),
-            (0, ops::qgemm_vnni::KQB, 1, nb > 2),
-            (1, last, 0, nb == 1),
-            (1, last, 1, nb > 1),
-        ];
-        for (bk, kq, acc, used) in wanted {
-            if !used {
-                continue;
-            }
-            let spec = QMicroSpec {
-                rows,
-                kq,
-                a_rs,
-                accumulate: acc == 1,
-                epilogue: None,
-            };
-            ids[rk][bk][acc] = Some(define(module, &spec, format!("{rk}{bk}{acc}"))?);
-        }
-        if let (true, Some(q)) = (ops::qgemm_vnni::direct(s), &s.requant) {
-            let spec = QMicroSpec {
-                rows,
-                kq: last,
-                a_rs,
-                accumulate: false,
-                epilogue: Some(QEpilogue {
-                    c_rs: s.c.rs * s.c_dtype.size(),
-                    zero_point: q.zero_point,
-                    clamp: q.clamp,
-                    signed: s.c_dtype == crate::ir::DType::I8,
-                }),
-            };
-            if kernels::qgemm_x86::fits(&spec) {
-                direct[rk] = Some(define(module, &spec, format!("{rk}q"))?);
-            }
-        }
-    }
-    Ok((ids, direct))
-}
-
-/// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
-/// storing into C and into the column-tail buffer.
-struct MicroIds {
-    mr: usize,
-    nr: usize,
-    ids: [[Option<FuncId>; 4]; 2],
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
