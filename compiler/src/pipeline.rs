@@ -254,22 +254,7 @@ pub fn optimize_with(
         report = passes::quantize::quantize(g, &q.profile, q.calibration, &q.keep_f32);
         stats.push(("quantize", report.quantized.len()));
         stats.push(("fold_qdq", passes::fold_qdq::fold_qdq(g)));
-        // A product the pass prepared that is still f32 runs on dequantised values: say so.
-        for name in report.quantized.clone() {
-            let still_f32 = g.order.iter().any(|&n| {
-                g.nodes[n].name == name
-                    && matches!(
-                        g.nodes[n].op,
-                        crate::ir::Op::Conv(_) | crate::ir::Op::Gemm(_) | crate::ir::Op::MatMul(_)
-                    )
-            });
-            if still_f32 {
-                report.kept.push((
-                    name,
-                    "its QDQ form did not fold into an integer op; it runs in f32 on dequantised values".into(),
-                ));
-            }
-        }
+        passes::quantize::report_unfolded(g, &mut report);
         stats.push(("fold_constants", passes::fold_constants::fold_constants(g)?));
     }
     stats.push(("fuse_epilogues", passes::fuse_epilogues::fuse_epilogues(g)));

@@ -84,6 +84,48 @@ impl Ctx<'_> {
     pub(super) fn shape(&self, t: TensorId) -> Vec<usize> {
         self.g.tensors[t].shape.clone()
     }
+    /// The B operand of a convolution's GEMM for input shape `xs` and output `os` (`cg` input channels per
+    /// group): the input itself for a 1x1, stride-1, unpadded conv, else the columns of an im2col kernel pushed
+    /// here (f32, or bytes padded with `bytes`). Returns the buffer and its batch and group strides (elements).
+    pub(super) fn conv_columns(
+        &mut self,
+        n: NodeId,
+        a: &crate::ir::ConvAttrs,
+        xs: &[usize],
+        os: &[usize],
+        cg: usize,
+        bytes: Option<u8>,
+    ) -> (Buf, usize, usize) {
+        let x = self.g.nodes[n].inputs[0];
+        let (c, h, w) = (xs[1], xs[2], xs[3]);
+        let khw = a.kernel[0] * a.kernel[1];
+        if khw == 1 && a.strides == [1, 1] && a.pads == [0; 4] {
+            return (Buf::Tensor(x), c * h * w, cg * h * w);
+        }
+        let spec = Im2colSpec {
+            n: xs[0],
+            c,
+            hw: [h, w],
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads: [a.pads[0], a.pads[1]],
+            out: [os[2], os[3]],
+            bytes,
+        };
+        let s = self.scratch(spec.col_bytes());
+        let work = spec.col_bytes() / spec.elem();
+        self.push(
+            n,
+            Some("im2col"),
+            vec![Buf::Tensor(x), s],
+            vec![1],
+            Body::Im2col(spec),
+            work,
+        );
+        let p = os[2] * os[3];
+        (s, c * khw * p, cg * khw * p)
+    }
     pub(super) fn constant(&mut self, name: String, t: Tensor) -> TensorId {
         self.g.add_constant(name, t)
     }
@@ -607,33 +649,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId) -> Result<()> {
         );
         return Ok(());
     }
-    let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
-    let (b_buf, b_batch, b_group) = if direct {
-        (Buf::Tensor(ins[0]), c * h * w, cg * h * w)
-    } else {
-        let spec = Im2colSpec {
-            n: nb,
-            c,
-            hw: [h, w],
-            kernel: a.kernel,
-            strides: a.strides,
-            dilations: a.dilations,
-            pads: [a.pads[0], a.pads[1]],
-            out: [os[2], os[3]],
-            bytes: None,
-        };
-        let s = cx.scratch(spec.col_bytes());
-        let work = spec.col_bytes() / 4;
-        cx.push(
-            n,
-            Some("im2col"),
-            vec![Buf::Tensor(ins[0]), s],
-            vec![1],
-            Body::Im2col(spec),
-            work,
-        );
-        (s, c * khw * p, kk * p)
-    };
+    let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
     let mut args = vec![Buf::Tensor(ins[1]), b_buf, Buf::Tensor(out)];
     let bias = a.has_bias.then(|| {
         args.push(Buf::Tensor(ins[2]));

@@ -6,7 +6,6 @@
 
 use super::kernel::{Body, Buf};
 use super::lower::Ctx;
-use super::ops::conv::Im2colSpec;
 use super::ops::gemm::Operand;
 use super::ops::qgemm::{pack_a, QGemmSpec, QOut};
 use super::ops::quant::QuantSpec;
@@ -80,33 +79,8 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
             if g == c && m == c && cg == 1 && !wide {
                 return depthwise(cx, n, a, p, [nb, c, h, wd], [os[2], os[3]]);
             }
-            let direct = khw == 1 && a.strides == [1, 1] && a.pads == [0; 4];
-            let (b_buf, b_batch, b_group) = if direct {
-                (Buf::Tensor(x), c * h * wd, cg * h * wd)
-            } else {
-                let spec = Im2colSpec {
-                    n: nb,
-                    c,
-                    hw: [h, wd],
-                    kernel: a.kernel,
-                    strides: a.strides,
-                    dilations: a.dilations,
-                    pads: [a.pads[0], a.pads[1]],
-                    out: [os[2], os[3]],
-                    bytes: Some(p.x_zero_point as u8),
-                };
-                let s = cx.scratch(spec.col_bytes());
-                let work = spec.col_bytes();
-                cx.push(
-                    n,
-                    Some("im2col"),
-                    vec![Buf::Tensor(x), s],
-                    vec![1],
-                    Body::Im2col(spec),
-                    work,
-                );
-                (s, c * khw * pix, kk * pix)
-            };
+            let (b_buf, b_batch, b_group) =
+                cx.conv_columns(n, a, &xs, &os, cg, Some(p.x_zero_point as u8));
             let spec = |a_arg, bias_arg, requant, a_row: usize, vnni| QGemmSpec {
                 m: mg,
                 n: pix,

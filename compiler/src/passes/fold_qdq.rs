@@ -17,22 +17,27 @@ use crate::ir::{
 
 /// Folds QDQ patterns; returns the number of integer ops created plus the Q/DQ pairs removed.
 pub fn fold_qdq(g: &mut Graph) -> usize {
+    // Producer lookups are only ever of Dequantize outputs, which neither phase changes: one map per phase.
+    let p = g.producers();
     let mut count = 0;
     for n in g.order.clone() {
-        if fold_product(g, n).or_else(|| fold_add(g, n)).is_some() {
+        if fold_product(g, &p, n)
+            .or_else(|| fold_add(g, &p, n))
+            .is_some()
+        {
             count += 1;
         }
     }
-    count + remove_round_trips(g)
+    let p = g.producers();
+    count + remove_round_trips(g, &p)
 }
 
+/// Each tensor's live producer (`Graph::producers`).
+type Producers = cranelift_entity::SecondaryMap<TensorId, Option<NodeId>>;
+
 /// The producing node of `t` when it is a live Dequantize.
-fn dequantize_of(g: &Graph, t: TensorId) -> Option<(NodeId, QuantParams)> {
-    let n = g
-        .order
-        .iter()
-        .copied()
-        .find(|&n| g.nodes[n].outputs.contains(&t))?;
+fn dequantize_of(g: &Graph, p: &Producers, t: TensorId) -> Option<(NodeId, QuantParams)> {
+    let n = p[t]?;
     match &g.nodes[n].op {
         Op::Dequantize(q) => Some((n, q.clone())),
         _ => None,
@@ -41,8 +46,8 @@ fn dequantize_of(g: &Graph, t: TensorId) -> Option<(NodeId, QuantParams)> {
 
 /// The constant integer weights behind a Dequantize, minus their zero point, as i8 with per-channel scales
 /// along `axis` (`None` when a value leaves i8 or the parameters run along another axis).
-fn weights(g: &Graph, w: TensorId, axis: usize) -> Option<(Tensor, Vec<f32>)> {
-    let (d, q) = dequantize_of(g, w)?;
+fn weights(g: &Graph, p: &Producers, w: TensorId, axis: usize) -> Option<(Tensor, Vec<f32>)> {
+    let (d, q) = dequantize_of(g, p, w)?;
     let c = g.constant(g.nodes[d].inputs[0])?;
     if !matches!(c.dtype, DType::U8 | DType::I8) || c.shape.len() <= axis {
         return None;
@@ -79,9 +84,9 @@ fn weights(g: &Graph, w: TensorId, axis: usize) -> Option<(Tensor, Vec<f32>)> {
 
 /// The i32 bias for accumulators of scale `acc_scale[c]`: the integers behind a Dequantize whose scale is that
 /// product, else the dequantised / f32 constant quantised with it.
-fn bias(g: &Graph, b: TensorId, acc_scale: &[f32]) -> Option<Vec<i32>> {
+fn bias(g: &Graph, p: &Producers, b: TensorId, acc_scale: &[f32]) -> Option<Vec<i32>> {
     let m = acc_scale.len();
-    if let Some((d, q)) = dequantize_of(g, b) {
+    if let Some((d, q)) = dequantize_of(g, p, b) {
         let c = g.constant(g.nodes[d].inputs[0])?;
         if c.dtype == DType::I32 && c.len() == m && q.zero_point.iter().all(|&z| z == 0) {
             let same = (0..m).all(|i| {
@@ -148,7 +153,7 @@ fn tail(g: &Graph, y: TensorId) -> Option<Tail> {
     Some((nodes, bounds, q.clone(), g.nodes[next].outputs[0]))
 }
 
-fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
+fn fold_product(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
     let node = g.nodes[n].clone();
     // (weight axis of the output channels, bias input, Gemm transB)
     let (axis, bias_in, trans_b) = match &node.op {
@@ -170,13 +175,12 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
         }
         _ => return None,
     };
-    let (_, xq) = dequantize_of(g, node.inputs[0])?;
+    let (dx, xq) = dequantize_of(g, p, node.inputs[0])?;
     if xq.axis.is_some() || !matches!(xq.dtype, DType::U8 | DType::I8) {
         return None;
     }
-    let (dx, _) = dequantize_of(g, node.inputs[0])?;
     let x = g.nodes[dx].inputs[0];
-    let (mut w, sw) = weights(g, node.inputs[1], axis)?;
+    let (mut w, sw) = weights(g, p, node.inputs[1], axis)?;
     if !matches!(node.op, Op::Conv(_)) && w.shape.len() != 2 {
         return None;
     }
@@ -188,27 +192,13 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
     let sx = xq.scale[0];
     let acc_scale: Vec<f32> = sw.iter().map(|&s| sx * s).collect();
     let bias = match bias_in {
-        Some(b) => bias(g, b, &acc_scale)?,
+        Some(b) => bias(g, p, b, &acc_scale)?,
         None => vec![0; sw.len()],
     };
-    let (absorbed, (lo, hi), yq, y) = tail(g, node.outputs[0])?;
+    let (absorbed, bounds, yq, y) = tail(g, node.outputs[0])?;
     let (sy, zy) = (yq.scale[0], yq.zero_point[0]);
-    let signed = yq.dtype == DType::I8;
-    let (dlo, dhi) = range_of(yq.dtype)?;
-    // Quantisation is monotonic, so clamping before it is clamping the quantised value to the bounds' images.
-    let clamp = (
-        if lo.is_finite() {
-            quantize_one(lo, sy, zy, signed)
-        } else {
-            dlo
-        },
-        if hi.is_finite() {
-            quantize_one(hi, sy, zy, signed)
-        } else {
-            dhi
-        },
-    );
-    let p = IntProduct {
+    let clamp = clamp_of(bounds, &yq)?;
+    let product = IntProduct {
         x_zero_point: xq.zero_point[0],
         bias,
         requant: Some(Requant {
@@ -224,9 +214,9 @@ fn fold_product(g: &mut Graph, n: NodeId) -> Option<()> {
                 has_bias: false,
                 ..a.clone()
             },
-            p,
+            product,
         ),
-        _ => Op::QMatMul(p),
+        _ => Op::QMatMul(product),
     };
     let types = [
         (g.tensors[x].dtype, g.tensors[x].shape.as_slice()),
@@ -270,7 +260,7 @@ fn clamp_of((lo, hi): (f32, f32), yq: &QuantParams) -> Option<(i32, i32)> {
 
 /// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` (or Mul) of same-shaped per-tensor operands becomes `QAdd(a, b)`
 /// (the same f32 operations, fused: the result is identical).
-fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
+fn fold_add(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
     let node = g.nodes[n].clone();
     let mul = match node.op {
         Op::Binary(crate::ir::BinOp::Add) => false,
@@ -281,7 +271,7 @@ fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
     let mut ins = Vec::new();
     let mut params = Vec::new();
     for &t in &node.inputs {
-        let (d, q) = dequantize_of(g, t)?;
+        let (d, q) = dequantize_of(g, p, t)?;
         if q.axis.is_some()
             || !matches!(q.dtype, DType::U8 | DType::I8)
             || &g.tensors[t].shape != shape
@@ -313,7 +303,7 @@ fn fold_add(g: &mut Graph, n: NodeId) -> Option<()> {
 
 /// Replaces `Quantize(Dequantize(t))` with identical parameters by `t` (exact: `(q - z) * s / s` rounds back to
 /// `q - z`); returns how many.
-fn remove_round_trips(g: &mut Graph) -> usize {
+fn remove_round_trips(g: &mut Graph, p: &Producers) -> usize {
     let mut count = 0;
     for n in g.order.clone() {
         let Op::Quantize(q) = &g.nodes[n].op else {
@@ -323,7 +313,7 @@ fn remove_round_trips(g: &mut Graph) -> usize {
         if g.outputs.contains(&out) {
             continue;
         }
-        let Some((d, dq)) = dequantize_of(g, g.nodes[n].inputs[0]) else {
+        let Some((d, dq)) = dequantize_of(g, p, g.nodes[n].inputs[0]) else {
             continue;
         };
         if dq == *q {

@@ -216,6 +216,25 @@ pub fn quantize(
     report
 }
 
+/// After `fold_qdq`: a product this pass prepared that is still an f32 Conv / Gemm / MatMul runs on dequantised
+/// values — adds it to `report.kept` with that reason.
+pub fn report_unfolded(g: &Graph, report: &mut QuantizeReport) {
+    let f32_products: std::collections::HashSet<&str> = g
+        .order
+        .iter()
+        .filter(|&&n| matches!(g.nodes[n].op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul(_)))
+        .map(|&n| g.nodes[n].name.as_str())
+        .collect();
+    for name in &report.quantized {
+        if f32_products.contains(name.as_str()) {
+            report.kept.push((
+                name.clone(),
+                "its QDQ form did not fold into an integer op; it runs in f32 on dequantised values".into(),
+            ));
+        }
+    }
+}
+
 fn position(g: &Graph, n: NodeId) -> usize {
     g.order
         .iter()

@@ -300,9 +300,21 @@ fn unit_micro(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &PairMicro)
             call(kb, i, usize::from(rows < MR_MICRO))
         });
     }
+    epilogue_buffered(kb, s, g, ibuf, NR, cols);
+}
+
+/// The epilogue of every row of the unit from a stack buffer of i32 sums, `row_len` per row.
+pub(super) fn epilogue_buffered(
+    kb: &mut Kb,
+    s: &QGemmSpec,
+    g: &Unit,
+    buf: Value,
+    row_len: usize,
+    cols: usize,
+) {
     kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
         let di = kb.b.ins().isub(i, g.i_lo);
-        let row = kb.addr(ibuf, di, (NR * 4) as i64);
+        let row = kb.addr(buf, di, (row_len * 4) as i64);
         let vals: Vec<Value> = (0..cols.div_ceil(4))
             .map(|v| kb.load(I32X4, row, (v * 16) as i64))
             .collect();

@@ -7,7 +7,9 @@
 //! into a stack i32 buffer, accumulating across K blocks; the shared epilogue of `qgemm.rs` then requantises
 //! each buffered row.
 
-use super::qgemm::{decode_unit, epilogue, for_row_tiles, slot, QGemmSpec, Unit};
+use super::qgemm::{
+    decode_unit, epilogue, epilogue_buffered, for_row_tiles, slot, QGemmSpec, Unit,
+};
 use crate::codegen::builder::Kb;
 use crate::codegen::kernels::qgemm_x86::{MR, NR};
 use crate::ir::DType;
@@ -124,15 +126,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
             call(kb, i, usize::from(rows < MR))
         });
     }
-    // Epilogue, one buffered row at a time.
-    kb.for_range(g.i_lo, g.i_hi, 1, |kb, i| {
-        let di = kb.b.ins().isub(i, g.i_lo);
-        let row = kb.addr(ibuf, di, (NR * 4) as i64);
-        let vals: Vec<Value> = (0..cols.div_ceil(4))
-            .map(|v| kb.load(I32X4, row, (v * 16) as i64))
-            .collect();
-        epilogue(kb, s, g, i, cols, &[vals]);
-    });
+    epilogue_buffered(kb, s, g, ibuf, NR, cols);
 }
 
 /// A unit whose K fits one block: pack once, then finish each tile — the requantising micro-kernel for full,

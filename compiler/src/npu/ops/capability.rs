@@ -92,6 +92,39 @@ pub fn onnx_name(op: &Op) -> Option<&'static str> {
     })
 }
 
+/// The NPU conv for a (Q)Conv node: f32 ones carry their bias, residual and activation; int8 ones a
+/// requantisation (their activation is its clamp).
+fn conv_op(
+    a: &crate::ir::ConvAttrs,
+    elem: Elem,
+    (xs, ys): ([usize; 4], [usize; 4]),
+    weights: Weights,
+    bias: Vec<f32>,
+    requant: Option<super::Requant>,
+) -> NpuOp {
+    let int8 = requant.is_some();
+    NpuOp::Conv(ConvOp {
+        elem,
+        x: xs,
+        m: ys[1],
+        kernel: a.kernel,
+        strides: a.strides,
+        pads: a.pads,
+        dilations: a.dilations,
+        group: a.group,
+        out: [ys[2], ys[3]],
+        weights,
+        bias,
+        residual: a.epilogue.residual && !int8,
+        act: if int8 {
+            Activation::None
+        } else {
+            a.epilogue.act
+        },
+        requant,
+    })
+}
+
 /// The constant i8 weights of an integer op.
 fn i8_const(g: &Graph, t: crate::ir::TensorId) -> Result<Vec<i8>, Reject> {
     g.constant(t)
@@ -229,32 +262,16 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
     };
     Ok(match &node.op {
         Op::Conv(a) => {
-            let xs = shape4(&x.shape)?;
-            let ys = shape4(&out.shape)?;
+            let shapes = (shape4(&x.shape)?, shape4(&out.shape)?);
             window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
-            let w = f32_const(g, node.inputs[1], "weights")?;
+            let w = Weights::F32(f32_const(g, node.inputs[1], "weights")?);
             let bias = if a.has_bias {
                 f32_const(g, node.inputs[2], "bias")?
             } else {
                 vec![]
             };
             residual_is_activation(g, n, a.epilogue.residual)?;
-            NpuOp::Conv(ConvOp {
-                elem,
-                x: xs,
-                m: ys[1],
-                kernel: a.kernel,
-                strides: a.strides,
-                pads: a.pads,
-                dilations: a.dilations,
-                group: a.group,
-                out: [ys[2], ys[3]],
-                weights: Weights::F32(w),
-                bias,
-                residual: a.epilogue.residual,
-                act: a.epilogue.act,
-                requant: None,
-            })
+            conv_op(a, elem, shapes, w, bias, None)
         }
         Op::MatMul(e) => {
             let b = &g.tensors[node.inputs[1]];
@@ -327,25 +344,10 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             })
         }
         Op::QConv(a, p) => {
-            let xs = shape4(&x.shape)?;
-            let ys = shape4(&out.shape)?;
+            let shapes = (shape4(&x.shape)?, shape4(&out.shape)?);
             window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
-            NpuOp::Conv(ConvOp {
-                elem,
-                x: xs,
-                m: ys[1],
-                kernel: a.kernel,
-                strides: a.strides,
-                pads: a.pads,
-                dilations: a.dilations,
-                group: a.group,
-                out: [ys[2], ys[3]],
-                weights: Weights::I8(i8_const(g, node.inputs[1])?),
-                bias: vec![],
-                residual: false,
-                act: Activation::None,
-                requant: Some(requant(p)?),
-            })
+            let w = Weights::I8(i8_const(g, node.inputs[1])?);
+            conv_op(a, elem, shapes, w, vec![], Some(requant(p)?))
         }
         Op::QMatMul(p) => {
             let b = &g.tensors[node.inputs[1]];
