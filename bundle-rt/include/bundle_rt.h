@@ -46,7 +46,7 @@ typedef enum brt_status {
   BRT_ERR_RUN_FAILED = 11,      /* the entry function returned non-zero */
   BRT_ERR_THREADS = 12,         /* thread count too large, or a worker thread could not start */
   BRT_ERR_OUT_OF_MEMORY = 13,
-  BRT_ERR_UNSUPPORTED = 14,     /* e.g. an op with more arguments than the engine supports */
+  BRT_ERR_UNSUPPORTED = 14,     /* e.g. an op with more arguments than the engine supports, CPU features the kernels need */
   BRT_ERR_PANIC = 15,           /* internal error, caught before it reached C */
   BRT_ERR_NPU = 16              /* an NPU transaction is invalid or failed on the device */
 } brt_status;

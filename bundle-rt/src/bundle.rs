@@ -1,6 +1,7 @@
 //! [`Bundle`]: a validated config, its entry function and its constant area, shared by instances.
 //!
-//! Making a bundle checks the config ([`ConfigView::new`]), then that the weights are exactly
+//! Making a bundle checks the config ([`ConfigView::new`]), that this CPU has the features its kernels use
+//! (`cpuFeatures`, [`crate::cpu`]), then that the weights are exactly
 //! `constantWeightVarsMemSize` bytes with the FNV-1a 64 checksum `weightsChecksum`. The constant area
 //! is either a 64-aligned copy owned by the bundle (`Bundle::new`, needs `alloc`) or caller storage
 //! that already holds the weights image ([`Bundle::new_in`], pure `no_std`). After that the constant
@@ -28,6 +29,15 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
+/// Refuses a bundle whose kernels use instruction-set features this CPU lacks.
+fn check_cpu(view: &ConfigView<'_>) -> Result<()> {
+    let needed = view.raw().cpu_features;
+    match crate::cpu::missing(needed) {
+        0 => Ok(()),
+        missing => Err(Error::CpuFeatures { missing, needed }),
+    }
+}
+
 /// A loaded model: validated config, entry function and the constant area.
 pub struct Bundle<'a> {
     view: ConfigView<'a>,
@@ -52,6 +62,7 @@ impl<'a> Bundle<'a> {
     ) -> Result<Bundle<'a>> {
         // SAFETY: forwarded from the caller.
         let view = unsafe { ConfigView::new(config) }?;
+        check_cpu(&view)?;
         check_weights(&view, weights)?;
         let mut constants = AreaBuf::owned(weights.len(), area_alignment(&view), "constant area")?;
         constants.bytes_mut().copy_from_slice(weights);
@@ -78,6 +89,7 @@ impl<'a> Bundle<'a> {
     ) -> Result<Bundle<'a>> {
         // SAFETY: forwarded from the caller.
         let view = unsafe { ConfigView::new(config) }?;
+        check_cpu(&view)?;
         let expected = view.area_size(Area::Constant);
         if constants.len() != expected {
             return Err(Error::WeightsSize {

@@ -45,6 +45,13 @@ pub enum Error {
         /// What is wrong with it.
         why: Why,
     },
+    /// Caller error: the running CPU lacks instruction-set features the bundle's kernels use (`cpuFeatures`).
+    CpuFeatures {
+        /// The missing features ([`crate::cpu`] bits).
+        missing: u64,
+        /// Every feature the bundle needs.
+        needed: u64,
+    },
     /// Caller error: the weights are not `constantWeightVarsMemSize` bytes (wrong or truncated file).
     WeightsSize {
         /// `constantWeightVarsMemSize`.
@@ -235,6 +242,12 @@ impl fmt::Display for Error {
             Error::BadConfig { field, value, why } => {
                 write!(f, "bad bundle config field {field} = {value}: {why}")
             }
+            Error::CpuFeatures { missing, needed } => write!(
+                f,
+                "this CPU lacks {} of the features the bundle's kernels use ({}); recompile with a lower --cpu (e.g. x86-64-v3 or generic)",
+                crate::cpu::Features(*missing),
+                crate::cpu::Features(*needed)
+            ),
             Error::WeightsSize { expected, got } => write!(
                 f,
                 "weights are {got} bytes, the bundle expects {expected} (constantWeightVarsMemSize); wrong or truncated .weights file?"

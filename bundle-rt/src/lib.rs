@@ -45,6 +45,7 @@ pub mod bundle;
 #[cfg(feature = "capi")]
 pub mod capi;
 pub mod config;
+pub mod cpu;
 #[cfg(feature = "alloc")]
 pub mod engine;
 pub mod error;

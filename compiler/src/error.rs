@@ -82,6 +82,16 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A bundle object that cannot be read back (user error: not a bundle, truncated, another version).
+    #[error("bundle object {file}: {field}: {message}")]
+    BadObject {
+        /// The object file.
+        file: String,
+        /// The config field or table at fault, e.g. `ops[3].args`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
     /// `--npu-strict` and some part of the model could not be placed on the NPU (user error).
     #[error("--npu-strict: {message}")]
     NpuStrict {

@@ -1,5 +1,6 @@
 //! The `bundlec` command line: `compile` (ONNX → bundle files), `partition` (the NPU placement table), `ops` (the
-//! supported op list, or the NPU's with `--npu`) and `inspect --txn` (disassemble a transaction binary).
+//! supported op list, or the NPU's with `--npu`), `profile` (calibration ranges for int8) and `inspect` (read back
+//! a bundle object, or disassemble a transaction binary with `--txn`).
 
 use anyhow::Context;
 use bundlec::npu::ops::CONSTRAINTS;
@@ -49,6 +50,10 @@ enum Cmd {
         /// Also write NAME.weights.txt, the weights as a C array initialiser.
         #[arg(long)]
         weights_as_c_array: bool,
+        /// Put the weights inside NAME.o (exported NAME_weights; the entry takes NULL for the constant area)
+        /// instead of writing NAME.weights.
+        #[arg(long)]
+        embed_weights: bool,
         /// Print the build report.
         #[arg(short, long)]
         verbose: bool,
@@ -123,11 +128,21 @@ enum Cmd {
         #[arg(long)]
         npu: Option<String>,
     },
-    /// Read back a bundle artefact.
+    /// Read back a bundle object (NAME.o: areas, symbols, ops, layers, NPU segments, CPU features), or
+    /// disassemble a transaction binary with --txn.
     Inspect {
+        /// The bundle object. Its NAME.weights beside it (or --weights) is checked against the config.
+        #[arg(required_unless_present = "txn", conflicts_with = "txn")]
+        object: Option<PathBuf>,
+        /// The weights file to check (default: NAME.weights beside the object, when it exists).
+        #[arg(long, value_name = "FILE")]
+        weights: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
         /// Disassemble a transaction binary (NAME.<segment>.txn).
         #[arg(long, value_name = "FILE")]
-        txn: PathBuf,
+        txn: Option<PathBuf>,
     },
 }
 
@@ -181,6 +196,64 @@ fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// `bundlec inspect NAME.o`: the config as text or JSON, and the weights check.
+fn inspect(object: &std::path::Path, weights: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    use bundlec::emit::{inspect, inspect_text};
+    let bytes = std::fs::read(object).with_context(|| format!("reading {}", object.display()))?;
+    let ins = inspect::inspect(&object.display().to_string(), &bytes)?;
+    let implicit = object.with_extension("weights");
+    let wfile = weights
+        .clone()
+        .or_else(|| implicit.exists().then_some(implicit));
+    let check = match &wfile {
+        Some(w) => {
+            let b = std::fs::read(w).with_context(|| format!("reading {}", w.display()))?;
+            Some(inspect_text::check_weights(&ins, &b))
+        }
+        None => None,
+    };
+    if json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            #[serde(flatten)]
+            ins: &'a inspect::Inspection,
+            weights_file: Option<serde_json::Value>,
+        }
+        let weights_file = match (&wfile, &check) {
+            (Some(w), Some(r)) => Some(serde_json::json!({
+                "path": w.display().to_string(),
+                "ok": r.is_ok(),
+                "error": r.as_ref().err(),
+            })),
+            _ => None,
+        };
+        let out = Out {
+            ins: &ins,
+            weights_file,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", inspect_text::render(&ins));
+        match (&wfile, &check) {
+            (Some(w), Some(Ok(()))) => {
+                println!("\nweights {}: size and checksum match", w.display())
+            }
+            (Some(w), Some(Err(e))) => println!("\nweights {}: MISMATCH: {e}", w.display()),
+            _ if ins.embedded_weights.is_some() => {}
+            _ => println!(
+                "\nweights: no NAME.weights beside the object (pass --weights FILE to check one)"
+            ),
+        }
+    }
+    if let Some(Err(e)) = &ins.embedded_weights {
+        anyhow::bail!("{}: {e}", object.display());
+    }
+    if let (Some(w), Some(Err(e))) = (&wfile, check) {
+        anyhow::bail!("weights {}: {e}", w.display());
+    }
+    Ok(())
 }
 
 fn run() -> anyhow::Result<()> {
@@ -288,13 +361,23 @@ fn run() -> anyhow::Result<()> {
                 out.display()
             );
         }
-        Cmd::Inspect { txn } => {
+        Cmd::Inspect { txn: Some(txn), .. } => {
             let bytes =
                 std::fs::read(&txn).with_context(|| format!("reading {}", txn.display()))?;
             let text = bundlec::npu::disasm::disassemble(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", txn.display()))?;
             print!("{text}");
         }
+        Cmd::Inspect {
+            object,
+            weights,
+            json,
+            txn: None,
+        } => inspect(
+            &object.context("inspect needs NAME.o or --txn FILE")?,
+            weights,
+            json,
+        )?,
         Cmd::Partition {
             model,
             inputs,
@@ -331,6 +414,7 @@ fn run() -> anyhow::Result<()> {
             target,
             cpu,
             weights_as_c_array,
+            embed_weights,
             verbose,
             npu,
             load_profile,
@@ -364,6 +448,7 @@ fn run() -> anyhow::Result<()> {
                 anyhow::bail!("--keep-f32 needs --load-profile");
             }
             opts.quantized_io = quantized_io;
+            opts.embed_weights = embed_weights;
             let b = bundlec::compile_file(&model, &opts)?;
             if opts.npu.is_some() && b.report.segments.is_empty() {
                 eprintln!(

@@ -41,6 +41,9 @@ pub struct Options {
     /// Model inputs read only by QuantizeLinear and outputs written by DequantizeLinear become integer tensors
     /// (`--quantized-io`); the header gives their scale and zero point.
     pub quantized_io: bool,
+    /// Put the weights into the object as the exported `NAME_weights` (`--embed-weights`): no `.weights` file,
+    /// and the entry function takes NULL for the constant area.
+    pub embed_weights: bool,
 }
 
 /// Profile-guided int8 quantisation options.
@@ -71,6 +74,7 @@ impl Options {
             npu: None,
             quantize: None,
             quantized_io: false,
+            embed_weights: false,
         }
     }
 }
@@ -115,8 +119,10 @@ pub struct Bundle {
     pub name: String,
     /// `NAME.o`.
     pub object: Vec<u8>,
-    /// `NAME.weights`.
+    /// `NAME.weights` (the constant area image; inside `object` as `NAME_weights` when `embedded_weights`).
     pub weights: Vec<u8>,
+    /// `--embed-weights`: the object holds the weights, no `NAME.weights` file is written.
+    pub embedded_weights: bool,
     /// `NAME.h`.
     pub header: String,
     /// `NAME.recipe.json`.
@@ -132,19 +138,25 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Writes `NAME.o`, `NAME.weights`, `NAME.h` and `NAME.recipe.json` into `dir` (created if missing).
+    /// Writes `NAME.o`, `NAME.weights` (unless the weights are embedded: then a stale one is removed), `NAME.h`
+    /// and `NAME.recipe.json` into `dir` (created if missing).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let io = |p: &Path, e| Error::Io {
             path: p.display().to_string(),
             error: e,
         };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-        let files: [(&str, &[u8]); 4] = [
+        let mut files: Vec<(&str, &[u8])> = vec![
             ("o", &self.object),
-            ("weights", &self.weights),
             ("h", self.header.as_bytes()),
             ("recipe.json", self.recipe.as_bytes()),
         ];
+        let wp = dir.join(format!("{}.weights", self.name));
+        if !self.embedded_weights {
+            files.push(("weights", &self.weights));
+        } else if wp.exists() {
+            std::fs::remove_file(&wp).map_err(|e| io(&wp, e))?;
+        }
         for (ext, bytes) in files {
             let p = dir.join(format!("{}.{ext}", self.name));
             std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
@@ -343,8 +355,13 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     .map_err(|e| Error::internal("codegen", e))?;
     let mut module = ObjectModule::new(builder);
     let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
-    codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs)?;
-    let features = codegen::define_cpu_check(
+    let embedded = if opts.embed_weights {
+        Some(weights::define_embedded(&mut module, &opts.name, &w)?)
+    } else {
+        None
+    };
+    codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs, embedded)?;
+    let cpu_features = codegen::define_cpu_check(
         &mut module,
         &opts.name,
         &tgt.cpu,
@@ -362,6 +379,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         funcs: &funcs,
         checksum,
         segments: &segs,
+        cpu_features,
     };
     config::emit_config(&mut module, &ci)?;
     let object = module
@@ -392,7 +410,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         target: [&triple, &tgt.cpu],
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
-        features: &features,
+        features: &codegen::kernels::cpu_check::feature_names(cpu_features),
+        embedded_weights: opts.embed_weights,
         int8: &int8,
         quantized_io: &report.quantized_io,
     });
@@ -432,6 +451,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         name: opts.name.clone(),
         object,
         weights: w,
+        embedded_weights: opts.embed_weights,
         header: hdr,
         recipe,
         txns,

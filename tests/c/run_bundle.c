@@ -66,7 +66,9 @@ int main(int argc, char **argv) {
   uint8_t *cw = alloc_area(c->constantWeightVarsMemSize, c->alignment);
   uint8_t *mw = alloc_area(c->mutableWeightVarsMemSize, c->alignment);
   uint8_t *act = alloc_area(c->activationsMemSize, c->alignment);
-  if (read_file(argv[1], cw, c->constantWeightVarsMemSize) < 0) return 1;
+  /* WEIGHTS "-": the bundle was compiled with --embed-weights; the entry gets NULL for the constant area. */
+  int embedded = strcmp(argv[1], "-") == 0;
+  if (!embedded && read_file(argv[1], cw, c->constantWeightVarsMemSize) < 0) return 1;
   for (int i = 0; i < nin; i++) {
     const struct SymbolTableEntry *s = &c->symbolTable[i];
     if (read_file(argv[2 + i], mw + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
@@ -78,7 +80,7 @@ int main(int argc, char **argv) {
   for (int iter = 0; iter < repeat; iter++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = BUNDLE(cw, mw, act);
+    int rc = BUNDLE(embedded ? NULL : cw, mw, act);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0) {
       fprintf(stderr, "bundle returned %d\n", rc);

@@ -39,7 +39,9 @@ pub fn kernel_variants() -> Vec<(&'static str, bool)> {
             && std::arch::is_x86_feature_detected!("fma");
         let v4 = v3
             && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq");
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl");
         let vnni = v4 && std::arch::is_x86_feature_detected!("avx512vnni");
         vec![
             ("generic", true),
@@ -105,7 +107,11 @@ pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f
         .arg("-o")
         .arg(&exe));
     let mut cmd = Command::new(&exe);
-    cmd.arg(c.dir.join(format!("{}.weights", c.name)));
+    if c.bundle.embedded_weights {
+        cmd.arg("-");
+    } else {
+        cmd.arg(c.dir.join(format!("{}.weights", c.name)));
+    }
     for (i, v) in inputs.iter().enumerate() {
         let p = c.dir.join(format!("in{i}.bin"));
         std::fs::write(

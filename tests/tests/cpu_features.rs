@@ -31,7 +31,9 @@ fn cpu_supported_matches_the_host() {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     let v4 = v3
         && std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512dq");
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl");
     for (cpu, want, feature) in [
         ("generic", true, "sse2"),
         ("x86-64-v3", v3, "avx2"),

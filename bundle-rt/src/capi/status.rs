@@ -43,8 +43,8 @@ pub enum Status {
     Threads = 12,
     /// `BRT_ERR_OUT_OF_MEMORY`: an area or buffer could not be allocated.
     OutOfMemory = 13,
-    /// `BRT_ERR_UNSUPPORTED`: the bundle needs something this runtime lacks (an op with too many
-    /// arguments for the engine).
+    /// `BRT_ERR_UNSUPPORTED`: the bundle needs something this runtime or CPU lacks (an op with too many
+    /// arguments for the engine, instruction-set features).
     Unsupported = 14,
     /// `BRT_ERR_PANIC`: a runtime bug was caught before it could unwind into C.
     Panic = 15,
@@ -71,7 +71,7 @@ impl Status {
             | Error::BufferTooSmall { .. } => Status::Size,
             Error::OutOfMemory { .. } => Status::OutOfMemory,
             Error::EntryFailed { .. } => Status::RunFailed,
-            Error::TooManyArgs { .. } => Status::Unsupported,
+            Error::TooManyArgs { .. } | Error::CpuFeatures { .. } => Status::Unsupported,
             Error::BadThreadCount { .. } | Error::Spawn { .. } => Status::Threads,
             Error::RecipeSyntax { .. } | Error::BadRecipe { .. } => Status::BadRecipe,
             Error::NoNpuDevice { .. } => Status::NoDevice,

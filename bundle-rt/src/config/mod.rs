@@ -17,7 +17,7 @@ pub use view::{ByteRange, ConfigView, NpuCopyInfo, NpuSegmentInfo, TensorInfo};
 /// `BundleConfig.magic`: the bytes `"BUNDLC1\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = 0x0031_434C_444E_5542;
 /// The format version this runtime reads (2: the NPU segment table).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The most dimensions a tensor may have.
 pub const MAX_RANK: usize = 8;
 
@@ -127,7 +127,7 @@ pub struct BundleConfig {
     pub magic: u64,
     /// `version`: [`VERSION`].
     pub version: u32,
-    /// `flags`: 0 (version 2 defines no flags; others are rejected).
+    /// `flags`: 0 (version 3 defines no flags; others are rejected).
     pub flags: u32,
     /// `weightsChecksum`: FNV-1a 64 of the whole `.weights` image.
     pub weights_checksum: u64,
@@ -151,8 +151,8 @@ pub struct BundleConfig {
     pub npu_segments: *const NpuSegment,
     /// `modelName`: NAME, NUL-terminated.
     pub model_name: *const c_char,
-    /// `reserved`: 0 (not checked).
-    pub reserved: u64,
+    /// `cpuFeatures`: the ISA features the kernels need, as [`crate::cpu`] bits (0: the target's baseline).
+    pub cpu_features: u64,
 }
 
 /// `struct NpuCopy` (32 bytes): one copy between a tensor's area and a segment's fused `in` or
@@ -262,7 +262,7 @@ const _: () = assert!(offset_of!(BundleConfig, layers) == 120);
 const _: () = assert!(offset_of!(BundleConfig, num_npu_segments) == 128);
 const _: () = assert!(offset_of!(BundleConfig, npu_segments) == 136);
 const _: () = assert!(offset_of!(BundleConfig, model_name) == 144);
-const _: () = assert!(offset_of!(BundleConfig, reserved) == 152);
+const _: () = assert!(offset_of!(BundleConfig, cpu_features) == 152);
 const _: () = assert!(size_of::<Option<BundleOpFn>>() == 8);
 const _: () = assert!(size_of::<NpuCopy>() == 32);
 const _: () = assert!(offset_of!(NpuCopy, reserved) == 4);

@@ -133,7 +133,7 @@ impl<'a> ConfigView<'a> {
             checks::area_size(config.activations_mem_size, "activationsMemSize")?,
         ];
         if config.flags != 0 {
-            // Version 2 defines no flags; one this runtime does not know may change the layout.
+            // Version 3 defines no flags; one this runtime does not know may change the layout.
             let field = FieldPath::config("flags");
             return Err(bad(field, config.flags.into(), Why::Unsupported));
         }

@@ -82,6 +82,31 @@ fn weights_are_checked() {
 }
 
 #[test]
+fn cpu_features_are_checked() {
+    let fx = Fixture::small();
+    let mut cfg = fx.config();
+    // The baseline and whatever this CPU has load; a bit no runtime knows is always missing.
+    cfg.cpu_features = crate::cpu::available();
+    // SAFETY: `cfg` points into `fx`, whose entry matches.
+    unsafe { Bundle::new(&cfg, fx.entry, &fx.weights) }.expect("loads with the CPU's own features");
+    cfg.cpu_features = crate::cpu::available() | 1 << 40;
+    // SAFETY: as above.
+    let err = unsafe { Bundle::new(&cfg, fx.entry, &fx.weights) }.unwrap_err();
+    assert_eq!(
+        err,
+        Error::CpuFeatures {
+            missing: 1 << 40,
+            needed: cfg.cpu_features
+        }
+    );
+    assert!(err.to_string().contains("lacks bit40"), "{err}");
+    assert_eq!(
+        crate::cpu::Features(0b1_0000_1001).to_string(),
+        "sse2 avx2 avx512vnni"
+    );
+}
+
+#[test]
 fn caller_storage() {
     let fx = Fixture::small();
     let cfg = fx.config();

@@ -398,7 +398,7 @@ impl Fixture {
                 self.segments.as_ptr()
             },
             model_name: self.model_name.as_ptr(),
-            reserved: 0,
+            cpu_features: 0,
         }
     }
 

@@ -257,8 +257,9 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
     }
 }
 
-/// Defines the exported `int NAME_cpu_supported(void)` and returns the ISA features it checks: machine code on
-/// x86-64 (`kernels/cpu_check.rs`), a Cranelift `return 1` elsewhere (the baseline is all the kernels use).
+/// Defines the exported `int NAME_cpu_supported(void)` and returns the ISA features it checks as `cpuFeatures`
+/// bits (`kernels::cpu_check::X86_FEATURES`): machine code on x86-64 (`kernels/cpu_check.rs`), a Cranelift
+/// `return 1` and no bits elsewhere (the baseline is all the kernels use).
 pub fn define_cpu_check(
     module: &mut dyn Module,
     name: &str,
@@ -266,7 +267,7 @@ pub fn define_cpu_check(
     has_fma: bool,
     simd: Option<Simd>,
     vnni: bool,
-) -> Result<Vec<&'static str>> {
+) -> Result<u64> {
     let mut sig = module.make_signature();
     sig.returns.push(AbiParam::new(I32));
     let fname = format!("{name}_cpu_supported");
@@ -287,7 +288,7 @@ pub fn define_cpu_check(
         module
             .define_function_bytes(id, 16, &bytes, &[])
             .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-        return Ok(needs.names());
+        return Ok(needs.bits());
     }
     let mut ctx = Context::new();
     ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
@@ -304,10 +305,11 @@ pub fn define_cpu_check(
     module
         .define_function(id, &mut ctx)
         .map_err(|e| Error::internal("codegen", format!("{fname}: {e:?}")))?;
-    Ok(vec![])
+    Ok(0)
 }
 
-/// Defines the exported entry function `name(constants, mutables, activations) -> i32`.
+/// Defines the exported entry function `name(constants, mutables, activations) -> i32`. With `embedded` (the
+/// `NAME_weights` data object of `--embed-weights`), a NULL `constants` means those embedded weights.
 pub fn define_entry(
     module: &mut dyn Module,
     name: &str,
@@ -315,6 +317,7 @@ pub fn define_entry(
     sched: &Schedule,
     plan: &MemoryPlan,
     kernels: &[FuncId],
+    embedded: Option<cranelift_module::DataId>,
 ) -> Result<FuncId> {
     let mut sig = module.make_signature();
     for _ in 0..3 {
@@ -333,7 +336,12 @@ pub fn define_entry(
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         b.seal_block(entry);
-        let areas: Vec<_> = b.block_params(entry).to_vec();
+        let mut areas: Vec<_> = b.block_params(entry).to_vec();
+        if let Some(w) = embedded {
+            let gv = module.declare_data_in_func(w, b.func);
+            let addr = b.ins().symbol_value(I64, gv);
+            areas[0] = b.ins().select(areas[0], areas[0], addr);
+        }
         let max_args = l
             .kernels
             .iter()

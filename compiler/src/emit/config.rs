@@ -11,7 +11,7 @@ use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 /// `magic` of the extension: the bytes "BUNDLC1\0".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BUNDLC1\0");
 /// Extension version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Size of `BundleConfig`.
 pub const CONFIG_SIZE: usize = 160;
 
@@ -135,6 +135,8 @@ pub struct ConfigInput<'a> {
     pub checksum: u64,
     /// NPU segments.
     pub segments: &'a [super::segments::SegmentLayout],
+    /// `cpuFeatures`: the ISA feature bits the kernels need.
+    pub cpu_features: u64,
 }
 
 /// Defines `NAME_config` and its tables.
@@ -296,7 +298,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         cb.ptr(segtab, 0);
     }
     cb.ptr(strs, model_name);
-    cb.u64(0);
+    cb.u64(c.cpu_features);
     if cb.bytes.len() != CONFIG_SIZE {
         return Err(Error::internal(
             "emit",

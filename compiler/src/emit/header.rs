@@ -37,6 +37,8 @@ pub struct HeaderInfo<'a> {
     pub int8: &'a [String],
     /// Integer inputs / outputs (`--quantized-io`): name, scale, zero point.
     pub quantized_io: &'a [(String, f32, i32)],
+    /// `--embed-weights`: the object exports `NAME_weights`.
+    pub embedded_weights: bool,
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -127,7 +129,26 @@ pub fn render(h: &HeaderInfo) -> String {
         }
         t
     };
+    let n = h.name;
+    let (weights_where, weights_decl, const_area) = if h.embedded_weights {
+        (
+            format!("embedded in {n}.o as {n}_weights"),
+            format!(
+                "\n/* --embed-weights: the constant area image is inside the object. Pass NULL (or {n}_weights) as {n}'s\n * constantWeight; bundle-rt takes {n}_weights as the weights. */\n#define {prefix}_WEIGHTS_EMBEDDED 1\nextern const uint8_t {n}_weights[{prefix}_CONSTANT_MEM_SIZE];\n"
+            ),
+            format!("the contents of {n}_weights, or pass NULL for the embedded copy"),
+        )
+    } else {
+        (
+            format!("file {n}.weights"),
+            format!("#define {prefix}_WEIGHTS_EMBEDDED 0\n"),
+            format!("the contents of {n}.weights"),
+        )
+    };
     let vars = [
+        ("WEIGHTS_WHERE", weights_where),
+        ("WEIGHTS_DECL", weights_decl),
+        ("CONST_AREA", const_area),
         ("INT8_OPS", int8),
         ("NPU_SUMMARY", npu_summary),
         ("NPU_SEGMENTS", npu_lines),

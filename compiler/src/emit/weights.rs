@@ -7,6 +7,30 @@ use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::plan::MemoryPlan;
 
+/// Defines the exported, read-only, 64-aligned `NAME_weights` holding the constant area image
+/// (`--embed-weights`).
+pub fn define_embedded(
+    module: &mut dyn cranelift_module::Module,
+    name: &str,
+    image: &[u8],
+) -> Result<cranelift_module::DataId> {
+    let sym = format!("{name}_weights");
+    let id = module
+        .declare_data(&sym, cranelift_module::Linkage::Export, false, false)
+        .map_err(|e| Error::internal("emit", format!("declare {sym}: {e}")))?;
+    let mut d = cranelift_module::DataDescription::new();
+    let mut bytes = image.to_vec();
+    if bytes.is_empty() {
+        bytes.push(0); // zero-sized objects are not representable in every format
+    }
+    d.define(bytes.into_boxed_slice());
+    d.set_align(64);
+    module
+        .define_data(id, &d)
+        .map_err(|e| Error::internal("emit", format!("define {sym}: {e}")))?;
+    Ok(id)
+}
+
 /// Builds the constant area image.
 pub fn image(g: &Graph, plan: &MemoryPlan) -> Result<Vec<u8>> {
     let mut img = vec![0u8; plan.constant_size];

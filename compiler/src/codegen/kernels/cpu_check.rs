@@ -1,7 +1,7 @@
 //! `int NAME_cpu_supported(void)`: the exported check that the running CPU (and OS) has every instruction-set
 //! feature the bundle's kernels use, so that a program can refuse to call the entry function instead of dying of
 //! an illegal instruction. On x86-64 it is machine code assembled with `iced-x86` (CPUID leaf 1 for FMA, AVX and
-//! OSXSAVE, XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2, AVX-512F/DQ and AVX-512 VNNI); it uses only
+//! OSXSAVE, XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2, AVX-512F/DQ/BW/VL and AVX-512 VNNI); it uses only
 //! caller-saved registers besides `rbx`, which it saves, so it works under the System V and Windows ABIs alike.
 
 use iced_x86::code_asm::*;
@@ -13,29 +13,58 @@ pub struct X86Needs {
     pub avx_fma: bool,
     /// AVX2.
     pub avx2: bool,
-    /// AVX-512F and DQ (zmm registers, `vpxord`).
+    /// AVX-512F, DQ, BW and VL (zmm registers; x86-64-v4).
     pub avx512: bool,
     /// AVX-512 VNNI (`vpdpbusd`, the int8 micro-kernel).
     pub vnni: bool,
 }
 
+/// The `cpuFeatures` bits of `NAME_config` on x86-64 and their names, in bit order (docs/bundle-format.md;
+/// mirrored by `bundle-rt/src/cpu.rs`).
+pub const X86_FEATURES: [&str; 9] = [
+    "sse2",
+    "avx",
+    "fma",
+    "avx2",
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512vl",
+    "avx512vnni",
+];
+
+/// The names of the feature bits set in `bits`.
+pub fn feature_names(bits: u64) -> Vec<&'static str> {
+    X86_FEATURES
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| bits >> i & 1 == 1)
+        .map(|(_, &n)| n)
+        .collect()
+}
+
 impl X86Needs {
-    /// Feature names for reports and the header.
-    pub fn names(&self) -> Vec<&'static str> {
-        let mut v = vec!["sse2"];
+    /// The `cpuFeatures` bits (indices into [`X86_FEATURES`]).
+    pub fn bits(&self) -> u64 {
+        let mut b = 1; // sse2: the x86-64 baseline
         if self.avx_fma {
-            v.extend(["avx", "fma"]);
+            b |= 0b110;
         }
         if self.avx2 {
-            v.push("avx2");
+            b |= 1 << 3;
         }
         if self.avx512 {
-            v.extend(["avx512f", "avx512dq"]);
+            b |= 0b1111 << 4;
         }
         if self.vnni {
-            v.push("avx512vnni");
+            b |= 1 << 8;
         }
-        v
+        b
+    }
+
+    /// Feature names for reports and the header.
+    pub fn names(&self) -> Vec<&'static str> {
+        feature_names(self.bits())
     }
 }
 
@@ -61,9 +90,9 @@ pub fn assemble(n: &X86Needs) -> Result<Vec<u8>, String> {
         a.and(eax, xcr0).map_err(e)?;
         a.cmp(eax, xcr0).map_err(e)?;
         a.jne(fail).map_err(e)?;
-        // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 AVX-512DQ; ECX bit 11 AVX-512 VNNI.
-        let leaf7 =
-            if n.avx2 { 1u32 << 5 } else { 0 } | if n.avx512 { (1 << 16) | (1 << 17) } else { 0 };
+        // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 DQ, 30 BW, 31 VL; ECX bit 11 AVX-512 VNNI.
+        let avx512 = (1u32 << 16) | (1 << 17) | (1 << 30) | (1 << 31);
+        let leaf7 = if n.avx2 { 1u32 << 5 } else { 0 } | if n.avx512 { avx512 } else { 0 };
         if leaf7 != 0 {
             a.mov(eax, 7u32).map_err(e)?;
             a.xor(ecx, ecx).map_err(e)?;
