@@ -31,4 +31,6 @@ bash scripts/npu_models.sh
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec
 python3 tests/py/light_models.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_models.py --bundlec target/debug/bundlec
+python3 tests/py/doc_commands.py --bundlec target/debug/bundlec
+python3 tests/py/hostile_files.py --bundlec target/debug/bundlec
 bash scripts/torch_models.sh
