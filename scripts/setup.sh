@@ -7,6 +7,7 @@ need=()
 command -v cc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 dpkg -s libpng-dev >/dev/null 2>&1 || need+=(libpng-dev)
+command -v chromium >/dev/null || need+=(chromium)   # renders the --report page in tests/py/report_check.py
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi

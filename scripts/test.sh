@@ -5,7 +5,9 @@
 # backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
 # exported by torch.onnx (scripts/torch_models.sh), and the NPU path of ResNet-50, MobileNetV2 and the encoder through
 # the emulator (scripts/npu_models.sh), and the int8 path (scripts/int8_models.sh: pre-quantised ONNX against
-# onnxruntime, --quantized-io, the profile-guided flow's accuracy; its QDQ models then go through the NPU too).
+# onnxruntime, --quantized-io, the profile-guided flow's accuracy; its QDQ models then go through the NPU too),
+# the hostile-input suites, the docs' runnable command blocks, and 45 s of coverage-guided fuzzing per bundle-rt
+# target (scripts/fuzz.sh; the compiler target's corpus is replayed by tests/tests/fuzz_corpus.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -33,4 +35,6 @@ python3 tests/py/light_models.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_models.py --bundlec target/debug/bundlec
 python3 tests/py/doc_commands.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_files.py --bundlec target/debug/bundlec
+python3 tests/py/report_check.py --bundlec target/debug/bundlec target/pymodels/resnet50_folded.onnx target/pymodels/mobilenetv2.onnx
+bash scripts/fuzz.sh 45
 bash scripts/torch_models.sh

@@ -50,6 +50,9 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 mod exec;
+#[cfg(any(all(test, feature = "std"), feature = "fixture"))]
+#[doc(hidden)]
+pub mod fixture;
 pub mod instance;
 pub mod log;
 #[cfg(feature = "alloc")]

@@ -50,6 +50,9 @@ enum Cmd {
         /// Also write NAME.weights.txt, the weights as a C array initialiser.
         #[arg(long)]
         weights_as_c_array: bool,
+        /// Write a self-contained HTML build report (ops, memory plan timeline, partition graph, timings).
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
         /// Put the weights inside NAME.o (exported NAME_weights; the entry takes NULL for the constant area)
         /// instead of writing NAME.weights.
         #[arg(long)]
@@ -90,14 +93,27 @@ enum Cmd {
         /// Image pixel range before --mean/--std.
         #[arg(long, value_enum, default_value = "0to1")]
         image_mode: ImageMode,
-        /// Resize images so the shorter side is this many pixels, then centre-crop to the input size.
+        /// Resize images so the shorter side is this many pixels (at most 16384), then centre-crop to the
+        /// input size.
         #[arg(long, default_value_t = 0)]
         resize: usize,
-        /// Per-channel (R,G,B) mean subtracted after the range mapping.
-        #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [0.0, 0.0, 0.0])]
+        /// Per-channel (R,G,B) mean subtracted after the range mapping: `R,G,B` or `R G B`.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            num_args = 1..=3,
+            allow_negative_numbers = true,
+            default_values_t = [0.0, 0.0, 0.0]
+        )]
         mean: Vec<f32>,
-        /// Per-channel (R,G,B) divisor applied after the mean.
-        #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [1.0, 1.0, 1.0])]
+        /// Per-channel (R,G,B) divisor applied after the mean: `R,G,B` or `R G B`.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            num_args = 1..=3,
+            allow_negative_numbers = true,
+            default_values_t = [1.0, 1.0, 1.0]
+        )]
         std: Vec<f32>,
         /// ImageNet preprocessing: 0to1, resize 256, mean 0.485,0.456,0.406, std 0.229,0.224,0.225.
         #[arg(long)]
@@ -192,6 +208,13 @@ impl NpuArgs {
 }
 
 fn main() {
+    // Die quietly when stdout is a closed pipe (`bundlec ops | head`), like other Unix tools, instead of
+    // panicking in `println!`.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     if let Err(e) = run() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -306,8 +329,17 @@ fn run() -> anyhow::Result<()> {
             if !(2..=1 << 16).contains(&bins) {
                 anyhow::bail!("--bins {bins}: expected 2 to 65536");
             }
-            if std.iter().any(|s| !(s.is_finite() && *s != 0.0)) {
-                anyhow::bail!("--std {std:?}: expected finite non-zero values");
+            if mean.len() != 3 || mean.iter().any(|m| !m.is_finite()) {
+                anyhow::bail!("--mean {mean:?}: expected 3 finite values R,G,B");
+            }
+            if std.len() != 3 || std.iter().any(|s| !(s.is_finite() && *s != 0.0)) {
+                anyhow::bail!("--std {std:?}: expected 3 finite non-zero values R,G,B");
+            }
+            if resize > bundlec::profile::inputs::MAX_RESIZE {
+                anyhow::bail!(
+                    "--resize {resize}: expected at most {} pixels",
+                    bundlec::profile::inputs::MAX_RESIZE
+                );
             }
             let img = if imagenet {
                 ImageOptions {
@@ -415,6 +447,7 @@ fn run() -> anyhow::Result<()> {
             cpu,
             weights_as_c_array,
             embed_weights,
+            report,
             verbose,
             npu,
             load_profile,
@@ -449,7 +482,21 @@ fn run() -> anyhow::Result<()> {
             }
             opts.quantized_io = quantized_io;
             opts.embed_weights = embed_weights;
-            let b = bundlec::compile_file(&model, &opts)?;
+            opts.html_report = report.is_some();
+            // A spinner with the elapsed time while compiling (drawn only when stderr is a terminal).
+            let spin = indicatif::ProgressBar::new_spinner().with_message(format!(
+                "compiling {} -> {}",
+                model.display(),
+                out.display()
+            ));
+            spin.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            spin.enable_steady_tick(std::time::Duration::from_millis(120));
+            let b = bundlec::compile_file(&model, &opts);
+            spin.finish_and_clear();
+            let b = b?;
             if opts.npu.is_some() && b.report.segments.is_empty() {
                 eprintln!(
                     "warning: --npu {}: nothing was placed on the NPU; the bundle runs entirely on the CPU (run with -v or `bundlec partition` for the reasons)",
@@ -460,6 +507,10 @@ fn run() -> anyhow::Result<()> {
                 .with_context(|| format!("writing bundle to {}", out.display()))?;
             if weights_as_c_array {
                 b.write_weights_c_array(&out)?;
+            }
+            if let (Some(path), Some(html)) = (&report, &b.report_html) {
+                std::fs::write(path, html)
+                    .with_context(|| format!("writing report {}", path.display()))?;
             }
             if verbose {
                 let r = &b.report;

@@ -44,6 +44,8 @@ pub struct Options {
     /// Put the weights into the object as the exported `NAME_weights` (`--embed-weights`): no `.weights` file,
     /// and the entry function takes NULL for the constant area.
     pub embed_weights: bool,
+    /// Render the HTML build report (`--report`) into [`Bundle::report_html`].
+    pub html_report: bool,
 }
 
 /// Profile-guided int8 quantisation options.
@@ -75,6 +77,7 @@ impl Options {
             quantize: None,
             quantized_io: false,
             embed_weights: false,
+            html_report: false,
         }
     }
 }
@@ -123,6 +126,8 @@ pub struct Bundle {
     pub weights: Vec<u8>,
     /// `--embed-weights`: the object holds the weights, no `NAME.weights` file is written.
     pub embedded_weights: bool,
+    /// The HTML build report (`--report`), when asked for.
+    pub report_html: Option<String>,
     /// `NAME.h`.
     pub header: String,
     /// `NAME.recipe.json`.
@@ -420,6 +425,32 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let recipe =
         serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
     lap(&mut report, "emit");
+    let report_html = opts.html_report.then(|| {
+        let vnpu = crate::npu::NpuTarget::vnpu();
+        let on_npu = part
+            .as_ref()
+            .map(|p| {
+                p.segments
+                    .iter()
+                    .filter(|sg| segs.iter().any(|l| l.id == sg.id))
+                    .flat_map(|sg| sg.nodes.iter().map(|&n| (n, sg.id.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        crate::emit::report::render(&crate::emit::report::ReportInput {
+            name: &opts.name,
+            model,
+            g: &g,
+            l: &l,
+            s: &s,
+            plan: &plan,
+            segments: &segs,
+            on_npu,
+            target: part.as_ref().map_or(&vnpu, |p| &p.target),
+            timings: &report.timings,
+            cpu: [&triple, &tgt.cpu],
+        })
+    });
     report.nodes = g.order.len();
     report.int8 = int8;
     report.kernels = l.kernels.len();
@@ -452,6 +483,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         object,
         weights: w,
         embedded_weights: opts.embed_weights,
+        report_html,
         header: hdr,
         recipe,
         txns,

@@ -3,14 +3,16 @@
 status 1 and an `error:` line naming the node, attribute or tensor and containing the expected words, never a
 panic, an abort or a silently compiled bundle.
 
-usage: hostile_models.py [--bundlec target/debug/bundlec]"""
+usage: hostile_models.py [--bundlec target/debug/bundlec] [--save-dir DIR]"""
 import argparse, os, subprocess, sys, tempfile
 import onnx
 from onnx import helper as h, TensorProto as T, numpy_helper as nh
 import numpy as np
 ap = argparse.ArgumentParser()
 ap.add_argument("--bundlec", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "target/debug/bundlec"))
-B = ap.parse_args().bundlec
+ap.add_argument("--save-dir", help="also save every hostile model there (the compiler fuzz target's seeds: fuzz/seeds/compile_onnx)")
+args = ap.parse_args()
+B = args.bundlec
 def model(nodes, inputs, outputs, inits=(), opset=17):
     g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
     return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
@@ -73,6 +75,9 @@ with tempfile.TemporaryDirectory() as d:
     for name, m in cases.items():
         p = os.path.join(d, name + ".onnx")
         onnx.save(m, p)
+        if args.save_dir:
+            os.makedirs(args.save_dir, exist_ok=True)
+            onnx.save(m, os.path.join(args.save_dir, "hostile_" + name + ".onnx"))
         r = subprocess.run([B, "compile", p, "-o", os.path.join(d, "out"), "--name", "h"], capture_output=True, text=True)
         err = r.stderr.strip().splitlines()
         ok = (r.returncode == 1 and err and err[0].startswith("error:") and "panicked" not in r.stderr

@@ -6,9 +6,9 @@ use std::string::ToString;
 use std::vec;
 use std::vec::Vec;
 
-use super::fixture::{failing_entry, Fixture};
 use super::{bits, load};
 use crate::config::{Area, BundleArg};
+use crate::fixture::{failing_entry, Fixture};
 use crate::{fnv1a64, Bundle, DType, Error, Instance, OpTiming, ProfileTable, Role};
 
 #[repr(C, align(64))]

@@ -11,10 +11,10 @@ use std::string::{String, ToString};
 use std::vec;
 use std::vec::Vec;
 
-use super::fixture::Fixture;
-use super::recipes::{mixed, recipe, text};
 use super::segments::layer0;
 use crate::capi::*;
+use crate::fixture::recipes::{mixed, recipe, text};
+use crate::fixture::Fixture;
 
 fn c(s: &str) -> CString {
     CString::new(s).unwrap()

@@ -4,8 +4,8 @@
 use std::string::{String, ToString};
 use std::vec;
 
-use super::fixture::Fixture;
 use crate::config::{BundleArg, ConfigView, MAGIC};
+use crate::fixture::Fixture;
 use crate::{BundleConfig, DType, Error, Role, Why};
 
 /// Validates a config built from `fx` after `edit`, expecting a `BadConfig` error; returns its

@@ -5,12 +5,12 @@
 use std::string::ToString;
 use std::vec::Vec;
 
-use super::fixture::Fixture;
 use super::segments::{
     both_layers_spec, compute_both_layers, compute_layer0, layer0, layer0_spec, Mock,
 };
 use super::{bits, load};
 use crate::engine::{Engine, StdPort};
+use crate::fixture::Fixture;
 use crate::npu::{Device, Emulator};
 use crate::{Error, Level, OpTiming, ProfileTable, SegmentTiming};
 

@@ -3,9 +3,9 @@
 
 use std::vec::Vec;
 
-use super::fixture::Fixture;
 use super::{bits, load};
 use crate::engine::{Engine, Port, SinglePort, StdPort};
+use crate::fixture::Fixture;
 use crate::{Error, Level, OpTiming};
 
 /// Runs `runs` different inputs through an engine of `threads` threads and through the entry

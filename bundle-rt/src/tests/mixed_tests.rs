@@ -9,10 +9,10 @@ use std::vec::Vec;
 
 use serde_json::{json, Value};
 
-use super::fixture::Fixture;
 use super::load;
-use super::recipes::{mixed, text};
 use super::segments::{compute_layer0, layer0, Mock};
+use crate::fixture::recipes::{mixed, text};
+use crate::fixture::Fixture;
 use crate::runner::{Kernel, Where};
 use crate::{Error, RecipeWhy, Runner};
 

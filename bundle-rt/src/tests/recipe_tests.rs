@@ -5,9 +5,9 @@ use std::string::{String, ToString};
 
 use serde_json::{json, Value};
 
-use super::fixture::Fixture;
 use super::load;
-use super::recipes::{recipe, text};
+use crate::fixture::recipes::{recipe, text};
+use crate::fixture::Fixture;
 use crate::{Error, RecipeWhy, Role, Runner};
 
 /// `Runner::new` on the small fixture with its recipe after `edit`; the error.
@@ -395,4 +395,20 @@ fn constant_fields() {
             }
         )
     );
+}
+
+/// Writes the recipe fuzz target's seed corpus (`fuzz/seeds/recipe`): the recipes bundlec would write for the
+/// fixture. Run by hand after a recipe format change: `cargo test -p bundle-rt write_fuzz_seeds -- --ignored`.
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/recipe");
+    std::fs::create_dir_all(&dir).expect("create corpus dir");
+    let fx = Fixture::small();
+    for (name, r) in [
+        ("plain.json", recipe(&fx)),
+        ("split.json", crate::fixture::recipes::split(&fx)),
+    ] {
+        std::fs::write(dir.join(name), text(&r)).expect("write seed");
+    }
 }

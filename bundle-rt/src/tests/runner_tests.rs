@@ -5,9 +5,9 @@ use std::string::ToString;
 use std::vec;
 use std::vec::Vec;
 
-use super::fixture::Fixture;
-use super::recipes::{recipe, split, text};
 use super::{bits, load};
+use crate::fixture::recipes::{recipe, split, text};
+use crate::fixture::Fixture;
 use crate::runner::{BufferKind, Where};
 use crate::{DType, Error, Role, Runner};
 

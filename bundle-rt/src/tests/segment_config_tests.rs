@@ -5,9 +5,9 @@
 use std::string::{String, ToString};
 use std::vec;
 
-use super::fixture::Fixture;
 use super::segments::{both_layers_spec, layer0, layer0_spec};
 use crate::config::ConfigView;
+use crate::fixture::Fixture;
 use crate::{Area, ByteRange, Error, Why};
 
 /// Validates the config of `fx` after `edit` of its tables; the `BadConfig` field path and reason.

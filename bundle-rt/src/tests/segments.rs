@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::vec;
 use std::vec::Vec;
 
-use super::fixture::{Fixture, SegmentSpec};
+use crate::fixture::{Fixture, SegmentSpec};
 use crate::npu::{Device, NpuBuffers, NpuCycles};
 use crate::Result;
 

@@ -7,5 +7,6 @@ pub mod header;
 pub mod inspect;
 pub mod inspect_text;
 pub mod recipe;
+pub mod report;
 pub mod segments;
 pub mod weights;

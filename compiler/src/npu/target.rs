@@ -90,11 +90,112 @@ pub struct NpuTarget {
     pub ops: Vec<OpSupport>,
 }
 
+/// Longest device name (it becomes a file name and a recipe symbol).
+pub const MAX_NAME: usize = 64;
+
+/// An error message of at most about 512 bytes: a long one keeps its head and its tail (serde's `at line L
+/// column C`), so a huge value in the file is not printed back.
+fn clip(m: String) -> String {
+    if m.len() <= 512 {
+        return m;
+    }
+    let head = (0..=256)
+        .rev()
+        .find(|&i| m.is_char_boundary(i))
+        .unwrap_or(0);
+    let tail = (m.len() - 128..m.len())
+        .find(|&i| m.is_char_boundary(i))
+        .unwrap_or(m.len());
+    format!("{} ... {}", &m[..head], &m[tail..])
+}
+
+/// The path (`clock_mhz`, `host.clock_mhz`, `ops[3].max_kernel`) of the value serde_json was reading when it
+/// failed at `line` (1-based) and `column` (bytes read on that line), found by re-scanning the text up to there.
+/// A missing field (reported after its object's `}`) is appended to the object's path from the message.
+fn field_at(text: &str, line: usize, column: usize, message: &str) -> Option<String> {
+    enum Frame {
+        Object { key: String, want_key: bool },
+        Array { index: usize },
+    }
+    let start = match line {
+        0 => return None,
+        1 => 0,
+        l => text.match_indices('\n').nth(l - 2)?.0 + 1,
+    };
+    let end = start.saturating_add(column).min(text.len());
+    let b = text.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match b[i] {
+            b'{' => stack.push(Frame::Object {
+                key: String::new(),
+                want_key: true,
+            }),
+            b'[' => stack.push(Frame::Array { index: 0 }),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Object { want_key, .. }) => *want_key = true,
+                Some(Frame::Array { index }) => *index += 1,
+                None => {}
+            },
+            b':' => {
+                if let Some(Frame::Object { want_key, .. }) = stack.last_mut() {
+                    *want_key = false;
+                }
+            }
+            b'"' => {
+                // Skip the string (escapes included); an object key is remembered, shortened.
+                let from = i + 1;
+                i += 1;
+                while i < end && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if let Some(Frame::Object {
+                    key,
+                    want_key: true,
+                }) = stack.last_mut()
+                {
+                    let k = text.get(from..i.min(end)).unwrap_or("");
+                    *key = match k.char_indices().nth(64) {
+                        Some((cut, _)) => format!("{}...", &k[..cut]),
+                        None => k.to_string(),
+                    };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut path = String::new();
+    for f in &stack {
+        match f {
+            Frame::Object { key, .. } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+            }
+            Frame::Array { index } => path.push_str(&format!("[{index}]")),
+        }
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let name = rest.split('`').next().unwrap_or("");
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(name);
+    }
+    (!path.is_empty()).then_some(path)
+}
+
 fn bad(file: &str, field: impl Into<String>, message: impl Into<String>) -> Error {
     Error::NpuTarget {
         file: file.into(),
         field: field.into(),
-        message: message.into(),
+        message: clip(message.into()),
     }
 }
 
@@ -115,14 +216,19 @@ impl NpuTarget {
         })?;
         NpuTarget::parse(&text, spec)
     }
-    /// Parses and checks a description; `file` names it in errors.
+    /// Parses and checks a description; `file` names it in errors. A value of the wrong type, an unknown, missing
+    /// or repeated field is named by its path (`host.clock_mhz`, `ops[3].max_kernel`); a syntax error by its
+    /// line and column.
     pub fn parse(text: &str, file: &str) -> Result<NpuTarget> {
         let t: NpuTarget = serde_json::from_str(text).map_err(|e| {
-            bad(
-                file,
-                format!("line {} column {}", e.line(), e.column()),
-                e.to_string(),
-            )
+            let message = clip(e.to_string());
+            let at = format!("line {} column {}", e.line(), e.column());
+            let field = if e.is_data() {
+                field_at(text, e.line(), e.column(), &message).unwrap_or(at)
+            } else {
+                at
+            };
+            bad(file, field, message)
         })?;
         t.check(file)?;
         Ok(t)
@@ -136,12 +242,17 @@ impl NpuTarget {
             }
         };
         if self.name.is_empty()
+            || self.name.len() > MAX_NAME
             || !self
                 .name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
-            return Err(bad(file, "name", "must be non-empty [A-Za-z0-9_-]"));
+            return Err(bad(
+                file,
+                "name",
+                format!("must be 1 to {MAX_NAME} characters [A-Za-z0-9_-]"),
+            ));
         }
         pos(self.cols as u64, "cols")?;
         if self.cols > 64 {
@@ -174,6 +285,16 @@ impl NpuTarget {
                 "must be a multiple of 64, at most 1 MiB",
             ));
         }
+        if self.mem_tile_rows > 0 && self.mem_tile_bytes == 0 {
+            return Err(bad(
+                file,
+                "mem_tile_bytes",
+                format!(
+                    "must be at least 64 when mem_tile_rows is {} (a memory tile needs memory)",
+                    self.mem_tile_rows
+                ),
+            ));
+        }
         pos(self.clock_mhz as u64, "clock_mhz")?;
         pos(self.macs_per_cycle.f32 as u64, "macs_per_cycle.f32")?;
         pos(self.macs_per_cycle.i8 as u64, "macs_per_cycle.i8")?;
@@ -202,6 +323,17 @@ impl NpuTarget {
                         "'{}' is not in the NPU op library ({})",
                         o.op,
                         super::ops::KNOWN_OPS.join(", ")
+                    ),
+                ));
+            }
+            // After the op-name check: known names are few, so a repeat shows up within the first dozen.
+            if let Some(first) = self.ops[..i].iter().position(|p| p.op == o.op) {
+                return Err(bad(
+                    file,
+                    format!("ops[{i}].op"),
+                    format!(
+                        "'{}' is already listed at ops[{first}] (one entry per op)",
+                        o.op
                     ),
                 ));
             }
@@ -280,5 +412,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ops[0].op") && e.contains("GridSample"), "{e}");
+    }
+
+    #[test]
+    fn type_errors_name_the_field_path() {
+        let mut v: serde_json::Value = serde_json::from_str(VNPU_JSON).unwrap();
+        let field = |v: &serde_json::Value| {
+            let text = serde_json::to_string_pretty(v).unwrap();
+            match NpuTarget::parse(&text, "t.json").unwrap_err() {
+                Error::NpuTarget { field, .. } => field,
+                e => panic!("{e}"),
+            }
+        };
+        v["clock_mhz"] = "fast".into();
+        assert_eq!(field(&v), "clock_mhz");
+        v["clock_mhz"] = 1000.into();
+        v["host"]["copy_bytes_per_cycle"] = (-1).into();
+        assert_eq!(field(&v), "host.copy_bytes_per_cycle");
+        v["host"]["copy_bytes_per_cycle"] = 16.into();
+        v["ops"][1]["max_kernel"] = "big".into();
+        assert_eq!(field(&v), "ops[1].max_kernel");
+        v["ops"][1].as_object_mut().unwrap().remove("max_kernel");
+        v["host"].as_object_mut().unwrap().remove("clock_mhz");
+        assert_eq!(field(&v), "host.clock_mhz");
+        v["host"]["clock_mhz"] = 3000.into();
+        v["ops"][3] = v["ops"][0].clone();
+        assert_eq!(field(&v), "ops[3].op");
+        v["ops"][3]["op"] = "Add".into();
+        v["mem_tile_bytes"] = 0.into();
+        assert_eq!(field(&v), "mem_tile_bytes");
+        v["mem_tile_bytes"] = 64.into();
+        v["name"] = "v".repeat(65).into();
+        assert_eq!(field(&v), "name");
+        v["name"] = "vnpu".into();
+        assert!(NpuTarget::parse(&v.to_string(), "t.json").is_ok());
     }
 }

@@ -39,6 +39,17 @@ pub fn key(g: &Graph, o: &PartitionOptions) -> u64 {
     fnv1a64(s.as_bytes())
 }
 
+/// Longest name echoed back in an error, in characters.
+const MAX_ECHOED_NAME: usize = 64;
+
+/// A name for an error message: at most [`MAX_ECHOED_NAME`] characters, marked when cut.
+fn shorten(name: &str) -> String {
+    match name.char_indices().nth(MAX_ECHOED_NAME) {
+        Some((at, _)) => format!("{}... ({} bytes)", &name[..at], name.len()),
+        None => name.to_string(),
+    }
+}
+
 fn first_output(g: &Graph, n: NodeId) -> &str {
     &g.tensors[g.nodes[n].outputs[0]].name
 }
@@ -160,23 +171,38 @@ pub fn load(
                 "missing or not an array".into(),
             )
         })?;
+        if nodes.is_empty() {
+            return Err(bad(
+                format!("segments[{i}].nodes"),
+                "empty (a segment holds at least one node)".into(),
+            ));
+        }
         let mut grp = Vec::new();
         for (j, n) in nodes.iter().enumerate() {
             let field = format!("segments[{i}].nodes[{j}]");
             let name = n
                 .as_str()
                 .ok_or_else(|| bad(field.clone(), "not a string".into()))?;
-            let id = *by_name
-                .get(name)
-                .ok_or_else(|| bad(field.clone(), format!("no node's first output is '{name}'")))?;
+            let id = *by_name.get(name).ok_or_else(|| {
+                bad(
+                    field.clone(),
+                    format!("no node's first output is '{}'", shorten(name)),
+                )
+            })?;
             if !accepted(id) {
                 return Err(bad(
                     field,
-                    format!("node '{}' cannot run on the NPU", g.nodes[id].name),
+                    format!(
+                        "node '{}' cannot run on the NPU",
+                        shorten(&g.nodes[id].name)
+                    ),
                 ));
             }
             if !seen.insert(id) {
-                return Err(bad(field, format!("node '{name}' is in two segments")));
+                return Err(bad(
+                    field,
+                    format!("node '{}' is in two segments", shorten(name)),
+                ));
             }
             grp.push(id);
         }

@@ -142,7 +142,10 @@ impl Histogram {
                 (Ok(n), Ok(c)) if n <= 1 << 20 && bins.len() + n <= 1 << 20 => {
                     bins.extend(std::iter::repeat_n(c, n))
                 }
-                _ => return Err(format!("bad histogram entry '{part}'")),
+                _ => {
+                    let part: String = part.chars().take(64).collect();
+                    return Err(format!("bad histogram entry '{part}'"));
+                }
             }
         }
         if bins.len() < 2 || bins.len() % 2 != 0 {
@@ -151,10 +154,28 @@ impl Histogram {
                 bins.len()
             ));
         }
-        if !(s.min.is_finite() && s.max.is_finite() && s.min <= s.max && s.range.is_finite()) {
+        if !(s.min.is_finite() && s.max.is_finite() && s.min <= s.max) {
             return Err(format!(
-                "bad range: min {} max {} range {}",
-                s.min, s.max, s.range
+                "bad range: min {} max {} (expected finite values with min <= max)",
+                s.min, s.max
+            ));
+        }
+        if !(s.range.is_finite() && s.range >= 0.0) {
+            return Err(format!(
+                "range {}: expected a finite value >= 0 (the histogram's half-width)",
+                s.range
+            ));
+        }
+        // Every value seen lands in one bin, so the bins sum to `count`; checking that here (without overflow)
+        // keeps every later sum of bins within u64.
+        let sum = bins
+            .iter()
+            .try_fold(0u64, |acc, &c| acc.checked_add(c))
+            .ok_or("histogram: the bin counts overflow a 64-bit sum")?;
+        if sum != s.count {
+            return Err(format!(
+                "histogram: the bin counts sum to {sum} but count is {}",
+                s.count
             ));
         }
         Ok(Histogram {
@@ -344,5 +365,24 @@ mod tests {
             ..s
         };
         assert!(Histogram::from_stats(&s).is_err());
+        let s = Stats {
+            histogram: "2x9223372036854775808".into(),
+            count: 0,
+            ..s
+        };
+        assert!(Histogram::from_stats(&s).is_err());
+        let s = Stats {
+            histogram: "1 1".into(),
+            count: 3,
+            ..s
+        };
+        assert!(Histogram::from_stats(&s).is_err());
+        let s = Stats {
+            count: 2,
+            range: -2.0,
+            ..s
+        };
+        assert!(Histogram::from_stats(&s).is_err());
+        assert!(Histogram::from_stats(&Stats { range: 1.0, ..s }).is_ok());
     }
 }

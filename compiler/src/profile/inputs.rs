@@ -124,11 +124,30 @@ pub fn load(
                     let mut entry = z
                         .by_name(&format!("{name}.npy"))
                         .map_err(|_| err(path, format!("no array named '{name}'")))?;
-                    if entry.size() > 1 << 32 {
-                        return Err(err(path, format!("array '{name}' is too large")));
+                    // The member may be at most the input's elements as f8 plus a generous header: a larger
+                    // one (declared or decompressed) is refused before it is held in memory.
+                    let cap = (numel(shape) as u64)
+                        .saturating_mul(8)
+                        .saturating_add(NPY_HEADER_SLACK);
+                    let too_large = || {
+                        err(
+                            path,
+                            format!(
+                                "array '{name}' is larger than the model input needs ({cap} bytes at most)"
+                            ),
+                        )
+                    };
+                    if entry.size() > cap {
+                        return Err(too_large());
                     }
                     let mut bytes = Vec::new();
-                    entry.read_to_end(&mut bytes).map_err(|e| err(path, e))?;
+                    (&mut entry)
+                        .take(cap.saturating_add(1))
+                        .read_to_end(&mut bytes)
+                        .map_err(|e| err(path, format!("array '{name}': {e}")))?;
+                    if bytes.len() as u64 > cap {
+                        return Err(too_large());
+                    }
                     let t = parse_npy(&bytes).map_err(|m| err(path, format!("'{name}': {m}")))?;
                     conform(path, t, shape, *dtype)
                 })
@@ -144,6 +163,15 @@ pub fn load(
         _ => Err(err(path, "unknown file type (.npy, .npz, .png, .jpg)")),
     }
 }
+
+/// Room for an `.npy` header in an `.npz` member, beyond the array data itself.
+const NPY_HEADER_SLACK: u64 = 64 << 10;
+
+/// Largest `--resize` (pixels on the shorter side).
+pub const MAX_RESIZE: usize = 1 << 14;
+
+/// Most pixels an image may have after `--resize` (2^28, 768 MiB as RGB).
+pub const MAX_RESIZED_PIXELS: f64 = (1u64 << 28) as f64;
 
 fn conform(path: &Path, t: Tensor, shape: &[usize], dtype: DType) -> Result<Tensor> {
     if t.shape != shape {
@@ -266,13 +294,33 @@ fn image(path: &Path, shape: &[usize], o: &ImageOptions) -> Result<Tensor> {
         ));
     }
     let img = if o.resize > 0 {
+        if o.resize > MAX_RESIZE {
+            return Err(Error::InvalidArgument {
+                what: format!("--resize {}", o.resize),
+                message: format!("expected 1 to {MAX_RESIZE} pixels"),
+            });
+        }
         let (iw, ih) = img.dimensions();
         let s = o.resize as f64 / iw.min(ih).max(1) as f64;
-        let (nw, nh) = (
-            ((iw as f64 * s).round() as u32).max(1),
-            ((ih as f64 * s).round() as u32).max(1),
+        let (fw, fh) = (
+            (iw as f64 * s).round().max(1.0),
+            (ih as f64 * s).round().max(1.0),
         );
-        image::imageops::resize(&img, nw, nh, image::imageops::FilterType::Triangle)
+        if fw * fh > MAX_RESIZED_PIXELS {
+            return Err(err(
+                path,
+                format!(
+                    "--resize {}: the {iw}x{ih} image would become {fw}x{fh}, more than 2^28 pixels",
+                    o.resize
+                ),
+            ));
+        }
+        image::imageops::resize(
+            &img,
+            fw as u32,
+            fh as u32,
+            image::imageops::FilterType::Triangle,
+        )
     } else {
         img
     };

@@ -12,6 +12,7 @@ use crate::ir::{Graph, Tensor, TensorId};
 use histogram::{Histogram, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::path::Path;
 
 /// The profile document.
@@ -32,6 +33,99 @@ pub struct Profile {
 /// Current profile format version.
 pub const VERSION: u32 = 1;
 
+/// Largest profile file read (256 MiB).
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// Deepest flow-collection (`[...]`, `{...}`) nesting accepted. The YAML parser's time grows with the square of
+/// the depth long before serde's recursion limit applies, so deeper text is refused before it is parsed.
+pub const MAX_FLOW_DEPTH: usize = 128;
+
+/// Refuses flow collections nested deeper than [`MAX_FLOW_DEPTH`], naming the line and its key. The scan is
+/// approximate but conservative: brackets inside quoted scalars (a quote opens only where a scalar can start)
+/// and comments do not count; every other bracket does.
+fn check_flow_depth(text: &str) -> std::result::Result<(), String> {
+    enum State {
+        Plain,
+        Single,
+        Double,
+        Comment,
+    }
+    let mut state = State::Plain;
+    let (mut depth, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    let mut prev = '\n';
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match state {
+            State::Plain => match c {
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_FLOW_DEPTH {
+                        let l = &text[line_start..];
+                        let l = l.split('\n').next().unwrap_or("");
+                        let key: String = l
+                            .split(':')
+                            .next()
+                            .unwrap_or("")
+                            .trim()
+                            .chars()
+                            .take(64)
+                            .collect();
+                        return Err(format!(
+                            "line {line} ('{key}'): flow collections nested deeper than {MAX_FLOW_DEPTH}"
+                        ));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                '\'' | '"'
+                    if matches!(prev, ' ' | '\t' | '\n' | '[' | '{' | ',' | ':' | '-' | '?')
+                        || (c == '\'' && prev == '\'') =>
+                {
+                    state = if c == '"' {
+                        State::Double
+                    } else {
+                        State::Single
+                    };
+                }
+                '#' if matches!(prev, ' ' | '\t' | '\n') => state = State::Comment,
+                _ => {}
+            },
+            State::Single => {
+                if c == '\'' {
+                    state = State::Plain; // `''` (an escaped quote) closes and reopens
+                }
+            }
+            State::Double => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    state = State::Plain;
+                }
+            }
+            State::Comment => {
+                if c == '\n' {
+                    state = State::Plain;
+                }
+            }
+        }
+        if c == '\n' {
+            line += 1;
+            line_start = i + 1;
+        }
+        prev = c;
+    }
+    Ok(())
+}
+
+/// A name for an error message: at most 64 characters, marked when cut.
+fn shorten(name: &str) -> String {
+    match name.char_indices().nth(64) {
+        Some((at, _)) => format!("{}...", &name[..at]),
+        None => name.to_string(),
+    }
+}
+
 impl Profile {
     /// Reads and checks a profile file.
     pub fn read(path: &Path) -> Result<Profile> {
@@ -39,7 +133,17 @@ impl Profile {
             what: format!("profile '{}'", path.display()),
             message: m,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
+            .map_err(|e| bad(e.to_string()))?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(bad(format!(
+                "larger than the limit of {} MiB",
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        check_flow_depth(&text).map_err(bad)?;
         let p: Profile = serde_yaml_ng::from_str(&text).map_err(|e| bad(e.to_string()))?;
         if p.version != VERSION {
             return Err(bad(format!(
@@ -47,8 +151,27 @@ impl Profile {
                 p.version
             )));
         }
-        for (name, s) in &p.tensors {
-            Histogram::from_stats(s).map_err(|m| bad(format!("tensor '{name}': {m}")))?;
+        // The first bad tensor with its reason, then how many others fail and (up to 8) which.
+        let mut failing = p
+            .tensors
+            .iter()
+            .filter_map(|(name, s)| Histogram::from_stats(s).err().map(|m| (name, m)));
+        if let Some((name, m)) = failing.next() {
+            let others: Vec<&String> = failing.map(|(n, _)| n).collect();
+            let more = match others.len() {
+                0 => String::new(),
+                n => format!(
+                    " (and {n} more tensor(s): {}{})",
+                    others
+                        .iter()
+                        .take(8)
+                        .map(|o| format!("'{}'", shorten(o)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if n > 8 { ", ..." } else { "" }
+                ),
+            };
+            return Err(bad(format!("tensor '{}': {m}{more}", shorten(name))));
         }
         Ok(p)
     }
