@@ -1,7 +1,7 @@
 /* bundle_rt.h: C API of bundle-rt, the runtime for bundles written by bundlec.
  *
- * Link with libbundle_rt.a, built by
- *   cargo rustc -p bundle-rt --release --features capi --crate-type staticlib
+ * Link with libbundle_rt_capi.a, built by
+ *   cargo build -p bundle-rt-capi --release
  * plus -lpthread -ldl -lm. See docs/runtime.md ("C API") and examples/c-api/.
  *
  * Conventions: every function returns a brt_status (BRT_OK = 0) except the destroy functions and

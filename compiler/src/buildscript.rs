@@ -35,22 +35,57 @@ fn io(p: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// A Rust identifier from a tensor name.
-fn ident(s: &str) -> String {
-    let mut id: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
-        id.insert(0, '_');
+/// Rust keywords (strict and reserved, 2021 edition) and the generated module's own items: a tensor-derived
+/// function name equal to one of them gets a `_` suffix.
+const RESERVED: &[&str] = &[
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen", "_", "bundle",
+    "entry", "config", "weights", "inputs", "outputs",
+];
+
+/// Legal, unique Rust function names for tensor names: ASCII alphanumerics kept (lower-cased), anything else
+/// `_`, a name that is empty or starts with a digit prefixed with `_`, keywords and the module's own items
+/// suffixed with `_`, and repeats numbered (`_2`, `_3`, ...).
+#[derive(Default)]
+struct Idents {
+    used: std::collections::HashSet<String>,
+}
+
+impl Idents {
+    fn get(&mut self, prefix: &str, tensor: &str) -> String {
+        let mut id: String = tensor
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
+            id.insert(0, '_');
+        }
+        let mut id = format!("{prefix}{id}");
+        if RESERVED.contains(&id.as_str()) {
+            id.push('_');
+        }
+        let base = id.clone();
+        let mut n = 2;
+        while !self.used.insert(id.clone()) {
+            id = format!("{base}_{n}");
+            n += 1;
+        }
+        id
     }
-    id
+}
+
+/// A tensor name for a `///` comment: control characters (a newline would end the comment) escaped.
+fn doc_name(s: &str) -> String {
+    s.chars().flat_map(char::escape_default).take(200).collect()
 }
 
 impl BuildScript {
@@ -152,16 +187,47 @@ fn rust_module(name: &str, b: &crate::Bundle) -> String {
             items.join(", ")
         );
     }
+    let mut ids = Idents::default();
     for (n, sh, _) in b.inputs.iter().filter(|t| t.2 == DType::F32) {
         let len: usize = sh.iter().product();
-        let _ = writeln!(s, "    /// Sets input `{n}` (shape {sh:?}, {len} f32).");
-        let _ = writeln!(s, "    pub fn set_{}(i: &mut bundle_rt::Instance<'_>, v: &[f32; {len}]) -> bundle_rt::Result<()> {{ i.set_input({n:?}, v) }}", ident(n));
+        let _ = writeln!(
+            s,
+            "    /// Sets input `{}` (shape {sh:?}, {len} f32).",
+            doc_name(n)
+        );
+        let _ = writeln!(s, "    pub fn {}(i: &mut bundle_rt::Instance<'_>, v: &[f32; {len}]) -> bundle_rt::Result<()> {{ i.set_input({n:?}, v) }}", ids.get("set_", n));
     }
     for (n, sh, _) in b.outputs.iter().filter(|t| t.2 == DType::F32) {
-        let _ = writeln!(s, "    /// Output `{n}` (shape {sh:?}).");
-        let _ = writeln!(s, "    pub fn {}<'i>(i: &'i bundle_rt::Instance<'_>) -> bundle_rt::Result<&'i [f32]> {{ i.output({n:?}) }}", ident(n));
+        let _ = writeln!(s, "    /// Output `{}` (shape {sh:?}).", doc_name(n));
+        let _ = writeln!(s, "    pub fn {}<'i>(i: &'i bundle_rt::Instance<'_>) -> bundle_rt::Result<&'i [f32]> {{ i.output({n:?}) }}", ids.get("", n));
     }
     let _ = writeln!(s, "    /// The bundle, with its weights checked.");
     let _ = writeln!(s, "    pub fn bundle() -> bundle_rt::Result<bundle_rt::Bundle<'static>> {{\n        // SAFETY: CONFIG and entry are the symbols of the bundle this module was generated for.\n        unsafe {{ bundle_rt::Bundle::new(&*core::ptr::addr_of!(CONFIG), entry, WEIGHTS) }}\n    }}\n}}");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{doc_name, Idents};
+
+    #[test]
+    fn idents_are_legal_and_unique() {
+        let mut ids = Idents::default();
+        let got: Vec<String> = [
+            "type", "a.b", "a_b", "A-B", "7up", "", "_", "bundle", "x", "x", "é",
+        ]
+        .iter()
+        .map(|n| ids.get("", n))
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "type_", "a_b", "a_b_2", "a_b_3", "_7up", "__", "___2", "bundle_", "x", "x_2",
+                "___3"
+            ]
+        );
+        assert_eq!(ids.get("set_", "self"), "set_self");
+        assert_eq!(doc_name("a\n}fn x(){"), "a\\n}fn x(){");
+        assert_eq!(doc_name("a\nb"), "a\\nb");
+    }
 }

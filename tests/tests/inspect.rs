@@ -112,7 +112,7 @@ fn embedded_weights_need_no_file() {
     assert!(sec.align() >= 64);
     // The C driver passes NULL for the constant area (run_bundle.c's "-").
     let x = rand_vec(784, 77);
-    let got = run_c(&c, &[x.clone()], &[10]);
+    let got = run_c(&c, std::slice::from_ref(&x), &[10]);
     let want = tract_run(&m, &[(vec![1, 1, 28, 28], x)]);
     assert_close(&got, &want, 1e-4, "embedded lenet");
 }

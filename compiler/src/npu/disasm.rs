@@ -89,7 +89,7 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
         let size = u32_at(b, at + field).ok_or_else(short)? as usize;
         let size_ok = match expected {
             Some(e) => size == e as usize,
-            None => size >= 16 && (size - 16) % 4 == 0,
+            None => size >= 16 && (size - 16).is_multiple_of(4),
         };
         if !size_ok {
             let want = expected.map_or("16 + 4n".to_string(), |e| e.to_string());
