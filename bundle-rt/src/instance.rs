@@ -160,9 +160,10 @@ impl<'b> Instance<'b> {
 
     /// Bytes of a tensor of any role (constants come from the bundle's constant area).
     fn bytes_of(&self, info: &TensorInfo<'_>) -> &[u8] {
-        let area = match info.role.area() {
+        let area = match self.bundle.view().area_of(info.role) {
             Area::Constant => self.bundle.constant_bytes(),
-            _ => self.mutable.bytes(),
+            Area::Activations => self.activations.bytes(),
+            Area::Mutable => self.mutable.bytes(),
         };
         // Validated: the range lies inside its area; `get` keeps this panic-free regardless.
         area.get(info.byte_range()).unwrap_or(&[])
@@ -171,17 +172,26 @@ impl<'b> Instance<'b> {
     /// The bytes of input `name`, to fill in place.
     pub fn input_bytes_mut(&mut self, name: &str) -> Result<&mut [u8]> {
         let info = self.find(name, Some(Role::Input))?;
-        // Inputs live in the mutable area (validated range).
-        let bytes = self.mutable.bytes_mut();
-        Ok(bytes.get_mut(info.byte_range()).unwrap_or(&mut []))
+        // Inputs live in the mutable (or, with flag 1, the activation) area; the range was validated.
+        Ok(self
+            .io_bytes_mut()
+            .get_mut(info.byte_range())
+            .unwrap_or(&mut []))
+    }
+
+    /// The area holding inputs and outputs, writable.
+    fn io_bytes_mut(&mut self) -> &mut [u8] {
+        match self.bundle.view().area_of(Role::Input) {
+            Area::Activations => self.activations.bytes_mut(),
+            _ => self.mutable.bytes_mut(),
+        }
     }
 
     /// Input `name` as a typed slice, to fill in place.
     pub fn input_mut<T: Element>(&mut self, name: &str) -> Result<&mut [T]> {
         let info = self.find(name, Some(Role::Input))?;
         let bytes = self
-            .mutable
-            .bytes_mut()
+            .io_bytes_mut()
             .get_mut(info.byte_range())
             .unwrap_or(&mut []);
         cast_mut(bytes, &info)
@@ -239,7 +249,7 @@ impl<'b> Instance<'b> {
         Ok(self.bytes_of(&info))
     }
 
-    /// The whole mutable area (inputs then outputs).
+    /// The whole mutable area (inputs then outputs; empty for a bundle compiled with `--inputs-in-activations`).
     pub fn mutable_bytes(&self) -> &[u8] {
         self.mutable.bytes()
     }

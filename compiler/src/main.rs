@@ -50,6 +50,10 @@ enum Cmd {
         /// Also write NAME.weights.txt, the weights as a C array initialiser.
         #[arg(long)]
         weights_as_c_array: bool,
+        /// Place inputs and outputs in the activation area (no mutable area; saves memory, as their space is
+        /// reused once they are consumed or before they are produced). Config flag 1 records it.
+        #[arg(long)]
+        inputs_in_activations: bool,
         /// Write a self-contained HTML build report (ops, memory plan timeline, partition graph, timings).
         #[arg(long, value_name = "FILE.html")]
         report: Option<PathBuf>,
@@ -448,6 +452,7 @@ fn run() -> anyhow::Result<()> {
             weights_as_c_array,
             embed_weights,
             report,
+            inputs_in_activations,
             verbose,
             npu,
             load_profile,
@@ -483,6 +488,7 @@ fn run() -> anyhow::Result<()> {
             opts.quantized_io = quantized_io;
             opts.embed_weights = embed_weights;
             opts.html_report = report.is_some();
+            opts.io_in_activations = inputs_in_activations;
             // A spinner with the elapsed time while compiling (drawn only when stderr is a terminal).
             let spin = indicatif::ProgressBar::new_spinner().with_message(format!(
                 "compiling {} -> {}",

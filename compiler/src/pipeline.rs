@@ -46,6 +46,9 @@ pub struct Options {
     pub embed_weights: bool,
     /// Render the HTML build report (`--report`) into [`Bundle::report_html`].
     pub html_report: bool,
+    /// Place inputs and outputs in the activation area (`--inputs-in-activations`): no mutable area, and the
+    /// config's flag 1 tells runtimes where they are.
+    pub io_in_activations: bool,
 }
 
 /// Profile-guided int8 quantisation options.
@@ -78,6 +81,7 @@ impl Options {
             quantized_io: false,
             embed_weights: false,
             html_report: false,
+            io_in_activations: false,
         }
     }
 }
@@ -313,6 +317,14 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         verify(&g, "passes")?;
     }
     lap(&mut report, "passes");
+    if opts.io_in_activations && opts.npu.is_some() {
+        return Err(Error::InvalidArgument {
+            what: "--inputs-in-activations".into(),
+            message: "cannot be combined with --npu yet (NPU segment copies and the recipe's copy runs address \
+                      inputs and outputs in the mutable area)"
+                .into(),
+        });
+    }
     let part: Option<Partition> = match &opts.npu {
         Some(po) => {
             let p = partition::partition(&g, po)?;
@@ -334,13 +346,13 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
                 .collect();
             let s = Schedule::with_segments(&l, &ks, p.segments.len());
             let (pins, bufs) = segments::staging_pins(p, &s, &mut l.scratch);
-            let mut plan = MemoryPlan::with_pins(&g, &l, &s, &pins)?;
+            let mut plan = MemoryPlan::with_pins(&g, &l, &s, &pins, opts.io_in_activations)?;
             let segs = segments::layouts(&g, p, &s, &mut plan, &bufs)?;
             (s, plan, segs)
         }
         None => {
             let s = Schedule::new(&l);
-            let plan = MemoryPlan::new(&g, &l, &s)?;
+            let plan = MemoryPlan::with_pins(&g, &l, &s, &[], opts.io_in_activations)?;
             (s, plan, Vec::new())
         }
     };
@@ -385,6 +397,11 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         checksum,
         segments: &segs,
         cpu_features,
+        flags: if opts.io_in_activations {
+            config::FLAG_IO_IN_ACTIVATIONS
+        } else {
+            0
+        },
     };
     config::emit_config(&mut module, &ci)?;
     let object = module
@@ -416,6 +433,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
         features: &codegen::kernels::cpu_check::feature_names(cpu_features),
+        io_in_activations: opts.io_in_activations,
         embedded_weights: opts.embed_weights,
         int8: &int8,
         quantized_io: &report.quantized_io,

@@ -69,9 +69,11 @@ int main(int argc, char **argv) {
   /* WEIGHTS "-": the bundle was compiled with --embed-weights; the entry gets NULL for the constant area. */
   int embedded = strcmp(argv[1], "-") == 0;
   if (!embedded && read_file(argv[1], cw, c->constantWeightVarsMemSize) < 0) return 1;
+  /* flags bit 1 (--inputs-in-activations): inputs and outputs live in the activation area. */
+  uint8_t *io = (c->flags & 1) ? act : mw;
   for (int i = 0; i < nin; i++) {
     const struct SymbolTableEntry *s = &c->symbolTable[i];
-    if (read_file(argv[2 + i], mw + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
+    if (read_file(argv[2 + i], io + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
   }
   /* BUNDLE_REPEAT=n runs the model n times and prints every latency (for benchmarks). */
   const char *rep = getenv("BUNDLE_REPEAT");
@@ -91,7 +93,7 @@ int main(int argc, char **argv) {
   for (int o = 0; o < nout; o++) {
     const struct SymbolTableEntry *s = &c->symbolTable[nin + o];
     FILE *f = fopen(argv[2 + nin + o], "wb");
-    if (!f || fwrite(mw + s->offset, 1, c->tensors[nin + o].sizeBytes, f) != c->tensors[nin + o].sizeBytes) {
+    if (!f || fwrite(io + s->offset, 1, c->tensors[nin + o].sizeBytes, f) != c->tensors[nin + o].sizeBytes) {
       fprintf(stderr, "cannot write %s\n", argv[2 + nin + o]);
       return 1;
     }

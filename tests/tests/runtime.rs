@@ -129,3 +129,74 @@ fn runner_executes_the_emitted_recipe_like_the_entry_function() {
     let broken = c.bundle.recipe.replace("\"argidx\": 1", "\"argidx\": 99");
     assert!(Runner::new(&b, &broken).is_err());
 }
+
+/// `--inputs-in-activations`: no mutable area, inputs and outputs inside the activation area (config flag 1),
+/// less memory in all; the C driver, the entry function, the op table, the engine and the recipe Runner all
+/// give the same bits as the ordinary bundle.
+#[test]
+fn inputs_in_activations_run_everywhere_with_less_memory() {
+    use bundle_rt::runner::Runner;
+    use bundlec_tests::harness::{compile_with, run_c};
+    let model = models::lenet(2);
+    let plain = compile(&model, "io_plain");
+    let mut o = bundlec::Options::new("io_act");
+    o.io_in_activations = true;
+    let c = compile_with(&model, o);
+    let [_, m0, a0] = plain.bundle.report.sizes;
+    let [_, m1, a1] = c.bundle.report.sizes;
+    assert_eq!(m1, 0, "no mutable area");
+    assert!(a1 <= m0 + a0, "activations {a1} > {m0} + {a0}");
+    let h = std::fs::read_to_string(c.dir.join("io_act.h")).expect("header");
+    assert!(h.contains("#define IO_ACT_IO_IN_ACTIVATIONS 1"), "{h}");
+
+    let x = rand_vec(2 * 784, 9);
+    let by_c = run_c(&c, std::slice::from_ref(&x), &[20]);
+    let want = run_c(&plain, std::slice::from_ref(&x), &[20]);
+    assert_eq!(by_c, want, "C driver bitwise");
+
+    let l = Loaded::open(&c);
+    // SAFETY: config and entry come from the bundle compiled for it.
+    let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
+    assert!(b.view().io_in_activations());
+    let mut inst = b.instance().expect("instance");
+    inst.set_input("image", &x).expect("set input");
+    inst.run().expect("run");
+    assert_eq!(inst.output::<f32>("prob").expect("output"), &want[0][..]);
+    // A run reuses the inputs' space once they are consumed: set them again before the next run.
+    inst.set_input("image", &x).expect("set input");
+    inst.run_ops().expect("run_ops");
+    assert_eq!(inst.output::<f32>("prob").expect("output"), &want[0][..]);
+    let mut e = Engine::new(StdPort::new(), 2).expect("engine");
+    let mut i2 = b.instance().expect("instance");
+    i2.set_input("image", &x).expect("set input");
+    e.run(&mut i2).expect("engine run");
+    assert_eq!(i2.output::<f32>("prob").expect("output"), &want[0][..]);
+
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut y = vec![0u8; 20 * 4];
+    {
+        let mut r = Runner::new(&b, &c.bundle.recipe).expect("runner");
+        r.bind_input("image", &xb).expect("bind");
+        r.bind_output("prob", &mut y).expect("bind out");
+        r.execute().expect("execute");
+        r.wait().expect("wait");
+    }
+    let yb: Vec<u8> = want[0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(y, yb, "runner bitwise");
+
+    let mut npu = bundlec::Options::new("io_npu");
+    npu.io_in_activations = true;
+    npu.npu = Some(bundlec::partition::PartitionOptions {
+        target: bundlec::npu::NpuTarget::vnpu(),
+        min_gain: -1.0,
+        cache: None,
+        strict: false,
+        model_hash: 0,
+    });
+    let dir = bundlec_tests::harness::scratch("io_npu");
+    std::fs::write(dir.join("m.onnx"), &model).expect("write");
+    let err = bundlec::compile_file(&dir.join("m.onnx"), &npu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--inputs-in-activations"), "{err}");
+}

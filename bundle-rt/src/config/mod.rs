@@ -18,6 +18,8 @@ pub use view::{ByteRange, ConfigView, NpuCopyInfo, NpuSegmentInfo, TensorInfo};
 pub const MAGIC: u64 = 0x0031_434C_444E_5542;
 /// The format version this runtime reads (2: the NPU segment table).
 pub const VERSION: u32 = 3;
+/// `flags` bit 1: inputs and outputs live in the activation area (`bundlec --inputs-in-activations`).
+pub const FLAG_IO_IN_ACTIVATIONS: u32 = 1;
 /// The most dimensions a tensor may have.
 pub const MAX_RANK: usize = 8;
 
@@ -127,7 +129,7 @@ pub struct BundleConfig {
     pub magic: u64,
     /// `version`: [`VERSION`].
     pub version: u32,
-    /// `flags`: 0 (version 3 defines no flags; others are rejected).
+    /// `flags`: [`FLAG_IO_IN_ACTIVATIONS`] or 0 (other bits are rejected).
     pub flags: u32,
     /// `weightsChecksum`: FNV-1a 64 of the whole `.weights` image.
     pub weights_checksum: u64,
@@ -376,7 +378,8 @@ impl Role {
         }
     }
 
-    /// The area holding tensors of this role.
+    /// The area holding tensors of this role in a bundle without `--inputs-in-activations` (see
+    /// [`ConfigView::area_of`](crate::ConfigView::area_of)).
     pub const fn area(self) -> Area {
         match self {
             Role::Constant => Area::Constant,

@@ -22,7 +22,7 @@ use core::ops::Range;
 
 use super::{
     Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleTensorDesc, DType, NpuSegment,
-    Role, SymbolTableEntry, MAGIC, MAX_RANK, VERSION,
+    Role, SymbolTableEntry, FLAG_IO_IN_ACTIVATIONS, MAGIC, MAX_RANK, VERSION,
 };
 use crate::error::{bad, Error, FieldPath, Why};
 use crate::Result;
@@ -132,8 +132,8 @@ impl<'a> ConfigView<'a> {
             )?,
             checks::area_size(config.activations_mem_size, "activationsMemSize")?,
         ];
-        if config.flags != 0 {
-            // Version 3 defines no flags; one this runtime does not know may change the layout.
+        if config.flags & !FLAG_IO_IN_ACTIVATIONS != 0 {
+            // Version 3 defines flag 1 only; one this runtime does not know may change the layout.
             let field = FieldPath::config("flags");
             return Err(bad(field, config.flags.into(), Why::Unsupported));
         }
@@ -216,6 +216,21 @@ impl<'a> ConfigView<'a> {
     /// The model name (`modelName`).
     pub fn model_name(&self) -> &'a str {
         self.model_name
+    }
+
+    /// Whether inputs and outputs live in the activation area (`flags` bit [`FLAG_IO_IN_ACTIVATIONS`]).
+    pub fn io_in_activations(&self) -> bool {
+        self.raw.flags & FLAG_IO_IN_ACTIVATIONS != 0
+    }
+
+    /// The area holding tensors of `role`: constants in the constant area, inputs and outputs in the mutable
+    /// area, or in the activation area when the bundle was compiled with `--inputs-in-activations`.
+    pub fn area_of(&self, role: Role) -> Area {
+        match role {
+            Role::Constant => Area::Constant,
+            _ if self.io_in_activations() => Area::Activations,
+            _ => Area::Mutable,
+        }
     }
 
     /// `alignment` of the areas and every tensor.

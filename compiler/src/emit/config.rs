@@ -14,6 +14,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"BUNDLC1\0");
 pub const VERSION: u32 = 3;
 /// Size of `BundleConfig`.
 pub const CONFIG_SIZE: usize = 160;
+/// `flags` bit: inputs and outputs live in the activation area (`--inputs-in-activations`); their symbol
+/// offsets are activation-area offsets and the mutable area is empty.
+pub const FLAG_IO_IN_ACTIVATIONS: u32 = 1;
 
 /// One symbol of the table.
 #[derive(Debug, Clone)]
@@ -137,6 +140,8 @@ pub struct ConfigInput<'a> {
     pub segments: &'a [super::segments::SegmentLayout],
     /// `cpuFeatures`: the ISA feature bits the kernels need.
     pub cpu_features: u64,
+    /// `flags` ([`FLAG_IO_IN_ACTIVATIONS`]).
+    pub flags: u32,
 }
 
 /// Defines `NAME_config` and its tables.
@@ -282,7 +287,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.ptr(symtab, 0);
     cb.u64(MAGIC);
     cb.u32(VERSION);
-    cb.u32(0);
+    cb.u32(c.flags);
     cb.u64(c.checksum);
     cb.ptr(tensors, 0);
     cb.u64(c.g.inputs.len() as u64);

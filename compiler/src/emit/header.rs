@@ -39,6 +39,8 @@ pub struct HeaderInfo<'a> {
     pub quantized_io: &'a [(String, f32, i32)],
     /// `--embed-weights`: the object exports `NAME_weights`.
     pub embedded_weights: bool,
+    /// `--inputs-in-activations`: input/output offsets are into the activation area.
+    pub io_in_activations: bool,
 }
 
 /// Upper-case C macro form of a name: non-alphanumerics become `_`.
@@ -67,7 +69,11 @@ pub fn render(h: &HeaderInfo) -> String {
     let mut seen = std::collections::HashSet::new();
     for s in h.symbols {
         let role = ["constant", "input", "output"][s.role as usize];
-        let area = if s.role == 0 { "constant" } else { "mutable" };
+        let area = match (s.role, h.io_in_activations) {
+            (0, _) => "constant",
+            (_, false) => "mutable",
+            (_, true) => "activations",
+        };
         comments.push_str(&format!(
             " *   {role:<8} {:<40} {} {:<16} {:>10} bytes  {area}+{}\n",
             s.name.replace("*/", "*_/"),
@@ -145,7 +151,13 @@ pub fn render(h: &HeaderInfo) -> String {
             format!("the contents of {n}.weights"),
         )
     };
+    let io_area = if h.io_in_activations {
+        format!("#define {prefix}_IO_IN_ACTIVATIONS 1\n/* --inputs-in-activations: inputs and outputs live in the ACTIVATION area; the offsets below are into it,\n * and the mutable area is empty. A run overwrites the inputs once they are consumed: write them before every call. */")
+    } else {
+        format!("#define {prefix}_IO_IN_ACTIVATIONS 0\n/* Inputs and outputs: byte offsets into the mutable area, element counts. */")
+    };
     let vars = [
+        ("IO_AREA", io_area),
         ("WEIGHTS_WHERE", weights_where),
         ("WEIGHTS_DECL", weights_decl),
         ("CONST_AREA", const_area),

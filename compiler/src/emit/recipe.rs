@@ -42,6 +42,9 @@ pub fn recipe(
 ) -> Result<Value> {
     let mut buffers = Vec::new();
     let mut mutable_names = std::collections::HashMap::new();
+    // Model inputs and outputs are the recipe's bound buffers wherever the plan put them (the mutable area, or
+    // the activation area with --inputs-in-activations).
+    let mut io_names = std::collections::HashMap::new();
     for (&t, ty) in g
         .inputs
         .iter()
@@ -50,6 +53,7 @@ pub fn recipe(
     {
         let n = &g.tensors[t].name;
         buffers.push(json!({ "name": n, "type": ty }));
+        io_names.insert(crate::codegen::kernel::Buf::Tensor(t), n.clone());
         mutable_names.insert(
             plan.loc[&crate::codegen::kernel::Buf::Tensor(t)].offset,
             n.clone(),
@@ -136,7 +140,10 @@ pub fn recipe(
             let loc = plan.loc.get(b).ok_or_else(|| {
                 Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name))
             })?;
-            args.push(area_arg(loc.area, loc.offset, loc.size, i)?);
+            match io_names.get(b) {
+                Some(n) => args.push(json!({ "name": n, "argidx": i })),
+                None => args.push(area_arg(loc.area, loc.offset, loc.size, i)?),
+            }
         }
         runs.push(json!({
             "name": k.name,

@@ -66,20 +66,28 @@ impl MemoryPlan {
 
     /// Plans memory for a lowering and schedule.
     pub fn new(g: &Graph, l: &Lowering, s: &Schedule) -> Result<MemoryPlan> {
-        MemoryPlan::with_pins(g, l, s, &[])
+        MemoryPlan::with_pins(g, l, s, &[], false)
     }
 
     /// Plans memory with extra activation buffers live over fixed layer ranges (`(buffer, first, last)`: the
-    /// NPU segments' staging buffers, which no kernel names).
+    /// NPU segments' staging buffers, which no kernel names). With `io_in_activations` (`--inputs-in-activations`)
+    /// the model inputs and outputs are activation buffers too, live from layer 0 to their last reader (inputs)
+    /// and from their producer to the last layer (outputs), and the mutable area is empty.
     pub fn with_pins(
         g: &Graph,
         l: &Lowering,
         s: &Schedule,
         pins: &[(Buf, u32, u32)],
+        io_in_activations: bool,
     ) -> Result<MemoryPlan> {
         let mut loc = HashMap::new();
         let mut at = 0;
-        for &t in g.inputs.iter().chain(&g.outputs) {
+        let io = if io_in_activations {
+            Vec::new()
+        } else {
+            g.inputs.iter().chain(&g.outputs).copied().collect()
+        };
+        for &t in &io {
             let size = g.tensors[t].size_bytes();
             loc.insert(
                 Buf::Tensor(t),
@@ -120,7 +128,9 @@ impl MemoryPlan {
                         constants.push(b);
                         cat += align(size.max(1));
                     }
-                    Buf::Tensor(t) if g.tensors[t].kind == TensorKind::Input => {
+                    Buf::Tensor(t)
+                        if g.tensors[t].kind == TensorKind::Input && !io_in_activations =>
+                    {
                         return Err(Error::internal(
                             "plan",
                             format!("input '{}' has no mutable slot", g.tensors[t].name),
@@ -139,6 +149,27 @@ impl MemoryPlan {
         for &(b, f, t) in pins {
             live.insert(b, (f, t));
             act_order.push(b);
+        }
+        if io_in_activations {
+            let last = s.num_layers.saturating_sub(1);
+            for (&t, input) in g
+                .inputs
+                .iter()
+                .map(|t| (t, true))
+                .chain(g.outputs.iter().map(|t| (t, false)))
+            {
+                let b = Buf::Tensor(t);
+                let e = live.entry(b).or_insert_with(|| {
+                    act_order.push(b);
+                    (0, last)
+                });
+                // The caller writes inputs before the first layer and reads outputs after the last.
+                if input {
+                    e.0 = 0;
+                } else {
+                    e.1 = last;
+                }
+            }
         }
         let sizes: HashMap<Buf, usize> = act_order
             .iter()

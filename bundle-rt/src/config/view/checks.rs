@@ -158,7 +158,7 @@ pub(super) unsafe fn symbol(view: &ConfigView<'_>, i: usize) -> Result<()> {
         let why = Why::Mismatch { expected: bytes };
         return Err(bad(desc_at("sizeBytes"), desc.size_bytes, why));
     }
-    let limit = view.area_size(role.area());
+    let limit = view.area_size(view.area_of(role));
     check_range(view, sym.offset, bytes, limit, sym_at("offset"))
 }
 
