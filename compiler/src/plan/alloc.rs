@@ -1,7 +1,6 @@
 //! Buffer placement. Constants and mutables are laid out in order; activation buffers (intermediate tensors and
-//! kernel scratch) get offsets by greedy packing of layer-liveness intervals, largest first, each at the lowest
-//! 64-aligned gap that no overlapping-lifetime buffer occupies. Reports the activation efficiency
-//! (max live bytes / area size).
+//! kernel scratch) get offsets from `pack.rs` (the best of several greedy packings of their layer-liveness
+//! intervals, 64-aligned). Reports the activation efficiency (max live bytes / area size).
 
 use super::{align, Schedule};
 use crate::codegen::kernel::{Buf, Lowering};
@@ -181,31 +180,18 @@ impl MemoryPlan {
                 (b, size)
             })
             .collect();
-        let mut by_size = act_order.clone();
-        by_size.sort_by_key(|b| std::cmp::Reverse(sizes[b]));
+        let items: Vec<super::pack::Item> = act_order
+            .iter()
+            .map(|b| super::pack::Item {
+                first: live[b].0,
+                last: live[b].1,
+                size: align(sizes[b].max(1)),
+            })
+            .collect();
+        let (offsets, act_size) = super::pack::pack(&items);
         let mut placed: Vec<(Buf, usize, usize)> = Vec::new(); // (buf, offset, aligned size)
-        let mut act_size = 0;
-        for b in by_size {
-            let (f, t) = live[&b];
-            let need = align(sizes[&b].max(1));
-            let mut busy: Vec<(usize, usize)> = placed
-                .iter()
-                .filter(|(o, _, _)| {
-                    let (f2, t2) = live[o];
-                    f2 <= t && f <= t2
-                })
-                .map(|&(_, off, sz)| (off, off + sz))
-                .collect();
-            busy.sort();
-            let mut off = 0;
-            for (s0, e0) in busy {
-                if off + need <= s0 {
-                    break;
-                }
-                off = off.max(e0);
-            }
-            placed.push((b, off, need));
-            act_size = act_size.max(off + need);
+        for ((&b, it), off) in act_order.iter().zip(&items).zip(offsets) {
+            placed.push((b, off, it.size));
             loc.insert(
                 b,
                 Location {
