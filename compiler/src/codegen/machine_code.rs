@@ -64,13 +64,14 @@ pub(super) fn define_micro(
         if !used || (set == 1 && s.n.is_multiple_of(nr)) {
             continue;
         }
-        let c_rs = if set == 0 { s.c.rs } else { nr };
+        // Set 0 (full column blocks) reads B in place; set 1 reads the zero-padded packed panel.
+        let (c_rs, b_rs) = if set == 0 { (s.c.rs, s.b.rs) } else { (nr, nr) };
         let ms = MicroSpec {
             simd,
             k,
             a_rs: s.a.rs,
             a_cs: s.a.cs,
-            b_rs: nr,
+            b_rs,
             c_rs,
             accumulate,
         };

@@ -337,33 +337,35 @@ fn micro_rows(
     };
     // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
     let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef| {
-        // Pack B[k0 .. k0 + depth][j0 .. j0 + nr] into the panel, row after row.
         let kb_el = kb.b.ins().imul_imm_s(k0, s.b.rs as i64);
         let src0 = kb.b.ins().iadd(b0, kb_el);
         let src0 = kb.addr(b_base, src0, 4);
-        let src = kb.var(I64, src0);
-        let dst = kb.var(I64, panel);
-        kb.for_const(0, depth, 1, |kb, _| {
-            let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
-            for v in 0..cols / LANES {
-                let x = kb.load(VEC, sp, (v * LANES * 4) as i64);
-                kb.store(x, dp, (v * LANES * 4) as i64);
-            }
-            for c in cols / LANES * LANES..cols {
-                let x = kb.load(F32, sp, (c * 4) as i64);
-                kb.store(x, dp, (c * 4) as i64);
-            }
-            if tail {
+        // A full column block's micro-kernels read B in place (row stride s.b.rs); a column tail packs
+        // B[k0 .. k0 + depth][j0 .. j0 + cols] into the zero-padded panel, row after row.
+        if tail {
+            let src = kb.var(I64, src0);
+            let dst = kb.var(I64, panel);
+            kb.for_const(0, depth, 1, |kb, _| {
+                let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
+                for v in 0..cols / LANES {
+                    let x = kb.load(VEC, sp, (v * LANES * 4) as i64);
+                    kb.store(x, dp, (v * LANES * 4) as i64);
+                }
+                for c in cols / LANES * LANES..cols {
+                    let x = kb.load(F32, sp, (c * 4) as i64);
+                    kb.store(x, dp, (c * 4) as i64);
+                }
                 let z = kb.fconst(F32, 0.0);
                 for c in cols..nr {
                     kb.store(z, dp, (c * 4) as i64);
                 }
-            }
-            let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b.rs * 4) as i64);
-            kb.b.def_var(src, sp2);
-            let dp2 = kb.b.ins().iadd_imm_s(dp, (nr * 4) as i64);
-            kb.b.def_var(dst, dp2);
-        });
+                let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b.rs * 4) as i64);
+                kb.b.def_var(src, sp2);
+                let dp2 = kb.b.ins().iadd_imm_s(dp, (nr * 4) as i64);
+                kb.b.def_var(dst, dp2);
+            });
+        }
+        let b_ptr = if tail { panel } else { src0 };
         let ka = kb.b.ins().imul_imm_s(k0, s.a.cs as i64);
         kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
             let di = kb.b.ins().isub(i, i_lo);
@@ -372,7 +374,7 @@ fn micro_rows(
             let ae = kb.b.ins().iadd(ae, ka);
             let ap = kb.addr(a_base, ae, 4);
             let cp = tile_out(kb, di);
-            kb.b.ins().call(f, &[ap, panel, cp]);
+            kb.b.ins().call(f, &[ap, b_ptr, cp]);
         });
     };
     let (full, k_tail) = (s.k / kc, s.k % kc);
