@@ -50,18 +50,26 @@ pub(super) fn define_micro(
         return Ok(None);
     }
     let (full, tail) = (s.k / KC, s.k % KC);
-    let mut ids = [[None; 4]; 2];
+    let mut ids = [[None; 5]; 2];
+    let epi = fused_epilogue(s);
+    // Slot 4: the last K block of a full column block with the epilogue fused (set 0 only).
+    let last = if tail > 0 {
+        (tail, full > 0)
+    } else {
+        (KC, full > 1)
+    };
     let wanted = [
         (KC, false, full > 0),
         (KC, true, full > 1),
         (tail, false, full == 0),
         (tail, true, full > 0 && tail > 0),
+        (last.0, last.1, epi.is_some()),
     ];
     // Set 0 stores into C; set 1 into the column-tail buffer (row stride nr), needed when nr does not divide N.
     for (set, slot, &(k, accumulate, used)) in
         (0..2).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
     {
-        if !used || (set == 1 && s.n.is_multiple_of(nr)) {
+        if !used || (set == 1 && (s.n.is_multiple_of(nr) || slot == 4)) {
             continue;
         }
         // Set 0 (full column blocks) reads B in place; set 1 reads the zero-padded packed panel.
@@ -74,6 +82,7 @@ pub(super) fn define_micro(
             b_rs,
             c_rs,
             accumulate,
+            epi: if slot == 4 { epi } else { None },
         };
         if !gemm_x86::fits(&ms) {
             return Ok(None);
@@ -82,11 +91,48 @@ pub(super) fn define_micro(
         ids[set][slot] = Some(define_machine_code(
             module,
             &fname,
-            3,
+            5,
             gemm_x86::assemble(&ms),
         )?);
     }
     Ok(Some(MicroIds { mr, nr, ids }))
+}
+
+/// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: bias per row
+/// (unscaled), the residual, and a clamp whose bounds are not signed zeros where `max`/`min` would pick the
+/// other zero; `None` when there is nothing to apply or it cannot be fused.
+fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
+    use crate::ir::Activation;
+    if s.alpha != 1.0 {
+        return None;
+    }
+    let bias = match &s.bias {
+        None => false,
+        Some(b) if b.kind == ops::gemm::BiasKind::Row && b.scale == 1.0 => true,
+        Some(_) => return None,
+    };
+    let res_rs = match &s.residual {
+        None => None,
+        Some(r) if r.cs == 1 => Some(r.rs),
+        Some(_) => return None,
+    };
+    let (lo, hi) = match s.act {
+        Activation::None => (None, None),
+        Activation::Relu => (Some(0.0f32), None),
+        Activation::Clip(lo, hi) => ((lo > f32::MIN).then_some(lo), (hi < f32::MAX).then_some(hi)),
+    };
+    if lo.is_some_and(|l| l.to_bits() == (-0.0f32).to_bits()) || hi.is_some_and(|h| h == 0.0) {
+        return None;
+    }
+    if !bias && res_rs.is_none() && lo.is_none() && hi.is_none() {
+        return None;
+    }
+    Some(gemm_x86::MicroEpi {
+        bias,
+        res_rs,
+        lo: lo.map(f32::to_bits),
+        hi: hi.map(f32::to_bits),
+    })
 }
 
 /// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
@@ -199,5 +245,5 @@ pub(super) fn define_qmicro(
 pub(super) struct MicroIds {
     pub(super) mr: usize,
     pub(super) nr: usize,
-    pub(super) ids: [[Option<FuncId>; 4]; 2],
+    pub(super) ids: [[Option<FuncId>; 5]; 2],
 }

@@ -5,8 +5,11 @@
 //!
 //! A kernel is specialised for one GEMM: the reduction length `k` and the strides of A (broadcast loads), B and C
 //! (row-major, contiguous columns) are immediates, so the function is `fn(a: *const f32, b: *const f32,
-//! c: *mut f32)` in the System V ABI (arguments in `rdi`, `rsi`, `rdx`; only caller-saved registers used). It
-//! computes `C[r][j] = Σ_p A[r][p] · B[p][j]` for the whole tile and stores it; the caller applies the epilogue.
+//! c: *mut f32, bias: *const f32, residual: *const f32)` in the System V ABI (arguments in `rdi`, `rsi`, `rdx`,
+//! `rcx`, `r8`; only caller-saved registers used). It computes `C[r][j] = Σ_p A[r][p] · B[p][j]` for the whole
+//! tile and stores it; the variant for a GEMM's last K block may also apply the epilogue in registers
+//! ([`MicroEpi`]: `+ bias[r]`, `+ residual[r][j]`, then the clamp, each rounded exactly as the Cranelift
+//! epilogue's `fadd`/`fmax`/`fmin` round, NaN propagated), else the caller applies it.
 //! Every accumulator starts at +0.0 (or, for a later block of K, at the value the previous block stored in C)
 //! and takes one `vfmadd231ps` per `p` in ascending order: the same rounding sequence as the Cranelift
 //! kernel's `fma` chain, so results are bitwise identical to it. The GEMM kernel calls it on B panels it packed
@@ -57,6 +60,21 @@ pub struct MicroSpec {
     pub c_rs: usize,
     /// Start from the values in C (a later K block) instead of +0.0.
     pub accumulate: bool,
+    /// The epilogue applied before the store (the last K block), if any.
+    pub epi: Option<MicroEpi>,
+}
+
+/// A fused epilogue: `act(acc + bias[row] + residual[row][col])`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MicroEpi {
+    /// Add `bias[r]` (pointer in `rcx`).
+    pub bias: bool,
+    /// Add the residual (pointer in `r8`) with this row stride in elements.
+    pub res_rs: Option<usize>,
+    /// Lower clamp (f32 bits): `max(x, lo)`.
+    pub lo: Option<u32>,
+    /// Upper clamp (f32 bits): `min(x, hi)`.
+    pub hi: Option<u32>,
 }
 
 const YMM: [AsmRegisterYmm; 16] = [
@@ -82,6 +100,9 @@ pub fn fits(m: &MicroSpec) -> bool {
         && disp(m.a_cs).is_some()
         && disp(m.b_rs).is_some()
         && disp(m.c_rs * mr + nr).is_some()
+        && m.epi
+            .and_then(|e| e.res_rs)
+            .is_none_or(|rs| disp(rs * mr + nr).is_some())
 }
 
 /// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
@@ -114,7 +135,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             }
         }
     }
-    a.mov(rcx, m.k as u64).map_err(e)?;
+    a.mov(r10, m.k as u64).map_err(e)?;
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
     let nacc = mr * vecs;
@@ -156,8 +177,11 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if m.b_rs > 0 {
         a.add(rsi, d(m.b_rs)).map_err(e)?;
     }
-    a.dec(rcx).map_err(e)?;
+    a.dec(r10).map_err(e)?;
     a.jne(top).map_err(e)?;
+    if let Some(epi) = m.epi {
+        epilogue(&mut a, m, &epi).map_err(e)?;
+    }
     for r in 0..mr {
         for v in 0..vecs {
             let k = r * vecs + v;
@@ -170,6 +194,90 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// Applies the fused epilogue to the accumulators (registers above them are free after the K loop).
+fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), IcedError> {
+    let (mr, nr) = m.simd.tile();
+    let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
+    let vecs = nr / lanes;
+    let d = |x: usize| disp(x).unwrap_or(0);
+    // Clamp constants broadcast from an immediate through eax.
+    let consts = [epi.lo, epi.hi];
+    match m.simd {
+        Simd::Avx2 => {
+            // Accumulators use ymm0..mr*vecs (12); ymm12 lo, ymm13 hi, ymm14 scratch, ymm15 the NaN mask.
+            for (c, reg) in consts.iter().zip([ymm12, ymm13]) {
+                if let Some(bits) = c {
+                    a.mov(eax, *bits)?;
+                    a.vmovd(xmm14, eax)?;
+                    a.vbroadcastss(reg, xmm14)?;
+                }
+            }
+            for r in 0..mr {
+                for v in 0..vecs {
+                    let x = YMM[r * vecs + v];
+                    if epi.bias {
+                        // ymm14 is also the clamp's scratch, so the bias is broadcast again per vector.
+                        a.vbroadcastss(ymm14, dword_ptr(rcx + d(r)))?;
+                        a.vaddps(x, x, ymm14)?;
+                    }
+                    if let Some(rs) = epi.res_rs {
+                        a.vaddps(x, x, ptr(r8 + d(r * rs + v * lanes)))?;
+                    }
+                    if epi.lo.is_some() || epi.hi.is_some() {
+                        // NaN stays NaN: remember where x is unordered, clamp, blend x back there.
+                        a.vcmpps(ymm15, x, x, 3)?;
+                        let src = x;
+                        if epi.lo.is_some() {
+                            a.vmaxps(ymm14, src, ymm12)?;
+                        } else {
+                            a.vmovaps(ymm14, src)?;
+                        }
+                        if epi.hi.is_some() {
+                            a.vminps(ymm14, ymm14, ymm13)?;
+                        }
+                        a.vblendvps(x, ymm14, x, ymm15)?;
+                    }
+                }
+            }
+        }
+        Simd::Avx512 => {
+            // Accumulators use zmm0..15; zmm16 lo, zmm17 hi, zmm18 bias, zmm19 scratch; k1 the NaN mask.
+            for (c, reg) in consts.iter().zip([zmm16, zmm17]) {
+                if let Some(bits) = c {
+                    a.mov(eax, *bits)?;
+                    a.vpbroadcastd(reg, eax)?;
+                }
+            }
+            for r in 0..mr {
+                if epi.bias {
+                    a.vbroadcastss(zmm18, dword_ptr(rcx + d(r)))?;
+                }
+                for v in 0..vecs {
+                    let x = ZMM[r * vecs + v];
+                    if epi.bias {
+                        a.vaddps(x, x, zmm18)?;
+                    }
+                    if let Some(rs) = epi.res_rs {
+                        a.vaddps(x, x, zmmword_ptr(r8 + d(r * rs + v * lanes)))?;
+                    }
+                    if epi.lo.is_some() || epi.hi.is_some() {
+                        a.vcmpps(k1, x, x, 3)?;
+                        a.vmovaps(zmm19, x)?;
+                        if epi.lo.is_some() {
+                            a.vmaxps(x, x, zmm16)?;
+                        }
+                        if epi.hi.is_some() {
+                            a.vminps(x, x, zmm17)?;
+                        }
+                        a.vmovaps(x.k1(), zmm19)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -226,6 +334,7 @@ mod tests {
             b_rs,
             c_rs,
             accumulate: false,
+            epi: None,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -260,6 +369,103 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The fused epilogue: `clamp(acc + bias[r] + res[r][j])` with NaN kept and `max(-0, +0) = +0`, as the
+    /// Cranelift epilogue computes it.
+    fn check_epilogue(simd: Simd) {
+        let ok = match simd {
+            Simd::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+        };
+        if !ok || !cfg!(target_os = "linux") {
+            eprintln!(
+                "SKIPPED: {} epilogue (this CPU or OS cannot run it)",
+                simd.name()
+            );
+            return;
+        }
+        let (mr, nr) = simd.tile();
+        let (k, res_rs, c_rs) = (3, nr + 5, nr + 3);
+        let spec = MicroSpec {
+            simd,
+            k,
+            a_rs: k,
+            a_cs: 1,
+            b_rs: nr,
+            c_rs,
+            accumulate: false,
+            epi: Some(MicroEpi {
+                bias: true,
+                res_rs: Some(res_rs),
+                lo: Some(0.0f32.to_bits()),
+                hi: Some(6.0f32.to_bits()),
+            }),
+        };
+        let av: Vec<f32> = (0..mr * k)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
+            .collect();
+        let mut bv: Vec<f32> = (0..k * nr)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.75)
+            .collect();
+        bv[1] = f32::NAN; // column 1 is NaN in every row
+        let bias: Vec<f32> = (0..mr).map(|r| r as f32 * 0.5 - 1.0).collect();
+        let mut res: Vec<f32> = (0..(mr - 1) * res_rs + nr)
+            .map(|i| (i % 7) as f32 - 3.0)
+            .collect();
+        let mut c = vec![0.0f32; (mr - 1) * c_rs + nr];
+        let code = assemble(&spec).unwrap();
+        // Row 0, column 2: force acc + bias + res to -0.0 by making everything zero there.
+        for p in 0..k {
+            bv[p * nr + 2] = 0.0;
+        }
+        res[2] = -0.0;
+        let bias0 = bias[0];
+        let mut bias = bias;
+        bias[0] = if bias0 == 0.0 { 0.0 } else { bias0 };
+        // SAFETY: as in `run`, with the two extra pointer arguments sized for the tile.
+        unsafe {
+            let len = code.len().div_ceil(4096) * 4096;
+            let p = libc_mmap(len);
+            std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
+            libc_mprotect(p, len);
+            let f: extern "sysv64" fn(*const f32, *const f32, *mut f32, *const f32, *const f32) =
+                std::mem::transmute(p);
+            f(
+                av.as_ptr(),
+                bv.as_ptr(),
+                c.as_mut_ptr(),
+                bias.as_ptr(),
+                res.as_ptr(),
+            );
+        }
+        for r in 0..mr {
+            for j in 0..nr {
+                let mut acc = 0.0f32;
+                for p in 0..k {
+                    acc = av[r * k + p].mul_add(bv[p * nr + j], acc);
+                }
+                let x = acc + bias[r] + res[r * res_rs + j];
+                let want = if x.is_nan() {
+                    x
+                } else if x <= 0.0 {
+                    0.0
+                } else {
+                    x.min(6.0)
+                };
+                let got = c[r * c_rs + j];
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{simd:?} r{r} j{j}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fused_epilogues_clamp_and_keep_nan() {
+        check_epilogue(Simd::Avx2);
+        check_epilogue(Simd::Avx512);
     }
 
     #[test]

@@ -113,8 +113,9 @@ pub struct Micro {
     pub nr: usize,
     /// K block depth.
     pub kc: usize,
-    /// The four variants storing into C, and the four storing into the column-tail buffer (row stride `nr`).
-    pub funcs: [[Option<FuncRef>; 4]; 2],
+    /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), and the four
+    /// storing into the column-tail buffer (row stride `nr`). Each takes (A, B, C, bias row, residual tile).
+    pub funcs: [[Option<FuncRef>; 5]; 2],
 }
 
 /// Emits the body of a GEMM kernel function. With `micro`, a unit whose column block is full packs B's
@@ -336,7 +337,8 @@ fn micro_rows(
         }
     };
     // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
-    let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef| {
+    // With `fused`, the micro-kernel also applies the epilogue and gets the bias row and residual tile pointers.
+    let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef, fused: bool| {
         let kb_el = kb.b.ins().imul_imm_s(k0, s.b.rs as i64);
         let src0 = kb.b.ins().iadd(b0, kb_el);
         let src0 = kb.addr(b_base, src0, 4);
@@ -374,24 +376,50 @@ fn micro_rows(
             let ae = kb.b.ins().iadd(ae, ka);
             let ap = kb.addr(a_base, ae, 4);
             let cp = tile_out(kb, di);
-            kb.b.ins().call(f, &[ap, b_ptr, cp]);
+            let (bp, rp) = if fused {
+                epilogue_ptrs(kb, s, offs, i, j0)
+            } else {
+                let z = kb.iconst(0);
+                (z, z)
+            };
+            kb.b.ins().call(f, &[ap, b_ptr, cp, bp, rp]);
         });
     };
     let (full, k_tail) = (s.k / kc, s.k % kc);
-    let [first_full, acc_full, first_tail, acc_tail] = funcs;
-    if let Some(f) = first_full {
-        let k0 = kb.iconst(0);
-        block(kb, k0, kc, f);
+    let [first_full, acc_full, first_tail, acc_tail, last] = funcs;
+    // The fused variant replaces the last block's call (full column blocks only).
+    let last = if tail { None } else { last };
+    let n_blocks = full + usize::from(k_tail > 0);
+    let blocks_before_last = if last.is_some() {
+        n_blocks - 1
+    } else {
+        n_blocks
+    };
+    let full_before_last = blocks_before_last.min(full);
+    if full_before_last > 0 {
+        if let Some(f) = first_full {
+            let k0 = kb.iconst(0);
+            block(kb, k0, kc, f, false);
+        }
         if let Some(f) = acc_full {
-            kb.for_const(kc, full * kc, kc, |kb, k0| block(kb, k0, kc, f));
+            kb.for_const(kc, full_before_last * kc, kc, |kb, k0| {
+                block(kb, k0, kc, f, false)
+            });
         }
-        if let Some(f) = acc_tail {
+    }
+    if blocks_before_last > full {
+        // The K tail block, without the epilogue.
+        let f = if full > 0 { acc_tail } else { first_tail };
+        if let Some(f) = f {
             let k0 = kb.iconst((full * kc) as i64);
-            block(kb, k0, k_tail, f);
+            block(kb, k0, k_tail, f, false);
         }
-    } else if let Some(f) = first_tail {
-        let k0 = kb.iconst(0);
-        block(kb, k0, k_tail, f);
+    }
+    if let Some(f) = last {
+        let k0 = kb.iconst((blocks_before_last * kc) as i64);
+        let depth = if k_tail > 0 { k_tail } else { kc };
+        block(kb, k0, depth, f, true);
+        return;
     }
     let trivial =
         s.alpha == 1.0 && s.bias.is_none() && s.residual.is_none() && s.act == Activation::None;
@@ -414,6 +442,38 @@ fn micro_rows(
             .collect();
         epilogue(kb, s, offs, i, j0, cols, &vals);
     });
+}
+
+/// The bias row (element `i`) and residual tile (element `(i, j0)`) addresses of the tile at row `i` for a
+/// micro-kernel with the epilogue fused; 0 for what the GEMM does not have.
+fn epilogue_ptrs(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    offs: &[Value; 4],
+    i: Value,
+    j0: Value,
+) -> (Value, Value) {
+    let bias = match &s.bias {
+        Some(b) => {
+            let el = kb.b.ins().iadd(i, offs[3]);
+            let el = kb.b.ins().iadd_imm_s(el, b.at.off as i64);
+            let base = kb.args[b.at.arg];
+            kb.addr(base, el, 4)
+        }
+        None => kb.iconst(0),
+    };
+    let res = match &s.residual {
+        Some(r) => {
+            let row = kb.b.ins().imul_imm_s(i, r.rs as i64);
+            let el = kb.b.ins().iadd(row, offs[2]);
+            let el = kb.b.ins().iadd(el, j0);
+            let el = kb.b.ins().iadd_imm_s(el, r.off as i64);
+            let base = kb.args[r.arg];
+            kb.addr(base, el, 4)
+        }
+        None => kb.iconst(0),
+    };
+    (bias, res)
 }
 
 /// Bias, residual, activation and store of a tile whose accumulated values are `vals[row][slot]`.
