@@ -139,6 +139,25 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             2,
         ),
+        // Wide stride-1 rows: the AVX-512 row kernel's four-vector steps, single vectors and masked tails.
+        (
+            "dw6",
+            [1, 3, 6, 70],
+            [3, 1, 5, 5],
+            [2, 2, 2, 2],
+            [1, 1],
+            [1, 1],
+            3,
+        ),
+        (
+            "dw7",
+            [1, 2, 7, 101],
+            [2, 1, 3, 3],
+            [2, 1, 2, 3],
+            [1, 1],
+            [2, 2],
+            2,
+        ),
         (
             "dw5",
             [1, 7, 8, 9],

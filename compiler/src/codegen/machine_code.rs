@@ -102,7 +102,6 @@ pub(super) fn define_micro(
 /// (unscaled), the residual, and a clamp whose bounds are not signed zeros where `max`/`min` would pick the
 /// other zero; `None` when there is nothing to apply or it cannot be fused.
 fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
-    use crate::ir::Activation;
     if s.alpha != 1.0 {
         return None;
     }
@@ -116,7 +115,24 @@ fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
         Some(r) if r.cs == 1 => Some(r.rs),
         Some(_) => return None,
     };
-    let (lo, hi) = match s.act {
+    let (lo, hi) = clamp_bits(s.act)?;
+    if !bias && res_rs.is_none() && lo.is_none() && hi.is_none() {
+        return None;
+    }
+    Some(gemm_x86::MicroEpi {
+        bias,
+        res_rs,
+        lo,
+        hi,
+    })
+}
+
+/// The clamp of an activation as f32 bits for `vmaxps`/`vminps`, which agree with Cranelift's `fmax`/`fmin`
+/// (NaN aside, which the kernels blend back) except when a bound is a zero that `max`/`min` would swap for the
+/// other zero: `None` then (not fusable).
+pub(super) fn clamp_bits(act: crate::ir::Activation) -> Option<(Option<u32>, Option<u32>)> {
+    use crate::ir::Activation;
+    let (lo, hi) = match act {
         Activation::None => (None, None),
         Activation::Relu => (Some(0.0f32), None),
         Activation::Clip(lo, hi) => ((lo > f32::MIN).then_some(lo), (hi < f32::MAX).then_some(hi)),
@@ -124,15 +140,48 @@ fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
     if lo.is_some_and(|l| l.to_bits() == (-0.0f32).to_bits()) || hi.is_some_and(|h| h == 0.0) {
         return None;
     }
-    if !bias && res_rs.is_none() && lo.is_none() && hi.is_none() {
-        return None;
+    Some((lo.map(f32::to_bits), hi.map(f32::to_bits)))
+}
+
+/// Defines the AVX-512 f32 depthwise row kernel of depthwise kernel `i` when its rows are stride 1 and have at
+/// least one full vector of interior outputs.
+pub(super) fn define_dw_row_f32(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::depthwise::DepthwiseSpec,
+) -> Result<Option<FuncId>> {
+    let (x0, x1) = ops::depthwise::interior(
+        s.hw[1],
+        s.out[1],
+        s.kernel[1],
+        s.strides[1],
+        s.dilations[1],
+        s.pads[1],
+    );
+    let Some((lo, hi)) = clamp_bits(s.act) else {
+        return Ok(None);
+    };
+    if s.strides[1] != 1 || x1 - x0 < 16 || s.kernel[0] * s.kernel[1] > 64 {
+        return Ok(None);
     }
-    Some(gemm_x86::MicroEpi {
-        bias,
-        res_rs,
-        lo: lo.map(f32::to_bits),
-        hi: hi.map(f32::to_bits),
-    })
+    let spec = kernels::depthwise_x86::DwRowF32 {
+        kernel: s.kernel,
+        dilations: s.dilations,
+        w: s.hw[1],
+        bias: s.has_bias,
+        lo,
+        hi,
+    };
+    match kernels::depthwise_x86::assemble(&spec) {
+        Ok(code) => Ok(Some(define_machine_code(
+            module,
+            &format!("{name}__k{i}_dwf32"),
+            5,
+            Ok(code),
+        )?)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last

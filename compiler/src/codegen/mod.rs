@@ -32,7 +32,9 @@ use cranelift_module::{FuncId, Linkage, Module};
 use kernel::{Body, Lowering};
 use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
-use machine_code::{define_machine_code, define_micro, define_qmicro, define_qpair};
+use machine_code::{
+    define_dw_row_f32, define_machine_code, define_micro, define_qmicro, define_qpair,
+};
 
 /// The signature of a kernel function.
 pub fn kernel_signature(module: &dyn Module) -> Signature {
@@ -96,6 +98,11 @@ pub fn define_kernels(
             }
             _ => None,
         };
+        let dw_f32 = match (&k.body, simd) {
+            (Body::Depthwise(s), Some(Simd::Avx512)) => define_dw_row_f32(module, name, i, s)?
+                .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
+            _ => None,
+        };
         let dw_row = match (&k.body, simd) {
             (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
                 Some(spec) => {
@@ -139,6 +146,9 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
+                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32)
+                }
                 (Body::QDepthwise(s), _, _) if dw_row.is_some() => {
                     ops::qdepthwise::emit_with(&mut kb, s, k.tasks, dw_row)
                 }
@@ -183,7 +193,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
-        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks),
+        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {
             kind,
             out_shape,

@@ -9,7 +9,7 @@ use crate::codegen::math;
 use crate::ir::Activation;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
 /// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias [C].
 #[derive(Debug, Clone, PartialEq)]
@@ -56,8 +56,9 @@ pub(crate) fn interior(
     (lo.min(out), hi.max(lo.min(out)))
 }
 
-/// Emits the depthwise kernel: args x, w, [bias], out.
-pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32) {
+/// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
+/// `kernels/depthwise_x86.rs`, stride-1 rows only), each interior row's interior columns are one call to it.
+pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
@@ -151,7 +152,18 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32) {
                 }
                 store(kb, ty, acc, oy, ox);
             };
-            if sw == 1 && x1 - x0 >= LANES {
+            if let Some(f) = row {
+                // x under tap (0, 0) of output x0: input column x0 - pl of row oy - pt.
+                let xp = kb.b.ins().iadd_imm_s(rows[0], (x0 as i64 - pl as i64) * 4);
+                let orow = kb.addr(out, oy, (ow * 4) as i64);
+                let op = kb.b.ins().iadd_imm_s(orow, (x0 * 4) as i64);
+                let bp = match pb {
+                    Some(b) => kb.addr(b, ch, 4),
+                    None => kb.iconst(0),
+                };
+                let n = kb.iconst((x1 - x0) as i64);
+                kb.b.ins().call(f, &[xp, op, wp, bp, n]);
+            } else if sw == 1 && x1 - x0 >= LANES {
                 let vend = x0 + (x1 - x0) / LANES * LANES;
                 kb.for_const(x0, vend, LANES, |kb, ox| interior_at(kb, VEC, ox));
                 kb.for_const(vend, x1, 1, |kb, ox| interior_at(kb, F32, ox));

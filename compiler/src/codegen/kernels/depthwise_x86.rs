@@ -1,0 +1,231 @@
+//! The AVX-512 f32 depthwise row kernel: the interior of one output row of a stride-1 depthwise convolution,
+//! where every tap is inside the input (`ops/depthwise.rs` keeps the borders). Sixteen outputs per `zmm`, four
+//! independent accumulators per step (64 outputs) so the FMA latency is hidden, then single vectors, then a
+//! masked tail. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky, kx)
+//! order from the bias — the Cranelift interior's `fma` chain, so results are bitwise identical to it — and the
+//! clamp keeps NaN and picks zeros as Cranelift's `fmax`/`fmin` do (bounds that are signed zeros are not fused).
+//!
+//! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V): `x` is the input
+//! under tap (0, 0) of the first output, `w` the channel's `kh·kw` weights, `bias` one float.
+
+use iced_x86::code_asm::*;
+
+/// The compile-time shape of a row kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DwRowF32 {
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Input row width in elements.
+    pub w: usize,
+    /// Whether `bias` points to the channel's bias (else the chain starts at +0.0).
+    pub bias: bool,
+    /// Lower clamp (f32 bits).
+    pub lo: Option<u32>,
+    /// Upper clamp (f32 bits).
+    pub hi: Option<u32>,
+}
+
+const ZMM: [AsmRegisterZmm; 32] = [
+    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
+    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
+    zmm28, zmm29, zmm30, zmm31,
+];
+
+/// Taps held in registers (zmm12..); more are broadcast from memory at each use.
+const REG_TAPS: usize = 20;
+
+/// Assembles the row kernel; `Err` when the displacements do not fit (the caller keeps the Cranelift path).
+pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let [kh, kw] = s.kernel;
+    let taps = kh * kw;
+    let tap_off: Vec<i32> = (0..taps)
+        .map(|t| {
+            let (ky, kx) = (t / kw, t % kw);
+            (ky * s.dilations[0])
+                .checked_mul(s.w)
+                .and_then(|v| v.checked_add(kx * s.dilations[1]))
+                // + 256: the furthest vector of a four-vector step.
+                .and_then(|v| v.checked_add(64))
+                .and_then(|v| v.checked_mul(4))
+                .and_then(|v| i32::try_from(v).ok())
+                .map(|v| v - 256)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("depthwise row kernel displacements out of range: {s:?}"))?;
+    if taps == 0 {
+        return Err("depthwise row kernel without taps".into());
+    }
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value, zmm12.. taps.
+    if s.bias {
+        a.vbroadcastss(zmm8, dword_ptr(rcx)).map_err(e)?;
+    } else {
+        a.vpxord(zmm8, zmm8, zmm8).map_err(e)?;
+    }
+    for (reg, c) in [(zmm9, s.lo), (zmm10, s.hi)] {
+        if let Some(bits) = c {
+            a.mov(eax, bits).map_err(e)?;
+            a.vpbroadcastd(reg, eax).map_err(e)?;
+        }
+    }
+    for t in 0..taps.min(REG_TAPS) {
+        a.vbroadcastss(ZMM[12 + t], dword_ptr(rdx + (t * 4) as i32))
+            .map_err(e)?;
+    }
+    // One step of `n` vectors (n accumulators), masked by k1 when `masked`.
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| -> Result<(), IcedError> {
+        for acc in &ZMM[..n] {
+            a.vmovaps(*acc, zmm8)?;
+        }
+        for (t, &off) in tap_off.iter().enumerate() {
+            for v in 0..n {
+                let at = rdi + (off + (v * 64) as i32);
+                if masked {
+                    a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
+                } else {
+                    a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
+                }
+                if t < REG_TAPS {
+                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
+                } else {
+                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
+                }
+            }
+        }
+        for (v, &x) in ZMM[..n].iter().enumerate() {
+            if s.lo.is_some() || s.hi.is_some() {
+                a.vcmpps(k2, x, x, 3)?;
+                a.vmovaps(zmm11, x)?;
+                if s.lo.is_some() {
+                    a.vmaxps(x, x, zmm9)?;
+                }
+                if s.hi.is_some() {
+                    a.vminps(x, x, zmm10)?;
+                }
+                a.vmovaps(x.k2(), zmm11)?;
+            }
+            if masked {
+                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k1(), x)?;
+            } else {
+                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
+            }
+        }
+        Ok(())
+    };
+    let mut quad = a.create_label();
+    let mut single = a.create_label();
+    let mut tail = a.create_label();
+    let mut done = a.create_label();
+    a.set_label(&mut quad).map_err(e)?;
+    a.cmp(r8, 64).map_err(e)?;
+    a.jb(single).map_err(e)?;
+    step(&mut a, 4, false).map_err(e)?;
+    a.add(rdi, 256).map_err(e)?;
+    a.add(rsi, 256).map_err(e)?;
+    a.sub(r8, 64).map_err(e)?;
+    a.jmp(quad).map_err(e)?;
+    a.set_label(&mut single).map_err(e)?;
+    a.cmp(r8, 16).map_err(e)?;
+    a.jb(tail).map_err(e)?;
+    step(&mut a, 1, false).map_err(e)?;
+    a.add(rdi, 64).map_err(e)?;
+    a.add(rsi, 64).map_err(e)?;
+    a.sub(r8, 16).map_err(e)?;
+    a.jmp(single).map_err(e)?;
+    a.set_label(&mut tail).map_err(e)?;
+    a.test(r8, r8).map_err(e)?;
+    a.jz(done).map_err(e)?;
+    // k1 = (1 << count) - 1 for the last count < 16 outputs.
+    a.mov(eax, 1u32).map_err(e)?;
+    a.mov(ecx, r8d).map_err(e)?;
+    a.shl(eax, cl).map_err(e)?;
+    a.dec(eax).map_err(e)?;
+    a.kmovw(k1, eax).map_err(e)?;
+    step(&mut a, 1, true).map_err(e)?;
+    a.set_label(&mut done).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
+        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
+    }
+
+    /// Every row length from 0 to 150 (quads, singles and masked tails), 3x3 and 5x5 (memory-broadcast taps),
+    /// against the fma chain with the clamp; NaN kept.
+    #[test]
+    fn rows_match_the_fma_chain_bitwise() {
+        if !std::arch::is_x86_feature_detected!("avx512f") || !cfg!(target_os = "linux") {
+            eprintln!("SKIPPED: AVX-512 depthwise row kernel (this CPU or OS cannot run it)");
+            return;
+        }
+        for (k, gap) in [(3, 1), (5, 1), (3, 2)] {
+            let w = 160 + (k - 1) * gap;
+            let spec = DwRowF32 {
+                kernel: [k, k],
+                dilations: [gap, gap],
+                w,
+                bias: true,
+                lo: Some(0.0f32.to_bits()),
+                hi: Some(6.0f32.to_bits()),
+            };
+            let code = assemble(&spec).unwrap();
+            let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
+                .collect();
+            x[5] = f32::NAN;
+            let wts: Vec<f32> = (0..k * k).map(|t| (t as f32 - 4.0) * 0.3).collect();
+            let bias = [0.25f32];
+            for count in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 150] {
+                let mut out = vec![-1.0f32; count + 16];
+                // SAFETY: an RW mapping made RX holding the kernel; it reads `count` outputs' windows of `x`
+                // (sized above) and writes `count` floats of `out`.
+                unsafe {
+                    let len = code.len().div_ceil(4096) * 4096;
+                    let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
+                    std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
+                    assert_eq!(mprotect(p, len, 5), 0);
+                    let f: extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64) =
+                        std::mem::transmute(p);
+                    f(
+                        x.as_ptr(),
+                        out.as_mut_ptr(),
+                        wts.as_ptr(),
+                        bias.as_ptr(),
+                        count as u64,
+                    );
+                }
+                for (o, &got) in out.iter().enumerate().take(count) {
+                    let mut acc = bias[0];
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            acc = x[o + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
+                        }
+                    }
+                    let want = if acc.is_nan() {
+                        acc
+                    } else {
+                        acc.clamp(0.0, 6.0)
+                    };
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "k{k} d{gap} count {count} out {o}: {got} vs {want}"
+                    );
+                }
+                assert!(
+                    out[count..].iter().all(|&v| v == -1.0),
+                    "wrote past the row"
+                );
+            }
+        }
+    }
+}
