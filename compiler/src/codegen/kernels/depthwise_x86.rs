@@ -1,7 +1,8 @@
-//! The AVX-512 f32 depthwise row kernel: the interior of one output row of a stride-1 depthwise convolution,
-//! where every tap is inside the input (`ops/depthwise.rs` keeps the borders). Sixteen outputs per `zmm`, four
-//! independent accumulators per step (64 outputs) so the FMA latency is hidden, then single vectors, then a
-//! masked tail. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky, kx)
+//! The AVX-512 f32 depthwise row kernel: the interior of one output row of a stride-1 or stride-2 depthwise
+//! convolution, where every tap is inside the input (`ops/depthwise.rs` keeps the borders). Sixteen outputs per
+//! `zmm`, four independent accumulators per step (64 outputs) so the FMA latency is hidden, then single vectors,
+//! then a masked tail. At stride 2 each tap loads 32 inputs as two vectors and `vpermt2ps` gathers the even
+//! ones (the 32nd input, never used, is masked off so no read passes the last needed element). Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky, kx)
 //! order from the bias — the Cranelift interior's `fma` chain, so results are bitwise identical to it — and the
 //! clamp keeps NaN and picks zeros as Cranelift's `fmax`/`fmin` do (bounds that are signed zeros are not fused).
 //!
@@ -19,6 +20,8 @@ pub struct DwRowF32 {
     pub dilations: [usize; 2],
     /// Input row width in elements.
     pub w: usize,
+    /// Stride along the row: 1 or 2.
+    pub stride: usize,
     /// Whether `bias` points to the channel's bias (else the chain starts at +0.0).
     pub bias: bool,
     /// Lower clamp (f32 bits).
@@ -33,7 +36,8 @@ const ZMM: [AsmRegisterZmm; 32] = [
     zmm28, zmm29, zmm30, zmm31,
 ];
 
-/// Taps held in registers (zmm12..); more are broadcast from memory at each use.
+/// Taps held in registers (zmm12..zmm31, or ..zmm30 at stride 2 where zmm31 is the even-lane index); more are
+/// broadcast from memory at each use.
 const REG_TAPS: usize = 20;
 
 /// Assembles the row kernel; `Err` when the displacements do not fit (the caller keeps the Cranelift path).
@@ -47,17 +51,19 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             (ky * s.dilations[0])
                 .checked_mul(s.w)
                 .and_then(|v| v.checked_add(kx * s.dilations[1]))
-                // + 256: the furthest vector of a four-vector step.
-                .and_then(|v| v.checked_add(64))
+                // + 512 bytes: the furthest load of a four-vector step.
+                .and_then(|v| v.checked_add(128))
                 .and_then(|v| v.checked_mul(4))
                 .and_then(|v| i32::try_from(v).ok())
-                .map(|v| v - 256)
+                .map(|v| v - 512)
         })
         .collect::<Option<_>>()
         .ok_or_else(|| format!("depthwise row kernel displacements out of range: {s:?}"))?;
-    if taps == 0 {
-        return Err("depthwise row kernel without taps".into());
+    if taps == 0 || !(1..=2).contains(&s.stride) {
+        return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }
+    let st = s.stride;
+    let reg_taps = if st == 2 { REG_TAPS - 1 } else { REG_TAPS };
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value, zmm12.. taps.
     if s.bias {
@@ -71,7 +77,14 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             a.vpbroadcastd(reg, eax).map_err(e)?;
         }
     }
-    for t in 0..taps.min(REG_TAPS) {
+    let mut table = a.create_label();
+    if st == 2 {
+        a.vmovups(zmm31, zmmword_ptr(table)).map_err(e)?;
+        // k4: the 31 inputs a full stride-2 vector needs from its second load's 16 (element 31 is unused).
+        a.mov(eax, 0x7fffu32).map_err(e)?;
+        a.kmovw(k4, eax).map_err(e)?;
+    }
+    for t in 0..taps.min(reg_taps) {
         a.vbroadcastss(ZMM[12 + t], dword_ptr(rdx + (t * 4) as i32))
             .map_err(e)?;
     }
@@ -82,13 +95,20 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         for (t, &off) in tap_off.iter().enumerate() {
             for v in 0..n {
-                let at = rdi + (off + (v * 64) as i32);
+                let at = rdi + (off + (v * 64 * st) as i32);
                 if masked {
                     a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
                 } else {
                     a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
                 }
-                if t < REG_TAPS {
+                if st == 2 {
+                    // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
+                    let hi = rdi + (off + (v * 128 + 64) as i32);
+                    let k = if masked { zmm11.k3() } else { zmm11.k4() };
+                    a.vmovups(k.z(), zmmword_ptr(hi))?;
+                    a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
+                }
+                if t < reg_taps {
                     a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
                 } else {
                     a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
@@ -108,7 +128,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                 a.vmovaps(x.k2(), zmm11)?;
             }
             if masked {
-                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k1(), x)?;
+                // k1 is also the output mask at stride 1; at stride 2 it masks inputs and k5 the outputs.
+                let out = zmmword_ptr(rsi + (v * 64) as i32);
+                a.vmovups(if st == 2 { out.k5() } else { out.k1() }, x)?;
             } else {
                 a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
             }
@@ -123,7 +145,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.cmp(r8, 64).map_err(e)?;
     a.jb(single).map_err(e)?;
     step(&mut a, 4, false).map_err(e)?;
-    a.add(rdi, 256).map_err(e)?;
+    a.add(rdi, (256 * st) as i32).map_err(e)?;
     a.add(rsi, 256).map_err(e)?;
     a.sub(r8, 64).map_err(e)?;
     a.jmp(quad).map_err(e)?;
@@ -131,23 +153,45 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.cmp(r8, 16).map_err(e)?;
     a.jb(tail).map_err(e)?;
     step(&mut a, 1, false).map_err(e)?;
-    a.add(rdi, 64).map_err(e)?;
+    a.add(rdi, (64 * st) as i32).map_err(e)?;
     a.add(rsi, 64).map_err(e)?;
     a.sub(r8, 16).map_err(e)?;
     a.jmp(single).map_err(e)?;
     a.set_label(&mut tail).map_err(e)?;
     a.test(r8, r8).map_err(e)?;
     a.jz(done).map_err(e)?;
-    // k1 = (1 << count) - 1 for the last count < 16 outputs.
-    a.mov(eax, 1u32).map_err(e)?;
-    a.mov(ecx, r8d).map_err(e)?;
-    a.shl(eax, cl).map_err(e)?;
-    a.dec(eax).map_err(e)?;
-    a.kmovw(k1, eax).map_err(e)?;
+    // The last count < 16 outputs: k1 = (1 << count) - 1 at stride 1. At stride 2 they need inputs
+    // 0 ..= 2·count − 2: k1 = the first min(2·count − 1, 16) of the first load, k3 the rest of the second.
+    let mask =
+        |a: &mut CodeAssembler, k: AsmRegisterK, bits: AsmRegister32| -> Result<(), IcedError> {
+            a.mov(ecx, bits)?;
+            a.mov(eax, 1u32)?;
+            a.shl(eax, cl)?;
+            a.dec(eax)?;
+            a.kmovw(k, eax)
+        };
+    mask(&mut a, if st == 1 { k1 } else { k5 }, r8d).map_err(e)?;
+    if st == 2 {
+        a.lea(r9d, ptr(r8 + r8 - 1)).map_err(e)?;
+        a.mov(r10d, 16u32).map_err(e)?;
+        a.mov(r11d, r9d).map_err(e)?;
+        a.cmp(r11d, r10d).map_err(e)?;
+        a.cmova(r11d, r10d).map_err(e)?;
+        mask(&mut a, k1, r11d).map_err(e)?;
+        a.xor(r10d, r10d).map_err(e)?;
+        a.sub(r9d, 16).map_err(e)?;
+        a.cmovl(r9d, r10d).map_err(e)?;
+        mask(&mut a, k3, r9d).map_err(e)?;
+    }
     step(&mut a, 1, true).map_err(e)?;
     a.set_label(&mut done).map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
+    if st == 2 {
+        a.set_label(&mut table).map_err(e)?;
+        let idx: Vec<u8> = (0..16u32).flat_map(|i| (2 * i).to_le_bytes()).collect();
+        a.db(&idx).map_err(e)?;
+    }
     a.assemble(0).map_err(e)
 }
 
@@ -168,12 +212,13 @@ mod tests {
             eprintln!("SKIPPED: AVX-512 depthwise row kernel (this CPU or OS cannot run it)");
             return;
         }
-        for (k, gap) in [(3, 1), (5, 1), (3, 2)] {
-            let w = 160 + (k - 1) * gap;
+        for (k, gap, st) in [(3, 1, 1), (5, 1, 1), (3, 2, 1), (3, 1, 2), (5, 1, 2)] {
+            let w = 2 * 160 + (k - 1) * gap;
             let spec = DwRowF32 {
                 kernel: [k, k],
                 dilations: [gap, gap],
                 w,
+                stride: st,
                 bias: true,
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),
@@ -208,7 +253,8 @@ mod tests {
                     let mut acc = bias[0];
                     for ky in 0..k {
                         for kx in 0..k {
-                            acc = x[o + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
+                            acc =
+                                x[o * st + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
                         }
                     }
                     let want = if acc.is_nan() {
@@ -218,7 +264,7 @@ mod tests {
                     };
                     assert!(
                         got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                        "k{k} d{gap} count {count} out {o}: {got} vs {want}"
+                        "k{k} d{gap} s{st} count {count} out {o}: {got} vs {want}"
                     );
                 }
                 assert!(

@@ -57,7 +57,7 @@ pub(crate) fn interior(
 }
 
 /// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
-/// `kernels/depthwise_x86.rs`, stride-1 rows only), each interior row's interior columns are one call to it.
+/// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
 pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
@@ -153,8 +153,10 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
                 store(kb, ty, acc, oy, ox);
             };
             if let Some(f) = row {
-                // x under tap (0, 0) of output x0: input column x0 - pl of row oy - pt.
-                let xp = kb.b.ins().iadd_imm_s(rows[0], (x0 as i64 - pl as i64) * 4);
+                // x under tap (0, 0) of output x0: input column x0·sw − pl of row oy·sh − pt.
+                let xp =
+                    kb.b.ins()
+                        .iadd_imm_s(rows[0], ((x0 * sw) as i64 - pl as i64) * 4);
                 let orow = kb.addr(out, oy, (ow * 4) as i64);
                 let op = kb.b.ins().iadd_imm_s(orow, (x0 * 4) as i64);
                 let bp = match pb {
