@@ -46,12 +46,17 @@ pub(super) fn define_micro(
     simd: Simd,
 ) -> Result<Option<MicroIds>> {
     let (mr, nr) = simd.tile();
-    if s.m < mr || s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 {
+    let rows_tail = s.m % mr;
+    if s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 {
         return Ok(None);
     }
     let (full, tail) = (s.k / KC, s.k % KC);
-    let mut ids = [[None; 5]; 2];
+    let mut ids = [[None; 5]; 3];
     let epi = fused_epilogue(s);
+    let trivial = s.alpha == 1.0
+        && s.bias.is_none()
+        && s.residual.is_none()
+        && s.act == crate::ir::Activation::None;
     // Slot 4: the last K block of a full column block with the epilogue fused (set 0 only).
     let last = if tail > 0 {
         (tail, full > 0)
@@ -65,17 +70,26 @@ pub(super) fn define_micro(
         (tail, true, full > 0 && tail > 0),
         (last.0, last.1, epi.is_some()),
     ];
-    // Set 0 stores into C; set 1 into the column-tail buffer (row stride nr), needed when nr does not divide N.
+    // Set 0 stores into C; set 1 into the column-tail buffer (row stride nr), needed when nr does not divide N;
+    // set 2 is the last `m % mr` rows of full column blocks (a GEMV's only tile), when its epilogue is fused or
+    // there is none.
+    let row_tail_ok = rows_tail > 0 && (epi.is_some() || trivial);
     for (set, slot, &(k, accumulate, used)) in
-        (0..2).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
+        (0..3).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
     {
-        if !used || (set == 1 && (s.n.is_multiple_of(nr) || slot == 4)) {
+        let skip = match set {
+            0 => s.m < mr,
+            1 => s.m < mr || s.n.is_multiple_of(nr) || slot == 4,
+            _ => !row_tail_ok,
+        };
+        if !used || skip {
             continue;
         }
-        // Set 0 (full column blocks) reads B in place; set 1 reads the zero-padded packed panel.
-        let (c_rs, b_rs) = if set == 0 { (s.c.rs, s.b.rs) } else { (nr, nr) };
+        // Sets 0 and 2 (full column blocks) read B in place; set 1 reads the zero-padded packed panel.
+        let (c_rs, b_rs) = if set == 1 { (nr, nr) } else { (s.c.rs, s.b.rs) };
         let ms = MicroSpec {
             simd,
+            rows: if set == 2 { rows_tail } else { mr },
             k,
             a_rs: s.a.rs,
             a_cs: s.a.cs,
@@ -105,9 +119,10 @@ fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
     if s.alpha != 1.0 {
         return None;
     }
-    let bias = match &s.bias {
-        None => false,
-        Some(b) if b.kind == ops::gemm::BiasKind::Row && b.scale == 1.0 => true,
+    let (bias, bias_col) = match &s.bias {
+        None => (false, false),
+        Some(b) if b.kind == ops::gemm::BiasKind::Row && b.scale == 1.0 => (true, false),
+        Some(b) if b.kind == ops::gemm::BiasKind::Col && b.scale == 1.0 => (false, true),
         Some(_) => return None,
     };
     let res_rs = match &s.residual {
@@ -116,11 +131,12 @@ fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
         Some(_) => return None,
     };
     let (lo, hi) = clamp_bits(s.act)?;
-    if !bias && res_rs.is_none() && lo.is_none() && hi.is_none() {
+    if !bias && !bias_col && res_rs.is_none() && lo.is_none() && hi.is_none() {
         return None;
     }
     Some(gemm_x86::MicroEpi {
         bias,
+        bias_col,
         res_rs,
         lo,
         hi,
@@ -295,5 +311,5 @@ pub(super) fn define_qmicro(
 pub(super) struct MicroIds {
     pub(super) mr: usize,
     pub(super) nr: usize,
-    pub(super) ids: [[Option<FuncId>; 5]; 2],
+    pub(super) ids: [[Option<FuncId>; 5]; 3],
 }

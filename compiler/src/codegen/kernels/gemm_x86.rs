@@ -48,6 +48,8 @@ impl Simd {
 pub struct MicroSpec {
     /// Register file.
     pub simd: Simd,
+    /// Tile rows: the variant's full `mr`, or fewer for the last rows of a GEMM (1 for a GEMV).
+    pub rows: usize,
     /// Reduction length (≥ 1).
     pub k: usize,
     /// A's row and column strides.
@@ -69,6 +71,8 @@ pub struct MicroSpec {
 pub struct MicroEpi {
     /// Add `bias[r]` (pointer in `rcx`).
     pub bias: bool,
+    /// Add `bias[j]` instead (per column, pointer in `rcx` at the tile's first column).
+    pub bias_col: bool,
     /// Add the residual (pointer in `r8`) with this row stride in elements.
     pub res_rs: Option<usize>,
     /// Lower clamp (f32 bits): `max(x, lo)`.
@@ -94,7 +98,7 @@ fn disp(elems: usize) -> Option<i32> {
 
 /// Whether the strides fit the instruction encodings (32-bit displacements).
 pub fn fits(m: &MicroSpec) -> bool {
-    let (mr, nr) = m.simd.tile();
+    let (mr, nr) = (m.rows, m.simd.tile().1);
     m.k >= 1
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
@@ -111,7 +115,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if !fits(m) {
         return Err(format!("micro-kernel strides out of range: {m:?}"));
     }
-    let (mr, nr) = m.simd.tile();
+    let (mr, nr) = (m.rows, m.simd.tile().1);
     let lanes = match m.simd {
         Simd::Avx2 => 8,
         Simd::Avx512 => 16,
@@ -198,7 +202,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
 
 /// Applies the fused epilogue to the accumulators (registers above them are free after the K loop).
 fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), IcedError> {
-    let (mr, nr) = m.simd.tile();
+    let (mr, nr) = (m.rows, m.simd.tile().1);
     let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
@@ -221,6 +225,9 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                         // ymm14 is also the clamp's scratch, so the bias is broadcast again per vector.
                         a.vbroadcastss(ymm14, dword_ptr(rcx + d(r)))?;
                         a.vaddps(x, x, ymm14)?;
+                    }
+                    if epi.bias_col {
+                        a.vaddps(x, x, ptr(rcx + d(v * lanes)))?;
                     }
                     if let Some(rs) = epi.res_rs {
                         a.vaddps(x, x, ptr(r8 + d(r * rs + v * lanes)))?;
@@ -258,6 +265,9 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     let x = ZMM[r * vecs + v];
                     if epi.bias {
                         a.vaddps(x, x, zmm18)?;
+                    }
+                    if epi.bias_col {
+                        a.vaddps(x, x, zmmword_ptr(rcx + d(v * lanes)))?;
                     }
                     if let Some(rs) = epi.res_rs {
                         a.vaddps(x, x, zmmword_ptr(r8 + d(r * rs + v * lanes)))?;
@@ -328,6 +338,7 @@ mod tests {
         let (mr, nr) = simd.tile();
         let spec = MicroSpec {
             simd,
+            rows: mr,
             k,
             a_rs,
             a_cs,
@@ -389,6 +400,7 @@ mod tests {
         let (k, res_rs, c_rs) = (3, nr + 5, nr + 3);
         let spec = MicroSpec {
             simd,
+            rows: mr,
             k,
             a_rs: k,
             a_cs: 1,
@@ -397,6 +409,7 @@ mod tests {
             accumulate: false,
             epi: Some(MicroEpi {
                 bias: true,
+                bias_col: false,
                 res_rs: Some(res_rs),
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),

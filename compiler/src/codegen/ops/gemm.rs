@@ -113,9 +113,10 @@ pub struct Micro {
     pub nr: usize,
     /// K block depth.
     pub kc: usize,
-    /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), and the four
-    /// storing into the column-tail buffer (row stride `nr`). Each takes (A, B, C, bias row, residual tile).
-    pub funcs: [[Option<FuncRef>; 5]; 2],
+    /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
+    /// storing into the column-tail buffer (row stride `nr`), and the five of the last `m % mr` rows of full
+    /// column blocks. Each takes (A, B, C, bias row, residual tile).
+    pub funcs: [[Option<FuncRef>; 5]; 3],
 }
 
 /// Emits the body of a GEMM kernel function. With `micro`, a unit whose column block is full packs B's
@@ -184,7 +185,31 @@ pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<Micro>) {
             if rows_tail > 0 {
                 let i = kb.b.use_var(next);
                 let c = kb.b.ins().icmp(IntCC::SignedLessThan, i, i_hi);
-                kb.if_else(c, |kb| tile(kb, s, &offs, i, j0, rows_tail, cols), |_| {});
+                let row_micro = match (micro, panel) {
+                    (Some(mk), Some(slots))
+                        if cols == nr && mk.funcs[2][0..4].iter().any(Option::is_some) =>
+                    {
+                        Some((mk, slots))
+                    }
+                    _ => None,
+                };
+                kb.if_else(
+                    c,
+                    |kb| match row_micro {
+                        // The row-tail variants, as one `rows_tail`-row tile of micro_rows.
+                        Some((mk, slots)) => {
+                            let tail_mk = Micro {
+                                mr: rows_tail,
+                                funcs: [mk.funcs[2], [None; 5], [None; 5]],
+                                ..mk
+                            };
+                            let end = kb.b.ins().iadd_imm_s(i, rows_tail as i64);
+                            micro_rows(kb, s, &offs, (i, end), j0, cols, &tail_mk, slots);
+                        }
+                        None => tile(kb, s, &offs, i, j0, rows_tail, cols),
+                    },
+                    |_| {},
+                );
             }
         };
         if tail_cols == 0 {
@@ -455,7 +480,9 @@ fn epilogue_ptrs(
 ) -> (Value, Value) {
     let bias = match &s.bias {
         Some(b) => {
-            let el = kb.b.ins().iadd(i, offs[3]);
+            // Row bias at element i, column bias at the tile's first column.
+            let at = if b.kind == BiasKind::Col { j0 } else { i };
+            let el = kb.b.ins().iadd(at, offs[3]);
             let el = kb.b.ins().iadd_imm_s(el, b.at.off as i64);
             let base = kb.args[b.at.arg];
             kb.addr(base, el, 4)
