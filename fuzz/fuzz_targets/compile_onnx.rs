@@ -1,7 +1,7 @@
 //! The compiler: any bytes as an ONNX model, compiled with default options. Import, passes, planning, codegen
 //! and emission must give a bundle or an error naming the node, tensor or field; never a panic or an abort.
 //! Slow to build instrumented (tract and Cranelift): `bash scripts/fuzz.sh --compiler`; the committed corpus in
-//! fuzz/corpus/compile_onnx is replayed on stable by tests/tests/fuzz_corpus.rs.
+//! fuzz/seeds/compile_onnx is replayed on stable by tests/tests/fuzz_corpus.rs.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

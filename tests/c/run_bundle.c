@@ -2,6 +2,8 @@
  *   cc -O2 -DBUNDLE=NAME -I DIR run_bundle.c DIR/NAME.o -o run
  * and run as
  *   ./run NAME.weights in_0.bin ... in_{k-1}.bin out_0.bin ... out_{m-1}.bin
+ * (WEIGHTS "-" for a bundle compiled with --embed-weights; with --inputs-in-activations, config flag 1, the inputs
+ * and outputs are read and written in the activation area and the inputs are copied in again before each run)
  * It links only NAME.o, reads only NAME_config and NAME.weights, allocates the three areas aligned as the config
  * says, copies raw little-endian inputs in, runs the entry point and writes the raw outputs. Exit code 0 on
  * success; every failure prints what was wrong. With BUNDLE_PEAK_RSS=1 it prints `peak RSS: N KiB` last (VmHWM of
@@ -94,6 +96,11 @@ int main(int argc, char **argv) {
   int repeat = rep ? atoi(rep) : 1;
   if (repeat < 1) repeat = 1;
   for (int iter = 0; iter < repeat; iter++) {
+    /* A run overwrites inputs that live in the activation area once they are consumed. */
+    for (int i = 0; iter > 0 && (c->flags & 1) && i < nin; i++) {
+      const struct SymbolTableEntry *s = &c->symbolTable[i];
+      if (read_file(argv[2 + i], io + s->offset, c->tensors[i].sizeBytes) < 0) return 1;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = BUNDLE(embedded ? NULL : cw, mw, act);

@@ -279,6 +279,8 @@ pub struct Inspection {
     pub name: String,
     /// Format version.
     pub version: u32,
+    /// `flags` (1: inputs and outputs in the activation area).
+    pub flags: u32,
     /// Constant, mutable and activation area bytes.
     pub areas: [u64; 3],
     /// Alignment.
@@ -504,6 +506,7 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
         config_symbol,
         name,
         version,
+        flags: r.field_u32(c, 60, "flags")?,
         areas: [
             f(0, "constantWeightVarsMemSize")?,
             f(8, "mutableWeightVarsMemSize")?,

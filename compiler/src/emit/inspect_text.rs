@@ -46,6 +46,13 @@ pub fn render(ins: &Inspection) -> String {
     };
     let _ = writeln!(o, "cpu features: {feats}");
     let _ = writeln!(o, "exports: {}", ins.exports.join(", "));
+    if ins.flags & 1 != 0 {
+        let _ = writeln!(
+            o,
+            "flags: {:#x} (inputs and outputs in the activation area: --inputs-in-activations)",
+            ins.flags
+        );
+    }
     let _ = writeln!(
         o,
         "areas: constant {c} B, mutable {m} B, activations {a} B (alignment {}); weights checksum {}",

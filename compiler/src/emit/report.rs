@@ -199,6 +199,23 @@ fn liveness(r: &ReportInput) -> Vec<(String, usize, usize, u32, u32)> {
             }
         }
     }
+    // Model inputs and outputs planned in the activation area (--inputs-in-activations) are live from layer 0 /
+    // to the last layer, as the planner counts them.
+    let last = r.s.num_layers.saturating_sub(1);
+    for (&t, input) in
+        r.g.inputs
+            .iter()
+            .map(|t| (t, true))
+            .chain(r.g.outputs.iter().map(|t| (t, false)))
+    {
+        if let Some(e) = live.get_mut(&Buf::Tensor(t)) {
+            if input {
+                e.0 = 0;
+            } else {
+                e.1 = last;
+            }
+        }
+    }
     let mut v: Vec<_> = order
         .into_iter()
         .map(|b| {
