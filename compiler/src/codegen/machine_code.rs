@@ -178,13 +178,15 @@ pub(super) fn define_dw_row_f32(
     let Some((lo, hi)) = clamp_bits(s.act) else {
         return Ok(None);
     };
-    if s.strides[1] > 2 || x1 - x0 < 4 || s.kernel[0] * s.kernel[1] > 64 {
+    // Whole zero-padded planes (rows as wide as the padded plane), or the interior of the input's rows.
+    let padded = ops::depthwise::padded_plane(s);
+    if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
-        w: s.hw[1],
+        w: padded.map_or(s.hw[1], |p| p[1]),
         stride: s.strides[1],
         bias: s.has_bias,
         lo,

@@ -56,6 +56,33 @@ pub(crate) fn interior(
     (lo.min(out), hi.max(lo.min(out)))
 }
 
+/// The zero-padded plane `[rows, cols]` a row kernel runs whole planes on, when the border (outputs with a tap in
+/// the padding) is more than a tenth of the outputs and the plane fits 256 KiB of stack: small planes with large
+/// kernels (EfficientNet's 5x5 on 14x14 and 7x7), where the per-element border path would dominate.
+pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
+    let [oh, ow] = s.out;
+    let (y0, y1) = interior(
+        s.hw[0],
+        oh,
+        s.kernel[0],
+        s.strides[0],
+        s.dilations[0],
+        s.pads[0],
+    );
+    let (x0, x1) = interior(
+        s.hw[1],
+        ow,
+        s.kernel[1],
+        s.strides[1],
+        s.dilations[1],
+        s.pads[1],
+    );
+    let border = oh * ow - (y1 - y0) * (x1 - x0);
+    let rows = (oh.max(1) - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1;
+    let cols = (ow.max(1) - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1;
+    (border * 10 > oh * ow && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
+}
+
 /// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
 /// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
 pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<FuncRef>) {
@@ -71,6 +98,54 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
     let (px, pw) = (kb.args[0], kb.args[1]);
     let pb = s.has_bias.then(|| kb.args[2]);
     let po = kb.args[if s.has_bias { 3 } else { 2 }];
+    if let (Some(f), Some([ph, pw_])) = (row, padded_plane(s)) {
+        // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then every output row
+        // is one row-kernel call over all `ow` outputs.
+        let slot =
+            kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+                (ph * pw_ * 4) as u32,
+                6,
+            ));
+        let (rows, cols) = (
+            (h + pt).min(ph) - pt.min(ph),
+            (w + pl).min(pw_) - pl.min(pw_),
+        );
+        kb.for_range(lo, hi, 1, |kb, u| {
+            let (_, ch) = kb.divmod(u, s.c);
+            let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
+            let plane =
+                kb.b.ins()
+                    .stack_addr(cranelift_codegen::ir::types::I64, slot, 0);
+            super::conv::zero(kb, plane, 0, ph * pw_);
+            let xin = kb.addr(px, u, (h * w * 4) as i64);
+            kb.for_const(0, rows, 1, |kb, iy| {
+                let src = kb.addr(xin, iy, (w * 4) as i64);
+                let dst0 = kb.b.ins().iadd_imm_s(plane, ((pt * pw_ + pl) * 4) as i64);
+                let dst = kb.addr(dst0, iy, (pw_ * 4) as i64);
+                for v in 0..cols / LANES {
+                    let x = kb.load(VEC, src, (v * LANES * 4) as i64);
+                    kb.store(x, dst, (v * LANES * 4) as i64);
+                }
+                for c in cols / LANES * LANES..cols {
+                    let x = kb.load(F32, src, (c * 4) as i64);
+                    kb.store(x, dst, (c * 4) as i64);
+                }
+            });
+            let out = kb.addr(po, u, (oh * ow * 4) as i64);
+            let bp = match pb {
+                Some(b) => kb.addr(b, ch, 4),
+                None => kb.iconst(0),
+            };
+            let n = kb.iconst(ow as i64);
+            kb.for_const(0, oh, 1, |kb, oy| {
+                let xp = kb.addr(plane, oy, (sh * pw_ * 4) as i64);
+                let op = kb.addr(out, oy, (ow * 4) as i64);
+                kb.b.ins().call(f, &[xp, op, wts, bp, n]);
+            });
+        });
+        return;
+    }
     kb.for_range(lo, hi, 1, |kb, u| {
         let (_, ch) = kb.divmod(u, s.c);
         let wp = kb.addr(pw, ch, (kh * kw * 4) as i64);
