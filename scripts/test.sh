@@ -28,6 +28,8 @@ python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx
 python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.onnx --ln-form decomposed --gelu tanh --shape-chains
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
+# The same models with this machine's widest kernels (AVX-512 GEMM epilogues, depthwise row kernels, GEMV).
+python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu native target/pymodels/*.onnx
 bash scripts/int8_models.sh
 bash scripts/npu_models.sh
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec

@@ -1,7 +1,7 @@
 //! The compiler pipeline in order, with optional verification and timing between stages:
 //!
 //! ```text
-//! import ─► fold_qdq ─► fold_constants ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
+//! import ─► fold_qdq ─► fold_constants ─► fold_pad ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
 //!        ─► partition (--npu: capability, convex segments, cost model, fused transactions)
 //!        ─► lower (kernels) ─► schedule (BSP layers; a segment owns its layers) ─► plan (memory, staging)
 //!        ─► codegen (Cranelift)
@@ -264,10 +264,12 @@ pub fn optimize_with(
 ) -> Result<(Vec<(&'static str, usize)>, passes::quantize::QuantizeReport)> {
     let qdq = passes::fold_qdq::fold_qdq(g);
     let folded = passes::fold_constants::fold_constants(g)?;
+    let pads = passes::fold_pad::fold_pad(g);
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
     let mut stats = vec![
         ("fold_qdq", qdq),
         ("fold_constants", folded),
+        ("fold_pad", pads),
         ("fold_batchnorm", bn),
     ];
     let mut report = passes::quantize::QuantizeReport::default();

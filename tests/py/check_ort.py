@@ -66,7 +66,7 @@ def dequant_step(m, consts, out_name, rank):
     return None
 
 
-def check(model, bundlec, tol, specs, seed, qsteps=None):
+def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None):
     """Returns (worst scaled error over the outputs checked against tol, worst error in quantisation steps over the
     outputs checked in steps). Without qsteps every output is checked against tol and the second value is None;
     with qsteps either value is None when no output is checked that way."""
@@ -94,7 +94,7 @@ def check(model, bundlec, tol, specs, seed, qsteps=None):
             feeds[vi.name] = rng.standard_normal(shape).astype(dt)
     name = "m_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(model))[0])
     with tempfile.TemporaryDirectory() as d:
-        cmd = [bundlec, "compile", model, "-o", d, "--name", name]
+        cmd = [bundlec, "compile", model, "-o", d, "--name", name] + (["--cpu", cpu] if cpu else [])
         for k, v in feeds.items():
             cmd += ["--input", f"{k}:{'x'.join(map(str, v.shape))}x{DTYPE_NAME[v.dtype.type]}"]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -138,6 +138,7 @@ def main():
                     help="tolerance in quantisation steps for DequantizeLinear-produced and integer outputs")
     ap.add_argument("--input", action="append", default=[])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cpu", help="bundlec --cpu kernel set (default: bundlec's)")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     specs = {}
@@ -147,7 +148,7 @@ def main():
     passed = failed = 0
     for model in a.models:
         try:
-            worst, steps = check(model, a.bundlec, a.tol, specs, a.seed, a.qsteps)
+            worst, steps = check(model, a.bundlec, a.tol, specs, a.seed, a.qsteps, a.cpu)
             ok = (worst is None or worst <= a.tol) and (steps is None or steps <= a.qsteps + STEP_SLACK)
             msg = ", ".join(([] if steps is None else [f"max error {steps:.3g} steps (qsteps {a.qsteps:g})"]) +
                             ([] if worst is None else [f"max scaled error {worst:.2e} (tol {a.tol:g})"]))

@@ -35,6 +35,13 @@ def main(d):
     single(d, "conv_same_upper", N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2]), [("x", [1, 2, 9, 8])], [1, 3, 5, 4], {"w": r(3, 2, 4, 4)})
     single(d, "conv_grouped", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=2), [("x", [2, 4, 6, 6])], [2, 6, 6, 6], {"w": r(6, 2, 3, 3), "b": r(6)})
     single(d, "dwconv", N("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=4, strides=[2, 2]), [("x", [1, 4, 9, 10])], [1, 4, 5, 5], {"w": r(4, 1, 3, 3)})
+    # TensorFlow-style SAME padding as an explicit asymmetric zero Pad (folded into the Conv by fold_pad), for a
+    # depthwise 5x5 stride-2 conv and a dense 3x3 one.
+    pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
+    save(d, "pad_dwconv", [N("Pad", ["x", "pads"], ["xp"]), N("Conv", ["xp", "w"], ["y"], group=6, strides=[2, 2])],
+         [("x", [1, 6, 21, 22])], [("y", [1, 6, 10, 11])], {"w": r(6, 1, 5, 5), "pads": pads})
+    save(d, "pad_conv", [N("Pad", ["x", "pads"], ["xp"]), N("Conv", ["xp", "w", "b"], ["y"])],
+         [("x", [1, 3, 11, 12])], [("y", [1, 5, 12, 13])], {"w": r(5, 3, 3, 3), "b": r(5), "pads": pads})
     single(d, "maxpool", N("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [("x", [1, 2, 9, 10])], [1, 2, 5, 5])
     single(d, "maxpool_ceil", N("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), [("x", [1, 3, 10, 11])], [1, 3, 5, 5])
     single(d, "avgpool_exclude_pad", N("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 1], pads=[1, 1, 0, 0]), [("x", [1, 2, 5, 5])], [1, 2, 5, 5])

@@ -5,6 +5,7 @@
 pub mod eliminate_dead_nodes;
 pub mod fold_batchnorm;
 pub mod fold_constants;
+pub mod fold_pad;
 pub mod fold_qdq;
 pub mod fuse_epilogues;
 pub mod quantize;
