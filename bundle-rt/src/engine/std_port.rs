@@ -1,10 +1,16 @@
-//! [`StdPort`]: the port on `std` — `std::thread` workers, `Mutex` + `Condvar` monitors,
-//! `std::sync::Barrier`, and an `Instant`-based clock.
+//! [`StdPort`]: the port on `std` — `std::thread` workers, `Mutex` + `Condvar` monitors, a barrier, and an
+//! `Instant`-based clock.
+//!
+//! Layers of small models last tens of microseconds, about what a futex sleep and wake-up costs (more in a
+//! virtual machine), so both waits spin first — a monitor wait polls its predicate with `try_lock`, a barrier
+//! wait polls its generation — for [`SPIN`] rounds of `spin_loop` before they block on the condition variable.
+//! A wait that is not satisfied in that time (an idle engine between runs) sleeps as before.
 //!
 //! Poisoned locks are recovered (`PoisonError::into_inner`): kernels are `extern "C"` and cannot
 //! unwind, and the engine's own critical sections do not panic, so a poisoned lock still guards
 //! consistent state; recovering keeps the runtime panic-free.
 
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -58,6 +64,17 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
     }
 
     fn wait_until<R>(&self, mut ready: impl FnMut(&T) -> bool, f: impl FnOnce(&mut T) -> R) -> R {
+        for i in 0..SPIN {
+            // Poll the predicate now and then without blocking on the lock.
+            if i % 32 == 0 {
+                if let Ok(mut guard) = self.mutex.try_lock() {
+                    if ready(&guard) {
+                        return f(&mut guard);
+                    }
+                }
+            }
+            core::hint::spin_loop();
+        }
         let guard = self.mutex.lock().unwrap_or_else(PoisonError::into_inner);
         let mut guard = self
             .cond
@@ -75,13 +92,45 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
     }
 }
 
-/// `std::sync::Barrier`.
+/// Spin rounds before a wait blocks (a few tens of microseconds).
+pub const SPIN: u32 = 1 << 14;
+
+/// A generation barrier: arrivals count up; the last one resets the count and advances the generation, which
+/// the others poll for [`SPIN`] rounds and then wait for on a condition variable. The generation changes under
+/// the mutex, so a blocked waiter cannot miss it; the count's and generation's acquire/release order every
+/// party's writes before the barrier before every party's reads after it.
 #[derive(Debug)]
-pub struct StdBarrier(std::sync::Barrier);
+pub struct StdBarrier {
+    parties: usize,
+    count: AtomicUsize,
+    generation: AtomicUsize,
+    lock: Mutex<()>,
+    cond: Condvar,
+}
 
 impl Barrier for StdBarrier {
     fn wait(&self) {
-        self.0.wait();
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
+            self.count.store(0, Ordering::Relaxed);
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.generation.fetch_add(1, Ordering::Release);
+            self.cond.notify_all();
+            return;
+        }
+        for _ in 0..SPIN {
+            if self.generation.load(Ordering::Acquire) != generation {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while self.generation.load(Ordering::Acquire) == generation {
+            guard = self
+                .cond
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 }
 
@@ -98,7 +147,13 @@ impl Port for StdPort {
     }
 
     fn barrier(&self, parties: usize) -> StdBarrier {
-        StdBarrier(std::sync::Barrier::new(parties.max(1)))
+        StdBarrier {
+            parties: parties.max(1),
+            count: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            cond: Condvar::new(),
+        }
     }
 
     fn spawn(&self, index: usize, body: WorkerBody) -> Result<JoinHandle<()>> {
