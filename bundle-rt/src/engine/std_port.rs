@@ -3,7 +3,8 @@
 //!
 //! Layers of small models last tens of microseconds, about what a futex sleep and wake-up costs (more in a
 //! virtual machine), so both waits spin first — a monitor wait polls its predicate with `try_lock`, a barrier
-//! wait polls its generation — for [`SPIN`] rounds of `spin_loop` before they block on the condition variable.
+//! wait polls its generation — for [`SPIN`] rounds of `spin_loop` (yielding the core every 64th round) before
+//! they block on the condition variable.
 //! A wait that is not satisfied in that time (an idle engine between runs) sleeps as before.
 //!
 //! Poisoned locks are recovered (`PoisonError::into_inner`): kernels are `extern "C"` and cannot
@@ -73,7 +74,7 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
                     }
                 }
             }
-            core::hint::spin_loop();
+            relax(i);
         }
         let guard = self.mutex.lock().unwrap_or_else(PoisonError::into_inner);
         let mut guard = self
@@ -94,6 +95,16 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
 
 /// Spin rounds before a wait blocks (a few tens of microseconds).
 pub const SPIN: u32 = 1 << 14;
+
+/// One spin round: a `spin_loop` hint, and every 64th round a `yield_now`, so that a spinning thread gives its
+/// core to the thread it waits for when the machine is oversubscribed (other processes' busy threads).
+fn relax(i: u32) {
+    if i % 64 == 63 {
+        std::thread::yield_now();
+    } else {
+        core::hint::spin_loop();
+    }
+}
 
 /// A generation barrier: arrivals count up; the last one resets the count and advances the generation, which
 /// the others poll for [`SPIN`] rounds and then wait for on a condition variable. The generation changes under
@@ -118,11 +129,11 @@ impl Barrier for StdBarrier {
             self.cond.notify_all();
             return;
         }
-        for _ in 0..SPIN {
+        for i in 0..SPIN {
             if self.generation.load(Ordering::Acquire) != generation {
                 return;
             }
-            core::hint::spin_loop();
+            relax(i);
         }
         let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         while self.generation.load(Ordering::Acquire) == generation {

@@ -2,7 +2,7 @@
 //! parameters, is folded into the Conv: W'[m] = W[m] * s[m], b'[m] = b[m] * s[m] + t[m], where (s, t) is the
 //! per-channel affine form of the normalisation. The Conv takes over the BatchNorm's output tensor.
 
-use super::single_use;
+use super::{producer, single_use};
 use crate::ir::ops::nn::batchnorm_affine;
 use crate::ir::{Graph, Op, Tensor};
 
@@ -14,12 +14,7 @@ pub fn fold_batchnorm(g: &mut Graph) -> usize {
             continue;
         };
         let x = g.nodes[bn].inputs[0];
-        let Some(conv) = g
-            .order
-            .iter()
-            .copied()
-            .find(|&n| g.nodes[n].outputs.contains(&x))
-        else {
+        let Some(conv) = producer(g, x) else {
             continue;
         };
         let Op::Conv(attrs) = g.nodes[conv].op.clone() else {

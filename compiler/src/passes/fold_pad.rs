@@ -3,7 +3,7 @@
 //! the padded tensor's only reader. Zero padding is exactly what Conv pads mean, so the result is unchanged, and
 //! the copy the Pad made disappears (the depthwise and im2col kernels read padding for free).
 
-use super::single_use;
+use super::{producer, single_use};
 use crate::ir::{Graph, Op, PadMode};
 
 /// Folds eligible Pads into their Conv; returns how many.
@@ -14,12 +14,7 @@ pub fn fold_pad(g: &mut Graph) -> usize {
             continue;
         };
         let x = g.nodes[conv].inputs[0];
-        let Some(pad) = g
-            .order
-            .iter()
-            .copied()
-            .find(|&n| g.nodes[n].outputs.contains(&x))
-        else {
+        let Some(pad) = producer(g, x) else {
             continue;
         };
         let Op::Pad { begins, ends, mode } = &g.nodes[pad].op else {

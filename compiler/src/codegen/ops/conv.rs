@@ -120,6 +120,18 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
     });
 }
 
+/// Copies `n` f32 elements from `src` to `dst`, unrolled: vectors, then scalars.
+pub fn copy_f32(kb: &mut Kb, src: Value, dst: Value, n: usize) {
+    for v in 0..n / LANES {
+        let x = kb.load(VEC, src, (v * LANES * 4) as i64);
+        kb.store(x, dst, (v * LANES * 4) as i64);
+    }
+    for c in n / LANES * LANES..n {
+        let x = kb.load(F32, src, (c * 4) as i64);
+        kb.store(x, dst, (c * 4) as i64);
+    }
+}
+
 /// Zeroes f32 elements [from, to) at `ptr`.
 pub fn zero(kb: &mut Kb, ptr: Value, from: usize, to: usize) {
     if from >= to {

@@ -123,14 +123,7 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
                 let src = kb.addr(xin, iy, (w * 4) as i64);
                 let dst0 = kb.b.ins().iadd_imm_s(plane, ((pt * pw_ + pl) * 4) as i64);
                 let dst = kb.addr(dst0, iy, (pw_ * 4) as i64);
-                for v in 0..cols / LANES {
-                    let x = kb.load(VEC, src, (v * LANES * 4) as i64);
-                    kb.store(x, dst, (v * LANES * 4) as i64);
-                }
-                for c in cols / LANES * LANES..cols {
-                    let x = kb.load(F32, src, (c * 4) as i64);
-                    kb.store(x, dst, (c * 4) as i64);
-                }
+                super::conv::copy_f32(kb, src, dst, cols);
             });
             let out = kb.addr(po, u, (oh * ow * 4) as i64);
             let bp = match pb {

@@ -374,14 +374,7 @@ fn micro_rows(
             let dst = kb.var(I64, panel);
             kb.for_const(0, depth, 1, |kb, _| {
                 let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
-                for v in 0..cols / LANES {
-                    let x = kb.load(VEC, sp, (v * LANES * 4) as i64);
-                    kb.store(x, dp, (v * LANES * 4) as i64);
-                }
-                for c in cols / LANES * LANES..cols {
-                    let x = kb.load(F32, sp, (c * 4) as i64);
-                    kb.store(x, dp, (c * 4) as i64);
-                }
+                super::conv::copy_f32(kb, sp, dp, cols);
                 let z = kb.fconst(F32, 0.0);
                 for c in cols..nr {
                     kb.store(z, dp, (c * 4) as i64);
