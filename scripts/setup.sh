@@ -8,6 +8,9 @@ command -v cc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 dpkg -s libpng-dev >/dev/null 2>&1 || need+=(libpng-dev)
 command -v chromium >/dev/null || need+=(chromium)   # renders the --report page in tests/py/report_check.py
+# tests/py/cross_check.py: aarch64 bundles linked by Debian's cross gcc and run under qemu-user.
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi

@@ -30,6 +30,9 @@ python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx 
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
 # The same models with this machine's widest kernels (AVX-512 GEMM epilogues, depthwise row kernels, GEMV).
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu native target/pymodels/*.onnx
+# aarch64: compiled for aarch64-unknown-linux-gnu, linked by the cross gcc, run under qemu-user, vs the host bundle.
+python3 tests/py/cross_check.py --bundlec target/debug/bundlec target/pymodels/mobilenetv2.onnx \
+  target/pymodels/small_cnn.onnx target/pymodels/encoder_ln17_erf.onnx target/pymodels/resnet50_folded.onnx
 bash scripts/int8_models.sh
 bash scripts/npu_models.sh
 python3 tests/py/node_tests.py --bundlec target/debug/bundlec
