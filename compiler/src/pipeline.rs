@@ -307,7 +307,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             .push((stage, clock.elapsed().as_secs_f64() * 1e3));
         clock = Instant::now();
     };
-    let tgt = isa::target(opts.target.as_deref(), &opts.cpu)?;
+    let (tgt, fast) = isa::targets(opts.target.as_deref(), &opts.cpu)?;
     let (stats, qreport) = optimize_with(&mut g, opts.quantize.as_ref())?;
     report.passes = stats;
     report.kept_f32 = qreport.kept;
@@ -379,7 +379,54 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     } else {
         None
     };
-    codegen::define_entry(&mut module, &opts.name, &l, &s, &plan, &funcs, embedded)?;
+    match &fast {
+        None => {
+            let linkage = cranelift_module::Linkage::Export;
+            codegen::define_entry(
+                &mut module,
+                &opts.name,
+                linkage,
+                &l,
+                &s,
+                &plan,
+                &funcs,
+                embedded,
+            )?;
+        }
+        Some(f) => {
+            // Fat bundle: both kernel sets, local entries, and the exported dispatcher.
+            let local = cranelift_module::Linkage::Local;
+            let fast_name = format!("{}__fast", opts.name);
+            let fast_funcs =
+                codegen::define_kernels(&mut module, &fast_name, &l, f.has_fma, f.simd)?;
+            let base_entry = format!("{}__entry_base", opts.name);
+            let fast_entry = format!("{}__entry_fast", opts.name);
+            let b = codegen::define_entry(
+                &mut module,
+                &base_entry,
+                local,
+                &l,
+                &s,
+                &plan,
+                &funcs,
+                embedded,
+            )?;
+            let e = &fast_entry;
+            let fe =
+                codegen::define_entry(&mut module, e, local, &l, &s, &plan, &fast_funcs, embedded)?;
+            let check = format!("{}__has_fast", opts.name);
+            let (chk, _) = codegen::define_feature_check(
+                &mut module,
+                &check,
+                local,
+                &f.cpu,
+                f.has_fma,
+                f.simd,
+                f.vnni,
+            )?;
+            codegen::dispatch::define_dispatch(&mut module, &opts.name, chk, fe, b)?;
+        }
+    }
     let cpu_features = codegen::define_cpu_check(
         &mut module,
         &opts.name,
@@ -431,7 +478,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         efficiency: plan.efficiency(),
         checksum,
         ops_layers: [l.kernels.len(), s.num_layers as usize],
-        target: [&triple, &tgt.cpu],
+        target: [&triple, &opts.cpu],
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
         features: &codegen::kernels::cpu_check::feature_names(cpu_features),

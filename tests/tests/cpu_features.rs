@@ -47,3 +47,66 @@ fn cpu_supported_matches_the_host() {
         );
     }
 }
+
+/// A fat bundle (`--cpu x86-64-v3,x86-64-v4`) carries both kernel sets behind one exported entry that picks the
+/// faster set per call from CPUID; its results are bitwise those of either single-set bundle, its config and
+/// `NAME_cpu_supported` describe the baseline, and bad lists are refused with the flag named.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
+    use bundlec_tests::harness::{compile_with, run_c};
+    let model = bundlec_tests::models::lenet(2);
+    let x = bundlec_tests::rand_vec(2 * 784, 31);
+    let run = |cpu: &str, name: &str| {
+        let mut o = bundlec::Options::new(name);
+        o.cpu = cpu.to_string();
+        let c = compile_with(&model, o);
+        (run_c(&c, std::slice::from_ref(&x), &[20]), c)
+    };
+    let (fat, c) = run("x86-64-v3,x86-64-v4", "fat_lenet");
+    let (v3, _) = run("x86-64-v3", "fat_v3");
+    assert_eq!(fat, v3, "fat vs x86-64-v3 bitwise");
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        let (v4, _) = run("x86-64-v4", "fat_v4");
+        assert_eq!(fat, v4, "fat vs x86-64-v4 bitwise");
+    }
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(&*c.bundle.object).expect("parse");
+    let syms: Vec<(String, bool)> = file
+        .symbols()
+        .filter_map(|s| Some((s.name().ok()?.to_string(), s.is_global())))
+        .collect();
+    for (n, global) in [
+        ("fat_lenet", true),
+        ("fat_lenet_cpu_supported", true),
+        ("fat_lenet__entry_fast", false),
+        ("fat_lenet__entry_base", false),
+        ("fat_lenet__has_fast", false),
+    ] {
+        assert!(
+            syms.contains(&(n.to_string(), global)),
+            "{n} (global {global}) in {syms:?}"
+        );
+    }
+    let ins = bundlec::emit::inspect::inspect("fat.o", &c.bundle.object).expect("inspect");
+    assert_eq!(
+        ins.cpu_features,
+        ["sse2", "avx", "fma", "avx2"],
+        "the baseline's"
+    );
+    for bad in [
+        "x86-64-v3,x86-64-v3",
+        "generic,x86-64-v4",
+        "x86-64-v3,x86-64-v4,icelake",
+        "x86-64-v3,icelake",
+    ] {
+        let mut o = bundlec::Options::new("fat_bad");
+        o.cpu = bad.to_string();
+        let dir = bundlec_tests::harness::scratch("fat_bad");
+        std::fs::write(dir.join("m.onnx"), &model).expect("write");
+        let err = bundlec::compile_file(&dir.join("m.onnx"), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--cpu") && err.contains(bad), "{bad}: {err}");
+    }
+}

@@ -152,6 +152,42 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
     })
 }
 
+/// The targets of a `--cpu` list: one kernel set, or (a fat bundle, x86-64 System V only) a baseline set and a
+/// faster one that the entry function picks per call when the CPU has its features. Both must lower alike (the
+/// same int8 kernel family), since they share one lowering, memory plan and weights image.
+pub fn targets(triple: Option<&str>, cpus: &str) -> Result<(Target, Option<Target>)> {
+    let list: Vec<&str> = cpus.split(',').map(str::trim).collect();
+    match list.as_slice() {
+        [one] => Ok((target(triple, one)?, None)),
+        [base, fast] => {
+            let (b, f) = (target(triple, base)?, target(triple, fast)?);
+            if b.simd.is_none() || f.simd.is_none() || b.simd == f.simd {
+                return Err(bad(
+                    "--cpu",
+                    format!(
+                        "'{cpus}': a fat bundle pairs two x86-64 kernel sets with different machine-code \
+                         micro-kernels, e.g. x86-64-v3,x86-64-v4 (System V targets)"
+                    ),
+                ));
+            }
+            if b.vnni != f.vnni {
+                return Err(bad(
+                    "--cpu",
+                    format!(
+                        "'{cpus}': both sets must use the same int8 kernels (one has AVX-512 VNNI, the other \
+                         not); pair x86-64-v3 with x86-64-v4, or compile two bundles"
+                    ),
+                ));
+            }
+            Ok((b, Some(f)))
+        }
+        _ => Err(bad(
+            "--cpu",
+            format!("'{cpus}': at most two kernel sets (BASE,FAST)"),
+        )),
+    }
+}
+
 /// Whether the host has AVX-512 VNNI.
 fn host_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]

@@ -32,12 +32,13 @@ pub(super) fn define_machine_code(
     Ok(id)
 }
 
-/// Depth of one K block of the packed micro-kernel path (the packed B panel is `KC x nr` floats on the stack).
+/// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
 pub const KC: usize = 256;
 
 /// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
-/// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each (only
-/// those the GEMM uses), all reading B from a packed `[k][nr]` panel.
+/// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each, plus
+/// the last block with the epilogue fused (only those the GEMM uses), for full tiles, column tails (reading a
+/// packed `[k][nr]` panel) and the last `m % mr` rows.
 pub(super) fn define_micro(
     module: &mut dyn Module,
     name: &str,

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod builder;
+pub mod dispatch;
 pub mod isa;
 pub mod kernel;
 pub mod kernels;
@@ -278,11 +279,25 @@ pub fn define_cpu_check(
     simd: Option<Simd>,
     vnni: bool,
 ) -> Result<u64> {
+    let fname = format!("{name}_cpu_supported");
+    define_feature_check(module, &fname, Linkage::Export, cpu, has_fma, simd, vnni).map(|r| r.1)
+}
+
+/// Defines `int fname(void)`: 1 when the CPU has every feature of a kernel set (see [`define_cpu_check`]);
+/// returns its id and feature bits.
+pub fn define_feature_check(
+    module: &mut dyn Module,
+    fname: &str,
+    linkage: Linkage,
+    cpu: &str,
+    has_fma: bool,
+    simd: Option<Simd>,
+    vnni: bool,
+) -> Result<(FuncId, u64)> {
     let mut sig = module.make_signature();
     sig.returns.push(AbiParam::new(I32));
-    let fname = format!("{name}_cpu_supported");
     let id = module
-        .declare_function(&fname, Linkage::Export, &sig)
+        .declare_function(fname, linkage, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
     if module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
         let v4 =
@@ -298,7 +313,7 @@ pub fn define_cpu_check(
         module
             .define_function_bytes(id, 16, &bytes, &[])
             .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
-        return Ok(needs.bits());
+        return Ok((id, needs.bits()));
     }
     let mut ctx = Context::new();
     ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
@@ -315,14 +330,17 @@ pub fn define_cpu_check(
     module
         .define_function(id, &mut ctx)
         .map_err(|e| Error::internal("codegen", format!("{fname}: {e:?}")))?;
-    Ok(0)
+    Ok((id, 0))
 }
 
-/// Defines the exported entry function `name(constants, mutables, activations) -> i32`. With `embedded` (the
-/// `NAME_weights` data object of `--embed-weights`), a NULL `constants` means those embedded weights.
+/// Defines the entry function `name(constants, mutables, activations) -> i32` with `linkage` (exported, or local
+/// behind a fat bundle's dispatcher). With `embedded` (the `NAME_weights` data object of `--embed-weights`), a
+/// NULL `constants` means those embedded weights.
+#[allow(clippy::too_many_arguments)] // the entry's symbol, the schedule's parts and the embedded weights
 pub fn define_entry(
     module: &mut dyn Module,
     name: &str,
+    linkage: Linkage,
     l: &Lowering,
     sched: &Schedule,
     plan: &MemoryPlan,
@@ -335,7 +353,7 @@ pub fn define_entry(
     }
     sig.returns.push(AbiParam::new(I32));
     let id = module
-        .declare_function(name, Linkage::Export, &sig)
+        .declare_function(name, linkage, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
     let mut ctx = Context::new();
     ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);

@@ -12,8 +12,9 @@
 //! epilogue's `fadd`/`fmax`/`fmin` round, NaN propagated), else the caller applies it.
 //! Every accumulator starts at +0.0 (or, for a later block of K, at the value the previous block stored in C)
 //! and takes one `vfmadd231ps` per `p` in ascending order: the same rounding sequence as the Cranelift
-//! kernel's `fma` chain, so results are bitwise identical to it. The GEMM kernel calls it on B panels it packed
-//! contiguously (`b_rs` = the tile width), one K block at a time.
+//! kernel's `fma` chain, so results are bitwise identical to it. The GEMM kernel calls it one K block at a time,
+//! on B in place (`b_rs` = B's row stride) for full column blocks, or on a zero-padded panel it packed
+//! (`b_rs` = the tile width) for the column tail.
 
 use iced_x86::code_asm::*;
 
@@ -123,7 +124,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi = A, rsi = B panel, rdx = C, rcx = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
+    // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r10 = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
     // and the broadcast use the registers above the accumulators.
     let at = |r: usize, v: usize| d(r * m.c_rs + v * lanes);
     for r in 0..mr {

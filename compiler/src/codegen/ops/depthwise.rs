@@ -2,7 +2,9 @@
 //! the channel held in registers. Rows and columns whose every tap is inside the input (computed at compile
 //! time) run without bounds tests — f32x4 along the output row when the stride is 1 — and the border runs a
 //! branchless path that reads a clamped, in-bounds address and zeroes the taps that fall in the padding. The
-//! fused activation is applied last. Replaces im2col + a one-row GEMM per channel.
+//! fused activation is applied last. Replaces im2col + a one-row GEMM per channel. With the AVX-512 row kernel
+//! (`kernels/depthwise_x86.rs`, stride 1 or 2), the interior of each row is one call to it, and planes with a
+//! large border are first copied into a zero-padded stack plane so that every row is.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::math;

@@ -103,13 +103,14 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
 }
 
 /// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
-/// functions `f(a, b_panel, c)` for (KC block, zeroing), (KC block, accumulating), (last block, zeroing), (last
-/// block, accumulating); `None` where the GEMM's K does not need that variant.
+/// functions `f(a, b, c, bias, residual)` for (KC block, zeroing), (KC block, accumulating), (last block,
+/// zeroing), (last block, accumulating) and the last block with the epilogue fused; `None` where the GEMM does
+/// not need that variant.
 #[derive(Debug, Clone, Copy)]
 pub struct Micro {
     /// Tile rows.
     pub mr: usize,
-    /// Tile columns (the packed panel's width).
+    /// Tile columns (the column-tail panel's width).
     pub nr: usize,
     /// K block depth.
     pub kc: usize,
@@ -119,10 +120,11 @@ pub struct Micro {
     pub funcs: [[Option<FuncRef>; 5]; 3],
 }
 
-/// Emits the body of a GEMM kernel function. With `micro`, a unit whose column block is full packs B's
-/// `kc x nr` panel for each K block into a stack buffer and runs the machine-code micro-kernel on every full
-/// `mr`-row tile of its row group (C holds the running sums between blocks), then applies the epilogue over C;
-/// only the row and column tails use the Cranelift tile. Both compute each element with the same fma chain in
+/// Emits the body of a GEMM kernel function. With `micro`, a unit runs the machine-code micro-kernels on every
+/// `mr`-row tile of its row group and then on its last `m % mr` rows, one K block at a time (C holds the running
+/// sums between blocks), reading B in place — or, for the column tail, a zero-padded `kc x nr` panel packed on
+/// the stack — and applies the epilogue in the last block's registers where it can (else over C afterwards); the
+/// Cranelift tile takes what the micro-kernels do not cover. Both compute each element with the same fma chain in
 /// the same order, so the output is bitwise the same either way.
 pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<Micro>) {
     let (mr, nr) = micro.map_or((MR, NR), |m| (m.mr, m.nr));
@@ -309,9 +311,9 @@ fn slot_of(cols: usize, c: usize) -> (Type, usize) {
     }
 }
 
-/// The full `mr`-row tiles of rows `[i_lo, i_hi)` at column block `j0` by the micro-kernels: per K block, pack
-/// B's panel into `slot`, then one call per tile (C accumulates across blocks); then the epilogue over C (skipped
-/// when there is nothing to apply).
+/// The full `mr`-row tiles of rows `[i_lo, i_hi)` at column block `j0` by the micro-kernels: per K block one
+/// call per tile on B in place (C accumulates across blocks), the last block with the fused epilogue when there
+/// is one; else the epilogue over C afterwards (skipped when there is nothing to apply).
 /// A column-tail block (`cols < nr`) packs zeros beyond its columns and lets the micro-kernels store into the
 /// stack buffer `slots.1` (row stride `nr`), whose valid columns the epilogue then writes to C.
 #[allow(clippy::too_many_arguments)] // the row range, column block, kernels and buffers
