@@ -5,8 +5,7 @@
 //! describe the baseline set, so bundle-rt runs anywhere the baseline runs.
 
 use crate::error::{Error, Result};
-use cranelift_codegen::ir::types::{I32, I64};
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, UserFuncName};
+use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -20,16 +19,9 @@ pub fn define_dispatch(
     fast: FuncId,
     base: FuncId,
 ) -> Result<FuncId> {
-    let mut sig = module.make_signature();
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
-    sig.returns.push(AbiParam::new(I32));
-    let id = module
-        .declare_function(name, Linkage::Export, &sig)
-        .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
+    let (id, func) = super::declare_entry(module, name, Linkage::Export)?;
     let mut ctx = Context::new();
-    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    ctx.func = func;
     let mut fctx = FunctionBuilderContext::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);

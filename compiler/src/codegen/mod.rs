@@ -37,6 +37,25 @@ use machine_code::{
     define_dw_row_f32, define_machine_code, define_micro, define_qmicro, define_qpair,
 };
 
+/// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
+/// local per-set entries and its dispatcher) and returns its id and a `Function` to fill.
+pub fn declare_entry(
+    module: &mut dyn Module,
+    name: &str,
+    linkage: Linkage,
+) -> Result<(FuncId, Function)> {
+    let mut sig = module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(I64));
+    }
+    sig.returns.push(AbiParam::new(I32));
+    let id = module
+        .declare_function(name, linkage, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
+    let func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    Ok((id, func))
+}
+
 /// The signature of a kernel function.
 pub fn kernel_signature(module: &dyn Module) -> Signature {
     let mut sig = module.make_signature();
@@ -347,16 +366,9 @@ pub fn define_entry(
     kernels: &[FuncId],
     embedded: Option<cranelift_module::DataId>,
 ) -> Result<FuncId> {
-    let mut sig = module.make_signature();
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
-    sig.returns.push(AbiParam::new(I32));
-    let id = module
-        .declare_function(name, linkage, &sig)
-        .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
+    let (id, func) = declare_entry(module, name, linkage)?;
     let mut ctx = Context::new();
-    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    ctx.func = func;
     let mut fctx = FunctionBuilderContext::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
