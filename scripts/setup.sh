@@ -6,6 +6,7 @@ set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
+command -v c++ >/dev/null || need+=(g++)   # libfuzzer-sys builds libFuzzer (scripts/fuzz.sh)
 dpkg -s libpng-dev >/dev/null 2>&1 || need+=(libpng-dev)
 command -v chromium >/dev/null || need+=(chromium)   # renders the --report page in tests/py/report_check.py
 # tests/py/cross_check.py: aarch64 bundles linked by Debian's cross gcc and run under qemu-user.
