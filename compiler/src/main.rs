@@ -339,12 +339,6 @@ fn run() -> anyhow::Result<()> {
             if std.len() != 3 || std.iter().any(|s| !(s.is_finite() && *s != 0.0)) {
                 anyhow::bail!("--std {std:?}: expected 3 finite non-zero values R,G,B");
             }
-            if resize > bundlec::profile::inputs::MAX_RESIZE {
-                anyhow::bail!(
-                    "--resize {resize}: expected at most {} pixels",
-                    bundlec::profile::inputs::MAX_RESIZE
-                );
-            }
             let img = if imagenet {
                 ImageOptions {
                     mode: ImageMode::ZeroToOne,

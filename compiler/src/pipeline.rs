@@ -373,7 +373,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     )
     .map_err(|e| Error::internal("codegen", e))?;
     let mut module = ObjectModule::new(builder);
-    let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd)?;
+    let funcs = codegen::define_kernels(&mut module, &opts.name, &l, tgt.has_fma, tgt.simd, None)?;
     let embedded = if opts.embed_weights {
         Some(weights::define_embedded(&mut module, &opts.name, &w)?)
     } else {
@@ -382,49 +382,16 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     match &fast {
         None => {
             let linkage = cranelift_module::Linkage::Export;
-            codegen::define_entry(
-                &mut module,
-                &opts.name,
-                linkage,
-                &l,
-                &s,
-                &plan,
-                &funcs,
-                embedded,
-            )?;
+            let (n, ps) = (&opts.name, &plan);
+            codegen::define_entry(&mut module, n, linkage, &l, &s, ps, &funcs, embedded)?;
         }
         Some(f) => {
-            // Fat bundle: both kernel sets, local entries, and the exported dispatcher.
-            let local = cranelift_module::Linkage::Local;
-            let fast_name = format!("{}__fast", opts.name);
-            let fast_funcs =
-                codegen::define_kernels(&mut module, &fast_name, &l, f.has_fma, f.simd)?;
-            let base_entry = format!("{}__entry_base", opts.name);
-            let fast_entry = format!("{}__entry_fast", opts.name);
-            let b = codegen::define_entry(
-                &mut module,
-                &base_entry,
-                local,
-                &l,
-                &s,
-                &plan,
-                &funcs,
+            let fat = codegen::dispatch::Fat {
+                fast: f,
+                base_kernels: &funcs,
                 embedded,
-            )?;
-            let e = &fast_entry;
-            let fe =
-                codegen::define_entry(&mut module, e, local, &l, &s, &plan, &fast_funcs, embedded)?;
-            let check = format!("{}__has_fast", opts.name);
-            let (chk, _) = codegen::define_feature_check(
-                &mut module,
-                &check,
-                local,
-                &f.cpu,
-                f.has_fma,
-                f.simd,
-                f.vnni,
-            )?;
-            codegen::dispatch::define_dispatch(&mut module, &opts.name, chk, fe, b)?;
+            };
+            codegen::dispatch::define_fat(&mut module, &opts.name, &l, &s, &plan, &fat)?;
         }
     }
     let cpu_features = codegen::define_cpu_check(

@@ -4,15 +4,60 @@
 //! cached, so each call pays one CPUID sequence (docs/benchmarks.md measures it). The op table and `cpuFeatures`
 //! describe the baseline set, so bundle-rt runs anywhere the baseline runs.
 
+use super::isa::Target;
+use super::kernel::Lowering;
 use crate::error::{Error, Result};
+use crate::plan::{MemoryPlan, Schedule};
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
+/// A fat bundle's second kernel set and what its entry shares with the first.
+pub struct Fat<'a> {
+    /// The FAST target.
+    pub fast: &'a Target,
+    /// The BASE set's kernel functions (kernels without micro-kernels are shared, not compiled twice).
+    pub base_kernels: &'a [FuncId],
+    /// `NAME_weights` (`--embed-weights`).
+    pub embedded: Option<cranelift_module::DataId>,
+}
+
+/// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local check
+/// `NAME__has_fast` and the exported dispatcher `NAME`.
+pub fn define_fat(
+    module: &mut dyn Module,
+    name: &str,
+    l: &Lowering,
+    sched: &Schedule,
+    plan: &MemoryPlan,
+    fat: &Fat,
+) -> Result<()> {
+    let (f, local) = (fat.fast, Linkage::Local);
+    let fast_kernels = super::define_kernels(
+        module,
+        &format!("{name}__fast"),
+        l,
+        f.has_fma,
+        f.simd,
+        Some(fat.base_kernels),
+    )?;
+    let mut entry = |suffix: &str, kernels: &[FuncId]| {
+        let n = format!("{name}__entry_{suffix}");
+        super::define_entry(module, &n, local, l, sched, plan, kernels, fat.embedded)
+    };
+    let base = entry("base", fat.base_kernels)?;
+    let fast = entry("fast", &fast_kernels)?;
+    let check = format!("{name}__has_fast");
+    let (chk, _) =
+        super::define_feature_check(module, &check, local, &f.cpu, f.has_fma, f.simd, f.vnni)?;
+    define_dispatch(module, name, chk, fast, base)?;
+    Ok(())
+}
+
 /// Defines the exported `name(constants, mutables, activations) -> i32` that tail-calls `fast` when `check()`
 /// returns non-zero, else `base`.
-pub fn define_dispatch(
+fn define_dispatch(
     module: &mut dyn Module,
     name: &str,
     check: FuncId,

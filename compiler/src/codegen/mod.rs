@@ -64,20 +64,42 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
+/// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs and the depthwise
+/// and QAdd kernels; the others are the same Cranelift code for every set.
+fn uses_micro_kernels(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Gemm(_)
+            | Body::QGemm(_)
+            | Body::QAdd { .. }
+            | Body::Depthwise(_)
+            | Body::QDepthwise(_)
+    )
+}
+
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
-/// functions' ids indexed like `l.kernels`.
+/// functions' ids indexed like `l.kernels`. With `shared` (a fat bundle's second set), kernels that do not use
+/// micro-kernels are not compiled again: their ids are taken from `shared`.
 pub fn define_kernels(
     module: &mut dyn Module,
     name: &str,
     l: &Lowering,
     has_fma: bool,
     simd: Option<Simd>,
+    shared: Option<&[FuncId]>,
 ) -> Result<Vec<FuncId>> {
     let sig = kernel_signature(module);
     let mut ids = Vec::with_capacity(l.kernels.len());
     let mut fctx = FunctionBuilderContext::new();
     let mut ctx = Context::new();
     for (i, k) in l.kernels.iter().enumerate() {
+        if let Some(id) = shared
+            .and_then(|s| s.get(i))
+            .filter(|_| !uses_micro_kernels(&k.body))
+        {
+            ids.push(*id);
+            continue;
+        }
         let fname = format!("{name}__k{i}");
         let id = module
             .declare_function(&fname, Linkage::Local, &sig)

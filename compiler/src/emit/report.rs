@@ -9,7 +9,7 @@ use super::segments::SegmentLayout;
 use crate::codegen::kernel::{Buf, Lowering};
 use crate::ir::{numel, Graph, NodeId, Op};
 use crate::npu::NpuTarget;
-use crate::plan::{Area, MemoryPlan, Schedule};
+use crate::plan::{MemoryPlan, Schedule};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -178,69 +178,38 @@ fn op_table(h: &mut String, r: &ReportInput) {
     h.push_str("</table>");
 }
 
-/// (first, last) layer of every activation buffer, from the kernels that use it and the segments' pins.
+/// Every activation buffer with its offset, size and `(first, last)` layers, as the planner kept them apart
+/// (`MemoryPlan::live`), ordered by first layer then offset; the NPU segments' staging buffers are named after
+/// their segment.
 fn liveness(r: &ReportInput) -> Vec<(String, usize, usize, u32, u32)> {
-    let mut live: HashMap<Buf, (u32, u32)> = HashMap::new();
-    let mut order = Vec::new();
-    for &ki in &r.s.order {
-        let lv = r.s.layer[ki];
-        for &b in &r.l.kernels[ki].args {
-            if r.plan
-                .loc
-                .get(&b)
-                .is_some_and(|l| l.area == Area::Activations)
-            {
-                let e = live.entry(b).or_insert_with(|| {
-                    order.push(b);
-                    (lv, lv)
-                });
-                e.1 = e.1.max(lv);
-                e.0 = e.0.min(lv);
-            }
-        }
-    }
-    // Model inputs and outputs planned in the activation area (--inputs-in-activations) are live from layer 0 /
-    // to the last layer, as the planner counts them.
-    let last = r.s.num_layers.saturating_sub(1);
-    for (&t, input) in
-        r.g.inputs
-            .iter()
-            .map(|t| (t, true))
-            .chain(r.g.outputs.iter().map(|t| (t, false)))
-    {
-        if let Some(e) = live.get_mut(&Buf::Tensor(t)) {
-            if input {
-                e.0 = 0;
-            } else {
-                e.1 = last;
-            }
-        }
-    }
-    let mut v: Vec<_> = order
-        .into_iter()
-        .map(|b| {
+    let staging: HashMap<(usize, usize), String> = r
+        .segments
+        .iter()
+        .flat_map(|sg| {
+            ["in", "out", "scratch"]
+                .iter()
+                .zip(&sg.staging)
+                .map(move |(what, loc)| ((loc.offset, loc.size), format!("{} {what}", sg.id)))
+        })
+        .collect();
+    let mut v: Vec<_> = r
+        .plan
+        .live
+        .iter()
+        .filter_map(|(&b, &(first, last))| {
             let loc = r.plan.loc[&b];
             let name = match b {
                 Buf::Tensor(t) => r.g.tensors[t].name.clone(),
-                Buf::Scratch(i) => format!("scratch #{i}"),
+                Buf::Scratch(_) if loc.size == 0 => return None,
+                Buf::Scratch(i) => staging
+                    .get(&(loc.offset, loc.size))
+                    .cloned()
+                    .unwrap_or_else(|| format!("scratch #{i}")),
             };
-            (name, loc.offset, loc.size, live[&b].0, live[&b].1)
+            Some((name, loc.offset, loc.size, first, last))
         })
         .collect();
-    for sg in r.segments {
-        let (f, n) = sg.layers;
-        for (what, loc) in ["in", "out", "scratch"].iter().zip(&sg.staging) {
-            if loc.size > 0 {
-                v.push((
-                    format!("{} {what}", sg.id),
-                    loc.offset,
-                    loc.size,
-                    f,
-                    f + n.max(1) - 1,
-                ));
-            }
-        }
-    }
+    v.sort_by(|a, b| (a.3, a.1, &a.0).cmp(&(b.3, b.1, &b.0)));
     v
 }
 

@@ -45,6 +45,8 @@ pub struct MemoryPlan {
     pub activation_size: usize,
     /// Largest sum of live activation bytes in any layer.
     pub max_live: usize,
+    /// Layer-liveness `(first, last)` of every activation buffer: the intervals the packing kept apart.
+    pub live: HashMap<Buf, (u32, u32)>,
 }
 
 impl MemoryPlan {
@@ -100,6 +102,10 @@ impl MemoryPlan {
         }
         let mutable_size = at;
         let (mut constants, mut cat) = (Vec::new(), 0);
+        let size_of = |b: Buf| match b {
+            Buf::Scratch(i) => l.scratch[i],
+            Buf::Tensor(t) => g.tensors[t].size_bytes(),
+        };
         // Liveness in layers for activation buffers: (first, last).
         let mut live: HashMap<Buf, (u32, u32)> = HashMap::new();
         let mut act_order: Vec<Buf> = Vec::new();
@@ -110,10 +116,7 @@ impl MemoryPlan {
                 if loc.contains_key(&b) {
                     continue;
                 }
-                let size = match b {
-                    Buf::Scratch(i) => l.scratch[i],
-                    Buf::Tensor(t) => g.tensors[t].size_bytes(),
-                };
+                let size = size_of(b);
                 match b {
                     Buf::Tensor(t) if matches!(g.tensors[t].kind, TensorKind::Constant(_)) => {
                         loc.insert(
@@ -170,54 +173,29 @@ impl MemoryPlan {
                 }
             }
         }
-        let sizes: HashMap<Buf, usize> = act_order
-            .iter()
-            .map(|&b| {
-                let size = match b {
-                    Buf::Scratch(i) => l.scratch[i],
-                    Buf::Tensor(t) => g.tensors[t].size_bytes(),
-                };
-                (b, size)
-            })
-            .collect();
         let items: Vec<super::pack::Item> = act_order
             .iter()
             .map(|b| super::pack::Item {
                 first: live[b].0,
                 last: live[b].1,
-                size: align(sizes[b].max(1)),
+                size: align(size_of(*b).max(1)),
             })
             .collect();
         let (offsets, act_size) = super::pack::pack(&items);
-        let mut placed: Vec<(Buf, usize, usize)> = Vec::new(); // (buf, offset, aligned size)
-        for ((&b, it), off) in act_order.iter().zip(&items).zip(offsets) {
-            placed.push((b, off, it.size));
-            loc.insert(
-                b,
-                Location {
-                    area: Area::Activations,
-                    offset: off,
-                    size: sizes[&b],
-                },
-            );
+        for (&b, offset) in act_order.iter().zip(offsets) {
+            let size = size_of(b);
+            let area = Area::Activations;
+            loc.insert(b, Location { area, offset, size });
         }
-        let max_live = (0..s.num_layers)
-            .map(|lv| {
-                placed
-                    .iter()
-                    .filter(|(b, _, _)| live[b].0 <= lv && lv <= live[b].1)
-                    .map(|p| p.2)
-                    .sum()
-            })
-            .max()
-            .unwrap_or(0);
         Ok(MemoryPlan {
             loc,
             constants,
             constant_size: cat,
             mutable_size,
             activation_size: act_size,
-            max_live,
+            // The most aligned bytes live in one layer: the packing's lower bound.
+            max_live: super::pack::lower_bound(&items),
+            live,
         })
     }
 }

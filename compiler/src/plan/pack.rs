@@ -70,6 +70,11 @@ pub fn pack(items: &[Item]) -> (Vec<usize>, usize) {
 
 /// The most bytes live in any one layer: no packing can be smaller.
 pub fn lower_bound(items: &[Item]) -> usize {
+    layer_loads(items).into_iter().max().unwrap_or(0)
+}
+
+/// Bytes live in each layer.
+fn layer_loads(items: &[Item]) -> Vec<usize> {
     let layers = items
         .iter()
         .map(|it| it.last as usize + 1)
@@ -81,7 +86,7 @@ pub fn lower_bound(items: &[Item]) -> usize {
             live[l as usize] += it.size;
         }
     }
-    live.into_iter().max().unwrap_or(0)
+    live
 }
 
 /// Where a buffer goes among the gaps left by the buffers it overlaps in time.
@@ -119,14 +124,8 @@ fn orders(items: &[Item]) -> Vec<Vec<usize>> {
     by_start.sort_by_key(|&i| (items[i].first, std::cmp::Reverse(items[i].size), i));
     // Busiest layer first: the buffers of the layer with the most live bytes, largest first, then the next
     // busiest layer's remaining buffers, and so on (TFLite's "greedy by breadth").
-    let layers = items.iter().map(|it| it.last + 1).max().unwrap_or(0);
-    let mut live = vec![0usize; layers as usize];
-    for it in items {
-        for l in it.first..=it.last {
-            live[l as usize] += it.size;
-        }
-    }
-    let mut busiest: Vec<u32> = (0..layers).collect();
+    let live = layer_loads(items);
+    let mut busiest: Vec<u32> = (0..live.len() as u32).collect();
     busiest.sort_by_key(|&l| (std::cmp::Reverse(live[l as usize]), l));
     let mut by_breadth = Vec::with_capacity(items.len());
     let mut taken = vec![false; items.len()];

@@ -65,7 +65,8 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let st = s.stride;
     let reg_taps = if st == 2 { REG_TAPS - 1 } else { REG_TAPS };
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value, zmm12.. taps.
+    // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
+    // zmm12.. taps.
     if s.bias {
         a.vbroadcastss(zmm8, dword_ptr(rcx)).map_err(e)?;
     } else {
@@ -73,8 +74,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     }
     for (reg, c) in [(zmm9, s.lo), (zmm10, s.hi)] {
         if let Some(bits) = c {
-            a.mov(eax, bits).map_err(e)?;
-            a.vpbroadcastd(reg, eax).map_err(e)?;
+            super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
         }
     }
     let mut table = a.create_label();
@@ -116,17 +116,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
         }
         for (v, &x) in ZMM[..n].iter().enumerate() {
-            if s.lo.is_some() || s.hi.is_some() {
-                a.vcmpps(k2, x, x, 3)?;
-                a.vmovaps(zmm11, x)?;
-                if s.lo.is_some() {
-                    a.vmaxps(x, x, zmm9)?;
-                }
-                if s.hi.is_some() {
-                    a.vminps(x, x, zmm10)?;
-                }
-                a.vmovaps(x.k2(), zmm11)?;
-            }
+            super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
             if masked {
                 // k1 is also the output mask at stride 1; at stride 2 it masks inputs and k5 the outputs.
                 let out = zmmword_ptr(rsi + (v * 64) as i32);

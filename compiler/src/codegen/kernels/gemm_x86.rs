@@ -251,11 +251,10 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
             }
         }
         Simd::Avx512 => {
-            // Accumulators use zmm0..15; zmm16 lo, zmm17 hi, zmm18 bias, zmm19 scratch; k1 the NaN mask.
+            // Accumulators use zmm0..15; zmm16 lo, zmm17 hi, zmm18 bias, zmm19 scratch; k2 the NaN mask.
             for (c, reg) in consts.iter().zip([zmm16, zmm17]) {
                 if let Some(bits) = c {
-                    a.mov(eax, *bits)?;
-                    a.vpbroadcastd(reg, eax)?;
+                    super::broadcast_bits(a, reg, *bits)?;
                 }
             }
             for r in 0..mr {
@@ -273,17 +272,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(rs) = epi.res_rs {
                         a.vaddps(x, x, zmmword_ptr(r8 + d(r * rs + v * lanes)))?;
                     }
-                    if epi.lo.is_some() || epi.hi.is_some() {
-                        a.vcmpps(k1, x, x, 3)?;
-                        a.vmovaps(zmm19, x)?;
-                        if epi.lo.is_some() {
-                            a.vmaxps(x, x, zmm16)?;
-                        }
-                        if epi.hi.is_some() {
-                            a.vminps(x, x, zmm17)?;
-                        }
-                        a.vmovaps(x.k1(), zmm19)?;
-                    }
+                    let (lo, hi) = (epi.lo.map(|_| zmm16), epi.hi.map(|_| zmm17));
+                    super::clamp_keep_nan(a, x, lo, hi, zmm19)?;
                 }
             }
         }

@@ -122,8 +122,7 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
                 (ZMM[25], hi.to_bits()),
                 (ZMM[26], q.zero_point as u32),
             ] {
-                a.mov(eax, bits).map_err(e)?;
-                a.vpbroadcastd(reg, eax).map_err(e)?;
+                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
             }
             for r in 0..m.rows {
                 for v in 0..2 {

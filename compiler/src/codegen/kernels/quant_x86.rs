@@ -32,8 +32,7 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
         p.y.1 as u32,
     ];
     for (i, bits) in consts.iter().enumerate() {
-        a.mov(eax, *bits).map_err(e)?;
-        a.vpbroadcastd(ZMM[16 + i], eax).map_err(e)?;
+        super::broadcast_bits(&mut a, ZMM[16 + i], *bits).map_err(e)?;
     }
     let mut done = a.create_label();
     a.test(rcx, rcx).map_err(e)?;
@@ -119,8 +118,7 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         (zmm8, ((hi as f64 - zp as f64) as f32).to_bits()),
         (zmm9, zp as u32),
     ] {
-        a.mov(eax, bits).map_err(e)?;
-        a.vpbroadcastd(reg, eax).map_err(e)?;
+        super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
     }
     for t in 0..taps {
         a.movsx(eax, byte_ptr(rcx + t as i32)).map_err(e)?;

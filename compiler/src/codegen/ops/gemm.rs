@@ -340,12 +340,6 @@ fn micro_rows(
     } else {
         (s.c.rs, mk.funcs[0])
     };
-    let elem = |kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value| {
-        let r = kb.b.ins().imul_imm_s(row, op.rs as i64);
-        let el = kb.b.ins().iadd(r, off);
-        let el = kb.b.ins().iadd(el, col);
-        kb.b.ins().iadd_imm_s(el, op.off as i64)
-    };
     let zero = kb.iconst(0);
     let a0 = elem(kb, &s.a, i_lo, zero, offs[0]);
     let b0 = elem(kb, &s.b, zero, j0, offs[1]);
@@ -464,8 +458,40 @@ fn micro_rows(
     });
 }
 
-/// The bias row (element `i`) and residual tile (element `(i, j0)`) addresses of the tile at row `i` for a
-/// micro-kernel with the epilogue fused; 0 for what the GEMM does not have.
+/// The element index of `(row, col)` of an operand with contiguous columns, at the batch offset `off`.
+fn elem(kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value) -> Value {
+    let r = kb.b.ins().imul_imm_s(row, op.rs as i64);
+    let el = kb.b.ins().iadd(r, off);
+    let el = kb.b.ins().iadd(el, col);
+    kb.b.ins().iadd_imm_s(el, op.off as i64)
+}
+
+/// The address of element `(i, j0)` of a row-major operand laid out like C (C itself, the residual), at the
+/// batch offset `off`.
+fn tile_addr(kb: &mut Kb, op: &Operand, off: Value, i: Value, j0: Value) -> Value {
+    let el = elem(kb, op, i, j0, off);
+    let base = kb.args[op.arg];
+    kb.addr(base, el, 4)
+}
+
+/// The address of the bias for the tile at `(i, j0)`: element `i` (per row), `j0` (per column) or `(i, j0)`.
+fn bias_addr(kb: &mut Kb, b: &Bias, off: Value, i: Value, j0: Value) -> Value {
+    let el = match b.kind {
+        BiasKind::Row => i,
+        BiasKind::Col => j0,
+        BiasKind::Full => {
+            let row = kb.b.ins().imul_imm_s(i, b.at.rs as i64);
+            kb.b.ins().iadd(row, j0)
+        }
+    };
+    let el = kb.b.ins().iadd(el, off);
+    let el = kb.b.ins().iadd_imm_s(el, b.at.off as i64);
+    let base = kb.args[b.at.arg];
+    kb.addr(base, el, 4)
+}
+
+/// The bias and residual tile addresses of the tile at row `i` for a micro-kernel with the epilogue fused; 0 for
+/// what the GEMM does not have.
 fn epilogue_ptrs(
     kb: &mut Kb,
     s: &GemmSpec,
@@ -474,25 +500,11 @@ fn epilogue_ptrs(
     j0: Value,
 ) -> (Value, Value) {
     let bias = match &s.bias {
-        Some(b) => {
-            // Row bias at element i, column bias at the tile's first column.
-            let at = if b.kind == BiasKind::Col { j0 } else { i };
-            let el = kb.b.ins().iadd(at, offs[3]);
-            let el = kb.b.ins().iadd_imm_s(el, b.at.off as i64);
-            let base = kb.args[b.at.arg];
-            kb.addr(base, el, 4)
-        }
+        Some(b) => bias_addr(kb, b, offs[3], i, j0),
         None => kb.iconst(0),
     };
     let res = match &s.residual {
-        Some(r) => {
-            let row = kb.b.ins().imul_imm_s(i, r.rs as i64);
-            let el = kb.b.ins().iadd(row, offs[2]);
-            let el = kb.b.ins().iadd(el, j0);
-            let el = kb.b.ins().iadd_imm_s(el, r.off as i64);
-            let base = kb.args[r.arg];
-            kb.addr(base, el, 4)
-        }
+        Some(r) => tile_addr(kb, r, offs[2], i, j0),
         None => kb.iconst(0),
     };
     (bias, res)
@@ -509,34 +521,12 @@ fn epilogue(
     cols: usize,
     vals: &[Vec<Value>],
 ) {
-    let c_row = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
-    let c_el = kb.b.ins().iadd(c_row, offs[2]);
-    let c_el = kb.b.ins().iadd(c_el, j0);
-    let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
-    let c_base = kb.args[s.c.arg];
-    let c_ptr = kb.addr(c_base, c_el, 4);
-    let res_ptr = s.residual.as_ref().map(|r| {
-        let row = kb.b.ins().imul_imm_s(i, r.rs as i64);
-        let el = kb.b.ins().iadd(row, offs[2]);
-        let el = kb.b.ins().iadd(el, j0);
-        let el = kb.b.ins().iadd_imm_s(el, r.off as i64);
-        let base = kb.args[r.arg];
-        kb.addr(base, el, 4)
-    });
-    let bias_ptr = s.bias.as_ref().map(|bias| {
-        let base = kb.args[bias.at.arg];
-        let el = match bias.kind {
-            BiasKind::Row => i,
-            BiasKind::Col => j0,
-            BiasKind::Full => {
-                let row = kb.b.ins().imul_imm_s(i, bias.at.rs as i64);
-                kb.b.ins().iadd(row, j0)
-            }
-        };
-        let el = kb.b.ins().iadd(el, offs[3]);
-        let el = kb.b.ins().iadd_imm_s(el, bias.at.off as i64);
-        kb.addr(base, el, 4)
-    });
+    let c_ptr = tile_addr(kb, &s.c, offs[2], i, j0);
+    let res_ptr = s
+        .residual
+        .as_ref()
+        .map(|r| tile_addr(kb, r, offs[2], i, j0));
+    let bias_ptr = s.bias.as_ref().map(|b| bias_addr(kb, b, offs[3], i, j0));
     for (r, row) in vals.iter().enumerate() {
         let row_bias = match (&s.bias, bias_ptr) {
             (Some(b), Some(p)) if b.kind == BiasKind::Row => {
