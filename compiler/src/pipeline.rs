@@ -341,11 +341,10 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let (s, mut plan, segs) = match &part {
         Some(p) => {
             let seg_of = p.segment_of();
-            let ks: Vec<Option<usize>> = l
-                .kernels
-                .iter()
-                .map(|k| seg_of.get(&k.node).copied())
-                .collect();
+            let mut ks = cranelift_entity::SecondaryMap::new();
+            for (ki, k) in l.kernels.iter() {
+                ks[ki] = seg_of.get(&k.node).copied();
+            }
             let s = Schedule::with_segments(&l, &ks, p.segments.len());
             let (pins, bufs) = segments::staging_pins(p, &s, &mut l.scratch);
             let mut plan = MemoryPlan::with_pins(&g, &l, &s, &pins, opts.io_in_activations)?;

@@ -3,17 +3,21 @@
 //! loads/stores at element offsets, FMA-or-mul-add per target, and the task-range computation that splits a
 //! kernel's units of work between tasks.
 
+use super::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
 use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
+use std::cell::Cell;
 
 /// Builder state for one kernel function `fn(args: *const *mut u8, task: u64)`.
 pub struct Kb<'a> {
     /// The Cranelift function builder.
     pub b: FunctionBuilder<'a>,
-    /// Argument base pointers, loaded once at function entry.
-    pub args: Vec<Value>,
+    /// Argument base pointers with their roles, loaded once at function entry.
+    pub args: Vec<(Role, Value)>,
+    /// A role the body asked for that the kernel lacks (a lowering bug `define_kernels` reports).
+    pub missing: Cell<Option<Role>>,
     /// The task index.
     pub task: Value,
     /// Whether `fma` lowers to an instruction on this target.
@@ -28,6 +32,32 @@ pub fn flags() -> MemFlagsData {
 }
 
 impl<'a> Kb<'a> {
+    /// The base pointer of the argument with `role`. A role the kernel lacks is recorded in `missing` (and
+    /// the task index stands in) so the caller fails the kernel with an internal error instead of panicking.
+    pub fn arg(&self, role: Role) -> Value {
+        match self.args.iter().find(|(r, _)| *r == role) {
+            Some(&(_, v)) => v,
+            None => {
+                if self.missing.get().is_none() {
+                    self.missing.set(Some(role));
+                }
+                self.task
+            }
+        }
+    }
+    /// The base pointers of a variadic op's inputs (`Role::In(0)`, `In(1)`, ...), in order.
+    pub fn inputs(&self) -> Vec<Value> {
+        let mut ins: Vec<(u32, Value)> = self
+            .args
+            .iter()
+            .filter_map(|&(r, v)| match r {
+                Role::In(i) => Some((i, v)),
+                _ => None,
+            })
+            .collect();
+        ins.sort_by_key(|&(i, _)| i);
+        ins.into_iter().map(|(_, v)| v).collect()
+    }
     /// Integer constant (i64).
     pub fn iconst(&mut self, v: i64) -> Value {
         self.b.ins().iconst(I64, v)

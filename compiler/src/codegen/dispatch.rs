@@ -5,11 +5,12 @@
 //! describe the baseline set, so bundle-rt runs anywhere the baseline runs.
 
 use super::isa::Target;
-use super::kernel::Lowering;
+use super::kernel::{KernelId, Lowering};
 use crate::error::{Error, Result};
 use crate::plan::{MemoryPlan, Schedule};
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::Context;
+use cranelift_entity::PrimaryMap;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
@@ -18,7 +19,7 @@ pub struct Fat<'a> {
     /// The FAST target.
     pub fast: &'a Target,
     /// The BASE set's kernel functions (kernels without micro-kernels are shared, not compiled twice).
-    pub base_kernels: &'a [FuncId],
+    pub base_kernels: &'a PrimaryMap<KernelId, FuncId>,
     /// `NAME_weights` (`--embed-weights`).
     pub embedded: Option<cranelift_module::DataId>,
 }
@@ -42,7 +43,7 @@ pub fn define_fat(
         f.simd,
         Some(fat.base_kernels),
     )?;
-    let mut entry = |suffix: &str, kernels: &[FuncId]| {
+    let mut entry = |suffix: &str, kernels: &PrimaryMap<KernelId, FuncId>| {
         let n = format!("{name}__entry_{suffix}");
         super::define_entry(module, &n, local, l, sched, plan, kernels, fat.embedded)
     };

@@ -6,14 +6,66 @@ use super::ops::{
     conv::Col2imSpec, conv::Im2colSpec, elementwise::BinarySpec, gemm::GemmSpec, pool::PoolSpec,
 };
 use crate::ir::{DType, LrnAttrs, NodeId, ReduceKind, TensorId, UnOp};
+use cranelift_entity::{entity_impl, PrimaryMap};
+
+/// A kernel of a `Lowering`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(u32);
+entity_impl!(KernelId, "k");
+
+/// A scratch buffer of a `Lowering` (it lives in the activation area).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScratchId(u32);
+entity_impl!(ScratchId, "s");
 
 /// A buffer argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Buf {
     /// A graph tensor.
     Tensor(TensorId),
-    /// Scratch buffer `i` of the lowering (activation area).
-    Scratch(usize),
+    /// A scratch buffer of the lowering.
+    Scratch(ScratchId),
+}
+
+/// What an argument is to its kernel. Bodies look their buffers up by role (`Kb::arg`), never by position;
+/// the one argument a kernel writes has role `Out`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The data input.
+    X,
+    /// The first operand of a binary op or a matrix product.
+    A,
+    /// The second operand of a binary op or a matrix product.
+    B,
+    /// Weights: a convolution's filters, a resample's tap weights.
+    W,
+    /// Bias: per channel, per row or per column.
+    Bias,
+    /// Per-channel scale (affine map, normalisation, quantisation, requantisation).
+    Scale,
+    /// Per-channel shift of the affine map.
+    Shift,
+    /// Per-channel zero points.
+    ZeroPoint,
+    /// Run-time or compile-time indices (Gather, resample taps).
+    Index,
+    /// Compile-time offset tables (IndexMap).
+    Table,
+    /// The residual added in a fused epilogue.
+    Residual,
+    /// Input `i` of a variadic op (Concat, logic ops).
+    In(u32),
+    /// The buffer the kernel writes.
+    Out,
+}
+
+/// One argument: a buffer and its role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Arg {
+    /// What the kernel does with it.
+    pub role: Role,
+    /// The buffer.
+    pub buf: Buf,
 }
 
 /// What a kernel computes; every variant's code generator lives in `codegen/ops/<family>.rs`.
@@ -212,10 +264,9 @@ pub struct Kernel {
     pub name: String,
     /// The graph node it implements.
     pub node: NodeId,
-    /// Argument buffers, in the order the body reads them.
-    pub args: Vec<Buf>,
-    /// Indices into `args` of the buffers it writes.
-    pub writes: Vec<usize>,
+    /// Argument buffers with their roles; the one with role `Out` is written, the others are read. Their order
+    /// is the order of the kernel's argument pointer array.
+    pub args: Vec<Arg>,
     /// Number of tasks (>= 1).
     pub tasks: u32,
     /// What to generate.
@@ -223,6 +274,20 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The buffer the kernel writes.
+    pub fn out(&self) -> Option<Buf> {
+        self.args
+            .iter()
+            .find(|a| a.role == Role::Out)
+            .map(|a| a.buf)
+    }
+    /// The buffers the kernel reads.
+    pub fn reads(&self) -> impl Iterator<Item = Buf> + '_ {
+        self.args
+            .iter()
+            .filter(|a| a.role != Role::Out)
+            .map(|a| a.buf)
+    }
     /// Units of independent work, the upper bound for `tasks`.
     pub fn units(&self) -> usize {
         match &self.body {
@@ -261,7 +326,7 @@ impl Kernel {
 #[derive(Debug, Clone, Default)]
 pub struct Lowering {
     /// Kernels.
-    pub kernels: Vec<Kernel>,
-    /// Scratch sizes (bytes), indexed by `Buf::Scratch`.
-    pub scratch: Vec<usize>,
+    pub kernels: PrimaryMap<KernelId, Kernel>,
+    /// Scratch sizes (bytes).
+    pub scratch: PrimaryMap<ScratchId, usize>,
 }

@@ -14,8 +14,6 @@ pub mod isa;
 pub mod kernel;
 pub mod kernels;
 pub mod lower;
-mod lower_data;
-mod lower_quant;
 mod machine_code;
 pub mod math;
 pub mod ops;
@@ -28,9 +26,10 @@ use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, UserFuncName,
 };
 use cranelift_codegen::Context;
+use cranelift_entity::{EntityRef, PrimaryMap};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
-use kernel::{Body, Lowering};
+use kernel::{Body, KernelId, Lowering};
 use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
 use machine_code::{
@@ -86,15 +85,16 @@ pub fn define_kernels(
     l: &Lowering,
     has_fma: bool,
     simd: Option<Simd>,
-    shared: Option<&[FuncId]>,
-) -> Result<Vec<FuncId>> {
+    shared: Option<&PrimaryMap<KernelId, FuncId>>,
+) -> Result<PrimaryMap<KernelId, FuncId>> {
     let sig = kernel_signature(module);
-    let mut ids = Vec::with_capacity(l.kernels.len());
+    let mut ids = PrimaryMap::with_capacity(l.kernels.len());
     let mut fctx = FunctionBuilderContext::new();
     let mut ctx = Context::new();
-    for (i, k) in l.kernels.iter().enumerate() {
+    for (ki, k) in l.kernels.iter() {
+        let i = ki.index();
         if let Some(id) = shared
-            .and_then(|s| s.get(i))
+            .and_then(|s| s.get(ki))
             .filter(|_| !uses_micro_kernels(&k.body))
         {
             ids.push(*id);
@@ -176,12 +176,18 @@ pub fn define_kernels(
             b.switch_to_block(entry);
             b.seal_block(entry);
             let (argv, task) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            let args = (0..k.args.len())
-                .map(|a| b.ins().load(I64, builder::flags(), argv, (a * 8) as i32))
+            let args = (k.args.iter().enumerate())
+                .map(|(i, a)| {
+                    (
+                        a.role,
+                        b.ins().load(I64, builder::flags(), argv, (i * 8) as i32),
+                    )
+                })
                 .collect();
             let mut kb = Kb {
                 b,
                 args,
+                missing: Default::default(),
                 task,
                 has_fma,
             };
@@ -209,6 +215,12 @@ pub fn define_kernels(
                     ops::quant::emit_qadd_with(&mut kb, params, *dtypes, *len, k.tasks, qadd)
                 }
                 _ => emit_body(&mut kb, &k.body, k.tasks),
+            }
+            if let Some(r) = kb.missing.get() {
+                return Err(Error::internal(
+                    "codegen",
+                    format!("kernel '{}' has no {r:?} argument", k.name),
+                ));
             }
             kb.b.ins().return_(&[]);
             kb.b.finalize(module.isa().frontend_config());
@@ -385,7 +397,7 @@ pub fn define_entry(
     l: &Lowering,
     sched: &Schedule,
     plan: &MemoryPlan,
-    kernels: &[FuncId],
+    kernels: &PrimaryMap<KernelId, FuncId>,
     embedded: Option<cranelift_module::DataId>,
 ) -> Result<FuncId> {
     let (id, func) = declare_entry(module, name, linkage)?;
@@ -406,7 +418,7 @@ pub fn define_entry(
         }
         let max_args = l
             .kernels
-            .iter()
+            .values()
             .map(|k| k.args.len())
             .max()
             .unwrap_or(1)
@@ -418,11 +430,14 @@ pub fn define_entry(
         ));
         for &ki in &sched.order {
             let k = &l.kernels[ki];
-            for (ai, buf) in k.args.iter().enumerate() {
-                let loc = plan.loc.get(buf).ok_or_else(|| {
+            for (ai, arg) in k.args.iter().enumerate() {
+                let loc = plan.loc.get(&arg.buf).ok_or_else(|| {
                     Error::internal(
                         "codegen",
-                        format!("kernel '{}' arg {ai} has no location", k.name),
+                        format!(
+                            "kernel '{}' {:?} argument has no location",
+                            k.name, arg.role
+                        ),
                     )
                 })?;
                 let p = b
@@ -439,6 +454,7 @@ pub fn define_entry(
                 let mut kb = Kb {
                     b,
                     args: vec![],
+                    missing: Default::default(),
                     task: argv,
                     has_fma: false,
                 };

@@ -2,10 +2,11 @@
 //! argument lists, BSP layers, strings), written as read-only data with relocations. The byte layout is
 //! documented in `docs/bundle-format.md` and mirrored by `bundle-rt/src/config.rs`.
 
-use crate::codegen::kernel::Lowering;
+use crate::codegen::kernel::{KernelId, Lowering};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, TensorId};
 use crate::plan::{MemoryPlan, Schedule, ALIGN};
+use cranelift_entity::PrimaryMap;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 
 /// `magic` of the extension: the bytes "BUNDLC1\0".
@@ -133,7 +134,7 @@ pub struct ConfigInput<'a> {
     /// Memory plan.
     pub plan: &'a MemoryPlan,
     /// Kernel functions, indexed like `l.kernels`.
-    pub funcs: &'a [FuncId],
+    pub funcs: &'a PrimaryMap<KernelId, FuncId>,
     /// FNV-1a 64 of the weights file.
     pub checksum: u64,
     /// NPU segments.
@@ -200,9 +201,10 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     for (pos, &ki) in order.iter().enumerate() {
         let k = &c.l.kernels[ki];
         let first_arg = ab.bytes.len();
-        for b in &k.args {
-            let loc = c.plan.loc.get(b).ok_or_else(|| {
-                Error::internal("emit", format!("kernel '{}' arg without location", k.name))
+        for a in &k.args {
+            let loc = c.plan.loc.get(&a.buf).ok_or_else(|| {
+                let m = format!("kernel '{}' {:?} argument without location", k.name, a.role);
+                Error::internal("emit", m)
             })?;
             ab.u32(loc.area as u32);
             ab.u32(0);

@@ -136,7 +136,7 @@ pub fn recipe(
         let k = &l.kernels[ki];
         cpus.push(json!({ "name": k.name, "library_name": name }));
         let mut args = Vec::new();
-        for (i, b) in k.args.iter().enumerate() {
+        for (i, b) in k.args.iter().map(|a| &a.buf).enumerate() {
             let loc = plan.loc.get(b).ok_or_else(|| {
                 Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name))
             })?;

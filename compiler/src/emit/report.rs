@@ -142,7 +142,7 @@ fn op_table(h: &mut String, r: &ReportInput) {
         let bytes: usize = k
             .args
             .iter()
-            .filter_map(|b| r.plan.loc.get(b))
+            .filter_map(|a| r.plan.loc.get(&a.buf))
             .map(|l| l.size)
             .sum();
         let first = seen.insert(k.node);

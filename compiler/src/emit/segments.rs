@@ -4,11 +4,12 @@
 //! and the copies that fill `in` from the tensors' areas and drain `out` back. The config's segment table, the
 //! recipe's npu runs and the header's segment list are all written from these layouts.
 
-use crate::codegen::kernel::Buf;
+use crate::codegen::kernel::{Buf, ScratchId};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::partition::Partition;
 use crate::plan::{Area, Location, MemoryPlan, Schedule};
+use cranelift_entity::{EntityRef, PrimaryMap};
 
 /// One copy between a tensor's area and a fused staging buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,15 +58,18 @@ pub type Staging = (Vec<(Buf, u32, u32)>, Vec<[Buf; 3]>);
 
 /// The staging buffers to plan: per segment, three activation buffers live over its layers. Pushes their sizes
 /// into `scratch` and returns the (buffer, first, last) pins and their indices.
-pub fn staging_pins(p: &Partition, s: &Schedule, scratch: &mut Vec<usize>) -> Staging {
+pub fn staging_pins(
+    p: &Partition,
+    s: &Schedule,
+    scratch: &mut PrimaryMap<ScratchId, usize>,
+) -> Staging {
     let mut pins = Vec::new();
     let mut bufs = Vec::new();
     for (i, seg) in p.segments.iter().enumerate() {
         let (first, n) = s.segments[i];
-        let mut b3 = [Buf::Scratch(0); 3];
+        let mut b3 = [Buf::Scratch(ScratchId::new(0)); 3];
         for (j, &size) in seg.fused.sizes.iter().enumerate() {
-            scratch.push(size.max(1));
-            b3[j] = Buf::Scratch(scratch.len() - 1);
+            b3[j] = Buf::Scratch(scratch.push(size.max(1)));
             pins.push((b3[j], first, first + n.max(1) - 1));
         }
         bufs.push(b3);

@@ -112,7 +112,7 @@ impl MemoryPlan {
         for &ki in &s.order {
             let k = &l.kernels[ki];
             let lv = s.layer[ki];
-            for &b in &k.args {
+            for b in k.args.iter().map(|a| a.buf) {
                 if loc.contains_key(&b) {
                     continue;
                 }

@@ -8,16 +8,17 @@
 //! plain "one more than the latest writer" layering. Kernels are ordered by (layer, lowering order), a valid
 //! sequential order as well. Convex segments keep the unit graph acyclic.
 
-use crate::codegen::kernel::{Buf, Lowering};
+use crate::codegen::kernel::{Buf, KernelId, Lowering};
+use cranelift_entity::{EntityRef, SecondaryMap};
 use std::collections::HashMap;
 
 /// The schedule of a lowering.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
-    /// Layer of each kernel, indexed like `Lowering::kernels`.
-    pub layer: Vec<u32>,
-    /// Kernel indices in execution order (sorted by layer).
-    pub order: Vec<usize>,
+    /// Layer of each kernel.
+    pub layer: SecondaryMap<KernelId, u32>,
+    /// Kernels in execution order (sorted by layer).
+    pub order: Vec<KernelId>,
     /// Number of layers.
     pub num_layers: u32,
     /// Per segment: (first layer, number of layers).
@@ -27,26 +28,30 @@ pub struct Schedule {
 impl Schedule {
     /// Computes layers and order for a CPU-only lowering.
     pub fn new(l: &Lowering) -> Schedule {
-        Schedule::with_segments(l, &vec![None; l.kernels.len()], 0)
+        Schedule::with_segments(l, &SecondaryMap::new(), 0)
     }
 
     /// Computes layers and order; `segment[k]` is the NPU segment of kernel `k`, if any.
-    pub fn with_segments(l: &Lowering, segment: &[Option<usize>], num_segments: usize) -> Schedule {
+    pub fn with_segments(
+        l: &Lowering,
+        segment: &SecondaryMap<KernelId, Option<usize>>,
+        num_segments: usize,
+    ) -> Schedule {
         let nk = l.kernels.len();
+        // Dense kernel indices below; `KernelId::new(i)` is kernel `i`.
+        let segment: Vec<Option<usize>> = l.kernels.keys().map(|k| segment[k]).collect();
         // Units: CPU kernels are 0..nk, segment s is nk + s.
         let unit = |k: usize| segment[k].map_or(k, |s| nk + s);
         let mut writer: HashMap<Buf, usize> = HashMap::new();
         let mut kdeps: Vec<Vec<usize>> = vec![Vec::new(); nk];
-        for (i, k) in l.kernels.iter().enumerate() {
-            for (ai, b) in k.args.iter().enumerate() {
-                if !k.writes.contains(&ai) {
-                    if let Some(&w) = writer.get(b) {
-                        kdeps[i].push(w);
-                    }
+        for (i, k) in l.kernels.values().enumerate() {
+            for b in k.reads() {
+                if let Some(&w) = writer.get(&b) {
+                    kdeps[i].push(w);
                 }
             }
-            for &w in &k.writes {
-                writer.insert(k.args[w], i);
+            if let Some(b) = k.out() {
+                writer.insert(b, i);
             }
         }
         // Unit levels by fixed point over the (acyclic) unit graph in lowering order.
@@ -108,9 +113,13 @@ impl Schedule {
         let mut order: Vec<usize> = (0..nk).collect();
         order.sort_by_key(|&i| (layer[i], i));
         let num_layers = if nk == 0 { 0 } else { next };
+        let mut layers = SecondaryMap::with_capacity(nk);
+        for (i, &lv) in layer.iter().enumerate() {
+            layers[KernelId::new(i)] = lv;
+        }
         Schedule {
-            layer,
-            order,
+            layer: layers,
+            order: order.into_iter().map(KernelId::new).collect(),
             num_layers,
             segments,
         }

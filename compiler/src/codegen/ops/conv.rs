@@ -5,6 +5,7 @@
 //! GEMM's columns are added into the output windows, again with compile-time valid ranges.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::kernel::Role;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{InstBuilder, Value};
 
@@ -79,7 +80,7 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
         Some(z) => fill_bytes(kb, ptr, from, to, z),
     };
     let (lo, hi) = kb.task_range(s.units(), tasks);
-    let (x_base, col_base) = (kb.args[0], kb.args[1]);
+    let (x_base, col_base) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u = b * C + ci: the input plane u and the column rows (u * KH*KW ..).
         let src_plane = kb.addr(x_base, u, (h * w * e) as i64);
@@ -293,9 +294,9 @@ pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
     let [kh, kw] = s.kernel;
     let khw = kh * kw;
     let (lo, hi) = kb.task_range(s.n * s.m, tasks);
-    let col = kb.args[0];
-    let bias = s.has_bias.then(|| kb.args[1]);
-    let out = kb.args[if s.has_bias { 2 } else { 1 }];
+    let col = kb.arg(Role::X);
+    let bias = s.has_bias.then(|| kb.arg(Role::Bias));
+    let out = kb.arg(Role::Out);
     kb.for_range(lo, hi, 1, |kb, u| {
         let plane = kb.addr(out, u, (oh * ow * 4) as i64);
         let init = match bias {

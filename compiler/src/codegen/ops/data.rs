@@ -3,6 +3,7 @@
 //! gather behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
 
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
@@ -50,7 +51,7 @@ pub fn copy_bytes(kb: &mut Kb, dst: Value, src: Value, len: usize) {
 /// Emits a flat copy of `len` bytes: args src, dst.
 pub fn emit_copy(kb: &mut Kb, len: usize, tasks: u32) {
     let units = len.div_ceil(COPY_CHUNK);
-    let (src, dst) = (kb.args[0], kb.args[1]);
+    let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     if tasks <= 1 || units <= 1 {
         copy_bytes(kb, dst, src, len);
         return;
@@ -89,7 +90,7 @@ pub fn emit_transpose(
     let outer: usize = out_shape[..r - 1].iter().product();
     let ty = int_ty(elem);
     let (lo, hi) = kb.task_range(outer, tasks);
-    let (src, dst) = (kb.args[0], kb.args[1]);
+    let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         let mut off = kb.iconst(0);
         for (d, q) in kb.unravel(u, &out_shape[..r - 1]).into_iter().enumerate() {
@@ -111,8 +112,8 @@ pub fn emit_transpose(
 pub fn emit_concat(kb: &mut Kb, outer: usize, blocks: &[usize], tasks: u32) {
     let total: usize = blocks.iter().sum();
     let (lo, hi) = kb.task_range(outer, tasks);
-    let out = kb.args[blocks.len()];
-    let ins: Vec<Value> = kb.args[..blocks.len()].to_vec();
+    let out = kb.arg(Role::Out);
+    let ins: Vec<Value> = kb.inputs();
     kb.for_range(lo, hi, 1, |kb, o| {
         let mut at = 0;
         let dst_row = kb.addr(out, o, total as i64);
@@ -143,7 +144,7 @@ pub fn emit_index_map(
     let rows: usize = out_shape[..r - 1].iter().product();
     let ty = int_ty(elem);
     let (lo, hi) = kb.task_range(rows, tasks);
-    let (src, tab, dst) = (kb.args[0], kb.args[1], kb.args[2]);
+    let (src, tab, dst) = (kb.arg(Role::X), kb.arg(Role::Table), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         let mut base = kb.iconst(0);
         for (d, q) in kb.unravel(u, &out_shape[..r - 1]).into_iter().enumerate() {
@@ -204,7 +205,7 @@ pub fn emit_gather(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * k, tasks);
-    let (data, idx, out) = (kb.args[0], kb.args[1], kb.args[2]);
+    let (data, idx, out) = (kb.arg(Role::X), kb.arg(Role::Index), kb.arg(Role::Out));
     let row = inner * elem;
     kb.for_range(lo, hi, 1, |kb, u| {
         let (o, j) = kb.divmod(u, k);
@@ -244,7 +245,7 @@ pub(crate) fn load_ty(dt: DType) -> Type {
 pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32) {
     let chunk = super::elementwise::CHUNK;
     let (lo, hi) = kb.task_range(len.div_ceil(chunk), tasks);
-    let (src, dst) = (kb.args[0], kb.args[1]);
+    let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     let start = kb.b.ins().imul_imm_s(lo, chunk as i64);
     let end = kb.b.ins().imul_imm_s(hi, chunk as i64);
     let n = kb.iconst(len as i64);

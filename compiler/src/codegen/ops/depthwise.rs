@@ -7,6 +7,7 @@
 //! large border are first copied into a zero-padded stack plane so that every row is.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::kernel::Role;
 use crate::codegen::math;
 use crate::ir::Activation;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -97,9 +98,9 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
     let (y0, y1) = interior(h, oh, kh, sh, dh, pt);
     let (x0, x1) = interior(w, ow, kw, sw, dw, pl);
     let (lo, hi) = kb.task_range(s.n * s.c, tasks);
-    let (px, pw) = (kb.args[0], kb.args[1]);
-    let pb = s.has_bias.then(|| kb.args[2]);
-    let po = kb.args[if s.has_bias { 3 } else { 2 }];
+    let (px, pw) = (kb.arg(Role::X), kb.arg(Role::W));
+    let pb = s.has_bias.then(|| kb.arg(Role::Bias));
+    let po = kb.arg(Role::Out);
     if let (Some(f), Some([ph, pw_])) = (row, padded_plane(s)) {
         // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then every output row
         // is one row-kernel call over all `ow` outputs.

@@ -3,6 +3,7 @@
 //! unfused BatchNormalization lowers to. Inner runs are f32x4 with a scalar tail.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::kernel::Role;
 use crate::codegen::math;
 use crate::ir::{BinOp, UnOp};
 use cranelift_codegen::ir::types::F32;
@@ -75,7 +76,7 @@ impl BinarySpec {
 /// Emits a binary kernel: args a, b, out.
 pub fn emit_binary(kb: &mut Kb, s: &BinarySpec, tasks: u32) {
     let (lo, hi) = kb.task_range(s.units(), tasks);
-    let (pa, pb, po) = (kb.args[0], kb.args[1], kb.args[2]);
+    let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         if s.outer.is_empty() {
             let start = kb.b.ins().imul_imm_s(u, CHUNK as i64);
@@ -151,7 +152,7 @@ fn inner_run(kb: &mut Kb, s: &BinarySpec, a: Value, b: Value, o: Value, len: Val
 /// Emits a unary kernel over `len` elements: args in, out.
 pub fn emit_unary(kb: &mut Kb, op: UnOp, len: usize, tasks: u32) {
     let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
-    let (pi, po) = (kb.args[0], kb.args[1]);
+    let (pi, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let start = kb.b.ins().imul_imm_s(lo, CHUNK as i64);
     let end = kb.b.ins().imul_imm_s(hi, CHUNK as i64);
     let n = kb.iconst(len as i64);
@@ -174,7 +175,12 @@ pub fn emit_unary(kb: &mut Kb, op: UnOp, len: usize, tasks: u32) {
 /// args x, scale, shift, out.
 pub fn emit_affine(kb: &mut Kb, planes: usize, c: usize, inner: usize, tasks: u32) {
     let (lo, hi) = kb.task_range(planes, tasks);
-    let (px, ps, pt, po) = (kb.args[0], kb.args[1], kb.args[2], kb.args[3]);
+    let (px, ps, pt, po) = (
+        kb.arg(Role::X),
+        kb.arg(Role::Scale),
+        kb.arg(Role::Shift),
+        kb.arg(Role::Out),
+    );
     kb.for_range(lo, hi, 1, |kb, p| {
         let (_, ch) = kb.divmod(p, c);
         let sp = kb.addr(ps, ch, 4);

@@ -7,6 +7,7 @@
 //! element is computed by the same instruction sequence whatever the split, so results do not depend on it.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::kernel::Role;
 use crate::codegen::math::activation;
 use crate::ir::Activation;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -21,11 +22,11 @@ pub const NR: usize = 8;
 /// Rows per work unit.
 const ROW_GROUP: usize = 64;
 
-/// An operand: kernel argument index, element offset, and strides in elements.
+/// An operand: kernel argument role, element offset, and strides in elements.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Operand {
-    /// Kernel argument holding the tensor.
-    pub arg: usize,
+    /// The kernel argument holding the tensor.
+    pub arg: Role,
     /// Offset of element (0, 0) in elements.
     pub off: usize,
     /// Row stride in elements.
@@ -247,11 +248,11 @@ fn tile(
     let a_row = kb.b.ins().imul_imm_s(i, s.a.rs as i64);
     let a_el = kb.b.ins().iadd(a_row, offs[0]);
     let a_el = kb.b.ins().iadd_imm_s(a_el, s.a.off as i64);
-    let a_base = kb.args[s.a.arg];
+    let a_base = kb.arg(s.a.arg);
     let a_ptr0 = kb.addr(a_base, a_el, 4);
     let b_el = kb.b.ins().iadd(j0, offs[1]);
     let b_el = kb.b.ins().iadd_imm_s(b_el, s.b.off as i64);
-    let b_base = kb.args[s.b.arg];
+    let b_base = kb.arg(s.b.arg);
     let b_ptr0 = kb.addr(b_base, b_el, 4);
     let mut acc: Vec<Vec<Variable>> = Vec::with_capacity(rows);
     for _ in 0..rows {
@@ -344,7 +345,7 @@ fn micro_rows(
     let a0 = elem(kb, &s.a, i_lo, zero, offs[0]);
     let b0 = elem(kb, &s.b, zero, j0, offs[1]);
     let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
-    let (a_base, b_base, c_base) = (kb.args[s.a.arg], kb.args[s.b.arg], kb.args[s.c.arg]);
+    let (a_base, b_base, c_base) = (kb.arg(s.a.arg), kb.arg(s.b.arg), kb.arg(s.c.arg));
     let panel = kb.b.ins().stack_addr(I64, slot, 0);
     // Where the tile `di` rows below `i_lo` is stored: C, or the column-tail buffer (row stride nr).
     let tile_out = |kb: &mut Kb, di: Value| {
@@ -470,7 +471,7 @@ fn elem(kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value) -> Value 
 /// batch offset `off`.
 fn tile_addr(kb: &mut Kb, op: &Operand, off: Value, i: Value, j0: Value) -> Value {
     let el = elem(kb, op, i, j0, off);
-    let base = kb.args[op.arg];
+    let base = kb.arg(op.arg);
     kb.addr(base, el, 4)
 }
 
@@ -486,7 +487,7 @@ fn bias_addr(kb: &mut Kb, b: &Bias, off: Value, i: Value, j0: Value) -> Value {
     };
     let el = kb.b.ins().iadd(el, off);
     let el = kb.b.ins().iadd_imm_s(el, b.at.off as i64);
-    let base = kb.args[b.at.arg];
+    let base = kb.arg(b.at.arg);
     kb.addr(base, el, 4)
 }
 

@@ -4,6 +4,7 @@
 
 use super::data::{int_ty, load_ty};
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::ir::{CmpOp, DType, LogicOp};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::I8;
@@ -42,8 +43,8 @@ pub fn emit_logic(
         LogicKind::Where(e) => (vec![1, e, e], e),
     };
     let (lo, hi) = kb.task_range(rows, tasks);
-    let ins: Vec<Value> = kb.args[..k].to_vec();
-    let out = kb.args[k];
+    let ins: Vec<Value> = kb.inputs();
+    let out = kb.arg(Role::Out);
     kb.for_range(lo, hi, 1, |kb, u| {
         let coords = kb.unravel(u, &out_shape[..r - 1]);
         let mut bases = Vec::with_capacity(k);

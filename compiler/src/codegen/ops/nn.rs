@@ -5,6 +5,7 @@
 //! the taps of `ir::ops::resize::axis_taps`.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
+use crate::codegen::kernel::Role;
 use crate::codegen::math::{exp, log};
 use crate::ir::LrnAttrs;
 use cranelift_codegen::ir::types::{F32, I64};
@@ -20,7 +21,7 @@ pub fn emit_softmax(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * inner, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         let start = kb.strided_row_start(u, len, inner);
         let x = kb.addr(px, start, 4);
@@ -150,10 +151,10 @@ pub fn emit_norm(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(rows, tasks);
-    let px = kb.args[0];
-    let ps = kb.args[1];
-    let pb = has_bias.then(|| kb.args[2]);
-    let po = kb.args[if has_bias { 3 } else { 2 }];
+    let px = kb.arg(Role::X);
+    let ps = kb.arg(Role::Scale);
+    let pb = has_bias.then(|| kb.arg(Role::Bias));
+    let po = kb.arg(Role::Out);
     kb.for_range(lo, hi, 1, |kb, r| {
         let x = kb.addr(px, r, (len * 4) as i64);
         let y = kb.addr(po, r, (len * 4) as i64);
@@ -213,7 +214,7 @@ pub fn emit_norm(
 /// Emits LRN: args x, out. One task unit per (n, c) plane.
 pub fn emit_lrn(kb: &mut Kb, n: usize, c: usize, inner: usize, a: &LrnAttrs, tasks: u32) {
     let (lo, hi) = kb.task_range(n * c, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let before = ((a.size - 1) / 2) as i64;
     let after = (a.size - 1) as i64 - before;
     let plane = (inner * 4) as i64;
@@ -274,7 +275,12 @@ pub fn emit_resample(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * n_out, tasks);
-    let (px, pi, pw, po) = (kb.args[0], kb.args[1], kb.args[2], kb.args[3]);
+    let (px, pi, pw, po) = (
+        kb.arg(Role::X),
+        kb.arg(Role::Index),
+        kb.arg(Role::W),
+        kb.arg(Role::Out),
+    );
     let row = (inner * 4) as i64;
     kb.for_range(lo, hi, 1, |kb, u| {
         let (o, q) = kb.divmod(u, n_out);

@@ -2,6 +2,7 @@
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
@@ -28,7 +29,7 @@ pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
     let [oh, ow] = s.out;
     let a = &s.attrs;
     let (lo, hi) = kb.task_range(s.planes, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, p| {
         let src = kb.addr(px, p, (h * w * 4) as i64);
         let dst = kb.addr(po, p, (oh * ow * 4) as i64);
@@ -104,7 +105,7 @@ pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
 /// Emits global average pooling: args x, out; `planes` planes of `size` elements each.
 pub fn emit_global_avg(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
     let (lo, hi) = kb.task_range(planes, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, p| {
         let src = kb.addr(px, p, (size * 4) as i64);
         let sum = kb.row_sum(src, size, |_, _, v| v);

@@ -9,6 +9,7 @@
 use super::depthwise::interior;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
@@ -84,9 +85,9 @@ pub fn emit_with(
     let (xdt, zx) = s.x;
     let ysz = s.y.size() as i64;
     let (lo, hi) = kb.task_range(s.n * s.c, tasks);
-    let (px, pw, pb) = (kb.args[0], kb.args[1], kb.args[2]);
-    let psc = s.requant.map(|_| kb.args[3]);
-    let po = kb.args[if s.requant.is_some() { 4 } else { 3 }];
+    let (px, pw, pb) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Bias));
+    let psc = s.requant.map(|_| kb.arg(Role::Scale));
+    let po = kb.arg(Role::Out);
     let mask_ff = {
         let m = kb.b.ins().iconst(I16, 0xff);
         kb.b.ins().splat(I16X8, m)

@@ -12,6 +12,7 @@
 use super::gemm::Operand;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
@@ -27,18 +28,18 @@ const ROWS: usize = 128;
 /// K depth of one packed panel (even).
 pub const KC: usize = 2048;
 
-/// Requantisation of the integer GEMM's output.
+/// Requantisation of the integer GEMM's output; the f32 scale per row is argument `Role::Scale`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QOut {
-    /// Kernel argument holding the f32 scale per row.
-    pub scale_arg: usize,
     /// Output zero point.
     pub zero_point: i32,
     /// Output clamp.
     pub clamp: (i32, i32),
 }
 
-/// A full integer GEMM description with static sizes.
+/// A full integer GEMM description with static sizes. Argument `Role::A` is the packed A: row `i` is
+/// `k.div_ceil(2)` i32 words (i16 pairs), or with `vnni` `k.next_multiple_of(4)` s8 bytes; `Role::Bias` the i32
+/// bias per row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QGemmSpec {
     /// Rows (output channels per batch entry).
@@ -49,9 +50,6 @@ pub struct QGemmSpec {
     pub k: usize,
     /// Batch dims, outermost first: (count, A words, B elements, C elements, channel) strides.
     pub batch: Vec<[usize; 5]>,
-    /// Kernel argument of the packed A: row `i` is `k.div_ceil(2)` i32 words (i16 pairs), or with `vnni`
-    /// `k.next_multiple_of(4)` s8 bytes.
-    pub a_arg: usize,
     /// The AVX-512 VNNI layout and micro-kernel (`qgemm_vnni.rs`): B is read as u8 (i8 activations flipped by
     /// `^ 0x80`) and the bias already holds `-zp · Σ_k A[i, k]`.
     pub vnni: bool,
@@ -65,8 +63,6 @@ pub struct QGemmSpec {
     pub c: Operand,
     /// C's dtype (u8, i8, or i32 for raw sums).
     pub c_dtype: DType,
-    /// Kernel argument of the i32 bias per row.
-    pub bias_arg: usize,
     /// Requantisation (None for i32 output).
     pub requant: Option<QOut>,
 }
@@ -279,7 +275,7 @@ fn unit_micro(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &PairMicro)
     let (nb, _, _) = pair_blocks(s);
     let ibuf = g.ibuf.expect("micro-kernel units buffer their sums");
     let kp_total = s.kp() as i64;
-    let a_base = kb.args[s.a_arg];
+    let a_base = kb.arg(Role::A);
     for blk in 0..nb {
         let k0 = blk * KC;
         pack(kb, s, g, cols, k0, KC.min(s.k - k0));
@@ -336,7 +332,7 @@ struct Stage {
 /// word `j` of row `p` holding `(B[k0 + 2p, j] - zb, B[k0 + 2p + 1, j] - zb)` (zero beyond K or `cols`).
 fn pack(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, k0: usize, klen: usize) {
     let esz = s.b_dtype.size() as i64;
-    let b_base = kb.args[s.b.arg];
+    let b_base = kb.arg(s.b.arg);
     let b_el = kb.b.ins().iadd(g.offs[1], g.j0);
     let b_el = if s.b.cs == 1 {
         b_el
@@ -452,7 +448,7 @@ fn tile(kb: &mut Kb, s: &QGemmSpec, g: &Unit, st: &Stage, i: Value, rows: usize,
     let a_row = kb.b.ins().imul_imm_s(i, kp_total as i64);
     let a_el = kb.b.ins().iadd(a_row, g.offs[0]);
     let a_el = kb.b.ins().iadd_imm_s(a_el, st.kp0 as i64);
-    let a0 = kb.addr(kb.args[s.a_arg], a_el, 4);
+    let a0 = kb.addr(kb.arg(Role::A), a_el, 4);
     kb.for_const(0, st.kpl, 1, |kb, p| {
         let pp = kb.addr(g.panel, p, (NR * 4) as i64);
         let bv = [kb.load(I16X8, pp, 0), kb.load(I16X8, pp, 16)];
@@ -515,12 +511,13 @@ pub(super) fn epilogue(
     let c_el = kb.b.ins().iadd(c_row, c_col);
     let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
     let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
-    let c0 = kb.addr(kb.args[s.c.arg], c_el, esz);
-    let bias0 = kb.addr(kb.args[s.bias_arg], ch0, 4);
+    let c0 = kb.addr(kb.arg(s.c.arg), c_el, esz);
+    let bias0 = kb.addr(kb.arg(Role::Bias), ch0, 4);
     let scale0 = s
         .requant
         .as_ref()
-        .map(|q| kb.addr(kb.args[q.scale_arg], ch0, 4));
+        .map(|_| kb.arg(Role::Scale))
+        .map(|p| kb.addr(p, ch0, 4));
     for (r, row) in vals.iter().enumerate() {
         let b = kb.load(I32, bias0, (r * 4) as i64);
         let bv = kb.b.ins().splat(I32X4, b);

@@ -11,6 +11,7 @@ use super::qgemm::{
     decode_unit, epilogue, epilogue_buffered, for_row_tiles, slot, QGemmSpec, Unit,
 };
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::codegen::kernels::qgemm_x86::{MR, NR};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -105,7 +106,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
     }
     let ibuf = g.ibuf.expect("VNNI units buffer their sums");
     let a_rs = a_rs(s);
-    let a_base = kb.args[s.a_arg];
+    let a_base = kb.arg(Role::A);
     for blk in 0..nb {
         pack(kb, s, g, cols, blk);
         let kind = usize::from(blk + 1 == nb);
@@ -134,7 +135,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
 fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
     let tbuf = g.ibuf.expect("VNNI units have a tile buffer");
     let a_rs = a_rs(s);
-    let a_base = kb.args[s.a_arg];
+    let a_base = kb.arg(Role::A);
     pack(kb, s, g, cols, 0);
     let tile = |kb: &mut Kb, i: Value, rk: usize, rows: usize| {
         let a_el = kb.b.ins().imul_imm_s(i, a_rs as i64);
@@ -146,10 +147,10 @@ fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro
                 let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
                 let c_el = kb.b.ins().iadd(c_el, g.j0);
                 let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
-                let c = kb.addr(kb.args[s.c.arg], c_el, s.c_dtype.size() as i64);
+                let c = kb.addr(kb.arg(s.c.arg), c_el, s.c_dtype.size() as i64);
                 let ch = kb.b.ins().iadd(i, g.offs[3]);
-                let bias = kb.addr(kb.args[s.bias_arg], ch, 4);
-                let scale = kb.addr(kb.args[q.scale_arg], ch, 4);
+                let bias = kb.addr(kb.arg(Role::Bias), ch, 4);
+                let scale = kb.addr(kb.arg(Role::Scale), ch, 4);
                 kb.b.ins().call(f, &[a, g.panel, c, bias, scale]);
             }
             _ => {
@@ -185,7 +186,7 @@ fn pack(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, blk: usize) {
     let quads = if blk + 1 == nb { last } else { KQB };
     let k0 = blk * KQB * 4;
     let flip = s.b_dtype == DType::I8;
-    let b_base = kb.args[s.b.arg];
+    let b_base = kb.arg(s.b.arg);
     let col = kb.b.ins().imul_imm_s(g.j0, s.b.cs as i64);
     let b_el = kb.b.ins().iadd(g.offs[1], col);
     let b_el = kb.b.ins().iadd_imm_s(b_el, (s.b.off + k0 * s.b.rs) as i64);

@@ -5,6 +5,7 @@
 //! and rounding commute with adding an integer) and narrowing byte stores; and QAdd, the quantised residual add.
 
 use crate::codegen::builder::{Kb, LANES};
+use crate::codegen::kernel::Role;
 use crate::ir::ops::quant::range_of;
 use crate::ir::DType;
 use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4, I8, I8X16};
@@ -118,7 +119,12 @@ pub fn store1(kb: &mut Kb, v: Value, ptr: Value, off: i64, dtype: DType) {
 /// Emits a quantize / dequantize kernel.
 pub fn emit_quantize(kb: &mut Kb, s: &QuantSpec, tasks: u32) {
     let (lo, hi) = kb.task_range(s.planes, tasks);
-    let (x, sc, zp, y) = (kb.args[0], kb.args[1], kb.args[2], kb.args[3]);
+    let (x, sc, zp, y) = (
+        kb.arg(Role::X),
+        kb.arg(Role::Scale),
+        kb.arg(Role::ZeroPoint),
+        kb.arg(Role::Out),
+    );
     let (in_sz, out_sz) = if s.dequantize {
         (s.dtype.size() as i64, 4)
     } else {
@@ -213,7 +219,7 @@ pub fn emit_qadd_with(
 ) {
     const CHUNK: usize = 1024;
     let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
-    let (a, b, y) = (kb.args[0], kb.args[1], kb.args[2]);
+    let (a, b, y) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     let one = |kb: &mut Kb, i: Value, ty: Type| {
         let vec = ty == F32X4;
         let side = |kb: &mut Kb, base: Value, dt: DType, (s, z): (f32, i32)| {

@@ -3,6 +3,7 @@
 //! `ir::ops::reduce::reduce_row`), and ArgMax / ArgMin writing i64 indices.
 
 use crate::codegen::builder::Kb;
+use crate::codegen::kernel::Role;
 use crate::codegen::math::{exp, fsel, log};
 use crate::ir::ReduceKind;
 use cranelift_codegen::ir::condcodes::FloatCC;
@@ -19,7 +20,7 @@ pub fn emit_reduce(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * inner, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let step = (inner * 4) as i64;
     kb.for_range(lo, hi, 1, |kb, u| {
         let start = kb.strided_row_start(u, len, inner);
@@ -97,7 +98,7 @@ pub fn emit_arg(
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * inner, tasks);
-    let (px, po) = (kb.args[0], kb.args[1]);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let step = (inner * 4) as i64;
     kb.for_range(lo, hi, 1, |kb, u| {
         let start = kb.strided_row_start(u, len, inner);

@@ -1,14 +1,14 @@
-//! Lowering of the int8 family. QAdd is one elementwise kernel; Quantize / Dequantize become one conversion kernel with their scales and zero
+//! Lowering of the int8 family (`ir/ops/quant.rs`). QAdd is one elementwise kernel; Quantize / Dequantize become one conversion kernel with their scales and zero
 //! points as constants. QConv becomes an optional byte im2col (padded with the input zero point) and an integer
 //! GEMM per (batch, group) whose A is the weights packed into i16 pairs at compile time; QMatMul is the same
 //! GEMM with the weights as A and the input read transposed (`C^T = W^T · X^T`), so rows are always output
 //! channels and the bias / scale are per row.
 
-use super::kernel::{Body, Buf};
-use super::lower::Ctx;
-use super::ops::gemm::Operand;
-use super::ops::qgemm::{pack_a, QGemmSpec, QOut};
-use super::ops::quant::QuantSpec;
+use super::{operand, Ctx};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::ops::gemm::Operand;
+use crate::codegen::ops::qgemm::{pack_a, QGemmSpec, QOut};
+use crate::codegen::ops::quant::QuantSpec;
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
 use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
@@ -22,7 +22,7 @@ fn ints(dtype: DType, shape: Vec<usize>, v: Vec<i64>) -> Tensor {
 }
 
 /// Lowers a Quantize, Dequantize, QConv or QMatMul node.
-pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
+pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (x, out) = (node.inputs[0], node.outputs[0]);
     let name = node.name.clone();
@@ -49,14 +49,13 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 dequantize: matches!(node.op, Op::Dequantize(_)),
                 dtype: q.dtype,
             };
-            cx.push_to(
-                n,
-                None,
-                vec![Buf::Tensor(x), Buf::Tensor(sc), Buf::Tensor(zp)],
-                Buf::Tensor(out),
-                Body::Quantize(spec),
-                numel(&shape),
-            );
+            let args = [
+                (Role::X, Buf::Tensor(x)),
+                (Role::Scale, Buf::Tensor(sc)),
+                (Role::ZeroPoint, Buf::Tensor(zp)),
+                (Role::Out, Buf::Tensor(out)),
+            ];
+            cx.push(n, None, &args, Body::Quantize(spec), numel(&shape));
             Ok(())
         }
         Op::QConv(a, p) => {
@@ -81,7 +80,7 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
             }
             let (b_buf, b_batch, b_group) =
                 cx.conv_columns(n, a, &xs, &os, cg, Some(p.x_zero_point as u8));
-            let spec = |a_arg, bias_arg, requant, a_row: usize, vnni| QGemmSpec {
+            let spec = |requant, a_row: usize, vnni| QGemmSpec {
                 m: mg,
                 n: pix,
                 k: kk,
@@ -89,24 +88,12 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                     [nb, 0, b_batch, m * pix, 0],
                     [g, mg * a_row, b_group, mg * pix, mg],
                 ],
-                a_arg,
                 vnni,
-                b: Operand {
-                    arg: 1,
-                    off: 0,
-                    rs: pix,
-                    cs: 1,
-                },
+                b: operand(Role::B, pix),
                 b_dtype: xdt,
                 b_zero_point: p.x_zero_point,
-                c: Operand {
-                    arg: 2,
-                    off: 0,
-                    rs: pix,
-                    cs: 1,
-                },
+                c: operand(Role::Out, pix),
                 c_dtype: p.out_dtype(),
-                bias_arg,
                 requant,
             };
             gemm(cx, n, &name, &wv, m, kk, b_buf, p, spec)
@@ -126,15 +113,14 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 .collect();
             let rows = numel(&cx.shape(x)) / k.max(1);
             let xdt = cx.g.tensors[x].dtype;
-            let spec = |a_arg, bias_arg, requant, _a_row: usize, vnni| QGemmSpec {
+            let spec = |requant, _a_row: usize, vnni| QGemmSpec {
                 m: nn,
                 n: rows,
                 k,
                 batch: vec![],
-                a_arg,
                 vnni,
                 b: Operand {
-                    arg: 1,
+                    arg: Role::B,
                     off: 0,
                     rs: 1,
                     cs: k,
@@ -142,13 +128,12 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 b_dtype: xdt,
                 b_zero_point: p.x_zero_point,
                 c: Operand {
-                    arg: 2,
+                    arg: Role::Out,
                     off: 0,
                     rs: 1,
                     cs: nn,
                 },
                 c_dtype: p.out_dtype(),
-                bias_arg,
                 requant,
             };
             gemm(cx, n, &name, &wtr, nn, k, Buf::Tensor(x), p, spec)
@@ -157,25 +142,24 @@ pub(super) fn lower_quant(cx: &mut Ctx, n: NodeId) -> Result<()> {
             let b = node.inputs[1];
             let len = numel(&cx.shape(out));
             let dtypes = [cx.g.tensors[x].dtype, cx.g.tensors[b].dtype];
-            cx.push_to(
-                n,
-                None,
-                vec![Buf::Tensor(x), Buf::Tensor(b)],
-                Buf::Tensor(out),
-                Body::QAdd {
-                    params: params.clone(),
-                    dtypes,
-                    len,
-                },
+            let args = [
+                (Role::A, Buf::Tensor(x)),
+                (Role::B, Buf::Tensor(b)),
+                (Role::Out, Buf::Tensor(out)),
+            ];
+            let body = Body::QAdd {
+                params: params.clone(),
+                dtypes,
                 len,
-            );
+            };
+            cx.push(n, None, &args, body, len);
             Ok(())
         }
-        _ => Err(Error::internal("lower", "lower_quant on a float node")),
+        _ => Err(Error::internal("lower", "quant lowering of a float op")),
     }
 }
 
-/// Pushes the direct depthwise kernel: args x, w, bias, [scale], out.
+/// Pushes the direct depthwise kernel: roles X, W, Bias, [Scale], Out.
 fn depthwise(
     cx: &mut Ctx,
     n: NodeId,
@@ -194,15 +178,20 @@ fn depthwise(
             p.bias.iter().map(|&b| b as i64).collect(),
         ),
     );
-    let mut args = vec![Buf::Tensor(x), Buf::Tensor(wt), Buf::Tensor(bias)];
+    let mut args = vec![
+        (Role::X, Buf::Tensor(x)),
+        (Role::W, Buf::Tensor(wt)),
+        (Role::Bias, Buf::Tensor(bias)),
+    ];
     if let Some(r) = &p.requant {
         let sc = cx.constant(
             format!("{}::requant_scale", node.name),
             Tensor::f32(vec![c], r.scale.clone()),
         );
-        args.push(Buf::Tensor(sc));
+        args.push((Role::Scale, Buf::Tensor(sc)));
     }
-    let spec = super::ops::qdepthwise::QDepthwiseSpec {
+    args.push((Role::Out, Buf::Tensor(out)));
+    let spec = crate::codegen::ops::qdepthwise::QDepthwiseSpec {
         n: nb,
         c,
         hw: [h, w],
@@ -216,18 +205,11 @@ fn depthwise(
         requant: p.requant.as_ref().map(|r| (r.zero_point, r.clamp)),
     };
     let work = nb * c * out_hw[0] * out_hw[1] * a.kernel[0] * a.kernel[1];
-    cx.push_to(
-        n,
-        None,
-        args,
-        Buf::Tensor(out),
-        Body::QDepthwise(spec),
-        work,
-    );
+    cx.push(n, None, &args, Body::QDepthwise(spec), work);
     Ok(())
 }
 
-/// Pushes the integer GEMM kernel: args packed A, B, C, bias, [scale]. `w` is the `rows x k` weight matrix;
+/// Pushes the integer GEMM kernel: roles A (packed weights), B, Out, Bias, [Scale]. `w` is the `rows x k` weight matrix;
 /// it is packed for the target (i16 pairs, or VNNI bytes with the activation zero point folded into the bias).
 #[allow(clippy::too_many_arguments)] // the node, its weights and the spec builder
 fn gemm(
@@ -239,7 +221,7 @@ fn gemm(
     k: usize,
     b: Buf,
     p: &IntProduct,
-    spec: impl Fn(usize, usize, Option<QOut>, usize, bool) -> QGemmSpec,
+    spec: impl Fn(Option<QOut>, usize, bool) -> QGemmSpec,
 ) -> Result<()> {
     let out = cx.g.nodes[n].outputs[0];
     let x = cx.g.nodes[n].inputs[0];
@@ -270,21 +252,25 @@ fn gemm(
     };
     let a = cx.constant(format!("{name}::w_packed"), a);
     let bias = cx.constant(format!("{name}::bias"), ints(DType::I32, vec![rows], bias));
-    let mut args = vec![Buf::Tensor(a), b, Buf::Tensor(out), Buf::Tensor(bias)];
+    let mut args = vec![
+        (Role::A, Buf::Tensor(a)),
+        (Role::B, b),
+        (Role::Out, Buf::Tensor(out)),
+        (Role::Bias, Buf::Tensor(bias)),
+    ];
     let requant = p.requant.as_ref().map(|r| {
         let sc = cx.constant(
             format!("{name}::requant_scale"),
             Tensor::f32(vec![rows], r.scale.clone()),
         );
-        args.push(Buf::Tensor(sc));
+        args.push((Role::Scale, Buf::Tensor(sc)));
         QOut {
-            scale_arg: 4,
             zero_point: r.zero_point,
             clamp: r.clamp,
         }
     });
-    let s = spec(0, 3, requant, a_row, vnni);
+    let s = spec(requant, a_row, vnni);
     let work = s.macs();
-    cx.push(n, None, args, vec![2], Body::QGemm(s), work);
+    cx.push(n, None, &args, Body::QGemm(s), work);
     Ok(())
 }

@@ -1,0 +1,118 @@
+//! Lowering of the convolutional family (`ir/ops/cnn.rs`). A depthwise Conv (one channel per group, no
+//! residual) is one direct `Depthwise` kernel; any other Conv is a GEMM per (batch, group) of the weights
+//! [M/g, C/g·KH·KW] by the input's columns — the input itself for an unpadded stride-1 1x1, else an `im2col`
+//! kernel's scratch (`Ctx::conv_columns`) — with bias, residual and activation fused in its epilogue.
+//! MaxPool / AveragePool are one `Pool` kernel, GlobalAveragePool one `GlobalAvg`.
+
+use super::{operand, Ctx};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::ops::depthwise::DepthwiseSpec;
+use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
+use crate::codegen::ops::pool::PoolSpec;
+use crate::error::{Error, Result};
+use crate::ir::{numel, ConvAttrs, NodeId, Op};
+
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
+    let (x, out) = (cx.g.nodes[n].inputs[0], cx.g.nodes[n].outputs[0]);
+    let (xs, os) = (cx.shape(x), cx.shape(out));
+    let args = [(Role::X, Buf::Tensor(x)), (Role::Out, Buf::Tensor(out))];
+    match op {
+        Op::Conv(a) => lower_conv(cx, n, a),
+        Op::Pool(kind, a) => {
+            let spec = PoolSpec {
+                kind: *kind,
+                attrs: a.clone(),
+                planes: xs[0] * xs[1],
+                hw: [xs[2], xs[3]],
+                out: [os[2], os[3]],
+            };
+            let work = numel(&os) * a.kernel[0] * a.kernel[1];
+            cx.push(n, None, &args, Body::Pool(spec), work);
+            Ok(())
+        }
+        Op::GlobalAveragePool => {
+            let body = Body::GlobalAvg {
+                planes: xs[0] * xs[1],
+                size: numel(&xs[2..]),
+            };
+            cx.push(n, None, &args, body, numel(&xs));
+            Ok(())
+        }
+        _ => Err(Error::internal("lower", "cnn lowering of another op")),
+    }
+}
+
+fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let out = Buf::Tensor(node.outputs[0]);
+    let (xs, ws, os) = (
+        cx.shape(ins[0]),
+        cx.shape(ins[1]),
+        cx.shape(node.outputs[0]),
+    );
+    let (nb, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+    let (m, cg) = (ws[0], ws[1]);
+    let g = a.group;
+    let mg = m / g;
+    let khw = a.kernel[0] * a.kernel[1];
+    let kk = cg * khw;
+    let p = os[2] * os[3];
+    let bias = a.has_bias.then(|| (Role::Bias, Buf::Tensor(ins[2])));
+    if g == c && m == c && !a.epilogue.residual {
+        let spec = DepthwiseSpec {
+            n: nb,
+            c,
+            hw: [h, w],
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads: [a.pads[0], a.pads[1]],
+            out: [os[2], os[3]],
+            has_bias: a.has_bias,
+            act: a.epilogue.act,
+        };
+        let mut args = vec![
+            (Role::X, Buf::Tensor(ins[0])),
+            (Role::W, Buf::Tensor(ins[1])),
+        ];
+        args.extend(bias);
+        args.push((Role::Out, out));
+        cx.push(n, None, &args, Body::Depthwise(spec), nb * m * p * khw);
+        return Ok(());
+    }
+    let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
+    let mut args = vec![
+        (Role::A, Buf::Tensor(ins[1])),
+        (Role::B, b_buf),
+        (Role::Out, out),
+    ];
+    args.extend(bias);
+    let residual = a.epilogue.residual.then(|| {
+        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+        operand(Role::Residual, p)
+    });
+    let spec = GemmSpec {
+        m: mg,
+        n: p,
+        k: kk,
+        batch: vec![
+            [nb, 0, b_batch, m * p, 0],
+            [g, mg * kk, b_group, mg * p, mg],
+        ],
+        a: operand(Role::A, kk),
+        b: operand(Role::B, p),
+        c: operand(Role::Out, p),
+        alpha: 1.0,
+        bias: a.has_bias.then(|| Bias {
+            at: operand(Role::Bias, 0),
+            kind: BiasKind::Row,
+            scale: 1.0,
+        }),
+        residual,
+        act: a.epilogue.act,
+    };
+    let work = spec.macs();
+    cx.push(n, None, &args, Body::Gemm(spec), work);
+    Ok(())
+}

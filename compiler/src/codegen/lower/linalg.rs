@@ -1,0 +1,180 @@
+//! Lowering of the matrix products (`ir/ops/linalg.rs`). MatMul is one batched `Gemm` kernel whose batch
+//! dimensions carry numpy broadcasting as zero strides. Gemm reads A through its operand strides (so `transA`
+//! costs nothing), takes B in [K, N] layout (a constant transposed once at compile time, a run-time one by a
+//! `Transpose` kernel into scratch) and folds beta and C's broadcast into a packed constant bias when C is
+//! constant. Both fuse the residual add and activation the passes attached.
+
+use super::{operand, Ctx};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
+use crate::error::{Error, Result};
+use crate::ir::ops::elementwise::broadcast_strides;
+use crate::ir::ops::linalg::{gemm_dims, matmul_geom};
+use crate::ir::ops::shape::transpose_strides;
+use crate::ir::types::strides;
+use crate::ir::{GemmAttrs, NodeId, Op, Tensor};
+
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
+    match op {
+        Op::MatMul(e) => {
+            let node = cx.g.nodes[n].clone();
+            let ins = &node.inputs;
+            let geo = matmul_geom(&cx.shape(ins[0]), &cx.shape(ins[1]))
+                .map_err(|m| Error::node(&node.name, "MatMul", m))?;
+            let bst = strides(&geo.batch);
+            let batch = (0..geo.batch.len())
+                .map(|d| {
+                    [
+                        geo.batch[d],
+                        geo.a_batch_strides[d],
+                        geo.b_batch_strides[d],
+                        bst[d] * geo.m * geo.n,
+                        0,
+                    ]
+                })
+                .collect();
+            let mut args = vec![
+                (Role::A, Buf::Tensor(ins[0])),
+                (Role::B, Buf::Tensor(ins[1])),
+                (Role::Out, Buf::Tensor(node.outputs[0])),
+            ];
+            let residual = e.residual.then(|| {
+                args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+                operand(Role::Residual, geo.n)
+            });
+            let spec = GemmSpec {
+                m: geo.m,
+                n: geo.n,
+                k: geo.k,
+                batch,
+                a: operand(Role::A, geo.k),
+                b: operand(Role::B, geo.n),
+                c: operand(Role::Out, geo.n),
+                alpha: 1.0,
+                bias: None,
+                residual,
+                act: e.act,
+            };
+            let work = spec.macs();
+            cx.push(n, None, &args, Body::Gemm(spec), work);
+            Ok(())
+        }
+        Op::Gemm(a) => lower_gemm(cx, n, a),
+        _ => Err(Error::internal("lower", "linalg lowering of another op")),
+    }
+}
+
+fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let (sa, sb) = (cx.shape(ins[0]), cx.shape(ins[1]));
+    let (m, k, nn) = gemm_dims(&sa, &sb, a).map_err(|e| Error::node(&node.name, "Gemm", e))?;
+    let a_op = if a.trans_a {
+        Operand {
+            arg: Role::A,
+            off: 0,
+            rs: 1,
+            cs: m,
+        }
+    } else {
+        operand(Role::A, k)
+    };
+    // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise.
+    let b_buf = match (a.trans_b, cx.g.constant(ins[1]).cloned()) {
+        (false, _) => Buf::Tensor(ins[1]),
+        (true, Some(c)) => {
+            let v = crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&c])
+                .map_err(|e| Error::node(&node.name, "Gemm", e))?;
+            let name = format!("{}.B_packed", node.name);
+            Buf::Tensor(cx.constant(name, v.into_iter().next().unwrap_or(c)))
+        }
+        (true, None) => {
+            let s = cx.scratch(k * nn * 4);
+            let body = Body::Transpose {
+                out_shape: vec![k, nn],
+                in_strides: transpose_strides(&sb, &[1, 0]),
+                elem: 4,
+            };
+            let args = [(Role::X, Buf::Tensor(ins[1])), (Role::Out, s)];
+            cx.push(n, Some("transpose_b"), &args, body, k * nn);
+            s
+        }
+    };
+    let mut args = vec![
+        (Role::A, Buf::Tensor(ins[0])),
+        (Role::B, b_buf),
+        (Role::Out, Buf::Tensor(node.outputs[0])),
+    ];
+    let bias = if a.has_c && a.beta != 0.0 {
+        let (kind, scale, buf) = gemm_bias(cx, &node.name, ins[2], a.beta, m, nn)?;
+        args.push((Role::Bias, buf));
+        Some(Bias {
+            at: operand(Role::Bias, nn),
+            kind,
+            scale,
+        })
+    } else {
+        None
+    };
+    let residual = a.epilogue.residual.then(|| {
+        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+        operand(Role::Residual, nn)
+    });
+    let spec = GemmSpec {
+        m,
+        n: nn,
+        k,
+        batch: vec![],
+        a: a_op,
+        b: operand(Role::B, nn),
+        c: operand(Role::Out, nn),
+        alpha: a.alpha,
+        bias,
+        residual,
+        act: a.epilogue.act,
+    };
+    let work = spec.macs();
+    cx.push(n, None, &args, Body::Gemm(spec), work);
+    Ok(())
+}
+
+/// Gemm's C as an epilogue bias: a constant C has beta and its broadcast folded into a packed constant (per
+/// column, or full [M, N]); a run-time one is read as it is, scaled by beta. Returns (kind, scale, buffer).
+fn gemm_bias(
+    cx: &mut Ctx,
+    name: &str,
+    c: crate::ir::TensorId,
+    beta: f32,
+    m: usize,
+    nn: usize,
+) -> Result<(BiasKind, f32, Buf)> {
+    let cs = cx.shape(c);
+    if let Some(cv) = cx.g.constant(c).map(|t| t.to_f32_vec()) {
+        let st = broadcast_strides(&cs, &[m, nn]);
+        let (kind, shape, vals) = if st[0] == 0 {
+            let v = (0..nn).map(|j| beta * cv[j * st[1]]).collect::<Vec<_>>();
+            (BiasKind::Col, vec![nn], v)
+        } else {
+            let v = (0..m * nn)
+                .map(|e| beta * cv[(e / nn) * st[0] + (e % nn) * st[1]])
+                .collect();
+            (BiasKind::Full, vec![m, nn], v)
+        };
+        let id = cx.constant(format!("{name}.C_packed"), Tensor::f32(shape, vals));
+        return Ok((kind, 1.0, Buf::Tensor(id)));
+    }
+    let kind = match cs.as_slice() {
+        [x] if *x == nn => BiasKind::Col,
+        [1, x] if *x == nn => BiasKind::Col,
+        [x, 1] if *x == m => BiasKind::Row,
+        [x, y] if *x == m && *y == nn => BiasKind::Full,
+        _ => {
+            return Err(Error::unsupported(
+                name,
+                "Gemm",
+                format!("a run-time C of shape {cs:?} (supported: [N], [1,N], [M,1], [M,N])"),
+            ))
+        }
+    };
+    Ok((kind, beta, Buf::Tensor(c)))
+}

@@ -1,0 +1,186 @@
+//! Lowering: each live graph node becomes one or more kernels with static geometry. Constant operands are put
+//! in the layout the kernels want here (Gemm's transposed B is transposed once at compile time; an unfused
+//! BatchNormalization becomes per-channel scale/shift constants), so the weights file holds pre-packed data.
+//!
+//! One file per op family, named as in `ir/ops` (`cnn`, `deconv`, `elementwise`, `index`, `linalg`, `logic`,
+//! `nn`, `quant`, `reduce`, `resize`, `shape`); `lower_node` only dispatches. A family lowering builds its
+//! kernels through `Ctx`: `push` takes the arguments with their `Role`s (the body generators in
+//! `codegen/ops/<kind>.rs` look them up by role), `scratch` allocates a scratch buffer, `constant` adds a
+//! compile-time tensor to the graph.
+
+mod cnn;
+mod deconv;
+mod elementwise;
+mod index;
+mod linalg;
+mod logic;
+mod nn;
+mod quant;
+mod reduce;
+mod resize;
+mod shape;
+
+use super::kernel::{Arg, Body, Buf, Kernel, KernelId, Lowering, Role};
+use super::ops::conv::Im2colSpec;
+use super::ops::gemm::Operand;
+use crate::error::{Error, Result};
+use crate::ir::{Graph, NodeId, Op, Tensor, TensorId};
+
+/// Most tasks any kernel is split into.
+pub const MAX_TASKS: usize = 64;
+/// Rough work (multiply-adds or elements) per task below which kernels are not split further.
+const WORK_PER_TASK: usize = 1 << 16;
+
+/// A dense row-major operand in argument `role` with row stride `rs`.
+fn operand(role: Role, rs: usize) -> Operand {
+    Operand {
+        arg: role,
+        off: 0,
+        rs,
+        cs: 1,
+    }
+}
+
+/// The lowering state: the graph (constants are added to it) and the kernels and scratch buffers so far.
+pub(super) struct Ctx<'g> {
+    pub(super) g: &'g mut Graph,
+    out: Lowering,
+    /// Integer GEMMs use the AVX-512 VNNI layout (`Target::vnni`).
+    pub(super) vnni: bool,
+}
+
+impl Ctx<'_> {
+    /// Adds a kernel for `node` (named `<node>.<step>` when `step` is given) with `args`, exactly one of which
+    /// has role `Out`; `work` (multiply-adds or elements) sets its task count.
+    pub(super) fn push(
+        &mut self,
+        node: NodeId,
+        step: Option<&str>,
+        args: &[(Role, Buf)],
+        body: Body,
+        work: usize,
+    ) -> KernelId {
+        let base = &self.g.nodes[node].name;
+        let name = match step {
+            Some(s) => format!("{base}.{s}"),
+            None => base.clone(),
+        };
+        let mut k = Kernel {
+            name,
+            node,
+            args: args.iter().map(|&(role, buf)| Arg { role, buf }).collect(),
+            tasks: 1,
+            body,
+        };
+        k.tasks = k.units().min(MAX_TASKS).min((work / WORK_PER_TASK).max(1)) as u32;
+        self.out.kernels.push(k)
+    }
+    /// A new scratch buffer of `bytes`.
+    pub(super) fn scratch(&mut self, bytes: usize) -> Buf {
+        Buf::Scratch(self.out.scratch.push(bytes))
+    }
+    pub(super) fn shape(&self, t: TensorId) -> Vec<usize> {
+        self.g.tensors[t].shape.clone()
+    }
+    pub(super) fn constant(&mut self, name: String, t: Tensor) -> TensorId {
+        self.g.add_constant(name, t)
+    }
+    /// The B operand of a convolution's GEMM for input shape `xs` and output `os` (`cg` input channels per
+    /// group): the input itself for a 1x1, stride-1, unpadded conv, else the columns of an im2col kernel pushed
+    /// here (f32, or bytes padded with `bytes`). Returns the buffer and its batch and group strides (elements).
+    pub(super) fn conv_columns(
+        &mut self,
+        n: NodeId,
+        a: &crate::ir::ConvAttrs,
+        xs: &[usize],
+        os: &[usize],
+        cg: usize,
+        bytes: Option<u8>,
+    ) -> (Buf, usize, usize) {
+        let x = self.g.nodes[n].inputs[0];
+        let (c, h, w) = (xs[1], xs[2], xs[3]);
+        let khw = a.kernel[0] * a.kernel[1];
+        if khw == 1 && a.strides == [1, 1] && a.pads == [0; 4] {
+            return (Buf::Tensor(x), c * h * w, cg * h * w);
+        }
+        let spec = Im2colSpec {
+            n: xs[0],
+            c,
+            hw: [h, w],
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads: [a.pads[0], a.pads[1]],
+            out: [os[2], os[3]],
+            bytes,
+        };
+        let s = self.scratch(spec.col_bytes());
+        let work = spec.col_bytes() / spec.elem();
+        self.push(
+            n,
+            Some("im2col"),
+            &[(Role::X, Buf::Tensor(x)), (Role::Out, s)],
+            Body::Im2col(spec),
+            work,
+        );
+        let p = os[2] * os[3];
+        (s, c * khw * p, cg * khw * p)
+    }
+}
+
+/// Lowers every live node of `g` to kernels, in graph order.
+pub fn lower(g: &mut Graph) -> Result<Lowering> {
+    lower_with(g, false)
+}
+
+/// `lower` for a target whose integer GEMMs use AVX-512 VNNI (`vnni`), which changes the packed weights.
+pub fn lower_with(g: &mut Graph, vnni: bool) -> Result<Lowering> {
+    let order = g.order.clone();
+    let mut cx = Ctx {
+        g,
+        out: Lowering::default(),
+        vnni,
+    };
+    for n in order {
+        lower_node(&mut cx, n)?;
+    }
+    Ok(cx.out)
+}
+
+/// Checks the run-time dtype and hands the node to its family's lowering.
+fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
+    let node = &cx.g.nodes[n];
+    let out = node.outputs[0];
+    if !node.op.any_output_dtype() && cx.g.tensors[out].dtype != crate::ir::DType::F32 {
+        return Err(Error::unsupported(
+            &node.name,
+            &node.onnx_op,
+            format!(
+                "{} arithmetic at run time (only f32 is computed at run time; integer ops are folded when their inputs are constant)",
+                cx.g.tensors[out].dtype
+            ),
+        ));
+    }
+    let op = node.op.clone();
+    match &op {
+        Op::Binary(_) | Op::Unary(_) | Op::Cast(_) => elementwise::lower(cx, n, &op),
+        Op::MatMul(_) | Op::Gemm(_) => linalg::lower(cx, n, &op),
+        Op::Conv(_) | Op::Pool(..) | Op::GlobalAveragePool => cnn::lower(cx, n, &op),
+        Op::ConvTranspose(a) => deconv::lower(cx, n, a),
+        Op::BatchNorm { .. }
+        | Op::Softmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::InstanceNorm { .. }
+        | Op::Lrn(_) => nn::lower(cx, n, &op),
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) | Op::Gather { .. } => {
+            index::lower(cx, n, &op)
+        }
+        Op::Reduce { .. } | Op::ArgReduce { .. } => reduce::lower(cx, n, &op),
+        Op::Resize(a) => resize::lower(cx, n, a),
+        Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
+            quant::lower(cx, n)
+        }
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::lower(cx, n, &op),
+        Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) => shape::lower(cx, n, &op),
+    }
+}
