@@ -102,6 +102,35 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             6,
         ),
+        // Wide rows through im2col's AVX-512 strided row copy: stride 2 (two-vector steps and a masked tail of
+        // 6), stride 1 (pair, single, tail of 2), and a first-layer 7x7 at stride 2 with pads 3.
+        (
+            "im2col_s2",
+            [1, 3, 9, 75],
+            [4, 3, 3, 3],
+            [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            1,
+        ),
+        (
+            "im2col_s1",
+            [1, 2, 5, 50],
+            [3, 2, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "im2col_7x7",
+            [1, 3, 20, 37],
+            [8, 3, 7, 7],
+            [3, 3, 3, 3],
+            [2, 2],
+            [1, 1],
+            1,
+        ),
         // Depthwise (direct kernel): vector interior, asymmetric pads, dilation, 5x5, no interior at all.
         (
             "dw1",

@@ -63,12 +63,13 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
-/// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs and the depthwise
-/// and QAdd kernels; the others are the same Cranelift code for every set.
+/// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
+/// strided row copy) and the depthwise and QAdd kernels; the others are the same Cranelift code for every set.
 fn uses_micro_kernels(body: &Body) -> bool {
     matches!(
         body,
         Body::Gemm(_)
+            | Body::Im2col(_)
             | Body::QGemm(_)
             | Body::QAdd { .. }
             | Body::Depthwise(_)
@@ -145,6 +146,14 @@ pub fn define_kernels(
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
+        let copy = match (&k.body, simd) {
+            (Body::Im2col(s), Some(Simd::Avx512)) if s.bytes.is_none() && s.strides[1] <= 2 => {
+                let code = kernels::copy_x86::assemble(s.strides[1]);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
+            _ => None,
+        };
         let dw_row = match (&k.body, simd) {
             (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
                 Some(spec) => {
@@ -194,6 +203,9 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::Im2col(s), _, _) if copy.is_some() => {
+                    ops::conv::emit_im2col(&mut kb, s, k.tasks, copy)
+                }
                 (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
                     ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32)
                 }
@@ -245,7 +257,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             dtypes,
             len,
         } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
-        Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks),
+        Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {

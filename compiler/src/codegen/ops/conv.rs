@@ -7,7 +7,7 @@
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
 use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// Geometry of one im2col: input [N, C, H, W] → columns [N, C*KH*KW, OH*OW].
 #[derive(Debug, Clone, PartialEq)]
@@ -68,8 +68,9 @@ fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (
     (lo.min(out), hi.min(out).max(lo.min(out)))
 }
 
-/// Emits the body of an im2col kernel: arg 0 input, arg 1 columns.
-pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
+/// Emits the body of an im2col kernel: roles X (input) and Out (columns). With `copy` (the AVX-512 strided row
+/// copy of `kernels/copy_x86.rs` for this kernel's column stride), f32 copy runs are calls to it.
+pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
@@ -110,7 +111,12 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32) {
                     zero(kb, dst, x_hi, ow);
                     // ix = ox*sx + kx_off - pad_left.
                     let src0 = x_lo as i64 * s.strides[1] as i64 + kx_off as i64 - s.pads[1] as i64;
-                    if e == 1 {
+                    if let (Some(f), 4) = (copy, e) {
+                        let d = kb.b.ins().iadd_imm_s(dst, (x_lo * 4) as i64);
+                        let s = kb.b.ins().iadd_imm_s(src_row, src0 * 4);
+                        let n = kb.iconst((x_hi - x_lo) as i64);
+                        kb.b.ins().call(f, &[s, d, n]);
+                    } else if e == 1 {
                         copy_bytes(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
                     } else {
                         copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);

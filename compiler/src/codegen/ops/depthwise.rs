@@ -60,8 +60,11 @@ pub(crate) fn interior(
 }
 
 /// The zero-padded plane `[rows, cols]` a row kernel runs whole planes on, when the border (outputs with a tap in
-/// the padding) is more than a tenth of the outputs and the plane fits 256 KiB of stack: small planes with large
-/// kernels (EfficientNet's 5x5 on 14x14 and 7x7), where the per-element border path would dominate.
+/// the padding) costs more than copying the plane and the plane fits 256 KiB of stack. The border path computes
+/// an output per scalar step with clamped loads, about 8 instructions per tap; the copy reads every input once
+/// more. Measured on MobileNetV2 (AMD EPYC, AVX-512): padding wins where border·taps·8 exceeds about 3.5 times
+/// the input plane (56x56 stride 1 with 3x3: 5x; EfficientNet's 5x5 on 14x14: 100x) and loses below (112x112
+/// stride 1: 2.5x; 112x112 stride 2: 0.6x).
 pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     let [oh, ow] = s.out;
     let (y0, y1) = interior(
@@ -83,7 +86,9 @@ pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     let border = oh * ow - (y1 - y0) * (x1 - x0);
     let rows = (oh.max(1) - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1;
     let cols = (ow.max(1) - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1;
-    (border * 10 > oh * ow && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
+    let taps = s.kernel[0] * s.kernel[1];
+    let pays = border * taps * 16 > 7 * s.hw[0] * s.hw[1];
+    (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
 }
 
 /// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
@@ -103,7 +108,8 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
     let po = kb.arg(Role::Out);
     if let (Some(f), Some([ph, pw_])) = (row, padded_plane(s)) {
         // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then every output row
-        // is one row-kernel call over all `ow` outputs.
+        // is one row-kernel call over all `ow` outputs. The copies never write the border, so the plane is
+        // zeroed once per task.
         let slot =
             kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
                 cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
@@ -114,13 +120,13 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
             (h + pt).min(ph) - pt.min(ph),
             (w + pl).min(pw_) - pl.min(pw_),
         );
+        let plane =
+            kb.b.ins()
+                .stack_addr(cranelift_codegen::ir::types::I64, slot, 0);
+        super::conv::zero(kb, plane, 0, ph * pw_);
         kb.for_range(lo, hi, 1, |kb, u| {
             let (_, ch) = kb.divmod(u, s.c);
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
-            let plane =
-                kb.b.ins()
-                    .stack_addr(cranelift_codegen::ir::types::I64, slot, 0);
-            super::conv::zero(kb, plane, 0, ph * pw_);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
             kb.for_const(0, rows, 1, |kb, iy| {
                 let src = kb.addr(xin, iy, (w * 4) as i64);
