@@ -337,7 +337,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         }
         None => None,
     };
-    let mut l = codegen::lower::lower_with(&mut g, tgt.vnni)?;
+    let mut l = codegen::lower::lower_with(&mut g, tgt.vnni, tgt.simd.is_some())?;
     let (s, mut plan, segs) = match &part {
         Some(p) => {
             let seg_of = p.segment_of();

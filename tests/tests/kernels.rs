@@ -131,6 +131,26 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        // At least 256 output pixels: weights packed in 8-row panels on micro-kernel targets, with a padded last
+        // panel (13 rows) and per-group padding (two groups of 5 rows).
+        (
+            "packed",
+            [1, 4, 18, 20],
+            [13, 4, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "packed_groups",
+            [1, 6, 16, 16],
+            [10, 3, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            2,
+        ),
         // Depthwise (direct kernel): vector interior, asymmetric pads, dilation, 5x5, no interior at all.
         (
             "dw1",

@@ -50,6 +50,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
             cs: 1,
         },
         alpha: 1.0,
+        a_panel: None,
         bias: None,
         residual: None,
         act: crate::ir::Activation::None,

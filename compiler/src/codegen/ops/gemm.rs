@@ -70,6 +70,10 @@ pub struct GemmSpec {
     pub batch: Vec<[usize; 5]>,
     /// Left operand (broadcast loads).
     pub a: Operand,
+    /// A packed at compile time in panels of this many rows (a multiple of every micro-kernel's `mr`): element
+    /// `(r, p)` at `(r / P)·P·K + p·P + r % P` (`K` = `a.rs`, `a.cs` = 1), so a tile's A is one sequential
+    /// stream, `P` floats per step of K. `None`: A is read through its strides.
+    pub a_panel: Option<usize>,
     /// Right operand (vector loads along columns).
     pub b: Operand,
     /// Output.
@@ -85,6 +89,13 @@ pub struct GemmSpec {
 }
 
 impl GemmSpec {
+    /// A's element step between consecutive rows of a tile and between consecutive steps of K.
+    pub(crate) fn a_steps(&self) -> (usize, usize) {
+        match self.a_panel {
+            Some(p) => (1, p),
+            None => (self.a.rs, self.a.cs),
+        }
+    }
     fn batches(&self) -> usize {
         self.batch.iter().map(|b| b[0]).product()
     }
@@ -245,7 +256,8 @@ fn tile(
     };
     let ncols_slots = nv + ns;
     // Pointers: a at (i, 0), b at (0, j0), in bytes.
-    let a_row = kb.b.ins().imul_imm_s(i, s.a.rs as i64);
+    let (a_row_step, a_k_step) = s.a_steps();
+    let a_row = a_row_el(kb, s, i);
     let a_el = kb.b.ins().iadd(a_row, offs[0]);
     let a_el = kb.b.ins().iadd_imm_s(a_el, s.a.off as i64);
     let a_base = kb.arg(s.a.arg);
@@ -281,7 +293,7 @@ fn tile(
             })
             .collect();
         for (r, row) in acc.iter().enumerate() {
-            let a = kb.load(F32, ap, (r * s.a.rs * 4) as i64);
+            let a = kb.load(F32, ap, (r * a_row_step * 4) as i64);
             let av = if nv > 0 { kb.splat(VEC, a) } else { a };
             for (c, &v) in row.iter().enumerate() {
                 let x = if c < nv { av } else { a };
@@ -290,7 +302,7 @@ fn tile(
                 kb.b.def_var(v, nx);
             }
         }
-        let ap2 = kb.b.ins().iadd_imm_s(ap, (s.a.cs * 4) as i64);
+        let ap2 = kb.b.ins().iadd_imm_s(ap, (a_k_step * 4) as i64);
         kb.b.def_var(a_ptr, ap2);
         let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b.rs * 4) as i64);
         kb.b.def_var(b_ptr, bp2);
@@ -342,7 +354,7 @@ fn micro_rows(
         (s.c.rs, mk.funcs[0])
     };
     let zero = kb.iconst(0);
-    let a0 = elem(kb, &s.a, i_lo, zero, offs[0]);
+    let a0 = kb.b.ins().iadd_imm_s(offs[0], s.a.off as i64);
     let b0 = elem(kb, &s.b, zero, j0, offs[1]);
     let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
     let (a_base, b_base, c_base) = (kb.arg(s.a.arg), kb.arg(s.b.arg), kb.arg(s.c.arg));
@@ -383,10 +395,10 @@ fn micro_rows(
             });
         }
         let b_ptr = if tail { panel } else { src0 };
-        let ka = kb.b.ins().imul_imm_s(k0, s.a.cs as i64);
+        let ka = kb.b.ins().imul_imm_s(k0, s.a_steps().1 as i64);
         kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
             let di = kb.b.ins().isub(i, i_lo);
-            let ai = kb.b.ins().imul_imm_s(di, s.a.rs as i64);
+            let ai = a_row_el(kb, s, i);
             let ae = kb.b.ins().iadd(a0, ai);
             let ae = kb.b.ins().iadd(ae, ka);
             let ap = kb.addr(a_base, ae, 4);
@@ -457,6 +469,19 @@ fn micro_rows(
             .collect();
         epilogue(kb, s, offs, i, j0, cols, &vals);
     });
+}
+
+/// The element index in A of row `i`'s first element (`i` a multiple of the tile rows): `i·rs`, or in packed
+/// panels `(i / P)·P·K + i % P`.
+fn a_row_el(kb: &mut Kb, s: &GemmSpec, i: Value) -> Value {
+    match s.a_panel {
+        Some(p) => {
+            let (q, r) = kb.divmod(i, p);
+            let base = kb.b.ins().imul_imm_s(q, (p * s.a.rs) as i64);
+            kb.b.ins().iadd(base, r)
+        }
+        None => kb.b.ins().imul_imm_s(i, s.a.rs as i64),
+    }
 }
 
 /// The element index of `(row, col)` of an operand with contiguous columns, at the batch offset `off`.
