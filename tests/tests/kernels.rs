@@ -350,11 +350,18 @@ fn matmul_tails_and_batches() {
 #[test]
 fn pools_every_padding_case() {
     use bundlec::ir::{Op, PoolAttrs, PoolKind};
-    for (i, (k, s, p, ceil, inc)) in [
-        ([3, 3], [2, 2], [1, 1, 1, 1], false, false),
-        ([2, 3], [1, 2], [1, 0, 0, 2], false, true),
-        ([3, 3], [2, 2], [0, 0, 0, 0], true, false),
-        ([3, 2], [3, 2], [1, 1, 1, 1], true, true),
+    // The last three have rows wide enough for the AVX-512 max-pool row kernel (stride 2 and 1, with a
+    // two-vector step and masked tails); the others only take the border path.
+    let narrow = vec![2, 3, 9, 10];
+    let wide = vec![1, 2, 7, 75];
+    for (i, (k, s, p, ceil, inc, x)) in [
+        ([3, 3], [2, 2], [1, 1, 1, 1], false, false, &narrow),
+        ([2, 3], [1, 2], [1, 0, 0, 2], false, true, &narrow),
+        ([3, 3], [2, 2], [0, 0, 0, 0], true, false, &narrow),
+        ([3, 2], [3, 2], [1, 1, 1, 1], true, true, &narrow),
+        ([3, 3], [2, 2], [1, 1, 1, 1], false, false, &wide),
+        ([3, 3], [1, 1], [1, 1, 1, 1], false, false, &wide),
+        ([2, 3], [1, 2], [1, 0, 0, 2], true, false, &wide),
     ]
     .into_iter()
     .enumerate()
@@ -367,7 +374,7 @@ fn pools_every_padding_case() {
             ceil_mode: ceil,
             count_include_pad: inc,
         };
-        let x = vec![2, 3, 9, 10];
+        let x = x.clone();
         for (kind, onnx) in [
             (PoolKind::Max, "MaxPool"),
             (PoolKind::Average, "AveragePool"),

@@ -192,11 +192,55 @@ pub(super) fn define_dw_row_f32(
         bias: s.has_bias,
         lo,
         hi,
+        max: false,
     };
     match kernels::depthwise_x86::assemble(&spec) {
         Ok(code) => Ok(Some(define_machine_code(
             module,
             &format!("{name}__k{i}_dwf32"),
+            5,
+            Ok(code),
+        )?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Defines the AVX-512 max-pool row kernel (the depthwise row kernel in max mode) of pooling kernel `i`, for
+/// the interior of its rows, when the stride along the row is 1 or 2 and the rows have an interior of at least
+/// 16 outputs.
+pub(super) fn define_pool_row(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::pool::PoolSpec,
+) -> Result<Option<FuncId>> {
+    let a = &s.attrs;
+    let (x0, x1) = ops::depthwise::interior(
+        s.hw[1],
+        s.out[1],
+        a.kernel[1],
+        a.strides[1],
+        a.dilations[1],
+        a.pads[1],
+    );
+    let taps = a.kernel[0] * a.kernel[1];
+    if s.kind != crate::ir::PoolKind::Max || a.strides[1] > 2 || x1 - x0 < 16 || taps > 64 {
+        return Ok(None);
+    }
+    let spec = kernels::depthwise_x86::DwRowF32 {
+        kernel: a.kernel,
+        dilations: a.dilations,
+        w: s.hw[1],
+        stride: a.strides[1],
+        bias: false,
+        lo: None,
+        hi: None,
+        max: true,
+    };
+    match kernels::depthwise_x86::assemble(&spec) {
+        Ok(code) => Ok(Some(define_machine_code(
+            module,
+            &format!("{name}__k{i}_maxrow"),
             5,
             Ok(code),
         )?)),

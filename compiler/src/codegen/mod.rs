@@ -33,7 +33,8 @@ use kernel::{Body, KernelId, Lowering};
 use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
 use machine_code::{
-    define_dw_row_f32, define_machine_code, define_micro, define_qmicro, define_qpair,
+    define_dw_row_f32, define_machine_code, define_micro, define_pool_row, define_qmicro,
+    define_qpair,
 };
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
@@ -64,12 +65,13 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
 }
 
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
-/// strided row copy) and the depthwise and QAdd kernels; the others are the same Cranelift code for every set.
+/// strided row copy), max pooling and the depthwise and QAdd kernels; the others are the same Cranelift code for every set.
 fn uses_micro_kernels(body: &Body) -> bool {
     matches!(
         body,
         Body::Gemm(_)
             | Body::Im2col(_)
+            | Body::Pool(_)
             | Body::QGemm(_)
             | Body::QAdd { .. }
             | Body::Depthwise(_)
@@ -146,6 +148,11 @@ pub fn define_kernels(
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
+        let max_row = match (&k.body, simd) {
+            (Body::Pool(s), Some(Simd::Avx512)) => define_pool_row(module, name, i, s)?
+                .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
+            _ => None,
+        };
         let copy = match (&k.body, simd) {
             (Body::Im2col(s), Some(Simd::Avx512)) if s.bytes.is_none() && s.strides[1] <= 2 => {
                 let code = kernels::copy_x86::assemble(s.strides[1]);
@@ -203,6 +210,9 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::Pool(s), _, _) if max_row.is_some() => {
+                    ops::pool::emit_pool(&mut kb, s, k.tasks, max_row)
+                }
                 (Body::Im2col(s), _, _) if copy.is_some() => {
                     ops::conv::emit_im2col(&mut kb, s, k.tasks, copy)
                 }
@@ -270,7 +280,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Affine { planes, c, inner } => {
             ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
         }
-        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks),
+        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks, None),
         Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
         Body::Softmax {
             outer,

@@ -28,6 +28,9 @@ pub struct DwRowF32 {
     pub lo: Option<u32>,
     /// Upper clamp (f32 bits).
     pub hi: Option<u32>,
+    /// Max pooling instead: each output is the maximum of its window (`w` and `bias` unused, no clamp),
+    /// starting from −∞, with Cranelift's `fmax` semantics (NaN propagates, +0 > −0).
+    pub max: bool,
 }
 
 const ZMM: [AsmRegisterZmm; 32] = [
@@ -67,7 +70,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
     // zmm12.. taps.
-    if s.bias {
+    if s.max {
+        super::broadcast_bits(&mut a, zmm8, f32::NEG_INFINITY.to_bits()).map_err(e)?;
+    } else if s.bias {
         a.vbroadcastss(zmm8, dword_ptr(rcx)).map_err(e)?;
     } else {
         a.vpxord(zmm8, zmm8, zmm8).map_err(e)?;
@@ -84,7 +89,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.mov(eax, 0x7fffu32).map_err(e)?;
         a.kmovw(k4, eax).map_err(e)?;
     }
-    for t in 0..taps.min(reg_taps) {
+    for t in 0..if s.max { 0 } else { taps.min(reg_taps) } {
         a.vbroadcastss(ZMM[12 + t], dword_ptr(rdx + (t * 4) as i32))
             .map_err(e)?;
     }
@@ -108,7 +113,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     a.vmovups(k.z(), zmmword_ptr(hi))?;
                     a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
                 }
-                if t < reg_taps {
+                if s.max {
+                    max_into(a, ZMM[v], ZMM[4 + v])?;
+                } else if t < reg_taps {
                     a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
                 } else {
                     a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
@@ -185,6 +192,23 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// `acc = fmax(acc, x)` as Cranelift's `fmax`: `vmaxps`, then lanes where the operands compare equal take
+/// `acc & x` (so +0 beats −0 in either order) and unordered lanes `acc + x` (a NaN). Clobbers zmm9, zmm10, k6,
+/// k7 (free in max mode: no clamp bounds).
+fn max_into(
+    a: &mut CodeAssembler,
+    acc: AsmRegisterZmm,
+    x: AsmRegisterZmm,
+) -> Result<(), IcedError> {
+    a.vcmpps(k6, acc, x, 3)?;
+    a.vcmpps(k7, acc, x, 0)?;
+    a.vaddps(zmm10, acc, x)?;
+    a.vpandd(zmm9, acc, x)?;
+    a.vmaxps(acc, acc, x)?;
+    a.vmovaps(acc.k7(), zmm9)?;
+    a.vmovaps(acc.k6(), zmm10)
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
@@ -212,6 +236,7 @@ mod tests {
                 bias: true,
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),
+                max: false,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64)
@@ -255,6 +280,76 @@ mod tests {
                     assert!(
                         got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                         "k{k} d{gap} s{st} count {count} out {o}: {got} vs {want}"
+                    );
+                }
+                assert!(
+                    out[count..].iter().all(|&v| v == -1.0),
+                    "wrote past the row"
+                );
+            }
+        }
+    }
+
+    /// Max mode over every row length up to 150 at strides 1 and 2: NaN propagates, +0 beats −0 in either
+    /// order, and no write passes the row.
+    #[test]
+    fn max_rows_match_fmax() {
+        if !std::arch::is_x86_feature_detected!("avx512f") || !cfg!(target_os = "linux") {
+            eprintln!("SKIPPED: AVX-512 max-pool row kernel (this CPU or OS cannot run it)");
+            return;
+        }
+        let fmax = |a: f32, b: f32| {
+            if a.is_nan() || b.is_nan() {
+                f32::NAN
+            } else if a == b {
+                f32::from_bits(a.to_bits() & b.to_bits())
+            } else {
+                a.max(b)
+            }
+        };
+        for (k, st) in [(3usize, 1usize), (3, 2), (2, 2)] {
+            let w = 2 * 160 + k;
+            let spec = DwRowF32 {
+                kernel: [k, k],
+                dilations: [1, 1],
+                w,
+                stride: st,
+                bias: false,
+                lo: None,
+                hi: None,
+                max: true,
+            };
+            let code = assemble(&spec).unwrap();
+            let mut x: Vec<f32> = (0..w * k + 64)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
+                .collect();
+            x[7] = f32::NAN;
+            for (i, v) in x.iter_mut().enumerate().skip(40).take(40) {
+                *v = if i % 3 == 0 { 0.0 } else { -0.0 };
+            }
+            for count in [0usize, 1, 15, 16, 17, 40, 63, 64, 65, 150] {
+                let mut out = vec![-1.0f32; count + 16];
+                // SAFETY: as in `rows_match_the_fma_chain_bitwise`; `w` and `bias` are not read in max mode.
+                unsafe {
+                    let len = code.len().div_ceil(4096) * 4096;
+                    let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
+                    std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
+                    assert_eq!(mprotect(p, len, 5), 0);
+                    let f: extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64) =
+                        std::mem::transmute(p);
+                    let none = std::ptr::null();
+                    f(x.as_ptr(), out.as_mut_ptr(), none, none, count as u64);
+                }
+                for (o, &got) in out.iter().enumerate().take(count) {
+                    let mut want = f32::NEG_INFINITY;
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            want = fmax(want, x[o * st + ky * w + kx]);
+                        }
+                    }
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "k{k} s{st} count {count} out {o}: {got} vs {want}"
                     );
                 }
                 assert!(

@@ -1,12 +1,13 @@
 //! Pooling kernels: 2-D max and average pooling over NCHW planes (window positions unrolled at compile time,
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
+use super::depthwise::interior;
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::InstBuilder;
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// A pooling kernel's geometry.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,8 +24,10 @@ pub struct PoolSpec {
     pub out: [usize; 2],
 }
 
-/// Emits a pooling kernel: args x, out. One unit per plane.
-pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
+/// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` (the AVX-512 max-pool row kernel,
+/// `kernels/depthwise_x86.rs` in max mode), the interior columns of every interior row are one call to it; the
+/// border keeps the branch-free path.
+pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32, row: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [oh, ow] = s.out;
     let a = &s.attrs;
@@ -33,71 +36,98 @@ pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
     kb.for_range(lo, hi, 1, |kb, p| {
         let src = kb.addr(px, p, (h * w * 4) as i64);
         let dst = kb.addr(po, p, (oh * ow * 4) as i64);
-        kb.for_const(0, oh, 1, |kb, oy| {
+        // One output at (oy, ox), every tap bounds-checked.
+        let generic = |kb: &mut Kb, oy: Value, ox: Value| {
             let y0 = kb.b.ins().imul_imm_s(oy, a.strides[0] as i64);
             let y0 = kb.b.ins().iadd_imm_s(y0, -(a.pads[0] as i64));
-            kb.for_const(0, ow, 1, |kb, ox| {
-                let x0 = kb.b.ins().imul_imm_s(ox, a.strides[1] as i64);
-                let x0 = kb.b.ins().iadd_imm_s(x0, -(a.pads[1] as i64));
-                let init = if s.kind == PoolKind::Max {
-                    f32::NEG_INFINITY
-                } else {
-                    0.0
-                };
-                let mut acc = kb.fconst(F32, init);
-                let mut count = kb.fconst(F32, 0.0);
-                let zero_f = kb.fconst(F32, 0.0);
-                let one_f = kb.fconst(F32, 1.0);
-                let zero_i = kb.iconst(0);
-                for ky in 0..a.kernel[0] {
-                    let iy = kb.b.ins().iadd_imm_s(y0, (ky * a.dilations[0]) as i64);
-                    let vy = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, iy, h as i64);
-                    for kx in 0..a.kernel[1] {
-                        let ix = kb.b.ins().iadd_imm_s(x0, (kx * a.dilations[1]) as i64);
-                        let vx = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, ix, w as i64);
-                        let ok = kb.b.ins().band(vy, vx);
-                        let row = kb.b.ins().imul_imm_s(iy, w as i64);
-                        let idx = kb.b.ins().iadd(row, ix);
-                        let idx = kb.b.ins().select(ok, idx, zero_i);
-                        let ptr = kb.addr(src, idx, 4);
-                        let v = kb.load(F32, ptr, 0);
-                        match s.kind {
-                            PoolKind::Max => {
-                                let m = kb.b.ins().fmax(acc, v);
-                                acc = kb.b.ins().select(ok, m, acc);
-                            }
-                            PoolKind::Average => {
-                                let v = kb.b.ins().select(ok, v, zero_f);
-                                acc = kb.b.ins().fadd(acc, v);
-                                let c = kb.b.ins().select(ok, one_f, zero_f);
-                                count = kb.b.ins().fadd(count, c);
-                            }
+            let x0 = kb.b.ins().imul_imm_s(ox, a.strides[1] as i64);
+            let x0 = kb.b.ins().iadd_imm_s(x0, -(a.pads[1] as i64));
+            let init = if s.kind == PoolKind::Max {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            };
+            let mut acc = kb.fconst(F32, init);
+            let mut count = kb.fconst(F32, 0.0);
+            let zero_f = kb.fconst(F32, 0.0);
+            let one_f = kb.fconst(F32, 1.0);
+            let zero_i = kb.iconst(0);
+            for ky in 0..a.kernel[0] {
+                let iy = kb.b.ins().iadd_imm_s(y0, (ky * a.dilations[0]) as i64);
+                let vy = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, iy, h as i64);
+                for kx in 0..a.kernel[1] {
+                    let ix = kb.b.ins().iadd_imm_s(x0, (kx * a.dilations[1]) as i64);
+                    let vx = kb.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, ix, w as i64);
+                    let ok = kb.b.ins().band(vy, vx);
+                    let row = kb.b.ins().imul_imm_s(iy, w as i64);
+                    let idx = kb.b.ins().iadd(row, ix);
+                    let idx = kb.b.ins().select(ok, idx, zero_i);
+                    let ptr = kb.addr(src, idx, 4);
+                    let v = kb.load(F32, ptr, 0);
+                    match s.kind {
+                        PoolKind::Max => {
+                            let m = kb.b.ins().fmax(acc, v);
+                            acc = kb.b.ins().select(ok, m, acc);
+                        }
+                        PoolKind::Average => {
+                            let v = kb.b.ins().select(ok, v, zero_f);
+                            acc = kb.b.ins().fadd(acc, v);
+                            let c = kb.b.ins().select(ok, one_f, zero_f);
+                            count = kb.b.ins().fadd(count, c);
                         }
                     }
                 }
-                if s.kind == PoolKind::Average {
-                    if a.count_include_pad {
-                        // Window clipped to the padded extent: min(start + k, size + pad_end) - start.
-                        let span = |kb: &mut Kb, start, k: usize, size: usize, pad_end: usize| {
-                            let end = kb.b.ins().iadd_imm_s(start, k as i64);
-                            let lim = kb.iconst((size + pad_end) as i64);
-                            let end = kb.b.ins().smin(end, lim);
-                            kb.b.ins().isub(end, start)
-                        };
-                        let sy = span(kb, y0, a.kernel[0], h, a.pads[2]);
-                        let sx = span(kb, x0, a.kernel[1], w, a.pads[3]);
-                        let n = kb.b.ins().imul(sy, sx);
-                        count = kb.b.ins().fcvt_from_sint(F32, n);
-                    } else {
-                        count = kb.b.ins().fmax(count, one_f);
-                    }
-                    acc = kb.b.ins().fdiv(acc, count);
+            }
+            if s.kind == PoolKind::Average {
+                if a.count_include_pad {
+                    // Window clipped to the padded extent: min(start + k, size + pad_end) - start.
+                    let span = |kb: &mut Kb, start, k: usize, size: usize, pad_end: usize| {
+                        let end = kb.b.ins().iadd_imm_s(start, k as i64);
+                        let lim = kb.iconst((size + pad_end) as i64);
+                        let end = kb.b.ins().smin(end, lim);
+                        kb.b.ins().isub(end, start)
+                    };
+                    let sy = span(kb, y0, a.kernel[0], h, a.pads[2]);
+                    let sx = span(kb, x0, a.kernel[1], w, a.pads[3]);
+                    let n = kb.b.ins().imul(sy, sx);
+                    count = kb.b.ins().fcvt_from_sint(F32, n);
+                } else {
+                    count = kb.b.ins().fmax(count, one_f);
                 }
-                let row = kb.b.ins().imul_imm_s(oy, ow as i64);
-                let idx = kb.b.ins().iadd(row, ox);
-                let q = kb.addr(dst, idx, 4);
-                kb.store(acc, q, 0);
+                acc = kb.b.ins().fdiv(acc, count);
+            }
+            let row = kb.b.ins().imul_imm_s(oy, ow as i64);
+            let idx = kb.b.ins().iadd(row, ox);
+            let q = kb.addr(dst, idx, 4);
+            kb.store(acc, q, 0);
+        };
+        let Some(f) = row else {
+            kb.for_const(0, oh, 1, |kb, oy| {
+                kb.for_const(0, ow, 1, |kb, ox| generic(kb, oy, ox));
             });
+            return;
+        };
+        let (y0, y1) = interior(h, oh, a.kernel[0], a.strides[0], a.dilations[0], a.pads[0]);
+        let (x0, x1) = interior(w, ow, a.kernel[1], a.strides[1], a.dilations[1], a.pads[1]);
+        let border_row = |kb: &mut Kb, oy: Value| {
+            kb.for_const(0, ow, 1, |kb, ox| generic(kb, oy, ox));
+        };
+        kb.for_const(0, y0, 1, |kb, oy| border_row(kb, oy));
+        kb.for_const(y1, oh, 1, |kb, oy| border_row(kb, oy));
+        kb.for_const(y0, y1, 1, |kb, oy| {
+            kb.for_const(0, x0, 1, |kb, ox| generic(kb, oy, ox));
+            kb.for_const(x1, ow, 1, |kb, ox| generic(kb, oy, ox));
+            // Input under tap (0, 0) of output (oy, x0): row oy·sh − pt, column x0·sw − pl.
+            let iy = kb.b.ins().imul_imm_s(oy, a.strides[0] as i64);
+            let iy = kb.b.ins().iadd_imm_s(iy, -(a.pads[0] as i64));
+            let xrow = kb.addr(src, iy, (w * 4) as i64);
+            let xp =
+                kb.b.ins()
+                    .iadd_imm_s(xrow, ((x0 * a.strides[1]) as i64 - a.pads[1] as i64) * 4);
+            let orow = kb.addr(dst, oy, (ow * 4) as i64);
+            let op = kb.b.ins().iadd_imm_s(orow, (x0 * 4) as i64);
+            let (z, n) = (kb.iconst(0), kb.iconst((x1 - x0) as i64));
+            kb.b.ins().call(f, &[xp, op, z, z, n]);
         });
     });
 }
