@@ -160,13 +160,14 @@ pub(super) fn clamp_bits(act: crate::ir::Activation) -> Option<(Option<u32>, Opt
     Some((lo.map(f32::to_bits), hi.map(f32::to_bits)))
 }
 
-/// Defines the AVX-512 f32 depthwise row kernel of depthwise kernel `i` when its rows are stride 1 or 2 and have at
-/// least four interior outputs (narrower rows run in masked tails).
+/// Defines the f32 depthwise row kernel (AVX-512 or AVX2, as `simd`) of depthwise kernel `i` when its rows are
+/// stride 1 or 2 and have at least four interior outputs (narrower rows run in masked tails).
 pub(super) fn define_dw_row_f32(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::depthwise::DepthwiseSpec,
+    simd: Simd,
 ) -> Result<Option<FuncId>> {
     let (x0, x1) = ops::depthwise::interior(
         s.hw[1],
@@ -194,7 +195,11 @@ pub(super) fn define_dw_row_f32(
         hi,
         max: false,
     };
-    match kernels::depthwise_x86::assemble(&spec) {
+    let code = match simd {
+        Simd::Avx512 => kernels::depthwise_x86::assemble(&spec),
+        Simd::Avx2 => kernels::depthwise_avx2::assemble(&spec),
+    };
+    match code {
         Ok(code) => Ok(Some(define_machine_code(
             module,
             &format!("{name}__k{i}_dwf32"),

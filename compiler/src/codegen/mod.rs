@@ -144,7 +144,7 @@ pub fn define_kernels(
             _ => None,
         };
         let dw_f32 = match (&k.body, simd) {
-            (Body::Depthwise(s), Some(Simd::Avx512)) => define_dw_row_f32(module, name, i, s)?
+            (Body::Depthwise(s), Some(simd)) => define_dw_row_f32(module, name, i, s, simd)?
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
