@@ -178,10 +178,9 @@ mod tests {
     /// the clamp; NaN kept; nothing written past the row.
     #[test]
     fn rows_match_the_fma_chain_bitwise() {
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-            || !cfg!(target_os = "linux")
-        {
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        if !avx2 || !fma || !cfg!(target_os = "linux") {
             eprintln!("SKIPPED: AVX2 depthwise row kernel (this CPU or OS cannot run it)");
             return;
         }
