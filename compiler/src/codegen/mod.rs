@@ -154,8 +154,11 @@ pub fn define_kernels(
             _ => None,
         };
         let copy = match (&k.body, simd) {
-            (Body::Im2col(s), Some(Simd::Avx512)) if s.bytes.is_none() && s.strides[1] <= 2 => {
-                let code = kernels::copy_x86::assemble(s.strides[1]);
+            (Body::Im2col(s), Some(simd)) if s.bytes.is_none() && s.strides[1] <= 2 => {
+                let code = match simd {
+                    Simd::Avx512 => kernels::copy_x86::assemble(s.strides[1]),
+                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(s.strides[1]),
+                };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
