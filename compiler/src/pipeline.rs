@@ -337,7 +337,14 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         }
         None => None,
     };
-    let mut l = codegen::lower::lower_with(&mut g, tgt.vnni, tgt.simd.is_some())?;
+    let mut l = codegen::lower::lower_with(
+        &mut g,
+        codegen::lower::LowerOpts {
+            vnni: tgt.vnni,
+            pack_a: tgt.simd.is_some(),
+            winograd: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
+        },
+    )?;
     let (s, mut plan, segs) = match &part {
         Some(p) => {
             let seg_of = p.segment_of();

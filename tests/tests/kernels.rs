@@ -151,6 +151,44 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             2,
         ),
+        // Winograd F(2x2, 3x3) on AVX-512 (3x3, stride 1, >= 16 channels in and out, >= 32 tiles): even and odd
+        // output sizes (a one-row last tile row, masked columns), batch 2, pads 0 and asymmetric pads up to 2.
+        (
+            "wino_even",
+            [1, 16, 16, 16],
+            [16, 16, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_odd",
+            [1, 17, 13, 15],
+            [20, 17, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_batch_nopad",
+            [2, 16, 14, 18],
+            [16, 16, 3, 3],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_asym",
+            [1, 24, 19, 40],
+            [32, 24, 3, 3],
+            [2, 1, 0, 2],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
         // Depthwise (direct kernel): vector interior, asymmetric pads, dilation, 5x5, no interior at all.
         (
             "dw1",

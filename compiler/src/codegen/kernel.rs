@@ -92,6 +92,10 @@ pub enum Body {
     Im2col(Im2colSpec),
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
+    /// Winograd F(2x2, 3x3) input transform: roles X, Out (`V`).
+    WinogradIn(super::ops::winograd::WinogradSpec),
+    /// Winograd F(2x2, 3x3) output transform with bias and clamp: roles X (`M`), [Bias], Out.
+    WinogradOut(super::ops::winograd::WinogradSpec),
     /// Transposed-convolution column folding.
     Col2im(Col2imSpec),
     /// Comparison / logical op / Where over a broadcast: args inputs..., out.
@@ -299,6 +303,8 @@ impl Kernel {
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
+            Body::WinogradIn(s) => s.n * s.c,
+            Body::WinogradOut(s) => s.n * s.m,
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),
             Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),

@@ -253,6 +253,51 @@ pub(super) fn define_pool_row(
     }
 }
 
+/// Defines the machine-code transforms of Winograd kernel `i`: for `WinogradIn`, `[input transform, row copy,
+/// None]`; for `WinogradOut`, `[two-row output transform, one-row variant (odd heights), None]`.
+pub(super) fn define_winograd(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    body: &super::kernel::Body,
+) -> Result<[Option<FuncId>; 3]> {
+    use super::kernel::Body;
+    use kernels::winograd_x86::{assemble_in, assemble_out, WinoIn, WinoOut};
+    let f = |module: &mut dyn Module, tag: &str, params, code| {
+        define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
+    };
+    match body {
+        Body::WinogradIn(s) => {
+            let spec = WinoIn {
+                pw: s.plane()[1],
+                v_stride: s.c * s.tiles_all(),
+            };
+            let t = f(module, "wino_in", 3, assemble_in(&spec))?;
+            let c = f(module, "copy", 3, kernels::copy_x86::assemble(1))?;
+            Ok([t, c, None])
+        }
+        Body::WinogradOut(s) => {
+            let (lo, hi) = clamp_bits(s.act)
+                .ok_or_else(|| Error::internal("codegen", "Winograd activation not a clamp"))?;
+            let spec = |rows| WinoOut {
+                m_stride: s.m * s.tiles_all(),
+                cols: s.out[1],
+                rows,
+                bias: s.has_bias,
+                lo,
+                hi,
+            };
+            let two = f(module, "wino_out2", 4, assemble_out(&spec(2)))?;
+            let one = match s.out[0] % 2 {
+                1 => f(module, "wino_out1", 4, assemble_out(&spec(1)))?,
+                _ => None,
+            };
+            Ok([two, one, None])
+        }
+        _ => Ok([None; 3]),
+    }
+}
+
 /// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
 /// block][zeroing | accumulating]` (only those it uses).
 pub(super) fn define_qpair(

@@ -34,7 +34,7 @@ use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
 use machine_code::{
     define_dw_row_f32, define_machine_code, define_micro, define_pool_row, define_qmicro,
-    define_qpair,
+    define_qpair, define_winograd,
 };
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
@@ -72,6 +72,8 @@ fn uses_micro_kernels(body: &Body) -> bool {
         Body::Gemm(_)
             | Body::Im2col(_)
             | Body::Pool(_)
+            | Body::WinogradIn(_)
+            | Body::WinogradOut(_)
             | Body::QGemm(_)
             | Body::QAdd { .. }
             | Body::Depthwise(_)
@@ -148,6 +150,19 @@ pub fn define_kernels(
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
+        let wino = match (&k.body, simd) {
+            (Body::WinogradIn(_) | Body::WinogradOut(_), Some(Simd::Avx512)) => {
+                let ids = define_winograd(module, name, i, &k.body)?;
+                Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
+            }
+            (Body::WinogradIn(_) | Body::WinogradOut(_), _) => {
+                return Err(Error::internal(
+                    "codegen",
+                    format!("kernel '{}': Winograd transforms need AVX-512", k.name),
+                ))
+            }
+            _ => None,
+        };
         let max_row = match (&k.body, simd) {
             (Body::Pool(s), Some(Simd::Avx512)) => define_pool_row(module, name, i, s)?
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
@@ -210,9 +225,21 @@ pub fn define_kernels(
                 task,
                 has_fma,
             };
+            // Bodies that only exist with machine code (set when it is missing: a bundlec bug).
+            let mut no_code = false;
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
+                (Body::WinogradIn(s), _, _) => match wino {
+                    Some([Some(f), Some(copy), _]) => {
+                        ops::winograd::emit_in(&mut kb, s, k.tasks, f, copy)
+                    }
+                    _ => no_code = true,
+                },
+                (Body::WinogradOut(s), _, _) => match wino {
+                    Some([Some(f2), f1, _]) => ops::winograd::emit_out(&mut kb, s, k.tasks, f2, f1),
+                    _ => no_code = true,
+                },
                 (Body::Pool(s), _, _) if max_row.is_some() => {
                     ops::pool::emit_pool(&mut kb, s, k.tasks, max_row)
                 }
@@ -240,6 +267,12 @@ pub fn define_kernels(
                     ops::quant::emit_qadd_with(&mut kb, params, *dtypes, *len, k.tasks, qadd)
                 }
                 _ => emit_body(&mut kb, &k.body, k.tasks),
+            }
+            if no_code {
+                return Err(Error::internal(
+                    "codegen",
+                    format!("kernel '{}' has no machine code", k.name),
+                ));
             }
             if let Some(r) = kb.missing.get() {
                 return Err(Error::internal(
@@ -272,6 +305,8 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
+        // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
+        Body::WinogradIn(_) | Body::WinogradOut(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {
             kind,

@@ -12,6 +12,7 @@ pub mod depthwise_x86;
 pub mod gemm_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;
+pub mod winograd_x86;
 
 use iced_x86::code_asm::{eax, k2, AsmRegisterZmm, CodeAssembler};
 use iced_x86::IcedError;

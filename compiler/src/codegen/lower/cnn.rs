@@ -9,6 +9,7 @@ use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::ops::depthwise::DepthwiseSpec;
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
 use crate::codegen::ops::pool::PoolSpec;
+use crate::codegen::ops::winograd::{transform_weights, WinogradSpec};
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, NodeId, Op, Tensor};
 
@@ -81,12 +82,17 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         cx.push(n, None, &args, Body::Depthwise(spec), nb * m * p * khw);
         return Ok(());
     }
+    if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            return lower_winograd(cx, n, spec, &w);
+        }
+    }
     let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
     // Constant weights are packed in panels for the micro-kernels (each group's rows padded to whole panels)
     // when the output plane is large: there every weight is reused across many column tiles and one
     // sequential stream per tile wins (ResNet-50's 56x56 and 28x28 layers: 5-12 %). On 7x7 and 14x14 planes
     // the weights stream from memory nearly once and the packed layout measured slower (7x7: 40 %).
-    let pack = cx.pack_a && p >= PACK_MIN_PIXELS;
+    let pack = cx.opts.pack_a && p >= PACK_MIN_PIXELS;
     let packed = match cx.g.constant(ins[1]).filter(|_| pack) {
         Some(w) => {
             let wp = pack_panels(&w.to_f32_vec(), g, mg, kk);
@@ -150,4 +156,98 @@ pub(super) fn pack_panels(w: &[f32], groups: usize, rows: usize, k: usize) -> Ve
         }
     }
     out
+}
+
+/// The Winograd F(2x2, 3x3) geometry of a convolution when the target has the transforms and it pays: a 3x3,
+/// stride-1, undilated, one-group convolution without a residual whose activation is a clamp, with at least 16
+/// input and output channels (else the transforms dominate) and 32 tiles per channel (the GEMM's columns:
+/// ResNet-50's 7x7 layers, 16 tiles, keep the direct GEMM), and whose planes and strides fit the kernels.
+fn winograd_spec(
+    cx: &Ctx,
+    a: &ConvAttrs,
+    xs: &[usize],
+    os: &[usize],
+    m: usize,
+) -> Option<WinogradSpec> {
+    let plain = a.kernel == [3, 3] && a.strides == [1, 1] && a.dilations == [1, 1] && a.group == 1;
+    let clamp = crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some();
+    if !cx.opts.winograd || !plain || a.epilogue.residual || !clamp {
+        return None;
+    }
+    let s = WinogradSpec {
+        n: xs[0],
+        c: xs[1],
+        m,
+        hw: [xs[2], xs[3]],
+        pads: [a.pads[0], a.pads[1]],
+        out: [os[2], os[3]],
+        has_bias: a.has_bias,
+        act: a.epilogue.act,
+    };
+    let [th, tw] = s.tiles();
+    let [ph, pw] = s.plane();
+    let fits = |floats: usize| {
+        floats
+            .checked_mul(16 * 4)
+            .is_some_and(|b| b < i32::MAX as usize)
+    };
+    let ok = s.c >= 16
+        && m >= 16
+        && th * tw >= 32
+        && ph * pw * 4 <= 256 << 10
+        && fits(s.c * s.tiles_all())
+        && fits(m * s.tiles_all())
+        && s.pads[0] <= 2
+        && s.pads[1] <= 2;
+    ok.then_some(s)
+}
+
+/// A convolution as Winograd F(2x2, 3x3) (`ops/winograd.rs`): the input transform into scratch `V`, a GEMM
+/// per ξ of the compile-time transformed weights `U` by `V` into scratch `M`, the output transform with bias
+/// and clamp into the output.
+fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let (c, m, t) = (s.c, s.m, s.tiles_all());
+    let u = transform_weights(w, m, c);
+    let u = cx.constant(
+        format!("{}.W_winograd", node.name),
+        Tensor::f32(vec![16, m, c], u),
+    );
+    let v = cx.scratch(s.v_bytes());
+    let x = Buf::Tensor(ins[0]);
+    let work = 16 * c * t;
+    cx.push(
+        n,
+        Some("winograd_in"),
+        &[(Role::X, x), (Role::Out, v)],
+        Body::WinogradIn(s.clone()),
+        work,
+    );
+    let mm = cx.scratch(s.m_bytes());
+    let spec = GemmSpec {
+        m,
+        n: t,
+        k: c,
+        batch: vec![[16, m * c, c * t, m * t, 0]],
+        a: operand(Role::A, c),
+        a_panel: None,
+        b: operand(Role::B, t),
+        c: operand(Role::Out, t),
+        alpha: 1.0,
+        bias: None,
+        residual: None,
+        act: crate::ir::Activation::None,
+    };
+    let work = spec.macs();
+    let args = [(Role::A, Buf::Tensor(u)), (Role::B, v), (Role::Out, mm)];
+    cx.push(n, Some("winograd_gemm"), &args, Body::Gemm(spec), work);
+    let mut args = vec![(Role::X, mm)];
+    if s.has_bias {
+        args.push((Role::Bias, Buf::Tensor(ins[2])));
+    }
+    args.push((Role::Out, Buf::Tensor(node.outputs[0])));
+    let work = 16 * m * t;
+    cx.push(n, None, &args, Body::WinogradOut(s), work);
+    Ok(())
 }

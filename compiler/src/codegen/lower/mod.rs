@@ -45,10 +45,19 @@ fn operand(role: Role, rs: usize) -> Operand {
 pub(super) struct Ctx<'g> {
     pub(super) g: &'g mut Graph,
     out: Lowering,
-    /// Integer GEMMs use the AVX-512 VNNI layout (`Target::vnni`).
-    pub(super) vnni: bool,
+    /// Target choices.
+    pub(super) opts: LowerOpts,
+}
+
+/// What the target's kernels change in the lowering.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LowerOpts {
+    /// Integer GEMMs use the AVX-512 VNNI layout (`Target::vnni`), which changes the packed weights.
+    pub vnni: bool,
     /// Constant GEMM A operands are packed in `A_PANEL`-row panels (targets with machine-code micro-kernels).
-    pub(super) pack_a: bool,
+    pub pack_a: bool,
+    /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3) (AVX-512 targets: its transforms are machine code).
+    pub winograd: bool,
 }
 
 impl Ctx<'_> {
@@ -132,22 +141,20 @@ impl Ctx<'_> {
 
 /// Lowers every live node of `g` to kernels, in graph order.
 pub fn lower(g: &mut Graph) -> Result<Lowering> {
-    lower_with(g, false, false)
+    lower_with(g, LowerOpts::default())
 }
 
 /// Rows per panel of a packed A (`GemmSpec::a_panel`): a multiple of the AVX2 (4) and AVX-512 (8) tile rows, so
 /// one packing serves both kernel sets of a fat bundle.
 pub const A_PANEL: usize = 8;
 
-/// `lower` for a target whose integer GEMMs use AVX-512 VNNI (`vnni`), which changes the packed weights, and
-/// whose f32 GEMMs run machine-code micro-kernels (`pack_a`: constant A operands packed in panels).
-pub fn lower_with(g: &mut Graph, vnni: bool, pack_a: bool) -> Result<Lowering> {
+/// `lower` for a target (`opts`).
+pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
     let order = g.order.clone();
     let mut cx = Ctx {
         g,
         out: Lowering::default(),
-        vnni,
-        pack_a,
+        opts,
     };
     for n in order {
         lower_node(&mut cx, n)?;

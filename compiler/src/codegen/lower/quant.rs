@@ -226,7 +226,7 @@ fn gemm(
     let out = cx.g.nodes[n].outputs[0];
     let x = cx.g.nodes[n].inputs[0];
     // VNNI multiplies s8 weights: wide ones take the i16-pair kernels.
-    let vnni = cx.vnni && w.iter().all(|v| (-128..=127).contains(v));
+    let vnni = cx.opts.vnni && w.iter().all(|v| (-128..=127).contains(v));
     let (a, a_row, bias) = if vnni {
         // u8 activations as they are; i8 ones flipped to u8 by `^ 0x80` (x + 128): the zero point moves with them.
         let zp = p.x_zero_point as i64

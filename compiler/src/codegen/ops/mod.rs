@@ -1,7 +1,8 @@
 //! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
 //! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
-//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI) and `qdepthwise`.
+//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI) and `qdepthwise`;
+//! `winograd`: the F(2x2, 3x3) convolution's transforms (AVX-512).
 
 pub mod conv;
 pub mod data;
@@ -16,3 +17,4 @@ pub mod qgemm;
 pub mod qgemm_vnni;
 pub mod quant;
 pub mod reduce;
+pub mod winograd;
