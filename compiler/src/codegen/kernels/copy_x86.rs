@@ -40,60 +40,24 @@ pub fn assemble(stride: usize) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
-    let mut pair = a.create_label();
-    let mut single = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
-    a.set_label(&mut pair).map_err(e)?;
-    a.cmp(rdx, 32).map_err(e)?;
-    a.jb(single).map_err(e)?;
-    load(&mut a, 0, false).map_err(e)?;
-    load(&mut a, 1, false).map_err(e)?;
-    a.vmovups(zmmword_ptr(rsi), zmm0).map_err(e)?;
-    a.vmovups(zmmword_ptr(rsi + 64), zmm1).map_err(e)?;
-    a.add(rdi, 128 * st).map_err(e)?;
-    a.add(rsi, 128).map_err(e)?;
-    a.sub(rdx, 32).map_err(e)?;
-    a.jmp(pair).map_err(e)?;
-    a.set_label(&mut single).map_err(e)?;
-    a.cmp(rdx, 16).map_err(e)?;
-    a.jb(tail).map_err(e)?;
-    load(&mut a, 0, false).map_err(e)?;
-    a.vmovups(zmmword_ptr(rsi), zmm0).map_err(e)?;
-    a.add(rdi, 64 * st).map_err(e)?;
-    a.add(rsi, 64).map_err(e)?;
-    a.sub(rdx, 16).map_err(e)?;
-    a.set_label(&mut tail).map_err(e)?;
-    a.test(rdx, rdx).map_err(e)?;
-    a.jz(done).map_err(e)?;
-    // The last count < 16 outputs: k5 = (1 << count) − 1 masks the store; the loads need inputs
-    // 0 ..= (count − 1)·stride: k1 = the first min(that + 1, 16), k3 the rest of the second half.
-    let mask =
-        |a: &mut CodeAssembler, k: AsmRegisterK, bits: AsmRegister32| -> Result<(), IcedError> {
-            a.mov(ecx, bits)?;
-            a.mov(eax, 1u32)?;
-            a.shl(eax, cl)?;
-            a.dec(eax)?;
-            a.kmovw(k, eax)
-        };
-    mask(&mut a, k5, edx).map_err(e)?;
-    if stride == 1 {
-        a.kmovw(k1, k5).map_err(e)?;
-    } else {
-        a.lea(r9d, ptr(rdx + rdx - 1)).map_err(e)?;
-        a.mov(r10d, 16u32).map_err(e)?;
-        a.mov(r11d, r9d).map_err(e)?;
-        a.cmp(r11d, r10d).map_err(e)?;
-        a.cmova(r11d, r10d).map_err(e)?;
-        mask(&mut a, k1, r11d).map_err(e)?;
-        a.xor(r10d, r10d).map_err(e)?;
-        a.sub(r9d, 16).map_err(e)?;
-        a.cmovl(r9d, r10d).map_err(e)?;
-        mask(&mut a, k3, r9d).map_err(e)?;
-    }
-    load(&mut a, 0, true).map_err(e)?;
-    a.vmovups(zmmword_ptr(rsi).k5(), zmm0).map_err(e)?;
-    a.set_label(&mut done).map_err(e)?;
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| -> Result<(), IcedError> {
+        for (v, x) in [zmm0, zmm1].into_iter().enumerate().take(n) {
+            load(a, v, masked)?;
+            let at = zmmword_ptr(rsi + (v * 64) as i32);
+            a.vmovups(if masked { at.k5() } else { at }, x)?;
+        }
+        Ok(())
+    };
+    super::row_loop(
+        &mut a,
+        (rdx, rdi, rsi),
+        16,
+        2,
+        (64 * stride, 64),
+        step,
+        |a| super::tail_masks_zmm(a, edx, stride),
+    )
+    .map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     if stride == 2 {
@@ -137,51 +101,27 @@ pub fn assemble_avx2(stride: usize) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
-    let mut pair = a.create_label();
-    let mut single = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
-    a.set_label(&mut pair).map_err(e)?;
-    a.cmp(rdx, 16).map_err(e)?;
-    a.jb(single).map_err(e)?;
-    load(&mut a, 0, false).map_err(e)?;
-    load(&mut a, 1, false).map_err(e)?;
-    a.vmovups(ptr(rsi), ymm0).map_err(e)?;
-    a.vmovups(ptr(rsi + 32), ymm1).map_err(e)?;
-    a.add(rdi, 64 * st).map_err(e)?;
-    a.add(rsi, 64).map_err(e)?;
-    a.sub(rdx, 16).map_err(e)?;
-    a.jmp(pair).map_err(e)?;
-    a.set_label(&mut single).map_err(e)?;
-    a.cmp(rdx, 8).map_err(e)?;
-    a.jb(tail).map_err(e)?;
-    load(&mut a, 0, false).map_err(e)?;
-    a.vmovups(ptr(rsi), ymm0).map_err(e)?;
-    a.add(rdi, 32 * st).map_err(e)?;
-    a.add(rsi, 32).map_err(e)?;
-    a.sub(rdx, 8).map_err(e)?;
-    a.set_label(&mut tail).map_err(e)?;
-    a.test(rdx, rdx).map_err(e)?;
-    a.jz(done).map_err(e)?;
-    // Lane masks `lane < n` from the lane indices: outputs n = count; inputs 0 ..= (count − 1)·stride, the
-    // first min(that + 1, 8) from the first load, the rest from the second.
-    let lane_mask = |a: &mut CodeAssembler, dst: AsmRegisterYmm, n: AsmRegister32| {
-        a.vmovd(xmm7, n)?;
-        a.vpbroadcastd(dst, xmm7)?;
-        a.vpcmpgtd(dst, dst, ptr(lanes))
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| -> Result<(), IcedError> {
+        for (v, x) in [ymm0, ymm1].into_iter().enumerate().take(n) {
+            load(a, v, masked)?;
+            if masked {
+                a.vmaskmovps(ptr(rsi + (v * 32) as i32), ymm7, x)?;
+            } else {
+                a.vmovups(ptr(rsi + (v * 32) as i32), x)?;
+            }
+        }
+        Ok(())
     };
-    if stride == 1 {
-        lane_mask(&mut a, ymm5, edx).map_err(e)?;
-    } else {
-        a.lea(r9d, ptr(rdx + rdx - 1)).map_err(e)?;
-        lane_mask(&mut a, ymm5, r9d).map_err(e)?;
-        a.sub(r9d, 8).map_err(e)?;
-        lane_mask(&mut a, ymm6, r9d).map_err(e)?;
-    }
-    lane_mask(&mut a, ymm7, edx).map_err(e)?;
-    load(&mut a, 0, true).map_err(e)?;
-    a.vmaskmovps(ptr(rsi), ymm7, ymm0).map_err(e)?;
-    a.set_label(&mut done).map_err(e)?;
+    super::row_loop(
+        &mut a,
+        (rdx, rdi, rsi),
+        8,
+        2,
+        (32 * stride, 32),
+        step,
+        |a| super::tail_masks_ymm(a, edx, stride, lanes, [ymm7, ymm5, ymm6]),
+    )
+    .map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.set_label(&mut half).map_err(e)?;
@@ -189,20 +129,14 @@ pub fn assemble_avx2(stride: usize) -> Result<Vec<u8>, String> {
         .flat_map(|i| if i < 7 { u32::MAX } else { 0 }.to_le_bytes())
         .collect();
     a.db(&h).map_err(e)?;
-    a.set_label(&mut lanes).map_err(e)?;
-    let idx: Vec<u8> = (0..8u32).flat_map(|i| i.to_le_bytes()).collect();
-    a.db(&idx).map_err(e)?;
+    super::lane_table(&mut a, &mut lanes).map_err(e)?;
     a.assemble(0).map_err(e)
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
+    use super::super::test_exec::{exec, guarded};
     use super::*;
-
-    extern "C" {
-        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
-        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
-    }
 
     /// Both variants, every count from 0 to 100 at strides 1 and 2, with the source ending exactly at its last
     /// element on a page boundary (a read past it faults) and the destination checked for writes past the run.
@@ -222,7 +156,7 @@ mod tests {
             ),
         ];
         for (name, ok, asm) in variants {
-            if !ok || !cfg!(target_os = "linux") {
+            if !ok {
                 eprintln!("SKIPPED: {name} strided row copy (this CPU or OS cannot run it)");
                 continue;
             }
@@ -233,41 +167,30 @@ mod tests {
     }
 
     fn copy_case(code: Vec<u8>, stride: usize) {
-        // SAFETY: mappings made here: the code (RW then RX), and a source buffer of two pages whose
-        // second page is made inaccessible; the kernel reads `count` strided floats ending before it and
-        // writes `count` floats of `out`.
-        unsafe {
-            let len = code.len().div_ceil(4096) * 4096;
-            let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
-            std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
-            assert_eq!(mprotect(p, len, 5), 0);
-            let f: extern "sysv64" fn(*const f32, *mut f32, u64) = std::mem::transmute(p);
-            let page = mmap(std::ptr::null_mut(), 8192, 3, 0x22, -1, 0) as *mut f32;
-            assert_eq!(mprotect((page as *mut u8).add(4096), 4096, 0), 0);
-            for count in 0usize..=100 {
-                let need = if count == 0 {
-                    0
-                } else {
-                    (count - 1) * stride + 1
-                };
-                let src = page.add(1024 - need);
-                for i in 0..need {
-                    *src.add(i) = i as f32 * 0.5 - 3.0;
-                }
-                let mut out = vec![-1.0f32; count + 16];
-                f(src, out.as_mut_ptr(), count as u64);
-                for (t, &v) in out.iter().enumerate().take(count) {
-                    assert_eq!(
-                        v,
-                        *src.add(t * stride),
-                        "stride {stride} count {count} at {t}"
-                    );
-                }
-                assert!(
-                    out[count..].iter().all(|&v| v == -1.0),
-                    "wrote past the run"
-                );
+        // SAFETY: the assembled kernel's System V signature.
+        let f: extern "sysv64" fn(*const f32, *mut f32, u64) =
+            unsafe { std::mem::transmute(exec(&code)) };
+        let page = guarded(1024);
+        for count in 0usize..=100 {
+            let need = if count == 0 {
+                0
+            } else {
+                (count - 1) * stride + 1
+            };
+            // SAFETY: the last `need` of the 1024 floats before the guard page.
+            let src = unsafe { std::slice::from_raw_parts_mut(page.add(1024 - need), need) };
+            for (i, x) in src.iter_mut().enumerate() {
+                *x = i as f32 * 0.5 - 3.0;
             }
+            let mut out = vec![-1.0f32; count + 16];
+            f(src.as_ptr(), out.as_mut_ptr(), count as u64);
+            for (t, &v) in out.iter().enumerate().take(count) {
+                assert_eq!(v, src[t * stride], "stride {stride} count {count} at {t}");
+            }
+            assert!(
+                out[count..].iter().all(|&v| v == -1.0),
+                "wrote past the run"
+            );
         }
     }
 }

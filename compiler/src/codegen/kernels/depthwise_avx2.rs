@@ -108,48 +108,10 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
-    let mut quad = a.create_label();
-    let mut single = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
-    a.set_label(&mut quad).map_err(e)?;
-    a.cmp(r8, 32).map_err(e)?;
-    a.jb(single).map_err(e)?;
-    step(&mut a, 4, false).map_err(e)?;
-    a.add(rdi, (128 * st) as i32).map_err(e)?;
-    a.add(rsi, 128).map_err(e)?;
-    a.sub(r8, 32).map_err(e)?;
-    a.jmp(quad).map_err(e)?;
-    a.set_label(&mut single).map_err(e)?;
-    a.cmp(r8, 8).map_err(e)?;
-    a.jb(tail).map_err(e)?;
-    step(&mut a, 1, false).map_err(e)?;
-    a.add(rdi, (32 * st) as i32).map_err(e)?;
-    a.add(rsi, 32).map_err(e)?;
-    a.sub(r8, 8).map_err(e)?;
-    a.jmp(single).map_err(e)?;
-    a.set_label(&mut tail).map_err(e)?;
-    a.test(r8, r8).map_err(e)?;
-    a.jz(done).map_err(e)?;
-    // The last count < 8 outputs. Lane masks `lane < n` from the lane indices 0..7 (`lanes`):
-    // outputs n = count; stride 1 inputs n = count; stride 2 inputs 0 ..= 2·count − 2, the first
-    // min(2·count − 1, 8) from the first load and the rest from the second.
-    let lane_mask = |a: &mut CodeAssembler, dst: AsmRegisterYmm, n: AsmRegister32| {
-        a.vmovd(xmm15, n)?;
-        a.vpbroadcastd(dst, xmm15)?;
-        a.vpcmpgtd(dst, dst, ptr(lanes))
-    };
-    lane_mask(&mut a, ymm14, r8d).map_err(e)?;
-    if st == 1 {
-        a.vmovaps(ymm12, ymm14).map_err(e)?;
-    } else {
-        a.lea(r9d, ptr(r8 + r8 - 1)).map_err(e)?;
-        lane_mask(&mut a, ymm12, r9d).map_err(e)?;
-        a.sub(r9d, 8).map_err(e)?;
-        lane_mask(&mut a, ymm13, r9d).map_err(e)?;
-    }
-    step(&mut a, 1, true).map_err(e)?;
-    a.set_label(&mut done).map_err(e)?;
+    super::row_loop(&mut a, (r8, rdi, rsi), 8, 4, (32 * st, 32), step, |a| {
+        super::tail_masks_ymm(a, r8d, st, lanes, [ymm14, ymm12, ymm13])
+    })
+    .map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
@@ -157,21 +119,15 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let half: Vec<u8> = (0..8u32)
         .flat_map(|i| if i < 7 { u32::MAX } else { 0 }.to_le_bytes())
         .collect();
-    let idx: Vec<u8> = (0..8u32).flat_map(|i| i.to_le_bytes()).collect();
     a.db(&half).map_err(e)?;
-    a.set_label(&mut lanes).map_err(e)?;
-    a.db(&idx).map_err(e)?;
+    super::lane_table(&mut a, &mut lanes).map_err(e)?;
     a.assemble(0).map_err(e)
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
+    use super::super::test_exec::{check_dw_row, exec, guarded};
     use super::*;
-
-    extern "C" {
-        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
-        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
-    }
 
     /// Every row length class (quads, singles, masked tails) at strides 1 and 2, 3x3 and 5x5, dilation 2, with
     /// the input ending on a guard page (a read past the last needed input faults), against the fma chain with
@@ -180,7 +136,7 @@ mod tests {
     fn rows_match_the_fma_chain_bitwise() {
         let avx2 = std::arch::is_x86_feature_detected!("avx2");
         let fma = std::arch::is_x86_feature_detected!("fma");
-        if !avx2 || !fma || !cfg!(target_os = "linux") {
+        if !avx2 || !fma {
             eprintln!("SKIPPED: AVX2 depthwise row kernel (this CPU or OS cannot run it)");
             return;
         }
@@ -202,61 +158,28 @@ mod tests {
                 let wts: Vec<f32> = (0..k * k).map(|t| (t as f32 - 4.0) * 0.3).collect();
                 let bias = [0.25f32];
                 let mut out = vec![-1.0f32; count + 8];
-                // SAFETY: an RW mapping made RX holding the kernel, and an input of `need` floats ending at a
-                // PROT_NONE page; the kernel reads `count` outputs' windows (all inside `need`) and writes
-                // `count` floats of `out`.
-                let xs: Vec<f32> = unsafe {
-                    let len = code.len().div_ceil(4096) * 4096;
-                    let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
-                    std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
-                    assert_eq!(mprotect(p, len, 5), 0);
-                    let pages = (need * 4).div_ceil(4096) + 1;
-                    let buf = mmap(std::ptr::null_mut(), pages * 4096, 3, 0x22, -1, 0) as *mut f32;
-                    assert_eq!(
-                        mprotect((buf as *mut u8).add((pages - 1) * 4096), 4096, 0),
-                        0
-                    );
-                    let x = buf.add((pages - 1) * 1024 - need);
-                    for i in 0..need {
-                        *x.add(i) = if i == 5 {
-                            f32::NAN
-                        } else {
-                            ((i * 37 % 101) as f32 - 50.0) * 0.07
-                        };
-                    }
-                    let f: extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64) =
-                        std::mem::transmute(p);
-                    f(
-                        x,
-                        out.as_mut_ptr(),
-                        wts.as_ptr(),
-                        bias.as_ptr(),
-                        count as u64,
-                    );
-                    std::slice::from_raw_parts(x, need).to_vec()
-                };
-                for (o, &got) in out.iter().enumerate().take(count) {
-                    let mut acc = bias[0];
-                    for ky in 0..k {
-                        for kx in 0..k {
-                            acc =
-                                xs[o * st + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
-                        }
-                    }
-                    let want = if acc.is_nan() {
-                        acc
+                // SAFETY: `need` floats before a guard page; the kernel reads the `count` outputs' windows, all
+                // inside them (a read past them faults), and writes `count` floats of `out`.
+                let x = unsafe { std::slice::from_raw_parts_mut(guarded(need), need) };
+                for (i, v) in x.iter_mut().enumerate() {
+                    *v = if i == 5 {
+                        f32::NAN
                     } else {
-                        acc.clamp(0.0, 6.0)
+                        ((i * 37 % 101) as f32 - 50.0) * 0.07
                     };
-                    assert!(
-                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                        "k{k} d{gap} s{st} count {count} out {o}: {got} vs {want}"
-                    );
                 }
-                assert!(
-                    out[count..].iter().all(|&v| v == -1.0),
-                    "wrote past the row"
+                type RowFn = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
+                // SAFETY: the assembled kernel's System V signature.
+                let f: RowFn = unsafe { std::mem::transmute(exec(&code)) };
+                f(
+                    x.as_ptr(),
+                    out.as_mut_ptr(),
+                    wts.as_ptr(),
+                    bias.as_ptr(),
+                    count as u64,
                 );
+                let xs = &*x;
+                check_dw_row(&out, count, xs, &wts, bias[0], k, gap, st, w);
             }
         }
     }

@@ -94,6 +94,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             .map_err(e)?;
     }
     // One step of `n` vectors (n accumulators), masked by k1 when `masked`.
+    // One step of `n` vectors; masked (the tail: `super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs).
     let step = |a: &mut CodeAssembler, n: usize, masked: bool| -> Result<(), IcedError> {
         for acc in &ZMM[..n] {
             a.vmovaps(*acc, zmm8)?;
@@ -125,63 +126,17 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         for (v, &x) in ZMM[..n].iter().enumerate() {
             super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
             if masked {
-                // k1 is also the output mask at stride 1; at stride 2 it masks inputs and k5 the outputs.
-                let out = zmmword_ptr(rsi + (v * 64) as i32);
-                a.vmovups(if st == 2 { out.k5() } else { out.k1() }, x)?;
+                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k5(), x)?;
             } else {
                 a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
             }
         }
         Ok(())
     };
-    let mut quad = a.create_label();
-    let mut single = a.create_label();
-    let mut tail = a.create_label();
-    let mut done = a.create_label();
-    a.set_label(&mut quad).map_err(e)?;
-    a.cmp(r8, 64).map_err(e)?;
-    a.jb(single).map_err(e)?;
-    step(&mut a, 4, false).map_err(e)?;
-    a.add(rdi, (256 * st) as i32).map_err(e)?;
-    a.add(rsi, 256).map_err(e)?;
-    a.sub(r8, 64).map_err(e)?;
-    a.jmp(quad).map_err(e)?;
-    a.set_label(&mut single).map_err(e)?;
-    a.cmp(r8, 16).map_err(e)?;
-    a.jb(tail).map_err(e)?;
-    step(&mut a, 1, false).map_err(e)?;
-    a.add(rdi, (64 * st) as i32).map_err(e)?;
-    a.add(rsi, 64).map_err(e)?;
-    a.sub(r8, 16).map_err(e)?;
-    a.jmp(single).map_err(e)?;
-    a.set_label(&mut tail).map_err(e)?;
-    a.test(r8, r8).map_err(e)?;
-    a.jz(done).map_err(e)?;
-    // The last count < 16 outputs: k1 = (1 << count) - 1 at stride 1. At stride 2 they need inputs
-    // 0 ..= 2·count − 2: k1 = the first min(2·count − 1, 16) of the first load, k3 the rest of the second.
-    let mask =
-        |a: &mut CodeAssembler, k: AsmRegisterK, bits: AsmRegister32| -> Result<(), IcedError> {
-            a.mov(ecx, bits)?;
-            a.mov(eax, 1u32)?;
-            a.shl(eax, cl)?;
-            a.dec(eax)?;
-            a.kmovw(k, eax)
-        };
-    mask(&mut a, if st == 1 { k1 } else { k5 }, r8d).map_err(e)?;
-    if st == 2 {
-        a.lea(r9d, ptr(r8 + r8 - 1)).map_err(e)?;
-        a.mov(r10d, 16u32).map_err(e)?;
-        a.mov(r11d, r9d).map_err(e)?;
-        a.cmp(r11d, r10d).map_err(e)?;
-        a.cmova(r11d, r10d).map_err(e)?;
-        mask(&mut a, k1, r11d).map_err(e)?;
-        a.xor(r10d, r10d).map_err(e)?;
-        a.sub(r9d, 16).map_err(e)?;
-        a.cmovl(r9d, r10d).map_err(e)?;
-        mask(&mut a, k3, r9d).map_err(e)?;
-    }
-    step(&mut a, 1, true).map_err(e)?;
-    a.set_label(&mut done).map_err(e)?;
+    super::row_loop(&mut a, (r8, rdi, rsi), 16, 4, (64 * st, 64), step, |a| {
+        super::tail_masks_zmm(a, r8d, st)
+    })
+    .map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     if st == 2 {
@@ -209,20 +164,23 @@ fn max_into(
     a.vmovaps(acc.k6(), zmm10)
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
+    use super::super::test_exec::{check_dw_row, exec};
     use super::*;
 
-    extern "C" {
-        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
-        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
+    type RowFn = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
+
+    fn row_fn(code: &[u8]) -> RowFn {
+        // SAFETY: the assembled kernel's System V signature.
+        unsafe { std::mem::transmute(exec(code)) }
     }
 
     /// Every row length from 0 to 150 (quads, singles and masked tails), 3x3 and 5x5 (memory-broadcast taps),
     /// against the fma chain with the clamp; NaN kept.
     #[test]
     fn rows_match_the_fma_chain_bitwise() {
-        if !std::arch::is_x86_feature_detected!("avx512f") || !cfg!(target_os = "linux") {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
             eprintln!("SKIPPED: AVX-512 depthwise row kernel (this CPU or OS cannot run it)");
             return;
         }
@@ -247,45 +205,14 @@ mod tests {
             let bias = [0.25f32];
             for count in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 150] {
                 let mut out = vec![-1.0f32; count + 16];
-                // SAFETY: an RW mapping made RX holding the kernel; it reads `count` outputs' windows of `x`
-                // (sized above) and writes `count` floats of `out`.
-                unsafe {
-                    let len = code.len().div_ceil(4096) * 4096;
-                    let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
-                    std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
-                    assert_eq!(mprotect(p, len, 5), 0);
-                    let f: extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64) =
-                        std::mem::transmute(p);
-                    f(
-                        x.as_ptr(),
-                        out.as_mut_ptr(),
-                        wts.as_ptr(),
-                        bias.as_ptr(),
-                        count as u64,
-                    );
-                }
-                for (o, &got) in out.iter().enumerate().take(count) {
-                    let mut acc = bias[0];
-                    for ky in 0..k {
-                        for kx in 0..k {
-                            acc =
-                                x[o * st + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
-                        }
-                    }
-                    let want = if acc.is_nan() {
-                        acc
-                    } else {
-                        acc.clamp(0.0, 6.0)
-                    };
-                    assert!(
-                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                        "k{k} d{gap} s{st} count {count} out {o}: {got} vs {want}"
-                    );
-                }
-                assert!(
-                    out[count..].iter().all(|&v| v == -1.0),
-                    "wrote past the row"
+                row_fn(&code)(
+                    x.as_ptr(),
+                    out.as_mut_ptr(),
+                    wts.as_ptr(),
+                    bias.as_ptr(),
+                    count as u64,
                 );
+                check_dw_row(&out, count, &x, &wts, bias[0], k, gap, st, w);
             }
         }
     }
@@ -294,7 +221,7 @@ mod tests {
     /// order, and no write passes the row.
     #[test]
     fn max_rows_match_fmax() {
-        if !std::arch::is_x86_feature_detected!("avx512f") || !cfg!(target_os = "linux") {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
             eprintln!("SKIPPED: AVX-512 max-pool row kernel (this CPU or OS cannot run it)");
             return;
         }
@@ -329,17 +256,9 @@ mod tests {
             }
             for count in [0usize, 1, 15, 16, 17, 40, 63, 64, 65, 150] {
                 let mut out = vec![-1.0f32; count + 16];
-                // SAFETY: as in `rows_match_the_fma_chain_bitwise`; `w` and `bias` are not read in max mode.
-                unsafe {
-                    let len = code.len().div_ceil(4096) * 4096;
-                    let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
-                    std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
-                    assert_eq!(mprotect(p, len, 5), 0);
-                    let f: extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64) =
-                        std::mem::transmute(p);
-                    let none = std::ptr::null();
-                    f(x.as_ptr(), out.as_mut_ptr(), none, none, count as u64);
-                }
+                // `w` and `bias` are not read in max mode.
+                let none = std::ptr::null();
+                row_fn(&code)(x.as_ptr(), out.as_mut_ptr(), none, none, count as u64);
                 for (o, &got) in out.iter().enumerate().take(count) {
                     let mut want = f32::NEG_INFINITY;
                     for ky in 0..k {

@@ -12,9 +12,14 @@ pub mod depthwise_x86;
 pub mod gemm_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+pub(crate) mod test_exec;
 pub mod winograd_x86;
 
-use iced_x86::code_asm::{eax, k2, AsmRegisterZmm, CodeAssembler};
+use iced_x86::code_asm::{
+    cl, eax, ecx, k1, k2, k3, k5, ptr, r10d, r11d, r9d, xmm15, AsmRegister32, AsmRegister64,
+    AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler, CodeLabel,
+};
 use iced_x86::IcedError;
 
 /// Broadcasts the 32-bit pattern `bits` (an f32's bits or an integer) into every lane of `reg`, through `eax`.
@@ -49,4 +54,103 @@ pub(crate) fn clamp_keep_nan(
         a.vminps(x, x, hi)?;
     }
     a.vmovaps(x.k2(), save)
+}
+
+/// The loop over a row of outputs that the row kernels share, the count in `n`: steps of `big` vectors while
+/// at least `big · lanes` outputs remain, then single vectors, then — when any remain — `tail`, which sets the
+/// tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an unmasked one `src`
+/// advances by `src_bytes` and `dst` by `dst_bytes` per vector. Falls through to the caller's epilogue.
+#[allow(clippy::too_many_arguments)] // registers, vector geometry and the two emitters
+pub(crate) fn row_loop(
+    a: &mut CodeAssembler,
+    (n, src, dst): (AsmRegister64, AsmRegister64, AsmRegister64),
+    lanes: usize,
+    big: usize,
+    (src_bytes, dst_bytes): (usize, usize),
+    mut step: impl FnMut(&mut CodeAssembler, usize, bool) -> Result<(), IcedError>,
+    tail: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>,
+) -> Result<(), IcedError> {
+    let mut labels = [a.create_label(), a.create_label(), a.create_label()];
+    let mut done = a.create_label();
+    for (i, vectors) in [big, 1].into_iter().enumerate() {
+        a.set_label(&mut labels[i])?;
+        a.cmp(n, (vectors * lanes) as i32)?;
+        a.jb(labels[i + 1])?;
+        step(a, vectors, false)?;
+        a.add(src, (vectors * src_bytes) as i32)?;
+        a.add(dst, (vectors * dst_bytes) as i32)?;
+        a.sub(n, (vectors * lanes) as i32)?;
+        a.jmp(labels[i])?;
+    }
+    a.set_label(&mut labels[2])?;
+    a.test(n, n)?;
+    a.jz(done)?;
+    tail(a)?;
+    step(a, 1, true)?;
+    a.set_label(&mut done)
+}
+
+/// `k = (1 << bits) − 1` (bits ≤ 16), through `ecx` and `eax`.
+fn low_mask(a: &mut CodeAssembler, k: AsmRegisterK, bits: AsmRegister32) -> Result<(), IcedError> {
+    a.mov(ecx, bits)?;
+    a.mov(eax, 1u32)?;
+    a.shl(eax, cl)?;
+    a.dec(eax)?;
+    a.kmovw(k, eax)
+}
+
+/// AVX-512 masks for a row's last `count` (< 16) outputs at `stride` 1 or 2: `k5` the outputs, `k1` the inputs
+/// of the first load, `k3` (stride 2) those of the second half: inputs 0 ..= (count − 1)·stride, so no load
+/// passes the last one the row needs. Clobbers `eax`, `ecx`, `r9`–`r11`.
+pub(crate) fn tail_masks_zmm(
+    a: &mut CodeAssembler,
+    count: AsmRegister32,
+    stride: usize,
+) -> Result<(), IcedError> {
+    low_mask(a, k5, count)?;
+    if stride == 1 {
+        return a.kmovw(k1, k5);
+    }
+    a.lea(r9d, ptr(count + count - 1))?;
+    a.mov(r10d, 16u32)?;
+    a.mov(r11d, r9d)?;
+    a.cmp(r11d, r10d)?;
+    a.cmova(r11d, r10d)?;
+    low_mask(a, k1, r11d)?;
+    a.xor(r10d, r10d)?;
+    a.sub(r9d, 16)?;
+    a.cmovl(r9d, r10d)?;
+    low_mask(a, k3, r9d)
+}
+
+/// AVX2 lane masks for a row's last `count` (< 8) outputs at `stride` 1 or 2, each `lane < n` against the lane
+/// indices 0..7 at `lanes`: `outs` the outputs, `first` the first load's inputs, `second` (stride 2) the second
+/// half's. Clobbers `xmm15` and `r9`.
+pub(crate) fn tail_masks_ymm(
+    a: &mut CodeAssembler,
+    count: AsmRegister32,
+    stride: usize,
+    lanes: CodeLabel,
+    [outs, first, second]: [AsmRegisterYmm; 3],
+) -> Result<(), IcedError> {
+    let lane_mask = |a: &mut CodeAssembler, dst: AsmRegisterYmm, n: AsmRegister32| {
+        a.vmovd(xmm15, n)?;
+        a.vpbroadcastd(dst, xmm15)?;
+        a.vpcmpgtd(dst, dst, ptr(lanes))
+    };
+    lane_mask(a, outs, count)?;
+    if stride == 1 {
+        return a.vmovaps(first, outs);
+    }
+    a.lea(r9d, ptr(count + count - 1))?;
+    lane_mask(a, first, r9d)?;
+    a.sub(r9d, 8)?;
+    lane_mask(a, second, r9d)
+}
+
+/// The AVX2 lane-index table `tail_masks_ymm` compares with (eight u32 0..7), placed at `lanes`.
+pub(crate) fn lane_table(a: &mut CodeAssembler, lanes: &mut CodeLabel) -> Result<(), IcedError> {
+    a.set_label(lanes)?;
+    let idx: Vec<u8> = (0..8u32).flat_map(|i| i.to_le_bytes()).collect();
+    a.db(&idx)
 }

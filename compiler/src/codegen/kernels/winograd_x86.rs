@@ -253,33 +253,17 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
+    use super::super::test_exec::exec;
     use super::*;
-
-    extern "C" {
-        fn mmap(addr: *mut u8, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut u8;
-        fn mprotect(addr: *mut u8, len: usize, prot: i32) -> i32;
-    }
-
-    /// Maps `code` executable (leaked: test only).
-    fn exec(code: &[u8]) -> *const u8 {
-        // SAFETY: a fresh anonymous RW mapping, filled, then made RX.
-        unsafe {
-            let len = code.len().div_ceil(4096) * 4096;
-            let p = mmap(std::ptr::null_mut(), len, 3, 0x22, -1, 0);
-            std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
-            assert_eq!(mprotect(p, len, 5), 0);
-            p
-        }
-    }
 
     fn val(i: usize) -> f32 {
         ((i * 37 % 101) as f32 - 50.0) * 0.07
     }
 
     fn skip() -> bool {
-        let no = !std::arch::is_x86_feature_detected!("avx512f") || !cfg!(target_os = "linux");
+        let no = !std::arch::is_x86_feature_detected!("avx512f");
         if no {
             eprintln!("SKIPPED: AVX-512 Winograd transforms (this CPU or OS cannot run them)");
         }

@@ -1,0 +1,86 @@
+//! Test support for the machine-code kernels (Linux, x86-64): running assembled bytes, buffers that end on an
+//! inaccessible page so that a read past their end faults, and the depthwise row kernels' reference check.
+//! Mappings are leaked: tests only.
+
+/// Maps `code` executable and returns its address (call it through a transmuted `extern "sysv64" fn`).
+pub fn exec(code: &[u8]) -> *const u8 {
+    let len = code.len().div_ceil(4096).max(1) * 4096;
+    // SAFETY: a fresh anonymous RW mapping of `len` bytes, filled with `code` (len >= code.len()), then made
+    // read + execute.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        std::ptr::copy_nonoverlapping(code.as_ptr(), p as *mut u8, code.len());
+        assert_eq!(libc::mprotect(p, len, libc::PROT_READ | libc::PROT_EXEC), 0);
+        p as *const u8
+    }
+}
+
+/// A zeroed buffer of `floats` f32 whose end is the start of a `PROT_NONE` page.
+pub fn guarded(floats: usize) -> *mut f32 {
+    let pages = (floats * 4).div_ceil(4096) + 1;
+    // SAFETY: a fresh anonymous RW mapping of `pages` pages; its last page is made inaccessible, and the
+    // returned pointer leaves exactly `floats` f32 (4-byte aligned: page-aligned base) before it.
+    unsafe {
+        let base = libc::mmap(
+            std::ptr::null_mut(),
+            pages * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(base, libc::MAP_FAILED);
+        let guard = (base as *mut u8).add((pages - 1) * 4096);
+        assert_eq!(
+            libc::mprotect(guard as *mut libc::c_void, 4096, libc::PROT_NONE),
+            0
+        );
+        (guard as *mut f32).sub(floats)
+    }
+}
+
+/// Checks a depthwise row kernel's `out` against the reference: each of the first `count` outputs is
+/// `clamp(bias + Σ w[ky][kx] · x[o·st + ky·gap·w + kx·gap], 0, 6)` as one `mul_add` chain in (ky, kx) order
+/// (NaN kept, compared bitwise), and nothing past them was written (still −1).
+#[allow(clippy::too_many_arguments)] // the row's geometry
+pub fn check_dw_row(
+    out: &[f32],
+    count: usize,
+    x: &[f32],
+    wts: &[f32],
+    bias: f32,
+    k: usize,
+    gap: usize,
+    st: usize,
+    w: usize,
+) {
+    for (o, &got) in out.iter().enumerate().take(count) {
+        let mut acc = bias;
+        for ky in 0..k {
+            for kx in 0..k {
+                acc = x[o * st + ky * gap * w + kx * gap].mul_add(wts[ky * k + kx], acc);
+            }
+        }
+        let want = if acc.is_nan() {
+            acc
+        } else {
+            acc.clamp(0.0, 6.0)
+        };
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "k{k} d{gap} s{st} count {count} out {o}: {got} vs {want}"
+        );
+    }
+    assert!(
+        out[count..].iter().all(|&v| v == -1.0),
+        "wrote past the row"
+    );
+}
