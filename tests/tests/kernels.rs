@@ -189,6 +189,26 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        // 1x1 on narrow planes with a multiple of 32 output channels: computed transposed on AVX-512 (pixels
+        // as GEMM rows) and written back by the 16x16 block-transposing epilogue; batch 2, 196 pixels.
+        (
+            "transposed_7x7",
+            [1, 40, 7, 7],
+            [64, 40, 1, 1],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "transposed_batch",
+            [2, 24, 14, 14],
+            [32, 24, 1, 1],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
         // Depthwise (direct kernel): vector interior, asymmetric pads, dilation, 5x5, no interior at all.
         (
             "dw1",

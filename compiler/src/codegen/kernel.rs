@@ -92,6 +92,21 @@ pub enum Body {
     Im2col(Im2colSpec),
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
+    /// The transposing epilogue of a convolution computed transposed (AVX-512 machine code): roles X (`Cᵀ`,
+    /// `[N, P16, M]`, P16 = P rounded up to 16), [Residual], Out (`[N, M, P]`); adds the residual and applies
+    /// `act` when present. One unit per (batch, 16 channels); M is a multiple of 16.
+    TransposeOut {
+        /// Batch.
+        n: usize,
+        /// Output pixels.
+        p: usize,
+        /// Output channels.
+        m: usize,
+        /// Whether a residual is added.
+        residual: bool,
+        /// Activation applied after the residual (`Activation::None` when the GEMM applied it).
+        act: crate::ir::Activation,
+    },
     /// Winograd F(2x2, 3x3) input transform: roles X, Out (`V`).
     WinogradIn(super::ops::winograd::WinogradSpec),
     /// Winograd F(2x2, 3x3) output transform with bias and clamp: roles X (`M`), [Bias], Out.
@@ -304,6 +319,7 @@ impl Kernel {
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
             Body::WinogradIn(s) => s.n * s.c,
+            Body::TransposeOut { n, m, .. } => n * m.div_ceil(16),
             Body::WinogradOut(s) => s.n * s.m,
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),

@@ -253,8 +253,9 @@ pub(super) fn define_pool_row(
     }
 }
 
-/// Defines the machine-code transforms of Winograd kernel `i`: for `WinogradIn`, `[input transform, row copy,
-/// None]`; for `WinogradOut`, `[two-row output transform, one-row variant (odd heights), None]`.
+/// Defines the machine code of Winograd kernel `i` and of a transposing epilogue: for `WinogradIn`, `[input
+/// transform, row copy, None]`; for `WinogradOut`, `[two-row output transform, one-row variant (odd heights),
+/// None]`; for `TransposeOut`, `[the gather epilogue, None, None]`.
 pub(super) fn define_winograd(
     module: &mut dyn Module,
     name: &str,
@@ -293,6 +294,25 @@ pub(super) fn define_winograd(
                 _ => None,
             };
             Ok([two, one, None])
+        }
+        Body::TransposeOut {
+            m,
+            p,
+            residual,
+            act,
+            ..
+        } => {
+            let (lo, hi) = clamp_bits(*act)
+                .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
+            let spec = kernels::transpose_x86::TransposeOut {
+                m: *m,
+                p: *p,
+                residual: *residual,
+                lo,
+                hi,
+            };
+            let code = kernels::transpose_x86::assemble(&spec);
+            Ok([f(module, "transpose", 4, code)?, None, None])
         }
         _ => Ok([None; 3]),
     }

@@ -74,6 +74,7 @@ fn uses_micro_kernels(body: &Body) -> bool {
             | Body::Pool(_)
             | Body::WinogradIn(_)
             | Body::WinogradOut(_)
+            | Body::TransposeOut { .. }
             | Body::QGemm(_)
             | Body::QAdd { .. }
             | Body::Depthwise(_)
@@ -151,14 +152,17 @@ pub fn define_kernels(
             _ => None,
         };
         let wino = match (&k.body, simd) {
-            (Body::WinogradIn(_) | Body::WinogradOut(_), Some(Simd::Avx512)) => {
+            (
+                Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. },
+                Some(Simd::Avx512),
+            ) => {
                 let ids = define_winograd(module, name, i, &k.body)?;
                 Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
             }
-            (Body::WinogradIn(_) | Body::WinogradOut(_), _) => {
+            (Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. }, _) => {
                 return Err(Error::internal(
                     "codegen",
-                    format!("kernel '{}': Winograd transforms need AVX-512", k.name),
+                    format!("kernel '{}': its machine code needs AVX-512", k.name),
                 ))
             }
             _ => None,
@@ -236,6 +240,12 @@ pub fn define_kernels(
                     }
                     _ => no_code = true,
                 },
+                (Body::TransposeOut { n, p, m, .. }, _, _) => match wino {
+                    Some([Some(f), _, _]) => {
+                        ops::data::emit_transpose_out(&mut kb, [*n, *p, *m], k.tasks, f)
+                    }
+                    _ => no_code = true,
+                },
                 (Body::WinogradOut(s), _, _) => match wino {
                     Some([Some(f2), f1, _]) => ops::winograd::emit_out(&mut kb, s, k.tasks, f2, f1),
                     _ => no_code = true,
@@ -306,7 +316,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
-        Body::WinogradIn(_) | Body::WinogradOut(_) => {}
+        Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. } => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {
             kind,

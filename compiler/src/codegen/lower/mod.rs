@@ -56,7 +56,8 @@ pub struct LowerOpts {
     pub vnni: bool,
     /// Constant GEMM A operands are packed in `A_PANEL`-row panels (targets with machine-code micro-kernels).
     pub pack_a: bool,
-    /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3) (AVX-512 targets: its transforms are machine code).
+    /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3), and convolutions on narrow planes are computed
+    /// transposed (AVX-512 targets: their transforms and the transposing epilogue are machine code).
     pub winograd: bool,
 }
 

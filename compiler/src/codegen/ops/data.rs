@@ -7,7 +7,7 @@ use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
 /// Bytes per work unit of a flat copy.
 pub const COPY_CHUNK: usize = 16384;
@@ -283,5 +283,33 @@ pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32)
         };
         let q = kb.addr(dst, i, to.size() as i64);
         kb.store(y, q, 0);
+    });
+}
+
+/// Emits the driver of a transposing epilogue (`Body::TransposeOut`): roles X (`Cᵀ [N, P16, M]`), [Residual]
+/// and Out (`[N, M, P]`), one unit per (batch, 16 channels), each one call to the machine-code block transpose
+/// `f` (`kernels/transpose_x86.rs`).
+pub fn emit_transpose_out(kb: &mut Kb, [n, p, m]: [usize; 3], tasks: u32, f: FuncRef) {
+    let blocks = m / 16;
+    let p16 = p.next_multiple_of(16);
+    let (lo, hi) = kb.task_range(n * blocks, tasks);
+    let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
+    let res = kb
+        .args
+        .iter()
+        .find(|(r, _)| *r == Role::Residual)
+        .map(|&(_, v)| v);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // Unit u = b · blocks + blk: Cᵀ at (b, 0, 16·blk), the output and residual rows at (b, 16·blk, 0).
+        let (b, blk) = kb.divmod(u, blocks);
+        let sb = kb.addr(src, b, (p16 * m * 4) as i64);
+        let s = kb.addr(sb, blk, 64);
+        let d = kb.addr(dst, u, (16 * p * 4) as i64);
+        let r = match res {
+            Some(r) => kb.addr(r, u, (16 * p * 4) as i64),
+            None => kb.iconst(0),
+        };
+        let count = kb.iconst(p as i64);
+        kb.b.ins().call(f, &[s, d, r, count]);
     });
 }
