@@ -99,6 +99,8 @@ fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
         "generic,x86-64-v4",
         "x86-64-v3,x86-64-v4,icelake",
         "x86-64-v3,icelake",
+        // Reversed: the AVX-512 set cannot be the baseline.
+        "x86-64-v4,x86-64-v3",
     ] {
         let mut o = bundlec::Options::new("fat_bad");
         o.cpu = bad.to_string();

@@ -170,6 +170,15 @@ pub fn targets(triple: Option<&str>, cpus: &str) -> Result<(Target, Option<Targe
                     ),
                 ));
             }
+            if b.simd == Some(Simd::Avx512) {
+                return Err(bad(
+                    "--cpu",
+                    format!(
+                        "'{cpus}': FAST must be the wider kernel set: BASE is what runs on CPUs without FAST's \
+                         features, so it cannot need AVX-512 when FAST does not (write x86-64-v3,x86-64-v4)"
+                    ),
+                ));
+            }
             if b.vnni != f.vnni {
                 return Err(bad(
                     "--cpu",
