@@ -35,8 +35,8 @@ impl<'a> Kb<'a> {
     /// The base pointer of the argument with `role`. A role the kernel lacks is recorded in `missing` (and
     /// the task index stands in) so the caller fails the kernel with an internal error instead of panicking.
     pub fn arg(&self, role: Role) -> Value {
-        match self.args.iter().find(|(r, _)| *r == role) {
-            Some(&(_, v)) => v,
+        match self.arg_opt(role) {
+            Some(v) => v,
             None => {
                 if self.missing.get().is_none() {
                     self.missing.set(Some(role));
@@ -44,6 +44,10 @@ impl<'a> Kb<'a> {
                 self.task
             }
         }
+    }
+    /// The base pointer of the argument with `role`, if the kernel has one (optional operands).
+    pub fn arg_opt(&self, role: Role) -> Option<Value> {
+        self.args.iter().find(|(r, _)| *r == role).map(|&(_, v)| v)
     }
     /// The base pointers of a variadic op's inputs (`Role::In(0)`, `In(1)`, ...), in order.
     pub fn inputs(&self) -> Vec<Value> {

@@ -195,17 +195,23 @@ pub(super) fn define_dw_row_f32(
         hi,
         max: false,
     };
+    define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
+}
+
+/// Places a row kernel (depthwise or max-pool mode) for `simd`; `None` when its shape does not assemble (the
+/// kernel keeps the Cranelift path).
+fn define_row(
+    module: &mut dyn Module,
+    fname: &str,
+    spec: &kernels::depthwise_x86::DwRowF32,
+    simd: Simd,
+) -> Result<Option<FuncId>> {
     let code = match simd {
-        Simd::Avx512 => kernels::depthwise_x86::assemble(&spec),
-        Simd::Avx2 => kernels::depthwise_avx2::assemble(&spec),
+        Simd::Avx512 => kernels::depthwise_x86::assemble(spec),
+        Simd::Avx2 => kernels::depthwise_avx2::assemble(spec),
     };
     match code {
-        Ok(code) => Ok(Some(define_machine_code(
-            module,
-            &format!("{name}__k{i}_dwf32"),
-            5,
-            Ok(code),
-        )?)),
+        Ok(code) => Ok(Some(define_machine_code(module, fname, 5, Ok(code))?)),
         Err(_) => Ok(None),
     }
 }
@@ -242,21 +248,14 @@ pub(super) fn define_pool_row(
         hi: None,
         max: true,
     };
-    match kernels::depthwise_x86::assemble(&spec) {
-        Ok(code) => Ok(Some(define_machine_code(
-            module,
-            &format!("{name}__k{i}_maxrow"),
-            5,
-            Ok(code),
-        )?)),
-        Err(_) => Ok(None),
-    }
+    define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }
 
-/// Defines the machine code of Winograd kernel `i` and of a transposing epilogue: for `WinogradIn`, `[input
+/// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
+/// epilogue) of kernel `i`: for `WinogradIn`, `[input
 /// transform, row copy, None]`; for `WinogradOut`, `[two-row output transform, one-row variant (odd heights),
 /// None]`; for `TransposeOut`, `[the gather epilogue, None, None]`.
-pub(super) fn define_winograd(
+pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
     i: usize,

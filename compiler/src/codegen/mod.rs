@@ -33,8 +33,8 @@ use kernel::{Body, KernelId, Lowering};
 use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
 use machine_code::{
-    define_dw_row_f32, define_machine_code, define_micro, define_pool_row, define_qmicro,
-    define_qpair, define_winograd,
+    define_dw_row_f32, define_layout, define_machine_code, define_micro, define_pool_row,
+    define_qmicro, define_qpair,
 };
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
@@ -151,12 +151,12 @@ pub fn define_kernels(
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
-        let wino = match (&k.body, simd) {
+        let layout = match (&k.body, simd) {
             (
                 Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. },
                 Some(Simd::Avx512),
             ) => {
-                let ids = define_winograd(module, name, i, &k.body)?;
+                let ids = define_layout(module, name, i, &k.body)?;
                 Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
             }
             (Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. }, _) => {
@@ -234,19 +234,19 @@ pub fn define_kernels(
             match (&k.body, micro, qmicro) {
                 (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
-                (Body::WinogradIn(s), _, _) => match wino {
+                (Body::WinogradIn(s), _, _) => match layout {
                     Some([Some(f), Some(copy), _]) => {
                         ops::winograd::emit_in(&mut kb, s, k.tasks, f, copy)
                     }
                     _ => no_code = true,
                 },
-                (Body::TransposeOut { n, p, m, .. }, _, _) => match wino {
+                (Body::TransposeOut { n, p, m, .. }, _, _) => match layout {
                     Some([Some(f), _, _]) => {
                         ops::data::emit_transpose_out(&mut kb, [*n, *p, *m], k.tasks, f)
                     }
                     _ => no_code = true,
                 },
-                (Body::WinogradOut(s), _, _) => match wino {
+                (Body::WinogradOut(s), _, _) => match layout {
                     Some([Some(f2), f1, _]) => ops::winograd::emit_out(&mut kb, s, k.tasks, f2, f1),
                     _ => no_code = true,
                 },

@@ -21,22 +21,9 @@ const YMM: [AsmRegisterYmm; 16] = [
 /// the Cranelift path). Max-pool mode is AVX-512 only.
 pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let [kh, kw] = s.kernel;
-    let taps = kh * kw;
-    let tap_off: Vec<i32> = (0..taps)
-        .map(|t| {
-            let (ky, kx) = (t / kw, t % kw);
-            (ky * s.dilations[0])
-                .checked_mul(s.w)
-                .and_then(|v| v.checked_add(kx * s.dilations[1]))
-                // + 256 bytes: the furthest load of a four-vector step.
-                .and_then(|v| v.checked_add(64))
-                .and_then(|v| v.checked_mul(4))
-                .and_then(|v| i32::try_from(v).ok())
-                .map(|v| v - 256)
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("AVX2 depthwise row kernel displacements out of range: {s:?}"))?;
+    let taps = s.kernel[0] * s.kernel[1];
+    // + 256 bytes: the furthest load of a four-vector step.
+    let tap_off = super::depthwise_x86::tap_offsets(s, 256)?;
     if taps == 0 || !(1..=2).contains(&s.stride) || s.max {
         return Err(format!(
             "AVX2 depthwise row kernel shape out of range: {s:?}"

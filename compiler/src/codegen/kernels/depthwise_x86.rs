@@ -43,25 +43,28 @@ const ZMM: [AsmRegisterZmm; 32] = [
 /// broadcast from memory at each use.
 const REG_TAPS: usize = 20;
 
+/// Each tap's byte offset from the row kernel's `x` (tap (ky, kx) at `ky·dh·w + kx·dw` floats), checked so
+/// that it plus `reach` bytes (a step's furthest load) fits a 32-bit displacement.
+pub(crate) fn tap_offsets(s: &DwRowF32, reach: usize) -> Result<Vec<i32>, String> {
+    let kw = s.kernel[1];
+    (0..s.kernel[0] * kw)
+        .map(|t| {
+            let floats = (t / kw * s.dilations[0])
+                .checked_mul(s.w)?
+                .checked_add(t % kw * s.dilations[1])?;
+            let off = i32::try_from(floats.checked_mul(4)?).ok()?;
+            off.checked_add(i32::try_from(reach).ok()?).map(|_| off)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("depthwise row kernel displacements out of range: {s:?}"))
+}
+
 /// Assembles the row kernel; `Err` when the displacements do not fit (the caller keeps the Cranelift path).
 pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let [kh, kw] = s.kernel;
-    let taps = kh * kw;
-    let tap_off: Vec<i32> = (0..taps)
-        .map(|t| {
-            let (ky, kx) = (t / kw, t % kw);
-            (ky * s.dilations[0])
-                .checked_mul(s.w)
-                .and_then(|v| v.checked_add(kx * s.dilations[1]))
-                // + 512 bytes: the furthest load of a four-vector step.
-                .and_then(|v| v.checked_add(128))
-                .and_then(|v| v.checked_mul(4))
-                .and_then(|v| i32::try_from(v).ok())
-                .map(|v| v - 512)
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("depthwise row kernel displacements out of range: {s:?}"))?;
+    let taps = s.kernel[0] * s.kernel[1];
+    // + 512 bytes: the furthest load of a four-vector step.
+    let tap_off = tap_offsets(s, 512)?;
     if taps == 0 || !(1..=2).contains(&s.stride) {
         return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }

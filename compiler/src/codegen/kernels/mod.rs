@@ -18,8 +18,8 @@ pub mod transpose_x86;
 pub mod winograd_x86;
 
 use iced_x86::code_asm::{
-    cl, eax, ecx, k1, k2, k3, k5, ptr, r10d, r11d, r9d, xmm15, AsmRegister32, AsmRegister64,
-    AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler, CodeLabel,
+    cl, eax, ecx, k1, k2, k3, k5, ptr, r10d, r11d, r9d, rax, rcx, xmm15, AsmRegister32,
+    AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler, CodeLabel,
 };
 use iced_x86::IcedError;
 
@@ -154,4 +154,20 @@ pub(crate) fn lane_table(a: &mut CodeAssembler, lanes: &mut CodeLabel) -> Result
     a.set_label(lanes)?;
     let idx: Vec<u8> = (0..8u32).flat_map(|i| i.to_le_bytes()).collect();
     a.db(&idx)
+}
+
+/// `k = (1 << min(n, 16)) − 1`: the lanes of a 16-lane block with `n` elements left (clobbers `rcx`, `eax`).
+pub(crate) fn block_mask(
+    a: &mut CodeAssembler,
+    k: AsmRegisterK,
+    n: AsmRegister64,
+) -> Result<(), IcedError> {
+    a.mov(rcx, n)?;
+    a.mov(eax, 16u32)?;
+    a.cmp(rcx, rax)?;
+    a.cmova(rcx, rax)?;
+    a.mov(eax, 1u32)?;
+    a.shl(eax, cl)?;
+    a.dec(eax)?;
+    a.kmovw(k, eax)
 }

@@ -46,24 +46,16 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
     let block = disp(16 * s.m)?;
     let z = |i: usize| ZMM[i];
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi: Cᵀ at (p0, c0); rsi: out at (c0, p0); rdx: residual at (c0, p0); rcx: pixels left.
+    // rdi: Cᵀ at (p0, c0); rsi: out at (c0, p0); rdx: residual at (c0, p0); rcx: pixels (moved to r8).
+    // r8: pixels left (rcx is block_mask's scratch).
+    a.mov(r8, rcx).map_err(e)?;
     let mut top = a.create_label();
     let mut done = a.create_label();
     a.set_label(&mut top).map_err(e)?;
-    a.test(rcx, rcx).map_err(e)?;
+    a.test(r8, r8).map_err(e)?;
     a.jz(done).map_err(e)?;
-    // k1 = the pixels of this block: min(left, 16) lanes.
-    a.mov(r9, rcx).map_err(e)?;
-    a.mov(eax, 16u32).map_err(e)?;
-    a.cmp(r9, rax).map_err(e)?;
-    a.cmova(r9, rax).map_err(e)?;
-    a.mov(r10, rcx).map_err(e)?;
-    a.mov(rcx, r9).map_err(e)?;
-    a.mov(eax, 1u32).map_err(e)?;
-    a.shl(eax, cl).map_err(e)?;
-    a.dec(eax).map_err(e)?;
-    a.mov(rcx, r10).map_err(e)?;
-    a.kmovw(k1, eax).map_err(e)?;
+    // k1 = the pixels of this block.
+    super::block_mask(&mut a, k1, r8).map_err(e)?;
     // 16 pixel rows of 16 channels (rows past the pixels are the scratch's padding: loaded, never stored).
     for (r, &off) in rows.iter().enumerate() {
         a.vmovups(z(r), zmmword_ptr(rdi + off)).map_err(e)?;
@@ -121,7 +113,7 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
     if s.residual {
         a.add(rdx, 64).map_err(e)?;
     }
-    a.sub(rcx, 16).map_err(e)?;
+    a.sub(r8, 16).map_err(e)?;
     a.jbe(done).map_err(e)?;
     a.jmp(top).map_err(e)?;
     a.set_label(&mut done).map_err(e)?;

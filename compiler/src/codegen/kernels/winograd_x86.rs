@@ -52,18 +52,6 @@ fn disp(floats: usize) -> Result<i32, String> {
         .ok_or_else(|| format!("Winograd transform displacement out of range: {floats} floats"))
 }
 
-/// `k = (1 << min(n, 16)) − 1` for the tile count left in `rdx`, through `ecx`/`eax`.
-fn tail_mask(a: &mut CodeAssembler, k: AsmRegisterK, n: AsmRegister64) -> Result<(), IcedError> {
-    a.mov(rcx, n)?;
-    a.mov(eax, 16u32)?;
-    a.cmp(rcx, rax)?;
-    a.cmova(rcx, rax)?;
-    a.mov(eax, 1u32)?;
-    a.shl(eax, cl)?;
-    a.dec(eax)?;
-    a.kmovw(k, eax)
-}
-
 /// Assembles the input transform.
 pub fn assemble_in(s: &WinoIn) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
@@ -80,7 +68,7 @@ pub fn assemble_in(s: &WinoIn) -> Result<Vec<u8>, String> {
     a.set_label(&mut top).map_err(e)?;
     a.test(rdx, rdx).map_err(e)?;
     a.jz(done).map_err(e)?;
-    tail_mask(&mut a, k1, rdx).map_err(e)?;
+    super::block_mask(&mut a, k1, rdx).map_err(e)?;
     // zmm30 / zmm31: even / odd lane indices of a 32-float pair (reloaded per block: the transform uses them).
     a.vmovups(zmm30, zmmword_ptr(table)).map_err(e)?;
     a.vmovups(zmm31, zmmword_ptr(table2)).map_err(e)?;
@@ -174,7 +162,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     a.set_label(&mut top).map_err(e)?;
     a.test(r9, r9).map_err(e)?;
     a.jz(done).map_err(e)?;
-    tail_mask(&mut a, k1, r9).map_err(e)?;
+    super::block_mask(&mut a, k1, r9).map_err(e)?;
     for (x, &off) in ms.iter().enumerate() {
         a.vmovups(ZMM[x].k1().z(), zmmword_ptr(rdi + off))
             .map_err(e)?;

@@ -294,11 +294,7 @@ pub fn emit_transpose_out(kb: &mut Kb, [n, p, m]: [usize; 3], tasks: u32, f: Fun
     let p16 = p.next_multiple_of(16);
     let (lo, hi) = kb.task_range(n * blocks, tasks);
     let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
-    let res = kb
-        .args
-        .iter()
-        .find(|(r, _)| *r == Role::Residual)
-        .map(|&(_, v)| v);
+    let res = kb.arg_opt(Role::Residual);
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u = b · blocks + blk: Cᵀ at (b, 0, 16·blk), the output and residual rows at (b, 16·blk, 0).
         let (b, blk) = kb.divmod(u, blocks);
