@@ -189,7 +189,7 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
-        // 1x1 on narrow planes with a multiple of 32 output channels: computed transposed on AVX-512 (pixels
+        // Convs on narrow planes with a multiple of 32 output channels: computed transposed on AVX-512 (pixels
         // as GEMM rows) and written back by the 16x16 block-transposing epilogue; batch 2, 196 pixels.
         (
             "transposed_7x7",
@@ -206,6 +206,26 @@ fn conv_shapes_pads_strides_groups() {
             [32, 24, 1, 1],
             [0, 0, 0, 0],
             [1, 1],
+            [1, 1],
+            1,
+        ),
+        // 3x3 ones transposed too (im2col columns read transposed, weights in 32-column panels): stride 1 with
+        // K = 360 (a full and a tail K block), stride 2 from 14x14 with asymmetric pads.
+        (
+            "transposed_3x3",
+            [1, 40, 7, 7],
+            [64, 40, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "transposed_3x3_s2",
+            [1, 24, 14, 14],
+            [32, 24, 3, 3],
+            [1, 0, 0, 1],
+            [2, 2],
             [1, 1],
             1,
         ),

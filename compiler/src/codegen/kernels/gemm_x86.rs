@@ -63,6 +63,11 @@ pub struct MicroSpec {
     pub c_rs: usize,
     /// Start from the values in C (a later K block) instead of +0.0.
     pub accumulate: bool,
+    /// Prefetch (`prefetcht0`) the B row this many steps of K ahead, each step (0: none). For B packed in
+    /// panels streamed from memory once per inference (`GemmSpec::b_panel`): there the next K block and the next
+    /// column block follow in the same stream, so the first tile of a block no longer waits on memory while the
+    /// others run from L1. A prefetch never faults, so running past B's end is harmless.
+    pub b_prefetch: usize,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -104,6 +109,10 @@ pub fn fits(m: &MicroSpec) -> bool {
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
         && disp(m.b_rs).is_some()
+        && m.b_rs
+            .checked_mul(m.b_prefetch)
+            .and_then(|x| disp(x + nr))
+            .is_some()
         && disp(m.c_rs * mr + nr).is_some()
         && m.epi
             .and_then(|e| e.res_rs)
@@ -143,6 +152,12 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     a.mov(r10, m.k as u64).map_err(e)?;
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
+    if m.b_prefetch > 0 {
+        for line in 0..(nr * 4).div_ceil(64) {
+            a.prefetcht0(byte_ptr(rsi + d(m.b_prefetch * m.b_rs + line * 16)))
+                .map_err(e)?;
+        }
+    }
     let nacc = mr * vecs;
     match m.simd {
         Simd::Avx2 => {
@@ -337,6 +352,7 @@ mod tests {
             c_rs,
             accumulate: false,
             epi: None,
+            b_prefetch: if b_rs == nr { 4 } else { 0 },
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -405,6 +421,7 @@ mod tests {
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),
             }),
+            b_prefetch: 0,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
@@ -484,5 +501,6 @@ mod tests {
         check(Simd::Avx512, 1, 3, 1, 32, 32);
         check(Simd::Avx512, 65, 70, 1, 40, 35);
         check(Simd::Avx512, 5, 1, 8, 64, 100);
+        check(Simd::Avx512, 300, 1, 49, 32, 40); // B as one panel, prefetched
     }
 }

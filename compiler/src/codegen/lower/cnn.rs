@@ -88,7 +88,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         }
     }
     let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
-    if g == 1 && khw == 1 && cx.opts.winograd && transposed_wins(m, p) {
+    if g == 1 && cx.opts.winograd && transposed_wins(m, p) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
             if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
                 return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], (b_buf, b_batch));
@@ -129,6 +129,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         ],
         a: operand(Role::A, kk),
         a_panel: packed.map(|_| A_PANEL),
+        b_panel: None,
         b: operand(Role::B, p),
         c: operand(Role::Out, p),
         alpha: 1.0,
@@ -239,6 +240,7 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
         batch: vec![[16, m * c, c * t, m * t, 0]],
         a: operand(Role::A, c),
         a_panel: None,
+        b_panel: None,
         b: operand(Role::B, t),
         c: operand(Role::Out, t),
         alpha: 1.0,
@@ -259,14 +261,16 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
     Ok(())
 }
 
-/// Whether an AVX-512 1x1 convolution GEMM of `m` output channels by `p` output pixels wastes enough of its
+/// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
+const NR: usize = 32;
+
+/// Whether an AVX-512 convolution GEMM of `m` output channels by `p` output pixels wastes enough of its
 /// 32-column tiles on the last column block that computing it transposed (pixels as rows, which the row-tail
 /// micro-kernels cover exactly; channels, a multiple of 32, as columns) wins: 7x7 planes use 49 of 64 columns,
-/// 14x14 planes 196 of 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %, ResNet-50's 1x1
-/// layers on 14x14 and 7x7 planes 15–25 % faster each; its 3x3 ones (im2col columns, K = 9·C) were 15 % slower
-/// transposed (the columns, read once per 32 channels, no longer stay cached), so only 1x1 convolutions are.
+/// 14x14 planes 196 of 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %; ResNet-50's 1x1
+/// layers on 14x14 and 7x7 planes 15–25 % faster each, its 3x3 ones there (im2col columns, K = 9·C) 12–15 %
+/// (they were 15 % slower before the transposed weights were packed in column panels, `GemmSpec::b_panel`).
 fn transposed_wins(m: usize, p: usize) -> bool {
-    const NR: usize = 32;
     m.is_multiple_of(NR) && p.next_multiple_of(NR) * 10 > p * 11
 }
 
@@ -285,7 +289,14 @@ fn lower_conv_transposed(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
-    let wt: Vec<f32> = (0..kk * m).map(|e| w[(e % m) * kk + e / m]).collect();
+    // Wᵀ [kk, m] packed in NR-column panels (GemmSpec::b_panel): element (p, j) at (j / NR)·NR·kk + p·NR + j % NR.
+    let wt: Vec<f32> = (0..kk * m)
+        .map(|e| {
+            let (panel, rest) = (e / (NR * kk), e % (NR * kk));
+            let (p, j) = (rest / NR, panel * NR + rest % NR);
+            w[j * kk + p]
+        })
+        .collect();
     let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, m], wt));
     // Cᵀ's rows padded to 16 per image: the transposing epilogue loads whole 16x16 blocks.
     let p16 = p.next_multiple_of(16);
@@ -307,6 +318,7 @@ fn lower_conv_transposed(
             cs: p,
         },
         a_panel: None,
+        b_panel: Some(NR),
         b: operand(Role::B, m),
         c: operand(Role::Out, m),
         alpha: 1.0,

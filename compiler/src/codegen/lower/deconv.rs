@@ -51,6 +51,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
         },
         alpha: 1.0,
         a_panel: None,
+        b_panel: None,
         bias: None,
         residual: None,
         act: crate::ir::Activation::None,

@@ -78,6 +78,11 @@ pub struct GemmSpec {
     pub a_panel: Option<usize>,
     /// Right operand (vector loads along columns).
     pub b: Operand,
+    /// B packed at compile time in panels of this many columns (the micro-kernel's `nr`; `n` a multiple of it):
+    /// element `(p, j)` at `(j / P)·P·K + p·P + j % P` (`K` = `k`, `b.rs` unused), so a column block's B is one
+    /// sequential stream and its rows do not alias in the caches the way a power-of-two row stride does.
+    /// `None`: B is read through `b.rs`.
+    pub b_panel: Option<usize>,
     /// Output.
     pub c: Operand,
     /// Product scale.
@@ -97,6 +102,10 @@ impl GemmSpec {
             Some(p) => (1, p),
             None => (self.a.rs, self.a.cs),
         }
+    }
+    /// B's element step between consecutive steps of K.
+    pub(crate) fn b_k_step(&self) -> usize {
+        self.b_panel.unwrap_or(self.b.rs)
     }
     fn batches(&self) -> usize {
         self.batch.iter().map(|b| b[0]).product()
@@ -272,8 +281,7 @@ fn tile(
     let a_el = kb.b.ins().iadd_imm_s(a_el, s.a.off as i64);
     let a_base = kb.arg(s.a.arg);
     let a_ptr0 = kb.addr(a_base, a_el, 4);
-    let b_el = kb.b.ins().iadd(j0, offs[1]);
-    let b_el = kb.b.ins().iadd_imm_s(b_el, s.b.off as i64);
+    let b_el = b_col_el(kb, s, j0, offs[1]);
     let b_base = kb.arg(s.b.arg);
     let b_ptr0 = kb.addr(b_base, b_el, 4);
     let mut acc: Vec<Vec<Variable>> = Vec::with_capacity(rows);
@@ -314,7 +322,7 @@ fn tile(
         }
         let ap2 = kb.b.ins().iadd_imm_s(ap, (a_k_step * 4) as i64);
         kb.b.def_var(a_ptr, ap2);
-        let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b.rs * 4) as i64);
+        let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b_k_step() * 4) as i64);
         kb.b.def_var(b_ptr, bp2);
     });
     let vals: Vec<Vec<Value>> = acc
@@ -363,9 +371,8 @@ fn micro_rows(
     } else {
         (s.c.rs, mk.funcs[0])
     };
-    let zero = kb.iconst(0);
     let a0 = kb.b.ins().iadd_imm_s(offs[0], s.a.off as i64);
-    let b0 = elem(kb, &s.b, zero, j0, offs[1]);
+    let b0 = b_col_el(kb, s, j0, offs[1]);
     let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
     let (a_base, b_base, c_base) = (kb.arg(s.a.arg), kb.arg(s.b.arg), kb.arg(s.c.arg));
     let panel = kb.b.ins().stack_addr(I64, slot, 0);
@@ -383,7 +390,7 @@ fn micro_rows(
     // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
     // With `fused`, the micro-kernel also applies the epilogue and gets the bias row and residual tile pointers.
     let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef, fused: bool| {
-        let kb_el = kb.b.ins().imul_imm_s(k0, s.b.rs as i64);
+        let kb_el = kb.b.ins().imul_imm_s(k0, s.b_k_step() as i64);
         let src0 = kb.b.ins().iadd(b0, kb_el);
         let src0 = kb.addr(b_base, src0, 4);
         // A full column block's micro-kernels read B in place (row stride s.b.rs); a column tail packs
@@ -398,7 +405,7 @@ fn micro_rows(
                 for c in cols..nr {
                     kb.store(z, dp, (c * 4) as i64);
                 }
-                let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b.rs * 4) as i64);
+                let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b_k_step() * 4) as i64);
                 kb.b.def_var(src, sp2);
                 let dp2 = kb.b.ins().iadd_imm_s(dp, (nr * 4) as i64);
                 kb.b.def_var(dst, dp2);
@@ -492,6 +499,21 @@ fn a_row_el(kb: &mut Kb, s: &GemmSpec, i: Value) -> Value {
         }
         None => kb.b.ins().imul_imm_s(i, s.a.rs as i64),
     }
+}
+
+/// The element index in B of row 0, column `j0` (a multiple of the tile columns), at the batch offset `off`:
+/// `j0`, or in packed panels `(j0 / P)·P·K + j0 % P`.
+fn b_col_el(kb: &mut Kb, s: &GemmSpec, j0: Value, off: Value) -> Value {
+    let el = match s.b_panel {
+        Some(p) => {
+            let (q, r) = kb.divmod(j0, p);
+            let base = kb.b.ins().imul_imm_s(q, (p * s.k) as i64);
+            kb.b.ins().iadd(base, r)
+        }
+        None => j0,
+    };
+    let el = kb.b.ins().iadd(el, off);
+    kb.b.ins().iadd_imm_s(el, s.b.off as i64)
 }
 
 /// The element index of `(row, col)` of an operand with contiguous columns, at the batch offset `off`.
