@@ -189,6 +189,26 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        // Tile counts that fill 32-column blocks badly (49; 2 x 49 = 98) with a multiple of 32 output channels:
+        // the GEMM per ξ is computed transposed and the block-transposing kernel writes M back.
+        (
+            "wino_transposed",
+            [1, 32, 14, 14],
+            [32, 32, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_transposed_batch",
+            [2, 16, 13, 13],
+            [64, 16, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
         // Convs on narrow planes with a multiple of 32 output channels: computed transposed on AVX-512 (pixels
         // as GEMM rows) and written back by the 16x16 block-transposing epilogue; batch 2, 196 pixels.
         (

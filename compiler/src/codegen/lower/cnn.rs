@@ -212,45 +212,100 @@ fn winograd_spec(
 
 /// A convolution as Winograd F(2x2, 3x3) (`ops/winograd.rs`): the input transform into scratch `V`, a GEMM
 /// per ξ of the compile-time transformed weights `U` by `V` into scratch `M`, the output transform with bias
-/// and clamp into the output.
+/// and clamp into the output. When the tiles fill the GEMM's 32-column blocks badly (`transposed_wins`:
+/// ResNet-50's 14x14 layers, 49 tiles in 64 columns; its 28x28 ones, 196 in 224), each GEMM is computed
+/// transposed, `Mᵀ[ξ] = V[ξ]ᵀ · U[ξ]ᵀ` (tiles as rows, `Uᵀ` packed in column panels at compile time), and the
+/// block-transposing kernel writes `M` back: the same fma chains, so the output is bitwise the same.
 fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result<()> {
     let node = cx.g.nodes[n].clone();
-    let ins = &node.inputs;
     let (c, m, t) = (s.c, s.m, s.tiles_all());
     let u = transform_weights(w, m, c);
-    let u = cx.constant(
-        format!("{}.W_winograd", node.name),
-        Tensor::f32(vec![16, m, c], u),
-    );
+    let transposed = transposed_wins(m, t);
+    let (u, u_shape) = if transposed {
+        // Per ξ, Uᵀ [C, M] in column panels.
+        let packed = (0..16)
+            .flat_map(|xi| pack_b_panels(c, m, |p, j| u[(xi * m + j) * c + p]))
+            .collect();
+        (packed, vec![16, c, m])
+    } else {
+        (u, vec![16, m, c])
+    };
+    let u = cx.constant(format!("{}.W_winograd", node.name), Tensor::f32(u_shape, u));
     let v = cx.scratch(s.v_bytes());
-    let x = Buf::Tensor(ins[0]);
-    let work = 16 * c * t;
+    let x = Buf::Tensor(node.inputs[0]);
     cx.push(
         n,
         Some("winograd_in"),
         &[(Role::X, x), (Role::Out, v)],
         Body::WinogradIn(s.clone()),
-        work,
+        16 * c * t,
     );
     let mm = cx.scratch(s.m_bytes());
-    let spec = GemmSpec {
-        m,
-        n: t,
-        k: c,
-        batch: vec![[16, m * c, c * t, m * t, 0]],
-        a: operand(Role::A, c),
-        a_panel: None,
-        b_panel: None,
-        b: operand(Role::B, t),
-        c: operand(Role::Out, t),
-        alpha: 1.0,
-        bias: None,
-        residual: None,
-        act: crate::ir::Activation::None,
-    };
-    let work = spec.macs();
-    let args = [(Role::A, Buf::Tensor(u)), (Role::B, v), (Role::Out, mm)];
-    cx.push(n, Some("winograd_gemm"), &args, Body::Gemm(spec), work);
+    if transposed {
+        // Mᵀ [16, T16, M] (rows padded to 16 for the transposing kernel's whole 16x16 blocks).
+        let t16 = t.next_multiple_of(16);
+        let mt = cx.scratch(16 * t16 * m * 4);
+        let spec = GemmSpec {
+            m: t,
+            n: m,
+            k: c,
+            batch: vec![[16, c * t, c * m, t16 * m, 0]],
+            a: crate::codegen::ops::gemm::Operand {
+                arg: Role::A,
+                off: 0,
+                rs: 1,
+                cs: t,
+            },
+            a_panel: None,
+            b_panel: Some(NR),
+            b: operand(Role::B, m),
+            c: operand(Role::Out, m),
+            alpha: 1.0,
+            bias: None,
+            residual: None,
+            act: crate::ir::Activation::None,
+        };
+        let work = spec.macs();
+        let args = [(Role::A, v), (Role::B, Buf::Tensor(u)), (Role::Out, mt)];
+        cx.push(n, Some("winograd_gemm_t"), &args, Body::Gemm(spec), work);
+        let body = Body::TransposeOut {
+            n: 16,
+            p: t,
+            m,
+            residual: false,
+            act: crate::ir::Activation::None,
+        };
+        let args = [(Role::X, mt), (Role::Out, mm)];
+        cx.push(n, Some("winograd_t"), &args, body, 16 * m * t);
+    } else {
+        let spec = GemmSpec {
+            m,
+            n: t,
+            k: c,
+            batch: vec![[16, m * c, c * t, m * t, 0]],
+            a: operand(Role::A, c),
+            a_panel: None,
+            b_panel: None,
+            b: operand(Role::B, t),
+            c: operand(Role::Out, t),
+            alpha: 1.0,
+            bias: None,
+            residual: None,
+            act: crate::ir::Activation::None,
+        };
+        let work = spec.macs();
+        let args = [(Role::A, Buf::Tensor(u)), (Role::B, v), (Role::Out, mm)];
+        cx.push(n, Some("winograd_gemm"), &args, Body::Gemm(spec), work);
+    }
+    push_winograd_out(cx, n, s, mm)
+}
+
+/// The output transform of a Winograd convolution from `M` in scratch `mm`, with bias and clamp, into the node's
+/// output.
+fn push_winograd_out(cx: &mut Ctx, n: NodeId, s: WinogradSpec, mm: Buf) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let (m, t) = (s.m, s.tiles_all());
     let mut args = vec![(Role::X, mm)];
     if s.has_bias {
         args.push((Role::Bias, Buf::Tensor(ins[2])));
@@ -274,6 +329,17 @@ fn transposed_wins(m: usize, p: usize) -> bool {
     m.is_multiple_of(NR) && p.next_multiple_of(NR) * 10 > p * 11
 }
 
+/// A `[k, n]` matrix (`at(p, j)`, `n` a multiple of `NR`) packed in `NR`-column panels for `GemmSpec::b_panel`:
+/// element `(p, j)` at `(j / NR)·NR·k + p·NR + j % NR`.
+fn pack_b_panels(k: usize, n: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
+    (0..k * n)
+        .map(|e| {
+            let (panel, rest) = (e / (NR * k), e % (NR * k));
+            at(rest / NR, panel * NR + rest % NR)
+        })
+        .collect()
+}
+
 /// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` into scratch `[N, P16, M]` (P rounded up to 16) — A is the columns read transposed
 /// (row stride 1, column stride P), B the weights transposed at compile time, the bias per column, the clamp
 /// fused when there is no residual — then the transposing epilogue (`kernels/transpose_x86.rs`) writes
@@ -289,14 +355,7 @@ fn lower_conv_transposed(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
-    // Wᵀ [kk, m] packed in NR-column panels (GemmSpec::b_panel): element (p, j) at (j / NR)·NR·kk + p·NR + j % NR.
-    let wt: Vec<f32> = (0..kk * m)
-        .map(|e| {
-            let (panel, rest) = (e / (NR * kk), e % (NR * kk));
-            let (p, j) = (rest / NR, panel * NR + rest % NR);
-            w[j * kk + p]
-        })
-        .collect();
+    let wt = pack_b_panels(kk, m, |p, j| w[j * kk + p]);
     let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, m], wt));
     // Cᵀ's rows padded to 16 per image: the transposing epilogue loads whole 16x16 blocks.
     let p16 = p.next_multiple_of(16);
