@@ -51,7 +51,8 @@ pub(super) fn define_micro(
     s: &ops::gemm::GemmSpec,
     simd: Simd,
 ) -> Result<Option<MicroIds>> {
-    let (mr, nr) = simd.tile();
+    let nr = simd.tile().1;
+    let mr = tile_rows(simd, s);
     let rows_tail = s.m % mr;
     if s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 || s.b_panel.is_some_and(|p| p != nr) {
         return Ok(None);
@@ -121,6 +122,20 @@ pub(super) fn define_micro(
         )?);
     }
     Ok(Some(MicroIds { mr, nr, ids }))
+}
+
+/// The tile rows of a GEMM's micro-kernels: the variant's `mr`, or on AVX-512 7 or 6 where that covers the rows
+/// with less time. A tile of `r` rows takes about `max(r, 4)` cycles per step of K (two FMA pipes, four cycles
+/// of latency, two accumulators per row), so a 1-row tail costs half a full tile: 49 rows (7x7 planes
+/// transposed, 49 Winograd tiles) take 7 tiles of 7 instead of 6 of 8 and a tail of 1. Ties keep `mr`; packed
+/// A (`a_panel`, 8-row panels) keeps it always.
+fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
+    let mr = simd.tile().0;
+    if simd != Simd::Avx512 || s.a_panel.is_some() {
+        return mr;
+    }
+    let cost = |r: usize| (s.m / r) * r.max(4) + if s.m % r > 0 { (s.m % r).max(4) } else { 0 };
+    (mr - 2..=mr).rev().min_by_key(|&r| cost(r)).unwrap_or(mr)
 }
 
 /// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: bias per row
