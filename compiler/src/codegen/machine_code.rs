@@ -134,7 +134,11 @@ fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     if simd != Simd::Avx512 || s.a_panel.is_some() {
         return mr;
     }
-    let cost = |r: usize| (s.m / r) * r.max(4) + if s.m % r > 0 { (s.m % r).max(4) } else { 0 };
+    let tail = |r: usize| match s.m % r {
+        0 => 0,
+        t => t.max(4),
+    };
+    let cost = |r: usize| (s.m / r) * r.max(4) + tail(r);
     (mr - 2..=mr).rev().min_by_key(|&r| cost(r)).unwrap_or(mr)
 }
 
