@@ -7,11 +7,11 @@
 use super::{operand, Ctx, A_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::ops::depthwise::DepthwiseSpec;
-use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
+use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use crate::codegen::ops::pool::PoolSpec;
 use crate::codegen::ops::winograd::{transform_weights, WinogradSpec};
 use crate::error::{Error, Result};
-use crate::ir::{numel, ConvAttrs, NodeId, Op, Tensor};
+use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, Tensor};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let (x, out) = (cx.g.nodes[n].inputs[0], cx.g.nodes[n].outputs[0]);
@@ -242,41 +242,20 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
     );
     let mm = cx.scratch(s.m_bytes());
     if transposed {
-        // Mᵀ [16, T16, M] (rows padded to 16 for the transposing kernel's whole 16x16 blocks).
-        let t16 = t.next_multiple_of(16);
-        let mt = cx.scratch(16 * t16 * m * 4);
-        let spec = GemmSpec {
-            m: t,
-            n: m,
-            k: c,
-            batch: vec![[16, c * t, c * m, t16 * m, 0]],
-            a: crate::codegen::ops::gemm::Operand {
-                arg: Role::A,
-                off: 0,
-                rs: 1,
-                cs: t,
-            },
-            a_panel: None,
-            b_panel: Some(NR),
-            b: operand(Role::B, m),
-            c: operand(Role::Out, m),
-            alpha: 1.0,
-            bias: None,
-            residual: None,
-            act: crate::ir::Activation::None,
-        };
-        let work = spec.macs();
-        let args = [(Role::A, v), (Role::B, Buf::Tensor(u)), (Role::Out, mt)];
-        cx.push(n, Some("winograd_gemm_t"), &args, Body::Gemm(spec), work);
-        let body = Body::TransposeOut {
-            n: 16,
+        let tr = Transposed {
+            nb: 16,
             p: t,
             m,
-            residual: false,
-            act: crate::ir::Activation::None,
+            k: c,
+            a: (v, c * t),
+            b: (Buf::Tensor(u), c * m),
+            bias: None,
+            act: Activation::None,
+            residual: None,
+            out_act: Activation::None,
+            out: mm,
         };
-        let args = [(Role::X, mt), (Role::Out, mm)];
-        cx.push(n, Some("winograd_t"), &args, body, 16 * m * t);
+        push_transposed(cx, n, tr, ("winograd_gemm_t", Some("winograd_t")));
     } else {
         let spec = GemmSpec {
             m,
@@ -291,21 +270,13 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
             alpha: 1.0,
             bias: None,
             residual: None,
-            act: crate::ir::Activation::None,
+            act: Activation::None,
         };
         let work = spec.macs();
         let args = [(Role::A, Buf::Tensor(u)), (Role::B, v), (Role::Out, mm)];
         cx.push(n, Some("winograd_gemm"), &args, Body::Gemm(spec), work);
     }
-    push_winograd_out(cx, n, s, mm)
-}
-
-/// The output transform of a Winograd convolution from `M` in scratch `mm`, with bias and clamp, into the node's
-/// output.
-fn push_winograd_out(cx: &mut Ctx, n: NodeId, s: WinogradSpec, mm: Buf) -> Result<()> {
-    let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
-    let (m, t) = (s.m, s.tiles_all());
     let mut args = vec![(Role::X, mm)];
     if s.has_bias {
         args.push((Role::Bias, Buf::Tensor(ins[2])));
@@ -340,11 +311,10 @@ fn pack_b_panels(k: usize, n: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f3
         .collect()
 }
 
-/// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` into scratch `[N, P16, M]` (P rounded up to 16) — A is the columns read transposed
-/// (row stride 1, column stride P), B the weights transposed at compile time, the bias per column, the clamp
-/// fused when there is no residual — then the transposing epilogue (`kernels/transpose_x86.rs`) writes
-/// `[N, M, P]`, adding the residual and clamping after it when there is one. Each element takes the same fma
-/// chain over K and the same epilogue operations in the same order as the untransposed GEMM: bitwise equal.
+/// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
+/// the GEMM when there is no residual, else added and applied after it by the transposing epilogue. Each element
+/// takes the same fma chain over K and the same epilogue operations in the same order as the untransposed GEMM:
+/// bitwise equal.
 fn lower_conv_transposed(
     cx: &mut Ctx,
     n: NodeId,
@@ -357,60 +327,98 @@ fn lower_conv_transposed(
     let ins = &node.inputs;
     let wt = pack_b_panels(kk, m, |p, j| w[j * kk + p]);
     let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, m], wt));
-    // Cᵀ's rows padded to 16 per image: the transposing epilogue loads whole 16x16 blocks.
-    let p16 = p.next_multiple_of(16);
-    let ct = cx.scratch(nb * p16 * m * 4);
-    let mut args = vec![(Role::A, cols), (Role::B, Buf::Tensor(wt)), (Role::Out, ct)];
-    if a.has_bias {
-        args.push((Role::Bias, Buf::Tensor(ins[2])));
-    }
     let residual = a.epilogue.residual;
-    let spec = GemmSpec {
-        m: p,
-        n: m,
+    let (act, out_act) = if residual {
+        (Activation::None, a.epilogue.act)
+    } else {
+        (a.epilogue.act, Activation::None)
+    };
+    let t = Transposed {
+        nb,
+        p,
+        m,
         k: kk,
-        batch: vec![[nb, cols_batch, 0, p16 * m, 0]],
-        a: crate::codegen::ops::gemm::Operand {
+        a: (cols, cols_batch),
+        b: (Buf::Tensor(wt), 0),
+        bias: a.has_bias.then(|| Buf::Tensor(ins[2])),
+        act,
+        residual: residual.then(|| Buf::Tensor(ins[ins.len() - 1])),
+        out_act,
+        out: Buf::Tensor(node.outputs[0]),
+    };
+    push_transposed(cx, n, t, ("gemm_t", None));
+    Ok(())
+}
+
+/// A GEMM computed transposed: `nb` products `Cᵀ [P, M] = Aᵀ · B` of K-deep operands, written back as `[M, P]`.
+struct Transposed {
+    /// Batch count (images, or Winograd's 16 ξ) and the rows, columns and depth of each `Cᵀ`.
+    nb: usize,
+    p: usize,
+    m: usize,
+    k: usize,
+    /// A `[K, P]` per batch, read transposed (row stride 1, column stride P), and its batch stride.
+    a: (Buf, usize),
+    /// B `[K, M]` packed in `NR`-column panels (`pack_b_panels`), and its batch stride.
+    b: (Buf, usize),
+    /// Bias per column of `Cᵀ` (per output channel).
+    bias: Option<Buf>,
+    /// The clamp fused in the GEMM.
+    act: Activation,
+    /// Residual `[nb, M, P]` the transposing epilogue adds, then applies `out_act`.
+    residual: Option<Buf>,
+    out_act: Activation,
+    /// `[nb, M, P]`.
+    out: Buf,
+}
+
+/// Pushes a transposed GEMM into scratch `[nb, P16, M]` (P rounded up to 16: the transposing epilogue loads
+/// whole 16x16 blocks) and the transposing epilogue (`kernels/transpose_x86.rs`) into `t.out`, named
+/// `NODE.names.0` and `NODE[.names.1]`.
+fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<&str>)) {
+    let p16 = t.p.next_multiple_of(16);
+    let ct = cx.scratch(t.nb * p16 * t.m * 4);
+    let mut args = vec![(Role::A, t.a.0), (Role::B, t.b.0), (Role::Out, ct)];
+    if let Some(bias) = t.bias {
+        args.push((Role::Bias, bias));
+    }
+    let spec = GemmSpec {
+        m: t.p,
+        n: t.m,
+        k: t.k,
+        batch: vec![[t.nb, t.a.1, t.b.1, p16 * t.m, 0]],
+        a: Operand {
             arg: Role::A,
             off: 0,
             rs: 1,
-            cs: p,
+            cs: t.p,
         },
         a_panel: None,
         b_panel: Some(NR),
-        b: operand(Role::B, m),
-        c: operand(Role::Out, m),
+        b: operand(Role::B, t.m),
+        c: operand(Role::Out, t.m),
         alpha: 1.0,
-        bias: a.has_bias.then(|| Bias {
+        bias: t.bias.map(|_| Bias {
             at: operand(Role::Bias, 0),
             kind: BiasKind::Col,
             scale: 1.0,
         }),
         residual: None,
-        act: if residual {
-            crate::ir::Activation::None
-        } else {
-            a.epilogue.act
-        },
+        act: t.act,
     };
     let work = spec.macs();
-    cx.push(n, Some("gemm_t"), &args, Body::Gemm(spec), work);
+    cx.push(n, Some(names.0), &args, Body::Gemm(spec), work);
     let mut args = vec![(Role::X, ct)];
-    if residual {
-        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+    if let Some(r) = t.residual {
+        args.push((Role::Residual, r));
     }
-    args.push((Role::Out, Buf::Tensor(node.outputs[0])));
+    args.push((Role::Out, t.out));
     let body = Body::TransposeOut {
-        n: nb,
-        p,
-        m,
-        residual,
-        act: if residual {
-            a.epilogue.act
-        } else {
-            crate::ir::Activation::None
-        },
+        n: t.nb,
+        p: t.p,
+        m: t.m,
+        residual: t.residual.is_some(),
+        act: t.out_act,
     };
-    cx.push(n, None, &args, body, nb * m * p);
-    Ok(())
+    cx.push(n, names.1, &args, body, t.nb * t.m * t.p);
 }
