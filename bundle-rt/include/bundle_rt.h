@@ -73,7 +73,9 @@ void brt_instance_destroy(brt_instance *instance); /* NULL is ignored; stops its
 brt_status brt_set_input(brt_instance *instance, const char *name, const void *data, size_t bytes);
 /* threads == 1: the entry function on this thread. threads > 1: the op table on the BSP engine with
  * that many threads (this one included); the engine is kept for the next call with the same count.
- * Results are bitwise identical for any thread count. */
+ * Results are bitwise identical for any thread count. On Linux the engine's worker threads are
+ * bound to CPUs other than the creating thread's (set BRT_NO_PIN in the environment to leave them to
+ * the scheduler). */
 brt_status brt_run(brt_instance *instance, int threads);
 /* enable != 0: the following brt_run calls run the bundle's NPU segments on the virtual NPU
  * emulator through the op table (threads == 1 on this thread instead of the entry function,

@@ -283,7 +283,12 @@ pub unsafe extern "C" fn brt_run(instance: *mut BrtInstance, threads: c_int) -> 
         }
         if handle.engine.as_ref().map(Engine::threads) != Some(threads) {
             handle.engine = None;
-            handle.engine = Some(Engine::new(StdPort::new(), threads)?);
+            // Workers are bound to CPUs unless BRT_NO_PIN is set (bundle_rt.h).
+            let port = match std::env::var_os("BRT_NO_PIN") {
+                Some(_) => StdPort::unpinned(),
+                None => StdPort::new(),
+            };
+            handle.engine = Some(Engine::new(port, threads)?);
         }
         match handle.engine.as_mut() {
             Some(engine) => Ok(engine.run_with_device(&mut handle.instance, device)?),

@@ -3,6 +3,7 @@
 //! ```text
 //!   port.rs      Port trait: spawn/join, Monitor (mutex + condition variable), Barrier, clock
 //!   std_port.rs  StdPort: std::thread, std::sync       (feature `std`)
+//!   affinity.rs  CpuPlan: which CPU each StdPort worker is bound to (Linux)
 //!   single.rs    SinglePort: no threads, spin primitives (any target)
 //!   bsp.rs       Engine<P: Port>: task queue, chained wake-up, barrier per layer
 //! ```
@@ -11,6 +12,8 @@
 //! engine creation); running never allocates. Without `alloc`, `Instance::run_ops` is the
 //! single-thread path.
 
+#[cfg(feature = "std")]
+mod affinity;
 mod bsp;
 mod port;
 mod single;

@@ -7,6 +7,9 @@
 //! they block on the condition variable.
 //! A wait that is not satisfied in that time (an idle engine between runs) sleeps as before.
 //!
+//! Workers are bound to CPUs other than the creating thread's (Linux; `affinity.rs` says why and
+//! how); [`StdPort::unpinned`] leaves them to the scheduler.
+//!
 //! Poisoned locks are recovered (`PoisonError::into_inner`): kernels are `extern "C"` and cannot
 //! unwind, and the engine's own critical sections do not panic, so a poisoned lock still guards
 //! consistent state; recovering keeps the runtime panic-free.
@@ -16,6 +19,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use super::affinity::CpuPlan;
 use super::port::{Barrier, Monitor, Port, WorkerBody};
 use crate::error::Error;
 use crate::Result;
@@ -25,15 +29,31 @@ use crate::Result;
 pub struct StdPort {
     epoch: Instant,
     stack_size: Option<usize>,
+    cpus: CpuPlan,
 }
 
 impl StdPort {
-    /// A port whose clock starts now; workers get the default stack size.
+    /// A port whose clock starts now; workers get the default stack size and are bound to CPUs
+    /// other than the calling thread's (on Linux; see the module docs).
     pub fn new() -> StdPort {
         StdPort {
             epoch: Instant::now(),
             stack_size: None,
+            cpus: CpuPlan::for_caller(),
         }
+    }
+
+    /// As [`StdPort::new`], with workers left unbound (the scheduler places them).
+    pub fn unpinned() -> StdPort {
+        StdPort {
+            cpus: CpuPlan::default(),
+            ..StdPort::new()
+        }
+    }
+
+    /// The CPU worker `index` (1-based) is bound to, if any.
+    pub fn worker_cpu(&self, index: usize) -> Option<usize> {
+        self.cpus.cpu(index)
     }
 
     /// A port whose workers get `bytes` of stack (kernels with large stack frames may need it).
@@ -172,6 +192,14 @@ impl Port for StdPort {
         if let Some(bytes) = self.stack_size {
             builder = builder.stack_size(bytes);
         }
+        let cpu = self.cpus.cpu(index);
+        let body = move || {
+            if let Some(cpu) = cpu {
+                // Best effort: an unbound worker is only slower.
+                let _ = CpuPlan::bind_current(cpu);
+            }
+            body()
+        };
         builder.spawn(body).map_err(|_| Error::Spawn { index })
     }
 
