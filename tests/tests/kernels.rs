@@ -49,6 +49,12 @@ fn case(
         let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
         let c = compile_with(&bytes, o);
+        if name.starts_with("wino4") && cpu == "x86-64-v4" {
+            // The F(4x4, 3x3) input transform is named `NAME__kI_wino4_in` in the object.
+            let tag = b"_wino4_in";
+            let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
+            assert!(found, "{name}: F(4x4, 3x3) was not chosen");
+        }
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
         let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
         assert!(e <= 1e-4, "{name} --cpu {cpu}: max scaled error {e:e}");
@@ -151,7 +157,7 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             2,
         ),
-        // Winograd F(2x2, 3x3) on AVX-512 (3x3, stride 1, >= 16 channels in and out, >= 32 tiles): even and odd
+        // Winograd F(2x2, 3x3) on AVX-512 (3x3, stride 1, >= 16 channels in and out, 16 to 31 4x4 tiles): even and odd
         // output sizes (a one-row last tile row, masked columns), batch 2, pads 0 and asymmetric pads up to 2.
         (
             "wino_even",
@@ -182,19 +188,68 @@ fn conv_shapes_pads_strides_groups() {
         ),
         (
             "wino_asym",
-            [1, 24, 19, 40],
+            [1, 24, 9, 37],
             [32, 24, 3, 3],
             [2, 1, 0, 2],
             [1, 1],
             [1, 1],
             1,
         ),
-        // Tile counts that fill 32-column blocks badly (49; 2 x 49 = 98) with a multiple of 32 output channels:
+        // F(4x4, 3x3) (>= 32 tiles of 4x4, at most 3/4 of F(2x2)'s multiply-adds): a multiple of 4, heights
+        // leaving 3 and 1 rows and widths 2 and 3 columns in the last tile, asymmetric pads, batch 2 with the
+        // GEMM per ξ transposed (98 tiles, 64 output channels).
+        (
+            "wino4_even",
+            [1, 16, 24, 24],
+            [16, 16, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino4_odd",
+            [1, 17, 27, 30],
+            [20, 17, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino4_asym",
+            [1, 24, 21, 37],
+            [32, 24, 3, 3],
+            [2, 1, 0, 2],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino4_transposed_batch",
+            [2, 16, 28, 27],
+            [64, 16, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        // Tile counts that fill 32-column blocks badly (49; 16, a 7x7 plane; 2 x 49 = 98) with a multiple of 32
+        // output channels:
         // the GEMM per ξ is computed transposed and the block-transposing kernel writes M back.
         (
             "wino_transposed",
             [1, 32, 14, 14],
             [32, 32, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_16_tiles",
+            [1, 32, 7, 7],
+            [64, 32, 3, 3],
             [1, 1, 1, 1],
             [1, 1],
             [1, 1],
@@ -230,12 +285,13 @@ fn conv_shapes_pads_strides_groups() {
             1,
         ),
         // 3x3 ones transposed too (im2col columns read transposed, weights in 32-column panels): stride 1 with
-        // K = 360 (a full and a tail K block), stride 2 from 14x14 with asymmetric pads.
+        // K = 360 (a full and a tail K block; no pads, so 3x3 tiles, too few for Winograd), stride 2 from 14x14
+        // with asymmetric pads.
         (
             "transposed_3x3",
             [1, 40, 7, 7],
             [64, 40, 3, 3],
-            [1, 1, 1, 1],
+            [0, 0, 0, 0],
             [1, 1],
             [1, 1],
             1,

@@ -282,8 +282,9 @@ pub(super) fn define_pool_row(
 
 /// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
 /// epilogue) of kernel `i`: for `WinogradIn`, `[input
-/// transform, row copy, None]`; for `WinogradOut`, `[two-row output transform, one-row variant (odd heights),
-/// None]`; for `TransposeOut`, `[the gather epilogue, None, None]`.
+/// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
+/// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
+/// epilogue, None, None]`.
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
@@ -291,37 +292,51 @@ pub(super) fn define_layout(
     body: &super::kernel::Body,
 ) -> Result<[Option<FuncId>; 3]> {
     use super::kernel::Body;
+    use kernels::winograd4_x86::{Wino4In, Wino4Out};
     use kernels::winograd_x86::{assemble_in, assemble_out, WinoIn, WinoOut};
     let f = |module: &mut dyn Module, tag: &str, params, code| {
         define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
     };
     match body {
         Body::WinogradIn(s) => {
-            let spec = WinoIn {
-                pw: s.plane()[1],
-                v_stride: s.c * s.tiles_all(),
+            let (pw, v_stride) = (s.plane()[1], s.c * s.tiles_all());
+            let code = match s.tile {
+                4 => kernels::winograd4_x86::assemble_in(&Wino4In { pw, v_stride }),
+                _ => assemble_in(&WinoIn { pw, v_stride }),
             };
-            let t = f(module, "wino_in", 3, assemble_in(&spec))?;
+            let tag = if s.tile == 4 { "wino4_in" } else { "wino_in" };
+            let t = f(module, tag, 3, code)?;
             let c = f(module, "copy", 3, kernels::copy_x86::assemble(1))?;
             Ok([t, c, None])
         }
         Body::WinogradOut(s) => {
             let (lo, hi) = clamp_bits(s.act)
                 .ok_or_else(|| Error::internal("codegen", "Winograd activation not a clamp"))?;
-            let spec = |rows| WinoOut {
-                m_stride: s.m * s.tiles_all(),
-                cols: s.out[1],
-                rows,
-                bias: s.has_bias,
-                lo,
-                hi,
+            let (m_stride, cols, bias) = (s.m * s.tiles_all(), s.out[1], s.has_bias);
+            let code = |rows| match s.tile {
+                4 => kernels::winograd4_x86::assemble_out(&Wino4Out {
+                    m_stride,
+                    cols,
+                    rows,
+                    bias,
+                    lo,
+                    hi,
+                }),
+                _ => assemble_out(&WinoOut {
+                    m_stride,
+                    cols,
+                    rows,
+                    bias,
+                    lo,
+                    hi,
+                }),
             };
-            let two = f(module, "wino_out2", 4, assemble_out(&spec(2)))?;
-            let one = match s.out[0] % 2 {
-                1 => f(module, "wino_out1", 4, assemble_out(&spec(1)))?,
-                _ => None,
+            let full = f(module, "wino_out", 4, code(s.tile))?;
+            let last = match s.out[0] % s.tile {
+                0 => None,
+                rows => f(module, "wino_out_last", 4, code(rows))?,
             };
-            Ok([two, one, None])
+            Ok([full, last, None])
         }
         Body::TransposeOut {
             m,

@@ -1,20 +1,22 @@
-//! Winograd F(2x2, 3x3) convolution (Lavin and Gray) for 3x3, stride-1, undilated, one-group convolutions on
-//! AVX-512 targets. Three kernels replace im2col + GEMM:
+//! Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution (Lavin and Gray) for 3x3, stride-1, undilated, one-group
+//! convolutions on AVX-512 targets. With output tiles of side `tile` (2 or 4) and input patches of side
+//! `α = tile + 2`, three kernels replace im2col + GEMM:
 //!
 //! 1. `WinogradIn`: per input plane, a copy into a zero-padded stack plane, then per tile row one call to the
-//!    machine-code input transform (`kernels/winograd_x86.rs`): `V[ξ][c][t] = (Bᵀ d B)[ξ]` for every 4x4 input
-//!    patch `d` of the 2x2 output tile `t` (tiles numbered over the batch, then rows, then columns).
+//!    machine-code input transform (`kernels/winograd_x86.rs`, `kernels/winograd4_x86.rs`):
+//!    `V[ξ][c][t] = (Bᵀ d B)[ξ]` for every α x α input patch `d` of output tile `t` (tiles numbered over the
+//!    batch, then rows, then columns).
 //! 2. A batched GEMM (the micro-kernels): `M[ξ] = U[ξ] · V[ξ]`, `U[ξ] = (G g Gᵀ)[ξ]` the weights transformed
-//!    at compile time (`transform_weights`), `[M, C] x [C, T]` for each of the 16 ξ.
+//!    at compile time (`transform_weights`), `[M, C] x [C, T]` for each of the α² ξ.
 //! 3. `WinogradOut`: per output plane and tile row, the output transform `Y = Aᵀ M A`, the bias and the clamp
-//!    of the fused activation, written as two output rows.
+//!    of the fused activation, written as `tile` output rows.
 //!
-//! The GEMM does 16 multiply-adds per 2x2 outputs and input channel instead of 36: 2.25 times fewer. The
-//! transforms only add and subtract (`Bᵀ`, `Aᵀ` have entries 0 and ±1), and `G`'s entries 0, ±½, 1 are exact,
-//! so the error against direct convolution is rounding only: each output sums 16 products of transformed
-//! values, each the sum of at most 9 inputs (input side) and 9 weights (weight side), so the error is bounded by
-//! about `(9 + 9 + 16 + 6)·ε·Σ|w|·max|x|` (ε = 2⁻²⁴); measured on ResNet-50 against onnxruntime (SPEC §11's
-//! scaled error) it stays within the direct convolution's order (docs/architecture.md).
+//! F(2x2) does 16 multiply-adds per 2x2 outputs and input channel instead of 36 (2.25 times fewer); its
+//! transforms only add and subtract and `G`'s entries 0, ±½, 1 are exact, so the error against direct
+//! convolution is rounding only, bounded by about `(9 + 9 + 16 + 6)·ε·Σ|w|·max|x|` (ε = 2⁻²⁴). F(4x4) does 36
+//! per 4x4 outputs (4 times fewer) with `Bᵀ` entries up to 5, `G` entries ±1/6 and ±1/24 (rounded once, from
+//! f64) and `Aᵀ` entries up to 8, which amplify rounding about tenfold: measured against onnxruntime (SPEC
+//! §11's scaled error) both stay far inside the tolerance (docs/architecture.md).
 
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
@@ -41,12 +43,25 @@ pub struct WinogradSpec {
     pub has_bias: bool,
     /// Fused activation (a clamp the output transform applies).
     pub act: Activation,
+    /// Output tile side: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).
+    pub tile: usize,
 }
 
 impl WinogradSpec {
+    /// Input patch side α.
+    pub fn alpha(&self) -> usize {
+        self.tile + 2
+    }
+    /// Transformed elements ξ per tile (α²): the GEMMs' batch.
+    pub fn xis(&self) -> usize {
+        self.alpha() * self.alpha()
+    }
     /// Tile rows and columns per image.
     pub fn tiles(&self) -> [usize; 2] {
-        [self.out[0].div_ceil(2), self.out[1].div_ceil(2)]
+        [
+            self.out[0].div_ceil(self.tile),
+            self.out[1].div_ceil(self.tile),
+        ]
     }
     /// Tiles over the batch.
     pub fn tiles_all(&self) -> usize {
@@ -54,43 +69,57 @@ impl WinogradSpec {
         self.n * th * tw
     }
     /// The padded input plane `[rows, cols]` the input transform reads: every patch row, and columns for whole
-    /// 16-tile blocks of loads.
+    /// 16-tile blocks of loads (F(4x4) loads 80 floats per block).
     pub fn plane(&self) -> [usize; 2] {
         let [th, tw] = self.tiles();
-        [2 * th + 2, 32 * tw.div_ceil(16) + 16]
+        [self.tile * th + 2, 16 * self.tile * tw.div_ceil(16) + 16]
     }
-    /// Bytes of the transformed input `V` (16 x C x T floats).
+    /// Bytes of the transformed input `V` (α² x C x T floats).
     pub fn v_bytes(&self) -> usize {
-        16 * self.c * self.tiles_all() * 4
+        self.xis() * self.c * self.tiles_all() * 4
     }
-    /// Bytes of the products `M` (16 x M x T floats).
+    /// Bytes of the products `M` (α² x M x T floats).
     pub fn m_bytes(&self) -> usize {
-        16 * self.m * self.tiles_all() * 4
+        self.xis() * self.m * self.tiles_all() * 4
     }
 }
 
-/// `U[ξ][m][c] = (G g Gᵀ)[ξ]` for weights `[M, C, 3, 3]`, `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`
-/// (computed in f64, rounded once).
-pub fn transform_weights(w: &[f32], m: usize, c: usize) -> Vec<f32> {
-    const G: [[f64; 3]; 4] = [
-        [1.0, 0.0, 0.0],
-        [0.5, 0.5, 0.5],
-        [0.5, -0.5, 0.5],
-        [0.0, 0.0, 1.0],
-    ];
-    let mut u = vec![0f32; 16 * m * c];
+/// F(2x2, 3x3)'s weight transform.
+const G2: [[f64; 3]; 4] = [
+    [1.0, 0.0, 0.0],
+    [0.5, 0.5, 0.5],
+    [0.5, -0.5, 0.5],
+    [0.0, 0.0, 1.0],
+];
+
+/// F(4x4, 3x3)'s weight transform (points 0, ±1, ±2 and ∞, matching `kernels/winograd4_x86.rs`' `Bᵀ`, `Aᵀ`).
+const G4: [[f64; 3]; 6] = [
+    [0.25, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// `U[ξ][m][c] = (G g Gᵀ)[ξ]` (ξ = α·a + b) for weights `[M, C, 3, 3]` and output tiles of side `tile`
+/// (`G2` or `G4`; computed in f64, rounded once).
+pub fn transform_weights(w: &[f32], m: usize, c: usize, tile: usize) -> Vec<f32> {
+    let g_rows: &[[f64; 3]] = if tile == 4 { &G4 } else { &G2 };
+    let alpha = g_rows.len();
+    let mut u = vec![0f32; alpha * alpha * m * c];
     for o in 0..m {
         for i in 0..c {
             let g = |k: usize, l: usize| w[((o * c + i) * 3 + k) * 3 + l] as f64;
-            for a in 0..4 {
-                for b in 0..4 {
+            for (a, ga) in g_rows.iter().enumerate() {
+                for (b, gb) in g_rows.iter().enumerate() {
                     let mut s = 0f64;
-                    for (k, gak) in G[a].iter().enumerate() {
-                        for (l, gbl) in G[b].iter().enumerate() {
+                    for (k, gak) in ga.iter().enumerate() {
+                        for (l, gbl) in gb.iter().enumerate() {
                             s += gak * g(k, l) * gbl;
                         }
                     }
-                    u[((4 * a + b) * m + o) * c + i] = s as f32;
+                    u[((alpha * a + b) * m + o) * c + i] = s as f32;
                 }
             }
         }
@@ -132,7 +161,7 @@ pub fn emit_in(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f: FuncRef, copy: Func
         let vb = kb.addr(vc, b, (th * tw * 4) as i64);
         let n = kb.iconst(tw as i64);
         kb.for_const(0, th, 1, |kb, ty| {
-            let p = kb.addr(plane, ty, (2 * pw * 4) as i64);
+            let p = kb.addr(plane, ty, (s.tile * pw * 4) as i64);
             let v = kb.addr(vb, ty, (tw * 4) as i64);
             kb.b.ins().call(f, &[p, v, n]);
         });
@@ -140,8 +169,9 @@ pub fn emit_in(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f: FuncRef, copy: Func
 }
 
 /// Emits the output transform kernel: roles X (`M`), [Bias] and Out, one unit per (batch, channel) output
-/// plane. `f2` writes two output rows per tile row, `f1` one (the last tile row of an odd height).
-pub fn emit_out(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f2: FuncRef, f1: Option<FuncRef>) {
+/// plane. `full` writes `tile` output rows per tile row, `last` the rest (the last tile row of a height that is
+/// not a multiple of `tile`).
+pub fn emit_out(kb: &mut Kb, s: &WinogradSpec, tasks: u32, full: FuncRef, last: Option<FuncRef>) {
     let [oh, ow] = s.out;
     let [th, tw] = s.tiles();
     let t_all = s.tiles_all();
@@ -160,12 +190,12 @@ pub fn emit_out(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f2: FuncRef, f1: Opti
         let n = kb.iconst(tw as i64);
         let call = |kb: &mut Kb, f: FuncRef, ty| {
             let m = kb.addr(mb, ty, (tw * 4) as i64);
-            let yr = kb.addr(y, ty, (2 * ow * 4) as i64);
+            let yr = kb.addr(y, ty, (s.tile * ow * 4) as i64);
             kb.b.ins().call(f, &[m, yr, bias, n]);
         };
-        kb.for_const(0, oh / 2, 1, |kb, ty| call(kb, f2, ty));
-        if let Some(f) = f1 {
-            let ty = kb.iconst((oh / 2) as i64);
+        kb.for_const(0, oh / s.tile, 1, |kb, ty| call(kb, full, ty));
+        if let Some(f) = last {
+            let ty = kb.iconst((oh / s.tile) as i64);
             call(kb, f, ty);
         }
     });
