@@ -71,11 +71,14 @@ impl Default for StdPort {
     }
 }
 
-/// `Mutex<T>` plus a `Condvar`.
+/// `Mutex<T>` plus a `Condvar`, and the number of threads blocked on it: a notification with no sleeper makes
+/// no system call (`Condvar::notify_*` always calls `futex`, about a microsecond in a virtual machine, and the
+/// engine notifies two or three times per layer while the workers usually spin).
 #[derive(Debug)]
 pub struct StdMonitor<T> {
     mutex: Mutex<T>,
     cond: Condvar,
+    sleepers: AtomicUsize,
 }
 
 impl<T: Send> Monitor<T> for StdMonitor<T> {
@@ -96,20 +99,30 @@ impl<T: Send> Monitor<T> for StdMonitor<T> {
             }
             relax(i);
         }
-        let guard = self.mutex.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut guard = self
-            .cond
-            .wait_while(guard, |value| !ready(value))
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.mutex.lock().unwrap_or_else(PoisonError::into_inner);
+        if !ready(&guard) {
+            // Counted under the lock before the predicate fails for good: a notifier changes the value under the
+            // same lock, so it either finds this thread counted or the predicate already true.
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            guard = self
+                .cond
+                .wait_while(guard, |value| !ready(value))
+                .unwrap_or_else(PoisonError::into_inner);
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
         f(&mut guard)
     }
 
     fn notify_one(&self) {
-        self.cond.notify_one();
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.cond.notify_one();
+        }
     }
 
     fn notify_all(&self) {
-        self.cond.notify_all();
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.cond.notify_all();
+        }
     }
 }
 
@@ -129,12 +142,14 @@ fn relax(i: u32) {
 /// A generation barrier: arrivals count up; the last one resets the count and advances the generation, which
 /// the others poll for [`SPIN`] rounds and then wait for on a condition variable. The generation changes under
 /// the mutex, so a blocked waiter cannot miss it; the count's and generation's acquire/release order every
-/// party's writes before the barrier before every party's reads after it.
+/// party's writes before the barrier before every party's reads after it. Waiters that block are counted
+/// (under the mutex), and the last arrival notifies only when there are any.
 #[derive(Debug)]
 pub struct StdBarrier {
     parties: usize,
     count: AtomicUsize,
     generation: AtomicUsize,
+    sleepers: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
 }
@@ -146,7 +161,9 @@ impl Barrier for StdBarrier {
             self.count.store(0, Ordering::Relaxed);
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.generation.fetch_add(1, Ordering::Release);
-            self.cond.notify_all();
+            if self.sleepers.load(Ordering::SeqCst) > 0 {
+                self.cond.notify_all();
+            }
             return;
         }
         for i in 0..SPIN {
@@ -156,12 +173,14 @@ impl Barrier for StdBarrier {
             relax(i);
         }
         let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
         while self.generation.load(Ordering::Acquire) == generation {
             guard = self
                 .cond
                 .wait(guard)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -174,6 +193,7 @@ impl Port for StdPort {
         StdMonitor {
             mutex: Mutex::new(value),
             cond: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
         }
     }
 
@@ -182,6 +202,7 @@ impl Port for StdPort {
             parties: parties.max(1),
             count: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
         }
