@@ -6,6 +6,7 @@
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
@@ -34,9 +35,10 @@ pub struct Im2colSpec {
 }
 
 impl Im2colSpec {
-    /// Work units: one per (batch, channel).
+    /// Work units: one per (batch, channel, kernel row), so that a first layer (3 channels) still splits over
+    /// threads (ResNet-50's 7x7 stem: 21 units).
     pub fn units(&self) -> usize {
-        self.n * self.c
+        self.n * self.c * self.kernel[0]
     }
     /// Element size in bytes.
     pub fn elem(&self) -> usize {
@@ -73,6 +75,36 @@ fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (
 pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
+    let plane = s.out[0] * s.out[1];
+    let e = s.elem();
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    let (x_base, col_base) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // Unit u = (b * C + ci) * KH + ky: input plane b * C + ci and the column rows of its kernel row ky.
+        let (p, kyv) = kb.divmod(u, kh);
+        let src_plane = kb.addr(x_base, p, (h * w * e) as i64);
+        let row0 = kb.addr(col_base, p, (kh * kw * plane * e) as i64);
+        for ky in 0..kh {
+            let this_row = kb.b.ins().icmp_imm_s(IntCC::Equal, kyv, ky as i64);
+            kb.if_else(
+                this_row,
+                |kb| im2col_row(kb, s, copy, (src_plane, row0), ky),
+                |_| {},
+            );
+        }
+    });
+}
+
+/// The column rows of kernel row `ky` for one input plane (`src_plane`; `row0` its first column row).
+fn im2col_row(
+    kb: &mut Kb,
+    s: &Im2colSpec,
+    copy: Option<FuncRef>,
+    (src_plane, row0): (Value, Value),
+    ky: usize,
+) {
+    let [h, w] = s.hw;
+    let [_, kw] = s.kernel;
     let [oh, ow] = s.out;
     let plane = oh * ow;
     let e = s.elem();
@@ -80,51 +112,42 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef
         None => zero(kb, ptr, from, to),
         Some(z) => fill_bytes(kb, ptr, from, to, z),
     };
-    let (lo, hi) = kb.task_range(s.units(), tasks);
-    let (x_base, col_base) = (kb.arg(Role::X), kb.arg(Role::Out));
-    kb.for_range(lo, hi, 1, |kb, u| {
-        // Unit u = b * C + ci: the input plane u and the column rows (u * KH*KW ..).
-        let src_plane = kb.addr(x_base, u, (h * w * e) as i64);
-        let row0 = kb.addr(col_base, u, (kh * kw * plane * e) as i64);
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let row =
-                    kb.b.ins()
-                        .iadd_imm_s(row0, (((ky * kw + kx) * plane) * e) as i64);
-                let ky_off = ky * s.dilations[0];
-                let kx_off = kx * s.dilations[1];
-                let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);
-                let (x_lo, x_hi) = valid(ow, w, kx_off, s.strides[1], s.pads[1]);
-                zero(kb, row, 0, y_lo * ow);
-                zero(kb, row, y_hi * ow, oh * ow);
-                if x_lo >= x_hi {
-                    zero(kb, row, y_lo * ow, y_hi * ow);
-                    continue;
-                }
-                kb.for_const(y_lo, y_hi, 1, |kb, oy| {
-                    let dst = kb.addr(row, oy, (ow * e) as i64);
-                    // Input row iy = oy*sy + ky_off - pad_top (>= 0 inside the valid range).
-                    let iy = kb.b.ins().imul_imm_s(oy, s.strides[0] as i64);
-                    let iy = kb.b.ins().iadd_imm_s(iy, ky_off as i64 - s.pads[0] as i64);
-                    let src_row = kb.addr(src_plane, iy, (w * e) as i64);
-                    zero(kb, dst, 0, x_lo);
-                    zero(kb, dst, x_hi, ow);
-                    // ix = ox*sx + kx_off - pad_left.
-                    let src0 = x_lo as i64 * s.strides[1] as i64 + kx_off as i64 - s.pads[1] as i64;
-                    if let (Some(f), 4) = (copy, e) {
-                        let d = kb.b.ins().iadd_imm_s(dst, (x_lo * 4) as i64);
-                        let s = kb.b.ins().iadd_imm_s(src_row, src0 * 4);
-                        let n = kb.iconst((x_hi - x_lo) as i64);
-                        kb.b.ins().call(f, &[s, d, n]);
-                    } else if e == 1 {
-                        copy_bytes(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
-                    } else {
-                        copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
-                    }
-                });
-            }
+    for kx in 0..kw {
+        let row =
+            kb.b.ins()
+                .iadd_imm_s(row0, (((ky * kw + kx) * plane) * e) as i64);
+        let ky_off = ky * s.dilations[0];
+        let kx_off = kx * s.dilations[1];
+        let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);
+        let (x_lo, x_hi) = valid(ow, w, kx_off, s.strides[1], s.pads[1]);
+        zero(kb, row, 0, y_lo * ow);
+        zero(kb, row, y_hi * ow, oh * ow);
+        if x_lo >= x_hi {
+            zero(kb, row, y_lo * ow, y_hi * ow);
+            continue;
         }
-    });
+        kb.for_const(y_lo, y_hi, 1, |kb, oy| {
+            let dst = kb.addr(row, oy, (ow * e) as i64);
+            // Input row iy = oy*sy + ky_off - pad_top (>= 0 inside the valid range).
+            let iy = kb.b.ins().imul_imm_s(oy, s.strides[0] as i64);
+            let iy = kb.b.ins().iadd_imm_s(iy, ky_off as i64 - s.pads[0] as i64);
+            let src_row = kb.addr(src_plane, iy, (w * e) as i64);
+            zero(kb, dst, 0, x_lo);
+            zero(kb, dst, x_hi, ow);
+            // ix = ox*sx + kx_off - pad_left.
+            let src0 = x_lo as i64 * s.strides[1] as i64 + kx_off as i64 - s.pads[1] as i64;
+            if let (Some(f), 4) = (copy, e) {
+                let d = kb.b.ins().iadd_imm_s(dst, (x_lo * 4) as i64);
+                let s = kb.b.ins().iadd_imm_s(src_row, src0 * 4);
+                let n = kb.iconst((x_hi - x_lo) as i64);
+                kb.b.ins().call(f, &[s, d, n]);
+            } else if e == 1 {
+                copy_bytes(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+            } else {
+                copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+            }
+        });
+    }
 }
 
 /// Copies `n` f32 elements from `src` to `dst`, unrolled: vectors, then scalars.
@@ -141,11 +164,16 @@ pub fn copy_f32(kb: &mut Kb, src: Value, dst: Value, n: usize) {
 
 /// Zeroes f32 elements [from, to) at `ptr`.
 pub fn zero(kb: &mut Kb, ptr: Value, from: usize, to: usize) {
+    fill(kb, ptr, from, to, 0.0);
+}
+
+/// Stores `value` into f32 elements `[from, to)` of `ptr`.
+pub fn fill(kb: &mut Kb, ptr: Value, from: usize, to: usize, value: f32) {
     if from >= to {
         return;
     }
-    let zv = kb.fconst(VEC, 0.0);
-    let zs = kb.fconst(F32, 0.0);
+    let zv = kb.fconst(VEC, value);
+    let zs = kb.fconst(F32, value);
     let nvec = (to - from) / LANES;
     if nvec <= 4 {
         for v in 0..nvec {
