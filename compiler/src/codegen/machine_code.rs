@@ -292,17 +292,20 @@ pub(super) fn define_layout(
     body: &super::kernel::Body,
 ) -> Result<[Option<FuncId>; 3]> {
     use super::kernel::Body;
-    use kernels::winograd4_x86::{Wino4In, Wino4Out};
-    use kernels::winograd_x86::{assemble_in, assemble_out, WinoIn, WinoOut};
+    use kernels::winograd_x86::{WinoIn, WinoOut};
+    use kernels::{winograd4_x86, winograd_x86};
     let f = |module: &mut dyn Module, tag: &str, params, code| {
         define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
     };
     match body {
         Body::WinogradIn(s) => {
-            let (pw, v_stride) = (s.plane()[1], s.c * s.tiles_all());
+            let spec = WinoIn {
+                pw: s.plane()[1],
+                v_stride: s.c * s.tiles_all(),
+            };
             let code = match s.tile {
-                4 => kernels::winograd4_x86::assemble_in(&Wino4In { pw, v_stride }),
-                _ => assemble_in(&WinoIn { pw, v_stride }),
+                4 => winograd4_x86::assemble_in(&spec),
+                _ => winograd_x86::assemble_in(&spec),
             };
             let tag = if s.tile == 4 { "wino4_in" } else { "wino_in" };
             let t = f(module, tag, 3, code)?;
@@ -312,24 +315,19 @@ pub(super) fn define_layout(
         Body::WinogradOut(s) => {
             let (lo, hi) = clamp_bits(s.act)
                 .ok_or_else(|| Error::internal("codegen", "Winograd activation not a clamp"))?;
-            let (m_stride, cols, bias) = (s.m * s.tiles_all(), s.out[1], s.has_bias);
-            let code = |rows| match s.tile {
-                4 => kernels::winograd4_x86::assemble_out(&Wino4Out {
-                    m_stride,
-                    cols,
+            let code = |rows| {
+                let spec = WinoOut {
+                    m_stride: s.m * s.tiles_all(),
+                    cols: s.out[1],
                     rows,
-                    bias,
+                    bias: s.has_bias,
                     lo,
                     hi,
-                }),
-                _ => assemble_out(&WinoOut {
-                    m_stride,
-                    cols,
-                    rows,
-                    bias,
-                    lo,
-                    hi,
-                }),
+                };
+                match s.tile {
+                    4 => winograd4_x86::assemble_out(&spec),
+                    _ => winograd_x86::assemble_out(&spec),
+                }
             };
             let full = f(module, "wino_out", 4, code(s.tile))?;
             let last = match s.out[0] % s.tile {

@@ -9,6 +9,7 @@
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V): `x` is the input
 //! under tap (0, 0) of the first output, `w` the channel's `kh·kw` weights, `bias` one float.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
 
 /// The compile-time shape of a row kernel.
@@ -32,12 +33,6 @@ pub struct DwRowF32 {
     /// starting from −∞, with Cranelift's `fmax` semantics (NaN propagates, +0 > −0).
     pub max: bool,
 }
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// Taps held in registers (zmm12..zmm31, or ..zmm30 at stride 2 where zmm31 is the even-lane index); more are
 /// broadcast from memory at each use.

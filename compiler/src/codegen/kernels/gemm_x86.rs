@@ -16,6 +16,7 @@
 //! on B in place (`b_rs` = B's row stride) for full column blocks, or on a zero-padded panel it packed
 //! (`b_rs` = the tile width) for the column tail.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
 
 /// Which register file a micro-kernel uses.
@@ -91,12 +92,6 @@ const YMM: [AsmRegisterYmm; 16] = [
     ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
     ymm15,
 ];
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
-
 /// Byte displacement that fits a 32-bit signed immediate.
 fn disp(elems: usize) -> Option<i32> {
     i32::try_from(elems.checked_mul(4)?).ok()

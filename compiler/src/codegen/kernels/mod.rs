@@ -2,8 +2,10 @@
 //! the Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel
 //! calls for every full tile; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
-//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `copy_x86.rs`: the AVX-512 strided row copy of im2col; `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the AVX-512 pieces several kernels share
-//! (a broadcast constant, the NaN-keeping clamp). Every other target keeps the Cranelift kernels.
+//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `copy_x86.rs`: the AVX-512 strided row copy of im2col; `transpose_x86.rs`: the block-transposing epilogue of the
+//! transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3)
+//! transforms; `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the AVX-512 pieces several kernels share
+//! (the register table, displacements, store column masks, a broadcast constant, the NaN-keeping clamp). Every other target keeps the Cranelift kernels.
 
 pub mod copy_x86;
 pub mod cpu_check;
@@ -23,6 +25,51 @@ use iced_x86::code_asm::{
     AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler, CodeLabel,
 };
 use iced_x86::IcedError;
+
+/// The 32 AVX-512 vector registers by number, for kernels that allocate them by index.
+pub(crate) const ZMM: [iced_x86::code_asm::AsmRegisterZmm; 32] = {
+    use iced_x86::code_asm::*;
+    [
+        zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13,
+        zmm14, zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26,
+        zmm27, zmm28, zmm29, zmm30, zmm31,
+    ]
+};
+
+/// A displacement of `floats` f32 elements in bytes, as an `i32`; an error naming the kernel when it does
+/// not fit.
+pub(crate) fn disp(kernel: &str, floats: usize) -> Result<i32, String> {
+    floats
+        .checked_mul(4)
+        .and_then(|b| i32::try_from(b).ok())
+        .ok_or_else(|| format!("{kernel} displacement out of range: {floats} floats"))
+}
+
+/// Column masks of a row's stores: `masks[q]` gets the lanes of store `q` (16 floats each, from column
+/// `16·q`) that lie below the `left` columns the row still has (clobbers `rcx`, `rax`).
+pub(crate) fn column_masks(
+    a: &mut CodeAssembler,
+    left: AsmRegister64,
+    masks: &[AsmRegisterK],
+) -> Result<(), IcedError> {
+    for (q, &k) in masks.iter().enumerate() {
+        a.mov(rcx, left)?;
+        a.sub(rcx, 16 * q as i32)?;
+        a.mov(eax, 0u32)?;
+        a.cmovl(rcx, rax)?;
+        let mut ok = a.create_label();
+        a.mov(eax, 16u32)?;
+        a.cmp(rcx, rax)?;
+        a.jbe(ok)?;
+        a.mov(rcx, rax)?;
+        a.set_label(&mut ok)?;
+        a.mov(eax, 1u32)?;
+        a.shl(eax, cl)?;
+        a.dec(eax)?;
+        a.kmovw(k, eax)?;
+    }
+    Ok(())
+}
 
 /// Broadcasts the 32-bit pattern `bits` (an f32's bits or an integer) into every lane of `reg`, through `eax`.
 pub(crate) fn broadcast_bits(

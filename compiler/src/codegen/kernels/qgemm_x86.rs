@@ -11,6 +11,7 @@
 //! contiguous tile can instead end with the requantising store (`QEpilogue`, `fn(a, b, c, bias, scale)`):
 //! eight instructions per 16 outputs, straight from the accumulators to the u8 / i8 output.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
 
 /// Tile columns (two zmm of i32).
@@ -48,12 +49,6 @@ pub struct QMicroSpec {
     /// Requantise and store to C (`fn(a, b, c, bias, scale)`) instead of storing the i32 sums.
     pub epilogue: Option<QEpilogue>,
 }
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// Whether the shape fits the encodings (32-bit displacements).
 pub fn fits(m: &QMicroSpec) -> bool {

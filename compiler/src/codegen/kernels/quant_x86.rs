@@ -3,13 +3,8 @@
 //! operation for operation (f32 chain, round half to even by `vcvtps2dq` under the default MXCSR), so their
 //! results equal the Cranelift paths' bit for bit.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// The AVX-512 QAdd kernel `fn(a: *const u8, b: *const u8, y: *mut u8, blocks: u64)` over `16 · blocks`
 /// elements: widen (`vpmov[sz]xbd`), subtract the zero points, convert, scale, add, divide by the output scale,

@@ -2,6 +2,20 @@
 //! inaccessible page so that a read past their end faults, and the depthwise row kernels' reference check.
 //! Mappings are leaked: tests only.
 
+/// True (after a `SKIPPED` line naming `what`) when this CPU or OS cannot run AVX-512 kernels.
+pub fn skip_without_avx512(what: &str) -> bool {
+    let no = !std::arch::is_x86_feature_detected!("avx512f");
+    if no {
+        eprintln!("SKIPPED: {what} (this CPU or OS cannot run it)");
+    }
+    no
+}
+
+/// A deterministic test value in [-3.5, 3.5] for index `i`.
+pub fn pattern(i: usize) -> f32 {
+    ((i * 37 % 101) as f32 - 50.0) * 0.07
+}
+
 /// Maps `code` executable and returns its address (call it through a transmuted `extern "sysv64" fn`).
 pub fn exec(code: &[u8]) -> *const u8 {
     let len = code.len().div_ceil(4096).max(1) * 4096;

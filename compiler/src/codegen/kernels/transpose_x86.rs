@@ -9,13 +9,8 @@
 //! `fn(src: *const f32, out: *mut f32, residual: *const f32, pixels: u64)` (System V): `src` is `Cᵀ`'s element
 //! (0, c0), `out` and `residual` channel c0's rows.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// The compile-time shape of a transposing epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

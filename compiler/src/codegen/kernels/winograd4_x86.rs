@@ -22,48 +22,15 @@
 //! interleaved (`vpermi2ps` pairs, then `vpermi2pd` pairs of pairs) into 64 output floats, stored under
 //! masks past `cols`. `Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, −1, 2, −2, 0], [0, 1, 1, 4, 4, 0], [0, 1, −1, 8, −8, 1]]`.
 
+use super::winograd_x86::{WinoIn, WinoOut};
+use super::ZMM;
 use iced_x86::code_asm::*;
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// Bytes of the 36-vector stack buffer between the two passes.
 const BUF: i32 = 36 * 64;
 
-/// The input transform's shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wino4In {
-    /// Padded plane row stride (floats).
-    pub pw: usize,
-    /// Distance between the 36 transformed planes (floats).
-    pub v_stride: usize,
-}
-
-/// The output transform's shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wino4Out {
-    /// Distance between the 36 product planes (floats).
-    pub m_stride: usize,
-    /// Output columns (the row stride of `y`).
-    pub cols: usize,
-    /// Output rows written: 4, or 1–3 for the last tile row of a height that is not a multiple of 4.
-    pub rows: usize,
-    /// Whether `bias` points to the channel's bias.
-    pub bias: bool,
-    /// Lower clamp (f32 bits).
-    pub lo: Option<u32>,
-    /// Upper clamp (f32 bits).
-    pub hi: Option<u32>,
-}
-
 fn disp(floats: usize) -> Result<i32, String> {
-    floats
-        .checked_mul(4)
-        .and_then(|b| i32::try_from(b).ok())
-        .ok_or_else(|| format!("Winograd transform displacement out of range: {floats} floats"))
+    super::disp("Winograd transform", floats)
 }
 
 type R = AsmRegisterZmm;
@@ -134,7 +101,7 @@ fn f32_bits(a: &mut CodeAssembler, reg: R, v: f32) -> Result<(), IcedError> {
 }
 
 /// Assembles the input transform.
-pub fn assemble_in(s: &Wino4In) -> Result<Vec<u8>, String> {
+pub fn assemble_in(s: &WinoIn) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let row = (0..6)
         .map(|i| disp(i * s.pw))
@@ -213,7 +180,7 @@ pub fn assemble_in(s: &Wino4In) -> Result<Vec<u8>, String> {
 }
 
 /// Assembles the output transform.
-pub fn assemble_out(s: &Wino4Out) -> Result<Vec<u8>, String> {
+pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     if !(1..=4).contains(&s.rows) {
         return Err(format!("Winograd output rows out of range: {s:?}"));
@@ -269,22 +236,7 @@ pub fn assemble_out(s: &Wino4Out) -> Result<Vec<u8>, String> {
         }
     }
     // k4..k7: the columns of the four stores below `cols` (k2 is the clamp's).
-    for (q, k) in [k4, k5, k6, k7].into_iter().enumerate() {
-        a.mov(rcx, r8).map_err(e)?;
-        a.sub(rcx, 16 * q as i32).map_err(e)?;
-        a.mov(eax, 0u32).map_err(e)?;
-        a.cmovl(rcx, rax).map_err(e)?;
-        let mut ok = a.create_label();
-        a.mov(eax, 16u32).map_err(e)?;
-        a.cmp(rcx, rax).map_err(e)?;
-        a.jbe(ok).map_err(e)?;
-        a.mov(rcx, rax).map_err(e)?;
-        a.set_label(&mut ok).map_err(e)?;
-        a.mov(eax, 1u32).map_err(e)?;
-        a.shl(eax, cl).map_err(e)?;
-        a.dec(eax).map_err(e)?;
-        a.kmovw(k, eax).map_err(e)?;
-    }
+    super::column_masks(&mut a, r8, &[k4, k5, k6, k7]).map_err(e)?;
     for (p, &row) in rows.iter().enumerate() {
         for (b, &xb) in x.iter().enumerate() {
             a.vmovaps(xb, zmmword_ptr(rsp + 64 * (6 * p + b) as i32))
@@ -350,7 +302,7 @@ pub fn assemble_out(s: &Wino4Out) -> Result<Vec<u8>, String> {
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
-    use super::super::test_exec::exec;
+    use super::super::test_exec::{exec, pattern as val, skip_without_avx512};
     use super::*;
 
     const BT: [[f64; 6]; 6] = [
@@ -368,18 +320,8 @@ mod tests {
         [0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
     ];
 
-    fn val(i: usize) -> f32 {
-        ((i * 37 % 101) as f32 - 50.0) * 0.07
-    }
-
     fn skip() -> bool {
-        let no = !std::arch::is_x86_feature_detected!("avx512f");
-        if no {
-            eprintln!(
-                "SKIPPED: AVX-512 Winograd F(4x4) transforms (this CPU or OS cannot run them)"
-            );
-        }
-        no
+        skip_without_avx512("AVX-512 Winograd F(4x4) transforms")
     }
 
     /// `Σ_k Σ_l T[a][k]·x(k, l)·T[b][l]` in f64, over the nonzero coefficients (as the kernels: a NaN reaches
@@ -408,7 +350,7 @@ mod tests {
         for n in [1usize, 15, 16, 17, 40] {
             let pw = 64 * n.div_ceil(16) + 16;
             let vs = n + 20;
-            let code = assemble_in(&Wino4In { pw, v_stride: vs }).unwrap();
+            let code = assemble_in(&WinoIn { pw, v_stride: vs }).unwrap();
             let f: extern "sysv64" fn(*const f32, *mut f32, u64) =
                 // SAFETY: the assembled kernel's System V signature.
                 unsafe { std::mem::transmute(exec(&code)) };
@@ -449,7 +391,7 @@ mod tests {
             (40, 159, 4),
         ] {
             let ms = n + 3;
-            let spec = Wino4Out {
+            let spec = WinoOut {
                 m_stride: ms,
                 cols,
                 rows,

@@ -11,31 +11,27 @@
 //! −1]]`, adds `bias[0]` (when present), clamps (NaN kept), interleaves the tiles' two columns and stores
 //! `rows` output rows of `cols` columns at `y` (row stride `cols`), masked past `cols`.
 
+use super::ZMM;
 use iced_x86::code_asm::*;
-
-const ZMM: [AsmRegisterZmm; 32] = [
-    zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7, zmm8, zmm9, zmm10, zmm11, zmm12, zmm13, zmm14,
-    zmm15, zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23, zmm24, zmm25, zmm26, zmm27,
-    zmm28, zmm29, zmm30, zmm31,
-];
 
 /// The input transform's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WinoIn {
     /// Padded plane row stride (floats).
     pub pw: usize,
-    /// Distance between the 16 transformed planes (floats).
+    /// Distance between the transformed planes (floats).
     pub v_stride: usize,
 }
 
 /// The output transform's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WinoOut {
-    /// Distance between the 16 product planes (floats).
+    /// Distance between the product planes (floats).
     pub m_stride: usize,
     /// Output columns (the row stride of `y`).
     pub cols: usize,
-    /// Output rows written: 2, or 1 for the last tile row of an odd height.
+    /// Output rows written: the tile's (2 for F(2x2), 4 for F(4x4)), or fewer for the last tile row of a height
+    /// that is not a multiple of the tile.
     pub rows: usize,
     /// Whether `bias` points to the channel's bias.
     pub bias: bool,
@@ -46,10 +42,7 @@ pub struct WinoOut {
 }
 
 fn disp(floats: usize) -> Result<i32, String> {
-    floats
-        .checked_mul(4)
-        .and_then(|b| i32::try_from(b).ok())
-        .ok_or_else(|| format!("Winograd transform displacement out of range: {floats} floats"))
+    super::disp("Winograd transform", floats)
 }
 
 /// Assembles the input transform.
@@ -179,22 +172,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     // Output row i: even columns y0 = r0 + r1 + r2, odd columns y1 = r1 − r2 − r3.
     // Lanes: the first 16 output columns from the interleave of y0/y1's low halves, the next 16 from the high.
     // k4 / k5: the columns of the two stores that are below `cols` (k2 is the clamp's).
-    for (bits, k) in [(0u32, k4), (16, k5)] {
-        a.mov(rcx, r8).map_err(e)?;
-        a.sub(rcx, bits as i32).map_err(e)?;
-        a.mov(eax, 0u32).map_err(e)?;
-        a.cmovl(rcx, rax).map_err(e)?;
-        let mut ok = a.create_label();
-        a.mov(eax, 16u32).map_err(e)?;
-        a.cmp(rcx, rax).map_err(e)?;
-        a.jbe(ok).map_err(e)?;
-        a.mov(rcx, rax).map_err(e)?;
-        a.set_label(&mut ok).map_err(e)?;
-        a.mov(eax, 1u32).map_err(e)?;
-        a.shl(eax, cl).map_err(e)?;
-        a.dec(eax).map_err(e)?;
-        a.kmovw(k, eax).map_err(e)?;
-    }
+    super::column_masks(&mut a, r8, &[k4, k5]).map_err(e)?;
     for i in 0..s.rows {
         let r = |j: usize| ZMM[16 + 4 * i + j];
         let (y0, y1) = (ZMM[24], ZMM[25]);
@@ -243,19 +221,11 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
-    use super::super::test_exec::exec;
+    use super::super::test_exec::{exec, pattern as val, skip_without_avx512};
     use super::*;
 
-    fn val(i: usize) -> f32 {
-        ((i * 37 % 101) as f32 - 50.0) * 0.07
-    }
-
     fn skip() -> bool {
-        let no = !std::arch::is_x86_feature_detected!("avx512f");
-        if no {
-            eprintln!("SKIPPED: AVX-512 Winograd transforms (this CPU or OS cannot run them)");
-        }
-        no
+        skip_without_avx512("AVX-512 Winograd F(2x2) transforms")
     }
 
     /// `Bᵀ d B` per tile, bitwise, for tile counts around the 16-tile blocks; nothing stored past the tiles.
