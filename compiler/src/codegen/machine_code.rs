@@ -263,14 +263,19 @@ pub(super) fn define_pool_row(
         a.dilations[1],
         a.pads[1],
     );
+    // A padded max pooling runs the row kernel over whole rows of its padded plane (`PoolSpec::padded_plane`).
+    let (w, cols) = match s.padded_plane() {
+        Some([_, pw]) => (pw, s.out[1]),
+        None => (s.hw[1], x1 - x0),
+    };
     let taps = a.kernel[0] * a.kernel[1];
-    if s.kind != crate::ir::PoolKind::Max || a.strides[1] > 2 || x1 - x0 < 16 || taps > 64 {
+    if s.kind != crate::ir::PoolKind::Max || a.strides[1] > 2 || cols < 16 || taps > 64 {
         return Ok(None);
     }
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: a.kernel,
         dilations: a.dilations,
-        w: s.hw[1],
+        w,
         stride: a.strides[1],
         bias: false,
         lo: None,

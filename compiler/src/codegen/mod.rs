@@ -181,6 +181,14 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
+            // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
+            (Body::Pool(s), Some(Simd::Avx512))
+                if max_row.is_some() && s.padded_plane().is_some() =>
+            {
+                let code = kernels::copy_x86::assemble(1);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
             _ => None,
         };
         let dw_row = match (&k.body, simd) {
@@ -251,7 +259,7 @@ pub fn define_kernels(
                     _ => no_code = true,
                 },
                 (Body::Pool(s), _, _) if max_row.is_some() => {
-                    ops::pool::emit_pool(&mut kb, s, k.tasks, max_row)
+                    ops::pool::emit_pool(&mut kb, s, k.tasks, max_row, copy)
                 }
                 (Body::Im2col(s), _, _) if copy.is_some() => {
                     ops::conv::emit_im2col(&mut kb, s, k.tasks, copy)
@@ -328,7 +336,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Affine { planes, c, inner } => {
             ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
         }
-        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks, None),
+        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks, None, None),
         Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
         Body::Softmax {
             outer,

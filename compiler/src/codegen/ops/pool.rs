@@ -6,8 +6,8 @@ use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
+use cranelift_codegen::ir::types::{F32, I64};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, StackSlotData, StackSlotKind, Value};
 
 /// A pooling kernel's geometry.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,10 +24,44 @@ pub struct PoolSpec {
     pub out: [usize; 2],
 }
 
+/// Largest padded plane (bytes) a padded max pooling keeps on the stack.
+const MAX_PLANE_BYTES: usize = 256 << 10;
+
+impl PoolSpec {
+    /// The `[rows, cols]` of the −∞-padded stack plane a padded max pooling runs its row kernel over, when it
+    /// fits on the stack: every window of every output inside it, rows a multiple of 16 floats.
+    pub fn padded_plane(&self) -> Option<[usize; 2]> {
+        let a = &self.attrs;
+        if self.kind != PoolKind::Max || a.pads.iter().all(|&p| p == 0) {
+            return None;
+        }
+        let [h, w] = self.hw;
+        let dim = |i: usize, size: usize| {
+            let reach =
+                (self.out[i].max(1) - 1) * a.strides[i] + (a.kernel[i] - 1) * a.dilations[i] + 1;
+            reach.max(a.pads[i] + size + a.pads[i + 2])
+        };
+        let plane = [dim(0, h), dim(1, w).next_multiple_of(16)];
+        (plane[0] * plane[1] * 4 <= MAX_PLANE_BYTES).then_some(plane)
+    }
+}
+
 /// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` (the AVX-512 max-pool row kernel,
-/// `kernels/depthwise_x86.rs` in max mode), the interior columns of every interior row are one call to it; the
-/// border keeps the branch-free path.
-pub fn emit_pool(kb: &mut Kb, s: &PoolSpec, tasks: u32, row: Option<FuncRef>) {
+/// `kernels/depthwise_x86.rs` in max mode) and `copy` (the AVX-512 row copy) for a padded max pooling
+/// ([`PoolSpec::padded_plane`]), each plane is copied into a −∞-padded stack plane and every output row is one
+/// call to the row kernel; with `row` alone, the interior columns of every interior row are one call to it and
+/// the border keeps the branch-free path.
+pub fn emit_pool(
+    kb: &mut Kb,
+    s: &PoolSpec,
+    tasks: u32,
+    row: Option<FuncRef>,
+    copy: Option<FuncRef>,
+) {
+    if let (Some(f), Some(copy), Some(plane)) = (row, copy, s.padded_plane()) {
+        emit_padded_max(kb, s, tasks, f, copy, plane);
+        return;
+    }
     let [h, w] = s.hw;
     let [oh, ow] = s.out;
     let a = &s.attrs;
@@ -143,5 +177,48 @@ pub fn emit_global_avg(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
         let r = kb.b.ins().fdiv(sum, d);
         let q = kb.addr(po, p, 4);
         kb.store(r, q, 0);
+    });
+}
+
+/// The padded max pooling of [`emit_pool`]: the plane's border is −∞ (written once per task; the copies never
+/// touch it), so the maximum over a window is the maximum over its in-bounds elements.
+fn emit_padded_max(
+    kb: &mut Kb,
+    s: &PoolSpec,
+    tasks: u32,
+    f: FuncRef,
+    copy: FuncRef,
+    [ph, pw]: [usize; 2],
+) {
+    let [h, w] = s.hw;
+    let [oh, ow] = s.out;
+    let a = &s.attrs;
+    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        (ph * pw * 4) as u32,
+        6,
+    ));
+    let plane = kb.b.ins().stack_addr(I64, slot, 0);
+    super::conv::fill(kb, plane, 0, ph * pw, f32::NEG_INFINITY);
+    let (lo, hi) = kb.task_range(s.planes, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, p| {
+        let src = kb.addr(px, p, (h * w * 4) as i64);
+        let dst = kb.addr(po, p, (oh * ow * 4) as i64);
+        let first =
+            kb.b.ins()
+                .iadd_imm_s(plane, ((a.pads[0] * pw + a.pads[1]) * 4) as i64);
+        let n = kb.iconst(w as i64);
+        kb.for_const(0, h, 1, |kb, iy| {
+            let from = kb.addr(src, iy, (w * 4) as i64);
+            let to = kb.addr(first, iy, (pw * 4) as i64);
+            kb.b.ins().call(copy, &[from, to, n]);
+        });
+        let (z, n) = (kb.iconst(0), kb.iconst(ow as i64));
+        kb.for_const(0, oh, 1, |kb, oy| {
+            let xp = kb.addr(plane, oy, (a.strides[0] * pw * 4) as i64);
+            let op = kb.addr(dst, oy, (ow * 4) as i64);
+            kb.b.ins().call(f, &[xp, op, z, z, n]);
+        });
     });
 }
