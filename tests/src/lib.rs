@@ -29,6 +29,12 @@ pub fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32, what: &str) {
     }
 }
 
+/// The median of `v` (sorts it; the upper middle for an even count).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 /// Deterministic pseudo-random values in [-1, 1) (xorshift), so tests need no rand crate.
 pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -6,12 +6,8 @@ use bundle_rt::engine::{Engine, StdPort};
 use bundle_rt::Bundle;
 use bundlec_tests::harness::compile;
 use bundlec_tests::loaded::Loaded;
+use bundlec_tests::median;
 use std::time::Instant;
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -10,12 +10,8 @@ use bundle_rt::profile::{reset_all, OpTiming};
 use bundle_rt::Bundle;
 use bundlec_tests::harness::compile_with;
 use bundlec_tests::loaded::Loaded;
+use bundlec_tests::median;
 use std::time::Instant;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -71,7 +67,7 @@ fn main() {
     }
     let med: Vec<Vec<f64>> = wall
         .into_iter()
-        .map(|w| w.into_iter().map(median).collect())
+        .map(|w| w.into_iter().map(|mut t| median(&mut t)).collect())
         .collect();
     let mut order: Vec<usize> = (0..layers.len()).collect();
     order.sort_by(|&a, &b| med[1][b].total_cmp(&med[1][a]));
@@ -92,7 +88,7 @@ fn main() {
     }
     for (ti, threads) in [1, 2].iter().enumerate() {
         let sum: f64 = med[ti].iter().sum();
-        let total = median(whole[ti].clone());
+        let total = median(&mut whole[ti].clone());
         println!(
             "{threads} thread(s): layers {:.2} ms, whole run {:.2} ms, engine overhead {:.2} ms",
             sum / 1e3,

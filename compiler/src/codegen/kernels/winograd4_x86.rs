@@ -22,7 +22,7 @@
 //! interleaved (`vpermi2ps` pairs, then `vpermi2pd` pairs of pairs) into 64 output floats, stored under
 //! masks past `cols`. `Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, −1, 2, −2, 0], [0, 1, 1, 4, 4, 0], [0, 1, −1, 8, −8, 1]]`.
 
-use super::winograd_x86::{WinoIn, WinoOut};
+use super::winograd_x86::{pair_table, WinoIn, WinoOut};
 use super::ZMM;
 use iced_x86::code_asm::*;
 
@@ -288,14 +288,11 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     epilogue(&mut a).map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
     // Float pairs: lane l of the low / high table takes lane l/2 (+ 8) of the first (l even) or second operand.
-    let pair = |base: u32| (0..16u32).map(move |l| base + l / 2 + 16 * (l % 2));
     // Pairs of pairs (64-bit lanes): lane l of the low / high table takes pair l/2 (+ 4) of either operand.
     let quad = |base: u32| (0..8u32).map(move |l| u64::from(base + l / 2 + 8 * (l % 2)));
-    let bytes: Vec<u8> = pair(0)
-        .chain(pair(8))
-        .flat_map(u32::to_le_bytes)
-        .chain(quad(0).chain(quad(4)).flat_map(u64::to_le_bytes))
-        .collect();
+    let mut bytes = pair_table(0);
+    bytes.extend(pair_table(8));
+    bytes.extend(quad(0).chain(quad(4)).flat_map(u64::to_le_bytes));
     a.db(&bytes).map_err(e)?;
     a.assemble(0).map_err(e)
 }

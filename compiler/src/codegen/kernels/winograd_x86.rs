@@ -124,6 +124,15 @@ pub fn assemble_in(s: &WinoIn) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// The `vpermi2ps` indices interleaving two vectors' lanes `base..base + 8` (`base` 0: the low halves, 8: the
+/// high): lane `l` takes lane `base + l/2` of the first operand (`l` even) or the second (`l` odd), so output
+/// column 2t + c takes lane t of y_c.
+pub(super) fn pair_table(base: u32) -> Vec<u8> {
+    (0..16u32)
+        .flat_map(|l| (base + l / 2 + 16 * (l % 2)).to_le_bytes())
+        .collect()
+}
+
 /// Assembles the output transform.
 pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
@@ -206,16 +215,9 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
-    // Interleave: output column 2t + c takes lane t of y_c (c = 0: first operand, 1: second, lanes 16..).
-    let lo: Vec<u8> = (0..16u32)
-        .flat_map(|l| ((l / 2) + 16 * (l % 2)).to_le_bytes())
-        .collect();
-    let hi: Vec<u8> = (0..16u32)
-        .flat_map(|l| (8 + (l / 2) + 16 * (l % 2)).to_le_bytes())
-        .collect();
-    a.db(&lo).map_err(e)?;
+    a.db(&pair_table(0)).map_err(e)?;
     a.set_label(&mut table2).map_err(e)?;
-    a.db(&hi).map_err(e)?;
+    a.db(&pair_table(8)).map_err(e)?;
     a.assemble(0).map_err(e)
 }
 

@@ -358,7 +358,7 @@ fn lower_conv_transposed(
 
 /// A GEMM computed transposed: `nb` products `Cᵀ [P, M] = Aᵀ · B` of K-deep operands, written back as `[M, P]`.
 struct Transposed {
-    /// Batch count (images, or Winograd's 16 ξ) and the rows, columns and depth of each `Cᵀ`.
+    /// Batch count (images, or Winograd's α² ξ) and the rows, columns and depth of each `Cᵀ`.
     nb: usize,
     p: usize,
     m: usize,

@@ -6,6 +6,7 @@
 //! (`kernels/depthwise_x86.rs`, stride 1 or 2), the interior of each row is one call to it, and planes with a
 //! large border are first copied into a zero-padded stack plane so that every row is.
 
+use super::plane::{reach, StackPlane};
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
 use crate::codegen::math;
@@ -84,8 +85,8 @@ pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
         s.pads[1],
     );
     let border = oh * ow - (y1 - y0) * (x1 - x0);
-    let rows = (oh.max(1) - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1;
-    let cols = (ow.max(1) - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1;
+    let rows = reach(oh, s.kernel[0], s.strides[0], s.dilations[0]);
+    let cols = reach(ow, s.kernel[1], s.strides[1], s.dilations[1]);
     let taps = s.kernel[0] * s.kernel[1];
     let pays = border * taps * 16 > 7 * s.hw[0] * s.hw[1];
     (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
@@ -106,34 +107,15 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
     let (px, pw) = (kb.arg(Role::X), kb.arg(Role::W));
     let pb = s.has_bias.then(|| kb.arg(Role::Bias));
     let po = kb.arg(Role::Out);
-    if let (Some(f), Some([ph, pw_])) = (row, padded_plane(s)) {
+    if let (Some(f), Some(dims)) = (row, padded_plane(s)) {
         // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then every output row
-        // is one row-kernel call over all `ow` outputs. The copies never write the border, so the plane is
-        // zeroed once per task.
-        let slot =
-            kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
-                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
-                (ph * pw_ * 4) as u32,
-                6,
-            ));
-        let (rows, cols) = (
-            (h + pt).min(ph) - pt.min(ph),
-            (w + pl).min(pw_) - pl.min(pw_),
-        );
-        let plane =
-            kb.b.ins()
-                .stack_addr(cranelift_codegen::ir::types::I64, slot, 0);
-        super::conv::zero(kb, plane, 0, ph * pw_);
+        // is one row-kernel call over all `ow` outputs.
+        let plane = StackPlane::new(kb, dims, 0.0);
         kb.for_range(lo, hi, 1, |kb, u| {
             let (_, ch) = kb.divmod(u, s.c);
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
-            kb.for_const(0, rows, 1, |kb, iy| {
-                let src = kb.addr(xin, iy, (w * 4) as i64);
-                let dst0 = kb.b.ins().iadd_imm_s(plane, ((pt * pw_ + pl) * 4) as i64);
-                let dst = kb.addr(dst0, iy, (pw_ * 4) as i64);
-                super::conv::copy_f32(kb, src, dst, cols);
-            });
+            plane.load(kb, xin, [h, w], [pt, pl], None);
             let out = kb.addr(po, u, (oh * ow * 4) as i64);
             let bp = match pb {
                 Some(b) => kb.addr(b, ch, 4),
@@ -141,7 +123,7 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
             };
             let n = kb.iconst(ow as i64);
             kb.for_const(0, oh, 1, |kb, oy| {
-                let xp = kb.addr(plane, oy, (sh * pw_ * 4) as i64);
+                let xp = plane.row(kb, oy, sh);
                 let op = kb.addr(out, oy, (ow * 4) as i64);
                 kb.b.ins().call(f, &[xp, op, wts, bp, n]);
             });

@@ -2,7 +2,8 @@
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
 //! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
 //! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI) and `qdepthwise`;
-//! `winograd`: the F(2x2, 3x3) convolution's transforms (AVX-512).
+//! `winograd`: the F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (AVX-512); `plane`: the padded stack
+//! planes the row-kernel paths (depthwise, max pooling, Winograd) share.
 
 pub mod conv;
 pub mod data;
@@ -11,6 +12,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod logic;
 pub mod nn;
+pub mod plane;
 pub mod pool;
 pub mod qdepthwise;
 pub mod qgemm;

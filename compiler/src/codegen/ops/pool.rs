@@ -2,12 +2,13 @@
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
 use super::depthwise::interior;
+use super::plane::{reach, StackPlane};
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{F32, I64};
-use cranelift_codegen::ir::{FuncRef, InstBuilder, StackSlotData, StackSlotKind, Value};
+use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// A pooling kernel's geometry.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,9 +38,8 @@ impl PoolSpec {
         }
         let [h, w] = self.hw;
         let dim = |i: usize, size: usize| {
-            let reach =
-                (self.out[i].max(1) - 1) * a.strides[i] + (a.kernel[i] - 1) * a.dilations[i] + 1;
-            reach.max(a.pads[i] + size + a.pads[i + 2])
+            let r = reach(self.out[i], a.kernel[i], a.strides[i], a.dilations[i]);
+            r.max(a.pads[i] + size + a.pads[i + 2])
         };
         let plane = [dim(0, h), dim(1, w).next_multiple_of(16)];
         (plane[0] * plane[1] * 4 <= MAX_PLANE_BYTES).then_some(plane)
@@ -188,35 +188,21 @@ fn emit_padded_max(
     tasks: u32,
     f: FuncRef,
     copy: FuncRef,
-    [ph, pw]: [usize; 2],
+    dims: [usize; 2],
 ) {
     let [h, w] = s.hw;
     let [oh, ow] = s.out;
     let a = &s.attrs;
-    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
-        StackSlotKind::ExplicitSlot,
-        (ph * pw * 4) as u32,
-        6,
-    ));
-    let plane = kb.b.ins().stack_addr(I64, slot, 0);
-    super::conv::fill(kb, plane, 0, ph * pw, f32::NEG_INFINITY);
+    let plane = StackPlane::new(kb, dims, f32::NEG_INFINITY);
     let (lo, hi) = kb.task_range(s.planes, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, p| {
         let src = kb.addr(px, p, (h * w * 4) as i64);
         let dst = kb.addr(po, p, (oh * ow * 4) as i64);
-        let first =
-            kb.b.ins()
-                .iadd_imm_s(plane, ((a.pads[0] * pw + a.pads[1]) * 4) as i64);
-        let n = kb.iconst(w as i64);
-        kb.for_const(0, h, 1, |kb, iy| {
-            let from = kb.addr(src, iy, (w * 4) as i64);
-            let to = kb.addr(first, iy, (pw * 4) as i64);
-            kb.b.ins().call(copy, &[from, to, n]);
-        });
+        plane.load(kb, src, [h, w], [a.pads[0], a.pads[1]], Some(copy));
         let (z, n) = (kb.iconst(0), kb.iconst(ow as i64));
         kb.for_const(0, oh, 1, |kb, oy| {
-            let xp = kb.addr(plane, oy, (a.strides[0] * pw * 4) as i64);
+            let xp = plane.row(kb, oy, a.strides[0]);
             let op = kb.addr(dst, oy, (ow * 4) as i64);
             kb.b.ins().call(f, &[xp, op, z, z, n]);
         });

@@ -18,11 +18,11 @@
 //! f64) and `Aᵀ` entries up to 8, which amplify rounding about tenfold: measured against onnxruntime (SPEC
 //! §11's scaled error) both stay far inside the tolerance (docs/architecture.md).
 
+use super::plane::StackPlane;
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::Activation;
-use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{FuncRef, InstBuilder, StackSlotData, StackSlotKind};
+use cranelift_codegen::ir::{FuncRef, InstBuilder};
 
 /// The geometry of one Winograd convolution.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,35 +133,20 @@ pub fn emit_in(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f: FuncRef, copy: Func
     let [h, w] = s.hw;
     let [pt, pl] = s.pads;
     let [th, tw] = s.tiles();
-    let [ph, pw] = s.plane();
     let t_all = s.tiles_all();
-    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
-        StackSlotKind::ExplicitSlot,
-        (ph * pw * 4) as u32,
-        6,
-    ));
-    let plane = kb.b.ins().stack_addr(I64, slot, 0);
-    // The copies below never write the padding, so the plane is zeroed once per task.
-    super::conv::zero(kb, plane, 0, ph * pw);
-    let (rows, cols) = (h.min(ph - pt), w.min(pw - pl));
+    let plane = StackPlane::new(kb, s.plane(), 0.0);
     let (lo, hi) = kb.task_range(s.n * s.c, tasks);
     let (px, pv) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         let (b, ch) = kb.divmod(u, s.c);
         let xin = kb.addr(px, u, (h * w * 4) as i64);
-        let ncols = kb.iconst(cols as i64);
-        let dst0 = kb.b.ins().iadd_imm_s(plane, ((pt * pw + pl) * 4) as i64);
-        kb.for_const(0, rows, 1, |kb, iy| {
-            let src = kb.addr(xin, iy, (w * 4) as i64);
-            let dst = kb.addr(dst0, iy, (pw * 4) as i64);
-            kb.b.ins().call(copy, &[src, dst, ncols]);
-        });
+        plane.load(kb, xin, [h, w], [pt, pl], Some(copy));
         // V + (ch·T + b·th·tw + ty·tw) floats for tile row ty.
         let vc = kb.addr(pv, ch, (t_all * 4) as i64);
         let vb = kb.addr(vc, b, (th * tw * 4) as i64);
         let n = kb.iconst(tw as i64);
         kb.for_const(0, th, 1, |kb, ty| {
-            let p = kb.addr(plane, ty, (s.tile * pw * 4) as i64);
+            let p = plane.row(kb, ty, s.tile);
             let v = kb.addr(vb, ty, (tw * 4) as i64);
             kb.b.ins().call(f, &[p, v, n]);
         });

@@ -1,0 +1,71 @@
+//! Padded stack planes: the mechanism the row-kernel paths share (depthwise convolution, max pooling, the
+//! Winograd input transform) to run a machine-code row kernel over every output row without a border case.
+//! A kernel makes one [`StackPlane`] per task, its border filled once with the padding value (0 or −∞); per
+//! input plane it [`StackPlane::load`]s the rows into the interior (the copies never touch the border), then
+//! calls the row kernel on the plane's rows.
+
+use crate::codegen::builder::Kb;
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::{FuncRef, InstBuilder, StackSlotData, StackSlotKind, Value};
+
+/// Rows a window of `kernel` taps at `stride` and `dilation` spans for `out` outputs: the padded extent an
+/// output row or column reads.
+pub fn reach(out: usize, kernel: usize, stride: usize, dilation: usize) -> usize {
+    (out.max(1) - 1) * stride + (kernel - 1) * dilation + 1
+}
+
+/// A `[rows, cols]` f32 plane on the kernel's stack (64-aligned).
+pub struct StackPlane {
+    /// Address of element (0, 0).
+    pub addr: Value,
+    rows: usize,
+    cols: usize,
+}
+
+impl StackPlane {
+    /// Allocates the plane and fills all of it with `fill` (once per task: loads write only the interior).
+    pub fn new(kb: &mut Kb, [rows, cols]: [usize; 2], fill: f32) -> StackPlane {
+        let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (rows * cols * 4) as u32,
+            6,
+        ));
+        let addr = kb.b.ins().stack_addr(I64, slot, 0);
+        super::conv::fill(kb, addr, 0, rows * cols, fill);
+        StackPlane { addr, rows, cols }
+    }
+
+    /// The address of row `row` (a runtime value) times `step` rows.
+    pub fn row(&self, kb: &mut Kb, row: Value, step: usize) -> Value {
+        kb.addr(self.addr, row, (step * self.cols * 4) as i64)
+    }
+
+    /// Copies the `[h, w]` f32 plane at `src` into the plane with its element (0, 0) at `[top, left]`, clipped
+    /// to the plane: one call to `copy(src, dst, n)` per row (the AVX-512 row copy), or an unrolled Cranelift
+    /// copy without it.
+    pub fn load(
+        &self,
+        kb: &mut Kb,
+        src: Value,
+        [h, w]: [usize; 2],
+        [top, left]: [usize; 2],
+        copy: Option<FuncRef>,
+    ) {
+        let rows = (h + top).min(self.rows).saturating_sub(top);
+        let cols = (w + left).min(self.cols).saturating_sub(left);
+        let first =
+            kb.b.ins()
+                .iadd_imm_s(self.addr, ((top * self.cols + left) * 4) as i64);
+        let n = copy.map(|_| kb.iconst(cols as i64));
+        kb.for_const(0, rows, 1, |kb, iy| {
+            let from = kb.addr(src, iy, (w * 4) as i64);
+            let to = kb.addr(first, iy, (self.cols * 4) as i64);
+            match (copy, n) {
+                (Some(f), Some(n)) => {
+                    kb.b.ins().call(f, &[from, to, n]);
+                }
+                _ => super::conv::copy_f32(kb, from, to, cols),
+            }
+        });
+    }
+}
