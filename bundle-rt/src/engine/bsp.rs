@@ -3,19 +3,22 @@
 //!
 //! ```text
 //!  caller (worker 0)                     worker 1                 worker 2
-//!  lock: job, queue = layer k, gen += 1
+//!  lock: job = layer k, ticket = 0, gen += 1
 //!  notify_one ─────────────────────────▶ wakes (gen changed)
-//!  pop/run tasks                         pop a task, notify_one ─▶ wakes
-//!    …                                   run it, pop more …       pop/run …
-//!  queue empty → barrier.wait ◀───────── queue empty → wait ◀──── queue empty → wait
+//!  take/run tasks                        take a task, notify_one ─▶ wakes
+//!    …                                   run it, take more …       take/run …
+//!  tickets gone → barrier.wait ◀──────── tickets gone → wait ◀──── tickets gone → wait
 //!  (layer k done; load layer k+1)
 //! ```
 //!
-//! The queue of a layer is its ops' tasks in table order. Those pairs are consecutive, so the queue
-//! is a cursor `(op, task, end)` under the monitor's lock: popping is O(1) and nothing is allocated
-//! per run. A worker woken for a new generation first pops, then wakes the next sleeper (the chained
-//! wake-up), so every worker reaches the fixed-size barrier even when there are fewer tasks than
-//! threads. Layers with a single task, and every layer when the engine has one thread, run inline on
+//! The queue of a layer is its ops' tasks in table order, numbered 0..total: a thread takes the next
+//! number with one atomic `fetch_add` on the shared ticket counter (no lock, so no futex call when two
+//! threads meet there) and maps it to its `(op, task)` pair with a cursor of its own, which only moves
+//! forward because the numbers a thread takes only grow. Nothing is allocated per run. The counter is
+//! reset under the monitor's lock with the generation bump, and every thread has left the previous
+//! layer (the barrier) before that. A worker woken for a new generation first takes a ticket, then
+//! wakes the next sleeper (the chained wake-up), so every worker reaches the fixed-size barrier even
+//! when there are fewer tasks than threads. Layers with a single task, and every layer when the engine has one thread, run inline on
 //! the caller without waking anyone.
 //!
 //! Results are bitwise identical for any thread count: by the format contract each task writes its
@@ -32,6 +35,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::port::{Barrier, Monitor, Port};
 use crate::config::{BundleArg, BundleOp};
@@ -56,34 +60,39 @@ struct Job {
     ops: *const BundleOp,
     bases: Bases,
     timings: *const OpTiming,
+    /// The layer's ops: `first..end` in the op table.
+    first: usize,
+    end: usize,
+    /// Tasks of those ops together: the tickets of this layer are `0..total`.
+    total: u64,
 }
 
 // SAFETY: addresses of data that the running `Engine::run` keeps alive and that the format contract
 // lets tasks of one layer use concurrently (op tables are read-only; timing slots are atomics).
 unsafe impl Send for Job {}
 
-/// The task queue of the current layer: the next `(op, task)` pair, up to op `end`.
-struct Queue {
+/// One thread's position in the layer's ticket order: op `op` holds tickets `base..base + its tasks`.
+struct Cursor {
     op: usize,
-    task: u32,
-    end: usize,
+    base: u64,
 }
 
-impl Queue {
-    /// Takes the next pair.
+impl Cursor {
+    /// The `(op, task)` pair of `ticket`, which must be `< job.total` and not below an earlier ticket
+    /// this cursor resolved.
     ///
     /// # Safety
-    /// `ops` must point to the op table, valid at least up to `self.end`.
-    unsafe fn pop(&mut self, ops: *const BundleOp) -> Option<(usize, u32)> {
-        while self.op < self.end {
-            // SAFETY: `self.op < self.end`, inside the table by the caller's contract.
-            let num_tasks = unsafe { (*ops.add(self.op)).num_tasks };
-            if self.task < num_tasks {
-                self.task += 1;
-                return Some((self.op, self.task - 1));
+    /// `job.ops` must point to the op table, valid at least up to `job.end`, whose ops `first..end`
+    /// have `job.total` tasks together.
+    unsafe fn resolve(&mut self, job: &Job, ticket: u64) -> Option<(usize, u32)> {
+        while self.op < job.end {
+            // SAFETY: `self.op < job.end`, inside the table by the caller's contract.
+            let num_tasks = u64::from(unsafe { (*job.ops.add(self.op)).num_tasks });
+            if ticket < self.base + num_tasks {
+                return u32::try_from(ticket - self.base).ok().map(|t| (self.op, t));
             }
+            self.base += num_tasks;
             self.op += 1;
-            self.task = 0;
         }
         None
     }
@@ -94,13 +103,14 @@ struct State {
     generation: u64,
     shutdown: bool,
     job: Job,
-    queue: Queue,
 }
 
 struct Shared<P: Port> {
     port: P,
     state: P::Monitor<State>,
     barrier: P::Barrier,
+    /// The next ticket of the current layer (see the module docs).
+    ticket: AtomicU64,
 }
 
 /// A BSP engine with a fixed pool of worker threads, created through a [`Port`].
@@ -128,17 +138,16 @@ impl<P: Port> Engine<P> {
                 ops: ptr::null(),
                 bases: Bases([ptr::null_mut(); 3]),
                 timings: ptr::null(),
-            },
-            queue: Queue {
-                op: 0,
-                task: 0,
+                first: 0,
                 end: 0,
+                total: 0,
             },
         };
         let shared = Arc::new(Shared {
             state: port.monitor(state),
             barrier: port.barrier(threads),
             port,
+            ticket: AtomicU64::new(0),
         });
         let mut engine = Engine {
             shared,
@@ -242,6 +251,9 @@ impl<P: Port> Engine<P> {
             ops: view.ops().as_ptr(),
             bases,
             timings: timings.map_or(ptr::null(), <[OpTiming]>::as_ptr),
+            first: 0,
+            end: 0,
+            total: 0,
         };
         let shared = &*self.shared;
         let start = shared.port.now_ns();
@@ -309,13 +321,16 @@ impl<P: Port> Engine<P> {
                 continue;
             }
             parallel_layers += 1;
+            let job = Job {
+                first: ops.start,
+                end: ops.end,
+                total: tasks,
+                ..job
+            };
             shared.state.lock(|s| {
                 s.job = job;
-                s.queue = Queue {
-                    op: ops.start,
-                    task: 0,
-                    end: ops.end,
-                };
+                // Every thread has passed the previous layer's barrier: nobody takes tickets now.
+                shared.ticket.store(0, Ordering::Relaxed);
                 s.generation += 1;
             });
             shared.state.notify_one();
@@ -395,21 +410,31 @@ fn worker<P: Port>(shared: &Shared<P>) {
     }
 }
 
-/// Pops and runs tasks until the layer's queue is empty; wakes the next worker after the first pop
-/// when `wake_next` is set.
+/// Takes and runs tasks until the layer's tickets are gone; wakes the next worker after the first
+/// ticket when `wake_next` is set.
 ///
 /// # Safety
-/// `job` must describe the layer currently in the queue and be valid (see [`Job`]).
+/// `job` must describe the current layer and be valid (see [`Job`]).
 unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, mut wake_next: bool) {
     let mut current: Option<(usize, OpCall)> = None;
+    let mut cursor = Cursor {
+        op: job.first,
+        base: 0,
+    };
     loop {
-        // SAFETY: the queue's range lies in the op table `job.ops` points to.
-        let next = shared.state.lock(|s| unsafe { s.queue.pop(job.ops) });
+        // Relaxed: the ticket only has to be unique; the lock (publication) and the barrier order
+        // the data.
+        let ticket = shared.ticket.fetch_add(1, Ordering::Relaxed);
         if wake_next {
             shared.state.notify_one();
             wake_next = false;
         }
-        let Some((index, task)) = next else {
+        if ticket >= job.total {
+            return;
+        }
+        // SAFETY: `job` describes the op table's range `first..end` with `total` tasks; this
+        // thread's tickets only grow.
+        let Some((index, task)) = (unsafe { cursor.resolve(job, ticket) }) else {
             return;
         };
         if current.as_ref().map(|c| c.0) != Some(index) {

@@ -72,7 +72,12 @@ fn main() {
     let mut order: Vec<usize> = (0..layers.len()).collect();
     order.sort_by(|&a, &b| med[1][b].total_cmp(&med[1][a]));
     println!("| layer | 1t µs | 2t µs | speed-up | tasks | ops |\n|---|---|---|---|---|---|");
-    for &li in order.iter().take(40) {
+    for &li in order.iter().take(
+        std::env::var("PROFILE_TOP")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(40),
+    ) {
         let layer = &layers[li];
         let first = layer.first_op as usize;
         let ops = first..first + layer.num_ops as usize;

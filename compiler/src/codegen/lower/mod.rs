@@ -28,8 +28,23 @@ use crate::ir::{Graph, NodeId, Op, Tensor, TensorId};
 
 /// Most tasks any kernel is split into.
 pub const MAX_TASKS: usize = 64;
-/// Rough work (multiply-adds or elements) per task below which kernels are not split further.
+/// Rough work (multiply-adds or elements) per task for kernels with plenty of it.
 const WORK_PER_TASK: usize = 1 << 16;
+/// Least work per task: a kernel with fewer than 16 tasks' worth of `WORK_PER_TASK` gets its task count
+/// rounded up to a multiple of 4 (2 and 4 threads then share it evenly; 3 tasks on 2 threads left one idle a
+/// third of the time), as long as each task keeps at least this much.
+const MIN_WORK_PER_TASK: usize = 1 << 14;
+
+/// The task count for a kernel with `units` independent units and `work` multiply-adds or elements.
+pub fn task_count(units: usize, work: usize) -> usize {
+    let n = (work / WORK_PER_TASK).max(1);
+    let n = if n < 16 {
+        n.next_multiple_of(4).min((work / MIN_WORK_PER_TASK).max(n))
+    } else {
+        n
+    };
+    units.min(MAX_TASKS).min(n).max(1)
+}
 
 /// A dense row-major operand in argument `role` with row stride `rs`.
 fn operand(role: Role, rs: usize) -> Operand {
@@ -84,7 +99,7 @@ impl Ctx<'_> {
             tasks: 1,
             body,
         };
-        k.tasks = k.units().min(MAX_TASKS).min((work / WORK_PER_TASK).max(1)) as u32;
+        k.tasks = task_count(k.units(), work) as u32;
         self.out.kernels.push(k)
     }
     /// A new scratch buffer of `bytes`.
@@ -198,5 +213,26 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
         }
         Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::lower(cx, n, &op),
         Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) => shape::lower(cx, n, &op),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::task_count;
+
+    #[test]
+    fn task_counts_split_evenly_on_2_and_4_threads() {
+        // Below 16 tasks' worth the count is a multiple of 4 where each task keeps >= MIN_WORK_PER_TASK.
+        assert_eq!(task_count(1000, 200_000), 4); // was 3
+        assert_eq!(task_count(1000, 100_000), 4); // was 1
+        assert_eq!(task_count(1000, 5 << 16), 8);
+        // Too little work for 4 tasks of MIN_WORK_PER_TASK: as many as fit, at least the plain count.
+        assert_eq!(task_count(1000, 40_000), 2);
+        assert_eq!(task_count(1000, 10_000), 1);
+        // Large kernels: the plain count, capped by units and MAX_TASKS.
+        assert_eq!(task_count(1000, 20 << 16), 20);
+        assert_eq!(task_count(1000, 1 << 30), super::MAX_TASKS);
+        assert_eq!(task_count(3, 1 << 30), 3);
+        assert_eq!(task_count(0, 0), 1);
     }
 }
