@@ -49,11 +49,21 @@ fn case(
         let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
         let c = compile_with(&bytes, o);
-        if name.starts_with("wino4") && cpu == "x86-64-v4" {
-            // The F(4x4, 3x3) input transform is named `NAME__kI_wino4_in` in the object.
-            let tag = b"_wino4_in";
-            let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
-            assert!(found, "{name}: F(4x4, 3x3) was not chosen");
+        // Cases that must reach a particular AVX-512 kernel, found by its symbol `NAME__kI_<tag>` in the object.
+        let required = [
+            ("conv_wino4", "_wino4_in", "F(4x4, 3x3)"),
+            (
+                "conv_dwc16",
+                "_dwc16",
+                "the channel-blocked depthwise kernel",
+            ),
+        ];
+        for (prefix, tag, what) in required {
+            if name.starts_with(prefix) && cpu == "x86-64-v4" {
+                let tag = tag.as_bytes();
+                let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
+                assert!(found, "{name}: {what} was not chosen");
+            }
         }
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
         let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
@@ -387,6 +397,44 @@ fn conv_shapes_pads_strides_groups() {
             [1, 2],
             [1, 1],
             7,
+        ),
+        // Channel-blocked depthwise (AVX-512, planes up to 14x14, 16 channels per vector): 5x5, stride 2 with
+        // asymmetric pads and a batch, a rectangular kernel with mixed strides, a plane past one 16-pixel block.
+        (
+            "dwc16_5x5",
+            [1, 32, 7, 7],
+            [32, 1, 5, 5],
+            [2, 2, 2, 2],
+            [1, 1],
+            [1, 1],
+            32,
+        ),
+        (
+            "dwc16_s2",
+            [2, 16, 14, 14],
+            [16, 1, 3, 3],
+            [0, 0, 1, 1],
+            [2, 2],
+            [1, 1],
+            16,
+        ),
+        (
+            "dwc16_rect",
+            [1, 48, 9, 13],
+            [48, 1, 3, 5],
+            [1, 2, 1, 2],
+            [1, 2],
+            [1, 1],
+            48,
+        ),
+        (
+            "dwc16_14",
+            [1, 16, 14, 14],
+            [16, 1, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            16,
         ),
         (
             "c4",

@@ -92,6 +92,10 @@ pub enum Body {
     Im2col(Im2colSpec),
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
+    /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (AVX-512 machine
+    /// code, `kernels/depthwise_c16_x86.rs`): roles X, W (packed `[C/16, KH·KW, 16]`), [Bias], Out; C is a
+    /// multiple of 16.
+    DepthwiseC16(super::ops::depthwise::DepthwiseSpec),
     /// The transposing epilogue of a convolution computed transposed (AVX-512 machine code): roles X (`Cᵀ`,
     /// `[N, P16, M]`, P16 = P rounded up to 16), [Residual], Out (`[N, M, P]`); adds the residual and applies
     /// `act` when present. One unit per (batch, 16 channels); M is a multiple of 16.
@@ -318,6 +322,7 @@ impl Kernel {
             Body::Im2col(s) => s.units(),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
+            Body::DepthwiseC16(s) => s.n * s.c / 16,
             Body::WinogradIn(s) => s.n * s.c,
             Body::TransposeOut { n, m, .. } => n * m.div_ceil(16),
             Body::WinogradOut(s) => s.n * s.m,

@@ -360,6 +360,12 @@ pub(super) fn define_layout(
             let code = kernels::transpose_x86::assemble(&spec);
             Ok([f(module, "transpose", 4, code)?, None, None])
         }
+        Body::DepthwiseC16(s) => {
+            let spec = ops::depthwise::c16(s)
+                .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
+            let code = kernels::depthwise_c16_x86::assemble(&spec);
+            Ok([f(module, "dwc16", 5, code)?, None, None])
+        }
         _ => Ok([None; 3]),
     }
 }

@@ -78,6 +78,7 @@ fn uses_micro_kernels(body: &Body) -> bool {
             | Body::QGemm(_)
             | Body::QAdd { .. }
             | Body::Depthwise(_)
+            | Body::DepthwiseC16(_)
             | Body::QDepthwise(_)
     )
 }
@@ -153,13 +154,22 @@ pub fn define_kernels(
         };
         let layout = match (&k.body, simd) {
             (
-                Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. },
+                Body::WinogradIn(_)
+                | Body::WinogradOut(_)
+                | Body::TransposeOut { .. }
+                | Body::DepthwiseC16(_),
                 Some(Simd::Avx512),
             ) => {
                 let ids = define_layout(module, name, i, &k.body)?;
                 Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
             }
-            (Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. }, _) => {
+            (
+                Body::WinogradIn(_)
+                | Body::WinogradOut(_)
+                | Body::TransposeOut { .. }
+                | Body::DepthwiseC16(_),
+                _,
+            ) => {
                 return Err(Error::internal(
                     "codegen",
                     format!("kernel '{}': its machine code needs AVX-512", k.name),
@@ -254,6 +264,10 @@ pub fn define_kernels(
                     }
                     _ => no_code = true,
                 },
+                (Body::DepthwiseC16(s), _, _) => match layout {
+                    Some([Some(f), _, _]) => ops::depthwise::emit_c16(&mut kb, s, k.tasks, f),
+                    _ => no_code = true,
+                },
                 (Body::WinogradOut(s), _, _) => match layout {
                     Some([Some(f2), f1, _]) => ops::winograd::emit_out(&mut kb, s, k.tasks, f2, f1),
                     _ => no_code = true,
@@ -324,7 +338,10 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
-        Body::WinogradIn(_) | Body::WinogradOut(_) | Body::TransposeOut { .. } => {}
+        Body::WinogradIn(_)
+        | Body::WinogradOut(_)
+        | Body::TransposeOut { .. }
+        | Body::DepthwiseC16(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {
             kind,

@@ -2,7 +2,8 @@
 //! the Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel
 //! calls for every full tile; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
-//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `copy_x86.rs`: the AVX-512 strided row copy of im2col; `transpose_x86.rs`: the block-transposing epilogue of the
+//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
+//! AVX-512 channel-blocked depthwise kernel of small planes; `copy_x86.rs`: the AVX-512 strided row copy of im2col; `transpose_x86.rs`: the block-transposing epilogue of the
 //! transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3)
 //! transforms; `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the AVX-512 pieces several kernels share
 //! (the register table, displacements, store column masks, a broadcast constant, the NaN-keeping clamp). Every other target keeps the Cranelift kernels.
@@ -10,6 +11,7 @@
 pub mod copy_x86;
 pub mod cpu_check;
 pub mod depthwise_avx2;
+pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
 pub mod gemm_x86;
 pub mod qgemm_x86;
@@ -218,4 +220,36 @@ pub(crate) fn block_mask(
     a.shl(eax, cl)?;
     a.dec(eax)?;
     a.kmovw(k, eax)
+}
+
+/// Transposes the 16x16 block held in `zmm0..zmm15` (row r in `zmm r`) in place, so that `zmm c` holds column
+/// c: `vunpck[lh]ps`, `vunpck[lh]pd`, then two rounds of 128-bit lane shuffles; `zmm16..zmm31` are clobbered.
+pub(crate) fn transpose16(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let z = |i: usize| ZMM[i];
+    for i in 0..8 {
+        a.vunpcklps(z(16 + 2 * i), z(2 * i), z(2 * i + 1))?;
+        a.vunpckhps(z(17 + 2 * i), z(2 * i), z(2 * i + 1))?;
+    }
+    for i in 0..4 {
+        let t = |k: usize| z(16 + 4 * i + k);
+        a.vunpcklpd(z(4 * i), t(0), t(2))?;
+        a.vunpckhpd(z(4 * i + 1), t(0), t(2))?;
+        a.vunpcklpd(z(4 * i + 2), t(1), t(3))?;
+        a.vunpckhpd(z(4 * i + 3), t(1), t(3))?;
+    }
+    // u[4i + j] (zmm 4i + j) holds, in 128-bit lane L, column 4L + j of rows 4i .. 4i + 3.
+    for j in 0..4 {
+        a.vshuff32x4(z(16 + j), z(j), z(4 + j), 0x88)?;
+        a.vshuff32x4(z(20 + j), z(j), z(4 + j), 0xdd)?;
+        a.vshuff32x4(z(24 + j), z(8 + j), z(12 + j), 0x88)?;
+        a.vshuff32x4(z(28 + j), z(8 + j), z(12 + j), 0xdd)?;
+    }
+    // Column c = 4L + j: lanes L of u[j], u[4 + j], u[8 + j], u[12 + j].
+    for j in 0..4 {
+        a.vshuff32x4(z(j), z(16 + j), z(24 + j), 0x88)?; // L = 0
+        a.vshuff32x4(z(8 + j), z(16 + j), z(24 + j), 0xdd)?; // L = 2
+        a.vshuff32x4(z(4 + j), z(20 + j), z(28 + j), 0x88)?; // L = 1
+        a.vshuff32x4(z(12 + j), z(20 + j), z(28 + j), 0xdd)?; // L = 3
+    }
+    Ok(())
 }

@@ -55,39 +55,7 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
     for (r, &off) in rows.iter().enumerate() {
         a.vmovups(z(r), zmmword_ptr(rdi + off)).map_err(e)?;
     }
-    // 16x16 transpose: unpack ps, unpack pd, then two rounds of 128-bit lane shuffles.
-    for i in 0..8 {
-        a.vunpcklps(z(16 + 2 * i), z(2 * i), z(2 * i + 1))
-            .map_err(e)?;
-        a.vunpckhps(z(17 + 2 * i), z(2 * i), z(2 * i + 1))
-            .map_err(e)?;
-    }
-    for i in 0..4 {
-        let t = |k: usize| z(16 + 4 * i + k);
-        a.vunpcklpd(z(4 * i), t(0), t(2)).map_err(e)?;
-        a.vunpckhpd(z(4 * i + 1), t(0), t(2)).map_err(e)?;
-        a.vunpcklpd(z(4 * i + 2), t(1), t(3)).map_err(e)?;
-        a.vunpckhpd(z(4 * i + 3), t(1), t(3)).map_err(e)?;
-    }
-    // u[4i + j] (zmm 4i + j) holds, in 128-bit lane L, column 4L + j of rows 4i .. 4i + 3.
-    for j in 0..4 {
-        a.vshuff32x4(z(16 + j), z(j), z(4 + j), 0x88).map_err(e)?;
-        a.vshuff32x4(z(20 + j), z(j), z(4 + j), 0xdd).map_err(e)?;
-        a.vshuff32x4(z(24 + j), z(8 + j), z(12 + j), 0x88)
-            .map_err(e)?;
-        a.vshuff32x4(z(28 + j), z(8 + j), z(12 + j), 0xdd)
-            .map_err(e)?;
-    }
-    // Column c = 4L + j: lanes L of u[j], u[4 + j], u[8 + j], u[12 + j].
-    for j in 0..4 {
-        a.vshuff32x4(z(j), z(16 + j), z(24 + j), 0x88).map_err(e)?; // L = 0
-        a.vshuff32x4(z(8 + j), z(16 + j), z(24 + j), 0xdd)
-            .map_err(e)?; // L = 2
-        a.vshuff32x4(z(4 + j), z(20 + j), z(28 + j), 0x88)
-            .map_err(e)?; // L = 1
-        a.vshuff32x4(z(12 + j), z(20 + j), z(28 + j), 0xdd)
-            .map_err(e)?; // L = 3
-    }
+    super::transpose16(&mut a).map_err(e)?;
     // zmm27 lo, zmm28 hi, zmm29 the clamp's NaN save (the shuffle temporaries are dead now).
     for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
         if let Some(bits) = c {

@@ -92,6 +92,71 @@ pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
 }
 
+/// Most output pixels of a plane the channel-blocked kernel takes (14x14).
+const C16_MAX_PIXELS: usize = 196;
+
+/// The channel-blocked kernel's shape (`kernels/depthwise_c16_x86.rs`) when it takes this convolution: C a
+/// multiple of 16, dilation 1, at most `MAX_TAPS` taps, an activation that is a clamp, an output plane of at most
+/// `C16_MAX_PIXELS` and scratch within 256 KiB of stack. On small planes it beats the row kernel by far: a
+/// row-kernel call per output row and channel does little work there.
+pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x86::DwC16> {
+    use crate::codegen::kernels::depthwise_c16_x86::{DwC16, MAX_TAPS};
+    let (lo, hi) = crate::codegen::machine_code::clamp_bits(s.act)?;
+    let spec = DwC16 {
+        hw: s.hw,
+        kernel: s.kernel,
+        strides: s.strides,
+        pads: s.pads,
+        out: s.out,
+        bias: s.has_bias,
+        lo,
+        hi,
+    };
+    let taps = s.kernel[0] * s.kernel[1];
+    let fits = s.c.is_multiple_of(16)
+        && s.dilations == [1, 1]
+        && (1..=MAX_TAPS).contains(&taps)
+        && (1..=C16_MAX_PIXELS).contains(&(s.out[0] * s.out[1]))
+        && s.hw[0] * s.hw[1] > 0
+        && spec.scratch_bytes() <= 256 << 10;
+    fits.then_some(spec)
+}
+
+/// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`): roles X, W (packed
+/// `[C/16, KH·KW, 16]`), [Bias], Out; one unit per (batch, 16 channels), each one call to `f` with a stack
+/// scratch of the kernel's size.
+pub fn emit_c16(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, f: FuncRef) {
+    use cranelift_codegen::ir::types::I64;
+    let Some(spec) = c16(s) else {
+        return;
+    };
+    let groups = s.c / 16;
+    let taps = s.kernel[0] * s.kernel[1];
+    let (plane, p) = (s.hw[0] * s.hw[1], s.out[0] * s.out[1]);
+    let slot =
+        kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+            cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+            spec.scratch_bytes() as u32,
+            6,
+        ));
+    let (lo, hi) = kb.task_range(s.n * groups, tasks);
+    let (px, pw, po) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Out));
+    let pb = kb.arg_opt(Role::Bias);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // Unit u: channels 16·u .. 16·u + 16 of the flattened [N·C] planes; g = u mod C/16 their group.
+        let (_, g) = kb.divmod(u, groups);
+        let x = kb.addr(px, u, (16 * plane * 4) as i64);
+        let out = kb.addr(po, u, (16 * p * 4) as i64);
+        let w = kb.addr(pw, g, (16 * taps * 4) as i64);
+        let b = match pb {
+            Some(pb) => kb.addr(pb, g, 64),
+            None => kb.iconst(0),
+        };
+        let scratch = kb.b.ins().stack_addr(I64, slot, 0);
+        kb.b.ins().call(f, &[x, w, b, out, scratch]);
+    });
+}
+
 /// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
 /// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
 pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<FuncRef>) {
