@@ -108,8 +108,8 @@ pub(crate) fn clamp_keep_nan(
 }
 
 /// The loop over a row of outputs that the row kernels share, the count in `n`: steps of `big` vectors while
-/// at least `big · lanes` outputs remain, then single vectors, then — when any remain — `tail`, which sets the
-/// tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an unmasked one `src`
+/// at least `big · lanes` outputs remain, then of `big − 1`, … down to single vectors, then — when any remain —
+/// `tail`, which sets the tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an unmasked one `src`
 /// advances by `src_bytes` and `dst` by `dst_bytes` per vector. Falls through to the caller's epilogue.
 #[allow(clippy::too_many_arguments)] // registers, vector geometry and the two emitters
 pub(crate) fn row_loop(
@@ -121,9 +121,12 @@ pub(crate) fn row_loop(
     mut step: impl FnMut(&mut CodeAssembler, usize, bool) -> Result<(), IcedError>,
     tail: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>,
 ) -> Result<(), IcedError> {
-    let mut labels = [a.create_label(), a.create_label(), a.create_label()];
+    // Steps of big, big − 1, …, 1 vectors: a row's last vectors still run as independent chains (a 56-wide
+    // row is one 3-vector step and a masked one, not three dependent single-vector steps).
+    let tiers: Vec<usize> = (1..=big.max(1)).rev().collect();
+    let mut labels: Vec<CodeLabel> = (0..=tiers.len()).map(|_| a.create_label()).collect();
     let mut done = a.create_label();
-    for (i, vectors) in [big, 1].into_iter().enumerate() {
+    for (i, vectors) in tiers.iter().copied().enumerate() {
         a.set_label(&mut labels[i])?;
         a.cmp(n, (vectors * lanes) as i32)?;
         a.jb(labels[i + 1])?;
@@ -133,7 +136,7 @@ pub(crate) fn row_loop(
         a.sub(n, (vectors * lanes) as i32)?;
         a.jmp(labels[i])?;
     }
-    a.set_label(&mut labels[2])?;
+    a.set_label(&mut labels[tiers.len()])?;
     a.test(n, n)?;
     a.jz(done)?;
     tail(a)?;
