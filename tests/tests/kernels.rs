@@ -398,6 +398,16 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             7,
         ),
+        // A padded plane at stride 2 (5x5 on 28x28): one row-kernel call runs every output row.
+        (
+            "dw_padded_s2",
+            [1, 3, 28, 28],
+            [3, 1, 5, 5],
+            [2, 2, 2, 2],
+            [2, 2],
+            [1, 1],
+            3,
+        ),
         // Channel-blocked depthwise (AVX-512, planes up to 14x14, 16 channels per vector): 5x5, stride 2 with
         // asymmetric pads and a batch, a rectangular kernel with mixed strides, a plane past one 16-pixel block.
         (

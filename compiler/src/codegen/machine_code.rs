@@ -223,6 +223,8 @@ pub(super) fn define_dw_row_f32(
         lo,
         hi,
         max: false,
+        // On a padded plane one call runs every output row (`ops/depthwise.rs`).
+        rows: padded.map(|p| [s.strides[0] * p[1], s.out[1]]),
     };
     define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
 }
@@ -239,8 +241,9 @@ fn define_row(
         Simd::Avx512 => kernels::depthwise_x86::assemble(spec),
         Simd::Avx2 => kernels::depthwise_avx2::assemble(spec),
     };
+    let params = 5 + usize::from(spec.rows.is_some());
     match code {
-        Ok(code) => Ok(Some(define_machine_code(module, fname, 5, Ok(code))?)),
+        Ok(code) => Ok(Some(define_machine_code(module, fname, params, Ok(code))?)),
         Err(_) => Ok(None),
     }
 }
@@ -281,6 +284,7 @@ pub(super) fn define_pool_row(
         lo: None,
         hi: None,
         max: true,
+        rows: None,
     };
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }

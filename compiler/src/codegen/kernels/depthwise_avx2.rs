@@ -95,10 +95,24 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
+    let rows = match s.rows {
+        Some(_) => {
+            let labels = super::rows_begin(&mut a).map_err(e)?;
+            if st == 2 {
+                // The previous row's tail overwrote the second-half mask.
+                a.vmovups(ymm13, ptr(table)).map_err(e)?;
+            }
+            Some(labels)
+        }
+        None => None,
+    };
     super::row_loop(&mut a, (r8, rdi, rsi), 8, 4, (32 * st, 32), step, |a| {
         super::tail_masks_ymm(a, r8d, st, lanes, [ymm14, ymm12, ymm13])
     })
     .map_err(e)?;
+    if let (Some(labels), Some(steps)) = (rows, s.rows) {
+        super::rows_end(&mut a, labels, steps).map_err(e)?;
+    }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
@@ -120,6 +134,19 @@ mod tests {
     /// the input ending on a guard page (a read past the last needed input faults), against the fma chain with
     /// the clamp; NaN kept; nothing written past the row.
     #[test]
+    fn rows_mode_matches_one_call_per_row() {
+        if !std::arch::is_x86_feature_detected!("avx2")
+            || !std::arch::is_x86_feature_detected!("fma")
+        {
+            eprintln!(
+                "SKIPPED: AVX2 depthwise row kernel, rows mode (this CPU or OS cannot run it)"
+            );
+            return;
+        }
+        super::super::test_exec::check_rows_mode(assemble);
+    }
+
+    #[test]
     fn rows_match_the_fma_chain_bitwise() {
         let avx2 = std::arch::is_x86_feature_detected!("avx2");
         let fma = std::arch::is_x86_feature_detected!("fma");
@@ -139,6 +166,7 @@ mod tests {
                     lo: Some(0.0f32.to_bits()),
                     hi: Some(6.0f32.to_bits()),
                     max: false,
+                    rows: None,
                 };
                 let code = assemble(&spec).unwrap();
                 let need = w * (k - 1) * gap + w;

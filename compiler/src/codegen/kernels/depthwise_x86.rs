@@ -32,6 +32,10 @@ pub struct DwRowF32 {
     /// Max pooling instead: each output is the maximum of its window (`w` and `bias` unused, no clamp),
     /// starting from −∞, with Cranelift's `fmax` semantics (NaN propagates, +0 > −0).
     pub max: bool,
+    /// Several output rows per call: a 6th argument `rows` (u64), and `[x, out]`, the floats `x` and `out`
+    /// advance by from one output row to the next (the per-call setup — bias, bounds, taps — is done once).
+    /// `None`: one row, five arguments.
+    pub rows: Option<[usize; 2]>,
 }
 
 /// Taps held in registers (zmm12..zmm31, or ..zmm30 at stride 2 where zmm31 is the even-lane index); more are
@@ -131,10 +135,17 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
+    let rows = match s.rows {
+        Some(_) => Some(super::rows_begin(&mut a).map_err(e)?),
+        None => None,
+    };
     super::row_loop(&mut a, (r8, rdi, rsi), 16, 4, (64 * st, 64), step, |a| {
         super::tail_masks_zmm(a, r8d, st)
     })
     .map_err(e)?;
+    if let (Some(labels), Some(steps)) = (rows, s.rows) {
+        super::rows_end(&mut a, labels, steps).map_err(e)?;
+    }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     if st == 2 {
@@ -174,6 +185,14 @@ mod tests {
         unsafe { std::mem::transmute(exec(code)) }
     }
 
+    #[test]
+    fn rows_mode_matches_one_call_per_row() {
+        if super::super::test_exec::skip_without_avx512("AVX-512 depthwise row kernel, rows mode") {
+            return;
+        }
+        super::super::test_exec::check_rows_mode(assemble);
+    }
+
     /// Every row length from 0 to 150 (quads, singles and masked tails), 3x3 and 5x5 (memory-broadcast taps),
     /// against the fma chain with the clamp; NaN kept.
     #[test]
@@ -193,6 +212,7 @@ mod tests {
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),
                 max: false,
+                rows: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64)
@@ -243,6 +263,7 @@ mod tests {
                 lo: None,
                 hi: None,
                 max: true,
+                rows: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * k + 64)

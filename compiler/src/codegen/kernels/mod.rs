@@ -256,3 +256,48 @@ pub(crate) fn transpose16(a: &mut CodeAssembler) -> Result<(), IcedError> {
     }
     Ok(())
 }
+
+/// Starts the loop over output rows of a multi-row row kernel (`DwRowF32::rows`): saves `rbx`, `r12`–`r14`,
+/// keeps the row count (6th argument, `r9`) in `r14`, the output count in `rbx` and the first rows' pointers
+/// (`rdi`, `rsi`) in `r12`/`r13`, and places the loop head, where each row starts with `rdi`, `rsi` and `r8`
+/// restored (the row loop consumes them; its tail masks clobber `r9`–`r11`). Returns (head, exit); no rows go
+/// straight to the exit.
+pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel), IcedError> {
+    use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
+    let mut head = a.create_label();
+    let exit = a.create_label();
+    for r in [rbx, r12, r13, r14] {
+        a.push(r)?;
+    }
+    a.mov(r14, r9)?;
+    a.mov(rbx, r8)?;
+    a.mov(r12, rdi)?;
+    a.mov(r13, rsi)?;
+    a.test(r14, r14)?;
+    a.jz(exit)?;
+    a.set_label(&mut head)?;
+    a.mov(rdi, r12)?;
+    a.mov(rsi, r13)?;
+    a.mov(r8, rbx)?;
+    Ok((head, exit))
+}
+
+/// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` floats, loops while rows remain,
+/// then restores the saved registers.
+pub(crate) fn rows_end(
+    a: &mut CodeAssembler,
+    (head, mut exit): (CodeLabel, CodeLabel),
+    [x, out]: [usize; 2],
+) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r12, r13, r14, rbx};
+    let bytes = |f: usize| i32::try_from(f * 4).unwrap_or(i32::MAX);
+    a.add(r12, bytes(x))?;
+    a.add(r13, bytes(out))?;
+    a.dec(r14)?;
+    a.jnz(head)?;
+    a.set_label(&mut exit)?;
+    for r in [r14, r13, r12, rbx] {
+        a.pop(r)?;
+    }
+    Ok(())
+}

@@ -98,3 +98,71 @@ pub fn check_dw_row(
         "wrote past the row"
     );
 }
+
+/// A row kernel's multi-row mode (`DwRowF32::rows`) against one call per row of the same kernel without it,
+/// bitwise: 3x3 and 5x5 at strides 1 and 2, row widths with full steps, single vectors and masked tails, and
+/// rows = 1 and 0 (nothing written). `assemble` is the variant's assembler.
+pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
+    type One = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
+    type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
+    for (k, st, count, rows) in [
+        (3, 1, 56, 4),
+        (5, 1, 28, 3),
+        (3, 2, 37, 4),
+        (5, 2, 14, 14),
+        (3, 1, 7, 7),
+    ] {
+        // Rows as wide as the window needs (a padded plane's), and output rows with a gap.
+        let w = (count - 1) * st + k;
+        let out_w = count + 5;
+        let base = super::depthwise_x86::DwRowF32 {
+            kernel: [k, k],
+            dilations: [1, 1],
+            w,
+            stride: st,
+            bias: true,
+            lo: Some(0.0f32.to_bits()),
+            hi: Some(6.0f32.to_bits()),
+            max: false,
+            rows: None,
+        };
+        let multi = super::depthwise_x86::DwRowF32 {
+            rows: Some([st * w, out_w]),
+            ..base
+        };
+        // SAFETY: the assembled kernels' System V signatures.
+        let one: One = unsafe { std::mem::transmute(exec(&assemble(&base).unwrap())) };
+        let many: Many = unsafe { std::mem::transmute(exec(&assemble(&multi).unwrap())) };
+        let x: Vec<f32> = (0..w * (rows * st + k) + 64).map(pattern).collect();
+        let wts: Vec<f32> = (0..k * k).map(|i| pattern(i + 3) * 0.2).collect();
+        let bias = 0.25f32;
+        for n_rows in [rows, 1, 0] {
+            let mut want = vec![-1.0f32; rows * out_w];
+            for r in 0..n_rows {
+                // SAFETY: row r's inputs and `count` outputs lie inside x and want.
+                one(
+                    x[r * st * w..].as_ptr(),
+                    want[r * out_w..].as_mut_ptr(),
+                    wts.as_ptr(),
+                    &bias,
+                    count as u64,
+                );
+            }
+            let mut got = vec![-1.0f32; rows * out_w];
+            // SAFETY: as above, for n_rows rows.
+            many(
+                x.as_ptr(),
+                got.as_mut_ptr(),
+                wts.as_ptr(),
+                &bias,
+                count as u64,
+                n_rows as u64,
+            );
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits());
+            assert!(same, "k{k} s{st} count {count} rows {n_rows}");
+        }
+    }
+}

@@ -173,8 +173,8 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
     let pb = s.has_bias.then(|| kb.arg(Role::Bias));
     let po = kb.arg(Role::Out);
     if let (Some(f), Some(dims)) = (row, padded_plane(s)) {
-        // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then every output row
-        // is one row-kernel call over all `ow` outputs.
+        // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then one row-kernel
+        // call runs all `oh` output rows of `ow` outputs (`DwRowF32::rows`).
         let plane = StackPlane::new(kb, dims, 0.0);
         kb.for_range(lo, hi, 1, |kb, u| {
             let (_, ch) = kb.divmod(u, s.c);
@@ -187,11 +187,10 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
                 None => kb.iconst(0),
             };
             let n = kb.iconst(ow as i64);
-            kb.for_const(0, oh, 1, |kb, oy| {
-                let xp = plane.row(kb, oy, sh);
-                let op = kb.addr(out, oy, (ow * 4) as i64);
-                kb.b.ins().call(f, &[xp, op, wts, bp, n]);
-            });
+            let rows = kb.iconst(oh as i64);
+            let zero = kb.iconst(0);
+            let xp = plane.row(kb, zero, sh);
+            kb.b.ins().call(f, &[xp, out, wts, bp, n, rows]);
         });
         return;
     }
