@@ -18,8 +18,8 @@
 //! reset under the monitor's lock with the generation bump, and every thread has left the previous
 //! layer (the barrier) before that. A worker woken for a new generation first takes a ticket, then
 //! wakes the next sleeper (the chained wake-up), so every worker reaches the fixed-size barrier even
-//! when there are fewer tasks than threads. Layers with a single task, and every layer when the engine has one thread, run inline on
-//! the caller without waking anyone.
+//! when there are fewer tasks than threads. Layers with a single task, and every layer when the engine
+//! has one thread, run inline on the caller without waking anyone.
 //!
 //! Results are bitwise identical for any thread count: by the format contract each task writes its
 //! own disjoint bytes with the same arithmetic whoever runs it, and the barrier orders layers.

@@ -46,8 +46,9 @@ impl StdPort {
     /// As [`StdPort::new`], with workers left unbound (the scheduler places them).
     pub fn unpinned() -> StdPort {
         StdPort {
+            epoch: Instant::now(),
+            stack_size: None,
             cpus: CpuPlan::default(),
-            ..StdPort::new()
         }
     }
 

@@ -284,7 +284,10 @@ pub(super) fn define_pool_row(
         lo: None,
         hi: None,
         max: true,
-        rows: None,
+        // A padded max pooling runs every output row in one call (`ops/pool.rs`).
+        rows: s
+            .padded_plane()
+            .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
     };
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }
@@ -312,11 +315,10 @@ pub(super) fn define_layout(
                 pw: s.plane()[1],
                 v_stride: s.c * s.tiles_all(),
             };
-            let code = match s.tile {
-                4 => winograd4_x86::assemble_in(&spec),
-                _ => winograd_x86::assemble_in(&spec),
+            let (tag, code) = match s.tile {
+                4 => ("wino4_in", winograd4_x86::assemble_in(&spec)),
+                _ => ("wino_in", winograd_x86::assemble_in(&spec)),
             };
-            let tag = if s.tile == 4 { "wino4_in" } else { "wino_in" };
             let t = f(module, tag, 3, code)?;
             let c = f(module, "copy", 3, kernels::copy_x86::assemble(1))?;
             Ok([t, c, None])

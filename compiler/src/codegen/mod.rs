@@ -64,23 +64,32 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
+/// Bodies whose work is all machine code (`machine_code::define_layout`; AVX-512 only): the Winograd transforms,
+/// the transposing epilogue and the channel-blocked depthwise kernel.
+fn layout_only(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::WinogradIn(_)
+            | Body::WinogradOut(_)
+            | Body::TransposeOut { .. }
+            | Body::DepthwiseC16(_)
+    )
+}
+
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
 /// strided row copy), max pooling and the depthwise and QAdd kernels; the others are the same Cranelift code for every set.
 fn uses_micro_kernels(body: &Body) -> bool {
-    matches!(
-        body,
-        Body::Gemm(_)
-            | Body::Im2col(_)
-            | Body::Pool(_)
-            | Body::WinogradIn(_)
-            | Body::WinogradOut(_)
-            | Body::TransposeOut { .. }
-            | Body::QGemm(_)
-            | Body::QAdd { .. }
-            | Body::Depthwise(_)
-            | Body::DepthwiseC16(_)
-            | Body::QDepthwise(_)
-    )
+    layout_only(body)
+        || matches!(
+            body,
+            Body::Gemm(_)
+                | Body::Im2col(_)
+                | Body::Pool(_)
+                | Body::QGemm(_)
+                | Body::QAdd { .. }
+                | Body::Depthwise(_)
+                | Body::QDepthwise(_)
+        )
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
@@ -152,30 +161,18 @@ pub fn define_kernels(
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };
-        let layout = match (&k.body, simd) {
-            (
-                Body::WinogradIn(_)
-                | Body::WinogradOut(_)
-                | Body::TransposeOut { .. }
-                | Body::DepthwiseC16(_),
-                Some(Simd::Avx512),
-            ) => {
+        let layout = match (layout_only(&k.body), simd) {
+            (true, Some(Simd::Avx512)) => {
                 let ids = define_layout(module, name, i, &k.body)?;
                 Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
             }
-            (
-                Body::WinogradIn(_)
-                | Body::WinogradOut(_)
-                | Body::TransposeOut { .. }
-                | Body::DepthwiseC16(_),
-                _,
-            ) => {
+            (true, _) => {
                 return Err(Error::internal(
                     "codegen",
                     format!("kernel '{}': its machine code needs AVX-512", k.name),
                 ))
             }
-            _ => None,
+            (false, _) => None,
         };
         let max_row = match (&k.body, simd) {
             (Body::Pool(s), Some(Simd::Avx512)) => define_pool_row(module, name, i, s)?
@@ -264,8 +261,10 @@ pub fn define_kernels(
                     }
                     _ => no_code = true,
                 },
-                (Body::DepthwiseC16(s), _, _) => match layout {
-                    Some([Some(f), _, _]) => ops::depthwise::emit_c16(&mut kb, s, k.tasks, f),
+                (Body::DepthwiseC16(s), _, _) => match (layout, ops::depthwise::c16(s)) {
+                    (Some([Some(f), _, _]), Some(spec)) => {
+                        ops::depthwise::emit_c16(&mut kb, s, &spec, k.tasks, f)
+                    }
                     _ => no_code = true,
                 },
                 (Body::WinogradOut(s), _, _) => match layout {

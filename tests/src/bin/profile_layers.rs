@@ -2,8 +2,9 @@
 //! bundle-rt engine at 1 and 2 threads with per-op timing (`Engine::run_profiled`), and prints the layers that
 //! take longest at 2 threads: each layer's wall time (first task start to last task end; median over RUNS
 //! runs) at 1 and 2 threads, the speed-up, and its ops' names. The last line compares the sum of the layers
-//! with the whole run, whose difference is the engine's own cost (wake-ups, barriers). A development tool for
-//! finding the layers that scale badly; benchmarks are `scripts/bench.py`.
+//! with the whole run, whose difference is the engine's own cost (wake-ups, barriers). `PROFILE_TOP` in the
+//! environment sets how many layers are listed (default 40). A development tool for finding the layers that
+//! scale badly; benchmarks are `scripts/bench.py`.
 
 use bundle_rt::engine::{Engine, StdPort};
 use bundle_rt::profile::{reset_all, OpTiming};
@@ -20,6 +21,10 @@ fn main() {
         std::process::exit(2);
     };
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let top: usize = std::env::var("PROFILE_TOP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
     let mut opts = bundlec::Options::new("profile");
     opts.cpu = args.get(3).cloned().unwrap_or_else(|| "native".into());
     let model = std::fs::read(path).expect("read model");
@@ -72,12 +77,7 @@ fn main() {
     let mut order: Vec<usize> = (0..layers.len()).collect();
     order.sort_by(|&a, &b| med[1][b].total_cmp(&med[1][a]));
     println!("| layer | 1t µs | 2t µs | speed-up | tasks | ops |\n|---|---|---|---|---|---|");
-    for &li in order.iter().take(
-        std::env::var("PROFILE_TOP")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(40),
-    ) {
+    for &li in order.iter().take(top) {
         let layer = &layers[li];
         let first = layer.first_op as usize;
         let ops = first..first + layer.num_ops as usize;
@@ -93,7 +93,7 @@ fn main() {
     }
     for (ti, threads) in [1, 2].iter().enumerate() {
         let sum: f64 = med[ti].iter().sum();
-        let total = median(&mut whole[ti].clone());
+        let total = median(&mut whole[ti]);
         println!(
             "{threads} thread(s): layers {:.2} ms, whole run {:.2} ms, engine overhead {:.2} ms",
             sum / 1e3,

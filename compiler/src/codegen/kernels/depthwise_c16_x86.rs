@@ -82,7 +82,6 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let [hp, wp] = s.padded();
     let (hw, p) = (h * w, oh * ow);
     let o_base = hp * wp * 16;
-    disp(name, (s.scratch_bytes() / 4).max(16 * hw).max(16 * p))?;
     let z = |i: usize| ZMM[i];
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // rdi x, rsi w, rdx bias, rcx out, r8 scratch; r9 row counter, r10 the X row, r11 the O row.

@@ -3,10 +3,12 @@
 //! calls for every full tile; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
 //! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
-//! AVX-512 channel-blocked depthwise kernel of small planes; `copy_x86.rs`: the AVX-512 strided row copy of im2col; `transpose_x86.rs`: the block-transposing epilogue of the
-//! transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3)
-//! transforms; `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the AVX-512 pieces several kernels share
-//! (the register table, displacements, store column masks, a broadcast constant, the NaN-keeping clamp). Every other target keeps the Cranelift kernels.
+//! AVX-512 channel-blocked depthwise kernel of small planes; `copy_x86.rs`: the AVX-512 strided row copy of
+//! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
+//! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms; `cpu_check.rs`: the exported
+//! `NAME_cpu_supported`. Here: the pieces several kernels share (the register table, displacements, store column
+//! masks, a broadcast constant, the NaN-keeping clamp, the row loop and its multi-row wrapper, the 16x16
+//! transpose). Every other target keeps the Cranelift kernels.
 
 pub mod copy_x86;
 pub mod cpu_check;
@@ -109,8 +111,9 @@ pub(crate) fn clamp_keep_nan(
 
 /// The loop over a row of outputs that the row kernels share, the count in `n`: steps of `big` vectors while
 /// at least `big · lanes` outputs remain, then of `big − 1`, … down to single vectors, then — when any remain —
-/// `tail`, which sets the tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an unmasked one `src`
-/// advances by `src_bytes` and `dst` by `dst_bytes` per vector. Falls through to the caller's epilogue.
+/// `tail`, which sets the tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an
+/// unmasked one `src` advances by `src_bytes` and `dst` by `dst_bytes` per vector. Falls through to the
+/// caller's epilogue.
 #[allow(clippy::too_many_arguments)] // registers, vector geometry and the two emitters
 pub(crate) fn row_loop(
     a: &mut CodeAssembler,
@@ -282,17 +285,16 @@ pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel)
     Ok((head, exit))
 }
 
-/// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` floats, loops while rows remain,
-/// then restores the saved registers.
+/// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` bytes (displacements checked
+/// with [`disp`]), loops while rows remain, then restores the saved registers.
 pub(crate) fn rows_end(
     a: &mut CodeAssembler,
     (head, mut exit): (CodeLabel, CodeLabel),
-    [x, out]: [usize; 2],
+    [x, out]: [i32; 2],
 ) -> Result<(), IcedError> {
     use iced_x86::code_asm::{r12, r13, r14, rbx};
-    let bytes = |f: usize| i32::try_from(f * 4).unwrap_or(i32::MAX);
-    a.add(r12, bytes(x))?;
-    a.add(r13, bytes(out))?;
+    a.add(r12, x)?;
+    a.add(r13, out)?;
     a.dec(r14)?;
     a.jnz(head)?;
     a.set_label(&mut exit)?;

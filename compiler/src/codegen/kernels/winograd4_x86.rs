@@ -22,16 +22,12 @@
 //! interleaved (`vpermi2ps` pairs, then `vpermi2pd` pairs of pairs) into 64 output floats, stored under
 //! masks past `cols`. `Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, −1, 2, −2, 0], [0, 1, 1, 4, 4, 0], [0, 1, −1, 8, −8, 1]]`.
 
-use super::winograd_x86::{pair_table, WinoIn, WinoOut};
+use super::winograd_x86::{disp, pair_table, WinoIn, WinoOut};
 use super::ZMM;
 use iced_x86::code_asm::*;
 
 /// Bytes of the 36-vector stack buffer between the two passes.
 const BUF: i32 = 36 * 64;
-
-fn disp(floats: usize) -> Result<i32, String> {
-    super::disp("Winograd transform", floats)
-}
 
 type R = AsmRegisterZmm;
 

@@ -41,7 +41,8 @@ pub struct WinoOut {
     pub hi: Option<u32>,
 }
 
-fn disp(floats: usize) -> Result<i32, String> {
+/// A Winograd transform's displacement of `floats` (both tile sizes).
+pub(super) fn disp(floats: usize) -> Result<i32, String> {
     super::disp("Winograd transform", floats)
 }
 

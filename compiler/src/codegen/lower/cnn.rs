@@ -74,28 +74,23 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
             has_bias: a.has_bias,
             act: a.epilogue.act,
         };
-        let work = nb * m * p * khw;
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
         let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack_weights(&t.to_f32_vec(), c, khw)),
             _ => None,
         };
-        if let Some(wp) = packed {
-            let name = format!("{}.W_c16", node.name);
-            let wt = cx.constant(name, Tensor::f32(vec![c / 16, khw, 16], wp));
-            let mut args = vec![(Role::X, Buf::Tensor(ins[0])), (Role::W, Buf::Tensor(wt))];
-            args.extend(bias);
-            args.push((Role::Out, out));
-            cx.push(n, None, &args, Body::DepthwiseC16(spec), work);
-            return Ok(());
-        }
-        let mut args = vec![
-            (Role::X, Buf::Tensor(ins[0])),
-            (Role::W, Buf::Tensor(ins[1])),
-        ];
+        let (w, body) = match packed {
+            Some(wp) => {
+                let name = format!("{}.W_c16", node.name);
+                let wt = cx.constant(name, Tensor::f32(vec![c / 16, khw, 16], wp));
+                (wt, Body::DepthwiseC16(spec))
+            }
+            None => (ins[1], Body::Depthwise(spec)),
+        };
+        let mut args = vec![(Role::X, Buf::Tensor(ins[0])), (Role::W, Buf::Tensor(w))];
         args.extend(bias);
         args.push((Role::Out, out));
-        cx.push(n, None, &args, Body::Depthwise(spec), work);
+        cx.push(n, None, &args, body, nb * m * p * khw);
         return Ok(());
     }
     if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {

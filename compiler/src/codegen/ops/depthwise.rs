@@ -122,14 +122,17 @@ pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x
     fits.then_some(spec)
 }
 
-/// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`): roles X, W (packed
-/// `[C/16, KH·KW, 16]`), [Bias], Out; one unit per (batch, 16 channels), each one call to `f` with a stack
-/// scratch of the kernel's size.
-pub fn emit_c16(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, f: FuncRef) {
+/// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`, `spec` = [`c16`] of `s`): roles X, W
+/// (packed `[C/16, KH·KW, 16]`), [Bias], Out; one unit per (batch, 16 channels), each one call to `f` with a
+/// stack scratch of the kernel's size.
+pub fn emit_c16(
+    kb: &mut Kb,
+    s: &DepthwiseSpec,
+    spec: &crate::codegen::kernels::depthwise_c16_x86::DwC16,
+    tasks: u32,
+    f: FuncRef,
+) {
     use cranelift_codegen::ir::types::I64;
-    let Some(spec) = c16(s) else {
-        return;
-    };
     let groups = s.c / 16;
     let taps = s.kernel[0] * s.kernel[1];
     let (plane, p) = (s.hw[0] * s.hw[1], s.out[0] * s.out[1]);

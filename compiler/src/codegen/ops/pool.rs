@@ -48,8 +48,8 @@ impl PoolSpec {
 
 /// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` (the AVX-512 max-pool row kernel,
 /// `kernels/depthwise_x86.rs` in max mode) and `copy` (the AVX-512 row copy) for a padded max pooling
-/// ([`PoolSpec::padded_plane`]), each plane is copied into a −∞-padded stack plane and every output row is one
-/// call to the row kernel; with `row` alone, the interior columns of every interior row are one call to it and
+/// ([`PoolSpec::padded_plane`]), each plane is copied into a −∞-padded stack plane and one call to the row
+/// kernel runs every output row; with `row` alone, the interior columns of every interior row are one call to it and
 /// the border keeps the branch-free path.
 pub fn emit_pool(
     kb: &mut Kb,
@@ -200,11 +200,8 @@ fn emit_padded_max(
         let src = kb.addr(px, p, (h * w * 4) as i64);
         let dst = kb.addr(po, p, (oh * ow * 4) as i64);
         plane.load(kb, src, [h, w], [a.pads[0], a.pads[1]], Some(copy));
-        let (z, n) = (kb.iconst(0), kb.iconst(ow as i64));
-        kb.for_const(0, oh, 1, |kb, oy| {
-            let xp = plane.row(kb, oy, a.strides[0]);
-            let op = kb.addr(dst, oy, (ow * 4) as i64);
-            kb.b.ins().call(f, &[xp, op, z, z, n]);
-        });
+        // Every output row in one call (`DwRowF32::rows`).
+        let (z, n, rows) = (kb.iconst(0), kb.iconst(ow as i64), kb.iconst(oh as i64));
+        kb.b.ins().call(f, &[plane.addr, dst, z, z, n, rows]);
     });
 }
