@@ -57,6 +57,7 @@ fn case(
                 "_dwc16",
                 "the channel-blocked depthwise kernel",
             ),
+            ("conv_direct", "_direct", "the direct convolution kernel"),
         ];
         for (prefix, tag, what) in required {
             if name.starts_with(prefix) && cpu == "x86-64-v4" {
@@ -470,6 +471,36 @@ fn conv_shapes_pads_strides_groups() {
             [3, 1, 7, 7],
             [3, 3, 3, 3],
             [2, 2],
+            [1, 1],
+            1,
+        ),
+        // Direct convolution of few-channel inputs (AVX-512, M a multiple of 16): a 7x7 stride-2 stem with
+        // asymmetric pads and a batch (rows past one 16-pixel block and a tail), dilation 2 at stride 1, and an
+        // unpadded input read in place with mixed strides.
+        (
+            "direct_stem",
+            [2, 3, 23, 37],
+            [32, 3, 7, 7],
+            [3, 3, 2, 3],
+            [2, 2],
+            [1, 1],
+            1,
+        ),
+        (
+            "direct_dilated",
+            [1, 2, 9, 20],
+            [16, 2, 3, 3],
+            [1, 0, 1, 2],
+            [1, 1],
+            [2, 2],
+            1,
+        ),
+        (
+            "direct_in_place",
+            [1, 4, 10, 19],
+            [16, 4, 3, 3],
+            [0, 0, 0, 0],
+            [1, 2],
             [1, 1],
             1,
         ),

@@ -96,6 +96,15 @@ pub enum Body {
     /// code, `kernels/depthwise_c16_x86.rs`): roles X, W (packed `[C/16, KH·KW, 16]`), [Bias], Out; C is a
     /// multiple of 16.
     DepthwiseC16(super::ops::depthwise::DepthwiseSpec),
+    /// Direct convolution of a few-channel input (AVX-512 machine code, `kernels/conv_direct_x86.rs`): roles X
+    /// (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), [Bias],
+    /// Out. One unit per (batch, output row).
+    ConvDirect {
+        /// Batch.
+        n: usize,
+        /// The kernel's shape.
+        spec: crate::codegen::kernels::conv_direct_x86::ConvDirect,
+    },
     /// The transposing epilogue of a convolution computed transposed (AVX-512 machine code): roles X (`Cᵀ`,
     /// `[N, P16, M]`, P16 = P rounded up to 16), [Residual], Out (`[N, M, P]`); adds the residual and applies
     /// `act` when present. One unit per (batch, 16 channels); M is a multiple of 16.
@@ -323,6 +332,7 @@ impl Kernel {
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
             Body::DepthwiseC16(s) => s.n * s.c / 16,
+            Body::ConvDirect { n, spec } => n * spec.out[0],
             Body::WinogradIn(s) => s.n * s.c,
             Body::TransposeOut { n, m, .. } => n * m.div_ceil(16),
             Body::WinogradOut(s) => s.n * s.m,

@@ -296,7 +296,7 @@ pub(super) fn define_pool_row(
 /// epilogue) of kernel `i`: for `WinogradIn`, `[input
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
 /// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
-/// epilogue, None, None]`.
+/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`.
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
@@ -371,6 +371,10 @@ pub(super) fn define_layout(
                 .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
             let code = kernels::depthwise_c16_x86::assemble(&spec);
             Ok([f(module, "dwc16", 5, code)?, None, None])
+        }
+        Body::ConvDirect { spec, .. } => {
+            let code = kernels::conv_direct_x86::assemble(spec);
+            Ok([f(module, "direct", 4, code)?, None, None])
         }
         _ => Ok([None; 3]),
     }

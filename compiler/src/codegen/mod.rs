@@ -65,7 +65,7 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
 }
 
 /// Bodies whose work is all machine code (`machine_code::define_layout`; AVX-512 only): the Winograd transforms,
-/// the transposing epilogue and the channel-blocked depthwise kernel.
+/// the transposing epilogue, the channel-blocked depthwise kernel and the direct convolution.
 fn layout_only(body: &Body) -> bool {
     matches!(
         body,
@@ -73,6 +73,7 @@ fn layout_only(body: &Body) -> bool {
             | Body::WinogradOut(_)
             | Body::TransposeOut { .. }
             | Body::DepthwiseC16(_)
+            | Body::ConvDirect { .. }
     )
 }
 
@@ -267,6 +268,10 @@ pub fn define_kernels(
                     }
                     _ => no_code = true,
                 },
+                (Body::ConvDirect { n, spec }, _, _) => match layout {
+                    Some([Some(f), _, _]) => ops::conv::emit_direct(&mut kb, *n, spec, k.tasks, f),
+                    _ => no_code = true,
+                },
                 (Body::WinogradOut(s), _, _) => match layout {
                     Some([Some(f2), f1, _]) => ops::winograd::emit_out(&mut kb, s, k.tasks, f2, f1),
                     _ => no_code = true,
@@ -340,7 +345,8 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::WinogradIn(_)
         | Body::WinogradOut(_)
         | Body::TransposeOut { .. }
-        | Body::DepthwiseC16(_) => {}
+        | Body::DepthwiseC16(_)
+        | Body::ConvDirect { .. } => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
         Body::Logic {
             kind,

@@ -193,18 +193,6 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
-/// The group's weights `[kh·kw][16]` from a depthwise weight tensor `[C, 1, kh, kw]`, for groups of 16 channels:
-/// `out[g][t][l] = w[16·g + l][t]`.
-pub fn pack_weights(w: &[f32], c: usize, taps: usize) -> Vec<f32> {
-    let mut out = vec![0.0; c.next_multiple_of(16) * taps];
-    for chan in 0..c {
-        for t in 0..taps {
-            out[(chan / 16 * taps + t) * 16 + chan % 16] = w[chan * taps + t];
-        }
-    }
-    out
-}
-
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::super::test_exec::{exec, guarded, pattern, skip_without_avx512};
@@ -247,7 +235,7 @@ mod tests {
             xv[3] = f32::NAN;
             let wv: Vec<f32> = (0..16 * taps).map(|i| pattern(i + 7) * 0.3).collect();
             let bv: Vec<f32> = (0..16).map(|i| pattern(i + 50)).collect();
-            let packed = pack_weights(&wv, 16, taps);
+            let packed = super::super::pack16(&wv, 16, taps);
             let o = guarded(16 * p);
             let mut scratch = vec![0u8; s.scratch_bytes() + 64];
             let spad = scratch

@@ -3,13 +3,15 @@
 //! calls for every full tile; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
 //! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
-//! AVX-512 channel-blocked depthwise kernel of small planes; `copy_x86.rs`: the AVX-512 strided row copy of
+//! AVX-512 channel-blocked depthwise kernel of small planes; `conv_direct_x86.rs`: the AVX-512 direct convolution
+//! of few-channel inputs; `copy_x86.rs`: the AVX-512 strided row copy of
 //! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
 //! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms; `cpu_check.rs`: the exported
 //! `NAME_cpu_supported`. Here: the pieces several kernels share (the register table, displacements, store column
 //! masks, a broadcast constant, the NaN-keeping clamp, the row loop and its multi-row wrapper, the 16x16
-//! transpose). Every other target keeps the Cranelift kernels.
+//! transpose, the 16-lane weight packing). Every other target keeps the Cranelift kernels.
 
+pub mod conv_direct_x86;
 pub mod copy_x86;
 pub mod cpu_check;
 pub mod depthwise_avx2;
@@ -302,4 +304,17 @@ pub(crate) fn rows_end(
         a.pop(r)?;
     }
     Ok(())
+}
+
+/// Rows of a row-major `[rows, k]` matrix packed in groups of 16 lanes for the channel-blocked kernels
+/// (`depthwise_c16_x86.rs`: `[C/16, KH·KW, 16]`; `conv_direct_x86.rs`: `[M/16, C·KH·KW, 16]`):
+/// `out[g][t][l] = w[16·g + l][t]`, the rows past `rows` zero.
+pub fn pack16(w: &[f32], rows: usize, k: usize) -> Vec<f32> {
+    let mut out = vec![0.0; rows.next_multiple_of(16) * k];
+    for r in 0..rows {
+        for t in 0..k {
+            out[(r / 16 * k + t) * 16 + r % 16] = w[r * k + t];
+        }
+    }
+    out
 }

@@ -6,7 +6,9 @@
 
 use super::{operand, Ctx, A_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::kernels::depthwise_c16_x86::pack_weights;
+use crate::codegen::kernels::conv_direct_x86::ConvDirect;
+use crate::codegen::kernels::pack16;
+use crate::codegen::ops::conv::Im2colSpec;
 use crate::codegen::ops::depthwise::{c16, DepthwiseSpec};
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use crate::codegen::ops::pool::PoolSpec;
@@ -76,7 +78,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         };
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
         let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
-            (true, Some(_), Some(t)) => Some(pack_weights(&t.to_f32_vec(), c, khw)),
+            (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
             _ => None,
         };
         let (w, body) = match packed {
@@ -92,6 +94,11 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         args.push((Role::Out, out));
         cx.push(n, None, &args, body, nb * m * p * khw);
         return Ok(());
+    }
+    if let Some(spec) = direct_spec(cx, a, &xs, &os, m) {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            return lower_direct(cx, n, spec, &w);
+        }
     }
     if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
@@ -154,6 +161,99 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     };
     let work = spec.macs();
     cx.push(n, None, &args, Body::Gemm(spec), work);
+    Ok(())
+}
+
+/// Most input channels of a convolution the direct kernel takes (`direct_spec`): image inputs.
+const DIRECT_MAX_CHANNELS: usize = 4;
+
+/// The direct kernel's shape (`kernels/conv_direct_x86.rs`) for a one-group convolution of an input with at most
+/// `DIRECT_MAX_CHANNELS` channels (a stem) on AVX-512 targets, M a multiple of 16, no residual, a clamp for an
+/// activation. There im2col writes a column matrix C·KH·KW / (stride²) times the input (ResNet-50's 7x7
+/// stride-2 stem: 7.4 MB) that the GEMM streams back; the direct kernel reads the zero-padded input instead.
+fn direct_spec(
+    cx: &Ctx,
+    a: &ConvAttrs,
+    xs: &[usize],
+    os: &[usize],
+    m: usize,
+) -> Option<ConvDirect> {
+    let (lo, hi) = crate::codegen::machine_code::clamp_bits(a.epilogue.act)?;
+    let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
+    let ok = cx.opts.winograd
+        && a.group == 1
+        && !pointwise
+        && !a.epilogue.residual
+        && m.is_multiple_of(16)
+        && (1..=DIRECT_MAX_CHANNELS).contains(&xs[1])
+        && numel(&os[2..]) > 0
+        && xs[2] * xs[3] > 0;
+    let out = [os[2], os[3]];
+    let read = ConvDirect::padded_plane(out, a.kernel, a.strides, a.dilations);
+    // Unpadded inputs are read in place when the outputs read no more than the plane.
+    let in_place = a.pads == [0; 4] && read[0] <= xs[2] && read[1] <= xs[3];
+    ok.then_some(ConvDirect {
+        c: xs[1],
+        m,
+        padded: if in_place { [xs[2], xs[3]] } else { read },
+        kernel: a.kernel,
+        strides: a.strides,
+        dilations: a.dilations,
+        out,
+        bias: a.has_bias,
+        lo,
+        hi,
+    })
+}
+
+/// A convolution by the direct kernel (`Body::ConvDirect`): the input zero-padded into scratch by an im2col
+/// kernel of a 1x1 window (unless it is read in place), the weights packed `[M/16, C·KH·KW, 16]` (`pack16`).
+fn lower_direct(cx: &mut Ctx, n: NodeId, spec: ConvDirect, w: &[f32]) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let a = match &node.op {
+        Op::Conv(a) => a.clone(),
+        _ => return Err(Error::internal("lower", "direct convolution of another op")),
+    };
+    let xs = cx.shape(ins[0]);
+    let nb = xs[0];
+    let k = spec.c * spec.kernel[0] * spec.kernel[1];
+    let mut x = Buf::Tensor(ins[0]);
+    if spec.padded != [xs[2], xs[3]] {
+        let pad = Im2colSpec {
+            n: nb,
+            c: spec.c,
+            hw: [xs[2], xs[3]],
+            kernel: [1, 1],
+            strides: [1, 1],
+            dilations: [1, 1],
+            pads: [a.pads[0], a.pads[1]],
+            out: spec.padded,
+            bytes: None,
+        };
+        let scratch = cx.scratch(pad.col_bytes());
+        let work = pad.col_bytes() / 4;
+        cx.push(
+            n,
+            Some("pad"),
+            &[(Role::X, x), (Role::Out, scratch)],
+            Body::Im2col(pad),
+            work,
+        );
+        x = scratch;
+    }
+    let packed = pack16(w, spec.m, k);
+    let wt = cx.constant(
+        format!("{}.W_direct", node.name),
+        Tensor::f32(vec![spec.m / 16, k, 16], packed),
+    );
+    let mut args = vec![(Role::X, x), (Role::W, Buf::Tensor(wt))];
+    if spec.bias {
+        args.push((Role::Bias, Buf::Tensor(ins[2])));
+    }
+    args.push((Role::Out, Buf::Tensor(node.outputs[0])));
+    let work = nb * spec.m * spec.out[0] * spec.out[1] * k;
+    cx.push(n, None, &args, Body::ConvDirect { n: nb, spec }, work);
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! row of the weights multiplies, so that a convolution becomes one GEMM per (batch, group). The valid output
 //! range of every (ky, kx) is computed at compile time, so rows split into zero runs and copy runs with no
 //! per-pixel bounds test; stride-1 copy runs are vectorised. `col2im` is the reverse for ConvTranspose: the
-//! GEMM's columns are added into the output windows, again with compile-time valid ranges.
+//! GEMM's columns are added into the output windows, again with compile-time valid ranges. `emit_direct` drives
+//! the direct convolution kernel of few-channel inputs (`kernels/conv_direct_x86.rs`), which needs no columns.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
@@ -377,5 +378,31 @@ pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
                 });
             }
         }
+    });
+}
+
+/// Emits the driver of the direct convolution kernel (`Body::ConvDirect`): roles X (the zero-padded input
+/// `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), [Bias], Out; one unit per (batch, output row), each one
+/// call to `f` for every output channel of that row.
+pub fn emit_direct(
+    kb: &mut Kb,
+    n: usize,
+    s: &crate::codegen::kernels::conv_direct_x86::ConvDirect,
+    tasks: u32,
+    f: FuncRef,
+) {
+    let [hp, wp] = s.padded;
+    let [oh, ow] = s.out;
+    let (lo, hi) = kb.task_range(n * oh, tasks);
+    let (px, pw, po) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Out));
+    let pb = kb.arg_opt(Role::Bias);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (b, oy) = kb.divmod(u, oh);
+        let xb = kb.addr(px, b, (s.c * hp * wp * 4) as i64);
+        let x = kb.addr(xb, oy, (s.strides[0] * wp * 4) as i64);
+        let ob = kb.addr(po, b, (s.m * oh * ow * 4) as i64);
+        let out = kb.addr(ob, oy, (ow * 4) as i64);
+        let bias = pb.unwrap_or_else(|| kb.iconst(0));
+        kb.b.ins().call(f, &[x, pw, bias, out]);
     });
 }

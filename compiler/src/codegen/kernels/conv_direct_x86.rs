@@ -1,0 +1,280 @@
+//! The AVX-512 direct convolution kernel for convolutions with few input channels (a network's stem: ResNet-50's
+//! 7x7 stride-2 3→64, MobileNet's 3x3 stride-2 3→32), where im2col writes a column matrix many times the input
+//! (ResNet-50: 7.4 MB from 0.6 MB) that the GEMM then streams back. Here 16 output channels sit in the lanes of
+//! a `zmm` and 16 output pixels of a row in sixteen accumulators; each tap loads the 16 channels' weights once
+//! and takes one `vfmadd231ps` per pixel with the input pixel as an embedded broadcast from the zero-padded input
+//! (`ops/conv.rs`'s pad pass writes it), so nothing is gathered and no column matrix exists.
+//!
+//! One call computes one output row for every output channel: per block of 16 channels (a counted loop), per
+//! block of 16 pixels (a counted loop, then a shorter last block), the accumulators start at +0.0 and take the
+//! taps in (c, ky, kx) order — a loop over input channels around the unrolled taps — then the bias is added and
+//! the clamp applied (NaN kept), the 16x16 block is transposed (`transpose16`) so that each register holds one
+//! channel's 16 pixels, and stored (masked for the last block). Each output is the fma chain of the im2col GEMM
+//! over K = (c, ky, kx) with zeros at padded taps, then the same bias add and clamp: bitwise identical to it.
+//!
+//! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V): `x` the padded input's
+//! channel 0 at the row the output row's taps start at, `w` the weights packed `[M/16][C·KH·KW][16]`
+//! (`pack16`), `bias` M floats (unused without a bias), `out` the output's channel 0 at the output row.
+//! Saves and restores `rbx`, `r12`.
+
+use super::{disp, transpose16, ZMM};
+use iced_x86::code_asm::*;
+
+/// Output pixels per block (the transpose's width).
+const PIXELS: usize = 16;
+
+/// The compile-time shape of a direct convolution (one group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConvDirect {
+    /// Input channels.
+    pub c: usize,
+    /// Output channels, a multiple of 16.
+    pub m: usize,
+    /// The padded input plane `[Hp, Wp]` (`padded_plane`).
+    pub padded: [usize; 2],
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// Whether `bias` holds the M biases (else the chains end without an add).
+    pub bias: bool,
+    /// Lower clamp (f32 bits).
+    pub lo: Option<u32>,
+    /// Upper clamp (f32 bits).
+    pub hi: Option<u32>,
+}
+
+impl ConvDirect {
+    /// The padded input plane a convolution's outputs read: `(out − 1)·stride + (kernel − 1)·dilation + 1` per
+    /// axis.
+    pub fn padded_plane(
+        out: [usize; 2],
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        dilations: [usize; 2],
+    ) -> [usize; 2] {
+        [0, 1].map(|i| (out[i].max(1) - 1) * strides[i] + (kernel[i].max(1) - 1) * dilations[i] + 1)
+    }
+}
+
+/// Assembles the kernel; `Err` for a shape it does not take (M not a multiple of 16, a zero size) or
+/// displacements that do not fit.
+pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let name = "direct convolution";
+    let [hp, wp] = s.padded;
+    let [kh, kw] = s.kernel;
+    let [_, sw] = s.strides;
+    let [dil_y, dil_x] = s.dilations;
+    let [oh, ow] = s.out;
+    let taps = kh * kw;
+    if s.c == 0 || s.m == 0 || !s.m.is_multiple_of(16) || taps == 0 || oh * ow == 0 || sw == 0 {
+        return Err(format!("{name}: unsupported shape {s:?}"));
+    }
+    let plane_out = oh * ow;
+    // Every displacement the code uses, checked once (the emitters then take them as fitting).
+    disp(
+        name,
+        ((kh - 1) * dil_y * wp + (PIXELS - 1) * sw + (kw - 1) * dil_x).max(hp * wp),
+    )?;
+    disp(name, 15 * plane_out + PIXELS)?;
+    disp(name, (s.c * taps * 16).max(16 * plane_out))?;
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // rdi x row, rsi w (block of 16 channels), rdx bias, rcx out; r8 channel blocks left, r9 the pixel block's
+    // input, r10 its output, r11 pixel blocks left, rax the tap weights, rbx the input channel, r12 channels
+    // left.
+    a.push(rbx).map_err(e)?;
+    a.push(r12).map_err(e)?;
+    a.mov(r8, (s.m / 16) as u64).map_err(e)?;
+    let mut block_loop = a.create_label();
+    a.set_label(&mut block_loop).map_err(e)?;
+    a.mov(r9, rdi).map_err(e)?;
+    a.mov(r10, rcx).map_err(e)?;
+    let full = ow / PIXELS;
+    if full > 0 {
+        a.mov(r11, full as u64).map_err(e)?;
+        let mut pixel_loop = a.create_label();
+        a.set_label(&mut pixel_loop).map_err(e)?;
+        pixel_block(&mut a, s, PIXELS, plane_out).map_err(e)?;
+        a.add(r9, disp(name, PIXELS * sw)?).map_err(e)?;
+        a.add(r10, disp(name, PIXELS)?).map_err(e)?;
+        a.dec(r11).map_err(e)?;
+        a.jnz(pixel_loop).map_err(e)?;
+    }
+    if !ow.is_multiple_of(PIXELS) {
+        pixel_block(&mut a, s, ow % PIXELS, plane_out).map_err(e)?;
+    }
+    a.add(rsi, disp(name, s.c * taps * 16)?).map_err(e)?;
+    a.add(rdx, 64).map_err(e)?;
+    a.add(rcx, disp(name, 16 * plane_out)?).map_err(e)?;
+    a.dec(r8).map_err(e)?;
+    a.jnz(block_loop).map_err(e)?;
+    a.pop(r12).map_err(e)?;
+    a.pop(rbx).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// One block of `n` ≤ 16 output pixels for 16 channels: accumulators `zmm0..n`, the tap weights alternating in
+/// `zmm16`/`zmm17`, the clamp bounds in `zmm27`/`zmm28` (scratch `zmm29`), then the transpose and the stores.
+fn pixel_block(
+    a: &mut CodeAssembler,
+    s: &ConvDirect,
+    n: usize,
+    plane_out: usize,
+) -> Result<(), IcedError> {
+    let z = |i: usize| ZMM[i];
+    let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
+    let [hp, wp] = s.padded;
+    let [kh, kw] = s.kernel;
+    let [dil_y, dil_x] = s.dilations;
+    let sw = s.strides[1];
+    for j in 0..PIXELS {
+        a.vpxord(z(j), z(j), z(j))?;
+    }
+    a.mov(rax, rsi)?;
+    a.mov(rbx, r9)?;
+    a.mov(r12, s.c as u64)?;
+    let mut channel = a.create_label();
+    a.set_label(&mut channel)?;
+    for t in 0..kh * kw {
+        let (ky, kx) = (t / kw, t % kw);
+        let wreg = z(16 + t % 2);
+        a.vmovups(wreg, zmmword_ptr(rax + d(t * 16)))?;
+        for j in 0..n {
+            let off = d(ky * dil_y * wp + j * sw + kx * dil_x);
+            a.vfmadd231ps(z(j), wreg, dword_bcst(rbx + off))?;
+        }
+    }
+    a.add(rax, d(kh * kw * 16))?;
+    a.add(rbx, d(hp * wp))?;
+    a.dec(r12)?;
+    a.jnz(channel)?;
+    for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
+        if let Some(bits) = c {
+            super::broadcast_bits(a, reg, bits)?;
+        }
+    }
+    for j in 0..n {
+        if s.bias {
+            a.vaddps(z(j), z(j), zmmword_ptr(rdx))?;
+        }
+        super::clamp_keep_nan(a, z(j), s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)?;
+    }
+    transpose16(a)?;
+    if n < PIXELS {
+        a.mov(eax, (1u32 << n) - 1)?;
+        a.kmovw(k1, eax)?;
+    }
+    for c in 0..16 {
+        let dst = zmmword_ptr(r10 + d(c * plane_out));
+        if n < PIXELS {
+            a.vmovups(dst.k1(), z(c))?;
+        } else {
+            a.vmovups(dst, z(c))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::super::pack16;
+    use super::super::test_exec::{exec, guarded, pattern, skip_without_avx512};
+    use super::*;
+
+    type Kernel = extern "sysv64" fn(*const f32, *const f32, *const f32, *mut f32);
+
+    /// The kernel, one call per output row, against the fma chain over (c, ky, kx) from +0.0 then the bias and
+    /// the clamp (NaN kept), bitwise — over rows around 16-pixel blocks, strides 1 and 2, dilation 2, 1 to 3
+    /// input channels and 16 or 32 output channels; the output planes end on a guard page.
+    #[test]
+    fn rows_match_the_fma_chain() {
+        if skip_without_avx512("direct convolution kernel") {
+            return;
+        }
+        // (c, m, kernel, strides, dilations, out)
+        let cases = [
+            (3, 32, [7, 7], [2, 2], [1, 1], [3, 20]),
+            (1, 16, [3, 3], [1, 1], [1, 1], [2, 16]),
+            (2, 16, [3, 3], [2, 2], [2, 2], [3, 5]),
+            (3, 32, [3, 3], [2, 1], [1, 1], [2, 33]),
+            (4, 16, [1, 1], [1, 1], [1, 1], [1, 7]),
+        ];
+        for (i, &(c, m, kernel, strides, dilations, out)) in cases.iter().enumerate() {
+            let padded = ConvDirect::padded_plane(out, kernel, strides, dilations);
+            let s = ConvDirect {
+                c,
+                m,
+                padded,
+                kernel,
+                strides,
+                dilations,
+                out,
+                bias: i % 2 == 0,
+                lo: (i % 3 != 2).then(|| 0.0f32.to_bits()),
+                hi: (i % 3 == 0).then(|| 1.5f32.to_bits()),
+            };
+            let f: Kernel = unsafe { std::mem::transmute(exec(&assemble(&s).unwrap())) };
+            let [hp, wp] = padded;
+            let taps = kernel[0] * kernel[1];
+            let k = c * taps;
+            let p = out[0] * out[1];
+            let x = guarded(c * hp * wp);
+            let mut xv: Vec<f32> = (0..c * hp * wp).map(pattern).collect();
+            xv[5] = f32::NAN;
+            let wv: Vec<f32> = (0..m * k).map(|i| pattern(i + 7) * 0.3).collect();
+            let bv: Vec<f32> = (0..m).map(|i| pattern(i + 50)).collect();
+            let packed = pack16(&wv, m, k);
+            let o = guarded(m * p);
+            // SAFETY: x holds the padded input, o the output planes; each call reads the taps of its row.
+            unsafe {
+                std::ptr::copy_nonoverlapping(xv.as_ptr(), x, xv.len());
+                for oy in 0..out[0] {
+                    let xr = x.add(oy * strides[0] * wp);
+                    f(xr, packed.as_ptr(), bv.as_ptr(), o.add(oy * out[1]));
+                }
+            }
+            let got = unsafe { std::slice::from_raw_parts(o, m * p) };
+            for oc in 0..m {
+                for oy in 0..out[0] {
+                    for ox in 0..out[1] {
+                        let mut acc = 0.0f32;
+                        for ci in 0..c {
+                            for t in 0..taps {
+                                let (ky, kx) = (t / kernel[1], t % kernel[1]);
+                                let y = oy * strides[0] + ky * dilations[0];
+                                let xx = ox * strides[1] + kx * dilations[1];
+                                let v = xv[(ci * hp + y) * wp + xx];
+                                acc = v.mul_add(wv[oc * k + ci * taps + t], acc);
+                            }
+                        }
+                        if s.bias {
+                            acc += bv[oc];
+                        }
+                        let mut want = acc;
+                        // vmaxps / vminps with the bound second: -0 and +0 give the bound.
+                        if !acc.is_nan() {
+                            if s.lo.is_some() && want <= 0.0 {
+                                want = 0.0;
+                            }
+                            if s.hi.is_some() && want >= 1.5 {
+                                want = 1.5;
+                            }
+                        }
+                        let g = got[oc * p + oy * out[1] + ox];
+                        assert!(
+                            g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                            "case {i} m{oc} ({oy},{ox}): {g} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
