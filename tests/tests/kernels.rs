@@ -58,6 +58,16 @@ fn case(
                 "the channel-blocked depthwise kernel",
             ),
             ("conv_direct", "_direct", "the direct convolution kernel"),
+            (
+                "maxpool0",
+                "_maxpool",
+                "the separable 3x3 stride-2 max pooling",
+            ),
+            (
+                "maxpool4",
+                "_maxpool",
+                "the separable 3x3 stride-2 max pooling",
+            ),
         ];
         for (prefix, tag, what) in required {
             if name.starts_with(prefix) && cpu == "x86-64-v4" {
@@ -594,7 +604,8 @@ fn matmul_tails_and_batches() {
 fn pools_every_padding_case() {
     use bundlec::ir::{Op, PoolAttrs, PoolKind};
     // The last three have rows wide enough for the AVX-512 max-pool row kernel (stride 2 and 1, with a
-    // two-vector step and masked tails); the others only take the border path.
+    // two-vector step and masked tails); the others only take the border path. Max pools 0 and 4 (3x3, stride
+    // 2, padded top and left) take the separable AVX-512 kernel.
     let narrow = vec![2, 3, 9, 10];
     let wide = vec![1, 2, 7, 75];
     for (i, (k, s, p, ceil, inc, x)) in [

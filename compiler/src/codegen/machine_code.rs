@@ -250,13 +250,18 @@ fn define_row(
 
 /// Defines the AVX-512 max-pool row kernel (the depthwise row kernel in max mode) of pooling kernel `i`, for
 /// the interior of its rows, when the stride along the row is 1 or 2 and the rows have an interior of at least
-/// 16 outputs.
+/// 16 outputs; for a 3x3 stride-2 pooling padded at the top and left, the separable whole-plane kernel instead
+/// (`kernels/maxpool_x86.rs`).
 pub(super) fn define_pool_row(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::pool::PoolSpec,
 ) -> Result<Option<FuncId>> {
+    if let Some(spec) = s.max3s2() {
+        let code = kernels::maxpool_x86::assemble(&spec);
+        return define_machine_code(module, &format!("{name}__k{i}_maxpool"), 2, code).map(Some);
+    }
     let a = &s.attrs;
     let (x0, x1) = ops::depthwise::interior(
         s.hw[1],

@@ -191,7 +191,7 @@ pub fn define_kernels(
             }
             // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
             (Body::Pool(s), Some(Simd::Avx512))
-                if max_row.is_some() && s.padded_plane().is_some() =>
+                if max_row.is_some() && s.padded_plane().is_some() && s.max3s2().is_none() =>
             {
                 let code = kernels::copy_x86::assemble(1);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;

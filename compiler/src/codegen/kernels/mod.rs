@@ -4,7 +4,7 @@
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
 //! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
 //! AVX-512 channel-blocked depthwise kernel of small planes; `conv_direct_x86.rs`: the AVX-512 direct convolution
-//! of few-channel inputs; `copy_x86.rs`: the AVX-512 strided row copy of
+//! of few-channel inputs; `maxpool_x86.rs`: the AVX-512 separable 3x3 stride-2 max pooling; `copy_x86.rs`: the AVX-512 strided row copy of
 //! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
 //! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms; `cpu_check.rs`: the exported
 //! `NAME_cpu_supported`. Here: the pieces several kernels share (the register table, displacements, store column
@@ -18,6 +18,7 @@ pub mod depthwise_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
 pub mod gemm_x86;
+pub mod maxpool_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]

@@ -29,6 +29,22 @@ pub struct PoolSpec {
 const MAX_PLANE_BYTES: usize = 256 << 10;
 
 impl PoolSpec {
+    /// The separable kernel's shape (`kernels/maxpool_x86.rs`) for a 3x3, stride-2, undilated max pooling with
+    /// a one-pixel top and left pad (ResNet's), which it runs with no padded copy.
+    pub fn max3s2(&self) -> Option<crate::codegen::kernels::maxpool_x86::MaxPool3s2> {
+        let a = &self.attrs;
+        let fits = self.kind == PoolKind::Max
+            && a.kernel == [3, 3]
+            && a.strides == [2, 2]
+            && a.dilations == [1, 1]
+            && a.pads[0] == 1
+            && a.pads[1] == 1
+            && self.hw[0] * self.hw[1] * self.out[0] * self.out[1] > 0;
+        fits.then_some(crate::codegen::kernels::maxpool_x86::MaxPool3s2 {
+            hw: self.hw,
+            out: self.out,
+        })
+    }
     /// The `[rows, cols]` of the −∞-padded stack plane a padded max pooling runs its row kernel over, when it
     /// fits on the stack: every window of every output inside it, rows a multiple of 16 floats.
     pub fn padded_plane(&self) -> Option<[usize; 2]> {
@@ -46,7 +62,8 @@ impl PoolSpec {
     }
 }
 
-/// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` (the AVX-512 max-pool row kernel,
+/// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` the separable 3x3 stride-2 kernel
+/// ([`PoolSpec::max3s2`]), one call to it per plane. With `row` (the AVX-512 max-pool row kernel,
 /// `kernels/depthwise_x86.rs` in max mode) and `copy` (the AVX-512 row copy) for a padded max pooling
 /// ([`PoolSpec::padded_plane`]), each plane is copied into a −∞-padded stack plane and one call to the row
 /// kernel runs every output row; with `row` alone, the interior columns of every interior row are one call to it and
@@ -58,6 +75,19 @@ pub fn emit_pool(
     row: Option<FuncRef>,
     copy: Option<FuncRef>,
 ) {
+    if let (Some(f), Some(_)) = (row, s.max3s2()) {
+        // One call per plane (`kernels/maxpool_x86.rs`).
+        let [h, w] = s.hw;
+        let [oh, ow] = s.out;
+        let (lo, hi) = kb.task_range(s.planes, tasks);
+        let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+        kb.for_range(lo, hi, 1, |kb, p| {
+            let src = kb.addr(px, p, (h * w * 4) as i64);
+            let dst = kb.addr(po, p, (oh * ow * 4) as i64);
+            kb.b.ins().call(f, &[src, dst]);
+        });
+        return;
+    }
     if let (Some(f), Some(copy), Some(plane)) = (row, copy, s.padded_plane()) {
         emit_padded_max(kb, s, tasks, f, copy, plane);
         return;
