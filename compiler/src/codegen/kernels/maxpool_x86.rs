@@ -11,7 +11,7 @@
 //!
 //! `fn(x: *const f32, out: *mut f32)` (System V): `x` the input plane, `out` the output plane.
 
-use super::{disp, ZMM};
+use super::disp;
 use iced_x86::code_asm::*;
 
 /// The compile-time shape of a 3x3, stride-2, top- and left-padded max pooling.
@@ -96,8 +96,8 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
     a.vmovaps(zmm28, zmm31)?;
     for q in 0..ow.div_ceil(16) {
-        for half in 0..2 {
-            let (v, col) = (ZMM[half], 32 * q + 16 * half);
+        for (half, v) in [zmm0, zmm1].into_iter().enumerate() {
+            let col = 32 * q + 16 * half;
             let n = w.saturating_sub(col).min(16);
             if n == 0 || rows.is_empty() {
                 a.vmovaps(v, zmm31)?;
