@@ -36,9 +36,9 @@ pub fn pack(items: &[Item]) -> (Vec<usize>, usize) {
     }
     // Seeded random search: orders near largest-first, each buffer placed as low as it fits or as high as it fits
     // under the lower bound (a residual chain packs only when consecutive long-lived buffers alternate between the
-    // two ends). Stops at the lower bound; the budget keeps it to ~10^7 overlap tests.
+    // two ends). Stops at the lower bound; the budget keeps it to ~10^8 overlap tests.
     let n = items.len().max(1);
-    let rounds = (10_000_000 / (n * n)).clamp(8, 400);
+    let rounds = (100_000_000 / (n * n)).clamp(8, 4000);
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         rng ^= rng << 13;
