@@ -117,7 +117,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
                 }
                 if s.max {
-                    max_into(a, ZMM[v], ZMM[4 + v])?;
+                    super::max_into(a, ZMM[v], ZMM[4 + v])?;
                 } else if t < reg_taps {
                     a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
                 } else {
@@ -155,23 +155,6 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.db(&idx).map_err(e)?;
     }
     a.assemble(0).map_err(e)
-}
-
-/// `acc = fmax(acc, x)` as Cranelift's `fmax`: `vmaxps`, then lanes where the operands compare equal take
-/// `acc & x` (so +0 beats −0 in either order) and unordered lanes `acc + x` (a NaN). Clobbers zmm9, zmm10, k6,
-/// k7 (free in max mode: no clamp bounds).
-fn max_into(
-    a: &mut CodeAssembler,
-    acc: AsmRegisterZmm,
-    x: AsmRegisterZmm,
-) -> Result<(), IcedError> {
-    a.vcmpps(k6, acc, x, 3)?;
-    a.vcmpps(k7, acc, x, 0)?;
-    a.vaddps(zmm10, acc, x)?;
-    a.vpandd(zmm9, acc, x)?;
-    a.vmaxps(acc, acc, x)?;
-    a.vmovaps(acc.k7(), zmm9)?;
-    a.vmovaps(acc.k6(), zmm10)
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]

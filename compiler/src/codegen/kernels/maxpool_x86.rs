@@ -117,7 +117,7 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
                     a.vmovups(dst, src)?;
                 }
                 if i > 0 {
-                    max_into(a, v, zmm2)?;
+                    super::max_into(a, v, zmm2)?;
                 }
             }
         }
@@ -128,8 +128,8 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
         // Lane j: odd column j − 1 (lane 15 of the previous odd vector for j = 0).
         a.valignd(zmm5, zmm4, zmm28, 15)?;
         a.vmovaps(zmm28, zmm4)?;
-        max_into(a, zmm5, zmm3)?;
-        max_into(a, zmm5, zmm4)?;
+        super::max_into(a, zmm5, zmm3)?;
+        super::max_into(a, zmm5, zmm4)?;
         let n = (ow - 16 * q).min(16);
         let dst = zmmword_ptr(rsi + d(16 * q));
         if n < 16 {
@@ -141,23 +141,6 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// `acc = fmax(acc, x)` as Cranelift's `fmax`: `vmaxps`, then lanes where the operands compare equal take
-/// `acc & x` (so +0 beats −0 in either order) and unordered lanes `acc + x` (a NaN). Clobbers zmm9, zmm10, k6,
-/// k7.
-fn max_into(
-    a: &mut CodeAssembler,
-    acc: AsmRegisterZmm,
-    x: AsmRegisterZmm,
-) -> Result<(), IcedError> {
-    a.vcmpps(k6, acc, x, 3)?;
-    a.vcmpps(k7, acc, x, 0)?;
-    a.vaddps(zmm10, acc, x)?;
-    a.vpandd(zmm9, acc, x)?;
-    a.vmaxps(acc, acc, x)?;
-    a.vmovaps(acc.k7(), zmm9)?;
-    a.vmovaps(acc.k6(), zmm10)
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]

@@ -8,7 +8,7 @@
 //! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
 //! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms; `cpu_check.rs`: the exported
 //! `NAME_cpu_supported`. Here: the pieces several kernels share (the register table, displacements, store column
-//! masks, a broadcast constant, the NaN-keeping clamp, the row loop and its multi-row wrapper, the 16x16
+//! masks, a broadcast constant, the NaN-keeping clamp, `fmax`, the row loop and its multi-row wrapper, the 16x16
 //! transpose, the 16-lane weight packing). Every other target keeps the Cranelift kernels.
 
 pub mod conv_direct_x86;
@@ -28,8 +28,9 @@ pub mod winograd4_x86;
 pub mod winograd_x86;
 
 use iced_x86::code_asm::{
-    cl, eax, ecx, k1, k2, k3, k5, ptr, r10d, r11d, r9d, rax, rcx, xmm15, AsmRegister32,
-    AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler, CodeLabel,
+    cl, eax, ecx, k1, k2, k3, k5, k6, k7, ptr, r10d, r11d, r9d, rax, rcx, xmm15, zmm10, zmm9,
+    AsmRegister32, AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler,
+    CodeLabel,
 };
 use iced_x86::IcedError;
 
@@ -261,6 +262,23 @@ pub(crate) fn transpose16(a: &mut CodeAssembler) -> Result<(), IcedError> {
         a.vshuff32x4(z(12 + j), z(20 + j), z(28 + j), 0xdd)?; // L = 3
     }
     Ok(())
+}
+
+/// `acc = fmax(acc, x)` as Cranelift's `fmax`: `vmaxps`, then lanes where the operands compare equal take
+/// `acc & x` (so +0 beats −0 in either order) and unordered lanes `acc + x` (a NaN). Clobbers zmm9, zmm10, k6,
+/// k7 (the depthwise row kernel's max mode and the separable max pooling keep them free).
+pub(crate) fn max_into(
+    a: &mut CodeAssembler,
+    acc: AsmRegisterZmm,
+    x: AsmRegisterZmm,
+) -> Result<(), IcedError> {
+    a.vcmpps(k6, acc, x, 3)?;
+    a.vcmpps(k7, acc, x, 0)?;
+    a.vaddps(zmm10, acc, x)?;
+    a.vpandd(zmm9, acc, x)?;
+    a.vmaxps(acc, acc, x)?;
+    a.vmovaps(acc.k7(), zmm9)?;
+    a.vmovaps(acc.k6(), zmm10)
 }
 
 /// Starts the loop over output rows of a multi-row row kernel (`DwRowF32::rows`): saves `rbx`, `r12`–`r14`,
