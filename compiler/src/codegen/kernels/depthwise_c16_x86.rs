@@ -195,7 +195,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
-    use super::super::test_exec::{exec, guarded, pattern, skip_without_avx512};
+    use super::super::test_exec::{clamp, exec, guarded, pattern, skip_without_avx512};
     use super::*;
 
     type Kernel = extern "sysv64" fn(*const f32, *const f32, *const f32, *mut f32, *mut f32);
@@ -265,16 +265,7 @@ mod tests {
                             };
                             acc = v.mul_add(wv[c * taps + t], acc);
                         }
-                        let mut want = acc;
-                        // vmaxps / vminps with the bound second: -0 and +0 give the bound.
-                        if !acc.is_nan() {
-                            if s.lo.is_some() && want <= 0.0 {
-                                want = 0.0;
-                            }
-                            if s.hi.is_some() && want >= 1.5 {
-                                want = 1.5;
-                            }
-                        }
+                        let want = clamp(acc, s.lo.map(|_| 0.0), s.hi.map(|_| 1.5));
                         let g = got[c * p + oy * out[1] + ox];
                         assert!(
                             g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),

@@ -159,7 +159,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
-    use super::super::test_exec::{check_dw_row, exec};
+    use super::super::test_exec::{check_dw_row, exec, fmax, pattern, skip_without_avx512};
     use super::*;
 
     type RowFn = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
@@ -199,9 +199,7 @@ mod tests {
                 rows: None,
             };
             let code = assemble(&spec).unwrap();
-            let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
-                .collect();
+            let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64).map(pattern).collect();
             x[5] = f32::NAN;
             let wts: Vec<f32> = (0..k * k).map(|t| (t as f32 - 4.0) * 0.3).collect();
             let bias = [0.25f32];
@@ -223,19 +221,9 @@ mod tests {
     /// order, and no write passes the row.
     #[test]
     fn max_rows_match_fmax() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("SKIPPED: AVX-512 max-pool row kernel (this CPU or OS cannot run it)");
+        if skip_without_avx512("AVX-512 max-pool row kernel") {
             return;
         }
-        let fmax = |a: f32, b: f32| {
-            if a.is_nan() || b.is_nan() {
-                f32::NAN
-            } else if a == b {
-                f32::from_bits(a.to_bits() & b.to_bits())
-            } else {
-                a.max(b)
-            }
-        };
         for (k, st) in [(3usize, 1usize), (3, 2), (2, 2)] {
             let w = 2 * 160 + k;
             let spec = DwRowF32 {
@@ -250,9 +238,7 @@ mod tests {
                 rows: None,
             };
             let code = assemble(&spec).unwrap();
-            let mut x: Vec<f32> = (0..w * k + 64)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07)
-                .collect();
+            let mut x: Vec<f32> = (0..w * k + 64).map(pattern).collect();
             x[7] = f32::NAN;
             for (i, v) in x.iter_mut().enumerate().skip(40).take(40) {
                 *v = if i % 3 == 0 { 0.0 } else { -0.0 };

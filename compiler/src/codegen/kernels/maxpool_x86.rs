@@ -145,7 +145,7 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
-    use super::super::test_exec::{exec, guarded, skip_without_avx512};
+    use super::super::test_exec::{exec, fmax, guarded, pattern, skip_without_avx512};
     use super::*;
 
     type Kernel = extern "sysv64" fn(*const f32, *mut f32);
@@ -158,15 +158,6 @@ mod tests {
         if skip_without_avx512("max pooling kernel") {
             return;
         }
-        let fmax = |a: f32, b: f32| {
-            if a.is_nan() || b.is_nan() {
-                f32::NAN
-            } else if a == b {
-                f32::from_bits(a.to_bits() & b.to_bits())
-            } else {
-                a.max(b)
-            }
-        };
         for (h, w, ceil) in [
             (112, 112, false),
             (9, 10, false),
@@ -196,7 +187,7 @@ mod tests {
                     3 => f32::NAN,
                     5 | 6 => 0.0,
                     7 | 8 => -0.0,
-                    _ => ((i * 37 % 101) as f32 - 50.0) * 0.07,
+                    _ => pattern(i),
                 })
                 .collect();
             let o = guarded(oh * ow);

@@ -1,6 +1,6 @@
 //! Test support for the machine-code kernels (Linux, x86-64): running assembled bytes, buffers that end on an
-//! inaccessible page so that a read past their end faults, and the depthwise row kernels' reference check.
-//! Mappings are leaked: tests only.
+//! inaccessible page so that a read past their end faults, the depthwise row kernels' reference checks, and the
+//! `fmax` and clamp references the kernels match. Mappings are leaked: tests only.
 
 /// True (after a `SKIPPED` line naming `what`) when this CPU or OS cannot run AVX-512 kernels.
 pub fn skip_without_avx512(what: &str) -> bool {
@@ -14,6 +14,30 @@ pub fn skip_without_avx512(what: &str) -> bool {
 /// A deterministic test value in [-3.5, 3.5] for index `i`.
 pub fn pattern(i: usize) -> f32 {
     ((i * 37 % 101) as f32 - 50.0) * 0.07
+}
+
+/// Cranelift's `fmax`, which the max-pooling kernels match: NaN propagates, +0 beats −0.
+pub fn fmax(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a == b {
+        f32::from_bits(a.to_bits() & b.to_bits())
+    } else {
+        a.max(b)
+    }
+}
+
+/// The kernels' NaN-keeping clamp (`clamp_keep_nan`): `vmaxps` / `vminps` with the bound second, so −0 and +0
+/// give the bound.
+pub fn clamp(x: f32, lo: Option<f32>, hi: Option<f32>) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    match (lo, hi) {
+        (Some(lo), _) if x <= lo => lo,
+        (_, Some(hi)) if x >= hi => hi,
+        _ => x,
+    }
 }
 
 /// Maps `code` executable and returns its address (call it through a transmuted `extern "sysv64" fn`).

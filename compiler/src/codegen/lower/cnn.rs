@@ -97,7 +97,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     }
     if let Some(spec) = direct_spec(cx, a, &xs, &os, m) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
-            return lower_direct(cx, n, spec, &w);
+            return lower_direct(cx, n, spec, (&xs, a.pads), &w);
         }
     }
     if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {
@@ -208,14 +208,16 @@ fn direct_spec(
 
 /// A convolution by the direct kernel (`Body::ConvDirect`): the input zero-padded into scratch by an im2col
 /// kernel of a 1x1 window (unless it is read in place), the weights packed `[M/16, C·KH·KW, 16]` (`pack16`).
-fn lower_direct(cx: &mut Ctx, n: NodeId, spec: ConvDirect, w: &[f32]) -> Result<()> {
+/// `xs` is the input's shape, `pads` the convolution's.
+fn lower_direct(
+    cx: &mut Ctx,
+    n: NodeId,
+    spec: ConvDirect,
+    (xs, pads): (&[usize], [usize; 4]),
+    w: &[f32],
+) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
-    let a = match &node.op {
-        Op::Conv(a) => a.clone(),
-        _ => return Err(Error::internal("lower", "direct convolution of another op")),
-    };
-    let xs = cx.shape(ins[0]);
     let nb = xs[0];
     let k = spec.c * spec.kernel[0] * spec.kernel[1];
     let mut x = Buf::Tensor(ins[0]);
@@ -227,7 +229,7 @@ fn lower_direct(cx: &mut Ctx, n: NodeId, spec: ConvDirect, w: &[f32]) -> Result<
             kernel: [1, 1],
             strides: [1, 1],
             dilations: [1, 1],
-            pads: [a.pads[0], a.pads[1]],
+            pads: [pads[0], pads[1]],
             out: spec.padded,
             bytes: None,
         };
