@@ -343,6 +343,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             vnni: tgt.vnni,
             pack_a: tgt.simd.is_some(),
             winograd: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
+            gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
         },
     )?;
     let (s, mut plan, segs) = match &part {

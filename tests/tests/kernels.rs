@@ -11,6 +11,7 @@ use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::{max_scaled_error, rand_vec};
 
 /// Builds a single-node model with float inputs (runtime) and initializers, runs it, and compares with `op`.
+/// Returns each variant run and the constant bytes of its bundle.
 fn case(
     name: &str,
     op_type: &str,
@@ -19,7 +20,7 @@ fn case(
     inits: &[(&str, Vec<usize>)],
     reference: &bundlec::ir::Op,
     out_shape: &[usize],
-) {
+) -> Vec<(&'static str, usize)> {
     let mut m = Model::new();
     let mut all = Vec::new();
     let mut rt_vals = Vec::new();
@@ -41,6 +42,7 @@ fn case(
     let refs: Vec<&Tensor> = all.iter().collect();
     let want = ops::eval(reference, &refs).expect("reference");
     assert_eq!(want[0].shape, out_shape, "{name}: reference shape");
+    let mut ran = Vec::new();
     for (cpu, runnable) in kernel_variants() {
         if !runnable {
             eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
@@ -79,7 +81,9 @@ fn case(
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
         let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
         assert!(e <= 1e-4, "{name} --cpu {cpu}: max scaled error {e:e}");
+        ran.push((cpu, c.bundle.report.sizes[0]));
     }
+    ran
 }
 
 fn ints(v: &[i64]) -> Attr {
@@ -597,6 +601,55 @@ fn matmul_tails_and_batches() {
             &op,
             &out,
         );
+    }
+}
+
+#[test]
+fn gemm_constant_b_in_column_panels() {
+    use bundlec::ir::{Epilogue, GemmAttrs, Op};
+    // (m, k, n, transB): GEMVs and few-row GEMMs whose constant B is packed in column panels on x86 (N not a
+    // multiple of the 24 / 32 panel width: the last panel zero-padded, the column tail by the Cranelift tile),
+    // and one with more rows than GEMV_MAX_ROWS, read in place.
+    for (i, (m, k, n, trans_b)) in [
+        (1, 300, 100, true),
+        (1, 257, 1000, true),
+        (3, 70, 64, false),
+        (8, 513, 45, true),
+        (9, 40, 70, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let attrs = GemmAttrs {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b,
+            has_c: true,
+            epilogue: Epilogue::default(),
+        };
+        let b = if trans_b { vec![n, k] } else { vec![k, n] };
+        let ran = case(
+            &format!("gemv{i}"),
+            "Gemm",
+            vec![("transB", Attr::Int(i64::from(trans_b)))],
+            &[("a", vec![m, k])],
+            &[("b", b), ("c", vec![n])],
+            &Op::Gemm(attrs),
+            &[m, n],
+        );
+        for (cpu, constants) in ran {
+            let panel = match cpu {
+                "x86-64-v3" => 24,
+                "x86-64-v4" => 32,
+                _ => continue,
+            };
+            let padded = if m <= 8 { n.next_multiple_of(panel) } else { n };
+            assert!(
+                constants >= (k * padded + n) * 4,
+                "gemv{i} --cpu {cpu}: {constants} constant bytes, B not in {panel}-column panels"
+            );
+        }
     }
 }
 

@@ -54,7 +54,8 @@ pub(super) fn define_micro(
     let nr = simd.tile().1;
     let mr = tile_rows(simd, s);
     let rows_tail = s.m % mr;
-    if s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 || s.b_panel.is_some_and(|p| p != nr) {
+    if s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 || s.b_panel.is_some_and(|p| p % nr != 0)
+    {
         return Ok(None);
     }
     let (full, tail) = (s.k / KC, s.k % KC);

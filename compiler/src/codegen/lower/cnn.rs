@@ -4,7 +4,7 @@
 //! kernel's scratch (`Ctx::conv_columns`) — with bias, residual and activation fused in its epilogue.
 //! MaxPool / AveragePool are one `Pool` kernel, GlobalAveragePool one `GlobalAvg`.
 
-use super::{operand, Ctx, A_PANEL};
+use super::{operand, pack_b_panels, Ctx, A_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::kernels::conv_direct_x86::ConvDirect;
 use crate::codegen::kernels::pack16;
@@ -343,7 +343,7 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
     let (u, u_shape) = if transposed {
         // Per ξ, Uᵀ [C, M] in column panels.
         let packed = (0..xis)
-            .flat_map(|xi| pack_b_panels(c, m, |p, j| u[(xi * m + j) * c + p]))
+            .flat_map(|xi| pack_b_panels(c, m, NR, |p, j| u[(xi * m + j) * c + p]))
             .collect();
         (packed, vec![xis, c, m])
     } else {
@@ -419,17 +419,6 @@ fn transposed_wins(m: usize, p: usize) -> bool {
     m.is_multiple_of(NR) && p.next_multiple_of(NR) * 10 > p * 11
 }
 
-/// A `[k, n]` matrix (`at(p, j)`, `n` a multiple of `NR`) packed in `NR`-column panels for `GemmSpec::b_panel`:
-/// element `(p, j)` at `(j / NR)·NR·k + p·NR + j % NR`.
-fn pack_b_panels(k: usize, n: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
-    (0..k * n)
-        .map(|e| {
-            let (panel, rest) = (e / (NR * k), e % (NR * k));
-            at(rest / NR, panel * NR + rest % NR)
-        })
-        .collect()
-}
-
 /// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
 /// the GEMM when there is no residual, else added and applied after it by the transposing epilogue. Each element
 /// takes the same fma chain over K and the same epilogue operations in the same order as the untransposed GEMM:
@@ -444,7 +433,7 @@ fn lower_conv_transposed(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
-    let wt = pack_b_panels(kk, m, |p, j| w[j * kk + p]);
+    let wt = pack_b_panels(kk, m, NR, |p, j| w[j * kk + p]);
     let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, m], wt));
     let residual = a.epilogue.residual;
     let (act, out_act) = if residual {

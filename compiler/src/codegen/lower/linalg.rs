@@ -4,7 +4,7 @@
 //! `Transpose` kernel into scratch) and folds beta and C's broadcast into a packed constant bias when C is
 //! constant. Both fuse the residual add and activation the passes attached.
 
-use super::{operand, Ctx};
+use super::{operand, pack_b_panels, Ctx};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use crate::error::{Error, Result};
@@ -81,16 +81,25 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
     } else {
         operand(Role::A, k)
     };
-    // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise.
-    let b_buf = match (a.trans_b, cx.g.constant(ins[1]).cloned()) {
-        (false, _) => Buf::Tensor(ins[1]),
-        (true, Some(c)) => {
+    // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise; a constant B
+    // of a GEMM with few rows is packed in column panels instead (`gemv_panels`).
+    let b_const = cx.g.constant(ins[1]).cloned();
+    let panels = match (&b_const, cx.opts.gemv_panel) {
+        (Some(c), Some(p)) if m <= GEMV_MAX_ROWS && nn >= p => {
+            Some((gemv_panels(cx, &node.name, c, a.trans_b, [k, nn], p), p))
+        }
+        _ => None,
+    };
+    let b_buf = match (panels, a.trans_b, b_const) {
+        (Some((buf, _)), _, _) => buf,
+        (None, false, _) => Buf::Tensor(ins[1]),
+        (None, true, Some(c)) => {
             let v = crate::ir::ops::eval(&Op::Transpose(vec![1, 0]), &[&c])
                 .map_err(|e| Error::node(&node.name, "Gemm", e))?;
             let name = format!("{}.B_packed", node.name);
             Buf::Tensor(cx.constant(name, v.into_iter().next().unwrap_or(c)))
         }
-        (true, None) => {
+        (None, true, None) => {
             let s = cx.scratch(k * nn * 4);
             let body = Body::Transpose {
                 out_shape: vec![k, nn],
@@ -132,7 +141,7 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
         c: operand(Role::Out, nn),
         alpha: a.alpha,
         a_panel: None,
-        b_panel: None,
+        b_panel: panels.map(|(_, p)| p),
         bias,
         residual,
         act: a.epilogue.act,
@@ -140,6 +149,29 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
     let work = spec.macs();
     cx.push(n, None, &args, Body::Gemm(spec), work);
     Ok(())
+}
+
+/// Most rows of a GEMM whose constant B is packed in column panels: a GEMV (a classifier's fully connected
+/// layer at batch 1) streams B from memory once per inference, and a row stride of N floats (4000 bytes for
+/// 1000 classes) touches a new page every step of K, where panels make each column block one sequential stream
+/// (ResNet-50's fc, 8 MB of weights: see docs/benchmarks.md).
+const GEMV_MAX_ROWS: usize = 8;
+
+/// A constant Gemm B (`[K, N]`, or `[N, K]` with `trans_b`) packed in `panel`-column panels, zero-padded to a
+/// whole last panel, as the constant `NODE.B_panels`.
+fn gemv_panels(
+    cx: &mut Ctx,
+    name: &str,
+    b: &Tensor,
+    trans_b: bool,
+    [k, n]: [usize; 2],
+    panel: usize,
+) -> Buf {
+    let v = b.to_f32_vec();
+    let at = |p: usize, j: usize| if trans_b { v[j * k + p] } else { v[p * n + j] };
+    let packed = pack_b_panels(k, n, panel, at);
+    let t = Tensor::f32(vec![k, n.next_multiple_of(panel)], packed);
+    Buf::Tensor(cx.constant(format!("{name}.B_panels"), t))
 }
 
 /// Gemm's C as an epilogue bias: a constant C has beta and its broadcast folded into a packed constant (per

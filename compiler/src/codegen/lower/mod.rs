@@ -46,6 +46,22 @@ pub fn task_count(units: usize, work: usize) -> usize {
     units.min(MAX_TASKS).min(n).max(1)
 }
 
+/// A `[k, n]` matrix (`at(p, j)`) packed in `panel`-column panels for `GemmSpec::b_panel`: element `(p, j)` at
+/// `(j / panel)·panel·k + p·panel + j % panel`, the columns past `n` of the last panel zero.
+fn pack_b_panels(k: usize, n: usize, panel: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
+    (0..k * n.next_multiple_of(panel))
+        .map(|e| {
+            let (q, rest) = (e / (panel * k), e % (panel * k));
+            let j = q * panel + rest % panel;
+            if j < n {
+                at(rest / panel, j)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 /// A dense row-major operand in argument `role` with row stride `rs`.
 fn operand(role: Role, rs: usize) -> Operand {
     Operand {
@@ -74,6 +90,10 @@ pub struct LowerOpts {
     /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3), and convolutions on narrow planes are computed
     /// transposed (AVX-512 targets: their transforms and the transposing epilogue are machine code).
     pub winograd: bool,
+    /// Constant B operands of GEMMs with few rows (`GEMV_MAX_ROWS`: a classifier's fully connected layer) are
+    /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
+    /// columns; `None`: read in place (targets without machine-code micro-kernels).
+    pub gemv_panel: Option<usize>,
 }
 
 impl Ctx<'_> {

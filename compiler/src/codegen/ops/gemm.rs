@@ -78,7 +78,8 @@ pub struct GemmSpec {
     pub a_panel: Option<usize>,
     /// Right operand (vector loads along columns).
     pub b: Operand,
-    /// B packed at compile time in panels of this many columns (the micro-kernel's `nr`; `n` a multiple of it):
+    /// B packed at compile time in panels of this many columns (a multiple of the micro-kernels' `nr`; the last
+    /// panel zero-padded to full width when `n` is not a multiple of it):
     /// element `(p, j)` at `(j / P)·P·K + p·P + j % P` (`K` = `k`, `b.rs` unused), so a column block's B is one
     /// sequential stream and its rows do not alias in the caches the way a power-of-two row stride does.
     /// `None`: B is read through `b.rs`.
