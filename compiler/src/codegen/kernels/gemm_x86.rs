@@ -69,6 +69,9 @@ pub struct MicroSpec {
     /// column block follow in the same stream, so the first tile of a block no longer waits on memory while the
     /// others run from L1. A prefetch never faults, so running past B's end is harmless.
     pub b_prefetch: usize,
+    /// Prefetch (`prefetcht1`, into L2) one cache line per step of K from the pointer in `r9` (the sixth
+    /// argument), advancing it: the caller points it at its share of the next K block of a panel-packed B.
+    pub prefetch_next: bool,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -128,7 +131,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r10 = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
+    // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r9 = next-block prefetch pointer, r10 = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
     // and the broadcast use the registers above the accumulators.
     let at = |r: usize, v: usize| d(r * m.c_rs + v * lanes);
     for r in 0..mr {
@@ -152,6 +155,10 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             a.prefetcht0(byte_ptr(rsi + d(m.b_prefetch * m.b_rs + line * 16)))
                 .map_err(e)?;
         }
+    }
+    if m.prefetch_next {
+        a.prefetcht1(byte_ptr(r9)).map_err(e)?;
+        a.add(r9, 64).map_err(e)?;
     }
     let nacc = mr * vecs;
     match m.simd {
@@ -348,6 +355,8 @@ mod tests {
             accumulate: false,
             epi: None,
             b_prefetch: if b_rs == nr { 4 } else { 0 },
+            // r9 holds whatever the caller left there: a prefetch never faults.
+            prefetch_next: b_rs == nr,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -417,6 +426,7 @@ mod tests {
                 hi: Some(6.0f32.to_bits()),
             }),
             b_prefetch: 0,
+            prefetch_next: false,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)

@@ -140,7 +140,8 @@ pub struct Micro {
     pub kc: usize,
     /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
     /// storing into the column-tail buffer (row stride `nr`), and the five of the last `m % mr` rows of full
-    /// column blocks. Each takes (A, B, C, bias row, residual tile).
+    /// column blocks. Each takes (A, B, C, bias row, residual tile, the part of the next K block of B to prefetch
+    /// into L2 when it was assembled with `prefetch_next`).
     pub funcs: [[Option<FuncRef>; 5]; 3],
 }
 
@@ -413,6 +414,12 @@ fn micro_rows(
             });
         }
         let b_ptr = if tail { panel } else { src0 };
+        // The next K block of B (the next column block's first after the last): tiles of even index
+        // prefetch its first half, odd ones its second (one line per step of K each).
+        let next =
+            kb.b.ins()
+                .iadd_imm_s(src0, (depth * s.b_k_step() * 4) as i64);
+        let half = (depth * s.b_k_step() * 2) as i64;
         let ka = kb.b.ins().imul_imm_s(k0, s.a_steps().1 as i64);
         kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
             let di = kb.b.ins().isub(i, i_lo);
@@ -427,7 +434,11 @@ fn micro_rows(
                 let z = kb.iconst(0);
                 (z, z)
             };
-            kb.b.ins().call(f, &[ap, b_ptr, cp, bp, rp]);
+            let parity = kb.b.ins().udiv_imm_u(di, mr as i64);
+            let parity = kb.b.ins().band_imm_u(parity, 1);
+            let off = kb.b.ins().imul_imm_s(parity, half);
+            let pf = kb.b.ins().iadd(next, off);
+            kb.b.ins().call(f, &[ap, b_ptr, cp, bp, rp, pf]);
         });
     };
     let (full, k_tail) = (s.k / kc, s.k % kc);
