@@ -35,11 +35,26 @@ pub struct Im2colSpec {
     pub bytes: Option<u8>,
 }
 
+/// Least work units of an im2col kernel (`Im2colSpec::row_parts`).
+const MIN_UNITS: usize = 16;
+
 impl Im2colSpec {
-    /// Work units: one per (batch, channel, kernel row), so that a first layer (3 channels) still splits over
-    /// threads (ResNet-50's 7x7 stem: 21 units).
+    /// Work units: one per (batch, channel, kernel row, part of the output rows), so that a first layer (3
+    /// channels) still splits over threads (ResNet-50's 7x7 stem: 21 units; the direct stem's 1x1 pad pass, 3
+    /// planes, 15 in row parts).
     pub fn units(&self) -> usize {
-        self.n * self.c * self.kernel[0]
+        self.n * self.c * self.kernel[0] * self.row_parts()
+    }
+    /// Parts the output rows of a column row are split into: enough for `MIN_UNITS` units when (batch, channel,
+    /// kernel row) alone give fewer (at 2 threads the direct stem's 3-plane pad pass took 17-23 µs on one thread
+    /// while the other waited); 1 otherwise.
+    pub fn row_parts(&self) -> usize {
+        let base = (self.n * self.c * self.kernel[0]).max(1);
+        if base >= MIN_UNITS {
+            1
+        } else {
+            MIN_UNITS.div_ceil(base).min(self.out[0]).max(1)
+        }
     }
     /// Element size in bytes.
     pub fn elem(&self) -> usize {
@@ -78,31 +93,41 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef
     let [kh, kw] = s.kernel;
     let plane = s.out[0] * s.out[1];
     let e = s.elem();
+    let parts = s.row_parts();
     let (lo, hi) = kb.task_range(s.units(), tasks);
     let (x_base, col_base) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
-        // Unit u = (b * C + ci) * KH + ky: input plane b * C + ci and the column rows of its kernel row ky.
-        let (p, kyv) = kb.divmod(u, kh);
+        // Unit u = ((b * C + ci) * KH + ky) * parts + part: input plane b * C + ci and output rows `part` of
+        // the column rows of its kernel row ky.
+        let (q, partv) = kb.divmod(u, parts);
+        let (p, kyv) = kb.divmod(q, kh);
         let src_plane = kb.addr(x_base, p, (h * w * e) as i64);
         let row0 = kb.addr(col_base, p, (kh * kw * plane * e) as i64);
         for ky in 0..kh {
-            let this_row = kb.b.ins().icmp_imm_s(IntCC::Equal, kyv, ky as i64);
-            kb.if_else(
-                this_row,
-                |kb| im2col_row(kb, s, copy, (src_plane, row0), ky),
-                |_| {},
-            );
+            for part in 0..parts {
+                let this_row = kb.b.ins().icmp_imm_s(IntCC::Equal, kyv, ky as i64);
+                let this_part = kb.b.ins().icmp_imm_s(IntCC::Equal, partv, part as i64);
+                let both = kb.b.ins().band(this_row, this_part);
+                let rows = (part * s.out[0] / parts, (part + 1) * s.out[0] / parts);
+                kb.if_else(
+                    both,
+                    |kb| im2col_row(kb, s, copy, (src_plane, row0), ky, rows),
+                    |_| {},
+                );
+            }
         }
     });
 }
 
-/// The column rows of kernel row `ky` for one input plane (`src_plane`; `row0` its first column row).
+/// Output rows `r0..r1` of the column rows of kernel row `ky` for one input plane (`src_plane`; `row0` its
+/// first column row).
 fn im2col_row(
     kb: &mut Kb,
     s: &Im2colSpec,
     copy: Option<FuncRef>,
     (src_plane, row0): (Value, Value),
     ky: usize,
+    (r0, r1): (usize, usize),
 ) {
     let [h, w] = s.hw;
     let [_, kw] = s.kernel;
@@ -121,12 +146,13 @@ fn im2col_row(
         let kx_off = kx * s.dilations[1];
         let (y_lo, y_hi) = valid(oh, h, ky_off, s.strides[0], s.pads[0]);
         let (x_lo, x_hi) = valid(ow, w, kx_off, s.strides[1], s.pads[1]);
-        zero(kb, row, 0, y_lo * ow);
-        zero(kb, row, y_hi * ow, oh * ow);
-        if x_lo >= x_hi {
-            zero(kb, row, y_lo * ow, y_hi * ow);
+        let (y_lo, y_hi) = (y_lo.clamp(r0, r1), y_hi.clamp(r0, r1));
+        if x_lo >= x_hi || y_lo >= y_hi {
+            zero(kb, row, r0 * ow, r1 * ow);
             continue;
         }
+        zero(kb, row, r0 * ow, y_lo * ow);
+        zero(kb, row, y_hi * ow, r1 * ow);
         kb.for_const(y_lo, y_hi, 1, |kb, oy| {
             let dst = kb.addr(row, oy, (ow * e) as i64);
             // Input row iy = oy*sy + ky_off - pad_top (>= 0 inside the valid range).
