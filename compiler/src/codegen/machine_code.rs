@@ -95,6 +95,7 @@ pub(super) fn define_micro(
     // set 2 is the last `m % mr` rows of full column blocks (a GEMV's only tile), when its epilogue is fused or
     // there is none.
     let row_tail_ok = rows_tail > 0 && (epi.is_some() || trivial);
+    let prefetch_next = s.b_panel.is_some() && b_bytes(s) >= PREFETCH_NEXT_MIN_BYTES;
     for (set, slot, &(k, accumulate, used)) in
         (0..3).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
     {
@@ -123,7 +124,7 @@ pub(super) fn define_micro(
             accumulate,
             epi: if slot == 4 { epi } else { None },
             b_prefetch: if s.b_panel.is_some() { B_PREFETCH } else { 0 },
-            prefetch_next: s.b_panel.is_some() && b_bytes(s) >= PREFETCH_NEXT_MIN_BYTES,
+            prefetch_next,
         };
         if !gemm_x86::fits(&ms) {
             return Ok(None);
@@ -136,7 +137,12 @@ pub(super) fn define_micro(
             gemm_x86::assemble(&ms),
         )?);
     }
-    Ok(Some(MicroIds { mr, nr, ids }))
+    Ok(Some(MicroIds {
+        mr,
+        nr,
+        prefetch_next,
+        ids,
+    }))
 }
 
 /// The tile rows of a GEMM's micro-kernels: the variant's `mr`, or on AVX-512 7 or 6 where that covers the rows
@@ -510,5 +516,7 @@ pub(super) fn define_qmicro(
 pub(super) struct MicroIds {
     pub(super) mr: usize,
     pub(super) nr: usize,
+    /// The kernels were assembled with `MicroSpec::prefetch_next`.
+    pub(super) prefetch_next: bool,
     pub(super) ids: [[Option<FuncId>; 5]; 3],
 }

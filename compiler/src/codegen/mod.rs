@@ -216,6 +216,7 @@ pub fn define_kernels(
                     mr: m.mr,
                     nr: m.nr,
                     kc: KC,
+                    prefetch_next: m.prefetch_next,
                     funcs: m.ids.map(|set| {
                         set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
                     }),

@@ -18,6 +18,7 @@
 //! Saves and restores `rbx`, `r12`.
 
 use super::{disp, transpose16, ZMM};
+use crate::codegen::ops::plane::reach;
 use iced_x86::code_asm::*;
 
 /// Output pixels per block (the transpose's width).
@@ -49,15 +50,14 @@ pub struct ConvDirect {
 }
 
 impl ConvDirect {
-    /// The padded input plane a convolution's outputs read: `(out − 1)·stride + (kernel − 1)·dilation + 1` per
-    /// axis.
+    /// The padded input plane a convolution's outputs read (`ops::plane::reach` per axis).
     pub fn padded_plane(
         out: [usize; 2],
         kernel: [usize; 2],
         strides: [usize; 2],
         dilations: [usize; 2],
     ) -> [usize; 2] {
-        [0, 1].map(|i| (out[i].max(1) - 1) * strides[i] + (kernel[i].max(1) - 1) * dilations[i] + 1)
+        [0, 1].map(|i| reach(out[i], kernel[i].max(1), strides[i], dilations[i]))
     }
 }
 

@@ -21,6 +21,7 @@
 //! without a bias), `scratch` [`DwC16::scratch_bytes`] bytes, 64-byte aligned.
 
 use super::{disp, transpose16, ZMM};
+use crate::codegen::ops::plane::reach;
 use iced_x86::code_asm::*;
 
 /// Most taps: each tap's weights live in a register, leaving at least 7 for accumulators.
@@ -52,11 +53,7 @@ pub struct DwC16 {
 impl DwC16 {
     /// The padded input block `[Hp, Wp]`: the rows and columns the outputs read.
     pub fn padded(&self) -> [usize; 2] {
-        let [oh, ow] = self.out;
-        [
-            (oh.max(1) - 1) * self.strides[0] + self.kernel[0],
-            (ow.max(1) - 1) * self.strides[1] + self.kernel[1],
-        ]
+        [0, 1].map(|i| reach(self.out[i], self.kernel[i].max(1), self.strides[i], 1))
     }
     /// Scratch bytes: the padded input block and the output block (pixels rounded up to 16), 64 per pixel.
     pub fn scratch_bytes(&self) -> usize {

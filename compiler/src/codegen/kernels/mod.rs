@@ -306,21 +306,23 @@ pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel)
     Ok((head, exit))
 }
 
-/// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` bytes (displacements checked
-/// with [`disp`]), loops while rows remain, then restores the saved registers.
+/// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` floats (`Err` when a
+/// displacement does not fit), loops while rows remain, then restores the saved registers.
 pub(crate) fn rows_end(
     a: &mut CodeAssembler,
     (head, mut exit): (CodeLabel, CodeLabel),
-    [x, out]: [i32; 2],
-) -> Result<(), IcedError> {
+    [x, out]: [usize; 2],
+) -> Result<(), String> {
     use iced_x86::code_asm::{r12, r13, r14, rbx};
-    a.add(r12, x)?;
-    a.add(r13, out)?;
-    a.dec(r14)?;
-    a.jnz(head)?;
-    a.set_label(&mut exit)?;
+    let (x, out) = (disp("row kernel rows", x)?, disp("row kernel rows", out)?);
+    let e = |x: IcedError| x.to_string();
+    a.add(r12, x).map_err(e)?;
+    a.add(r13, out).map_err(e)?;
+    a.dec(r14).map_err(e)?;
+    a.jnz(head).map_err(e)?;
+    a.set_label(&mut exit).map_err(e)?;
     for r in [r14, r13, r12, rbx] {
-        a.pop(r)?;
+        a.pop(r).map_err(e)?;
     }
     Ok(())
 }

@@ -83,11 +83,16 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
     };
     // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise; a constant B
     // of a GEMM with few rows is packed in column panels instead (`gemv_panels`).
-    let b_const = cx.g.constant(ins[1]).cloned();
-    let panels = match (&b_const, cx.opts.gemv_panel) {
-        (Some(c), Some(p)) if m <= GEMV_MAX_ROWS && nn >= p => {
-            Some((gemv_panels(cx, &node.name, c, a.trans_b, [k, nn], p), p))
-        }
+    let gemv = cx
+        .opts
+        .gemv_panel
+        .filter(|&p| m <= GEMV_MAX_ROWS && nn >= p);
+    // The constant B is copied out of the graph only when it is repacked.
+    let b_const = (gemv.is_some() || a.trans_b)
+        .then(|| cx.g.constant(ins[1]).cloned())
+        .flatten();
+    let panels = match (&b_const, gemv) {
+        (Some(c), Some(p)) => Some((gemv_panels(cx, &node.name, c, a.trans_b, [k, nn], p), p)),
         _ => None,
     };
     let b_buf = match (panels, a.trans_b, b_const) {

@@ -99,18 +99,17 @@ pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u = ((b * C + ci) * KH + ky) * parts + part: input plane b * C + ci and output rows `part` of
         // the column rows of its kernel row ky.
-        let (q, partv) = kb.divmod(u, parts);
-        let (p, kyv) = kb.divmod(q, kh);
+        let (p, local) = kb.divmod(u, kh * parts);
         let src_plane = kb.addr(x_base, p, (h * w * e) as i64);
         let row0 = kb.addr(col_base, p, (kh * kw * plane * e) as i64);
         for ky in 0..kh {
             for part in 0..parts {
-                let this_row = kb.b.ins().icmp_imm_s(IntCC::Equal, kyv, ky as i64);
-                let this_part = kb.b.ins().icmp_imm_s(IntCC::Equal, partv, part as i64);
-                let both = kb.b.ins().band(this_row, this_part);
+                let this =
+                    kb.b.ins()
+                        .icmp_imm_s(IntCC::Equal, local, (ky * parts + part) as i64);
                 let rows = (part * s.out[0] / parts, (part + 1) * s.out[0] / parts);
                 kb.if_else(
-                    both,
+                    this,
                     |kb| im2col_row(kb, s, copy, (src_plane, row0), ky, rows),
                     |_| {},
                 );

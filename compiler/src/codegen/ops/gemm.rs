@@ -138,6 +138,8 @@ pub struct Micro {
     pub nr: usize,
     /// K block depth.
     pub kc: usize,
+    /// The variants take a pointer into the next K block of B to prefetch (`MicroSpec::prefetch_next`).
+    pub prefetch_next: bool,
     /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
     /// storing into the column-tail buffer (row stride `nr`), and the five of the last `m % mr` rows of full
     /// column blocks. Each takes (A, B, C, bias row, residual tile, the part of the next K block of B to prefetch
@@ -416,10 +418,12 @@ fn micro_rows(
         let b_ptr = if tail { panel } else { src0 };
         // The next K block of B (the next column block's first after the last): tiles of even index
         // prefetch its first half, odd ones its second (one line per step of K each).
-        let next =
-            kb.b.ins()
-                .iadd_imm_s(src0, (depth * s.b_k_step() * 4) as i64);
-        let half = (depth * s.b_k_step() * 2) as i64;
+        let next = mk.prefetch_next.then(|| {
+            let next =
+                kb.b.ins()
+                    .iadd_imm_s(src0, (depth * s.b_k_step() * 4) as i64);
+            (next, (depth * s.b_k_step() * 2) as i64)
+        });
         let ka = kb.b.ins().imul_imm_s(k0, s.a_steps().1 as i64);
         kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
             let di = kb.b.ins().isub(i, i_lo);
@@ -434,10 +438,16 @@ fn micro_rows(
                 let z = kb.iconst(0);
                 (z, z)
             };
-            let parity = kb.b.ins().udiv_imm_u(di, mr as i64);
-            let parity = kb.b.ins().band_imm_u(parity, 1);
-            let off = kb.b.ins().imul_imm_s(parity, half);
-            let pf = kb.b.ins().iadd(next, off);
+            // Without prefetch_next the sixth argument is unused.
+            let pf = match next {
+                Some((next, half)) => {
+                    let parity = kb.b.ins().udiv_imm_u(di, mr as i64);
+                    let parity = kb.b.ins().band_imm_u(parity, 1);
+                    let off = kb.b.ins().imul_imm_s(parity, half);
+                    kb.b.ins().iadd(next, off)
+                }
+                None => b_ptr,
+            };
             kb.b.ins().call(f, &[ap, b_ptr, cp, bp, rp, pf]);
         });
     };
