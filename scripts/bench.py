@@ -204,27 +204,20 @@ for _ in range(reps):
 PEER_WARMUPS = 2
 
 
-def peer_configs(model, feed_files, notes):
-    """The (peer, threads) configurations that run on this model: onnxruntime, and OpenVINO and tract when
-    installed, each tried once in a child (a failure becomes a note)."""
+def peer_configs():
+    """The (peer, threads) configurations to run: onnxruntime, and OpenVINO and tract when installed."""
     configs = [("ort", 1), ("ort", 2)]
     if importlib.util.find_spec("openvino"):
         configs += [("ov", 1), ("ov", 2)]
     if importlib.util.find_spec("tract"):
         configs.append(("tract", 1))
-    ok = []
-    for c in configs:
-        try:
-            peer_time(c, model, feed_files, warmups=0)
-            ok.append(c)
-        except RuntimeError as e:
-            notes.append(f"{os.path.basename(model)}: {c[0]} {c[1]}t failed: {str(e).strip()[-200:]}")
-    return ok
+    return configs
 
 
-def peer_time(config, model, feed_files, warmups=PEER_WARMUPS):
-    """Milliseconds of one timed inference of a peer configuration in a fresh child, after `warmups` untimed ones."""
-    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(warmups), "1"]
+def peer_time(config, model, feed_files):
+    """Milliseconds of one timed inference of a peer configuration in a fresh child, after PEER_WARMUPS untimed
+    ones."""
+    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(PEER_WARMUPS), "1"]
     for name, f in feed_files:
         argv += [name, f]
     r = subprocess.run(argv, capture_output=True, text=True)
@@ -303,8 +296,7 @@ def bench(model, args, peak, notes):
         for i, (n, v) in enumerate(feeds.items()):
             feed_files.append((n, os.path.join(d, f"feed{i}.npy")))
             np.save(feed_files[-1][1], v)
-        configs = peer_configs(model, feed_files, notes)
-        peer = {k: [] for k in configs}
+        peer = {k: [] for k in peer_configs()}
         # The entry function runs twice per fresh process and the second run is timed: the first faults in the
         # code pages and warms the caches, as the peers' warm-up inference and the engine's warm-up run do.
         env1 = dict(os.environ, BUNDLE_REPEAT="2", BUNDLE_PEAK_RSS="1")
@@ -317,8 +309,12 @@ def bench(model, args, peak, notes):
                 if v["engine"]:
                     v["t2"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]
                     v["e1"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[1])[0]
-            for k in configs:
-                peer[k].append(peer_time(k, model, feed_files))
+            for k in list(peer):  # a configuration that fails becomes a note and is dropped
+                try:
+                    peer[k].append(peer_time(k, model, feed_files))
+                except RuntimeError as e:
+                    notes.append(f"{os.path.basename(model)}: {k[0]} {k[1]}t failed: {str(e).strip()[-200:]}")
+                    del peer[k]
     pm = {k: statistics.median(x) for k, x in peer.items()}
     best = {th: min((x for (_, t), x in pm.items() if t == th), default=None) for th in (1, 2)}
     width = widest(peak)
