@@ -31,17 +31,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             return Ok(());
         }
         Op::Unary(UnOp::Identity) => Body::Copy(cx.g.tensors[out].size_bytes()),
-        Op::Unary(u) => {
-            let args = [(Role::X, x), (Role::Out, y)];
-            cx.push(
-                n,
-                None,
-                &args,
-                Body::Unary(*u, elems),
-                elems * unary_cost(*u),
-            );
-            return Ok(());
-        }
+        Op::Unary(u) => Body::Unary(*u, elems),
         Op::Cast(to) => {
             let from = cx.g.tensors[ins[0]].dtype;
             if from == *to {
@@ -61,7 +51,11 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             ))
         }
     };
-    cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, elems);
+    let work = match op {
+        Op::Unary(u) => elems * unary_cost(*u),
+        _ => elems,
+    };
+    cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, work);
     Ok(())
 }
 
