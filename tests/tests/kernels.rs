@@ -60,6 +60,11 @@ fn case(
                 "the channel-blocked depthwise kernel",
             ),
             ("conv_direct", "_direct", "the direct convolution kernel"),
+            ("un_sigmoid", "_vmath", "the AVX-512 vector math map"),
+            ("un_tanh", "_vmath", "the AVX-512 vector math map"),
+            ("un_exp", "_vmath", "the AVX-512 vector math map"),
+            ("un_erf", "_vmath", "the AVX-512 vector math map"),
+            ("un_gelu", "_vmath", "the AVX-512 vector math map"),
             (
                 "maxpool0",
                 "_maxpool",
@@ -747,6 +752,8 @@ fn elementwise_broadcasts_and_odd_lengths() {
         (UnOp::Sigmoid, "Sigmoid"),
         (UnOp::Tanh, "Tanh"),
         (UnOp::Exp, "Exp"),
+        (UnOp::Erf, "Erf"),
+        (UnOp::Gelu { tanh: false }, "Gelu"),
         (UnOp::Relu, "Relu"),
         (UnOp::Abs, "Abs"),
     ] {

@@ -32,10 +32,12 @@ fn iconst_ty(kb: &mut Kb, ty: Type, v: i32) -> Value {
     }
 }
 
-/// e^x. Relative error about 2e-7 over the clamped range [-87.3, 88.3]; below that it returns ~1.2e-38.
+/// e^x. Relative error about 2e-7 over [-86.6, ln(f32::MAX)], +∞ above (the input is clamped to 89, where
+/// 2^n·p(r) overflows); below -86.6 it returns e^-86.6 ≈ 2.4e-38. The scale is built as 2^(n−1) and the
+/// product doubled, so that n = 128 (inputs from 88.4 up) still has a normal scale.
 pub fn exp(kb: &mut Kb, ty: Type, x: Value) -> Value {
-    let lo = kb.fconst(ty, -87.3);
-    let hi = kb.fconst(ty, 88.3);
+    let lo = kb.fconst(ty, EXP_LO);
+    let hi = kb.fconst(ty, EXP_HI);
     let x = kb.b.ins().fmax(x, lo);
     let x = kb.b.ins().fmin(x, hi);
     let log2e = kb.fconst(ty, std::f32::consts::LOG2_E);
@@ -62,15 +64,24 @@ pub fn exp(kb: &mut Kb, ty: Type, x: Value) -> Value {
         let cv = kb.fconst(ty, c);
         p = kb.mul_add(p, r, cv);
     }
-    // 2^n: the low mantissa bits of t hold n + 0x400000; (bits(t) - 0x4B400000 + 127) << 23.
+    // 2^(n−1): the low mantissa bits of t hold n + 0x400000; (bits(t) - 0x4B400000 + 126) << 23.
     let ity = int_ty(ty);
     let tb = bitcast(kb, ity, t);
-    let bias = iconst_ty(kb, ity, 127 - 0x4B40_0000);
+    let bias = iconst_ty(kb, ity, EXP_BIAS);
     let e = kb.b.ins().iadd(tb, bias);
     let e = kb.b.ins().ishl_imm_u(e, 23);
     let scale = bitcast(kb, ty, e);
-    kb.b.ins().fmul(p, scale)
+    let half = kb.b.ins().fmul(p, scale);
+    let two = kb.fconst(ty, 2.0);
+    kb.b.ins().fmul(half, two)
 }
+
+/// `exp`'s input clamp: n = round(x·log2 e) stays in [-125, 128], so that 2^(n−1) is a normal float.
+pub const EXP_LO: f32 = -86.6;
+/// See `EXP_LO`: e^89 overflows to +∞ as e^x does above ln(f32::MAX) ≈ 88.72.
+pub const EXP_HI: f32 = 89.0;
+/// Added to t's bits in `exp`: 126 (the exponent bias less one) less the magic number's bits.
+pub const EXP_BIAS: i32 = 126 - 0x4B40_0000;
 
 /// 1 / (1 + e^-x).
 pub fn sigmoid(kb: &mut Kb, ty: Type, x: Value) -> Value {

@@ -91,6 +91,7 @@ fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::Depthwise(_)
                 | Body::QDepthwise(_)
         )
+        || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
@@ -199,6 +200,14 @@ pub fn define_kernels(
             }
             _ => None,
         };
+        let vmath = match (&k.body, simd) {
+            (Body::Unary(op, _), Some(Simd::Avx512)) if kernels::vmath_x86::supported(*op) => {
+                let code = kernels::vmath_x86::assemble(*op);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
+            _ => None,
+        };
         let dw_row = match (&k.body, simd) {
             (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
                 Some(spec) => {
@@ -283,6 +292,9 @@ pub fn define_kernels(
                 (Body::Im2col(s), _, _) if copy.is_some() => {
                     ops::conv::emit_im2col(&mut kb, s, k.tasks, copy)
                 }
+                (Body::Unary(op, len), _, _) if vmath.is_some() => {
+                    ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
+                }
                 (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
                     ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32)
                 }
@@ -355,7 +367,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             strides,
         } => ops::logic::emit_logic(kb, *kind, out_shape, strides, tasks),
         Body::Binary(s) => ops::elementwise::emit_binary(kb, s, tasks),
-        Body::Unary(op, len) => ops::elementwise::emit_unary(kb, *op, *len, tasks),
+        Body::Unary(op, len) => ops::elementwise::emit_unary_with(kb, *op, *len, tasks, None),
         Body::Affine { planes, c, inner } => {
             ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
         }

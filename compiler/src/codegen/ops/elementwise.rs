@@ -1,13 +1,14 @@
 //! Elementwise kernels: unary maps, binary ops with broadcasting (dimensions coalesced at compile time so the
 //! innermost run is contiguous or a splat), and the per-channel affine map `y = x * scale[c] + shift[c]` that an
-//! unfused BatchNormalization lowers to. Inner runs are f32x4 with a scalar tail.
+//! unfused BatchNormalization lowers to. Inner runs are f32x4 with a scalar tail; the
+//! transcendental unary maps call AVX-512 machine code where the kernel set has it (`kernels::vmath_x86`).
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
 use crate::codegen::math;
 use crate::ir::{BinOp, UnOp};
 use cranelift_codegen::ir::types::F32;
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
 /// Elements per work unit of a flat elementwise kernel.
 pub const CHUNK: usize = 1024;
@@ -149,14 +150,23 @@ fn inner_run(kb: &mut Kb, s: &BinarySpec, a: Value, b: Value, o: Value, len: Val
     });
 }
 
-/// Emits a unary kernel over `len` elements: args in, out.
-pub fn emit_unary(kb: &mut Kb, op: UnOp, len: usize, tasks: u32) {
+/// Emits a unary kernel over `len` elements: args in, out. With `code` (the AVX-512 map of `kernels::vmath_x86`)
+/// each task makes one call over its run; without, f32x4 Cranelift code.
+pub fn emit_unary_with(kb: &mut Kb, op: UnOp, len: usize, tasks: u32, code: Option<FuncRef>) {
     let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
     let (pi, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let start = kb.b.ins().imul_imm_s(lo, CHUNK as i64);
     let end = kb.b.ins().imul_imm_s(hi, CHUNK as i64);
     let n = kb.iconst(len as i64);
     let end = kb.b.ins().umin(end, n);
+    if let Some(f) = code {
+        // The task's whole run in one call (an empty run when the task has no chunk).
+        let end = kb.b.ins().umax(end, start);
+        let count = kb.b.ins().isub(end, start);
+        let (src, dst) = (kb.addr(pi, start, 4), kb.addr(po, start, 4));
+        kb.b.ins().call(f, &[src, dst, count]);
+        return;
+    }
     let vec_end = kb.b.ins().isub(end, start);
     let vec_end = kb.b.ins().band_imm_s(vec_end, !(LANES as i64 - 1));
     let vec_end = kb.b.ins().iadd(start, vec_end);

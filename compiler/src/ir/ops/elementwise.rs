@@ -220,7 +220,8 @@ pub fn erf(x: f32) -> f32 {
         let y = t * (p - a * a).exp();
         1.0 - y
     };
-    (if x < 0.0 { -r } else { r }) as f32
+    // Odd, -0 included (erf(-0) = -0, as C's erf).
+    (if x.is_sign_negative() { -r } else { r }) as f32
 }
 
 /// Reference semantics of Cast on one float (to the target dtype's value, held as f64).
