@@ -45,11 +45,17 @@ fn addsub6_gives_23_in_four_layers() {
 fn mlp_matches_tract() {
     for batch in [1, 3] {
         let x = rand_vec(batch * 37, 100 + batch as u64);
-        check(
+        let c = check(
             &format!("mlp{batch}"),
             &models::mlp(batch),
             &[(vec![batch, 37], x)],
             &[batch * 10],
+        );
+        // The MatMul absorbs its bias Add and the Relu (the Gemms' Tanh and Sigmoid stay maps).
+        let passes = &c.bundle.report.passes;
+        assert!(
+            passes.contains(&("fuse_epilogues", 2)),
+            "bias and Relu fused: {passes:?}"
         );
     }
 }

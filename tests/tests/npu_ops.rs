@@ -151,7 +151,11 @@ fn conv_attrs(
         dilations: [d, d],
         group,
         has_bias: true,
-        epilogue: Epilogue { residual, act },
+        epilogue: Epilogue {
+            residual,
+            act,
+            ..Default::default()
+        },
     }
 }
 
@@ -289,7 +293,11 @@ fn gemm_f32(m: usize, k: usize, n: usize, residual: bool, act: Activation) -> Ca
         trans_a: false,
         trans_b: false,
         has_c: true,
-        epilogue: Epilogue { residual, act },
+        epilogue: Epilogue {
+            residual,
+            act,
+            ..Default::default()
+        },
     };
     let want =
         ops::eval(&Op::Gemm(attrs), &ins.iter().collect::<Vec<_>>()).unwrap()[0].to_f32_vec();

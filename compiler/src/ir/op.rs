@@ -102,9 +102,13 @@ pub enum Activation {
     Clip(f32, f32),
 }
 
-/// What a conv / gemm / matmul does after accumulating: optional residual add (its last input), then activation.
+/// What a conv / gemm / matmul does after accumulating: a MatMul's optional per-column bias, optional residual
+/// add (its last input), then activation.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Epilogue {
+    /// MatMul only (Conv and Gemm have their own bias inputs): input 2 holds N values (shape `[N]` or ones then
+    /// `N`), added to every row of the product before the residual.
+    pub bias: bool,
     /// The node's last input is added to the result (same shape as the output).
     pub residual: bool,
     /// Activation applied last.

@@ -38,6 +38,14 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 (Role::B, Buf::Tensor(ins[1])),
                 (Role::Out, Buf::Tensor(node.outputs[0])),
             ];
+            let bias = e.bias.then(|| {
+                args.push((Role::Bias, Buf::Tensor(ins[2])));
+                Bias {
+                    at: operand(Role::Bias, 0),
+                    kind: BiasKind::Col,
+                    scale: 1.0,
+                }
+            });
             let residual = e.residual.then(|| {
                 args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
                 operand(Role::Residual, geo.n)
@@ -53,7 +61,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 alpha: 1.0,
                 a_panel: None,
                 b_panel: None,
-                bias: None,
+                bias,
                 residual,
                 act: e.act,
             };

@@ -55,6 +55,9 @@ pub(crate) fn infer_conv(
 ) -> Result<Vec<(DType, Shape)>, String> {
     let want = 2 + a.has_bias as usize + a.epilogue.residual as usize;
     arity(inputs, want, want)?;
+    if a.epilogue.bias {
+        return Err("a bias epilogue on Conv (B is its bias)".into());
+    }
     want_f32(inputs[0].0, "X")?;
     want_f32(inputs[1].0, "W")?;
     let (x, w) = (inputs[0].1, inputs[1].1);

@@ -77,10 +77,21 @@ pub(crate) fn infer_matmul(
     inputs: &[(DType, &[usize])],
     e: &Epilogue,
 ) -> Result<Vec<(DType, Shape)>, String> {
-    arity(inputs, 2, 2 + e.residual as usize)?;
+    let want = 2 + e.bias as usize + e.residual as usize;
+    arity(inputs, want, want)?;
     want_f32(inputs[0].0, "A")?;
     want_f32(inputs[1].0, "B")?;
     let g = matmul_geom(inputs[0].1, inputs[1].1)?;
+    if e.bias {
+        let b = inputs[2].1;
+        let leading_ones = b.iter().rev().skip(1).all(|&d| d == 1);
+        if b.last() != Some(&g.n) || !leading_ones {
+            return Err(format!(
+                "bias shape {b:?} is not [{}] (after leading ones)",
+                g.n
+            ));
+        }
+    }
     check_residual(inputs, e, &g.out_shape)?;
     Ok(vec![(DType::F32, g.out_shape)])
 }
@@ -129,6 +140,12 @@ pub(crate) fn eval_matmul(inputs: &[&Tensor], e: &Epilogue) -> Result<Vec<Tensor
             }
         }
     }
+    if e.bias {
+        let bias = f32s(inputs[2], "bias")?;
+        for row in out.chunks_mut(g.n.max(1)) {
+            row.iter_mut().zip(bias).for_each(|(o, b)| *o += b);
+        }
+    }
     let res = if e.residual {
         Some(f32s(inputs[inputs.len() - 1], "residual")?)
     } else {
@@ -169,6 +186,9 @@ pub(crate) fn infer_gemm(
 ) -> Result<Vec<(DType, Shape)>, String> {
     let want = 2 + attrs.has_c as usize + attrs.epilogue.residual as usize;
     arity(inputs, want, want)?;
+    if attrs.epilogue.bias {
+        return Err("a bias epilogue on Gemm (C is its bias)".into());
+    }
     want_f32(inputs[0].0, "A")?;
     want_f32(inputs[1].0, "B")?;
     let (m, _, n) = gemm_dims(inputs[0].1, inputs[1].1, attrs)?;

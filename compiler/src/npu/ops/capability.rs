@@ -281,13 +281,18 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             let w = f32_const(g, node.inputs[1], "right operand")?;
             residual_is_activation(g, n, e.residual)?;
             let (k, nn) = (b.shape[0], b.shape[1]);
+            let bias = if e.bias {
+                f32_const(g, node.inputs[2], "bias")?
+            } else {
+                vec![]
+            };
             NpuOp::Gemm(GemmOp {
                 elem,
                 m: numel(&x.shape) / k.max(1),
                 k,
                 n: nn,
                 weights: Weights::F32(w),
-                bias: vec![],
+                bias,
                 residual: e.residual,
                 act: e.act,
                 requant: None,
