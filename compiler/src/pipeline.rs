@@ -266,11 +266,13 @@ pub fn optimize_with(
     let folded = passes::fold_constants::fold_constants(g)?;
     let pads = passes::fold_pad::fold_pad(g);
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
+    let gelu = passes::fuse_gelu::fuse_gelu(g);
     let mut stats = vec![
         ("fold_qdq", qdq),
         ("fold_constants", folded),
         ("fold_pad", pads),
         ("fold_batchnorm", bn),
+        ("fuse_gelu", gelu),
     ];
     let mut report = passes::quantize::QuantizeReport::default();
     if let Some(q) = q {

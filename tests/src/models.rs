@@ -64,6 +64,43 @@ pub fn mlp(batch: usize) -> Vec<u8> {
     m.bytes()
 }
 
+/// Three linear layers, each followed by the exact GELU spelled out in elementary ops in one of the three
+/// groupings `passes::fuse_gelu` recognises: `(x·0.5)·(1+erf(x/√2))`, `(x·(1+erf(x·(1/√2))))·0.5` and
+/// `x·((1+erf(x/√2))·0.5)`. Input [batch, 40], output [batch, 24].
+pub fn gelu_mlp(batch: usize) -> Vec<u8> {
+    let mut m = Model::new();
+    m.input("x", &[batch, 40]).output("y", &[batch, 24]);
+    let w = |n: usize, seed: u64| rand_vec(n, seed).iter().map(|v| v * 0.6).collect();
+    m.init("w1", &[40, 32], w(40 * 32, 11))
+        .init("b1", &[32], rand_vec(32, 12))
+        .init("w2", &[32, 32], w(32 * 32, 13))
+        .init("w3", &[32, 24], w(32 * 24, 14))
+        .init("sqrt2", &[], vec![std::f32::consts::SQRT_2])
+        .init("rsqrt2", &[1], vec![std::f32::consts::FRAC_1_SQRT_2])
+        .init("one", &[], vec![1.0])
+        .init("half", &[], vec![0.5]);
+    m.node("MatMul", &["x", "w1"], &["h1"], vec![])
+        .node("Add", &["h1", "b1"], &["x1"], vec![])
+        .node("Div", &["x1", "sqrt2"], &["s1"], vec![])
+        .node("Erf", &["s1"], &["e1"], vec![])
+        .node("Mul", &["x1", "half"], &["p1"], vec![])
+        .node("Add", &["e1", "one"], &["o1"], vec![])
+        .node("Mul", &["p1", "o1"], &["g1"], vec![])
+        .node("MatMul", &["g1", "w2"], &["x2"], vec![])
+        .node("Mul", &["rsqrt2", "x2"], &["s2"], vec![])
+        .node("Erf", &["s2"], &["e2"], vec![])
+        .node("Add", &["one", "e2"], &["o2"], vec![])
+        .node("Mul", &["x2", "o2"], &["p2"], vec![])
+        .node("Mul", &["p2", "half"], &["g2"], vec![])
+        .node("MatMul", &["g2", "w3"], &["x3"], vec![])
+        .node("Div", &["x3", "sqrt2"], &["s3"], vec![])
+        .node("Erf", &["s3"], &["e3"], vec![])
+        .node("Add", &["e3", "one"], &["o3"], vec![])
+        .node("Mul", &["half", "o3"], &["p3"], vec![])
+        .node("Mul", &["x3", "p3"], &["y"], vec![]);
+    m.bytes()
+}
+
 /// LeNet-style: Conv+BN+Relu, MaxPool, Conv(bias)+Relu, AveragePool (count_include_pad 0 with padding), Flatten,
 /// Gemm, Relu, Gemm, Softmax. Input [n, 1, 28, 28].
 pub fn lenet(batch: usize) -> Vec<u8> {

@@ -61,6 +61,26 @@ fn mlp_matches_tract() {
 }
 
 #[test]
+fn gelu_spellings_fuse_and_match_tract() {
+    for batch in [1, 5] {
+        let x = rand_vec(batch * 40, 300 + batch as u64);
+        let c = check(
+            &format!("gelu{batch}"),
+            &models::gelu_mlp(batch),
+            &[(vec![batch, 40], x)],
+            &[batch * 24],
+        );
+        let passes = &c.bundle.report.passes;
+        assert!(
+            passes.contains(&("fuse_gelu", 3)),
+            "three GELUs fused: {passes:?}"
+        );
+        // Three products (the first with its bias) and three GELU maps.
+        assert_eq!(c.bundle.report.kernels, 6, "{passes:?}");
+    }
+}
+
+#[test]
 fn lenet_matches_tract() {
     for batch in [1, 2] {
         let x = rand_vec(batch * 784, 200 + batch as u64);

@@ -8,6 +8,7 @@ pub mod fold_constants;
 pub mod fold_pad;
 pub mod fold_qdq;
 pub mod fuse_epilogues;
+pub mod fuse_gelu;
 pub mod quantize;
 
 use crate::ir::{Graph, NodeId, TensorId};
