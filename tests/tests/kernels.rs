@@ -717,6 +717,34 @@ fn pools_every_padding_case() {
     }
 }
 
+/// Transposes whose rows the input holds contiguously (copied) and ones it does not (gathered), with size-1
+/// dims that coalescing drops and dims it merges.
+#[test]
+fn transposes_coalesced_and_gathered() {
+    use bundlec::ir::Op;
+    let cases: &[(&str, Vec<usize>, Vec<usize>)] = &[
+        ("tr_heads", vec![1, 7, 3, 20], vec![0, 2, 1, 3]),
+        ("tr_last2", vec![2, 3, 9, 5], vec![0, 1, 3, 2]),
+        ("tr_rev", vec![2, 3, 4, 5], vec![3, 2, 1, 0]),
+        ("tr_outer", vec![3, 4, 6, 2], vec![1, 0, 2, 3]),
+        ("tr_ones", vec![1, 6, 1, 8], vec![2, 0, 3, 1]),
+        ("tr_same", vec![4, 1, 5], vec![1, 0, 2]),
+    ];
+    for (name, x, perm) in cases {
+        let out: Vec<usize> = perm.iter().map(|&p| x[p]).collect();
+        let perm_i: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+        case(
+            name,
+            "Transpose",
+            vec![("perm", ints(&perm_i))],
+            &[("x", x.clone())],
+            &[],
+            &Op::Transpose(perm.clone()),
+            &out,
+        );
+    }
+}
+
 #[test]
 fn elementwise_broadcasts_and_odd_lengths() {
     use bundlec::ir::{BinOp, Op, UnOp};

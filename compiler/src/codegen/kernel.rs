@@ -352,7 +352,14 @@ impl Kernel {
             Body::Lrn { n, c, .. } => n * c,
             Body::Resample { outer, n_out, .. } => outer * n_out,
             Body::Copy(len) => len.div_ceil(super::ops::data::COPY_CHUNK),
-            Body::Transpose { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
+            Body::Transpose {
+                out_shape,
+                in_strides,
+                ..
+            } => {
+                let (shape, _) = super::ops::data::coalesce_transpose(out_shape, in_strides);
+                shape[..shape.len() - 1].iter().product()
+            }
             Body::Concat { outer, .. } => *outer,
         }
         .max(1)

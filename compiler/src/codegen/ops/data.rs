@@ -75,8 +75,28 @@ pub fn emit_copy(kb: &mut Kb, len: usize, tasks: u32) {
     });
 }
 
+/// Merges output dims that the input walks as one (d's stride is d+1's stride times d+1's size) and drops dims
+/// of size 1: a head split `[1, S, H, D] -> [1, H, S, D]` becomes `[H, S, D]` with contiguous rows of D.
+pub fn coalesce_transpose(out_shape: &[usize], in_strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let mut dims: Vec<(usize, usize)> = Vec::new();
+    for (&n, &s) in out_shape.iter().zip(in_strides) {
+        if n == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(last) if last.1 == s * n => *last = (last.0 * n, s),
+            _ => dims.push((n, s)),
+        }
+    }
+    if dims.is_empty() {
+        dims.push((1, 1));
+    }
+    dims.into_iter().unzip()
+}
+
 /// Emits a transpose: args src, dst. `out_shape` is the output shape, `in_strides` the input stride (elements)
-/// walked by each output dim, `elem` the element size in bytes.
+/// walked by each output dim, `elem` the element size in bytes. Dims are coalesced first; rows the input holds
+/// contiguously are copied with vector moves, others gathered an element at a time.
 pub fn emit_transpose(
     kb: &mut Kb,
     out_shape: &[usize],
@@ -84,6 +104,7 @@ pub fn emit_transpose(
     elem: usize,
     tasks: u32,
 ) {
+    let (out_shape, in_strides) = coalesce_transpose(out_shape, in_strides);
     let r = out_shape.len();
     let inner = out_shape[r - 1];
     let inner_stride = in_strides[r - 1];
@@ -99,6 +120,10 @@ pub fn emit_transpose(
         }
         let s = kb.addr(src, off, elem as i64);
         let d = kb.addr(dst, u, (inner * elem) as i64);
+        if inner_stride == 1 {
+            copy_bytes(kb, d, s, inner * elem);
+            return;
+        }
         kb.for_const(0, inner, 1, |kb, i| {
             let sp = kb.addr(s, i, (inner_stride * elem) as i64);
             let v = kb.load(ty, sp, 0);
