@@ -190,6 +190,17 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
+            // The padded depthwise planes' row copy into their stack plane (`depthwise::padded_plane`).
+            (Body::Depthwise(s), Some(simd))
+                if dw_f32.is_some() && ops::depthwise::padded_plane(s).is_some() =>
+            {
+                let code = match simd {
+                    Simd::Avx512 => kernels::copy_x86::assemble(1),
+                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(1),
+                };
+                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
             // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
             (Body::Pool(s), Some(Simd::Avx512))
                 if max_row.is_some() && s.padded_plane().is_some() && s.max3s2().is_none() =>
@@ -296,7 +307,7 @@ pub fn define_kernels(
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
                 }
                 (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
-                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32)
+                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32, copy)
                 }
                 (Body::QDepthwise(s), _, _) if dw_row.is_some() => {
                     ops::qdepthwise::emit_with(&mut kb, s, k.tasks, dw_row)
@@ -360,7 +371,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::TransposeOut { .. }
         | Body::DepthwiseC16(_)
         | Body::ConvDirect { .. } => {}
-        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None),
+        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None),
         Body::Logic {
             kind,
             out_shape,

@@ -62,10 +62,10 @@ pub(crate) fn interior(
 
 /// The zero-padded plane `[rows, cols]` a row kernel runs whole planes on, when the border (outputs with a tap in
 /// the padding) costs more than copying the plane and the plane fits 256 KiB of stack. The border path computes
-/// an output per scalar step with clamped loads, about 8 instructions per tap; the copy reads every input once
-/// more. Measured on MobileNetV2 (AMD EPYC, AVX-512): padding wins where border·taps·8 exceeds about 3.5 times
-/// the input plane (56x56 stride 1 with 3x3: 5x; EfficientNet's 5x5 on 14x14: 100x) and loses below (112x112
-/// stride 1: 2.5x; 112x112 stride 2: 0.6x).
+/// an output per scalar step with clamped loads, about 8 instructions per tap; the copy (the machine-code row
+/// copy) reads every input once more. Measured on MobileNetV2 (AMD EPYC, AVX-512): padding wins where
+/// border·taps exceeds about an eighth of the input plane (112x112 stride 1: 0.32 of it, 56x56 stride 2: 0.16)
+/// and loses below (112x112 stride 2: 0.08, whose copy streams a 4.8 MB input once more).
 pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     let [oh, ow] = s.out;
     let (y0, y1) = interior(
@@ -88,7 +88,7 @@ pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     let rows = reach(oh, s.kernel[0], s.strides[0], s.dilations[0]);
     let cols = reach(ow, s.kernel[1], s.strides[1], s.dilations[1]);
     let taps = s.kernel[0] * s.kernel[1];
-    let pays = border * taps * 16 > 7 * s.hw[0] * s.hw[1];
+    let pays = border * taps * 8 > s.hw[0] * s.hw[1];
     (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
 }
 
@@ -162,7 +162,13 @@ pub fn emit_c16(
 
 /// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
 /// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
-pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<FuncRef>) {
+pub fn emit_depthwise(
+    kb: &mut Kb,
+    s: &DepthwiseSpec,
+    tasks: u32,
+    row: Option<FuncRef>,
+    copy: Option<FuncRef>,
+) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
@@ -183,7 +189,7 @@ pub fn emit_depthwise(kb: &mut Kb, s: &DepthwiseSpec, tasks: u32, row: Option<Fu
             let (_, ch) = kb.divmod(u, s.c);
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
-            plane.load(kb, xin, [h, w], [pt, pl], None);
+            plane.load(kb, xin, [h, w], [pt, pl], copy);
             let out = kb.addr(po, u, (oh * ow * 4) as i64);
             let bp = match pb {
                 Some(b) => kb.addr(b, ch, 4),
