@@ -246,6 +246,7 @@ pub(super) fn define_dw_row_f32(
         max: false,
         // On a padded plane one call runs every output row (`ops/depthwise.rs`).
         rows: padded.map(|p| [s.strides[0] * p[1], s.out[1]]),
+        split: ops::depthwise::split_half(s),
     };
     define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
 }
@@ -314,6 +315,7 @@ pub(super) fn define_pool_row(
         rows: s
             .padded_plane()
             .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
+        split: None,
     };
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }

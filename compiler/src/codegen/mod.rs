@@ -194,9 +194,15 @@ pub fn define_kernels(
             (Body::Depthwise(s), Some(simd))
                 if dw_f32.is_some() && ops::depthwise::padded_plane(s).is_some() =>
             {
+                // A split plane loads each row as its even then its odd columns: the stride-2 copy.
+                let stride = if ops::depthwise::split_half(s).is_some() {
+                    2
+                } else {
+                    1
+                };
                 let code = match simd {
-                    Simd::Avx512 => kernels::copy_x86::assemble(1),
-                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(1),
+                    Simd::Avx512 => kernels::copy_x86::assemble(stride),
+                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(stride),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))

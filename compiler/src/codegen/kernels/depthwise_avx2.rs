@@ -29,7 +29,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             "AVX2 depthwise row kernel shape out of range: {s:?}"
         ));
     }
-    let st = s.stride;
+    let st = s.load_stride();
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // ymm0-3 accumulators, ymm4-7 inputs, ymm8 bias, ymm9 lo, ymm10 hi, ymm11 the broadcast tap, ymm12 the
     // input mask (tail), ymm13 the second-half mask, ymm14 the output mask, ymm15 scratch (second half, NaN).
@@ -134,6 +134,19 @@ mod tests {
     /// the input ending on a guard page (a read past the last needed input faults), against the fma chain with
     /// the clamp; NaN kept; nothing written past the row.
     #[test]
+    fn split_rows_match_the_fma_chain() {
+        if !std::arch::is_x86_feature_detected!("avx2")
+            || !std::arch::is_x86_feature_detected!("fma")
+        {
+            eprintln!(
+                "SKIPPED: AVX2 depthwise row kernel, split rows (this CPU or OS cannot run it)"
+            );
+            return;
+        }
+        super::super::test_exec::check_split_rows(assemble);
+    }
+
+    #[test]
     fn rows_mode_matches_one_call_per_row() {
         if !std::arch::is_x86_feature_detected!("avx2")
             || !std::arch::is_x86_feature_detected!("fma")
@@ -167,6 +180,7 @@ mod tests {
                     hi: Some(6.0f32.to_bits()),
                     max: false,
                     rows: None,
+                    split: None,
                 };
                 let code = assemble(&spec).unwrap();
                 let need = w * (k - 1) * gap + w;

@@ -36,21 +36,47 @@ pub struct DwRowF32 {
     /// advance by from one output row to the next (the per-call setup — bias, bounds, taps — is done once).
     /// `None`: one row, five arguments.
     pub rows: Option<[usize; 2]>,
+    /// Stride 2 on rows stored as their even columns, then their odd ones `split` floats further (a padded
+    /// plane loaded that way, `ops/depthwise.rs`): each tap's inputs are then contiguous in the half of its
+    /// column's parity, and the kernel loads them as at stride 1 — no `vpermt2ps` (AVX-512) or shuffles (AVX2)
+    /// and half the loads. Dilation 1 only; `w` is the whole row (both halves).
+    pub split: Option<usize>,
+}
+
+impl DwRowF32 {
+    /// The stride the kernel's loads walk the row at: 1 on split rows.
+    pub(crate) fn load_stride(&self) -> usize {
+        if self.split.is_some() {
+            1
+        } else {
+            self.stride
+        }
+    }
 }
 
 /// Taps held in registers (zmm12..zmm31, or ..zmm30 at stride 2 where zmm31 is the even-lane index); more are
 /// broadcast from memory at each use.
 const REG_TAPS: usize = 20;
 
-/// Each tap's byte offset from the row kernel's `x` (tap (ky, kx) at `ky·dh·w + kx·dw` floats), checked so
-/// that it plus `reach` bytes (a step's furthest load) fits a 32-bit displacement.
+/// Each tap's byte offset from the row kernel's `x` (tap (ky, kx) at `ky·dh·w + kx·dw` floats; on split rows
+/// `ky·dh·w + (kx mod 2)·split + kx / 2`), checked so that it plus `reach` bytes (a step's furthest load) fits a
+/// 32-bit displacement.
 pub(crate) fn tap_offsets(s: &DwRowF32, reach: usize) -> Result<Vec<i32>, String> {
     let kw = s.kernel[1];
+    if s.split.is_some() && (s.stride != 2 || s.dilations[1] != 1 || s.max) {
+        return Err(format!(
+            "depthwise row kernel: split rows need stride 2, dilation 1: {s:?}"
+        ));
+    }
     (0..s.kernel[0] * kw)
         .map(|t| {
+            let col = match s.split {
+                Some(odd) => (t % kw % 2).checked_mul(odd)?.checked_add(t % kw / 2)?,
+                None => t % kw * s.dilations[1],
+            };
             let floats = (t / kw * s.dilations[0])
                 .checked_mul(s.w)?
-                .checked_add(t % kw * s.dilations[1])?;
+                .checked_add(col)?;
             let off = i32::try_from(floats.checked_mul(4)?).ok()?;
             off.checked_add(i32::try_from(reach).ok()?).map(|_| off)
         })
@@ -67,7 +93,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     if taps == 0 || !(1..=2).contains(&s.stride) {
         return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }
-    let st = s.stride;
+    let st = s.load_stride();
     let reg_taps = if st == 2 { REG_TAPS - 1 } else { REG_TAPS };
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
@@ -169,6 +195,15 @@ mod tests {
     }
 
     #[test]
+    fn split_rows_match_the_fma_chain() {
+        if super::super::test_exec::skip_without_avx512("AVX-512 depthwise row kernel, split rows")
+        {
+            return;
+        }
+        super::super::test_exec::check_split_rows(assemble);
+    }
+
+    #[test]
     fn rows_mode_matches_one_call_per_row() {
         if super::super::test_exec::skip_without_avx512("AVX-512 depthwise row kernel, rows mode") {
             return;
@@ -196,6 +231,7 @@ mod tests {
                 hi: Some(6.0f32.to_bits()),
                 max: false,
                 rows: None,
+                split: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64).map(pattern).collect();
@@ -235,6 +271,7 @@ mod tests {
                 hi: None,
                 max: true,
                 rows: None,
+                split: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * k + 64).map(pattern).collect();

@@ -149,6 +149,7 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
             hi: Some(6.0f32.to_bits()),
             max: false,
             rows: None,
+            split: None,
         };
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
@@ -187,6 +188,54 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
                 .zip(&want)
                 .all(|(g, w)| g.to_bits() == w.to_bits());
             assert!(same, "k{k} s{st} count {count} rows {n_rows}");
+        }
+    }
+}
+
+/// A row kernel on split rows (`DwRowF32::split`: each row's even columns, then its odd ones) against the fma
+/// chain on the same rows unsplit, bitwise: 3x3 and 5x5 at stride 2, every output count from 0 to 70, the
+/// split rows ending on a guard page (a read past the last needed input faults), nothing written past the row.
+pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
+    type RowFn = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
+    let page = guarded(4096);
+    for k in [3usize, 5] {
+        for count in 0usize..=70 {
+            let w = 2 * count.max(1) - 2 + k;
+            let half = w.div_ceil(2);
+            let x: Vec<f32> = (0..w * k).map(|i| pattern(i * 7 + k)).collect();
+            let split: Vec<f32> = x
+                .chunks(w)
+                .flat_map(|row| {
+                    let evens = row.iter().step_by(2);
+                    evens
+                        .chain(row.iter().skip(1).step_by(2))
+                        .copied()
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            // SAFETY: the last `split.len()` (≤ 4096) of the floats before the guard page.
+            let at = unsafe { page.add(4096 - split.len()) };
+            // SAFETY: `at` has `split.len()` writable floats.
+            unsafe { std::ptr::copy_nonoverlapping(split.as_ptr(), at, split.len()) };
+            let spec = super::depthwise_x86::DwRowF32 {
+                kernel: [k, k],
+                dilations: [1, 1],
+                w,
+                stride: 2,
+                bias: true,
+                lo: Some(0.0f32.to_bits()),
+                hi: Some(6.0f32.to_bits()),
+                max: false,
+                rows: None,
+                split: Some(half),
+            };
+            // SAFETY: the assembled kernel's System V signature.
+            let f: RowFn = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };
+            let wts: Vec<f32> = (0..k * k).map(|i| pattern(i + 5) * 0.3).collect();
+            let bias = 0.5f32;
+            let mut out = vec![-1.0f32; count + 16];
+            f(at, out.as_mut_ptr(), wts.as_ptr(), &bias, count as u64);
+            check_dw_row(&out, count, &x, &wts, bias, k, 1, 2, w);
         }
     }
 }

@@ -92,6 +92,14 @@ pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
 }
 
+/// Where a padded plane at stride 2 (dilation 1 along the row) keeps its rows' odd columns: after the
+/// `ceil(cols / 2)` even ones. The plane is loaded deinterleaved (`StackPlane::load_split`) and the row kernel
+/// reads each tap as contiguous vectors (`DwRowF32::split`).
+pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
+    let [_, cols] = padded_plane(s)?;
+    (s.strides[1] == 2 && s.dilations[1] == 1).then_some(cols.div_ceil(2))
+}
+
 /// Most output pixels of a plane the channel-blocked kernel takes (14x14).
 const C16_MAX_PIXELS: usize = 196;
 
@@ -189,7 +197,10 @@ pub fn emit_depthwise(
             let (_, ch) = kb.divmod(u, s.c);
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
-            plane.load(kb, xin, [h, w], [pt, pl], copy);
+            match split_half(s) {
+                Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy),
+                None => plane.load(kb, xin, [h, w], [pt, pl], copy),
+            }
             let out = kb.addr(po, u, (oh * ow * 4) as i64);
             let bp = match pb {
                 Some(b) => kb.addr(b, ch, 4),

@@ -68,4 +68,42 @@ impl StackPlane {
             }
         });
     }
+
+    /// `load` into a plane whose rows hold their even columns, then their odd ones from column `half`
+    /// (`depthwise::split_half`): per row two calls of the stride-2 row copy `copy2(src, dst, n)`
+    /// (`dst[t] = src[2t]`), one per parity, each clipped to the plane.
+    pub fn load_split(
+        &self,
+        kb: &mut Kb,
+        src: Value,
+        [h, w]: [usize; 2],
+        [top, left]: [usize; 2],
+        half: usize,
+        copy2: Option<FuncRef>,
+    ) {
+        let Some(f) = copy2 else {
+            return self.load(kb, src, [h, w], [top, left], None);
+        };
+        let rows = (h + top).min(self.rows).saturating_sub(top);
+        let end = (w + left).min(self.cols);
+        // Per parity: (first input column, first plane column, count) of the padded columns p in left..end.
+        let parts: Vec<(usize, usize, usize)> = (0..2)
+            .filter_map(|parity| {
+                let p0 = left + (left + parity) % 2;
+                let n = end.saturating_sub(p0).div_ceil(2);
+                (n > 0).then_some((p0 - left, parity * half + p0 / 2, n))
+            })
+            .collect();
+        kb.for_const(0, rows, 1, |kb, iy| {
+            let from = kb.addr(src, iy, (w * 4) as i64);
+            let row = kb.b.ins().iadd_imm_s(iy, top as i64);
+            let to = kb.addr(self.addr, row, (self.cols * 4) as i64);
+            for &(i0, c0, n) in &parts {
+                let s = kb.b.ins().iadd_imm_s(from, (i0 * 4) as i64);
+                let d = kb.b.ins().iadd_imm_s(to, (c0 * 4) as i64);
+                let n = kb.iconst(n as i64);
+                kb.b.ins().call(f, &[s, d, n]);
+            }
+        });
+    }
 }
