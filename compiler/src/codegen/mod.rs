@@ -191,10 +191,18 @@ pub fn define_kernels(
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
             // The padded depthwise planes' row copy into their stack plane (`depthwise::padded_plane`).
+            // AVX-512 split planes: one deinterleaving copy per row.
+            (Body::Depthwise(s), Some(Simd::Avx512))
+                if dw_f32.is_some() && ops::depthwise::split_half(s).is_some() =>
+            {
+                let code = kernels::copy_x86::assemble_deinterleave();
+                let fid = define_machine_code(module, &format!("{name}__k{i}_split"), 4, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
             (Body::Depthwise(s), Some(simd))
                 if dw_f32.is_some() && ops::depthwise::padded_plane(s).is_some() =>
             {
-                // A split plane loads each row as its even then its odd columns: the stride-2 copy.
+                // An AVX2 split plane loads each row's parities with two stride-2 copies.
                 let stride = if ops::depthwise::split_half(s).is_some() {
                     2
                 } else {
@@ -313,7 +321,8 @@ pub fn define_kernels(
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
                 }
                 (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
-                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32, copy)
+                    let deinterleave = simd == Some(Simd::Avx512);
+                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32, copy, deinterleave)
                 }
                 (Body::QDepthwise(s), _, _) if dw_row.is_some() => {
                     ops::qdepthwise::emit_with(&mut kb, s, k.tasks, dw_row)
@@ -377,7 +386,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::TransposeOut { .. }
         | Body::DepthwiseC16(_)
         | Body::ConvDirect { .. } => {}
-        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None),
+        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),
         Body::Logic {
             kind,
             out_shape,

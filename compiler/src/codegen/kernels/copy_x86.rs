@@ -68,6 +68,85 @@ pub fn assemble(stride: usize) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// Assembles the AVX-512 deinterleaving row copy `fn(src, a, b, n)`: `a[t] = src[2t]`, `b[t] = src[2t + 1]`
+/// for the `n` inputs (a split depthwise plane's row, `StackPlane::load_split`, in one call instead of one
+/// stride-2 copy per parity). 32 inputs per step, two `vpermt2ps` from the same two loads; the tail masks
+/// its loads to the `n` inputs and its stores to `ceil(n/2)` and `floor(n/2)` outputs.
+pub fn assemble_deinterleave() -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let (mut evens, mut odds) = (a.create_label(), a.create_label());
+    let (mut top, mut tail, mut done) = (a.create_label(), a.create_label(), a.create_label());
+    (|| -> Result<(), IcedError> {
+        a.mov(r8, rcx)?;
+        a.vmovups(zmm30, zmmword_ptr(evens))?;
+        a.vmovups(zmm29, zmmword_ptr(odds))?;
+        // One step: zmm0 / zmm1 the inputs (masked by k1 / k3 in the tail), stores masked by k5 / k6.
+        let step = |a: &mut CodeAssembler, masked: bool| -> Result<(), IcedError> {
+            if masked {
+                a.vmovups(zmm0.k1().z(), zmmword_ptr(rdi))?;
+                a.vmovups(zmm1.k3().z(), zmmword_ptr(rdi + 64))?;
+            } else {
+                a.vmovups(zmm0, zmmword_ptr(rdi))?;
+                a.vmovups(zmm1, zmmword_ptr(rdi + 64))?;
+            }
+            a.vmovaps(zmm2, zmm0)?;
+            a.vpermt2ps(zmm0, zmm30, zmm1)?;
+            a.vpermt2ps(zmm2, zmm29, zmm1)?;
+            if masked {
+                a.vmovups(zmmword_ptr(rsi).k5(), zmm0)?;
+                a.vmovups(zmmword_ptr(rdx).k6(), zmm2)
+            } else {
+                a.vmovups(zmmword_ptr(rsi), zmm0)?;
+                a.vmovups(zmmword_ptr(rdx), zmm2)
+            }
+        };
+        a.set_label(&mut top)?;
+        a.cmp(r8, 32)?;
+        a.jb(tail)?;
+        step(&mut a, false)?;
+        a.add(rdi, 128)?;
+        a.add(rsi, 64)?;
+        a.add(rdx, 64)?;
+        a.sub(r8, 32)?;
+        a.jmp(top)?;
+        a.set_label(&mut tail)?;
+        a.test(r8, r8)?;
+        a.jz(done)?;
+        // k1: inputs 0..min(n, 16); k3: inputs 16..n; k5 / k6: ceil(n/2) / floor(n/2) outputs.
+        a.mov(r9d, 16u32)?;
+        a.mov(r10d, r8d)?;
+        a.cmp(r10d, r9d)?;
+        a.cmova(r10d, r9d)?;
+        super::low_mask(&mut a, k1, r10d)?;
+        a.xor(r10d, r10d)?;
+        a.mov(r11d, r8d)?;
+        a.sub(r11d, 16)?;
+        a.cmovl(r11d, r10d)?;
+        super::low_mask(&mut a, k3, r11d)?;
+        a.lea(r10d, ptr(r8 + 1))?;
+        a.shr(r10d, 1)?;
+        super::low_mask(&mut a, k5, r10d)?;
+        a.mov(r10d, r8d)?;
+        a.shr(r10d, 1)?;
+        super::low_mask(&mut a, k6, r10d)?;
+        step(&mut a, true)?;
+        a.set_label(&mut done)?;
+        a.vzeroupper()?;
+        a.ret()?;
+        for (label, first) in [(&mut evens, 0u32), (&mut odds, 1)] {
+            a.set_label(label)?;
+            let idx: Vec<u8> = (0..16u32)
+                .flat_map(|i| (2 * i + first).to_le_bytes())
+                .collect();
+            a.db(&idx)?;
+        }
+        Ok(())
+    })()
+    .map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
 /// Assembles the AVX2 copy for `stride` 1 or 2 (`x86-64-v3`): eight floats per `ymm` (two vectors per step when
 /// there are 16 or more), a `vmaskmovps` tail with masks built from the count; at stride 2 a vector's 16 inputs
 /// are two loads (the second masked to its first 7 lanes), `vshufps` picks the even lanes and `vpermpd` orders
@@ -163,6 +242,40 @@ mod tests {
             for stride in [1usize, 2] {
                 copy_case(asm(stride).unwrap(), stride);
             }
+        }
+    }
+
+    /// Every count from 0 to 100, the source ending on a guard page: each parity lands in its half, nothing is
+    /// written past either.
+    #[test]
+    fn deinterleaves_exactly() {
+        if super::super::test_exec::skip_without_avx512("AVX-512 deinterleaving row copy") {
+            return;
+        }
+        type F = extern "sysv64" fn(*const f32, *mut f32, *mut f32, u64);
+        // SAFETY: the assembled kernel's System V signature.
+        let f: F = unsafe { std::mem::transmute(exec(&assemble_deinterleave().unwrap())) };
+        let page = guarded(1024);
+        for n in 0usize..=100 {
+            // SAFETY: the last `n` of the 1024 floats before the guard page.
+            let src = unsafe { std::slice::from_raw_parts_mut(page.add(1024 - n), n) };
+            for (i, x) in src.iter_mut().enumerate() {
+                *x = i as f32 + 0.5;
+            }
+            let (mut ev, mut od) = (vec![-1.0f32; n / 2 + 17], vec![-1.0f32; n / 2 + 17]);
+            f(src.as_ptr(), ev.as_mut_ptr(), od.as_mut_ptr(), n as u64);
+            let want_ev: Vec<f32> = src.iter().step_by(2).copied().collect();
+            let want_od: Vec<f32> = src.iter().skip(1).step_by(2).copied().collect();
+            assert_eq!(ev[..want_ev.len()], want_ev[..], "n {n}: evens");
+            assert_eq!(od[..want_od.len()], want_od[..], "n {n}: odds");
+            assert!(
+                ev[want_ev.len()..].iter().all(|&v| v == -1.0),
+                "n {n}: past evens"
+            );
+            assert!(
+                od[want_od.len()..].iter().all(|&v| v == -1.0),
+                "n {n}: past odds"
+            );
         }
     }
 

@@ -153,7 +153,11 @@ pub(crate) fn row_loop(
 }
 
 /// `k = (1 << bits) − 1` (bits ≤ 16), through `ecx` and `eax`.
-fn low_mask(a: &mut CodeAssembler, k: AsmRegisterK, bits: AsmRegister32) -> Result<(), IcedError> {
+pub(crate) fn low_mask(
+    a: &mut CodeAssembler,
+    k: AsmRegisterK,
+    bits: AsmRegister32,
+) -> Result<(), IcedError> {
     a.mov(ecx, bits)?;
     a.mov(eax, 1u32)?;
     a.shl(eax, cl)?;

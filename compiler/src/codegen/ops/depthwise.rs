@@ -176,6 +176,7 @@ pub fn emit_depthwise(
     tasks: u32,
     row: Option<FuncRef>,
     copy: Option<FuncRef>,
+    deinterleave: bool,
 ) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
@@ -198,7 +199,7 @@ pub fn emit_depthwise(
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
             match split_half(s) {
-                Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy),
+                Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy, deinterleave),
                 None => plane.load(kb, xin, [h, w], [pt, pl], copy),
             }
             let out = kb.addr(po, u, (oh * ow * 4) as i64);

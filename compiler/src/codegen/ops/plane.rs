@@ -70,8 +70,10 @@ impl StackPlane {
     }
 
     /// `load` into a plane whose rows hold their even columns, then their odd ones from column `half`
-    /// (`depthwise::split_half`): per row two calls of the stride-2 row copy `copy2(src, dst, n)`
-    /// (`dst[t] = src[2t]`), one per parity, each clipped to the plane.
+    /// (`depthwise::split_half`), clipped to the plane. With `deinterleave`, `copy` is the deinterleaving row
+    /// copy `(src, a, b, n)` (`copy_x86::assemble_deinterleave`), one call per row; else the stride-2 row copy
+    /// `(src, dst, n)` (`dst[t] = src[2t]`), one call per row and parity.
+    #[allow(clippy::too_many_arguments)] // the plane geometry and the copy
     pub fn load_split(
         &self,
         kb: &mut Kb,
@@ -79,13 +81,37 @@ impl StackPlane {
         [h, w]: [usize; 2],
         [top, left]: [usize; 2],
         half: usize,
-        copy2: Option<FuncRef>,
+        copy: Option<FuncRef>,
+        deinterleave: bool,
     ) {
-        let Some(f) = copy2 else {
+        let Some(f) = copy else {
             return self.load(kb, src, [h, w], [top, left], None);
         };
         let rows = (h + top).min(self.rows).saturating_sub(top);
         let end = (w + left).min(self.cols);
+        if deinterleave {
+            // Input column i lands on padded column i + left: its parity's half, at (i + left) / 2. The first
+            // input goes to `a`, the second to `b`.
+            let n = end.saturating_sub(left);
+            let (a0, b0) = if left % 2 == 0 {
+                (left / 2, half + left / 2)
+            } else {
+                (half + left / 2, (left + 1) / 2)
+            };
+            if n == 0 {
+                return;
+            }
+            kb.for_const(0, rows, 1, |kb, iy| {
+                let from = kb.addr(src, iy, (w * 4) as i64);
+                let row = kb.b.ins().iadd_imm_s(iy, top as i64);
+                let to = kb.addr(self.addr, row, (self.cols * 4) as i64);
+                let a = kb.b.ins().iadd_imm_s(to, (a0 * 4) as i64);
+                let b = kb.b.ins().iadd_imm_s(to, (b0 * 4) as i64);
+                let n = kb.iconst(n as i64);
+                kb.b.ins().call(f, &[from, a, b, n]);
+            });
+            return;
+        }
         // Per parity: (first input column, first plane column, count) of the padded columns p in left..end.
         let parts: Vec<(usize, usize, usize)> = (0..2)
             .filter_map(|parity| {
