@@ -96,7 +96,7 @@ impl StackPlane {
             let (a0, b0) = if left % 2 == 0 {
                 (left / 2, half + left / 2)
             } else {
-                (half + left / 2, (left + 1) / 2)
+                (half + left / 2, left.div_ceil(2))
             };
             if n == 0 {
                 return;
