@@ -428,6 +428,17 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             3,
         ),
+        // Bordered only on top and left (the bottom and right pads are never reached) with a small border:
+        // on AVX-512 whole rows with the left padding masked in the row kernel (`depthwise::left_padded`).
+        (
+            "dw_left_s2",
+            [1, 2, 96, 96],
+            [2, 1, 3, 3],
+            [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            2,
+        ),
         // Channel-blocked depthwise (AVX-512, planes up to 14x14, 16 channels per vector): 5x5, stride 2 with
         // asymmetric pads and a batch, a rectangular kernel with mixed strides, a plane past one 16-pixel block.
         (

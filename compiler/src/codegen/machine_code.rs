@@ -235,6 +235,9 @@ pub(super) fn define_dw_row_f32(
     if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
+    // AVX-512 on a plane bordered only left and on top: whole rows with the left padding masked.
+    let left =
+        (simd == Simd::Avx512 && ops::depthwise::left_padded(s).is_some()).then_some(s.pads[1]);
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
@@ -244,9 +247,12 @@ pub(super) fn define_dw_row_f32(
         lo,
         hi,
         max: false,
-        // On a padded plane one call runs every output row (`ops/depthwise.rs`).
-        rows: padded.map(|p| [s.strides[0] * p[1], s.out[1]]),
+        // On a padded plane (or a left-padded one) one call runs every output row (`ops/depthwise.rs`).
+        rows: padded
+            .map(|p| [s.strides[0] * p[1], s.out[1]])
+            .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]])),
         split: ops::depthwise::split_half(s),
+        left: left.unwrap_or(0),
     };
     define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
 }
@@ -316,6 +322,7 @@ pub(super) fn define_pool_row(
             .padded_plane()
             .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
         split: None,
+        left: 0,
     };
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }

@@ -199,6 +199,15 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_split"), 4, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
+            // The top rows of an AVX-512 left-padded plane (`depthwise::left_padded`).
+            (Body::Depthwise(s), Some(Simd::Avx512))
+                if dw_f32.is_some()
+                    && ops::depthwise::left_padded(s).is_some_and(|[r, _]| r > 0) =>
+            {
+                let code = kernels::copy_x86::assemble(1);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
             (Body::Depthwise(s), Some(simd))
                 if dw_f32.is_some() && ops::depthwise::padded_plane(s).is_some() =>
             {
@@ -321,8 +330,8 @@ pub fn define_kernels(
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
                 }
                 (Body::Depthwise(s), _, _) if dw_f32.is_some() => {
-                    let deinterleave = simd == Some(Simd::Avx512);
-                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32, copy, deinterleave)
+                    let avx512 = simd == Some(Simd::Avx512);
+                    ops::depthwise::emit_depthwise(&mut kb, s, k.tasks, dw_f32, copy, avx512)
                 }
                 (Body::QDepthwise(s), _, _) if dw_row.is_some() => {
                     ops::qdepthwise::emit_with(&mut kb, s, k.tasks, dw_row)

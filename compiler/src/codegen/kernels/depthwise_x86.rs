@@ -41,6 +41,11 @@ pub struct DwRowF32 {
     /// column's parity, and the kernel loads them as at stride 1 — no `vpermt2ps` (AVX-512) or shuffles (AVX2)
     /// and half the loads. Dilation 1 only; `w` is the whole row (both halves).
     pub split: Option<usize>,
+    /// Padding columns left of the row (0..16, AVX-512 only, not with `max` or `split`): `x` points that many
+    /// columns before the row, and the row's first vector of outputs (which needs `count ≥ 16`) loads each tap
+    /// with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose only
+    /// border is on the left runs whole in the kernel.
+    pub left: usize,
 }
 
 impl DwRowF32 {
@@ -94,6 +99,11 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }
     let st = s.load_stride();
+    if s.left > 0 && (s.left >= 16 || s.max || s.split.is_some()) {
+        return Err(format!(
+            "depthwise row kernel: left padding out of range: {s:?}"
+        ));
+    }
     let reg_taps = if st == 2 { REG_TAPS - 1 } else { REG_TAPS };
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
@@ -121,50 +131,64 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.vbroadcastss(ZMM[12 + t], dword_ptr(rdx + (t * 4) as i32))
             .map_err(e)?;
     }
-    // One step of `n` vectors (n accumulators), masked by k1 when `masked`.
-    // One step of `n` vectors; masked (the tail: `super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs).
-    let step = |a: &mut CodeAssembler, n: usize, masked: bool| -> Result<(), IcedError> {
-        for acc in &ZMM[..n] {
-            a.vmovaps(*acc, zmm8)?;
-        }
-        for (t, &off) in tap_off.iter().enumerate() {
-            for v in 0..n {
-                let at = rdi + (off + (v * 64 * st) as i32);
+    // One step of `n` vectors; masked (the tail: `super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs); with
+    // `left` (the row's first vector) each tap's first load zeroes its lanes left of the row (k6).
+    let step_with =
+        |a: &mut CodeAssembler, n: usize, masked: bool, left: usize| -> Result<(), IcedError> {
+            for acc in &ZMM[..n] {
+                a.vmovaps(*acc, zmm8)?;
+            }
+            for (t, &off) in tap_off.iter().enumerate() {
+                for v in 0..n {
+                    let at = rdi + (off + (v * 64 * st) as i32);
+                    let outside = left.saturating_sub(t % s.kernel[1] * s.dilations[1]);
+                    if masked {
+                        a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
+                    } else if outside > 0 {
+                        a.mov(eax, (0xffffu32 << outside) & 0xffff)?;
+                        a.kmovw(k6, eax)?;
+                        a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
+                    } else {
+                        a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
+                    }
+                    if st == 2 {
+                        // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
+                        let hi = rdi + (off + (v * 128 + 64) as i32);
+                        let k = if masked { zmm11.k3() } else { zmm11.k4() };
+                        a.vmovups(k.z(), zmmword_ptr(hi))?;
+                        a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
+                    }
+                    if s.max {
+                        super::max_into(a, ZMM[v], ZMM[4 + v])?;
+                    } else if t < reg_taps {
+                        a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
+                    } else {
+                        a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
+                    }
+                }
+            }
+            for (v, &x) in ZMM[..n].iter().enumerate() {
+                super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
                 if masked {
-                    a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
+                    a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k5(), x)?;
                 } else {
-                    a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
-                }
-                if st == 2 {
-                    // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
-                    let hi = rdi + (off + (v * 128 + 64) as i32);
-                    let k = if masked { zmm11.k3() } else { zmm11.k4() };
-                    a.vmovups(k.z(), zmmword_ptr(hi))?;
-                    a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
-                }
-                if s.max {
-                    super::max_into(a, ZMM[v], ZMM[4 + v])?;
-                } else if t < reg_taps {
-                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
-                } else {
-                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
+                    a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
                 }
             }
-        }
-        for (v, &x) in ZMM[..n].iter().enumerate() {
-            super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
-            if masked {
-                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k5(), x)?;
-            } else {
-                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
-            }
-        }
-        Ok(())
-    };
+            Ok(())
+        };
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| step_with(a, n, masked, 0);
     let rows = match s.rows {
         Some(_) => Some(super::rows_begin(&mut a).map_err(e)?),
         None => None,
     };
+    if s.left > 0 {
+        // The row's first 16 outputs, then the rest as usual.
+        step_with(&mut a, 1, false, s.left).map_err(e)?;
+        a.add(rdi, (64 * st) as i32).map_err(e)?;
+        a.add(rsi, 64).map_err(e)?;
+        a.sub(r8, 16).map_err(e)?;
+    }
     super::row_loop(&mut a, (r8, rdi, rsi), 16, 4, (64 * st, 64), step, |a| {
         super::tail_masks_zmm(a, r8d, st)
     })
@@ -192,6 +216,94 @@ mod tests {
     fn row_fn(code: &[u8]) -> RowFn {
         // SAFETY: the assembled kernel's System V signature.
         unsafe { std::mem::transmute(exec(code)) }
+    }
+
+    /// Left padding (1 and 2 columns, strides 1 and 2, 3x3 and 5x5, dilation 1 and 2), counts 16..80, in rows
+    /// mode over three rows: every output against the fma chain with the taps left of the row as +0, bitwise;
+    /// the rows end on a guard page and nothing is written past a row.
+    #[test]
+    fn left_padding_matches_zeroed_taps() {
+        if super::super::test_exec::skip_without_avx512(
+            "AVX-512 depthwise row kernel, left padding",
+        ) {
+            return;
+        }
+        type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
+        let page = super::super::test_exec::guarded(8192);
+        for (k, gap, st, left) in [
+            (3, 1, 2, 1),
+            (3, 1, 1, 1),
+            (5, 1, 2, 2),
+            (5, 1, 1, 2),
+            (3, 2, 1, 2),
+        ] {
+            for count in 16usize..=80 {
+                let w = (count - 1) * st + (k - 1) * gap + 1 - left;
+                let rows = 3;
+                let h = (rows - 1) * st + (k - 1) * gap + 1;
+                let x: Vec<f32> = (0..w * h).map(|i| pattern(i * 3 + k)).collect();
+                // SAFETY: the last `x.len()` (≤ 8192) floats before the guard page.
+                let at = unsafe { page.add(8192 - x.len()) };
+                // SAFETY: `at` has `x.len()` writable floats.
+                unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), at, x.len()) };
+                let out_w = count + 3;
+                let spec = DwRowF32 {
+                    kernel: [k, k],
+                    dilations: [gap, gap],
+                    w,
+                    stride: st,
+                    bias: true,
+                    lo: Some(0.0f32.to_bits()),
+                    hi: Some(6.0f32.to_bits()),
+                    max: false,
+                    rows: Some([st * w, out_w]),
+                    split: None,
+                    left,
+                };
+                let code = assemble(&spec).unwrap();
+                // SAFETY: the assembled kernel's System V signature.
+                let f: Many = unsafe { std::mem::transmute(exec(&code)) };
+                let wts: Vec<f32> = (0..k * k).map(|i| pattern(i + 9) * 0.25).collect();
+                let bias = -0.125f32;
+                let mut out = vec![-1.0f32; rows * out_w];
+                // x under tap (0, 0) of output 0: `left` columns before the first row (never read).
+                let x0 = at.wrapping_sub(left);
+                f(
+                    x0,
+                    out.as_mut_ptr(),
+                    wts.as_ptr(),
+                    &bias,
+                    count as u64,
+                    rows as u64,
+                );
+                for r in 0..rows {
+                    for o in 0..count {
+                        let mut acc = bias;
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let c = (o * st + kx * gap) as isize - left as isize;
+                                let v = if c < 0 {
+                                    0.0
+                                } else {
+                                    x[(r * st + ky * gap) * w + c as usize]
+                                };
+                                acc = v.mul_add(wts[ky * k + kx], acc);
+                            }
+                        }
+                        let want = acc.clamp(0.0, 6.0);
+                        let got = out[r * out_w + o];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "k{k} d{gap} s{st} l{left} n{count} r{r} o{o}"
+                        );
+                    }
+                    assert!(out[r * out_w + count..(r + 1) * out_w]
+                        .iter()
+                        .all(|&v| v == -1.0));
+                }
+            }
+        }
     }
 
     #[test]
@@ -232,6 +344,7 @@ mod tests {
                 max: false,
                 rows: None,
                 split: None,
+                left: 0,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64).map(pattern).collect();
@@ -272,6 +385,7 @@ mod tests {
                 max: true,
                 rows: None,
                 split: None,
+                left: 0,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * k + 64).map(pattern).collect();

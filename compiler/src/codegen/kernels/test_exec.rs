@@ -150,6 +150,7 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
             max: false,
             rows: None,
             split: None,
+            left: 0,
         };
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
@@ -228,6 +229,7 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
                 max: false,
                 rows: None,
                 split: Some(half),
+                left: 0,
             };
             // SAFETY: the assembled kernel's System V signature.
             let f: RowFn = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };

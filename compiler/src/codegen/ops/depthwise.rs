@@ -100,6 +100,30 @@ pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
     (s.strides[1] == 2 && s.dilations[1] == 1).then_some(cols.div_ceil(2))
 }
 
+/// The top rows' buffer of an unpadded plane whose only border is on the left and at the top
+/// (`DwRowF32::left`, AVX-512): `[rows, w]` holding padded rows `0..rows` (padded row r = input row r − pt, the
+/// ones above the input zero), which the first `y0` output rows read; `[0, w]` when there is no top border.
+/// The row kernel masks the left padding of each row's first vector, so no output takes the scalar border
+/// path and the input is not copied (a 112x112 stride-2 plane, whose copy costs more than its border).
+pub fn left_padded(s: &DepthwiseSpec) -> Option<[usize; 2]> {
+    let [oh, ow] = s.out;
+    let [pt, pl] = s.pads;
+    let (y0, y1) = interior(s.hw[0], oh, s.kernel[0], s.strides[0], s.dilations[0], pt);
+    let (_, x1) = interior(s.hw[1], ow, s.kernel[1], s.strides[1], s.dilations[1], pl);
+    let rows = if y0 == 0 {
+        0
+    } else {
+        reach(y0, s.kernel[0], s.strides[0], s.dilations[0])
+    };
+    let ok = padded_plane(s).is_none()
+        && (1..16).contains(&pl)
+        && x1 == ow
+        && y1 == oh
+        && ow >= 16
+        && rows * s.hw[1] * 4 <= 64 << 10;
+    ok.then_some([rows, s.hw[1]])
+}
+
 /// Most output pixels of a plane the channel-blocked kernel takes (14x14).
 const C16_MAX_PIXELS: usize = 196;
 
@@ -176,7 +200,7 @@ pub fn emit_depthwise(
     tasks: u32,
     row: Option<FuncRef>,
     copy: Option<FuncRef>,
-    deinterleave: bool,
+    avx512: bool,
 ) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
@@ -190,6 +214,34 @@ pub fn emit_depthwise(
     let (px, pw) = (kb.arg(Role::X), kb.arg(Role::W));
     let pb = s.has_bias.then(|| kb.arg(Role::Bias));
     let po = kb.arg(Role::Out);
+    if let (Some(f), Some([top_rows, _]), true) = (row, left_padded(s), avx512) {
+        // The first y0 output rows from a zeroed stack buffer of the top rows, the rest straight from the input;
+        // x points `pl` columns before the row (the kernel masks them).
+        let top = (top_rows > 0).then(|| StackPlane::new(kb, [top_rows, w], 0.0));
+        kb.for_range(lo, hi, 1, |kb, u| {
+            let (_, ch) = kb.divmod(u, s.c);
+            let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
+            let xin = kb.addr(px, u, (h * w * 4) as i64);
+            let out = kb.addr(po, u, (oh * ow * 4) as i64);
+            let bp = match pb {
+                Some(b) => kb.addr(b, ch, 4),
+                None => kb.iconst(0),
+            };
+            let n = kb.iconst(ow as i64);
+            if let Some(top) = &top {
+                top.load(kb, xin, [h, w], [pt, 0], copy);
+                let xp = kb.b.ins().iadd_imm_s(top.addr, -((pl * 4) as i64));
+                let rows = kb.iconst(y0 as i64);
+                kb.b.ins().call(f, &[xp, out, wts, bp, n, rows]);
+            }
+            let first = ((y0 * sh - pt) * w) as i64 - pl as i64;
+            let xp = kb.b.ins().iadd_imm_s(xin, first * 4);
+            let op = kb.b.ins().iadd_imm_s(out, (y0 * ow * 4) as i64);
+            let rows = kb.iconst((oh - y0) as i64);
+            kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
+        });
+        return;
+    }
     if let (Some(f), Some(dims)) = (row, padded_plane(s)) {
         // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then one row-kernel
         // call runs all `oh` output rows of `ow` outputs (`DwRowF32::rows`).
@@ -199,7 +251,7 @@ pub fn emit_depthwise(
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
             let xin = kb.addr(px, u, (h * w * 4) as i64);
             match split_half(s) {
-                Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy, deinterleave),
+                Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy, avx512),
                 None => plane.load(kb, xin, [h, w], [pt, pl], copy),
             }
             let out = kb.addr(po, u, (oh * ow * 4) as i64);
