@@ -429,12 +429,23 @@ fn conv_shapes_pads_strides_groups() {
             3,
         ),
         // Bordered only on top and left (the bottom and right pads are never reached) with a small border:
-        // on AVX-512 whole rows with the left padding masked in the row kernel (`depthwise::left_padded`).
+        // on AVX-512 whole rows with the left padding masked in the row kernel (`depthwise::edge_rows`).
         (
             "dw_left_s2",
             [1, 2, 96, 96],
             [2, 1, 3, 3],
             [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            2,
+        ),
+        // Bordered only at the bottom and right (TensorFlow's SAME at stride 2): the last rows from a zeroed
+        // buffer, the last column masked in the row kernel's tail (45 outputs: 13 in the tail).
+        (
+            "dw_right_s2",
+            [1, 2, 90, 90],
+            [2, 1, 3, 3],
+            [0, 0, 1, 1],
             [2, 2],
             [1, 1],
             2,

@@ -235,9 +235,9 @@ pub(super) fn define_dw_row_f32(
     if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
-    // AVX-512 on a plane bordered only left and on top: whole rows with the left padding masked.
-    let left =
-        (simd == Simd::Avx512 && ops::depthwise::left_padded(s).is_some()).then_some(s.pads[1]);
+    // AVX-512 on an unpadded plane with a border: whole rows, the padding columns masked in the kernel.
+    let edge = ops::depthwise::edge_rows(s).filter(|_| simd == Simd::Avx512);
+    let left = edge.map(|_| s.pads[1]);
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
@@ -247,12 +247,13 @@ pub(super) fn define_dw_row_f32(
         lo,
         hi,
         max: false,
-        // On a padded plane (or a left-padded one) one call runs every output row (`ops/depthwise.rs`).
+        // On a padded plane (or an edge-masked one) one call runs every output row (`ops/depthwise.rs`).
         rows: padded
             .map(|p| [s.strides[0] * p[1], s.out[1]])
             .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]])),
         split: ops::depthwise::split_half(s),
         left: left.unwrap_or(0),
+        right: edge.filter(|e| e.right).map(|_| s.out[1]),
     };
     define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
 }
@@ -323,6 +324,7 @@ pub(super) fn define_pool_row(
             .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
         split: None,
         left: 0,
+        right: None,
     };
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }

@@ -199,10 +199,10 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_split"), 4, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
-            // The top rows of an AVX-512 left-padded plane (`depthwise::left_padded`).
+            // The top and bottom rows of an AVX-512 edge-masked plane (`depthwise::edge_rows`).
             (Body::Depthwise(s), Some(Simd::Avx512))
                 if dw_f32.is_some()
-                    && ops::depthwise::left_padded(s).is_some_and(|[r, _]| r > 0) =>
+                    && ops::depthwise::edge_rows(s).is_some_and(|e| e.buffers != [0, 0]) =>
             {
                 let code = kernels::copy_x86::assemble(1);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;

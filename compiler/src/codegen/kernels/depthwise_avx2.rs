@@ -24,7 +24,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let taps = s.kernel[0] * s.kernel[1];
     // + 256 bytes: the furthest load of a four-vector step.
     let tap_off = super::depthwise_x86::tap_offsets(s, 256)?;
-    if taps == 0 || !(1..=2).contains(&s.stride) || s.max || s.left > 0 {
+    if taps == 0 || !(1..=2).contains(&s.stride) || s.max || s.left > 0 || s.right.is_some() {
         return Err(format!(
             "AVX2 depthwise row kernel shape out of range: {s:?}"
         ));
@@ -182,6 +182,7 @@ mod tests {
                     rows: None,
                     split: None,
                     left: 0,
+                    right: None,
                 };
                 let code = assemble(&spec).unwrap();
                 let need = w * (k - 1) * gap + w;

@@ -46,6 +46,47 @@ pub struct DwRowF32 {
     /// with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose only
     /// border is on the left runs whole in the kernel.
     pub left: usize,
+    /// A row whose last outputs reach past its `w` inputs (AVX-512 only, not with `max` or `split`): the static
+    /// output count of every call, not a multiple of 16, so that those outputs are all in the masked tail
+    /// step, which loads each tap with its lanes past the row masked to +0.
+    pub right: Option<usize>,
+}
+
+impl DwRowF32 {
+    /// With `right`: whether every output that reaches past the row is in the tail step (so no unmasked step
+    /// reads past it), and the first vector is not the tail when there is left padding.
+    pub fn right_fits(&self) -> bool {
+        let Some(count) = self.right else {
+            return true;
+        };
+        let rem = count % 16;
+        let span = (self.kernel[1] - 1) * self.dilations[1];
+        // Output o reads up to column o·st + span − left: inside while that is below w.
+        let first_out = (self.w + self.left)
+            .saturating_sub(span)
+            .div_ceil(self.stride);
+        let tail_ok = rem > 0 && first_out >= count - rem;
+        tail_ok && !(self.left > 0 && count <= 16) && !self.max && self.split.is_none()
+    }
+
+    /// The tail step's load masks `[first, second]` (the second half at stride 2) for the tap at column offset
+    /// `kc`, with `right`'s lanes past the row cleared; `None` without `right`.
+    fn right_masks(&self, kc: usize) -> Option<[u32; 2]> {
+        let count = self.right?;
+        let (st, rem) = (self.stride, count % 16);
+        let first = (count - rem) * st + kc;
+        let lane = |j: usize| {
+            let needed = if st == 2 { j <= (rem - 1) * 2 } else { j < rem };
+            let col = first + j;
+            needed && col >= self.left && col - self.left < self.w
+        };
+        let mask = |base: usize| {
+            (0..16)
+                .filter(|&j| lane(base + j))
+                .fold(0u32, |m, j| m | 1 << j)
+        };
+        Some([mask(0), mask(16)])
+    }
 }
 
 impl DwRowF32 {
@@ -104,6 +145,11 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             "depthwise row kernel: left padding out of range: {s:?}"
         ));
     }
+    if !s.right_fits() {
+        return Err(format!(
+            "depthwise row kernel: right padding out of range: {s:?}"
+        ));
+    }
     let reg_taps = if st == 2 { REG_TAPS - 1 } else { REG_TAPS };
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
@@ -141,8 +187,14 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             for (t, &off) in tap_off.iter().enumerate() {
                 for v in 0..n {
                     let at = rdi + (off + (v * 64 * st) as i32);
-                    let outside = left.saturating_sub(t % s.kernel[1] * s.dilations[1]);
-                    if masked {
+                    let kc = t % s.kernel[1] * s.dilations[1];
+                    let outside = left.saturating_sub(kc);
+                    let right = if masked { s.right_masks(kc) } else { None };
+                    if let Some([m1, _]) = right {
+                        a.mov(eax, m1)?;
+                        a.kmovw(k6, eax)?;
+                        a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
+                    } else if masked {
                         a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
                     } else if outside > 0 {
                         a.mov(eax, (0xffffu32 << outside) & 0xffff)?;
@@ -154,7 +206,15 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     if st == 2 {
                         // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
                         let hi = rdi + (off + (v * 128 + 64) as i32);
-                        let k = if masked { zmm11.k3() } else { zmm11.k4() };
+                        let k = match right {
+                            Some([_, m3]) => {
+                                a.mov(eax, m3)?;
+                                a.kmovw(k7, eax)?;
+                                zmm11.k7()
+                            }
+                            None if masked => zmm11.k3(),
+                            None => zmm11.k4(),
+                        };
                         a.vmovups(k.z(), zmmword_ptr(hi))?;
                         a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
                     }
@@ -218,27 +278,32 @@ mod tests {
         unsafe { std::mem::transmute(exec(code)) }
     }
 
-    /// Left padding (1 and 2 columns, strides 1 and 2, 3x3 and 5x5, dilation 1 and 2), counts 16..80, in rows
-    /// mode over three rows: every output against the fma chain with the taps left of the row as +0, bitwise;
-    /// the rows end on a guard page and nothing is written past a row.
+    /// Left and right padding (0–2 columns each side; strides 1 and 2, 3x3 and 5x5, dilation 1 and 2), counts
+    /// 16..80, in rows mode over three rows: every output against the fma chain with the taps outside the row
+    /// as +0, bitwise; the rows end on a guard page and nothing is written past a row.
     #[test]
-    fn left_padding_matches_zeroed_taps() {
+    fn edge_padding_matches_zeroed_taps() {
         if super::super::test_exec::skip_without_avx512(
-            "AVX-512 depthwise row kernel, left padding",
+            "AVX-512 depthwise row kernel, edge padding",
         ) {
             return;
         }
         type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
         let page = super::super::test_exec::guarded(8192);
-        for (k, gap, st, left) in [
-            (3, 1, 2, 1),
-            (3, 1, 1, 1),
-            (5, 1, 2, 2),
-            (5, 1, 1, 2),
-            (3, 2, 1, 2),
-        ] {
+        let cases = [
+            (3, 1, 2, 1, 0),
+            (3, 1, 1, 1, 0),
+            (5, 1, 2, 2, 0),
+            (5, 1, 1, 2, 0),
+            (3, 2, 1, 2, 0),
+            (3, 1, 2, 0, 1),
+            (5, 1, 2, 1, 2),
+            (3, 1, 1, 1, 1),
+            (5, 2, 1, 0, 2),
+        ];
+        for (k, gap, st, left, right) in cases {
             for count in 16usize..=80 {
-                let w = (count - 1) * st + (k - 1) * gap + 1 - left;
+                let w = (count - 1) * st + (k - 1) * gap + 1 - left - right;
                 let rows = 3;
                 let h = (rows - 1) * st + (k - 1) * gap + 1;
                 let x: Vec<f32> = (0..w * h).map(|i| pattern(i * 3 + k)).collect();
@@ -259,7 +324,12 @@ mod tests {
                     rows: Some([st * w, out_w]),
                     split: None,
                     left,
+                    right: (right > 0).then_some(count),
                 };
+                if !spec.right_fits() {
+                    assert!(assemble(&spec).is_err(), "{spec:?} assembles");
+                    continue;
+                }
                 let code = assemble(&spec).unwrap();
                 // SAFETY: the assembled kernel's System V signature.
                 let f: Many = unsafe { std::mem::transmute(exec(&code)) };
@@ -282,21 +352,19 @@ mod tests {
                         for ky in 0..k {
                             for kx in 0..k {
                                 let c = (o * st + kx * gap) as isize - left as isize;
-                                let v = if c < 0 {
-                                    0.0
-                                } else {
+                                let inside = c >= 0 && (c as usize) < w;
+                                let v = if inside {
                                     x[(r * st + ky * gap) * w + c as usize]
+                                } else {
+                                    0.0
                                 };
                                 acc = v.mul_add(wts[ky * k + kx], acc);
                             }
                         }
                         let want = acc.clamp(0.0, 6.0);
                         let got = out[r * out_w + o];
-                        assert_eq!(
-                            got.to_bits(),
-                            want.to_bits(),
-                            "k{k} d{gap} s{st} l{left} n{count} r{r} o{o}"
-                        );
+                        let at = format!("k{k} d{gap} s{st} l{left} r{right} n{count} r{r} o{o}");
+                        assert_eq!(got.to_bits(), want.to_bits(), "{at}");
                     }
                     assert!(out[r * out_w + count..(r + 1) * out_w]
                         .iter()
@@ -345,6 +413,7 @@ mod tests {
                 rows: None,
                 split: None,
                 left: 0,
+                right: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64).map(pattern).collect();
@@ -386,6 +455,7 @@ mod tests {
                 rows: None,
                 split: None,
                 left: 0,
+                right: None,
             };
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * k + 64).map(pattern).collect();

@@ -151,6 +151,7 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
             rows: None,
             split: None,
             left: 0,
+            right: None,
         };
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
@@ -230,6 +231,7 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
                 rows: None,
                 split: Some(half),
                 left: 0,
+                right: None,
             };
             // SAFETY: the assembled kernel's System V signature.
             let f: RowFn = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };

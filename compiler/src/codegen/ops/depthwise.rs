@@ -100,28 +100,52 @@ pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
     (s.strides[1] == 2 && s.dilations[1] == 1).then_some(cols.div_ceil(2))
 }
 
-/// The top rows' buffer of an unpadded plane whose only border is on the left and at the top
-/// (`DwRowF32::left`, AVX-512): `[rows, w]` holding padded rows `0..rows` (padded row r = input row r − pt, the
-/// ones above the input zero), which the first `y0` output rows read; `[0, w]` when there is no top border.
-/// The row kernel masks the left padding of each row's first vector, so no output takes the scalar border
-/// path and the input is not copied (a 112x112 stride-2 plane, whose copy costs more than its border).
-pub fn left_padded(s: &DepthwiseSpec) -> Option<[usize; 2]> {
+/// How an unpadded plane with a border runs whole in the AVX-512 row kernel (`edge_rows`): rows of stack
+/// buffers for the output rows with a tap above or below the input (zeroed once, the input rows they need
+/// copied in per plane), and the kernel's left padding mask (`DwRowF32::left`) and right one
+/// (`DwRowF32::right`) for the columns. No output takes the scalar border path and the plane is not copied
+/// (a 112x112 stride-2 plane, whose copy costs more than its border).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeRows {
+    /// Output rows `[0, y0)` and `[y1, oh)` read the top and bottom buffers; `[y0, y1)` the input.
+    pub y: [usize; 2],
+    /// Rows of the top and bottom buffers (0: none).
+    pub buffers: [usize; 2],
+    /// Whether the row's last outputs reach past its end (`DwRowF32::right`).
+    pub right: bool,
+}
+
+/// The plan of `EdgeRows` when this convolution takes it: not a padded plane, a border, left padding under 16
+/// columns with at least 16 outputs per row, every output reaching past the right end in the row's masked
+/// tail (the row length not a multiple of 16), an interior row, and buffers within 64 KiB each.
+pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
     let [oh, ow] = s.out;
     let [pt, pl] = s.pads;
-    let (y0, y1) = interior(s.hw[0], oh, s.kernel[0], s.strides[0], s.dilations[0], pt);
-    let (_, x1) = interior(s.hw[1], ow, s.kernel[1], s.strides[1], s.dilations[1], pl);
-    let rows = if y0 == 0 {
-        0
-    } else {
-        reach(y0, s.kernel[0], s.strides[0], s.dilations[0])
+    let [kh, kw] = s.kernel;
+    let (y0, y1) = interior(s.hw[0], oh, kh, s.strides[0], s.dilations[0], pt);
+    let (x0, x1) = interior(s.hw[1], ow, kw, s.strides[1], s.dilations[1], pl);
+    let buf = |n: usize| {
+        if n == 0 {
+            0
+        } else {
+            reach(n, kh, s.strides[0], s.dilations[0])
+        }
     };
+    let buffers = [buf(y0), buf(oh - y1)];
+    let rem = ow % 16;
+    let right = x1 < ow;
     let ok = padded_plane(s).is_none()
-        && (1..16).contains(&pl)
-        && x1 == ow
-        && y1 == oh
-        && ow >= 16
-        && rows * s.hw[1] * 4 <= 64 << 10;
-    ok.then_some([rows, s.hw[1]])
+        && (y0 > 0 || y1 < oh || x0 > 0 || right)
+        && pl < 16
+        && (pl == 0 || ow > 16)
+        && (!right || (rem > 0 && x1 >= ow - rem))
+        && y1 > y0
+        && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
+    ok.then_some(EdgeRows {
+        y: [y0, y1],
+        buffers,
+        right,
+    })
 }
 
 /// Most output pixels of a plane the channel-blocked kernel takes (14x14).
@@ -214,10 +238,12 @@ pub fn emit_depthwise(
     let (px, pw) = (kb.arg(Role::X), kb.arg(Role::W));
     let pb = s.has_bias.then(|| kb.arg(Role::Bias));
     let po = kb.arg(Role::Out);
-    if let (Some(f), Some([top_rows, _]), true) = (row, left_padded(s), avx512) {
-        // The first y0 output rows from a zeroed stack buffer of the top rows, the rest straight from the input;
-        // x points `pl` columns before the row (the kernel masks them).
+    if let (Some(f), Some(e), true) = (row, edge_rows(s), avx512) {
+        // Output rows [0, y0) from a zeroed stack buffer of the top input rows, [y1, oh) from one of the bottom
+        // ones, the rest straight from the input; x points `pl` columns before the row (the kernel masks them).
+        let [top_rows, bottom_rows] = e.buffers;
         let top = (top_rows > 0).then(|| StackPlane::new(kb, [top_rows, w], 0.0));
+        let bottom = (bottom_rows > 0).then(|| StackPlane::new(kb, [bottom_rows, w], 0.0));
         kb.for_range(lo, hi, 1, |kb, u| {
             let (_, ch) = kb.divmod(u, s.c);
             let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
@@ -234,11 +260,22 @@ pub fn emit_depthwise(
                 let rows = kb.iconst(y0 as i64);
                 kb.b.ins().call(f, &[xp, out, wts, bp, n, rows]);
             }
+            let [y0, y1] = e.y;
             let first = ((y0 * sh - pt) * w) as i64 - pl as i64;
             let xp = kb.b.ins().iadd_imm_s(xin, first * 4);
             let op = kb.b.ins().iadd_imm_s(out, (y0 * ow * 4) as i64);
-            let rows = kb.iconst((oh - y0) as i64);
+            let rows = kb.iconst((y1 - y0) as i64);
             kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
+            if let Some(bottom) = &bottom {
+                // Input rows from y1·sh − pt to the end, then the zero rows below the input.
+                let fb = y1 * sh - pt;
+                let src = kb.b.ins().iadd_imm_s(xin, (fb * w * 4) as i64);
+                bottom.load(kb, src, [h - fb, w], [0, 0], copy);
+                let xp = kb.b.ins().iadd_imm_s(bottom.addr, -((pl * 4) as i64));
+                let op = kb.b.ins().iadd_imm_s(out, (y1 * ow * 4) as i64);
+                let rows = kb.iconst((oh - y1) as i64);
+                kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
+            }
         });
         return;
     }
