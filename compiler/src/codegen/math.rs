@@ -41,26 +41,15 @@ pub fn exp(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let x = kb.b.ins().fmax(x, lo);
     let x = kb.b.ins().fmin(x, hi);
     let log2e = kb.fconst(ty, std::f32::consts::LOG2_E);
-    let magic = kb.fconst(ty, 12582912.0); // 1.5 * 2^23: adding it rounds to an integer
+    let magic = kb.fconst(ty, ROUND_MAGIC);
     let t = kb.mul_add(x, log2e, magic);
     let n = kb.b.ins().fsub(t, magic);
-    let ln2_hi = kb.fconst(ty, -0.693_359_4);
-    let ln2_lo = kb.fconst(ty, 2.121_944_4e-4);
+    let ln2_hi = kb.fconst(ty, EXP_LN2[0]);
+    let ln2_lo = kb.fconst(ty, EXP_LN2[1]);
     let r = kb.mul_add(n, ln2_hi, x);
     let r = kb.mul_add(n, ln2_lo, r);
-    // e^r on |r| <= 0.35: Taylor to degree 7 (truncation < 1e-8 relative), Horner form.
-    let coeffs = [
-        1.0 / 5040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ];
-    let mut p = kb.fconst(ty, coeffs[0]);
-    for &c in &coeffs[1..] {
+    let mut p = kb.fconst(ty, EXP_TAYLOR[0]);
+    for &c in &EXP_TAYLOR[1..] {
         let cv = kb.fconst(ty, c);
         p = kb.mul_add(p, r, cv);
     }
@@ -74,6 +63,31 @@ pub fn exp(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let half = kb.b.ins().fmul(p, scale);
     let two = kb.fconst(ty, 2.0);
     kb.b.ins().fmul(half, two)
+}
+
+/// 1.5·2^23: adding it to a float below 2^22 rounds it to an integer held in the low mantissa bits.
+pub const ROUND_MAGIC: f32 = 12582912.0;
+/// −ln 2 split in two (Cody–Waite): `r = x + n·hi + n·lo` is exact enough for |r| ≤ 0.35.
+pub const EXP_LN2: [f32; 2] = [-0.693_359_4, 2.121_944_4e-4];
+/// e^r on |r| ≤ 0.35: the Taylor coefficients to degree 7 (truncation < 1e-8 relative), highest first, for
+/// Horner's scheme.
+pub const EXP_TAYLOR: [f32; 8] = [
+    1.0 / 5040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+    1.0,
+    1.0,
+];
+/// `erf`'s Maclaurin coefficients in a² for n = 6 down to 0, `(−1)^n / (n! (2n+1))`, for Horner's scheme.
+pub fn erf_series() -> [f32; 7] {
+    std::array::from_fn(|i| {
+        let n = 6 - i;
+        let fact: f64 = (1..=n).map(|k| k as f64).product();
+        ((if n % 2 == 1 { -1.0 } else { 1.0 }) / (fact * (2 * n + 1) as f64)) as f32
+    })
 }
 
 /// `exp`'s input clamp: n = round(x·log2 e) stays in [-125, 128], so that 2^(n−1) is a normal float.
@@ -266,7 +280,7 @@ pub fn fsel(kb: &mut Kb, ty: Type, cc: FloatCC, a: Value, b: Value, t: Value, e:
 
 /// Round half to even: (x + 1.5·2^23) - 1.5·2^23 for |x| < 2^22; larger values are already integers.
 pub fn round(kb: &mut Kb, ty: Type, x: Value) -> Value {
-    let magic = kb.fconst(ty, 12582912.0);
+    let magic = kb.fconst(ty, ROUND_MAGIC);
     let t = kb.b.ins().fadd(x, magic);
     let r = kb.b.ins().fsub(t, magic);
     let ax = kb.b.ins().fabs(x);
@@ -347,11 +361,10 @@ pub fn erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let a = kb.b.ins().fabs(x);
     // Series: 2/√π · a · Σ (-a²)^n / (n! (2n+1)), n < 7.
     let x2 = kb.b.ins().fmul(a, a);
-    let mut p = kb.fconst(ty, 0.0);
-    for n in (0..7).rev() {
-        let fact: f64 = (1..=n).map(|k| k as f64).product();
-        let c = (if n % 2 == 1 { -1.0 } else { 1.0 }) / (fact * (2 * n + 1) as f64);
-        let cv = kb.fconst(ty, c as f32);
+    let series = erf_series();
+    let mut p = kb.fconst(ty, series[0]);
+    for &c in &series[1..] {
+        let cv = kb.fconst(ty, c);
         p = kb.mul_add(p, x2, cv);
     }
     let k = kb.fconst(ty, std::f32::consts::FRAC_2_SQRT_PI);

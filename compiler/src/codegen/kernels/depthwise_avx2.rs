@@ -170,20 +170,7 @@ mod tests {
         for (k, gap, st) in [(3, 1, 1), (5, 1, 1), (3, 2, 1), (3, 1, 2), (5, 1, 2)] {
             for count in [0usize, 1, 3, 7, 8, 9, 31, 32, 33, 70] {
                 let w = (count.max(1) - 1) * st + (k - 1) * gap + 1;
-                let spec = DwRowF32 {
-                    kernel: [k, k],
-                    dilations: [gap, gap],
-                    w,
-                    stride: st,
-                    bias: true,
-                    lo: Some(0.0f32.to_bits()),
-                    hi: Some(6.0f32.to_bits()),
-                    max: false,
-                    rows: None,
-                    split: None,
-                    left: 0,
-                    right: None,
-                };
+                let spec = super::super::test_exec::relu6_row(k, gap, st, w);
                 let code = assemble(&spec).unwrap();
                 let need = w * (k - 1) * gap + w;
                 let wts: Vec<f32> = (0..k * k).map(|t| (t as f32 - 4.0) * 0.3).collect();

@@ -313,18 +313,10 @@ mod tests {
                 unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), at, x.len()) };
                 let out_w = count + 3;
                 let spec = DwRowF32 {
-                    kernel: [k, k],
-                    dilations: [gap, gap],
-                    w,
-                    stride: st,
-                    bias: true,
-                    lo: Some(0.0f32.to_bits()),
-                    hi: Some(6.0f32.to_bits()),
-                    max: false,
                     rows: Some([st * w, out_w]),
-                    split: None,
                     left,
                     right: (right > 0).then_some(count),
+                    ..super::super::test_exec::relu6_row(k, gap, st, w)
                 };
                 if !spec.right_fits() {
                     assert!(assemble(&spec).is_err(), "{spec:?} assembles");
@@ -401,20 +393,7 @@ mod tests {
         }
         for (k, gap, st) in [(3, 1, 1), (5, 1, 1), (3, 2, 1), (3, 1, 2), (5, 1, 2)] {
             let w = 2 * 160 + (k - 1) * gap;
-            let spec = DwRowF32 {
-                kernel: [k, k],
-                dilations: [gap, gap],
-                w,
-                stride: st,
-                bias: true,
-                lo: Some(0.0f32.to_bits()),
-                hi: Some(6.0f32.to_bits()),
-                max: false,
-                rows: None,
-                split: None,
-                left: 0,
-                right: None,
-            };
+            let spec = super::super::test_exec::relu6_row(k, gap, st, w);
             let code = assemble(&spec).unwrap();
             let mut x: Vec<f32> = (0..w * (k - 1) * gap + w + 64).map(pattern).collect();
             x[5] = f32::NAN;

@@ -11,6 +11,24 @@ pub fn skip_without_avx512(what: &str) -> bool {
     no
 }
 
+/// A depthwise row kernel spec with a bias and the ReLU6 clamp (the tests' common case), one row per call.
+pub fn relu6_row(k: usize, gap: usize, st: usize, w: usize) -> super::depthwise_x86::DwRowF32 {
+    super::depthwise_x86::DwRowF32 {
+        kernel: [k, k],
+        dilations: [gap, gap],
+        w,
+        stride: st,
+        bias: true,
+        lo: Some(0.0f32.to_bits()),
+        hi: Some(6.0f32.to_bits()),
+        max: false,
+        rows: None,
+        split: None,
+        left: 0,
+        right: None,
+    }
+}
+
 /// A deterministic test value in [-3.5, 3.5] for index `i`.
 pub fn pattern(i: usize) -> f32 {
     ((i * 37 % 101) as f32 - 50.0) * 0.07
@@ -139,20 +157,7 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
         // Rows as wide as the window needs (a padded plane's), and output rows with a gap.
         let w = (count - 1) * st + k;
         let out_w = count + 5;
-        let base = super::depthwise_x86::DwRowF32 {
-            kernel: [k, k],
-            dilations: [1, 1],
-            w,
-            stride: st,
-            bias: true,
-            lo: Some(0.0f32.to_bits()),
-            hi: Some(6.0f32.to_bits()),
-            max: false,
-            rows: None,
-            split: None,
-            left: 0,
-            right: None,
-        };
+        let base = relu6_row(k, 1, st, w);
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
             ..base
@@ -220,18 +225,8 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
             // SAFETY: `at` has `split.len()` writable floats.
             unsafe { std::ptr::copy_nonoverlapping(split.as_ptr(), at, split.len()) };
             let spec = super::depthwise_x86::DwRowF32 {
-                kernel: [k, k],
-                dilations: [1, 1],
-                w,
-                stride: 2,
-                bias: true,
-                lo: Some(0.0f32.to_bits()),
-                hi: Some(6.0f32.to_bits()),
-                max: false,
-                rows: None,
                 split: Some(half),
-                left: 0,
-                right: None,
+                ..relu6_row(k, 1, 2, w)
             };
             // SAFETY: the assembled kernel's System V signature.
             let f: RowFn = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };

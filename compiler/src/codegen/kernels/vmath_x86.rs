@@ -12,7 +12,9 @@
 //! `fn(src: *const f32, dst: *mut f32, count: u64)` (System V).
 
 use super::ZMM;
-use crate::codegen::math::{EXP_BIAS, EXP_HI, EXP_LO};
+use crate::codegen::math::{
+    erf_series, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, ROUND_MAGIC,
+};
 use crate::ir::UnOp;
 use iced_x86::code_asm::*;
 
@@ -107,30 +109,19 @@ impl Em {
 
     /// `d = e^s` as `math::exp` (clamp, then 2^(n−1)·p(r)·2 with a degree-7 Taylor p); clobbers `s`, `T1`, `T2`.
     fn exp(&mut self, a: &mut Asm, d: S, s: S) -> R {
-        const COEFFS: [f32; 8] = [
-            1.0 / 5040.0,
-            1.0 / 720.0,
-            1.0 / 120.0,
-            1.0 / 24.0,
-            1.0 / 6.0,
-            0.5,
-            1.0,
-            1.0,
-        ];
         self.each(a, |a, m, v| {
             let (x, t, n) = (z(s, v), z(S::T1, v), z(S::T2, v));
             a.vmaxps(x, zmm31, x)?;
             a.vminps(x, zmm30, x)?;
-            let magic = 12582912.0f32; // 1.5 · 2^23: adding it rounds to an integer
-            a.vbroadcastss(t, dword_ptr(r8 + m.off(magic.to_bits())))?;
+            a.vbroadcastss(t, dword_ptr(r8 + m.off(ROUND_MAGIC.to_bits())))?;
             a.vfmadd231ps(t, x, m.f(std::f32::consts::LOG2_E))?;
-            a.vsubps(n, t, m.f(magic))?;
-            a.vfmadd231ps(x, n, m.f(-0.693_359_4))?;
-            a.vfmadd231ps(x, n, m.f(2.121_944_4e-4))
+            a.vsubps(n, t, m.f(ROUND_MAGIC))?;
+            a.vfmadd231ps(x, n, m.f(EXP_LN2[0]))?;
+            a.vfmadd231ps(x, n, m.f(EXP_LN2[1]))
         })?;
         // p(r) in T2 (n is no longer needed), then 2^n from the low mantissa bits of t.
-        self.splat(a, S::T2, COEFFS[0])?;
-        self.horner(a, S::T2, s, &COEFFS[1..])?;
+        self.splat(a, S::T2, EXP_TAYLOR[0])?;
+        self.horner(a, S::T2, s, &EXP_TAYLOR[1..])?;
         self.each(a, |a, m, v| {
             let t = z(S::T1, v);
             a.vpaddd(t, t, m.bits(EXP_BIAS as u32))?;
@@ -146,13 +137,7 @@ impl Em {
         self.abs(a, S::A, s)?;
         self.each(a, |a, _, v| a.vmulps(z(S::B, v), z(S::A, v), z(S::A, v)))?;
         // Series in C: 2/√π · a · Σ (-a²)^n / (n! (2n+1)), n < 7, Horner from n = 6.
-        let series: Vec<f32> = (0..7)
-            .rev()
-            .map(|n| {
-                let fact: f64 = (1..=n).map(|k| k as f64).product();
-                ((if n % 2 == 1 { -1.0 } else { 1.0 }) / (fact * (2 * n + 1) as f64)) as f32
-            })
-            .collect();
+        let series = erf_series();
         self.splat(a, S::C, series[0])?;
         self.horner(a, S::C, S::B, &series[1..])?;
         self.each(a, |a, m, v| {
