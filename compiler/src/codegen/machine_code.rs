@@ -231,12 +231,12 @@ pub(super) fn define_dw_row_f32(
         return Ok(None);
     };
     // Whole zero-padded planes (rows as wide as the padded plane), or the interior of the input's rows.
-    let padded = ops::depthwise::padded_plane(s);
+    // AVX-512 edge rows (whole rows, the padding columns masked in the kernel) before a padded plane.
+    let edge = ops::depthwise::edge_rows(s).filter(|_| simd == Simd::Avx512);
+    let padded = ops::depthwise::padded_plane(s).filter(|_| edge.is_none());
     if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
-    // AVX-512 on an unpadded plane with a border: whole rows, the padding columns masked in the kernel.
-    let edge = ops::depthwise::edge_rows(s).filter(|_| simd == Simd::Avx512);
     let left = edge.map(|_| s.pads[1]);
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,

@@ -47,8 +47,9 @@ pub struct DwRowF32 {
     /// border is on the left runs whole in the kernel.
     pub left: usize,
     /// A row whose last outputs reach past its `w` inputs (AVX-512 only, not with `max` or `split`): the static
-    /// output count of every call, not a multiple of 16, so that those outputs are all in the masked tail
-    /// step, which loads each tap with its lanes past the row masked to +0.
+    /// output count of every call. Those outputs must all be in the row's last step — the masked tail, or the
+    /// last vector, peeled off the loop, when the count is a multiple of 16 — which loads each tap with its
+    /// lanes past the row masked to +0.
     pub right: Option<usize>,
 }
 
@@ -59,33 +60,49 @@ impl DwRowF32 {
         let Some(count) = self.right else {
             return true;
         };
-        let rem = count % 16;
+        let rem = Self::last_lanes(count);
         let span = (self.kernel[1] - 1) * self.dilations[1];
         // Output o reads up to column o·st + span − left: inside while that is below w.
         let first_out = (self.w + self.left)
             .saturating_sub(span)
             .div_ceil(self.stride);
-        let tail_ok = rem > 0 && first_out >= count - rem;
+        let tail_ok = count >= rem && first_out >= count - rem;
         tail_ok && !(self.left > 0 && count <= 16) && !self.max && self.split.is_none()
+    }
+
+    /// Outputs in a row's last step: the masked tail's, or a whole last vector when the count is a multiple of
+    /// 16 (with `right` such a row's last vector is peeled off the loop).
+    fn last_lanes(count: usize) -> usize {
+        match count % 16 {
+            0 => 16,
+            r => r,
+        }
     }
 
     /// The tail step's load masks `[first, second]` (the second half at stride 2) for the tap at column offset
     /// `kc`, with `right`'s lanes past the row cleared; `None` without `right`.
-    fn right_masks(&self, kc: usize) -> Option<[u32; 2]> {
+    /// `[None, None]` where a half's mask is the step's usual one (the tap does not reach past the row there).
+    fn right_masks(&self, kc: usize) -> Option<[Option<u32>; 2]> {
         let count = self.right?;
-        let (st, rem) = (self.stride, count % 16);
+        let (st, rem) = (self.stride, Self::last_lanes(count));
         let first = (count - rem) * st + kc;
+        let needed = |j: usize| if st == 2 { j <= (rem - 1) * 2 } else { j < rem };
         let lane = |j: usize| {
-            let needed = if st == 2 { j <= (rem - 1) * 2 } else { j < rem };
             let col = first + j;
-            needed && col >= self.left && col - self.left < self.w
+            needed(j) && col >= self.left && col - self.left < self.w
+        };
+        let usual = |base: usize| {
+            (0..16)
+                .filter(|&j| needed(base + j))
+                .fold(0u32, |m, j| m | 1 << j)
         };
         let mask = |base: usize| {
             (0..16)
                 .filter(|&j| lane(base + j))
                 .fold(0u32, |m, j| m | 1 << j)
         };
-        Some([mask(0), mask(16)])
+        let own = |base: usize| Some(mask(base)).filter(|&m| m != usual(base));
+        Some([own(0), own(16)])
     }
 }
 
@@ -179,80 +196,97 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     }
     // One step of `n` vectors; masked (the tail: `super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs); with
     // `left` (the row's first vector) each tap's first load zeroes its lanes left of the row (k6).
-    let step_with =
-        |a: &mut CodeAssembler, n: usize, masked: bool, left: usize| -> Result<(), IcedError> {
-            for acc in &ZMM[..n] {
-                a.vmovaps(*acc, zmm8)?;
-            }
-            for (t, &off) in tap_off.iter().enumerate() {
-                for v in 0..n {
-                    let at = rdi + (off + (v * 64 * st) as i32);
-                    let kc = t % s.kernel[1] * s.dilations[1];
-                    let outside = left.saturating_sub(kc);
-                    let right = if masked { s.right_masks(kc) } else { None };
-                    if let Some([m1, _]) = right {
-                        a.mov(eax, m1)?;
-                        a.kmovw(k6, eax)?;
-                        a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
-                    } else if masked {
-                        a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
-                    } else if outside > 0 {
-                        a.mov(eax, (0xffffu32 << outside) & 0xffff)?;
-                        a.kmovw(k6, eax)?;
-                        a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
-                    } else {
-                        a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
-                    }
-                    if st == 2 {
-                        // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
-                        let hi = rdi + (off + (v * 128 + 64) as i32);
-                        let k = match right {
-                            Some([_, m3]) => {
-                                a.mov(eax, m3)?;
-                                a.kmovw(k7, eax)?;
-                                zmm11.k7()
-                            }
-                            None if masked => zmm11.k3(),
-                            None => zmm11.k4(),
-                        };
-                        a.vmovups(k.z(), zmmword_ptr(hi))?;
-                        a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
-                    }
-                    if s.max {
-                        super::max_into(a, ZMM[v], ZMM[4 + v])?;
-                    } else if t < reg_taps {
-                        a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
-                    } else {
-                        a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
-                    }
-                }
-            }
-            for (v, &x) in ZMM[..n].iter().enumerate() {
-                super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
-                if masked {
-                    a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k5(), x)?;
+    // `last`: the peeled last vector of a row with `right` (unmasked stores, right masks on the loads).
+    let step_with = |a: &mut CodeAssembler,
+                     n: usize,
+                     masked: bool,
+                     left: usize,
+                     last: bool|
+     -> Result<(), IcedError> {
+        for acc in &ZMM[..n] {
+            a.vmovaps(*acc, zmm8)?;
+        }
+        for (t, &off) in tap_off.iter().enumerate() {
+            for v in 0..n {
+                let at = rdi + (off + (v * 64 * st) as i32);
+                let kc = t % s.kernel[1] * s.dilations[1];
+                let outside = left.saturating_sub(kc);
+                let right = if masked || last {
+                    s.right_masks(kc)
                 } else {
-                    a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
+                    None
+                };
+                if let Some([Some(m1), _]) = right {
+                    a.mov(eax, m1)?;
+                    a.kmovw(k6, eax)?;
+                    a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
+                } else if masked {
+                    a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
+                } else if outside > 0 {
+                    a.mov(eax, (0xffffu32 << outside) & 0xffff)?;
+                    a.kmovw(k6, eax)?;
+                    a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
+                } else {
+                    a.vmovups(ZMM[4 + v], zmmword_ptr(at))?;
+                }
+                if st == 2 {
+                    // Second half (k3 in the tail, k4 otherwise), then the even lanes of both halves.
+                    let hi = rdi + (off + (v * 128 + 64) as i32);
+                    let k = match right {
+                        Some([_, Some(m3)]) => {
+                            a.mov(eax, m3)?;
+                            a.kmovw(k7, eax)?;
+                            zmm11.k7()
+                        }
+                        _ if masked => zmm11.k3(),
+                        _ => zmm11.k4(),
+                    };
+                    a.vmovups(k.z(), zmmword_ptr(hi))?;
+                    a.vpermt2ps(ZMM[4 + v], zmm31, zmm11)?;
+                }
+                if s.max {
+                    super::max_into(a, ZMM[v], ZMM[4 + v])?;
+                } else if t < reg_taps {
+                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], ZMM[12 + t])?;
+                } else {
+                    a.vfmadd231ps(ZMM[v], ZMM[4 + v], dword_bcst(rdx + (t * 4) as i32))?;
                 }
             }
-            Ok(())
-        };
-    let step = |a: &mut CodeAssembler, n: usize, masked: bool| step_with(a, n, masked, 0);
+        }
+        for (v, &x) in ZMM[..n].iter().enumerate() {
+            super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
+            if masked {
+                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32).k5(), x)?;
+            } else {
+                a.vmovups(zmmword_ptr(rsi + (v * 64) as i32), x)?;
+            }
+        }
+        Ok(())
+    };
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| step_with(a, n, masked, 0, false);
+    let peel = s.right.is_some_and(|count| count % 16 == 0);
     let rows = match s.rows {
         Some(_) => Some(super::rows_begin(&mut a).map_err(e)?),
         None => None,
     };
     if s.left > 0 {
         // The row's first 16 outputs, then the rest as usual.
-        step_with(&mut a, 1, false, s.left).map_err(e)?;
+        step_with(&mut a, 1, false, s.left, false).map_err(e)?;
         a.add(rdi, (64 * st) as i32).map_err(e)?;
         a.add(rsi, 64).map_err(e)?;
+        a.sub(r8, 16).map_err(e)?;
+    }
+    if peel {
         a.sub(r8, 16).map_err(e)?;
     }
     super::row_loop(&mut a, (r8, rdi, rsi), 16, 4, (64 * st, 64), step, |a| {
         super::tail_masks_zmm(a, r8d, st)
     })
     .map_err(e)?;
+    if peel {
+        // The loop leaves the pointers at the row's last vector.
+        step_with(&mut a, 1, false, 0, true).map_err(e)?;
+    }
     if let (Some(labels), Some(step)) = (rows, s.rows) {
         super::rows_end(&mut a, labels, step)?;
     }

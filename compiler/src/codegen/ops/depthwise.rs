@@ -115,9 +115,11 @@ pub struct EdgeRows {
     pub right: bool,
 }
 
-/// The plan of `EdgeRows` when this convolution takes it: not a padded plane, a border, left padding under 16
-/// columns with at least 16 outputs per row, every output reaching past the right end in the row's masked
-/// tail (the row length not a multiple of 16), an interior row, and buffers within 64 KiB each.
+/// The plan of `EdgeRows` when this convolution takes it: stride 1 along the row or a plane that is not padded
+/// (edge rows then replace the padded copy: no copy, the same kernel), a border, left padding under 16 columns
+/// with more than 16 outputs per row, every output reaching past the right end in the row's last step (the
+/// masked tail, or the last vector when the row length is a multiple of 16), an interior row, and buffers
+/// within 64 KiB each.
 pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
     let [oh, ow] = s.out;
     let [pt, pl] = s.pads;
@@ -132,13 +134,18 @@ pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
         }
     };
     let buffers = [buf(y0), buf(oh - y1)];
-    let rem = ow % 16;
+    // The row's last step: the masked tail, or the last vector when ow is a multiple of 16.
+    let last = match ow % 16 {
+        0 => 16,
+        r => r,
+    };
     let right = x1 < ow;
-    let ok = padded_plane(s).is_none()
+    // At stride 2 a padded plane is split (`split_half`), which beats the permuting loads edge rows need.
+    let ok = (s.strides[1] == 1 || padded_plane(s).is_none())
         && (y0 > 0 || y1 < oh || x0 > 0 || right)
         && pl < 16
         && (pl == 0 || ow > 16)
-        && (!right || (rem > 0 && x1 >= ow - rem))
+        && (!right || (ow >= last && x1 >= ow - last))
         && y1 > y0
         && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
     ok.then_some(EdgeRows {
@@ -279,7 +286,10 @@ pub fn emit_depthwise(
         });
         return;
     }
-    if let (Some(f), Some(dims)) = (row, padded_plane(s)) {
+    if let (Some(f), Some(dims)) = (
+        row,
+        padded_plane(s).filter(|_| !avx512 || edge_rows(s).is_none()),
+    ) {
         // Copy each plane into a zero-padded stack plane (padded row r = input row r − pt), then one row-kernel
         // call runs all `oh` output rows of `ow` outputs (`DwRowF32::rows`).
         let plane = StackPlane::new(kb, dims, 0.0);
