@@ -230,10 +230,19 @@ pub(super) fn define_dw_row_f32(
     let Some((lo, hi)) = clamp_bits(s.act) else {
         return Ok(None);
     };
-    // Whole zero-padded planes (rows as wide as the padded plane), or the interior of the input's rows.
-    // AVX-512 edge rows (whole rows, the padding columns masked in the kernel) before a padded plane.
-    let edge = ops::depthwise::edge_rows(s).filter(|_| simd == Simd::Avx512);
-    let padded = ops::depthwise::padded_plane(s).filter(|_| edge.is_none());
+    // Whole zero-padded planes (rows as wide as the padded plane), whole input rows with the padding masked
+    // (AVX-512 edge rows), or the interior of the input's rows.
+    use ops::depthwise::PlaneMode;
+    let mode = ops::depthwise::plane_mode(s, simd == Simd::Avx512);
+    let edge = match mode {
+        PlaneMode::Edge(e) => Some(e),
+        _ => None,
+    };
+    let (padded, split) = match mode {
+        PlaneMode::Padded(dims) => (Some(dims), None),
+        PlaneMode::Split { dims, half } => (Some(dims), Some(half)),
+        _ => (None, None),
+    };
     if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);
     }
@@ -251,7 +260,7 @@ pub(super) fn define_dw_row_f32(
         rows: padded
             .map(|p| [s.strides[0] * p[1], s.out[1]])
             .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]])),
-        split: ops::depthwise::split_half(s),
+        split,
         left: left.unwrap_or(0),
         right: edge.filter(|e| e.right).map(|_| s.out[1]),
     };

@@ -190,39 +190,35 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
-            // The padded depthwise planes' row copy into their stack plane (`depthwise::padded_plane`).
-            // AVX-512 split planes: one deinterleaving copy per row.
-            (Body::Depthwise(s), Some(Simd::Avx512))
-                if dw_f32.is_some() && ops::depthwise::split_half(s).is_some() =>
-            {
-                let code = kernels::copy_x86::assemble_deinterleave();
-                let fid = define_machine_code(module, &format!("{name}__k{i}_split"), 4, code)?;
-                Some(module.declare_func_in_func(fid, &mut ctx.func))
-            }
-            // The top and bottom rows of an AVX-512 edge-masked plane (`depthwise::edge_rows`).
-            (Body::Depthwise(s), Some(Simd::Avx512))
-                if dw_f32.is_some()
-                    && ops::depthwise::edge_rows(s).is_some_and(|e| e.buffers != [0, 0]) =>
-            {
-                let code = kernels::copy_x86::assemble(1);
-                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut ctx.func))
-            }
-            (Body::Depthwise(s), Some(simd))
-                if dw_f32.is_some() && ops::depthwise::padded_plane(s).is_some() =>
-            {
-                // An AVX2 split plane loads each row's parities with two stride-2 copies.
-                let stride = if ops::depthwise::split_half(s).is_some() {
-                    2
-                } else {
-                    1
+            // The depthwise plane's row copies (`depthwise::plane_mode`): a padded plane's rows (the
+            // deinterleaving copy on AVX-512 split planes, two stride-2 copies per row on AVX2 ones), or an edge
+            // plane's top and bottom buffer rows.
+            (Body::Depthwise(s), Some(simd)) if dw_f32.is_some() => {
+                use ops::depthwise::PlaneMode;
+                let code = match (ops::depthwise::plane_mode(s, simd == Simd::Avx512), simd) {
+                    (PlaneMode::Split { .. }, Simd::Avx512) => {
+                        Some((kernels::copy_x86::assemble_deinterleave(), 4, "split"))
+                    }
+                    (PlaneMode::Split { .. }, Simd::Avx2) => {
+                        Some((kernels::copy_x86::assemble_avx2(2), 3, "copy"))
+                    }
+                    (PlaneMode::Edge(e), _) if e.buffers == [0, 0] => None,
+                    (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx512) => {
+                        Some((kernels::copy_x86::assemble(1), 3, "copy"))
+                    }
+                    (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx2) => {
+                        Some((kernels::copy_x86::assemble_avx2(1), 3, "copy"))
+                    }
+                    (PlaneMode::Interior, _) => None,
                 };
-                let code = match simd {
-                    Simd::Avx512 => kernels::copy_x86::assemble(stride),
-                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(stride),
-                };
-                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut ctx.func))
+                match code {
+                    Some((code, params, tag)) => {
+                        let fname = format!("{name}__k{i}_{tag}");
+                        let fid = define_machine_code(module, &fname, params, code)?;
+                        Some(module.declare_func_in_func(fid, &mut ctx.func))
+                    }
+                    None => None,
+                }
             }
             // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
             (Body::Pool(s), Some(Simd::Avx512))
