@@ -6,7 +6,10 @@
 //! (`kernels/depthwise_x86.rs`, stride 1 or 2), the interior of each row is one call to it, and planes with a
 //! large border are first copied into a zero-padded stack plane so that every row is.
 
-use super::plane::{reach, StackPlane};
+pub use super::depthwise_plane::{
+    edge_rows, padded_plane, plane_mode, split_half, EdgeRows, PlaneMode,
+};
+use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
 use crate::codegen::math;
@@ -58,132 +61,6 @@ pub(crate) fn interior(
         0
     };
     (lo.min(out), hi.max(lo.min(out)))
-}
-
-/// The zero-padded plane `[rows, cols]` a row kernel runs whole planes on, when the border (outputs with a tap in
-/// the padding) costs more than copying the plane and the plane fits 256 KiB of stack. The border path computes
-/// an output per scalar step with clamped loads, about 8 instructions per tap; the copy (the machine-code row
-/// copy) reads every input once more. Measured on MobileNetV2 (AMD EPYC, AVX-512): padding wins where
-/// border·taps exceeds about an eighth of the input plane (112x112 stride 1: 0.32 of it, 56x56 stride 2: 0.16)
-/// and loses below (112x112 stride 2: 0.08, whose copy streams a 4.8 MB input once more).
-pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
-    let [oh, ow] = s.out;
-    let (y0, y1) = interior(
-        s.hw[0],
-        oh,
-        s.kernel[0],
-        s.strides[0],
-        s.dilations[0],
-        s.pads[0],
-    );
-    let (x0, x1) = interior(
-        s.hw[1],
-        ow,
-        s.kernel[1],
-        s.strides[1],
-        s.dilations[1],
-        s.pads[1],
-    );
-    let border = oh * ow - (y1 - y0) * (x1 - x0);
-    let rows = reach(oh, s.kernel[0], s.strides[0], s.dilations[0]);
-    let cols = reach(ow, s.kernel[1], s.strides[1], s.dilations[1]);
-    let taps = s.kernel[0] * s.kernel[1];
-    let pays = border * taps * 8 > s.hw[0] * s.hw[1];
-    (pays && rows * cols * 4 <= 256 << 10).then_some([rows, cols])
-}
-
-/// How the row kernel meets a plane's border (`plane_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlaneMode {
-    /// Interior rows and columns only; the border takes the scalar path.
-    Interior,
-    /// Edge rows (AVX-512): whole rows from the input, the padding masked in the kernel.
-    Edge(EdgeRows),
-    /// A zero-padded stack plane `[rows, cols]` per input plane.
-    Padded([usize; 2]),
-    /// A padded plane at stride 2 stored split (`split_half`).
-    Split {
-        /// The padded plane `[rows, cols]`.
-        dims: [usize; 2],
-        /// The column its rows' odd columns start at.
-        half: usize,
-    },
-}
-
-/// The plane mode of a row-kernel depthwise convolution: edge rows where the AVX-512 kernel can take them
-/// (no copy of the plane; measured on MobileNetV2 and EfficientNet-Lite0 against the padded plane: 3x3 on
-/// 112x112 and 56x56 at stride 1 and on 56x56 at stride 2 faster — the last 1.73 → 1.28 % of the run — 5x5
-/// on 56x56 at stride 2 and on 28x28 the same), else a padded plane where its copy pays (split at stride 2),
-/// else the interior with a scalar border.
-pub fn plane_mode(s: &DepthwiseSpec, avx512: bool) -> PlaneMode {
-    if let Some(e) = edge_rows(s).filter(|_| avx512) {
-        return PlaneMode::Edge(e);
-    }
-    match (padded_plane(s), split_half(s)) {
-        (Some(dims), Some(half)) => PlaneMode::Split { dims, half },
-        (Some(dims), None) => PlaneMode::Padded(dims),
-        _ => PlaneMode::Interior,
-    }
-}
-
-/// Where a padded plane at stride 2 (dilation 1 along the row) keeps its rows' odd columns: after the
-/// `ceil(cols / 2)` even ones. The plane is loaded deinterleaved (`StackPlane::load_split`) and the row kernel
-/// reads each tap as contiguous vectors (`DwRowF32::split`).
-pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
-    let [_, cols] = padded_plane(s)?;
-    (s.strides[1] == 2 && s.dilations[1] == 1).then_some(cols.div_ceil(2))
-}
-
-/// How an unpadded plane with a border runs whole in the AVX-512 row kernel (`edge_rows`): rows of stack
-/// buffers for the output rows with a tap above or below the input (zeroed once, the input rows they need
-/// copied in per plane), and the kernel's left padding mask (`DwRowF32::left`) and right one
-/// (`DwRowF32::right`) for the columns. No output takes the scalar border path and the plane is not copied
-/// (a 112x112 stride-2 plane, whose copy costs more than its border).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EdgeRows {
-    /// Output rows `[0, y0)` and `[y1, oh)` read the top and bottom buffers; `[y0, y1)` the input.
-    pub y: [usize; 2],
-    /// Rows of the top and bottom buffers (0: none).
-    pub buffers: [usize; 2],
-    /// Whether the row's last outputs reach past its end (`DwRowF32::right`).
-    pub right: bool,
-}
-
-/// The plan of `EdgeRows` when this convolution can take it: a border, left padding under 16 columns
-/// with more than 16 outputs per row, every output reaching past the right end in the row's last step (the
-/// masked tail, or the last vector when the row length is a multiple of 16), an interior row, and buffers
-/// within 64 KiB each.
-pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
-    let [oh, ow] = s.out;
-    let [pt, pl] = s.pads;
-    let [kh, kw] = s.kernel;
-    let (y0, y1) = interior(s.hw[0], oh, kh, s.strides[0], s.dilations[0], pt);
-    let (x0, x1) = interior(s.hw[1], ow, kw, s.strides[1], s.dilations[1], pl);
-    let buf = |n: usize| {
-        if n == 0 {
-            0
-        } else {
-            reach(n, kh, s.strides[0], s.dilations[0])
-        }
-    };
-    let buffers = [buf(y0), buf(oh - y1)];
-    // The row's last step: the masked tail, or the last vector when ow is a multiple of 16.
-    let last = match ow % 16 {
-        0 => 16,
-        r => r,
-    };
-    let right = x1 < ow;
-    let ok = (y0 > 0 || y1 < oh || x0 > 0 || right)
-        && pl < 16
-        && (pl == 0 || ow > 16)
-        && (!right || (ow >= last && x1 >= ow - last))
-        && y1 > y0
-        && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
-    ok.then_some(EdgeRows {
-        y: [y0, y1],
-        buffers,
-        right,
-    })
 }
 
 /// Most output pixels of a plane the channel-blocked kernel takes (14x14).

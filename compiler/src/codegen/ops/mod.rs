@@ -8,6 +8,7 @@
 pub mod conv;
 pub mod data;
 pub mod depthwise;
+pub mod depthwise_plane;
 pub mod elementwise;
 pub mod gemm;
 pub mod logic;
