@@ -2,9 +2,11 @@
 //! the channel held in registers. Rows and columns whose every tap is inside the input (computed at compile
 //! time) run without bounds tests — f32x4 along the output row when the stride is 1 — and the border runs a
 //! branchless path that reads a clamped, in-bounds address and zeroes the taps that fall in the padding. The
-//! fused activation is applied last. Replaces im2col + a one-row GEMM per channel. With the AVX-512 row kernel
-//! (`kernels/depthwise_x86.rs`, stride 1 or 2), the interior of each row is one call to it, and planes with a
-//! large border are first copied into a zero-padded stack plane so that every row is.
+//! fused activation is applied last. Replaces im2col + a one-row GEMM per channel. With a row kernel
+//! (`kernels/depthwise_x86.rs` / `depthwise_avx2.rs`, stride 1 or 2) the plane mode (`depthwise_plane.rs`)
+//! decides: AVX-512 edge rows run every row whole from the input (rows-mode calls, the padding masked in the
+//! kernel, stack buffers for the rows above and below), a padded plane is copied into a zero-padded stack plane
+//! (split at stride 2) and run whole, otherwise the interior of each row is one call and the border scalar.
 
 pub use super::depthwise_plane::{
     edge_rows, padded_plane, plane_mode, split_half, EdgeRows, PlaneMode,
