@@ -231,8 +231,11 @@ pub fn define_kernels(
             _ => None,
         };
         let vmath = match (&k.body, simd) {
-            (Body::Unary(op, _), Some(Simd::Avx512)) if kernels::vmath_x86::supported(*op) => {
-                let code = kernels::vmath_x86::assemble(*op);
+            (Body::Unary(op, _), Some(simd)) if kernels::vmath_x86::supported(*op) => {
+                let code = match simd {
+                    Simd::Avx512 => kernels::vmath_x86::assemble(*op),
+                    Simd::Avx2 => kernels::vmath_avx2::assemble(*op),
+                };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }

@@ -24,6 +24,7 @@ pub mod quant_x86;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 pub(crate) mod test_exec;
 pub mod transpose_x86;
+pub mod vmath_avx2;
 pub mod vmath_x86;
 pub mod winograd4_x86;
 pub mod winograd_x86;

@@ -286,7 +286,7 @@ pub fn assemble(op: UnOp) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::test_exec::{exec, guarded, skip_without_avx512};
     use super::*;
     use crate::ir::ops::elementwise::apply_unary;
@@ -312,7 +312,10 @@ mod tests {
         }
     }
 
-    fn kernel(op: UnOp) -> extern "sysv64" fn(*const f32, *mut f32, u64) {
+    /// A variant's assembler (`vmath_x86::assemble`, `vmath_avx2::assemble`).
+    pub(crate) type Assemble = fn(UnOp) -> Result<Vec<u8>, String>;
+
+    fn kernel(assemble: Assemble, op: UnOp) -> extern "sysv64" fn(*const f32, *mut f32, u64) {
         let code = assemble(op).unwrap();
         // SAFETY: the assembled kernel's System V signature.
         unsafe { std::mem::transmute(exec(&code)) }
@@ -322,9 +325,13 @@ mod tests {
     /// |x| = 0.5 from both sides, exp's clamp bounds and overflow.
     #[test]
     fn maps_match_the_reference() {
-        if skip_without_avx512("vector math maps") {
-            return;
+        if !skip_without_avx512("vector math maps") {
+            check_maps(assemble);
         }
+    }
+
+    /// `maps_match_the_reference` for one variant.
+    pub(crate) fn check_maps(assemble: Assemble) {
         let mut xs: Vec<f32> = (0..4801).map(|i| (i as f32 - 2400.0) / 200.0).collect();
         for b in [
             0.5f32, -0.5, 88.5, 88.72, 88.73, -86.6, 100.0, -100.0, 1e-30, -1e-30, 0.0, -0.0,
@@ -336,7 +343,7 @@ mod tests {
             ]);
         }
         for op in OPS {
-            let f = kernel(op);
+            let f = kernel(assemble, op);
             let mut y = vec![0f32; xs.len()];
             f(xs.as_ptr(), y.as_mut_ptr(), xs.len() as u64);
             for (&x, &got) in xs.iter().zip(&y) {
@@ -352,12 +359,16 @@ mod tests {
     /// NaN in gives NaN out, ±∞ the limits, and -0 keeps its sign where the map is odd.
     #[test]
     fn special_values() {
-        if skip_without_avx512("vector math special values") {
-            return;
+        if !skip_without_avx512("vector math special values") {
+            check_special(assemble);
         }
+    }
+
+    /// `special_values` for one variant.
+    pub(crate) fn check_special(assemble: Assemble) {
         let xs = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0];
         for op in OPS {
-            let f = kernel(op);
+            let f = kernel(assemble, op);
             let mut y = [0f32; 4];
             f(xs.as_ptr(), y.as_mut_ptr(), 4);
             assert!(y[0].is_nan(), "{op:?}(NaN) = {}", y[0]);
@@ -377,10 +388,14 @@ mod tests {
     /// destination: no read or write past the run, each element mapped on its own.
     #[test]
     fn counts_and_bounds() {
-        if skip_without_avx512("vector math tails") {
-            return;
+        if !skip_without_avx512("vector math tails") {
+            check_counts(assemble);
         }
-        let f = kernel(UnOp::Gelu { tanh: false });
+    }
+
+    /// `counts_and_bounds` for one variant.
+    pub(crate) fn check_counts(assemble: Assemble) {
+        let f = kernel(assemble, UnOp::Gelu { tanh: false });
         let page = guarded(1024);
         for count in 0usize..=100 {
             // SAFETY: the last `count` of the 1024 floats before the guard page.
