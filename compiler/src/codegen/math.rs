@@ -90,6 +90,10 @@ pub fn erf_series() -> [f32; 7] {
     })
 }
 
+/// The tanh GELU's cubic coefficient and scale: `tanh(√(2/π) · (x + 0.044715·x³))`, the scale as f32
+/// arithmetic gives it (`(2 / π).sqrt()` in f32, one ulp below the nearest float to √(2/π)), as the reference.
+pub const GELU_TANH: [f32; 2] = [0.044715, 0.797_884_5];
+
 /// `exp`'s input clamp: n = round(x·log2 e) stays in [-125, 128], so that 2^(n−1) is a normal float.
 pub const EXP_LO: f32 = -86.6;
 /// See `EXP_LO`: e^89 overflows to +∞ as e^x does above ln(f32::MAX) ≈ 88.72.
@@ -241,8 +245,8 @@ pub fn unary(kb: &mut Kb, ty: Type, op: UnOp, x: Value) -> Value {
             gelu_tail(kb, ty, x, e)
         }
         UnOp::Gelu { tanh: true } => {
-            let c = kb.fconst(ty, 0.044715);
-            let k = kb.fconst(ty, (2.0 / std::f32::consts::PI).sqrt());
+            let c = kb.fconst(ty, GELU_TANH[0]);
+            let k = kb.fconst(ty, GELU_TANH[1]);
             let x2 = kb.b.ins().fmul(x, x);
             let x3 = kb.b.ins().fmul(x2, x);
             let inner = kb.mul_add(c, x3, x);

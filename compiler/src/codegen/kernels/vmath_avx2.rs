@@ -11,7 +11,7 @@
 
 use super::vmath_x86::supported;
 use crate::codegen::math::{
-    erf_series, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, ROUND_MAGIC,
+    erf_series, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
 use iced_x86::code_asm::*;
@@ -161,8 +161,8 @@ impl Em {
                 a.vmulps(b, x, x)?;
                 a.vmulps(b, b, x)?;
                 a.vmovaps(c, x)?;
-                a.vfmadd231ps(c, b, self.f(0.044715))?;
-                a.vmulps(c, c, self.f((2.0 / std::f32::consts::PI).sqrt()))?;
+                a.vfmadd231ps(c, b, self.f(GELU_TANH[0]))?;
+                a.vmulps(c, c, self.f(GELU_TANH[1]))?;
                 self.tanh(a, S::E, S::C)?;
                 self.gelu_tail(a, S::E)
             }
