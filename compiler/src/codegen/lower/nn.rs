@@ -61,7 +61,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 inner,
                 log: *log,
             };
-            cx.push(n, None, &[x, y], body, elems * 8);
+            // Work per element: a max, an exp (16, as `elementwise::unary_cost`), a sum and a scale.
+            cx.push(n, None, &[x, y], body, elems * 16);
         }
         Op::LayerNorm { .. } | Op::InstanceNorm { .. } => lower_norm(cx, n)?,
         Op::Lrn(a) => {
@@ -134,6 +135,7 @@ fn lower_norm(cx: &mut Ctx, n: NodeId) -> Result<()> {
         has_bias,
     };
     args.push((Role::Out, Buf::Tensor(node.outputs[0])));
-    cx.push(n, None, &args, body, rows * len * 4);
+    // Work per element: the mean and variance passes and the normalising pass with its affine map.
+    cx.push(n, None, &args, body, rows * len * 8);
     Ok(())
 }
