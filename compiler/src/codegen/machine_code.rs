@@ -234,14 +234,11 @@ pub(super) fn define_dw_row_f32(
     // (AVX-512 edge rows), or the interior of the input's rows.
     use ops::depthwise::PlaneMode;
     let mode = ops::depthwise::plane_mode(s, simd == Simd::Avx512);
-    let edge = match mode {
-        PlaneMode::Edge(e) => Some(e),
-        _ => None,
-    };
-    let (padded, split) = match mode {
-        PlaneMode::Padded(dims) => (Some(dims), None),
-        PlaneMode::Split { dims, half } => (Some(dims), Some(half)),
-        _ => (None, None),
+    let (padded, split, edge) = match mode {
+        PlaneMode::Padded(dims) => (Some(dims), None, None),
+        PlaneMode::Split { dims, half } => (Some(dims), Some(half), None),
+        PlaneMode::Edge(e) => (None, None, Some(e)),
+        PlaneMode::Interior => (None, None, None),
     };
     if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
         return Ok(None);

@@ -94,6 +94,11 @@ pub fn erf_series() -> [f32; 7] {
 /// arithmetic gives it (`(2 / π).sqrt()` in f32, one ulp below the nearest float to √(2/π)), as the reference.
 pub const GELU_TANH: [f32; 2] = [0.044715, 0.797_884_5];
 
+/// `erf`'s erfc polynomial P(t) in f32, highest first (the reference's `ERFC_COEFFS`).
+pub fn erfc_coeffs() -> [f32; 10] {
+    crate::ir::ops::elementwise::ERFC_COEFFS.map(|c| c as f32)
+}
+
 /// `exp`'s input clamp: n = round(x·log2 e) stays in [-125, 128], so that 2^(n−1) is a normal float.
 pub const EXP_LO: f32 = -86.6;
 /// See `EXP_LO`: e^89 overflows to +∞ as e^x does above ln(f32::MAX) ≈ 88.72.
@@ -379,11 +384,10 @@ pub fn erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let half = kb.fconst(ty, 0.5);
     let d = kb.mul_add(a, half, one);
     let t = kb.b.ins().fdiv(one, d);
-    let c = crate::ir::ops::elementwise::ERFC_COEFFS;
-
-    let mut q = kb.fconst(ty, c[0] as f32);
+    let c = erfc_coeffs();
+    let mut q = kb.fconst(ty, c[0]);
     for &cc in &c[1..] {
-        let cv = kb.fconst(ty, cc as f32);
+        let cv = kb.fconst(ty, cc);
         q = kb.mul_add(q, t, cv);
     }
     let q = kb.b.ins().fsub(q, x2);

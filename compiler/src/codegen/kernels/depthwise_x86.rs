@@ -87,26 +87,23 @@ impl DwRowF32 {
         let (st, rem) = (self.stride, Self::last_lanes(count));
         let first = (count - rem) * st + kc;
         let needed = |j: usize| if st == 2 { j <= (rem - 1) * 2 } else { j < rem };
-        let lane = |j: usize| {
-            let col = first + j;
-            needed(j) && col >= self.left && col - self.left < self.w
+        let inside = |j: usize| {
+            (first + j)
+                .checked_sub(self.left)
+                .is_some_and(|c| c < self.w)
         };
-        let usual = |base: usize| {
-            (0..16)
-                .filter(|&j| needed(base + j))
-                .fold(0u32, |m, j| m | 1 << j)
-        };
-        let mask = |base: usize| {
+        let bits = |base: usize, lane: &dyn Fn(usize) -> bool| {
             (0..16)
                 .filter(|&j| lane(base + j))
                 .fold(0u32, |m, j| m | 1 << j)
         };
-        let own = |base: usize| Some(mask(base)).filter(|&m| m != usual(base));
+        let own = |base: usize| {
+            let mask = bits(base, &|j| needed(j) && inside(j));
+            Some(mask).filter(|&m| m != bits(base, &needed))
+        };
         Some([own(0), own(16)])
     }
-}
 
-impl DwRowF32 {
     /// The stride the kernel's loads walk the row at: 1 on split rows.
     pub(crate) fn load_stride(&self) -> usize {
         if self.split.is_some() {
@@ -115,6 +112,21 @@ impl DwRowF32 {
             self.stride
         }
     }
+}
+
+/// The part of a row a step computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Whole vectors inside the row.
+    Body,
+    /// The masked tail (`super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs; with `right`, each tap's lanes
+    /// past the row cleared too).
+    Tail,
+    /// The row's first vector with `left`: each tap's first load zeroes its lanes left of the row (k6).
+    First,
+    /// The peeled last vector of a row with `right` whose length is a multiple of 16: right masks on the
+    /// loads, unmasked stores.
+    Last,
 }
 
 /// Taps held in registers (zmm12..zmm31, or ..zmm30 at stride 2 where zmm31 is the even-lane index); more are
@@ -194,15 +206,10 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.vbroadcastss(ZMM[12 + t], dword_ptr(rdx + (t * 4) as i32))
             .map_err(e)?;
     }
-    // One step of `n` vectors; masked (the tail: `super::tail_masks_zmm`'s k1 / k3 inputs, k5 outputs); with
-    // `left` (the row's first vector) each tap's first load zeroes its lanes left of the row (k6).
-    // `last`: the peeled last vector of a row with `right` (unmasked stores, right masks on the loads).
-    let step_with = |a: &mut CodeAssembler,
-                     n: usize,
-                     masked: bool,
-                     left: usize,
-                     last: bool|
-     -> Result<(), IcedError> {
+    // One step of `n` vectors of a row's `part` (see `Part`).
+    let step_with = |a: &mut CodeAssembler, n: usize, part: Part| -> Result<(), IcedError> {
+        let masked = part == Part::Tail;
+        let left = if part == Part::First { s.left } else { 0 };
         for acc in &ZMM[..n] {
             a.vmovaps(*acc, zmm8)?;
         }
@@ -211,10 +218,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                 let at = rdi + (off + (v * 64 * st) as i32);
                 let kc = t % s.kernel[1] * s.dilations[1];
                 let outside = left.saturating_sub(kc);
-                let right = if masked || last {
-                    s.right_masks(kc)
-                } else {
-                    None
+                let right = match part {
+                    Part::Tail | Part::Last => s.right_masks(kc),
+                    Part::Body | Part::First => None,
                 };
                 if let Some([Some(m1), _]) = right {
                     a.mov(eax, m1)?;
@@ -263,7 +269,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
-    let step = |a: &mut CodeAssembler, n: usize, masked: bool| step_with(a, n, masked, 0, false);
+    let step = |a: &mut CodeAssembler, n: usize, masked: bool| {
+        step_with(a, n, if masked { Part::Tail } else { Part::Body })
+    };
     let peel = s.right.is_some_and(|count| count % 16 == 0);
     let rows = match s.rows {
         Some(_) => Some(super::rows_begin(&mut a).map_err(e)?),
@@ -271,7 +279,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     };
     if s.left > 0 {
         // The row's first 16 outputs, then the rest as usual.
-        step_with(&mut a, 1, false, s.left, false).map_err(e)?;
+        step_with(&mut a, 1, Part::First).map_err(e)?;
         a.add(rdi, (64 * st) as i32).map_err(e)?;
         a.add(rsi, 64).map_err(e)?;
         a.sub(r8, 16).map_err(e)?;
@@ -285,7 +293,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     .map_err(e)?;
     if peel {
         // The loop leaves the pointers at the row's last vector.
-        step_with(&mut a, 1, false, 0, true).map_err(e)?;
+        step_with(&mut a, 1, Part::Last).map_err(e)?;
     }
     if let (Some(labels), Some(step)) = (rows, s.rows) {
         super::rows_end(&mut a, labels, step)?;

@@ -11,7 +11,7 @@
 
 use super::vmath_x86::supported;
 use crate::codegen::math::{
-    erf_series, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
+    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
 use iced_x86::code_asm::*;
@@ -102,10 +102,7 @@ impl Em {
         a.vmovups(y(S::D), self.f(1.0))?;
         a.vfmadd231ps(y(S::T1), y(S::A), self.f(0.5))?;
         a.vdivps(y(S::D), y(S::D), y(S::T1))?;
-        let c: Vec<f32> = crate::ir::ops::elementwise::ERFC_COEFFS
-            .iter()
-            .map(|&x| x as f32)
-            .collect();
+        let c = erfc_coeffs();
         a.vmovups(y(S::E), self.f(c[0]))?;
         self.horner(a, S::E, S::D, &c[1..])?;
         a.vsubps(y(S::E), y(S::E), y(S::B))?;

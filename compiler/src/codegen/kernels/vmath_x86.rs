@@ -13,7 +13,7 @@
 
 use super::ZMM;
 use crate::codegen::math::{
-    erf_series, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
+    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
 use iced_x86::code_asm::*;
@@ -152,10 +152,7 @@ impl Em {
             a.vfmadd231ps(z(S::T1, v), z(S::A, v), m.f(0.5))?;
             a.vdivps(z(S::D, v), z(S::D, v), z(S::T1, v))
         })?;
-        let c: Vec<f32> = crate::ir::ops::elementwise::ERFC_COEFFS
-            .iter()
-            .map(|&x| x as f32)
-            .collect();
+        let c = erfc_coeffs();
         self.splat(a, S::E, c[0])?;
         self.horner(a, S::E, S::D, &c[1..])?;
         self.each(a, |a, _, v| a.vsubps(z(S::E, v), z(S::E, v), z(S::B, v)))?;

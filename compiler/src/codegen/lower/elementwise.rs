@@ -62,7 +62,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 /// Work per element of a unary map relative to a copy, for its task count: the exp / log based maps run a few
 /// dozen vector instructions per element (an encoder's 16384-element exact GELU took ~45 µs as one task, the
 /// other thread idle), a division a few.
-fn unary_cost(u: UnOp) -> usize {
+pub(super) fn unary_cost(u: UnOp) -> usize {
     match u {
         UnOp::Sigmoid
         | UnOp::Tanh

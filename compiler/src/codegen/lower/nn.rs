@@ -61,8 +61,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 inner,
                 log: *log,
             };
-            // Work per element: a max, an exp (16, as `elementwise::unary_cost`), a sum and a scale.
-            cx.push(n, None, &[x, y], body, elems * 16);
+            // Work per element: dominated by its exp.
+            let work = elems * super::elementwise::unary_cost(crate::ir::UnOp::Exp);
+            cx.push(n, None, &[x, y], body, work);
         }
         Op::LayerNorm { .. } | Op::InstanceNorm { .. } => lower_norm(cx, n)?,
         Op::Lrn(a) => {

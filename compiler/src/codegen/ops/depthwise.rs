@@ -8,9 +8,7 @@
 //! kernel, stack buffers for the rows above and below), a padded plane is copied into a zero-padded stack plane
 //! (split at stride 2) and run whole, otherwise the interior of each row is one call and the border scalar.
 
-pub use super::depthwise_plane::{
-    edge_rows, padded_plane, plane_mode, split_half, EdgeRows, PlaneMode,
-};
+pub use super::depthwise_plane::{plane_mode, EdgeRows, PlaneMode};
 use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
@@ -178,7 +176,6 @@ pub fn emit_depthwise(
                 let rows = kb.iconst(y0 as i64);
                 kb.b.ins().call(f, &[xp, out, wts, bp, n, rows]);
             }
-            let [y0, y1] = e.y;
             let first = ((y0 * sh - pt) * w) as i64 - pl as i64;
             let xp = kb.b.ins().iadd_imm_s(xin, first * 4);
             let op = kb.b.ins().iadd_imm_s(out, (y0 * ow * 4) as i64);

@@ -13,7 +13,7 @@ use super::plane::reach;
 /// copy) reads every input once more. Measured on MobileNetV2 (AMD EPYC, AVX-512): padding wins where
 /// border·taps exceeds about an eighth of the input plane (112x112 stride 1: 0.32 of it, 56x56 stride 2: 0.16)
 /// and loses below (112x112 stride 2: 0.08, whose copy streams a 4.8 MB input once more).
-pub fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
+fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
     let [oh, ow] = s.out;
     let (y0, y1) = interior(
         s.hw[0],
@@ -48,7 +48,9 @@ pub enum PlaneMode {
     Edge(EdgeRows),
     /// A zero-padded stack plane `[rows, cols]` per input plane.
     Padded([usize; 2]),
-    /// A padded plane at stride 2 stored split (`split_half`).
+    /// A padded plane at stride 2 (dilation 1 along the row) stored split: each row's even columns, then its
+    /// odd ones, loaded deinterleaved (`StackPlane::load_split`) so that the row kernel reads each tap as
+    /// contiguous vectors (`DwRowF32::split`).
     Split {
         /// The padded plane `[rows, cols]`.
         dims: [usize; 2],
@@ -66,19 +68,15 @@ pub fn plane_mode(s: &DepthwiseSpec, avx512: bool) -> PlaneMode {
     if let Some(e) = edge_rows(s).filter(|_| avx512) {
         return PlaneMode::Edge(e);
     }
-    match (padded_plane(s), split_half(s)) {
-        (Some(dims), Some(half)) => PlaneMode::Split { dims, half },
-        (Some(dims), None) => PlaneMode::Padded(dims),
-        _ => PlaneMode::Interior,
+    match padded_plane(s) {
+        // At stride 2 (dilation 1 along the row) the rows' odd columns follow the `ceil(cols / 2)` even ones.
+        Some(dims) if s.strides[1] == 2 && s.dilations[1] == 1 => PlaneMode::Split {
+            dims,
+            half: dims[1].div_ceil(2),
+        },
+        Some(dims) => PlaneMode::Padded(dims),
+        None => PlaneMode::Interior,
     }
-}
-
-/// Where a padded plane at stride 2 (dilation 1 along the row) keeps its rows' odd columns: after the
-/// `ceil(cols / 2)` even ones. The plane is loaded deinterleaved (`StackPlane::load_split`) and the row kernel
-/// reads each tap as contiguous vectors (`DwRowF32::split`).
-pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
-    let [_, cols] = padded_plane(s)?;
-    (s.strides[1] == 2 && s.dilations[1] == 1).then_some(cols.div_ceil(2))
 }
 
 /// How an unpadded plane with a border runs whole in the AVX-512 row kernel (`edge_rows`): rows of stack
@@ -88,9 +86,8 @@ pub fn split_half(s: &DepthwiseSpec) -> Option<usize> {
 /// (a 112x112 stride-2 plane, whose copy costs more than its border).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdgeRows {
-    /// Output rows `[0, y0)` and `[y1, oh)` read the top and bottom buffers; `[y0, y1)` the input.
-    pub y: [usize; 2],
-    /// Rows of the top and bottom buffers (0: none).
+    /// Rows of the top and bottom buffers (0: none), for the output rows before and after the interior ones
+    /// (`depthwise::interior`).
     pub buffers: [usize; 2],
     /// Whether the row's last outputs reach past its end (`DwRowF32::right`).
     pub right: bool,
@@ -100,7 +97,7 @@ pub struct EdgeRows {
 /// with more than 16 outputs per row, every output reaching past the right end in the row's last step (the
 /// masked tail, or the last vector when the row length is a multiple of 16), an interior row, and buffers
 /// within 64 KiB each.
-pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
+fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
     let [oh, ow] = s.out;
     let [pt, pl] = s.pads;
     let [kh, kw] = s.kernel;
@@ -126,9 +123,5 @@ pub fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
         && (!right || (ow >= last && x1 >= ow - last))
         && y1 > y0
         && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
-    ok.then_some(EdgeRows {
-        y: [y0, y1],
-        buffers,
-        right,
-    })
+    ok.then_some(EdgeRows { buffers, right })
 }

@@ -1,7 +1,7 @@
 //! Elementwise kernels: unary maps, binary ops with broadcasting (dimensions coalesced at compile time so the
 //! innermost run is contiguous or a splat), and the per-channel affine map `y = x * scale[c] + shift[c]` that an
 //! unfused BatchNormalization lowers to. Inner runs are f32x4 with a scalar tail; the
-//! transcendental unary maps call AVX-512 machine code where the kernel set has it (`kernels::vmath_x86`).
+//! transcendental unary maps call machine code where the kernel set has it (`kernels::vmath_x86`, `vmath_avx2`).
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
@@ -150,8 +150,8 @@ fn inner_run(kb: &mut Kb, s: &BinarySpec, a: Value, b: Value, o: Value, len: Val
     });
 }
 
-/// Emits a unary kernel over `len` elements: args in, out. With `code` (the AVX-512 map of `kernels::vmath_x86`)
-/// each task makes one call over its run; without, f32x4 Cranelift code.
+/// Emits a unary kernel over `len` elements: args in, out. With `code` (the machine-code map of
+/// `kernels::vmath_x86` / `vmath_avx2`) each task makes one call over its run; without, f32x4 Cranelift code.
 pub fn emit_unary_with(kb: &mut Kb, op: UnOp, len: usize, tasks: u32, code: Option<FuncRef>) {
     let (lo, hi) = kb.task_range(len.div_ceil(CHUNK), tasks);
     let (pi, po) = (kb.arg(Role::X), kb.arg(Role::Out));

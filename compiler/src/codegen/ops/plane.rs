@@ -70,7 +70,7 @@ impl StackPlane {
     }
 
     /// `load` into a plane whose rows hold their even columns, then their odd ones from column `half`
-    /// (`depthwise::split_half`), clipped to the plane. With `deinterleave`, `copy` is the deinterleaving row
+    /// (`PlaneMode::Split`), clipped to the plane. With `deinterleave`, `copy` is the deinterleaving row
     /// copy `(src, a, b, n)` (`copy_x86::assemble_deinterleave`), one call per row; else the stride-2 row copy
     /// `(src, dst, n)` (`dst[t] = src[2t]`), one call per row and parity.
     #[allow(clippy::too_many_arguments)] // the plane geometry and the copy
@@ -89,22 +89,19 @@ impl StackPlane {
         };
         let rows = (h + top).min(self.rows).saturating_sub(top);
         let end = (w + left).min(self.cols);
+        // Input column i lands on padded column p = i + left, stored in its parity's half at p / 2.
+        let at = |p: usize| p % 2 * half + p / 2;
         if deinterleave {
-            // Input column i lands on padded column i + left: its parity's half, at (i + left) / 2. The first
-            // input goes to `a`, the second to `b`.
+            // The first input goes to `a`, the second to `b`.
             let n = end.saturating_sub(left);
-            let (a0, b0) = if left % 2 == 0 {
-                (left / 2, half + left / 2)
-            } else {
-                (half + left / 2, left.div_ceil(2))
-            };
+            let (a0, b0) = (at(left), at(left + 1));
             if n == 0 {
                 return;
             }
             kb.for_const(0, rows, 1, |kb, iy| {
                 let from = kb.addr(src, iy, (w * 4) as i64);
                 let row = kb.b.ins().iadd_imm_s(iy, top as i64);
-                let to = kb.addr(self.addr, row, (self.cols * 4) as i64);
+                let to = self.row(kb, row, 1);
                 let a = kb.b.ins().iadd_imm_s(to, (a0 * 4) as i64);
                 let b = kb.b.ins().iadd_imm_s(to, (b0 * 4) as i64);
                 let n = kb.iconst(n as i64);
@@ -117,13 +114,13 @@ impl StackPlane {
             .filter_map(|parity| {
                 let p0 = left + (left + parity) % 2;
                 let n = end.saturating_sub(p0).div_ceil(2);
-                (n > 0).then_some((p0 - left, parity * half + p0 / 2, n))
+                (n > 0).then_some((p0 - left, at(p0), n))
             })
             .collect();
         kb.for_const(0, rows, 1, |kb, iy| {
             let from = kb.addr(src, iy, (w * 4) as i64);
             let row = kb.b.ins().iadd_imm_s(iy, top as i64);
-            let to = kb.addr(self.addr, row, (self.cols * 4) as i64);
+            let to = self.row(kb, row, 1);
             for &(i0, c0, n) in &parts {
                 let s = kb.b.ins().iadd_imm_s(from, (i0 * 4) as i64);
                 let d = kb.b.ins().iadd_imm_s(to, (c0 * 4) as i64);

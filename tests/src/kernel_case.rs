@@ -1,0 +1,98 @@
+//! The kernel test macro (STYLE rule 7): a single-node model compiled once per kernel variant
+//! (`harness::kernel_variants`: the Cranelift kernels of `--cpu generic`, and the AVX2 and AVX-512 machine code
+//! of `x86-64-v3` / `x86-64-v4`), linked with `cc`, run, and compared with the reference semantics
+//! (`bundlec::ir::ops::eval`); a variant this CPU cannot run is skipped with a `SKIPPED` line, never silently.
+//! `tests/kernels.rs` and `tests/kernels_conv.rs` run their cases through it.
+
+use crate::harness::{compile_with, kernel_variants, run_c};
+use crate::onnx::{Attr, Model};
+use crate::{max_scaled_error, rand_vec};
+use bundlec::ir::{ops, Tensor};
+
+/// Builds a single-node model with float inputs (runtime) and initializers, runs it, and compares with `op`.
+/// Returns each variant run and the constant bytes of its bundle.
+pub fn case(
+    name: &str,
+    op_type: &str,
+    attrs: Vec<(&str, Attr)>,
+    runtime: &[(&str, Vec<usize>)],
+    inits: &[(&str, Vec<usize>)],
+    reference: &bundlec::ir::Op,
+    out_shape: &[usize],
+) -> Vec<(&'static str, usize)> {
+    let mut m = Model::new();
+    let mut all = Vec::new();
+    let mut rt_vals = Vec::new();
+    for (i, (n, s)) in runtime.iter().enumerate() {
+        m.input(n, s);
+        let v = rand_vec(s.iter().product(), 1000 + i as u64);
+        all.push(Tensor::f32(s.clone(), v.clone()));
+        rt_vals.push(v);
+    }
+    for (i, (n, s)) in inits.iter().enumerate() {
+        let v = rand_vec(s.iter().product(), 2000 + i as u64);
+        m.init(n, s, v.clone());
+        all.push(Tensor::f32(s.clone(), v));
+    }
+    m.output("y", out_shape);
+    let names: Vec<&str> = runtime.iter().chain(inits).map(|(n, _)| *n).collect();
+    m.node(op_type, &names, &["y"], attrs);
+    let bytes = m.bytes();
+    let refs: Vec<&Tensor> = all.iter().collect();
+    let want = ops::eval(reference, &refs).expect("reference");
+    assert_eq!(want[0].shape, out_shape, "{name}: reference shape");
+    let mut ran = Vec::new();
+    for (cpu, runnable) in kernel_variants() {
+        if !runnable {
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let c = compile_with(&bytes, o);
+        // Cases that must reach a particular AVX-512 kernel, found by its symbol `NAME__kI_<tag>` in the object.
+        let required = [
+            ("conv_wino4", "_wino4_in", "F(4x4, 3x3)"),
+            (
+                "conv_dwc16",
+                "_dwc16",
+                "the channel-blocked depthwise kernel",
+            ),
+            ("conv_direct", "_direct", "the direct convolution kernel"),
+            ("un_sigmoid", "_vmath", "the AVX-512 vector math map"),
+            ("un_tanh", "_vmath", "the AVX-512 vector math map"),
+            ("un_exp", "_vmath", "the AVX-512 vector math map"),
+            ("un_erf", "_vmath", "the AVX-512 vector math map"),
+            ("un_gelu", "_vmath", "the AVX-512 vector math map"),
+            (
+                "maxpool0",
+                "_maxpool",
+                "the separable 3x3 stride-2 max pooling",
+            ),
+            (
+                "maxpool4",
+                "_maxpool",
+                "the separable 3x3 stride-2 max pooling",
+            ),
+        ];
+        for (prefix, tag, what) in required {
+            // The vector math maps have an AVX2 variant too.
+            let both = tag == "_vmath" && cpu == "x86-64-v3";
+            if name.starts_with(prefix) && (cpu == "x86-64-v4" || both) {
+                let tag = tag.as_bytes();
+                let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
+                assert!(found, "{name}: {what} was not chosen");
+            }
+        }
+        let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
+        let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
+        assert!(e <= 1e-4, "{name} --cpu {cpu}: max scaled error {e:e}");
+        ran.push((cpu, c.bundle.report.sizes[0]));
+    }
+    ran
+}
+
+/// An ONNX ints attribute.
+pub fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
+}
