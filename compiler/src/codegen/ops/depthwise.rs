@@ -154,6 +154,19 @@ pub fn emit_depthwise(
     let pb = s.has_bias.then(|| kb.arg(Role::Bias));
     let po = kb.arg(Role::Out);
     let mode = plane_mode(s, avx512);
+    // A whole-plane path's pointers for unit u: the channel's weights, the input plane, the output plane and
+    // the channel's bias (0 without one).
+    let plane_ptrs = |kb: &mut Kb, u: Value| {
+        let (_, ch) = kb.divmod(u, s.c);
+        let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
+        let xin = kb.addr(px, u, (h * w * 4) as i64);
+        let out = kb.addr(po, u, (oh * ow * 4) as i64);
+        let bp = match pb {
+            Some(b) => kb.addr(b, ch, 4),
+            None => kb.iconst(0),
+        };
+        (wts, xin, out, bp)
+    };
     if let (Some(f), PlaneMode::Edge(e)) = (row, mode) {
         // Output rows [0, y0) from a zeroed stack buffer of the top input rows, [y1, oh) from one of the bottom
         // ones, the rest straight from the input; x points `pl` columns before the row (the kernel masks them).
@@ -161,35 +174,27 @@ pub fn emit_depthwise(
         let top = (top_rows > 0).then(|| StackPlane::new(kb, [top_rows, w], 0.0));
         let bottom = (bottom_rows > 0).then(|| StackPlane::new(kb, [bottom_rows, w], 0.0));
         kb.for_range(lo, hi, 1, |kb, u| {
-            let (_, ch) = kb.divmod(u, s.c);
-            let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
-            let xin = kb.addr(px, u, (h * w * 4) as i64);
-            let out = kb.addr(po, u, (oh * ow * 4) as i64);
-            let bp = match pb {
-                Some(b) => kb.addr(b, ch, 4),
-                None => kb.iconst(0),
+            let (wts, xin, out, bp) = plane_ptrs(kb, u);
+            // One rows-mode call: output rows [from, to) with `row0` the input (or buffer) row of the first,
+            // x `pl` columns before it.
+            let call = |kb: &mut Kb, row0: Value, [from, to]: [usize; 2]| {
+                let xp = kb.b.ins().iadd_imm_s(row0, -((pl * 4) as i64));
+                let op = kb.b.ins().iadd_imm_s(out, (from * ow * 4) as i64);
+                let (n, rows) = (kb.iconst(ow as i64), kb.iconst((to - from) as i64));
+                kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
             };
-            let n = kb.iconst(ow as i64);
             if let Some(top) = &top {
                 top.load(kb, xin, [h, w], [pt, 0], copy);
-                let xp = kb.b.ins().iadd_imm_s(top.addr, -((pl * 4) as i64));
-                let rows = kb.iconst(y0 as i64);
-                kb.b.ins().call(f, &[xp, out, wts, bp, n, rows]);
+                call(kb, top.addr, [0, y0]);
             }
-            let first = ((y0 * sh - pt) * w) as i64 - pl as i64;
-            let xp = kb.b.ins().iadd_imm_s(xin, first * 4);
-            let op = kb.b.ins().iadd_imm_s(out, (y0 * ow * 4) as i64);
-            let rows = kb.iconst((y1 - y0) as i64);
-            kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
+            let first = kb.b.ins().iadd_imm_s(xin, ((y0 * sh - pt) * w * 4) as i64);
+            call(kb, first, [y0, y1]);
             if let Some(bottom) = &bottom {
                 // Input rows from y1·sh − pt to the end, then the zero rows below the input.
                 let fb = y1 * sh - pt;
                 let src = kb.b.ins().iadd_imm_s(xin, (fb * w * 4) as i64);
                 bottom.load(kb, src, [h - fb, w], [0, 0], copy);
-                let xp = kb.b.ins().iadd_imm_s(bottom.addr, -((pl * 4) as i64));
-                let op = kb.b.ins().iadd_imm_s(out, (y1 * ow * 4) as i64);
-                let rows = kb.iconst((oh - y1) as i64);
-                kb.b.ins().call(f, &[xp, op, wts, bp, n, rows]);
+                call(kb, bottom.addr, [y1, oh]);
             }
         });
         return;
@@ -204,18 +209,11 @@ pub fn emit_depthwise(
         // call runs all `oh` output rows of `ow` outputs (`DwRowF32::rows`).
         let plane = StackPlane::new(kb, dims, 0.0);
         kb.for_range(lo, hi, 1, |kb, u| {
-            let (_, ch) = kb.divmod(u, s.c);
-            let wts = kb.addr(pw, ch, (kh * kw * 4) as i64);
-            let xin = kb.addr(px, u, (h * w * 4) as i64);
+            let (wts, xin, out, bp) = plane_ptrs(kb, u);
             match split {
                 Some(half) => plane.load_split(kb, xin, [h, w], [pt, pl], half, copy, avx512),
                 None => plane.load(kb, xin, [h, w], [pt, pl], copy),
             }
-            let out = kb.addr(po, u, (oh * ow * 4) as i64);
-            let bp = match pb {
-                Some(b) => kb.addr(b, ch, 4),
-                None => kb.iconst(0),
-            };
             let n = kb.iconst(ow as i64);
             let rows = kb.iconst(oh as i64);
             let zero = kb.iconst(0);
