@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  caller (worker 0)                     worker 1                 worker 2
-//!  lock: job = layer k, ticket = 0, gen += 1
+//!  lock: job = layer k, shares set, gen += 1
 //!  notify_one ─────────────────────────▶ wakes (gen changed)
 //!  take/run tasks                        take a task, notify_one ─▶ wakes
 //!    …                                   run it, take more …       take/run …
@@ -11,14 +11,18 @@
 //!  (layer k done; load layer k+1)
 //! ```
 //!
-//! The queue of a layer is its ops' tasks in table order, numbered 0..total: a thread takes the next
-//! number with one atomic `fetch_add` on the shared ticket counter (no lock, so no futex call when two
-//! threads meet there) and maps it to its `(op, task)` pair with a cursor of its own, which only moves
-//! forward because the numbers a thread takes only grow. Nothing is allocated per run. The counter is
-//! reset under the monitor's lock with the generation bump, and every thread has left the previous
-//! layer (the barrier) before that. A worker woken for a new generation first takes a ticket, then
-//! wakes the next sleeper (the chained wake-up), so every worker reaches the fixed-size barrier even
-//! when there are fewer tasks than threads. Layers with a single task, and every layer when the engine
+//! The queue of a layer is its ops' tasks in table order, numbered 0..total and dealt out in
+//! contiguous shares, thread `t` of `T` owning `total·t/T..total·(t+1)/T`: a thread takes numbers
+//! from the bottom of its own share, then from the top of the next share that has any left, each
+//! with one compare-and-swap on that share's word (no lock, so no futex call when two threads meet
+//! there). Shares keep a thread on the same part of consecutive layers, so a task mostly reads what
+//! its own core wrote (see docs/runtime.md for the measurement). A thread maps a number to its
+//! `(op, task)` pair with a cursor of its own, which moves forward and restarts when a stolen
+//! number lies below it. Nothing is allocated per run. The shares are set under the monitor's lock
+//! with the generation bump, and every thread has left the previous layer (the barrier) before
+//! that. A worker woken for a new generation first takes a number, then wakes the next sleeper (the
+//! chained wake-up), so every worker reaches the fixed-size barrier even when there are fewer tasks
+//! than threads. Layers with a single task (or more than 2³²), and every layer when the engine
 //! has one thread, run inline on the caller without waking anyone.
 //!
 //! Results are bitwise identical for any thread count: by the format contract each task writes its
@@ -109,8 +113,45 @@ struct Shared<P: Port> {
     port: P,
     state: P::Monitor<State>,
     barrier: P::Barrier,
-    /// The next ticket of the current layer (see the module docs).
-    ticket: AtomicU64,
+    /// Each thread's remaining tickets of the current layer, `lo..hi` packed as `hi << 32 | lo`
+    /// (see the module docs); indexed by thread, the caller being 0.
+    ranges: Box<[Range]>,
+}
+
+/// One thread's share of a layer's tickets, alone on its cache line: the owner takes `lo` upward,
+/// a thief whose own share is gone takes `hi - 1` downward, both with a compare-and-swap.
+#[repr(align(64))]
+struct Range(AtomicU64);
+
+impl Range {
+    fn set(&self, lo: u64, hi: u64) {
+        self.0.store(hi << 32 | lo, Ordering::Relaxed);
+    }
+
+    /// The next ticket from the bottom (`owner`) or the top of this share, if any is left.
+    fn take(&self, owner: bool) -> Option<u64> {
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = (cur & 0xffff_ffff, cur >> 32);
+            if lo >= hi {
+                return None;
+            }
+            let (next, ticket) = if owner {
+                (hi << 32 | (lo + 1), lo)
+            } else {
+                ((hi - 1) << 32 | lo, hi - 1)
+            };
+            // Relaxed: the ticket only has to be unique; the lock (publication) and the barrier
+            // order the data.
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(ticket),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
 }
 
 /// A BSP engine with a fixed pool of worker threads, created through a [`Port`].
@@ -147,7 +188,7 @@ impl<P: Port> Engine<P> {
             state: port.monitor(state),
             barrier: port.barrier(threads),
             port,
-            ticket: AtomicU64::new(0),
+            ranges: (0..threads).map(|_| Range(AtomicU64::new(0))).collect(),
         });
         let mut engine = Engine {
             shared,
@@ -161,7 +202,7 @@ impl<P: Port> Engine<P> {
             let thread = engine
                 .shared
                 .port
-                .spawn(index, Box::new(move || worker(&shared)))?;
+                .spawn(index, Box::new(move || worker(&shared, index)))?;
             engine.workers.push(thread);
         }
         let now = engine.shared.port.now_ns();
@@ -313,7 +354,7 @@ impl<P: Port> Engine<P> {
                 .iter()
                 .map(|op| u64::from(op.num_tasks))
                 .sum();
-            if self.threads == 1 || tasks <= 1 {
+            if self.threads == 1 || tasks <= 1 || tasks > u64::from(u32::MAX) {
                 // SAFETY: validated view, this instance's areas, `&mut instance` held for the whole
                 // run (no borrow of the areas from a segment run is live), argument capacity
                 // checked above.
@@ -330,13 +371,17 @@ impl<P: Port> Engine<P> {
             shared.state.lock(|s| {
                 s.job = job;
                 // Every thread has passed the previous layer's barrier: nobody takes tickets now.
-                shared.ticket.store(0, Ordering::Relaxed);
+                let n = shared.ranges.len() as u64;
+                for (t, range) in shared.ranges.iter().enumerate() {
+                    let t = t as u64;
+                    range.set(tasks * t / n, tasks * (t + 1) / n);
+                }
                 s.generation += 1;
             });
             shared.state.notify_one();
             // SAFETY: `job` is valid until the barrier below: the view and instance are borrowed for
             // this whole call.
-            unsafe { drain(shared, &job, false) };
+            unsafe { drain(shared, &job, 0, false) };
             shared.barrier.wait();
         }
         let end = shared.port.now_ns();
@@ -392,7 +437,7 @@ impl<P: Port> core::fmt::Debug for Engine<P> {
 }
 
 /// Body of worker threads: wait for a new generation, drain the queue, meet at the barrier.
-fn worker<P: Port>(shared: &Shared<P>) {
+fn worker<P: Port>(shared: &Shared<P>, me: usize) {
     let mut seen = 0u64;
     loop {
         let (shutdown, generation, job) = shared.state.wait_until(
@@ -405,7 +450,7 @@ fn worker<P: Port>(shared: &Shared<P>) {
         seen = generation;
         // SAFETY: the caller published `job` with this generation and keeps it valid until the
         // barrier, which cannot open before this worker reaches it.
-        unsafe { drain(shared, &job, true) };
+        unsafe { drain(shared, &job, me, true) };
         shared.barrier.wait();
     }
 }
@@ -415,22 +460,26 @@ fn worker<P: Port>(shared: &Shared<P>) {
 ///
 /// # Safety
 /// `job` must describe the current layer and be valid (see [`Job`]).
-unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, mut wake_next: bool) {
+unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, me: usize, mut wake_next: bool) {
     let mut current: Option<(usize, OpCall)> = None;
     let mut cursor = Cursor {
         op: job.first,
         base: 0,
     };
     loop {
-        // Relaxed: the ticket only has to be unique; the lock (publication) and the barrier order
-        // the data.
-        let ticket = shared.ticket.fetch_add(1, Ordering::Relaxed);
+        let ticket = take(&shared.ranges, me);
         if wake_next {
             shared.state.notify_one();
             wake_next = false;
         }
-        if ticket >= job.total {
+        let Some(ticket) = ticket.filter(|&t| t < job.total) else {
             return;
+        };
+        if ticket < cursor.base {
+            cursor = Cursor {
+                op: job.first,
+                base: 0,
+            };
         }
         // SAFETY: `job` describes the op table's range `first..end` with `total` tasks; this
         // thread's tickets only grow.
@@ -460,6 +509,16 @@ unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, mut wake_next: bool) {
     }
 }
 
+/// The next ticket for thread `me`: from the bottom of its own share, else from the top of the
+/// next thread's share that has any left.
+fn take(ranges: &[Range], me: usize) -> Option<u64> {
+    let n = ranges.len();
+    ranges
+        .get(me)?
+        .take(true)
+        .or_else(|| (1..n).find_map(|d| ranges.get((me + d) % n).and_then(|r| r.take(false))))
+}
+
 /// The argument table of a validated op.
 ///
 /// # Safety
@@ -470,4 +529,40 @@ unsafe fn op_args(op: &BundleOp) -> &[BundleArg] {
     }
     // SAFETY: validation checked pointer, alignment and count.
     unsafe { core::slice::from_raw_parts(op.args, op.num_args as usize) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{take, Range};
+    use core::sync::atomic::AtomicU64;
+    use std::vec::Vec;
+
+    /// Threads taking from their own share and stealing from the others' get every ticket of
+    /// `0..total` exactly once, for totals smaller and larger than the thread count.
+    #[test]
+    fn shares_hand_out_each_ticket_once() {
+        for (threads, total) in [(1, 5), (2, 1), (3, 2), (4, 1000), (8, 100_003)] {
+            let ranges: Vec<Range> = (0..threads).map(|_| Range(AtomicU64::new(0))).collect();
+            for (t, r) in ranges.iter().enumerate() {
+                let (t, n) = (t as u64, threads as u64);
+                r.set(total * t / n, total * (t + 1) / n);
+            }
+            let mut got: Vec<u64> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|me| {
+                        let ranges = &ranges;
+                        s.spawn(move || {
+                            core::iter::from_fn(|| take(ranges, me)).collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect()
+            });
+            got.sort_unstable();
+            assert_eq!(got, (0..total).collect::<Vec<_>>(), "{threads} threads");
+        }
+    }
 }

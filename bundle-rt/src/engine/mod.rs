@@ -5,7 +5,7 @@
 //!   std_port.rs  StdPort: std::thread, std::sync       (feature `std`)
 //!   affinity.rs  CpuPlan: which CPU each StdPort worker is bound to (Linux)
 //!   single.rs    SinglePort: no threads, spin primitives (any target)
-//!   bsp.rs       Engine<P: Port>: ticket counter per layer, chained wake-up, barrier
+//!   bsp.rs       Engine<P: Port>: per-thread task shares with stealing, chained wake-up, barrier
 //! ```
 //!
 //! The engine needs `alloc` (worker bodies and the shared state are heap objects made once, at

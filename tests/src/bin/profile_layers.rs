@@ -43,6 +43,8 @@ fn main() {
     let timings = OpTiming::table(view.ops().len());
     // [threads][layer] -> wall times in µs; [threads] -> whole runs.
     let mut wall = vec![vec![Vec::new(); layers.len()]; 2];
+    // [layer] -> the sum of the layer's task times at 2 threads, in µs.
+    let mut busy = vec![Vec::new(); layers.len()];
     let mut whole = vec![Vec::new(); 2];
     let mut engines: Vec<_> = [1, 2]
         .iter()
@@ -67,6 +69,9 @@ fn main() {
                     _ => 0.0,
                 };
                 wall[ti][li].push(us);
+                if ti == 1 {
+                    busy[li].push(ops.iter().map(OpTiming::busy).sum::<u64>() as f64 / 1e3);
+                }
             }
         }
     }
@@ -74,9 +79,12 @@ fn main() {
         .into_iter()
         .map(|w| w.into_iter().map(|mut t| median(&mut t)).collect())
         .collect();
+    let busy: Vec<f64> = busy.into_iter().map(|mut b| median(&mut b)).collect();
     let mut order: Vec<usize> = (0..layers.len()).collect();
     order.sort_by(|&a, &b| med[1][b].total_cmp(&med[1][a]));
-    println!("| layer | 1t µs | 2t µs | speed-up | tasks | ops |\n|---|---|---|---|---|---|");
+    println!(
+        "| layer | 1t µs | 2t µs | speed-up | 2t busy / 1t | tasks | ops |\n|---|---|---|---|---|---|---|"
+    );
     for &li in order.iter().take(top) {
         let layer = &layers[li];
         let first = layer.first_op as usize;
@@ -84,10 +92,11 @@ fn main() {
         let tasks: u32 = view.ops()[ops.clone()].iter().map(|o| o.num_tasks).sum();
         let names: Vec<&str> = ops.map(|o| view.op_name(o)).collect();
         println!(
-            "| {li} | {:.1} | {:.1} | {:.2} | {tasks} | {} |",
+            "| {li} | {:.1} | {:.1} | {:.2} | {:.2} | {tasks} | {} |",
             med[0][li],
             med[1][li],
             med[0][li] / med[1][li].max(1e-3),
+            busy[li] / med[0][li].max(1e-3),
             names.join(", ")
         );
     }
