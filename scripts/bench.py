@@ -4,18 +4,20 @@ round by round in one run on the same inputs, so that clock drift hits every sys
 
 bundlec runs in fresh processes, each timing one inference:
   1t  the entry function, 1 thread: NAME.o linked into tests/c/run_bundle.c with cc (the areas are allocated and
-      zeroed before the clock starts), the second of two runs in the process (BUNDLE_REPEAT=2: the first, untimed,
-      faults in the code and warms the caches, as the peers' warm-up inference does; the cold first run is the
+      zeroed before the clock starts), after untimed runs for 200 ms in the same process (BUNDLE_WARMUP_MS=200: the
+      first faults in the code and warms the caches, as the peers' warm-up inferences do; the cold first run is the
       "first result" column); also measured: its GFLOP/s, % of peak and peak RSS (the driver's own VmHWM,
       BUNDLE_PEAK_RSS=1: wait4's ru_maxrss would also count this Python process, which the child was forked from)
   2t  bundle-rt's engine, 2 threads: NAME.o + target/release/libbundle_rt_capi.a linked into tests/c/run_engine.c
-      (brt_bundle_create, brt_instance_create, brt_set_input, brt_run(instance, 2)) after one untimed warm-up run
+      (brt_bundle_create, brt_instance_create, brt_set_input, brt_run(instance, 2)) after untimed warm-up runs
+      for 200 ms
       that starts the worker threads and faults in the instance's areas; skipped with a note when the library is
       missing (cargo build -p bundle-rt-capi --release)
   speed-up  the same engine driver at 1 thread (brt_run(instance, 1) calls the entry function) over 2 threads,
       both after the warm-up run, so that both sides pay the same process and memory costs
 Peers, each configuration in a fresh child process per round (no other runtime's threads alive while it runs),
-timing one inference after two warm-up ones: onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
+timing one inference after warm-up ones (at least two, and for at least 200 ms, so that every system is timed on a
+core at its working clock; see WARMUP_MS): onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
 OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-threaded), the last two skipped with a
 note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count.
 
@@ -170,8 +172,9 @@ PEER_CHILD = r"""
 import sys, time
 import numpy as np
 peer, th, model, warmups, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-names = sys.argv[6::2]
-feeds = {n: np.load(f) for n, f in zip(names, sys.argv[7::2])}
+warmup_s = float(sys.argv[6]) / 1e3
+names = sys.argv[7::2]
+feeds = {n: np.load(f) for n, f in zip(names, sys.argv[8::2])}
 if peer == "ort":
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -192,7 +195,10 @@ else:
     runnable = typed.into_runnable()
     ins = list(feeds.values())
     run = lambda: runnable.run(ins)
+t0 = time.perf_counter()
 for _ in range(warmups):
+    run()
+while time.perf_counter() - t0 < warmup_s:
     run()
 for _ in range(reps):
     t = time.perf_counter()
@@ -202,6 +208,11 @@ for _ in range(reps):
 
 # Warm-up inferences before a peer child's timed one: the first allocates the runtime's memory arenas.
 PEER_WARMUPS = 2
+# Every timed inference, bundlec's and the peers', follows untimed ones for at least this long (in the same
+# process), so that the core runs at its working clock: on the Intel Xeon of session 13 (a KVM guest) a fresh
+# C driver's second run of the encoder took 0.40-0.54 ms, its run after 200 ms of warm-up runs 0.31-0.49 ms,
+# while a peer's child has been busy importing its runtime and building its session for far longer.
+WARMUP_MS = 200
 
 
 def peer_configs():
@@ -217,7 +228,8 @@ def peer_configs():
 def peer_time(config, model, feed_files):
     """Milliseconds of one timed inference of a peer configuration in a fresh child, after PEER_WARMUPS untimed
     ones."""
-    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(PEER_WARMUPS), "1"]
+    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(PEER_WARMUPS), "1",
+            str(WARMUP_MS)]
     for name, f in feed_files:
         argv += [name, f]
     r = subprocess.run(argv, capture_output=True, text=True)
@@ -297,14 +309,14 @@ def bench(model, args, peak, notes):
             feed_files.append((n, os.path.join(d, f"feed{i}.npy")))
             np.save(feed_files[-1][1], v)
         peer = {k: [] for k in peer_configs()}
-        # The entry function runs twice per fresh process and the second run is timed: the first faults in the
-        # code pages and warms the caches, as the peers' warm-up inference and the engine's warm-up run do.
-        env1 = dict(os.environ, BUNDLE_REPEAT="2", BUNDLE_PEAK_RSS="1")
-        env_e = {th: dict(env1, BUNDLE_REPEAT="1", BUNDLE_THREADS=str(th), BUNDLE_WARMUP="1") for th in (1, 2)}
+        # Each driver runs untimed for WARMUP_MS first (the first run faults in the code pages and areas and warms
+        # the caches, as the peers' warm-up inferences do; the engine's first starts its workers), then one timed run.
+        env1 = dict(os.environ, BUNDLE_REPEAT="1", BUNDLE_WARMUP_MS=str(WARMUP_MS), BUNDLE_PEAK_RSS="1")
+        env_e = {th: dict(env1, BUNDLE_THREADS=str(th), BUNDLE_WARMUP="1") for th in (1, 2)}
         for _ in range(args.runs):  # interleave so clock drift hits everyone alike
             for v in variants:
                 t, rss = run_child([v["exe"], v["weights"]] + ins + outs, env1)
-                v["t1"] += t[1:]
+                v["t1"] += t
                 v["rss"] = max(v["rss"], rss)
                 if v["engine"]:
                     v["t2"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]
@@ -362,7 +374,7 @@ def print_header(runs, peak_line, width):
           + ", ".join(f"{f} {'yes' if ok else 'NO'}" for f, ok in flags.items()))
     print(f"FMA peak, 1 core, f32 (tests/c/fma_peak.c): {peak_line}; % of peak is against {width or 'none'}")
     print("bundlec: 1t = entry function (tests/c/run_bundle.c), 2t = bundle-rt engine with 2 threads "
-          "(tests/c/run_engine.c, after 1 warm-up run), one inference per fresh process", end="")
+          f"(tests/c/run_engine.c), one inference per fresh process after {WARMUP_MS} ms of warm-up runs", end="")
     print("" if os.path.exists(CAPI_LIB) else
           f" (2t skipped: {os.path.relpath(CAPI_LIB, ROOT)} missing, cargo build -p bundle-rt-capi --release)")
     peers = [f"onnxruntime {ort.__version__}"]
@@ -374,7 +386,7 @@ def print_header(runs, peak_line, width):
             continue
         version = getattr(m, "__version__", None) or (m.version() if callable(getattr(m, "version", None)) else "")
         peers.append(f"{label} {str(version).split('-')[0]}".strip())
-    print(f"peers (one fresh process per configuration and round, 2 warm-up inferences): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
+    print(f"peers (one fresh process per configuration and round, warm-up inferences for {WARMUP_MS} ms): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
     print("ratios: bundlec median / the faster peer's median at the same thread count (< 1: bundlec is faster); "
           "GFLOP/s: 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul / bundlec 1t median")
 

@@ -96,6 +96,8 @@ pub(super) fn define_micro(
     // there is none.
     let row_tail_ok = rows_tail > 0 && (epi.is_some() || trivial);
     let prefetch_next = s.b_panel.is_some() && b_bytes(s) >= PREFETCH_NEXT_MIN_BYTES;
+    // A read transposed from activations: rows adjacent, a row of pixels per step of K.
+    let a_transposed = s.a_panel.is_none() && s.a_steps() == (1, s.a.cs) && s.a.cs >= 16;
     for (set, slot, &(k, accumulate, used)) in
         (0..3).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
     {
@@ -125,6 +127,7 @@ pub(super) fn define_micro(
             epi: if slot == 4 { epi } else { None },
             b_prefetch: if s.b_panel.is_some() { B_PREFETCH } else { 0 },
             prefetch_next,
+            a_prefetch: if a_transposed { 2 * mr } else { 0 },
         };
         if !gemm_x86::fits(&ms) {
             return Ok(None);

@@ -72,6 +72,12 @@ pub struct MicroSpec {
     /// Prefetch (`prefetcht1`, into L2) one cache line per step of K from the pointer in `r9` (the sixth
     /// argument), advancing it: the caller points it at its share of the next K block of a panel-packed B.
     pub prefetch_next: bool,
+    /// Prefetch (`prefetcht1`, into L2) A this many elements past the tile's current A pointer, each step of
+    /// K (0: none). For A read transposed from activations (rows adjacent, a whole row of pixels per step of K:
+    /// the transposed convolution GEMM), where `2·mr` fetches the lines of the tile two tiles further down
+    /// while this one runs: lines another core wrote (the previous layer's other half) otherwise stall every
+    /// step on a cross-core transfer, which the stride (a row of pixels) hides from the hardware prefetchers.
+    pub a_prefetch: usize,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -106,6 +112,7 @@ pub fn fits(m: &MicroSpec) -> bool {
     m.k >= 1
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
+        && disp(m.a_prefetch).is_some()
         && disp(m.b_rs).is_some()
         && m.b_rs
             .checked_mul(m.b_prefetch)
@@ -159,6 +166,9 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if m.prefetch_next {
         a.prefetcht1(byte_ptr(r9)).map_err(e)?;
         a.add(r9, 64).map_err(e)?;
+    }
+    if m.a_prefetch > 0 {
+        a.prefetcht1(byte_ptr(rdi + d(m.a_prefetch))).map_err(e)?;
     }
     let nacc = mr * vecs;
     match m.simd {
@@ -357,6 +367,7 @@ mod tests {
             b_prefetch: if b_rs == nr { 4 } else { 0 },
             // r9 holds whatever the caller left there: a prefetch never faults.
             prefetch_next: b_rs == nr,
+            a_prefetch: if a_rs == 1 { 2 * mr } else { 0 },
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -427,6 +438,7 @@ mod tests {
             }),
             b_prefetch: 0,
             prefetch_next: false,
+            a_prefetch: 0,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
