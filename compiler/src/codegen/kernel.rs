@@ -57,6 +57,9 @@ pub enum Role {
     In(u32),
     /// The buffer the kernel writes.
     Out,
+    /// A buffer the kernel writes and reads back itself (a transposed GEMM's `Cᵀ` before its fused
+    /// transposing epilogue writes `Out`).
+    Scratch,
 }
 
 /// One argument: a buffer and its role.

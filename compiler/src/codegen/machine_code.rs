@@ -53,6 +53,37 @@ fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
 /// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
 pub const KC: usize = 256;
 
+/// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
+/// AVX-512 micro-kernels cover it (the shape conditions and encodings of [`define_micro`], checked at the
+/// tallest tile) and its column blocks hold whole blocks of 16 channels. Lowering asks before it fuses, so the
+/// codegen always finds the micro-kernels a fused GEMM needs.
+pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
+    let simd = Simd::Avx512;
+    let (mr, nr) = simd.tile();
+    let usable = s.n >= nr
+        && s.n.is_multiple_of(nr)
+        && s.m >= mr
+        && s.b.cs == 1
+        && s.c.cs == 1
+        && s.k > 0
+        && s.b_panel.is_some_and(|p| p % nr == 0);
+    let spec = MicroSpec {
+        simd,
+        rows: mr,
+        k: KC.min(s.k),
+        a_rs: s.a_steps().0,
+        a_cs: s.a_steps().1,
+        b_rs: s.b_k_step(),
+        c_rs: s.c.rs,
+        accumulate: false,
+        epi: None,
+        b_prefetch: B_PREFETCH,
+        prefetch_next: false,
+        a_prefetch: 2 * mr,
+    };
+    usable && gemm_x86::fits(&spec)
+}
+
 /// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
 /// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each, plus
 /// the last block with the epilogue fused (only those the GEMM uses), for full tiles, column tails (reading a
@@ -338,6 +369,27 @@ pub(super) fn define_pool_row(
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }
 
+/// Defines the transposing epilogue of kernel `i` (`kernels/transpose_x86.rs`): a `TransposeOut` kernel's, or
+/// the one fused into a transposed GEMM.
+pub(super) fn define_transpose(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    t: &ops::gemm::TransposeOut,
+) -> Result<FuncId> {
+    let (lo, hi) = clamp_bits(t.act)
+        .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
+    let spec = kernels::transpose_x86::TransposeOut {
+        m: t.m,
+        p: t.p,
+        residual: t.residual,
+        lo,
+        hi,
+    };
+    let code = kernels::transpose_x86::assemble(&spec);
+    define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
+}
+
 /// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
 /// epilogue) of kernel `i`: for `WinogradIn`, `[input
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
@@ -400,17 +452,13 @@ pub(super) fn define_layout(
             act,
             ..
         } => {
-            let (lo, hi) = clamp_bits(*act)
-                .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
-            let spec = kernels::transpose_x86::TransposeOut {
-                m: *m,
+            let t = ops::gemm::TransposeOut {
                 p: *p,
+                m: *m,
                 residual: *residual,
-                lo,
-                hi,
+                act: *act,
             };
-            let code = kernels::transpose_x86::assemble(&spec);
-            Ok([f(module, "transpose", 4, code)?, None, None])
+            Ok([Some(define_transpose(module, name, i, &t)?), None, None])
         }
         Body::DepthwiseC16(s) => {
             let spec = ops::depthwise::c16(s)

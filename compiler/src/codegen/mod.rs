@@ -34,7 +34,7 @@ use kernels::gemm_x86::Simd;
 pub use machine_code::KC;
 use machine_code::{
     define_dw_row_f32, define_layout, define_machine_code, define_micro, define_pool_row,
-    define_qmicro, define_qpair,
+    define_qmicro, define_qpair, define_transpose,
 };
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
@@ -176,6 +176,15 @@ pub fn define_kernels(
             }
             (false, _) => None,
         };
+        // A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`).
+        let transpose = match (&k.body, simd) {
+            (Body::Gemm(s), Some(Simd::Avx512)) => match s.transpose_out {
+                Some(t) => Some(define_transpose(module, name, i, &t)?),
+                None => None,
+            },
+            _ => None,
+        }
+        .map(|fid| module.declare_func_in_func(fid, &mut ctx.func));
         let max_row = match (&k.body, simd) {
             (Body::Pool(s), Some(Simd::Avx512)) => define_pool_row(module, name, i, s)?
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
@@ -291,7 +300,15 @@ pub fn define_kernels(
             // Bodies that only exist with machine code (set when it is missing: a bundlec bug).
             let mut no_code = false;
             match (&k.body, micro, qmicro) {
-                (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m)),
+                (Body::Gemm(s), m, _) if s.transpose_out.is_some() => match (m, transpose) {
+                    (Some(m), Some(t)) => {
+                        ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m), Some(t))
+                    }
+                    _ => no_code = true,
+                },
+                (Body::Gemm(s), Some(m), _) => {
+                    ops::gemm::emit_with(&mut kb, s, k.tasks, Some(m), None)
+                }
                 (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(&mut kb, s, k.tasks, &mk),
                 (Body::WinogradIn(s), _, _) => match layout {
                     Some([Some(f), Some(copy), _]) => {

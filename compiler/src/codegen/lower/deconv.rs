@@ -55,6 +55,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
         bias: None,
         residual: None,
         act: crate::ir::Activation::None,
+        transpose_out: None,
     };
     let work = spec.macs();
     let args = [

@@ -64,6 +64,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 bias,
                 residual,
                 act: e.act,
+                transpose_out: None,
             };
             let work = spec.macs();
             cx.push(n, None, &args, Body::Gemm(spec), work);
@@ -158,6 +159,7 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
         bias,
         residual,
         act: a.epilogue.act,
+        transpose_out: None,
     };
     let work = spec.macs();
     cx.push(n, None, &args, Body::Gemm(spec), work);

@@ -94,6 +94,27 @@ pub struct GemmSpec {
     pub residual: Option<Operand>,
     /// Fused activation.
     pub act: Activation,
+    /// The transposing epilogue fused after each unit (`TransposeOut`), if any.
+    pub transpose_out: Option<TransposeOut>,
+}
+
+/// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn.rs` `push_transposed`): C is
+/// `Cᵀ [batch, P16, M]` (role Scratch, 16 rows of slack after the last batch) and after a unit's tiles the
+/// machine-code transposer (`kernels/transpose_x86.rs`, 16 channels per call) writes the unit's rows and
+/// columns of `Cᵀ`, still in this core's cache, back as pixels `[i_lo, i_hi)` of channel rows `[j0, j0 + nr)`
+/// of `[batch, M, P]` (role Out), adding the residual (role Residual, same layout) and applying its clamp.
+/// A separate transposing kernel after the GEMM read `Cᵀ` back from memory one barrier later, written by
+/// whichever core computed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransposeOut {
+    /// Pixels per output row (`P`).
+    pub p: usize,
+    /// Channels (`M`, a multiple of the tile's 32 columns).
+    pub m: usize,
+    /// Whether the residual is added.
+    pub residual: bool,
+    /// The clamp applied after the residual.
+    pub act: Activation,
 }
 
 impl GemmSpec {
@@ -123,7 +144,7 @@ impl GemmSpec {
 
 /// Emits the body of a GEMM kernel function.
 pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
-    emit_with(kb, s, tasks, None);
+    emit_with(kb, s, tasks, None, None);
 }
 
 /// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
@@ -153,7 +174,15 @@ pub struct Micro {
 /// the stack — and applies the epilogue in the last block's registers where it can (else over C afterwards); the
 /// Cranelift tile takes what the micro-kernels do not cover. Both compute each element with the same fma chain in
 /// the same order, so the output is bitwise the same either way.
-pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<Micro>) {
+///
+/// With `s.transpose_out`, `transpose` is its machine-code transposer and each unit ends with its calls.
+pub fn emit_with(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    tasks: u32,
+    micro: Option<Micro>,
+    transpose: Option<FuncRef>,
+) {
     let (mr, nr) = micro.map_or((MR, NR), |m| (m.mr, m.nr));
     let mut slot = |bytes: usize| {
         kb.b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
@@ -255,7 +284,48 @@ pub fn emit_with(kb: &mut Kb, s: &GemmSpec, tasks: u32, micro: Option<Micro>) {
             let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
             kb.if_else(last, |kb| emit_cols(kb, tail_cols), |kb| emit_cols(kb, nr));
         }
+        if let (Some(t), Some(f)) = (&s.transpose_out, transpose) {
+            transpose_unit(kb, s, t, f, (bi, offs[2]), (i_lo, i_hi), j0, nr);
+        }
     });
+}
+
+/// The fused transposing epilogue of one unit (`TransposeOut`): channel rows `[j0, j0 + cols)` (whole blocks of
+/// 16: `M` is a multiple of the column block), pixels `[i_lo, i_hi)`, of batch `bi` (`c_off`: its `Cᵀ` offset in
+/// elements).
+#[allow(clippy::too_many_arguments)]
+fn transpose_unit(
+    kb: &mut Kb,
+    s: &GemmSpec,
+    t: &TransposeOut,
+    f: FuncRef,
+    (bi, c_off): (Value, Value),
+    (i_lo, i_hi): (Value, Value),
+    j0: Value,
+    cols: usize,
+) {
+    let count = kb.b.ins().isub(i_hi, i_lo);
+    let (ct, out) = (kb.arg(s.c.arg), kb.arg(Role::Out));
+    let res = t.residual.then(|| kb.arg(Role::Residual));
+    // Cᵀ at (i_lo, j0) of this batch; the output (and residual) at (bi, j0, i_lo).
+    let row = kb.b.ins().imul_imm_s(i_lo, s.c.rs as i64);
+    let c_el = kb.b.ins().iadd(row, j0);
+    let c_el = kb.b.ins().iadd(c_el, c_off);
+    let o_batch = kb.b.ins().imul_imm_s(bi, (t.m * t.p) as i64);
+    let o_row = kb.b.ins().imul_imm_s(j0, t.p as i64);
+    let o_el = kb.b.ins().iadd(o_batch, o_row);
+    let o_el = kb.b.ins().iadd(o_el, i_lo);
+    for blk in 0..cols / 16 {
+        let ce = kb.b.ins().iadd_imm_s(c_el, (16 * blk) as i64);
+        let src = kb.addr(ct, ce, 4);
+        let oe = kb.b.ins().iadd_imm_s(o_el, (16 * blk * t.p) as i64);
+        let dst = kb.addr(out, oe, 4);
+        let r = match res {
+            Some(r) => kb.addr(r, oe, 4),
+            None => kb.iconst(0),
+        };
+        kb.b.ins().call(f, &[src, dst, r, count]);
+    }
 }
 
 /// One `rows x cols` tile at (i, j0): K loop, epilogue, store.
