@@ -52,12 +52,14 @@ fn main() {
     let model = std::fs::read(&args[1]).expect("read model");
     let compiled: Vec<_> = variants
         .iter()
-        .map(|v| {
+        .enumerate()
+        .map(|(i, v)| {
             for (k, val) in &v.env {
                 // SAFETY: no other thread runs while the variants are compiled.
                 unsafe { std::env::set_var(k, val) };
             }
-            let mut opts = bundlec::Options::new("ab");
+            // Distinct names: each bundle is loaded from its own shared object.
+            let mut opts = bundlec::Options::new(&format!("ab{i}"));
             opts.cpu = v.cpu.clone();
             let c = compile_with(&model, opts);
             for (k, _) in &v.env {

@@ -78,6 +78,10 @@ pub struct MicroSpec {
     /// while this one runs: lines another core wrote (the previous layer's other half) otherwise stall every
     /// step on a cross-core transfer, which the stride (a row of pixels) hides from the hardware prefetchers.
     pub a_prefetch: usize,
+    /// Prefetch (`prefetcht1`, into L2) the next column block's part of B's row each step of K: for B read in
+    /// place (activations `[K, pixels]`, rows a plane apart), whose block the unit's first tile otherwise
+    /// fetches line by line from L3 while the other tiles find it in L2.
+    pub b_next_cols: bool,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -169,6 +173,11 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     }
     if m.a_prefetch > 0 {
         a.prefetcht1(byte_ptr(rdi + d(m.a_prefetch))).map_err(e)?;
+    }
+    if m.b_next_cols {
+        for line in 0..(nr * 4).div_ceil(64) {
+            a.prefetcht1(byte_ptr(rsi + d(nr + line * 16))).map_err(e)?;
+        }
     }
     let nacc = mr * vecs;
     match m.simd {
@@ -368,6 +377,7 @@ mod tests {
             // r9 holds whatever the caller left there: a prefetch never faults.
             prefetch_next: b_rs == nr,
             a_prefetch: if a_rs == 1 { 2 * mr } else { 0 },
+            b_next_cols: b_rs != nr,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -439,6 +449,7 @@ mod tests {
             b_prefetch: 0,
             prefetch_next: false,
             a_prefetch: 0,
+            b_next_cols: false,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
