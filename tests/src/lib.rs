@@ -36,6 +36,22 @@ pub fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// Sets every input of a bundle's instance: float inputs to `rand_vec` (seeded with the input's index), integer
+/// and bool inputs (token ids, masks) to ones.
+pub fn fill_inputs(bundle: &bundle_rt::Bundle, inst: &mut bundle_rt::Instance) {
+    for (k, t) in bundle.inputs().enumerate() {
+        let (name, n) = (t.name.to_string(), t.elements);
+        if t.dtype == bundle_rt::DType::F32 {
+            inst.set_input(&name, &rand_vec(n, k as u64))
+        } else {
+            let mut one = vec![0u8; t.dtype.size()];
+            one[0] = 1;
+            inst.set_input_bytes(&name, &one.repeat(n))
+        }
+        .expect("input");
+    }
+}
+
 /// Deterministic pseudo-random values in [-1, 1) (xorshift), so tests need no rand crate.
 pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

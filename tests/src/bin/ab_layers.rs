@@ -9,7 +9,7 @@
 
 use bundle_rt::engine::{Engine, StdPort};
 use bundle_rt::profile::{reset_all, OpTiming};
-use bundle_rt::{Bundle, DType};
+use bundle_rt::Bundle;
 use bundlec_tests::harness::compile_with;
 use bundlec_tests::loaded::Loaded;
 use bundlec_tests::median;
@@ -80,17 +80,7 @@ fn main() {
         .iter()
         .map(|b| {
             let mut inst = b.instance().expect("instance");
-            for (k, t) in b.inputs().enumerate() {
-                let (name, n) = (t.name.to_string(), t.elements);
-                if t.dtype == DType::F32 {
-                    inst.set_input(&name, &bundlec_tests::rand_vec(n, k as u64))
-                } else {
-                    let mut one = vec![0u8; t.dtype.size()];
-                    one[0] = 1;
-                    inst.set_input_bytes(&name, &one.repeat(n))
-                }
-                .expect("input");
-            }
+            bundlec_tests::fill_inputs(b, &mut inst);
             inst
         })
         .collect();

@@ -8,7 +8,7 @@
 
 use bundle_rt::engine::{Engine, StdPort};
 use bundle_rt::profile::{reset_all, OpTiming};
-use bundle_rt::{Bundle, DType};
+use bundle_rt::Bundle;
 use bundlec_tests::harness::compile_with;
 use bundlec_tests::loaded::Loaded;
 use bundlec_tests::median;
@@ -34,18 +34,7 @@ fn main() {
     let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
     let view = *b.view();
     let mut inst = b.instance().expect("instance");
-    // Float inputs random, integer and bool inputs (token ids, masks) all ones.
-    for (k, t) in b.inputs().enumerate() {
-        let (name, n) = (t.name.to_string(), t.elements);
-        if t.dtype == DType::F32 {
-            inst.set_input(&name, &bundlec_tests::rand_vec(n, k as u64))
-        } else {
-            let mut one = vec![0u8; t.dtype.size()];
-            one[0] = 1;
-            inst.set_input_bytes(&name, &one.repeat(n))
-        }
-        .expect("input");
-    }
+    bundlec_tests::fill_inputs(&b, &mut inst);
     let layers = view.layers();
     let timings = OpTiming::table(view.ops().len());
     // [threads][layer] -> wall times in µs; [threads] -> whole runs.
