@@ -82,8 +82,8 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// The `(op, task)` pair of `ticket`, which must be `< job.total` and not below an earlier ticket
-    /// this cursor resolved.
+    /// The `(op, task)` pair of `ticket`, which must be `< job.total` and not below the first ticket
+    /// of the cursor's op (`base`; a thread that stole a lower ticket restarts its cursor first).
     ///
     /// # Safety
     /// `job.ops` must point to the op table, valid at least up to `job.end`, whose ops `first..end`
@@ -371,11 +371,7 @@ impl<P: Port> Engine<P> {
             shared.state.lock(|s| {
                 s.job = job;
                 // Every thread has passed the previous layer's barrier: nobody takes tickets now.
-                let n = shared.ranges.len() as u64;
-                for (t, range) in shared.ranges.iter().enumerate() {
-                    let t = t as u64;
-                    range.set(tasks * t / n, tasks * (t + 1) / n);
-                }
+                deal(&shared.ranges, tasks);
                 s.generation += 1;
             });
             shared.state.notify_one();
@@ -481,8 +477,8 @@ unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, me: usize, mut wake_next
                 base: 0,
             };
         }
-        // SAFETY: `job` describes the op table's range `first..end` with `total` tasks; this
-        // thread's tickets only grow.
+        // SAFETY: `job` describes the op table's range `first..end` with `total` tasks; the cursor
+        // was restarted above if this ticket lies below it.
         let Some((index, task)) = (unsafe { cursor.resolve(job, ticket) }) else {
             return;
         };
@@ -506,6 +502,14 @@ unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, me: usize, mut wake_next
             // SAFETY: the timing table has a slot per op (checked before the run) and lives for it.
             unsafe { (*job.timings.add(index)).record(start, end) };
         }
+    }
+}
+
+/// Deals tickets `0..total` out in contiguous shares, thread `t` of `T` getting `total·t/T..total·(t+1)/T`.
+fn deal(ranges: &[Range], total: u64) {
+    let n = ranges.len() as u64;
+    for (t, range) in (0u64..).zip(ranges) {
+        range.set(total * t / n, total * (t + 1) / n);
     }
 }
 
@@ -533,7 +537,7 @@ unsafe fn op_args(op: &BundleOp) -> &[BundleArg] {
 
 #[cfg(test)]
 mod tests {
-    use super::{take, Range};
+    use super::{deal, take, Range};
     use core::sync::atomic::AtomicU64;
     use std::vec::Vec;
 
@@ -543,10 +547,7 @@ mod tests {
     fn shares_hand_out_each_ticket_once() {
         for (threads, total) in [(1, 5), (2, 1), (3, 2), (4, 1000), (8, 100_003)] {
             let ranges: Vec<Range> = (0..threads).map(|_| Range(AtomicU64::new(0))).collect();
-            for (t, r) in ranges.iter().enumerate() {
-                let (t, n) = (t as u64, threads as u64);
-                r.set(total * t / n, total * (t + 1) / n);
-            }
+            deal(&ranges, total);
             let mut got: Vec<u64> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..threads)
                     .map(|me| {

@@ -114,14 +114,9 @@ pub enum Body {
     TransposeOut {
         /// Batch.
         n: usize,
-        /// Output pixels.
-        p: usize,
-        /// Output channels.
-        m: usize,
-        /// Whether a residual is added.
-        residual: bool,
-        /// Activation applied after the residual (`Activation::None` when the GEMM applied it).
-        act: crate::ir::Activation,
+        /// Pixels, channels, residual and the activation applied after it (`Activation::None` when the GEMM
+        /// applied it): the same epilogue a GEMM runs fused (`GemmSpec::transpose_out`).
+        t: super::ops::gemm::TransposeOut,
     },
     /// Winograd F(2x2, 3x3) input transform: roles X, Out (`V`).
     WinogradIn(super::ops::winograd::WinogradSpec),
@@ -337,7 +332,7 @@ impl Kernel {
             Body::DepthwiseC16(s) => s.n * s.c / 16,
             Body::ConvDirect { n, spec } => n * spec.out[0],
             Body::WinogradIn(s) => s.n * s.c,
-            Body::TransposeOut { n, m, .. } => n * m.div_ceil(16),
+            Body::TransposeOut { n, t } => n * t.m.div_ceil(16),
             Body::WinogradOut(s) => s.n * s.m,
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),

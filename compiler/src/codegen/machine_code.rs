@@ -59,6 +59,12 @@ fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
 /// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
 pub const KC: usize = 256;
 
+/// The shape conditions of the micro-kernel path for tiles `nr` columns wide: a full column block, contiguous
+/// columns of B and C, a reduction, and panels of B (if packed) in whole tile widths.
+fn micro_shape_ok(s: &ops::gemm::GemmSpec, nr: usize) -> bool {
+    s.n >= nr && s.b.cs == 1 && s.c.cs == 1 && s.k > 0 && s.b_panel.is_none_or(|p| p % nr == 0)
+}
+
 /// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
 /// AVX-512 micro-kernels cover it (the shape conditions and encodings of [`define_micro`], checked at the
 /// tallest tile) and its column blocks hold whole blocks of 16 channels. Lowering asks before it fuses, so the
@@ -66,13 +72,8 @@ pub const KC: usize = 256;
 pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
     let simd = Simd::Avx512;
     let (mr, nr) = simd.tile();
-    let usable = s.n >= nr
-        && s.n.is_multiple_of(nr)
-        && s.m >= mr
-        && s.b.cs == 1
-        && s.c.cs == 1
-        && s.k > 0
-        && s.b_panel.is_some_and(|p| p % nr == 0);
+    let usable =
+        micro_shape_ok(s, nr) && s.n.is_multiple_of(nr) && s.m >= mr && s.b_panel.is_some();
     let spec = MicroSpec {
         simd,
         rows: mr,
@@ -105,8 +106,7 @@ pub(super) fn define_micro(
     let nr = simd.tile().1;
     let mr = tile_rows(simd, s);
     let rows_tail = s.m % mr;
-    if s.n < nr || s.b.cs != 1 || s.c.cs != 1 || s.k == 0 || s.b_panel.is_some_and(|p| p % nr != 0)
-    {
+    if !micro_shape_ok(s, nr) {
         return Ok(None);
     }
     let (full, tail) = (s.k / KC, s.k % KC);
@@ -135,7 +135,7 @@ pub(super) fn define_micro(
     let row_tail_ok = rows_tail > 0 && (epi.is_some() || trivial);
     let prefetch_next = s.b_panel.is_some() && b_bytes(s) >= PREFETCH_NEXT_MIN_BYTES;
     // A read transposed from activations: rows adjacent, a row of pixels per step of K.
-    let a_transposed = s.a_panel.is_none() && s.a_steps() == (1, s.a.cs) && s.a.cs >= 16;
+    let a_transposed = s.a_panel.is_none() && s.a.rs == 1 && s.a.cs >= 16;
     for (set, slot, &(k, accumulate, used)) in
         (0..3).flat_map(|set| wanted.iter().enumerate().map(move |(i, w)| (set, i, w)))
     {
@@ -453,20 +453,8 @@ pub(super) fn define_layout(
             };
             Ok([full, last, None])
         }
-        Body::TransposeOut {
-            m,
-            p,
-            residual,
-            act,
-            ..
-        } => {
-            let t = ops::gemm::TransposeOut {
-                p: *p,
-                m: *m,
-                residual: *residual,
-                act: *act,
-            };
-            Ok([Some(define_transpose(module, name, i, &t)?), None, None])
+        Body::TransposeOut { t, .. } => {
+            Ok([Some(define_transpose(module, name, i, t)?), None, None])
         }
         Body::DepthwiseC16(s) => {
             let spec = ops::depthwise::c16(s)

@@ -316,9 +316,9 @@ pub fn define_kernels(
                     }
                     _ => no_code = true,
                 },
-                (Body::TransposeOut { n, p, m, .. }, _, _) => match layout {
+                (Body::TransposeOut { n, t }, _, _) => match layout {
                     Some([Some(f), _, _]) => {
-                        ops::data::emit_transpose_out(&mut kb, [*n, *p, *m], k.tasks, f)
+                        ops::data::emit_transpose_out(&mut kb, [*n, t.p, t.m], k.tasks, f)
                     }
                     _ => no_code = true,
                 },

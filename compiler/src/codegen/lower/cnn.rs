@@ -516,6 +516,12 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
         transpose_out: None,
     };
     let work = spec.macs();
+    let epilogue = TransposeOut {
+        p: t.p,
+        m: t.m,
+        residual: t.residual.is_some(),
+        act: t.out_act,
+    };
     let fused = crate::codegen::machine_code::fuses_transpose(&spec);
     // Fused, a unit starting inside a block of 16 rows reads up to 15 rows past the last batch's P16.
     let ct = cx.scratch((t.nb * p16 + if fused { 16 } else { 0 }) * t.m * 4);
@@ -525,12 +531,7 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     }
     if fused {
         spec.c.arg = Role::Scratch;
-        spec.transpose_out = Some(TransposeOut {
-            p: t.p,
-            m: t.m,
-            residual: t.residual.is_some(),
-            act: t.out_act,
-        });
+        spec.transpose_out = Some(epilogue);
         args.push((Role::Scratch, ct));
         if let Some(r) = t.residual {
             args.push((Role::Residual, r));
@@ -548,10 +549,7 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     args.push((Role::Out, t.out));
     let body = Body::TransposeOut {
         n: t.nb,
-        p: t.p,
-        m: t.m,
-        residual: t.residual.is_some(),
-        act: t.out_act,
+        t: epilogue,
     };
     cx.push(n, names.1, &args, body, t.nb * t.m * t.p);
 }
