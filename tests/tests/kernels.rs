@@ -21,6 +21,9 @@ fn matmul_tails_and_batches() {
         (vec![2, 19, 33], vec![33, 65]),
         (vec![16, 300], vec![300, 64]),
         (vec![9, 700], vec![700, 50]),
+        // B copied by each K block's first tile (K >= 128, 2+ tiles): two full K blocks and a tail, a column
+        // tail and a row tail (both reading B in place), two batches.
+        (vec![2, 43, 520], vec![520, 70]),
         // GEMV: a single row, only the row-tail micro-kernels.
         (vec![1, 300], vec![300, 70]),
         (vec![1, 1, 600], vec![600, 96]),

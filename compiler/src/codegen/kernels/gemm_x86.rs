@@ -82,6 +82,10 @@ pub struct MicroSpec {
     /// place (activations `[K, pixels]`, rows a plane apart), whose block the unit's first tile otherwise
     /// fetches line by line from L3 while the other tiles find it in L2.
     pub b_next_cols: bool,
+    /// Store every B vector loaded also at `r9` (the sixth argument), advancing it one tile row (`nr` floats) per
+    /// step of K: the first tile of a block reads B in place and leaves a contiguous `[k][nr]` copy that the
+    /// block's other tiles read instead (`b_rs = nr`). Not with `prefetch_next`, which uses `r9` too.
+    pub b_copy: bool,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -114,6 +118,7 @@ fn disp(elems: usize) -> Option<i32> {
 pub fn fits(m: &MicroSpec) -> bool {
     let (mr, nr) = (m.rows, m.simd.tile().1);
     m.k >= 1
+        && !(m.b_copy && m.prefetch_next)
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
         && disp(m.a_prefetch).is_some()
@@ -186,6 +191,10 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             for v in 0..vecs {
                 a.vmovups(YMM[nacc + v], ptr(rsi + d(v * lanes)))
                     .map_err(e)?;
+                if m.b_copy {
+                    a.vmovups(ptr(r9 + d(v * lanes)), YMM[nacc + v])
+                        .map_err(e)?;
+                }
             }
             for r in 0..mr {
                 a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
@@ -200,6 +209,10 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             for v in 0..vecs {
                 a.vmovups(ZMM[28 + v], zmmword_ptr(rsi + d(v * lanes)))
                     .map_err(e)?;
+                if m.b_copy {
+                    a.vmovups(zmmword_ptr(r9 + d(v * lanes)), ZMM[28 + v])
+                        .map_err(e)?;
+                }
             }
             for r in 0..mr {
                 let x = ZMM[nacc + (r % 8)];
@@ -214,6 +227,9 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     }
     if m.a_cs > 0 {
         a.add(rdi, d(m.a_cs)).map_err(e)?;
+    }
+    if m.b_copy {
+        a.add(r9, d(nr)).map_err(e)?;
     }
     if m.b_rs > 0 {
         a.add(rsi, d(m.b_rs)).map_err(e)?;
@@ -321,17 +337,20 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
 mod tests {
     use super::*;
 
-    fn run(spec: &MicroSpec, av: &[f32], bv: &[f32], c: &mut [f32]) {
+    /// Runs a kernel on A, B and C; `copy` is the sixth argument (the `b_copy` panel, or a prefetch pointer).
+    fn run(spec: &MicroSpec, av: &[f32], bv: &[f32], c: &mut [f32], copy: &mut [f32]) {
         let code = assemble(spec).unwrap();
         // SAFETY: an anonymous RW mapping, filled, then made RX; the function follows the SysV ABI and touches
-        // only the tile of A, B and C that the asserts below size.
+        // only the tile of A, B and C (and the copy panel) that the asserts below size.
         unsafe {
             let len = code.len().div_ceil(4096) * 4096;
             let p = libc_mmap(len);
             std::ptr::copy_nonoverlapping(code.as_ptr(), p, code.len());
             libc_mprotect(p, len);
-            let f: extern "sysv64" fn(*const f32, *const f32, *mut f32) = std::mem::transmute(p);
-            f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr());
+            type Micro =
+                extern "sysv64" fn(*const f32, *const f32, *mut f32, usize, usize, *mut f32);
+            let f: Micro = std::mem::transmute(p);
+            f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr(), 0, 0, copy.as_mut_ptr());
         }
     }
     extern "C" {
@@ -378,6 +397,8 @@ mod tests {
             prefetch_next: b_rs == nr,
             a_prefetch: if a_rs == 1 { 2 * mr } else { 0 },
             b_next_cols: b_rs != nr,
+            // B in place leaves its contiguous copy (checked below).
+            b_copy: b_rs != nr,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -387,7 +408,13 @@ mod tests {
             .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5)
             .collect();
         let mut c = vec![f32::NAN; (mr - 1) * c_rs + nr];
-        run(&spec, &av, &bv, &mut c);
+        let mut copy = vec![f32::NAN; k * nr];
+        run(&spec, &av, &bv, &mut c, &mut copy);
+        if spec.b_copy {
+            for p in 0..k {
+                assert_eq!(copy[p * nr..][..nr], bv[p * b_rs..][..nr], "{simd:?} copy row {p}");
+            }
+        }
         // A second block over the same A/B continues the chain from C.
         let mut c2 = c.clone();
         run(
@@ -398,6 +425,7 @@ mod tests {
             &av,
             &bv,
             &mut c2,
+            &mut copy,
         );
         for r in 0..mr {
             for j in 0..nr {
@@ -410,6 +438,11 @@ mod tests {
                     acc.to_bits(),
                     "{simd:?} r{r} j{j}"
                 );
+                for p in 0..k {
+                    acc = av[r * a_rs + p * a_cs].mul_add(bv[p * b_rs + j], acc);
+                }
+                let got = c2[r * c_rs + j];
+                assert_eq!(got.to_bits(), acc.to_bits(), "{simd:?} accumulating r{r} j{j}");
             }
         }
     }
@@ -450,6 +483,7 @@ mod tests {
             prefetch_next: false,
             a_prefetch: 0,
             b_next_cols: false,
+            b_copy: false,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)

@@ -23,6 +23,8 @@ pub const NR: usize = 8;
 const ROWS_OUTER_A_BYTES: usize = 1 << 20;
 /// Rows per work unit.
 const ROW_GROUP: usize = 64;
+/// The most rows of a GEMM that copies B (one row group: its column-tail buffer is `rows x nr` on the stack).
+pub const COPY_MAX_ROWS: usize = 512;
 
 /// An operand: kernel argument role, element offset, and strides in elements.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,10 +164,12 @@ pub struct Micro {
     /// The variants take a pointer into the next K block of B to prefetch (`MicroSpec::prefetch_next`).
     pub prefetch_next: bool,
     /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
-    /// storing into the column-tail buffer (row stride `nr`), and the five of the last `m % mr` rows of full
-    /// column blocks. Each takes (A, B, C, bias row, residual tile, the part of the next K block of B to prefetch
-    /// into L2 when it was assembled with `prefetch_next`).
-    pub funcs: [[Option<FuncRef>; 5]; 3],
+    /// storing into the column-tail buffer (row stride `nr`), the five of the last `m % mr` rows of full
+    /// column blocks, and, where B is copied (`MicroSpec::b_copy`), the five of a block's first tile, which read
+    /// B in place and leave the `[k][nr]` panel that the first set then reads. Each takes (A, B, C, bias row,
+    /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
+    /// `prefetch_next`, or the panel to copy B into).
+    pub funcs: [[Option<FuncRef>; 5]; 4],
 }
 
 /// Emits the body of a GEMM kernel function. With `micro`, a unit runs the machine-code micro-kernels on every
@@ -191,7 +195,14 @@ pub fn emit_with(
             6,
         ))
     };
-    let row_group = mr * (ROW_GROUP / mr).max(1);
+    // A GEMM that copies B (`Micro::funcs[3]`) takes all its rows in one group, so a column block's B is copied
+    // once, not once per group.
+    let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
+    let row_group = if copies {
+        s.m.next_multiple_of(mr)
+    } else {
+        mr * (ROW_GROUP / mr).max(1)
+    };
     let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
     let ncb = s.n.div_ceil(nr);
     let nrg = s.m.div_ceil(row_group);
@@ -266,7 +277,7 @@ pub fn emit_with(
                         Some((mk, slots)) => {
                             let tail_mk = Micro {
                                 mr: rows_tail,
-                                funcs: [mk.funcs[2], [None; 5], [None; 5]],
+                                funcs: [mk.funcs[2], [None; 5], [None; 5], [None; 5]],
                                 ..mk
                             };
                             let end = kb.b.ins().iadd_imm_s(i, rows_tail as i64);
@@ -440,10 +451,10 @@ fn micro_rows(
     let tail = cols < nr;
     let slot = slots.0;
     let ctemp = kb.b.ins().stack_addr(I64, slots.1, 0);
-    let (c_stride, funcs) = if tail {
-        (nr, mk.funcs[1])
+    let (c_stride, funcs, copies) = if tail {
+        (nr, mk.funcs[1], [None; 5])
     } else {
-        (s.c.rs, mk.funcs[0])
+        (s.c.rs, mk.funcs[0], mk.funcs[3])
     };
     let a0 = kb.b.ins().iadd_imm_s(offs[0], s.a.off as i64);
     let b0 = b_col_el(kb, s, j0, offs[1]);
@@ -461,9 +472,11 @@ fn micro_rows(
             kb.addr(c_base, ce, 4)
         }
     };
-    // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f`.
+    // One K block starting at element k0 (a Value) of depth `depth` with micro-kernel `f` (slot `slot`).
     // With `fused`, the micro-kernel also applies the epilogue and gets the bias row and residual tile pointers.
-    let block = |kb: &mut Kb, k0: Value, depth: usize, f: FuncRef, fused: bool| {
+    let block = |kb: &mut Kb, k0: Value, depth: usize, slot: usize, fused: bool| {
+        let Some(f) = funcs[slot] else { return };
+        let copy = copies[slot];
         let kb_el = kb.b.ins().imul_imm_s(k0, s.b_k_step() as i64);
         let src0 = kb.b.ins().iadd(b0, kb_el);
         let src0 = kb.addr(b_base, src0, 4);
@@ -485,7 +498,8 @@ fn micro_rows(
                 kb.b.def_var(dst, dp2);
             });
         }
-        let b_ptr = if tail { panel } else { src0 };
+        // With a copying variant the first tile reads B in place and leaves the panel the others read.
+        let b_ptr = if tail || copy.is_some() { panel } else { src0 };
         // The next K block of B (the next column block's first after the last): tiles of even index
         // prefetch its first half, odd ones its second (one line per step of K each).
         let next = mk.prefetch_next.then(|| {
@@ -495,7 +509,7 @@ fn micro_rows(
             (next, (depth * s.b_k_step() * 2) as i64)
         });
         let ka = kb.b.ins().imul_imm_s(k0, s.a_steps().1 as i64);
-        kb.for_range(i_lo, i_hi, mr as i64, |kb, i| {
+        let call = |kb: &mut Kb, i: Value, f: FuncRef, b_ptr: Value, pf: Option<Value>| {
             let di = kb.b.ins().isub(i, i_lo);
             let ai = a_row_el(kb, s, i);
             let ae = kb.b.ins().iadd(a0, ai);
@@ -508,21 +522,32 @@ fn micro_rows(
                 let z = kb.iconst(0);
                 (z, z)
             };
-            // Without prefetch_next the sixth argument is unused.
-            let pf = match next {
-                Some((next, half)) => {
+            // Without prefetch_next or a copy the sixth argument is unused.
+            let pf = match (pf, next) {
+                (Some(pf), _) => pf,
+                (None, Some((next, half))) => {
                     let parity = kb.b.ins().udiv_imm_u(di, mr as i64);
                     let parity = kb.b.ins().band_imm_u(parity, 1);
                     let off = kb.b.ins().imul_imm_s(parity, half);
                     kb.b.ins().iadd(next, off)
                 }
-                None => b_ptr,
+                (None, None) => b_ptr,
             };
             kb.b.ins().call(f, &[ap, b_ptr, cp, bp, rp, pf]);
-        });
+        };
+        let rest = match copy {
+            Some(fc) => {
+                let first_end = kb.b.ins().iadd_imm_s(i_lo, mr as i64);
+                let c = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, first_end, i_hi);
+                kb.if_else(c, |kb| call(kb, i_lo, fc, src0, Some(panel)), |_| {});
+                first_end
+            }
+            None => i_lo,
+        };
+        kb.for_range(rest, i_hi, mr as i64, |kb, i| call(kb, i, f, b_ptr, None));
     };
     let (full, k_tail) = (s.k / kc, s.k % kc);
-    let [first_full, acc_full, first_tail, acc_tail, last] = funcs;
+    let [first_full, acc_full, _, _, last] = funcs;
     // The fused variant replaces the last block's call (full column blocks only).
     let last = if tail { None } else { last };
     let n_blocks = full + usize::from(k_tail > 0);
@@ -533,28 +558,25 @@ fn micro_rows(
     };
     let full_before_last = blocks_before_last.min(full);
     if full_before_last > 0 {
-        if let Some(f) = first_full {
+        if first_full.is_some() {
             let k0 = kb.iconst(0);
-            block(kb, k0, kc, f, false);
+            block(kb, k0, kc, 0, false);
         }
-        if let Some(f) = acc_full {
+        if acc_full.is_some() {
             kb.for_const(kc, full_before_last * kc, kc, |kb, k0| {
-                block(kb, k0, kc, f, false)
+                block(kb, k0, kc, 1, false)
             });
         }
     }
     if blocks_before_last > full {
         // The K tail block, without the epilogue.
-        let f = if full > 0 { acc_tail } else { first_tail };
-        if let Some(f) = f {
-            let k0 = kb.iconst((full * kc) as i64);
-            block(kb, k0, k_tail, f, false);
-        }
+        let k0 = kb.iconst((full * kc) as i64);
+        block(kb, k0, k_tail, if full > 0 { 3 } else { 2 }, false);
     }
-    if let Some(f) = last {
+    if last.is_some() {
         let k0 = kb.iconst((blocks_before_last * kc) as i64);
         let depth = if k_tail > 0 { k_tail } else { kc };
-        block(kb, k0, depth, f, true);
+        block(kb, k0, depth, 4, true);
         return;
     }
     let trivial =
