@@ -457,6 +457,17 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        // Direct convolution of a strided 3x3 with many channels (`strided_direct`): 30 output pixels per row,
+        // one full 16-pixel block and a masked one, asymmetric pads, a batch.
+        (
+            "direct_strided",
+            [2, 20, 13, 59],
+            [32, 20, 3, 3],
+            [1, 0, 1, 1],
+            [2, 2],
+            [1, 1],
+            1,
+        ),
         (
             "micro_tiles_and_tails",
             [1, 16, 19, 21],

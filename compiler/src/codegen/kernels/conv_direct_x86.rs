@@ -61,11 +61,11 @@ impl ConvDirect {
     }
 }
 
-/// Assembles the kernel; `Err` for a shape it does not take (M not a multiple of 16, a zero size) or
-/// displacements that do not fit.
-pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
-    let e = |x: IcedError| x.to_string();
-    let name = "direct convolution";
+const NAME: &str = "direct convolution";
+
+/// `Err` for a shape the kernel does not take (M not a multiple of 16, a zero size) or displacements that do not
+/// fit its 32-bit encodings; lowering asks before it picks the kernel.
+pub fn check(s: &ConvDirect) -> Result<(), String> {
     let [hp, wp] = s.padded;
     let [kh, kw] = s.kernel;
     let [_, sw] = s.strides;
@@ -73,16 +73,40 @@ pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
     let [oh, ow] = s.out;
     let taps = kh * kw;
     if s.c == 0 || s.m == 0 || !s.m.is_multiple_of(16) || taps == 0 || oh * ow == 0 || sw == 0 {
-        return Err(format!("{name}: unsupported shape {s:?}"));
+        return Err(format!("{NAME}: unsupported shape {s:?}"));
     }
     let plane_out = oh * ow;
     // Every displacement the code uses, checked once (the emitters then take them as fitting).
-    disp(
-        name,
-        ((kh - 1) * dil_y * wp + (PIXELS - 1) * sw + (kw - 1) * dil_x).max(hp * wp),
-    )?;
-    disp(name, 15 * plane_out + PIXELS)?;
-    disp(name, (s.c * taps * 16).max(16 * plane_out))?;
+    let reach = (kh - 1)
+        .checked_mul(dil_y)
+        .and_then(|x| x.checked_mul(wp))
+        .and_then(|x| x.checked_add((PIXELS - 1).checked_mul(sw)?))
+        .and_then(|x| x.checked_add((kw - 1).checked_mul(dil_x)?))
+        .and_then(|x| Some(x.max(hp.checked_mul(wp)?)));
+    let rows = plane_out
+        .checked_mul(15)
+        .and_then(|x| x.checked_add(PIXELS));
+    let outs = plane_out.checked_mul(16);
+    let weights = s.c.checked_mul(taps).and_then(|x| x.checked_mul(16));
+    for floats in [reach, rows, outs, weights] {
+        disp(
+            NAME,
+            floats.ok_or_else(|| format!("{NAME}: shape overflows {s:?}"))?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Assembles the kernel; `Err` where [`check`] fails.
+pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let name = NAME;
+    check(s)?;
+    let [_, sw] = s.strides;
+    let [kh, kw] = s.kernel;
+    let taps = kh * kw;
+    let [oh, ow] = s.out;
+    let plane_out = oh * ow;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // rdi x row, rsi w (block of 16 channels), rdx bias, rcx out; r8 channel blocks left, r9 the pixel block's
     // input, r10 its output, r11 pixel blocks left, rax the tap weights, rbx the input channel, r12 channels

@@ -350,7 +350,14 @@ mod tests {
             type Micro =
                 extern "sysv64" fn(*const f32, *const f32, *mut f32, usize, usize, *mut f32);
             let f: Micro = std::mem::transmute(p);
-            f(av.as_ptr(), bv.as_ptr(), c.as_mut_ptr(), 0, 0, copy.as_mut_ptr());
+            f(
+                av.as_ptr(),
+                bv.as_ptr(),
+                c.as_mut_ptr(),
+                0,
+                0,
+                copy.as_mut_ptr(),
+            );
         }
     }
     extern "C" {
@@ -412,7 +419,11 @@ mod tests {
         run(&spec, &av, &bv, &mut c, &mut copy);
         if spec.b_copy {
             for p in 0..k {
-                assert_eq!(copy[p * nr..][..nr], bv[p * b_rs..][..nr], "{simd:?} copy row {p}");
+                assert_eq!(
+                    copy[p * nr..][..nr],
+                    bv[p * b_rs..][..nr],
+                    "{simd:?} copy row {p}"
+                );
             }
         }
         // A second block over the same A/B continues the chain from C.
@@ -442,7 +453,11 @@ mod tests {
                     acc = av[r * a_rs + p * a_cs].mul_add(bv[p * b_rs + j], acc);
                 }
                 let got = c2[r * c_rs + j];
-                assert_eq!(got.to_bits(), acc.to_bits(), "{simd:?} accumulating r{r} j{j}");
+                assert_eq!(
+                    got.to_bits(),
+                    acc.to_bits(),
+                    "{simd:?} accumulating r{r} j{j}"
+                );
             }
         }
     }

@@ -538,7 +538,9 @@ fn micro_rows(
         let rest = match copy {
             Some(fc) => {
                 let first_end = kb.b.ins().iadd_imm_s(i_lo, mr as i64);
-                let c = kb.b.ins().icmp(IntCC::SignedLessThanOrEqual, first_end, i_hi);
+                let c =
+                    kb.b.ins()
+                        .icmp(IntCC::SignedLessThanOrEqual, first_end, i_hi);
                 kb.if_else(c, |kb| call(kb, i_lo, fc, src0, Some(panel)), |_| {});
                 first_end
             }
