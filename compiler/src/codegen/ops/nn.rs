@@ -45,8 +45,9 @@ pub fn emit_softmax(
                 let v = kb.load(F32, x, (j * 4) as i64);
                 mx = kb.b.ins().fmax(mx, v);
             }
+            let mx = kb.pin(mx);
             // Exp and sum.
-            let mxv = kb.splat(VEC, mx);
+            let mxv = kb.pinned_splat(VEC, mx);
             let z = kb.fconst(VEC, 0.0);
             let sv = kb.var(VEC, z);
             kb.for_const(0, nvec, LANES, |kb, j| {
@@ -69,12 +70,13 @@ pub fn emit_softmax(
                 kb.store(e, y, (j * 4) as i64);
                 sum = kb.b.ins().fadd(sum, e);
             }
+            let sum = kb.pin(sum);
             if log_out {
                 log_rows(kb, x, y, len, 4, mx, sum);
                 return;
             }
             // Normalise.
-            let sumv = kb.splat(VEC, sum);
+            let sumv = kb.pinned_splat(VEC, sum);
             kb.for_const(0, nvec, LANES, |kb, j| {
                 let q = kb.addr(y, j, 4);
                 let v = kb.load(VEC, q, 0);
@@ -97,6 +99,7 @@ pub fn emit_softmax(
                 kb.b.def_var(mv, m2);
             });
             let mx = kb.b.use_var(mv);
+            let mx = kb.pin(mx);
             let z = kb.fconst(F32, 0.0);
             let sv = kb.var(F32, z);
             kb.for_const(0, len, 1, |kb, j| {
@@ -111,6 +114,7 @@ pub fn emit_softmax(
                 kb.b.def_var(sv, s2);
             });
             let sum = kb.b.use_var(sv);
+            let sum = kb.pin(sum);
             if log_out {
                 log_rows(kb, x, y, len, step, mx, sum);
                 return;
@@ -163,10 +167,12 @@ pub fn emit_norm(
             kb.fconst(F32, 0.0)
         } else {
             let s = kb.row_sum(x, len, |_, _, v| v);
-            kb.b.ins().fdiv(s, n)
+            let m = kb.b.ins().fdiv(s, n);
+            kb.pin(m)
         };
+        let mean_v = kb.pinned_splat(VEC, mean);
         let var = kb.row_sum(x, len, |kb, ty, v| {
-            let m = kb.splat(ty, mean);
+            let m = if ty == F32 { mean } else { mean_v };
             let d = kb.b.ins().fsub(v, m);
             kb.b.ins().fmul(d, d)
         });
@@ -176,6 +182,8 @@ pub fn emit_norm(
         let sd = kb.b.ins().sqrt(ve);
         let one = kb.fconst(F32, 1.0);
         let inv = kb.b.ins().fdiv(one, sd);
+        let inv = kb.pin(inv);
+        let inv_v = kb.pinned_splat(VEC, inv);
         // `p[at]` (a per-row or per-element parameter), or 0 for an absent bias.
         let param = |kb: &mut Kb, ty: Type, p: Option<Value>, at: Value| match p {
             Some(p) => {
@@ -192,8 +200,11 @@ pub fn emit_norm(
         let elem = |kb: &mut Kb, ty: Type, j: Value| {
             let p = kb.addr(x, j, 4);
             let v = kb.load(ty, p, 0);
-            let m = kb.splat(ty, mean);
-            let iv = kb.splat(ty, inv);
+            let (m, iv) = if ty == F32 {
+                (mean, inv)
+            } else {
+                (mean_v, inv_v)
+            };
             let d = kb.b.ins().fsub(v, m);
             let nrm = kb.b.ins().fmul(d, iv);
             let (s, b) = match row_params {
