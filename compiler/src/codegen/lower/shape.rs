@@ -1,12 +1,12 @@
-//! Lowering of the data-movement family (`ir/ops/shape.rs`): Reshape is a byte copy (the planner may alias
-//! it away), Transpose a gather through per-dimension input strides, Concat one kernel copying each input's
-//! block per outer index.
+//! Lowering of the data-movement family (`ir/ops/shape.rs`): Reshape is a byte copy, or nothing when a Transpose
+//! is its only reader (which then reads the reshape's input), Transpose a gather through per-dimension input
+//! strides, Concat one kernel copying each input's block per outer index.
 
 use super::Ctx;
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::shape::transpose_strides;
-use crate::ir::{numel, NodeId, Op};
+use crate::ir::{numel, Graph, NodeId, Op, TensorId};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let (ins, out) = (cx.g.nodes[n].inputs.clone(), cx.g.nodes[n].outputs[0]);
@@ -16,6 +16,10 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let (x, y) = (Buf::Tensor(ins[0]), Buf::Tensor(out));
     match op {
         Op::Reshape(_) => {
+            // A reshape whose only reader is a Transpose needs no copy: the transpose reads the reshape's input.
+            if transpose_reading_only(cx.g, out).is_some() {
+                return Ok(());
+            }
             let body = Body::Copy(cx.g.tensors[out].size_bytes());
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, elems);
         }
@@ -25,6 +29,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 in_strides: transpose_strides(&cx.shape(ins[0]), perm),
                 elem,
             };
+            let x = Buf::Tensor(reshape_source(cx.g, n, ins[0]).unwrap_or(ins[0]));
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, elems);
         }
         Op::Concat(axis) => {
@@ -43,6 +48,37 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         _ => return Err(Error::internal("lower", "shape lowering of another op")),
     }
     Ok(())
+}
+
+/// The Transpose that is the only reader of `t`, if `t` is not a model output and exactly one live node reads it,
+/// once, and that node is a Transpose. A Reshape keeps the bytes in order, so such a transpose can read the
+/// reshape's input in place of its output (`reshape_source`) and the reshape's copy goes: an encoder's head
+/// splits (`[B, S, H·D] -> [B, S, H, D] -> [B, H, S, D]`) copied every Q, K and V once more.
+fn transpose_reading_only(g: &Graph, t: TensorId) -> Option<NodeId> {
+    if g.outputs.contains(&t) {
+        return None;
+    }
+    let mut readers = g.order.iter().flat_map(|&n| {
+        g.nodes[n]
+            .inputs
+            .iter()
+            .filter(move |&&i| i == t)
+            .map(move |_| n)
+    });
+    let only = readers.next()?;
+    (readers.next().is_none() && matches!(g.nodes[only].op, Op::Transpose(_))).then_some(only)
+}
+
+/// For Transpose `n` reading `t`: the input of the Reshape producing `t` when `n` is that reshape's only reader
+/// (`transpose_reading_only`), whose copy was then left out.
+fn reshape_source(g: &Graph, n: NodeId, t: TensorId) -> Option<TensorId> {
+    let p = g
+        .order
+        .iter()
+        .copied()
+        .find(|&p| g.nodes[p].outputs.contains(&t))?;
+    let reshape = matches!(g.nodes[p].op, Op::Reshape(_));
+    (reshape && transpose_reading_only(g, t) == Some(n)).then(|| g.nodes[p].inputs[0])
 }
 
 /// The inputs of a variadic op as roles `In(0)`, `In(1)`, ...
