@@ -316,7 +316,7 @@ fn reshape_then_transpose_reads_the_reshape_input() {
     let bytes = m.bytes();
     let c = compile(&bytes, "t_reshape_transpose");
     let x = rand_vec(96, 9);
-    let got = run_c(&c, &[x.clone()], &[96; 4]);
+    let got = run_c(&c, std::slice::from_ref(&x), &[96; 4]);
     let want = tract_run(&bytes, &[(vec![2, 6, 8], x)]);
     for (i, (n, _)) in outs.iter().enumerate() {
         // Data movement is exact; the sigmoid within SPEC §11's 1e-4.
