@@ -31,7 +31,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             // A transpose whose innermost output dim is not contiguous in the input gathers one element at a
             // time (~2 ns each, against ~0.2 for a row copy): weighted so that an attention's K transpose (4096
             // elements) splits over 2 threads.
-            let (_, strides) = crate::codegen::ops::data::coalesce_transpose(&out_shape, &in_strides);
+            let (_, strides) =
+                crate::codegen::ops::data::coalesce_transpose(&out_shape, &in_strides);
             let work = if strides.last() == Some(&1) {
                 elems
             } else {
