@@ -94,6 +94,9 @@ pub struct LowerOpts {
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
     /// columns; `None`: read in place (targets without machine-code micro-kernels).
     pub gemv_panel: Option<usize>,
+    /// Keep every Reshape's copy, even where a Transpose is its only reader (`shape.rs`): NPU segments address
+    /// their boundary tensors, which must then all exist.
+    pub keep_reshapes: bool,
 }
 
 impl Ctx<'_> {

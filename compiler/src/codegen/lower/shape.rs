@@ -20,7 +20,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     match op {
         Op::Reshape(_) => {
             // A reshape whose only reader is a Transpose needs no copy: the transpose reads the reshape's input.
-            if transpose_reading_only(cx.g, out).is_some() {
+            if !cx.opts.keep_reshapes && transpose_reading_only(cx.g, out).is_some() {
                 return Ok(());
             }
             let body = Body::Copy(cx.g.tensors[out].size_bytes());
@@ -43,7 +43,10 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 in_strides,
                 elem,
             };
-            let x = Buf::Tensor(reshape_source(cx.g, n, ins[0]).unwrap_or(ins[0]));
+            let source = (!cx.opts.keep_reshapes)
+                .then(|| reshape_source(cx.g, n, ins[0]))
+                .flatten();
+            let x = Buf::Tensor(source.unwrap_or(ins[0]));
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, work);
         }
         Op::Concat(axis) => {
