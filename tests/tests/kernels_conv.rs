@@ -226,6 +226,17 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
+        // Two column blocks or more: A packed in row panels first (`Body::PackRows`; 196 pixels, the last panel
+        // of 4 rows zero-padded, two batches); transposed_7x7 and transposed_3x3 pack too.
+        (
+            "transposed_packed_batch",
+            [2, 24, 14, 14],
+            [64, 24, 1, 1],
+            [0, 0, 0, 0],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
         // 3x3 ones transposed too (im2col columns read transposed, weights in 32-column panels): stride 1 with
         // K = 360 (a full and a tail K block; no pads, so 3x3 tiles, too few for Winograd), stride 2 from 14x14
         // with asymmetric pads.

@@ -93,6 +93,17 @@ pub enum Body {
     },
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
+    /// A transposed GEMM's A packed in row panels (`ops::conv::emit_pack_rows`): roles X (`[n, K, P]`, read
+    /// transposed), Out (`[n, P8/8, K, 8]`, P8 = P rounded up to 8, the rows past P zero). One unit per (batch,
+    /// panel).
+    PackRows {
+        /// Batch.
+        n: usize,
+        /// Depth (the input's rows).
+        k: usize,
+        /// The GEMM's rows (the input's row length: pixels).
+        p: usize,
+    },
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
     /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (AVX-512 machine
@@ -327,6 +338,7 @@ impl Kernel {
             Body::QAdd { len, .. } => len.div_ceil(1024),
             Body::QDepthwise(s) => s.n * s.c,
             Body::Im2col(s) => s.units(),
+            Body::PackRows { n, p, .. } => n * p.div_ceil(super::lower::A_PANEL),
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
             Body::DepthwiseC16(s) => s.n * s.c / 16,

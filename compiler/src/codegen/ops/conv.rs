@@ -8,7 +8,7 @@
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::F32;
+use cranelift_codegen::ir::types::{F32, I64};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// Geometry of one im2col: input [N, C, H, W] → columns [N, C*KH*KW, OH*OW].
@@ -186,6 +186,45 @@ pub fn copy_f32(kb: &mut Kb, src: Value, dst: Value, n: usize) {
         let x = kb.load(F32, src, (c * 4) as i64);
         kb.store(x, dst, (c * 4) as i64);
     }
+}
+
+/// Emits the row-panel packing of a transposed GEMM's A (`Body::PackRows`): args X `[n, K, P]`, Out
+/// `[n, P8/8, K, 8]`. Unit (batch, panel q) writes, for every k, the 8 floats `X[k][8q .. 8q + 8]` (the rows
+/// past P zero) contiguously, so that the GEMM's tiles read A as one sequential stream (`GemmSpec::a_panel`)
+/// instead of a row of pixels apart per step of K.
+pub fn emit_pack_rows(kb: &mut Kb, [n, k, p]: [usize; 3], tasks: u32) {
+    use crate::codegen::lower::A_PANEL;
+    let panels = p.div_ceil(A_PANEL);
+    let (lo, hi) = kb.task_range(n * panels, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (b, q) = kb.divmod(u, panels);
+        let b_in = kb.b.ins().imul_imm_s(b, (k * p) as i64);
+        let col = kb.b.ins().imul_imm_s(q, A_PANEL as i64);
+        let first = kb.b.ins().iadd(b_in, col);
+        let src0 = kb.addr(px, first, 4);
+        let dst0 = kb.addr(po, u, (k * A_PANEL * 4) as i64);
+        // Every panel but the last holds A_PANEL rows; the last one `p - 8·(panels - 1)`.
+        let rows = |kb: &mut Kb, r: usize| {
+            let (src, dst) = (kb.var(I64, src0), kb.var(I64, dst0));
+            kb.for_const(0, k, 1, |kb, _| {
+                let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
+                copy_f32(kb, sp, dp, r);
+                zero(kb, dp, r, A_PANEL);
+                let sp2 = kb.b.ins().iadd_imm_s(sp, (p * 4) as i64);
+                kb.b.def_var(src, sp2);
+                let dp2 = kb.b.ins().iadd_imm_s(dp, (A_PANEL * 4) as i64);
+                kb.b.def_var(dst, dp2);
+            });
+        };
+        let last_rows = p - A_PANEL * (panels - 1);
+        if last_rows == A_PANEL {
+            rows(kb, A_PANEL);
+        } else {
+            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, (panels - 1) as i64);
+            kb.if_else(last, |kb| rows(kb, last_rows), |kb| rows(kb, A_PANEL));
+        }
+    });
 }
 
 /// Zeroes f32 elements [from, to) at `ptr`.
