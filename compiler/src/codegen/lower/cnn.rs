@@ -387,7 +387,6 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
             residual: None,
             out_act: Activation::None,
             out: mm,
-            pack: false,
         };
         push_transposed(cx, n, tr, ("winograd_gemm_t", Some("winograd_t")));
     } else {
@@ -469,7 +468,6 @@ fn lower_conv_transposed(
         residual: residual.then(|| Buf::Tensor(ins[ins.len() - 1])),
         out_act,
         out: Buf::Tensor(node.outputs[0]),
-        pack: true,
     };
     push_transposed(cx, n, t, ("gemm_t", None));
     Ok(())
@@ -495,17 +493,15 @@ struct Transposed {
     out_act: Activation,
     /// `[nb, M, P]`.
     out: Buf,
-    /// Whether A may be packed in row panels first (`packs_rows`): a convolution's input or im2col columns,
-    /// not Winograd's transformed tiles (not measured there: left as they are).
-    pack: bool,
 }
 
-/// Whether a transposed convolution's GEMM packs A in row panels first (`Body::PackRows`): read transposed, a
-/// tile's A is eight pixels of a row per step of K, a row of pixels apart, and every column block (`m / NR` of
+/// Whether a transposed GEMM packs A in row panels first (`Body::PackRows`): read transposed, a tile's A is
+/// eight pixels (or Winograd tiles) of a row per step of K, a row apart, and every column block (`m / NR` of
 /// them) fetches it again; packed, each tile's A is one sequential stream (`GemmSpec::a_panel`). Measured on an
 /// Intel Xeon (Emerald Rapids, paired runs): ResNet-50's 14x14 and 7x7 1x1 layers 10–12 % faster at 1 thread and
-/// 13–17 % at 2 for packs of 7–56 µs, the model 4–5.5 %; MobileNetV2 and EfficientNet-Lite0 1–4 % at 1 thread,
-/// unchanged at 2. A single column block reads A once: no pack.
+/// 13–17 % at 2 for packs of 7–56 µs, its transposed Winograd layers 13 % with the pack; the model 4–5.5 %;
+/// MobileNetV2 and EfficientNet-Lite0 1–4 % at 1 thread, unchanged at 2. A single column block reads A once:
+/// no pack.
 fn packs_rows(m: usize) -> bool {
     m / NR >= 2
 }
@@ -519,7 +515,7 @@ fn packs_rows(m: usize) -> bool {
 fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<&str>)) {
     let p16 = t.p.next_multiple_of(16);
     // A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
-    let packed = t.pack && packs_rows(t.m);
+    let packed = packs_rows(t.m);
     let (a_buf, a_batch, a, a_panel) = if packed {
         let p8 = t.p.next_multiple_of(A_PANEL);
         let s = cx.scratch(t.nb * p8 * t.k * 4);
