@@ -78,6 +78,9 @@ pub(super) struct Ctx<'g> {
     out: Lowering,
     /// Target choices.
     pub(super) opts: LowerOpts,
+    /// Outputs of Reshapes that emitted no copy, with the tensor their only reader, a Transpose, reads instead
+    /// (`shape.rs`).
+    pub(super) reshaped: std::collections::HashMap<TensorId, TensorId>,
 }
 
 /// What the target's kernels change in the lowering.
@@ -194,6 +197,7 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
         g,
         out: Lowering::default(),
         opts,
+        reshaped: Default::default(),
     };
     for n in order {
         lower_node(&mut cx, n)?;

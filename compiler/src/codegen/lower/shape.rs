@@ -20,7 +20,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     match op {
         Op::Reshape(_) => {
             // A reshape whose only reader is a Transpose needs no copy: the transpose reads the reshape's input.
-            if !cx.opts.keep_reshapes && transpose_reading_only(cx.g, out).is_some() {
+            if !cx.opts.keep_reshapes && read_only_by_transpose(cx.g, out) {
+                cx.reshaped.insert(out, ins[0]);
                 return Ok(());
             }
             let body = Body::Copy(cx.g.tensors[out].size_bytes());
@@ -43,10 +44,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 in_strides,
                 elem,
             };
-            let source = (!cx.opts.keep_reshapes)
-                .then(|| reshape_source(cx.g, n, ins[0]))
-                .flatten();
-            let x = Buf::Tensor(source.unwrap_or(ins[0]));
+            let x = Buf::Tensor(cx.reshaped.get(&ins[0]).copied().unwrap_or(ins[0]));
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, work);
         }
         Op::Concat(axis) => {
@@ -67,13 +65,13 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     Ok(())
 }
 
-/// The Transpose that is the only reader of `t`, if `t` is not a model output and exactly one live node reads it,
-/// once, and that node is a Transpose. A Reshape keeps the bytes in order, so such a transpose can read the
-/// reshape's input in place of its output (`reshape_source`) and the reshape's copy goes: an encoder's head
-/// splits (`[B, S, H·D] -> [B, S, H, D] -> [B, H, S, D]`) copied every Q, K and V once more.
-fn transpose_reading_only(g: &Graph, t: TensorId) -> Option<NodeId> {
+/// Whether `t` is not a model output and exactly one live node reads it, once, and that node is a Transpose. A
+/// Reshape keeps the bytes in order, so such a transpose can read the reshape's input in place of its output
+/// (`Ctx::reshaped`) and the reshape's copy goes: an encoder's head splits (`[B, S, H·D] -> [B, S, H, D] ->
+/// [B, H, S, D]`) copied every Q, K and V once more.
+fn read_only_by_transpose(g: &Graph, t: TensorId) -> bool {
     if g.outputs.contains(&t) {
-        return None;
+        return false;
     }
     let mut readers = g.order.iter().flat_map(|&n| {
         g.nodes[n]
@@ -82,20 +80,10 @@ fn transpose_reading_only(g: &Graph, t: TensorId) -> Option<NodeId> {
             .filter(move |&&i| i == t)
             .map(move |_| n)
     });
-    let only = readers.next()?;
-    (readers.next().is_none() && matches!(g.nodes[only].op, Op::Transpose(_))).then_some(only)
-}
-
-/// For Transpose `n` reading `t`: the input of the Reshape producing `t` when `n` is that reshape's only reader
-/// (`transpose_reading_only`), whose copy was then left out.
-fn reshape_source(g: &Graph, n: NodeId, t: TensorId) -> Option<TensorId> {
-    let p = g
-        .order
-        .iter()
-        .copied()
-        .find(|&p| g.nodes[p].outputs.contains(&t))?;
-    let reshape = matches!(g.nodes[p].op, Op::Reshape(_));
-    (reshape && transpose_reading_only(g, t) == Some(n)).then(|| g.nodes[p].inputs[0])
+    match (readers.next(), readers.next()) {
+        (Some(only), None) => matches!(g.nodes[only].op, Op::Transpose(_)),
+        _ => false,
+    }
 }
 
 /// The inputs of a variadic op as roles `In(0)`, `In(1)`, ...
