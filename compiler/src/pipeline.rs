@@ -389,11 +389,12 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     } else {
         None
     };
-    match &fast {
+    let fast_funcs = match &fast {
         None => {
             let linkage = cranelift_module::Linkage::Export;
             let (n, ps) = (&opts.name, &plan);
             codegen::define_entry(&mut module, n, linkage, &l, &s, ps, &funcs, embedded)?;
+            None
         }
         Some(f) => {
             let fat = codegen::dispatch::Fat {
@@ -401,9 +402,16 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
                 base_kernels: &funcs,
                 embedded,
             };
-            codegen::dispatch::define_fat(&mut module, &opts.name, &l, &s, &plan, &fat)?;
+            Some(codegen::dispatch::define_fat(
+                &mut module,
+                &opts.name,
+                &l,
+                &s,
+                &plan,
+                &fat,
+            )?)
         }
-    }
+    };
     let cpu_features = codegen::define_cpu_check(
         &mut module,
         &opts.name,
@@ -423,6 +431,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         checksum,
         segments: &segs,
         cpu_features,
+        fast: fast_funcs.as_ref().map(|(f, bits)| (f, *bits)),
         flags: if opts.io_in_activations {
             config::FLAG_IO_IN_ACTIVATIONS
         } else {

@@ -94,6 +94,8 @@ fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
         ["sse2", "avx", "fma", "avx2"],
         "the baseline's"
     );
+    let fast = ins.fast_cpu_features.expect("a fastOps table");
+    assert!(fast.iter().any(|f| f == "avx512f"), "FAST's: {fast:?}");
     for bad in [
         "x86-64-v3,x86-64-v3",
         "generic,x86-64-v4",
@@ -111,4 +113,79 @@ fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
             .to_string();
         assert!(err.contains("--cpu") && err.contains(bad), "{bad}: {err}");
     }
+}
+
+/// bundle-rt runs a fat bundle's `fastOps` (FAST's kernels for the same ops) where the CPU has `fastCpuFeatures`:
+/// the engine at 1, 2 and 4 threads and the op table give the entry function's bits, and a `fastOps` table that
+/// differs from `ops` in anything but the functions is refused with the field named.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn fat_bundles_run_the_fast_op_table_in_bundle_rt() {
+    use bundle_rt::engine::{Engine, StdPort};
+    use bundle_rt::{Bundle, BundleOp, ConfigView};
+    use bundlec_tests::loaded::Loaded;
+    let mut o = bundlec::Options::new("fat_rt");
+    o.cpu = "x86-64-v3,x86-64-v4".into();
+    let c = compile_with(&bundlec_tests::models::lenet(2), o);
+    let l = Loaded::open(&c);
+    let raw = l.config;
+    assert!(!raw.fast_ops.is_null() && raw.fast_cpu_features != 0);
+    // SAFETY: fastOps has numOps entries (the compiler's contract; checked by ConfigView below too).
+    let (base, fast) = unsafe {
+        (
+            std::slice::from_raw_parts(raw.ops, raw.num_ops as usize),
+            std::slice::from_raw_parts(raw.fast_ops, raw.num_ops as usize),
+        )
+    };
+    let fn_of = |op: &BundleOp| op.func.map(|f| f as usize);
+    let differ = base
+        .iter()
+        .zip(fast)
+        .filter(|(b, f)| fn_of(b) != fn_of(f))
+        .count();
+    assert!(differ > 0, "the micro-kernel ops have FAST functions");
+    let v4 = std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl");
+    // SAFETY: config and entry come from the bundle compiled for them.
+    let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
+    assert_eq!(
+        b.view().fast_ops(),
+        v4,
+        "fastOps where the CPU has FAST's features"
+    );
+    let want = if v4 { fast } else { base };
+    assert_eq!(b.view().ops().as_ptr(), want.as_ptr());
+    let x = bundlec_tests::rand_vec(2 * 784, 5);
+    let mut inst = b.instance().expect("instance");
+    inst.set_input("image", &x).expect("input");
+    inst.run().expect("entry");
+    let by_entry = inst.output::<f32>("prob").expect("output").to_vec();
+    inst.run_ops().expect("op table");
+    assert_eq!(inst.output::<f32>("prob").expect("output"), &by_entry[..]);
+    for threads in [1, 2, 4] {
+        let mut e = Engine::new(StdPort::new(), threads).expect("engine");
+        let mut i2 = b.instance().expect("instance");
+        i2.set_input("image", &x).expect("input");
+        e.run(&mut i2).expect("engine run");
+        assert_eq!(
+            i2.output::<f32>("prob").expect("output"),
+            &by_entry[..],
+            "engine at {threads} threads"
+        );
+    }
+    // A fastOps entry with another task count, and FAST features without a table, are refused by name.
+    let mut bad_ops = fast.to_vec();
+    bad_ops[1].num_tasks += 1;
+    let mut cfg = *raw;
+    cfg.fast_ops = bad_ops.as_ptr();
+    // SAFETY: every pointer of cfg is the compiled config's or bad_ops', alive here.
+    let err = unsafe { ConfigView::new(&cfg) }.unwrap_err().to_string();
+    assert!(err.contains("fastOps[1].numTasks"), "{err}");
+    let mut cfg = *raw;
+    cfg.fast_ops = std::ptr::null();
+    // SAFETY: as above.
+    let err = unsafe { ConfigView::new(&cfg) }.unwrap_err().to_string();
+    assert!(err.contains("fastCpuFeatures"), "{err}");
 }

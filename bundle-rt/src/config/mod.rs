@@ -16,8 +16,8 @@ pub use view::{ByteRange, ConfigView, NpuCopyInfo, NpuSegmentInfo, TensorInfo};
 
 /// `BundleConfig.magic`: the bytes `"BUNDLC1\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = 0x0031_434C_444E_5542;
-/// The format version this runtime reads (2: the NPU segment table).
-pub const VERSION: u32 = 3;
+/// The format version this runtime reads (2: the NPU segment table; 3: `cpuFeatures`; 4: `fastOps`).
+pub const VERSION: u32 = 4;
 /// `flags` bit 1: inputs and outputs live in the activation area (`bundlec --inputs-in-activations`).
 pub const FLAG_IO_IN_ACTIVATIONS: u32 = 1;
 /// The most dimensions a tensor may have.
@@ -109,7 +109,7 @@ pub struct BundleLayer {
     pub num_ops: u32,
 }
 
-/// `struct BundleConfig` (160 bytes): Glow's 48 bytes, then bundlec's extension.
+/// `struct BundleConfig` (176 bytes): Glow's 48 bytes, then bundlec's extension.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BundleConfig {
@@ -155,6 +155,11 @@ pub struct BundleConfig {
     pub model_name: *const c_char,
     /// `cpuFeatures`: the ISA features the kernels need, as [`crate::cpu`] bits (0: the target's baseline).
     pub cpu_features: u64,
+    /// `fastOps`: a fat bundle's second op table (`numOps` entries, NULL in other bundles): the same ops with
+    /// the FAST kernel set's functions, run instead of `ops` where the CPU has `fastCpuFeatures`.
+    pub fast_ops: *const BundleOp,
+    /// `fastCpuFeatures`: the features `fastOps`' kernels need ([`crate::cpu`] bits; 0 without `fastOps`).
+    pub fast_cpu_features: u64,
 }
 
 /// `struct NpuCopy` (32 bytes): one copy between a tensor's area and a segment's fused `in` or
@@ -248,7 +253,7 @@ const _: () = assert!(offset_of!(BundleOp, num_args) == 20);
 const _: () = assert!(offset_of!(BundleOp, args) == 24);
 const _: () = assert!(offset_of!(BundleOp, layer) == 32);
 const _: () = assert!(size_of::<BundleLayer>() == 8);
-const _: () = assert!(size_of::<BundleConfig>() == 160);
+const _: () = assert!(size_of::<BundleConfig>() == 176);
 const _: () = assert!(offset_of!(BundleConfig, symbol_table) == 40);
 const _: () = assert!(offset_of!(BundleConfig, magic) == 48);
 const _: () = assert!(offset_of!(BundleConfig, version) == 56);
@@ -265,6 +270,8 @@ const _: () = assert!(offset_of!(BundleConfig, num_npu_segments) == 128);
 const _: () = assert!(offset_of!(BundleConfig, npu_segments) == 136);
 const _: () = assert!(offset_of!(BundleConfig, model_name) == 144);
 const _: () = assert!(offset_of!(BundleConfig, cpu_features) == 152);
+const _: () = assert!(offset_of!(BundleConfig, fast_ops) == 160);
+const _: () = assert!(offset_of!(BundleConfig, fast_cpu_features) == 168);
 const _: () = assert!(size_of::<Option<BundleOpFn>>() == 8);
 const _: () = assert!(size_of::<NpuCopy>() == 32);
 const _: () = assert!(offset_of!(NpuCopy, reserved) == 4);

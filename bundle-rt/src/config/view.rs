@@ -56,6 +56,8 @@ pub struct ConfigView<'a> {
     num_outputs: usize,
     /// The op with the most arguments and its argument count, if there are ops.
     widest_op: Option<(usize, usize)>,
+    /// Whether `ops` is a fat bundle's `fastOps` table (this CPU has `fastCpuFeatures`).
+    fast: bool,
 }
 
 /// One symbol of a validated config: name, dtype, shape and placement.
@@ -188,6 +190,7 @@ impl<'a> ConfigView<'a> {
             num_inputs: config.num_inputs as usize,
             num_outputs: config.num_outputs as usize,
             widest_op: None,
+            fast: false,
         };
         for i in 0..symbols.len() {
             // SAFETY: forwarded from this function's contract.
@@ -205,7 +208,28 @@ impl<'a> ConfigView<'a> {
         checks::layers(&view)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { segments::check_all(&view) }?;
+        if !config.fast_ops.is_null() {
+            // SAFETY: forwarded from this function's contract (`fastOps` has `numOps` entries).
+            let fast =
+                unsafe { checks::table(config.fast_ops, config.num_ops, "numOps", "fastOps") }?;
+            checks::fast_ops(&view, fast)?;
+            if crate::cpu::missing(config.fast_cpu_features) == 0 {
+                view.ops = fast;
+                view.fast = true;
+            }
+        } else if config.fast_cpu_features != 0 {
+            let field = FieldPath::config("fastCpuFeatures");
+            let why = Why::Mismatch { expected: 0 };
+            return Err(bad(field, config.fast_cpu_features, why));
+        }
         Ok(view)
+    }
+
+    /// Whether [`ConfigView::ops`] is a fat bundle's `fastOps` table: the bundle has one and this CPU has the
+    /// features its kernels need (`fastCpuFeatures`). Then the engine runs the same kernel set as the
+    /// exported entry function picks.
+    pub fn fast_ops(&self) -> bool {
+        self.fast
     }
 
     /// The raw config this view checked.
@@ -304,6 +328,7 @@ impl<'a> ConfigView<'a> {
     }
 
     /// The op table, in schedule order.
+    /// (A fat bundle's `fastOps` where this CPU can run them: [`ConfigView::fast_ops`].)
     pub fn ops(&self) -> &'a [BundleOp] {
         self.ops
     }

@@ -72,7 +72,7 @@ fn header_fields() {
         check(|c| c.version = 1),
         Error::BadVersion {
             found: 1,
-            supported: 3
+            supported: 4
         }
     );
     assert_eq!(MAGIC.to_le_bytes(), *b"BUNDLC1\0");

@@ -2,7 +2,8 @@
 //! its own local entry function, and the exported entry `NAME` asks a local feature check (CPUID and XGETBV, as
 //! `NAME_cpu_supported` does) on every call which one to run. No libc, no writable globals: the check is not
 //! cached, so each call pays one CPUID sequence (docs/benchmarks.md measures it). The op table and `cpuFeatures`
-//! describe the baseline set, so bundle-rt runs anywhere the baseline runs.
+//! describe the baseline set, so bundle-rt runs anywhere the baseline runs; the config's `fastOps` table holds the
+//! same ops with FAST's functions, which bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 
 use super::isa::Target;
 use super::kernel::{KernelId, Lowering};
@@ -25,7 +26,8 @@ pub struct Fat<'a> {
 }
 
 /// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local check
-/// `NAME__has_fast` and the exported dispatcher `NAME`.
+/// `NAME__has_fast` and the exported dispatcher `NAME`. Returns FAST's kernel functions and feature bits, for
+/// the config's `fastOps` table (bundle-rt's engine runs them where the CPU has the features).
 pub fn define_fat(
     module: &mut dyn Module,
     name: &str,
@@ -33,7 +35,7 @@ pub fn define_fat(
     sched: &Schedule,
     plan: &MemoryPlan,
     fat: &Fat,
-) -> Result<()> {
+) -> Result<(PrimaryMap<KernelId, FuncId>, u64)> {
     let (f, local) = (fat.fast, Linkage::Local);
     let fast_kernels = super::define_kernels(
         module,
@@ -50,10 +52,10 @@ pub fn define_fat(
     let base = entry("base", fat.base_kernels)?;
     let fast = entry("fast", &fast_kernels)?;
     let check = format!("{name}__has_fast");
-    let (chk, _) =
+    let (chk, bits) =
         super::define_feature_check(module, &check, local, &f.cpu, f.has_fma, f.simd, f.vnni)?;
     define_dispatch(module, name, chk, fast, base)?;
-    Ok(())
+    Ok((fast_kernels, bits))
 }
 
 /// Defines the exported `name(constants, mutables, activations) -> i32` that tail-calls `fast` when `check()`

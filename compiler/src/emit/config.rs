@@ -12,9 +12,9 @@ use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 /// `magic` of the extension: the bytes "BUNDLC1\0".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BUNDLC1\0");
 /// Extension version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Size of `BundleConfig`.
-pub const CONFIG_SIZE: usize = 160;
+pub const CONFIG_SIZE: usize = 176;
 /// `flags` bit: inputs and outputs live in the activation area (`--inputs-in-activations`); their symbol
 /// offsets are activation-area offsets and the mutable area is empty.
 pub const FLAG_IO_IN_ACTIVATIONS: u32 = 1;
@@ -141,6 +141,9 @@ pub struct ConfigInput<'a> {
     pub segments: &'a [super::segments::SegmentLayout],
     /// `cpuFeatures`: the ISA feature bits the kernels need.
     pub cpu_features: u64,
+    /// A fat bundle's FAST kernel functions (indexed like `l.kernels`) and their `fastCpuFeatures`: a second op
+    /// table, `fastOps`, that bundle-rt runs where the CPU has those features.
+    pub fast: Option<(&'a PrimaryMap<KernelId, FuncId>, u64)>,
     /// `flags` ([`FLAG_IO_IN_ACTIVATIONS`]).
     pub flags: u32,
 }
@@ -198,6 +201,8 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
 
     let mut ab = Blob::new();
     let mut ob = Blob::new();
+    // `fastOps`: the same ops with FAST's functions (names, tasks, arguments and layers shared).
+    let mut fb = Blob::new();
     for (pos, &ki) in order.iter().enumerate() {
         let k = &c.l.kernels[ki];
         let first_arg = ab.bytes.len();
@@ -211,13 +216,19 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
             ab.u64(loc.offset as u64);
             ab.u64(loc.size as u64);
         }
-        ob.func(c.funcs[ki]);
-        ob.ptr(strs, op_names[pos]);
-        ob.u32(k.tasks);
-        ob.u32(k.args.len() as u32);
-        ob.ptr(args, first_arg);
-        ob.u32(c.s.layer[ki]);
-        ob.u32(0);
+        let op = |blob: &mut Blob, func: FuncId| {
+            blob.func(func);
+            blob.ptr(strs, op_names[pos]);
+            blob.u32(k.tasks);
+            blob.u32(k.args.len() as u32);
+            blob.ptr(args, first_arg);
+            blob.u32(c.s.layer[ki]);
+            blob.u32(0);
+        };
+        op(&mut ob, c.funcs[ki]);
+        if let Some((fast, _)) = c.fast {
+            op(&mut fb, fast[ki]);
+        }
     }
     let mut lb = Blob::new();
     let mut first = 0u32;
@@ -306,6 +317,19 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     }
     cb.ptr(strs, model_name);
     cb.u64(c.cpu_features);
+    let fast_ops = match c.fast {
+        Some((_, bits)) => {
+            let id = declare(module, &format!("{}__fast_ops", c.name), Linkage::Local)?;
+            cb.ptr(id, 0);
+            cb.u64(bits);
+            Some(id)
+        }
+        None => {
+            cb.null();
+            cb.u64(0);
+            None
+        }
+    };
     if cb.bytes.len() != CONFIG_SIZE {
         return Err(Error::internal(
             "emit",
@@ -317,6 +341,9 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     td.define(module, tensors, 8)?;
     ab.define(module, args, 8)?;
     ob.define(module, ops, 8)?;
+    if let Some(id) = fast_ops {
+        fb.define(module, id, 8)?;
+    }
     lb.define(module, layers, 8)?;
     cpb.define(module, copies, 8)?;
     sgb.define(module, segtab, 8)?;

@@ -289,6 +289,8 @@ pub struct Inspection {
     pub weights_checksum: String,
     /// CPU features the kernels need.
     pub cpu_features: Vec<String>,
+    /// A fat bundle's `fastOps` kernel set: the CPU features its kernels need (`None`: no `fastOps` table).
+    pub fast_cpu_features: Option<Vec<String>>,
     /// Exported functions (entry, `NAME_cpu_supported`).
     pub exports: Vec<String>,
     /// Symbols.
@@ -381,6 +383,13 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
     let num_layers = f(112, "numLayers")?;
     let num_segments = f(128, "numNpuSegments")?;
     let features = f(152, "cpuFeatures")?;
+    let fast_features = match r.data_ptr(c, 160, "fastOps")? {
+        Some(_) => {
+            r.table(c, 160, num_ops, 40, "fastOps")?;
+            Some(f(168, "fastCpuFeatures")?)
+        }
+        None => None,
+    };
     let symtab = r.table(c, 40, num_symbols, 32, "symbolTable")?;
     let tensors = r.table(c, 72, num_symbols, 88, "tensors")?;
     let ops = r.table(c, 104, num_ops, 40, "ops")?;
@@ -518,6 +527,12 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
             .into_iter()
             .map(str::to_string)
             .collect(),
+        fast_cpu_features: fast_features.map(|bits| {
+            crate::codegen::kernels::cpu_check::feature_names(bits)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        }),
         exports,
         symbols,
         ops: op_infos,

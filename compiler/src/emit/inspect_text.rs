@@ -45,6 +45,13 @@ pub fn render(ins: &Inspection) -> String {
         ins.cpu_features.join(" ")
     };
     let _ = writeln!(o, "cpu features: {feats}");
+    if let Some(fast) = &ins.fast_cpu_features {
+        let _ = writeln!(
+            o,
+            "fast op table (fat bundle; bundle-rt runs it where the CPU has them): {}",
+            fast.join(" ")
+        );
+    }
     let _ = writeln!(o, "exports: {}", ins.exports.join(", "));
     if ins.flags & 1 != 0 {
         let _ = writeln!(

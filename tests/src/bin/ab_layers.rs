@@ -1,8 +1,8 @@
 //! ab_layers MODEL.onnx RUNS VARIANT... : compiles the model once per variant, loads every bundle into this
 //! process and runs them in turn, run after run (1 thread, then 2), so that a noisy machine's slow stretches hit
-//! every variant alike; prints each layer's median time per variant at 1 and 2 threads (layers matched by their
-//! ops' names, so variants may differ in their layer lists) and the whole runs, and checks that every variant's
-//! outputs are bitwise equal to the first's. A variant is `-` (the defaults), `cpu=NAME` (`--cpu`), or
+//! every variant alike; prints each layer's median time (`AB_STAT=p10`: 10th percentile) per variant at 1 and 2
+//! threads (layers matched by their ops' names, so variants may differ in their layer lists) and the whole runs,
+//! and checks that every variant's outputs are bitwise equal to the first's. A variant is `-` (the defaults), `cpu=NAME` (`--cpu`), or
 //! `KEY=VALUE[,KEY=VALUE]` environment settings in force while it compiles (experiment switches read by the
 //! compiler). `AB_FILTER` in the environment keeps only layers whose ops' names contain it. A development tool
 //! for changes worth a few per cent, which a 2-core virtual machine's drift hides between separate runs.
@@ -143,6 +143,16 @@ fn main() {
         let more: Vec<String> = v[0].keys().filter(|k| !keys.contains(k)).cloned().collect();
         keys.extend(more);
     }
+    // AB_STAT=p10: the 10th percentile instead of the median (a host with slow stretches: the fast runs).
+    let p10 = std::env::var("AB_STAT").is_ok_and(|v| v == "p10");
+    let median = |v: &mut Vec<f64>| {
+        if p10 {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 10]
+        } else {
+            median(v)
+        }
+    };
     for key in &keys {
         let cells: Vec<String> = layer_t
             .iter_mut()

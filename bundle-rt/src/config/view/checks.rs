@@ -6,7 +6,7 @@
 //! segment table (`segments.rs`).
 
 use super::{read_name, ConfigView, MAX_CONFIG_ARGS, MAX_TABLE_ENTRIES};
-use crate::config::{Area, DType, Role, MAX_RANK};
+use crate::config::{Area, BundleOp, DType, Role, MAX_RANK};
 use crate::error::{bad, Error, FieldPath, Why};
 use crate::Result;
 
@@ -160,6 +160,31 @@ pub(super) unsafe fn symbol(view: &ConfigView<'_>, i: usize) -> Result<()> {
     }
     let limit = view.area_size(view.area_of(role));
     check_range(view, sym.offset, bytes, limit, sym_at("offset"))
+}
+
+/// A fat bundle's `fastOps` (already a `numOps`-entry table): each entry is the checked op of `ops` at the same
+/// index with another non-NULL function — the same name, task count, argument table and layer (pointer-equal, as
+/// the compiler shares them), so everything checked for `ops` holds for it.
+pub(super) fn fast_ops(view: &ConfigView<'_>, fast: &[BundleOp]) -> Result<()> {
+    for (i, (f, b)) in fast.iter().zip(view.ops).enumerate() {
+        let at = |field| FieldPath::entry("fastOps", i, field);
+        if f.func.is_none() {
+            return Err(bad(at("fn"), 0, Why::Null));
+        }
+        let same = |field, found: u64, expected: u64| {
+            if found == expected {
+                Ok(())
+            } else {
+                Err(bad(at(field), found, Why::Mismatch { expected }))
+            }
+        };
+        same("name", f.name as u64, b.name as u64)?;
+        same("numTasks", f.num_tasks.into(), b.num_tasks.into())?;
+        same("numArgs", f.num_args.into(), b.num_args.into())?;
+        same("args", f.args as u64, b.args as u64)?;
+        same("layer", f.layer.into(), b.layer.into())?;
+    }
+    Ok(())
 }
 
 /// Op `i` and its arguments; returns its argument count.
