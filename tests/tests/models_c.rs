@@ -155,3 +155,51 @@ fn compiling_twice_is_byte_identical() {
     assert_eq!(a.bundle.weights, b.bundle.weights);
     assert_eq!(a.bundle.recipe, b.bundle.recipe);
 }
+
+/// A channel-blocked depthwise convolution (14x14, AVX-512) whose only reader is a transposed 1x1 convolution
+/// writes that GEMM's row panels itself (no `.pack` op in the bundle), and the pair still matches tract.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn depthwise_writing_the_projection_panels_matches_tract() {
+    use bundlec_tests::onnx::{Attr, Model};
+    if !std::arch::is_x86_feature_detected!("avx512f")
+        || !std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        eprintln!("SKIPPED: depthwise panels need the AVX-512 kernels, which this CPU lacks");
+        return;
+    }
+    let (c, m) = (64, 96);
+    let mut g = Model::new();
+    g.input("x", &[1, c, 14, 14]);
+    g.init("wd", &[c, 1, 3, 3], rand_vec(c * 9, 3));
+    g.init("bd", &[c], rand_vec(c, 4));
+    g.init("wp", &[m, c, 1, 1], rand_vec(m * c, 5));
+    g.output("y", &[1, m, 14, 14]);
+    let dw = vec![
+        ("group", Attr::Int(c as i64)),
+        ("kernel_shape", Attr::Ints(vec![3, 3])),
+        ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+    ];
+    g.node("Conv", &["x", "wd", "bd"], &["d"], dw);
+    g.node("Relu", &["d"], &["r"], vec![]);
+    g.node("Conv", &["r", "wp"], &["y"], vec![]);
+    let model = g.bytes();
+    let mut o = bundlec::Options::new("dw_panels");
+    o.cpu = "x86-64-v4".into();
+    let compiled = bundlec_tests::harness::compile_with(&model, o);
+    let ins =
+        bundlec::emit::inspect::inspect("dw_panels.o", &compiled.bundle.object).expect("inspect");
+    let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
+    assert!(
+        names.iter().any(|n| n.ends_with(".gemm_t")),
+        "a transposed GEMM: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.ends_with(".pack")),
+        "no pack: {names:?}"
+    );
+    let x = rand_vec(c * 196, 6);
+    let want = tract_run(&model, &[(vec![1, c, 14, 14], x.clone())]);
+    let got = run_c(&compiled, &[x], &[m * 196]);
+    assert_close(&got, &want, TOL, "dw_panels");
+}

@@ -2,9 +2,9 @@
 //! process and runs them in turn, run after run (1 thread, then 2), so that a noisy machine's slow stretches hit
 //! every variant alike; prints each layer's median time (`AB_STAT=p10`: 10th percentile) per variant at 1 and 2
 //! threads (layers matched by their ops' names, so variants may differ in their layer lists) and the whole runs,
-//! and checks that every variant's outputs are bitwise equal to the first's. A variant is `-` (the defaults), `cpu=NAME` (`--cpu`), or
-//! `KEY=VALUE[,KEY=VALUE]` environment settings in force while it compiles (experiment switches read by the
-//! compiler). `AB_FILTER` in the environment keeps only layers whose ops' names contain it. A development tool
+//! and checks that every variant's outputs are bitwise equal to the first's. A variant is `-` (the defaults),
+//! `cpu=NAME` (`--cpu`), or `KEY=VALUE[,KEY=VALUE]` environment settings in force while it compiles
+//! (experiment switches read by the compiler). `AB_FILTER` in the environment keeps only layers whose ops' names contain it. A development tool
 //! for changes worth a few per cent, which a 2-core virtual machine's drift hides between separate runs.
 
 use bundle_rt::engine::{Engine, StdPort};

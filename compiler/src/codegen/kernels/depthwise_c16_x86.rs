@@ -11,7 +11,8 @@
 //! 3. per output row (a counted loop), groups of up to 8 outputs in accumulators that start at the bias (or
 //!    +0.0) and take one `vfmadd231ps` per tap in (ky, kx) order — the taps' 16-channel weights held in
 //!    registers, the inputs as memory operands — into `O[P][16]`;
-//! 4. transpose `O` back into the 16 output planes, 16 pixels at a time, clamping (NaN kept) before masked stores.
+//! 4. transpose `O` back into the 16 output planes, 16 pixels at a time, clamping (NaN kept) before masked stores;
+//!    or (`panels`) store each channel's 8-pixel halves into the two row panels of a transposed GEMM's packed A.
 //!
 //! Every output is the same fma chain from the bias as the row kernels and the Cranelift path compute (a tap in
 //! the padding multiplies a zero there too), so results are bitwise identical to them.
@@ -48,6 +49,9 @@ pub struct DwC16 {
     pub lo: Option<u32>,
     /// Upper clamp (f32 bits).
     pub hi: Option<u32>,
+    /// `Some(C)`: `out` is the group's first channel in row panels `[P8/8][C][8]` (a transposed GEMM's packed A,
+    /// `Body::PackRows`' layout, the pixels past P zero) instead of 16 planes.
+    pub panels: Option<usize>,
 }
 
 impl DwC16 {
@@ -177,6 +181,18 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             let x = z(c);
             super::clamp_keep_nan(&mut a, x, s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)
                 .map_err(e)?;
+            if let Some(k) = s.panels {
+                // Panel q0/8 + h holds pixel q0 + 8h + j of channel c at float `(q0/8 + h)·8k + 8c + j`; the
+                // pixels past p are zeroed, so the panel's padding rows are +0.0.
+                if n < 16 {
+                    a.vmovups(x.k1().z(), x).map_err(e)?;
+                }
+                for h in 0..n.div_ceil(8) {
+                    let dst = ymmword_ptr(rcx + disp(name, (q0 / 8 + h) * 8 * k + 8 * c)?);
+                    a.vextractf32x8(dst, x, h as u32).map_err(e)?;
+                }
+                continue;
+            }
             let dst = zmmword_ptr(rcx + disp(name, c * p + q0)?);
             if n < 16 {
                 a.vmovups(dst.k1(), x).map_err(e)?;
@@ -199,7 +215,9 @@ mod tests {
 
     /// The kernel against the fma chain from the bias over zero-padded taps, bitwise, with the clamp (NaN
     /// kept) — over plane sizes around 16-pixel blocks, strides 1 and 2, asymmetric pads, 3x3 and 5x5; the
-    /// output planes end on a guard page.
+    /// output planes end on a guard page. Every case runs a second time writing row panels (`panels`: the
+    /// group as channels 16..32 of 48, so panel rows hold other groups' channels around it, which must stay
+    /// untouched), whose padding pixels must be +0.0.
     #[test]
     fn planes_match_the_fma_chain() {
         if skip_without_avx512("channel-blocked depthwise kernel") {
@@ -213,7 +231,10 @@ mod tests {
             ([4, 4], [1, 1], [1, 1], [0, 0], [4, 4]),
             ([3, 6], [5, 3], [1, 2], [2, 1], [3, 3]),
         ];
-        for (i, &(hw, kernel, strides, pads, out)) in cases.iter().enumerate() {
+        for (i, &(hw, kernel, strides, pads, out)) in cases.iter().flat_map(|c| [c, c]).enumerate()
+        {
+            let panels = (i % 2 == 1).then_some(48);
+            let i = i / 2;
             let s = DwC16 {
                 hw,
                 kernel,
@@ -223,6 +244,7 @@ mod tests {
                 bias: i % 2 == 0,
                 lo: (i % 3 != 2).then(|| 0.0f32.to_bits()),
                 hi: (i % 3 == 0).then(|| 1.5f32.to_bits()),
+                panels,
             };
             let f: Kernel = unsafe { std::mem::transmute(exec(&assemble(&s).unwrap())) };
             let taps = kernel[0] * kernel[1];
@@ -233,7 +255,9 @@ mod tests {
             let wv: Vec<f32> = (0..16 * taps).map(|i| pattern(i + 7) * 0.3).collect();
             let bv: Vec<f32> = (0..16).map(|i| pattern(i + 50)).collect();
             let packed = super::super::pack16(&wv, 16, taps);
-            let o = guarded(16 * p);
+            let p8 = p.next_multiple_of(8);
+            let o_len = if panels.is_some() { p8 * 48 } else { 16 * p };
+            let o = guarded(o_len);
             let mut scratch = vec![0u8; s.scratch_bytes() + 64];
             let spad = scratch
                 .as_mut_ptr()
@@ -241,9 +265,30 @@ mod tests {
             // SAFETY: x holds 16 planes; o 16 output planes; the scratch its size, 64-byte aligned.
             unsafe {
                 std::ptr::copy_nonoverlapping(xv.as_ptr(), x, xv.len());
-                f(x, packed.as_ptr(), bv.as_ptr(), o, spad as *mut f32);
+                std::slice::from_raw_parts_mut(o, o_len).fill(7.0);
+                let dst = if panels.is_some() { o.add(16 * 8) } else { o };
+                f(x, packed.as_ptr(), bv.as_ptr(), dst, spad as *mut f32);
             }
-            let got = unsafe { std::slice::from_raw_parts(o, 16 * p) };
+            let got = unsafe { std::slice::from_raw_parts(o, o_len) };
+            // Where output (channel c, pixel q) lands.
+            let at = |c: usize, q: usize| match panels {
+                Some(k) => q / 8 * 8 * k + 8 * (16 + c) + q % 8,
+                None => c * p + q,
+            };
+            if panels.is_some() {
+                for q in 0..p8 {
+                    for cc in (0..16).chain(32..48) {
+                        assert_eq!(
+                            got[q / 8 * 8 * 48 + 8 * cc + q % 8],
+                            7.0,
+                            "case {i}: other groups"
+                        );
+                    }
+                }
+                for (c, q) in (p..p8).flat_map(|q| (0..16).map(move |c| (c, q))) {
+                    assert_eq!(got[at(c, q)].to_bits(), 0, "case {i}: panel padding");
+                }
+            }
             for c in 0..16 {
                 for oy in 0..out[0] {
                     for ox in 0..out[1] {
@@ -263,7 +308,7 @@ mod tests {
                             acc = v.mul_add(wv[c * taps + t], acc);
                         }
                         let want = clamp(acc, s.lo.map(|_| 0.0), s.hi.map(|_| 1.5));
-                        let g = got[c * p + oy * out[1] + ox];
+                        let g = got[at(c, oy * out[1] + ox)];
                         assert!(
                             g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
                             "case {i} c{c} ({oy},{ox}): {g} vs {want}"

@@ -41,6 +41,9 @@ pub struct DepthwiseSpec {
     pub has_bias: bool,
     /// Fused activation.
     pub act: Activation,
+    /// The channel-blocked kernel (`Body::DepthwiseC16`) writes its output as the row panels of the transposed
+    /// GEMM that is its only reader (`[N, P8/8, C, 8]`, as `Body::PackRows` would pack it), not as planes.
+    pub pack_out: bool,
 }
 
 /// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
@@ -82,6 +85,7 @@ pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x
         bias: s.has_bias,
         lo,
         hi,
+        panels: s.pack_out.then_some(s.c),
     };
     let taps = s.kernel[0] * s.kernel[1];
     let fits = s.c.is_multiple_of(16)
@@ -118,9 +122,15 @@ pub fn emit_c16(
     let pb = kb.arg_opt(Role::Bias);
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u: channels 16·u .. 16·u + 16 of the flattened [N·C] planes; g = u mod C/16 their group.
-        let (_, g) = kb.divmod(u, groups);
+        let (b, g) = kb.divmod(u, groups);
         let x = kb.addr(px, u, (16 * plane * 4) as i64);
-        let out = kb.addr(po, u, (16 * p * 4) as i64);
+        let out = if s.pack_out {
+            // Row panels [N, P8/8, C, 8]: the group's 16 channels start 16·8 floats into each panel.
+            let batch = kb.addr(po, b, (p.next_multiple_of(8) * s.c * 4) as i64);
+            kb.addr(batch, g, (16 * 8 * 4) as i64)
+        } else {
+            kb.addr(po, u, (16 * p * 4) as i64)
+        };
         let w = kb.addr(pw, g, (16 * taps * 4) as i64);
         let b = match pb {
             Some(pb) => kb.addr(pb, g, 64),
