@@ -203,3 +203,42 @@ fn depthwise_writing_the_projection_panels_matches_tract() {
     let got = run_c(&compiled, &[x], &[m * 196]);
     assert_close(&got, &want, TOL, "dw_panels");
 }
+
+/// A 1x1 convolution read only by a depthwise one (an inverted residual's expansion, 32x32 pixels) splits its
+/// output channels into row groups (`GemmSpec::row_groups`; 36 channels: groups of 8 and a tail of 4) and still
+/// matches tract, with each kernel set this CPU runs.
+#[test]
+fn expansion_feeding_a_depthwise_conv_matches_tract() {
+    use bundlec_tests::onnx::{Attr, Model};
+    let (c, m) = (8, 36);
+    let mut g = Model::new();
+    g.input("x", &[1, c, 32, 32]);
+    g.init("we", &[m, c, 1, 1], rand_vec(m * c, 11));
+    g.init("be", &[m], rand_vec(m, 12));
+    g.init("wd", &[m, 1, 3, 3], rand_vec(m * 9, 13));
+    g.output("y", &[1, m, 32, 32]);
+    g.node("Conv", &["x", "we", "be"], &["e"], vec![]);
+    g.node("Relu", &["e"], &["r"], vec![]);
+    let dw = vec![
+        ("group", Attr::Int(m as i64)),
+        ("kernel_shape", Attr::Ints(vec![3, 3])),
+        ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+    ];
+    g.node("Conv", &["r", "wd"], &["y"], dw);
+    let model = g.bytes();
+    let x = rand_vec(c * 1024, 14);
+    let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
+    for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
+        if !runnable {
+            eprintln!(
+                "SKIPPED: expansion row groups with --cpu {cpu} (this CPU lacks its features)"
+            );
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("feed_dw_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let got = run_c(&compiled, std::slice::from_ref(&x), &[m * 1024]);
+        assert_close(&got, &want, TOL, &format!("feed_dw {cpu}"));
+    }
+}

@@ -56,6 +56,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
         residual: None,
         act: crate::ir::Activation::None,
         transpose_out: None,
+        row_groups: None,
     };
     let work = spec.macs();
     let args = [

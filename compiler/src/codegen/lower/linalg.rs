@@ -65,6 +65,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 residual,
                 act: e.act,
                 transpose_out: None,
+                row_groups: None,
             };
             let work = spec.macs();
             cx.push(n, None, &args, Body::Gemm(spec), work);
@@ -160,6 +161,7 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
         residual,
         act: a.epilogue.act,
         transpose_out: None,
+        row_groups: None,
     };
     let work = spec.macs();
     cx.push(n, None, &args, Body::Gemm(spec), work);

@@ -98,6 +98,9 @@ pub struct GemmSpec {
     pub act: Activation,
     /// The transposing epilogue fused after each unit (`TransposeOut`), if any.
     pub transpose_out: Option<TransposeOut>,
+    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn.rs::feeds_depthwise`), else groups of
+    /// `ROW_GROUP` rows ordered by the size of A.
+    pub row_groups: Option<usize>,
 }
 
 /// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn.rs` `push_transposed`): C is
@@ -198,10 +201,11 @@ pub fn emit_with(
     // A GEMM that copies B (`Micro::funcs[3]`) takes all its rows in one group, so a column block's B is copied
     // once, not once per group.
     let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
-    let row_group = if copies {
-        s.m.next_multiple_of(mr)
-    } else {
-        mr * (ROW_GROUP / mr).max(1)
+    let split = s.row_groups.filter(|_| !copies);
+    let row_group = match (copies, split) {
+        (true, _) => s.m.next_multiple_of(mr),
+        (false, Some(g)) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
+        (false, None) => mr * (ROW_GROUP / mr).max(1),
     };
     let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
     let ncb = s.n.div_ceil(nr);
@@ -213,7 +217,7 @@ pub fn emit_with(
         // Units walk column blocks within a row group when A is too large to stay cached while every column
         // block streams it again (ResNet-50's 14x14 and 7x7 layers: 1-9 MiB of weights; 8-15 % faster there),
         // else row groups within a column block, so a B block stays cached (small-weight nets: 2-3 % faster).
-        let (cb, rg) = if s.m * s.k * 4 > ROWS_OUTER_A_BYTES {
+        let (cb, rg) = if s.m * s.k * 4 > ROWS_OUTER_A_BYTES || split.is_some() {
             let (rg, cb) = kb.divmod(rest, ncb);
             (cb, rg)
         } else {
