@@ -33,9 +33,18 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     ]
                 })
                 .collect();
+            // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
+            let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
+            let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
+            let b_panels = match (panel, cx.g.constant(ins[1]).cloned()) {
+                (Some(p), Some(c)) => {
+                    Some((gemv_panels(cx, &node.name, &c, false, [geo.k, geo.n], p), p))
+                }
+                _ => None,
+            };
             let mut args = vec![
                 (Role::A, Buf::Tensor(ins[0])),
-                (Role::B, Buf::Tensor(ins[1])),
+                (Role::B, b_panels.map_or(Buf::Tensor(ins[1]), |(b, _)| b)),
                 (Role::Out, Buf::Tensor(node.outputs[0])),
             ];
             let bias = e.bias.then(|| {
@@ -60,7 +69,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 c: operand(Role::Out, geo.n),
                 alpha: 1.0,
                 a_panel: None,
-                b_panel: None,
+                b_panel: b_panels.map(|(_, p)| p),
                 bias,
                 residual,
                 act: e.act,
@@ -91,12 +100,9 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
     } else {
         operand(Role::A, k)
     };
-    // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise; a constant B
-    // of a GEMM with few rows is packed in column panels instead (`gemv_panels`).
-    let gemv = cx
-        .opts
-        .gemv_panel
-        .filter(|&p| m <= GEMV_MAX_ROWS && nn >= p);
+    // B in [K, N] layout: transposed once at compile time when constant, by a kernel otherwise; a constant B is
+    // packed in column panels instead (`gemv_panels`) on micro-kernel targets.
+    let gemv = cx.opts.gemv_panel.filter(|&p| nn >= p);
     // The constant B is copied out of the graph only when it is repacked.
     let b_const = (gemv.is_some() || a.trans_b)
         .then(|| cx.g.constant(ins[1]).cloned())
@@ -168,14 +174,12 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
     Ok(())
 }
 
-/// Most rows of a GEMM whose constant B is packed in column panels: a GEMV (a classifier's fully connected
-/// layer at batch 1) streams B from memory once per inference, and a row stride of N floats (4000 bytes for
-/// 1000 classes) touches a new page every step of K, where panels make each column block one sequential stream
-/// (ResNet-50's fc, 8 MB of weights: see docs/benchmarks.md).
-const GEMV_MAX_ROWS: usize = 8;
-
-/// A constant Gemm B (`[K, N]`, or `[N, K]` with `trans_b`) packed in `panel`-column panels, zero-padded to a
-/// whole last panel, as the constant `NODE.B_panels`.
+/// A constant Gemm or MatMul B (`[K, N]`, or `[N, K]` with `trans_b`) packed in `panel`-column panels,
+/// zero-padded to a whole last panel, as the constant `NODE.B_panels`. Read in place, a column block takes a row
+/// of N floats apart per step of K — for a GEMV (a classifier at batch 1) a new page each step (ResNet-50's fc,
+/// 8 MB of weights: see docs/benchmarks.md), for a few rows (an encoder's 32 tokens) rows 0.5–2 KiB apart that
+/// alias in L1, which the B copy (`machine_code::b_copies`) only half undid: the 2-layer encoder's GEMMs 6–21 %
+/// faster with panels (Intel Xeon, session 15, paired), the model 9–10 %.
 fn gemv_panels(
     cx: &mut Ctx,
     name: &str,

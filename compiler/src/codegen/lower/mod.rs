@@ -93,7 +93,7 @@ pub struct LowerOpts {
     /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3), and convolutions on narrow planes are computed
     /// transposed (AVX-512 targets: their transforms and the transposing epilogue are machine code).
     pub winograd: bool,
-    /// Constant B operands of GEMMs with few rows (`GEMV_MAX_ROWS`: a classifier's fully connected layer) are
+    /// Constant B operands of Gemm and MatMul (a classifier's or an encoder's weights) are
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
     /// columns; `None`: read in place (targets without machine-code micro-kernels).
     pub gemv_panel: Option<usize>,
