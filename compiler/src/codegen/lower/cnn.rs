@@ -548,6 +548,8 @@ fn packs_rows(m: usize) -> bool {
 /// MobileNetV2's projections after its 14x14 and 7x7 depthwise layers: the pack read the planes the other core
 /// had written half of (at 2 threads 2-5x its 1-thread time, ~7 % of the run).
 fn c16_writes_panels(cx: &mut Ctx, t: &Transposed, panels: Buf) -> bool {
+    // The kernel writes 8-pixel panels (`DwC16::panels`).
+    const _: () = assert!(A_PANEL == 8);
     let Buf::Tensor(x) = t.a.0 else {
         return false;
     };

@@ -216,7 +216,8 @@ pub fn emit_with(
         let (bi, rest) = kb.divmod(u, ncb * nrg);
         // Units walk column blocks within a row group when A is too large to stay cached while every column
         // block streams it again (ResNet-50's 14x14 and 7x7 layers: 1-9 MiB of weights; 8-15 % faster there),
-        // else row groups within a column block, so a B block stays cached (small-weight nets: 2-3 % faster).
+        // else row groups within a column block, so a B block stays cached (small-weight nets: 2-3 % faster);
+        // `row_groups` (a depthwise layer's feeder) takes its groups outermost too.
         let (cb, rg) = if s.m * s.k * 4 > ROWS_OUTER_A_BYTES || split.is_some() {
             let (rg, cb) = kb.divmod(rest, ncb);
             (cb, rg)
