@@ -344,3 +344,75 @@ fn error_messages_name_the_field() {
     assert!(err.contains("ops[2].args[1].offset = 128"), "{err}");
     assert!(err.contains("ends at 192, past the size 128"), "{err}");
 }
+
+/// An edit of one `fastOps` entry (given the name of another op).
+type Edit = fn(&mut crate::BundleOp, *const core::ffi::c_char);
+
+/// A fat bundle's `fastOps`: accepted and handed out when it differs from `ops` only in the functions and this CPU
+/// has `fastCpuFeatures`; kept aside (base `ops` used) for features this CPU lacks; a NULL function, another
+/// name, task count, argument table or layer rejected with the entry's field named; FAST features without a
+/// table rejected.
+#[test]
+fn fast_ops_are_checked_and_used() {
+    let fx = Fixture::small();
+    let fast = fx.ops.clone();
+    let view_with = |fast: &[crate::BundleOp], features: u64| {
+        let mut cfg = fx.config();
+        cfg.fast_ops = fast.as_ptr();
+        cfg.fast_cpu_features = features;
+        // SAFETY: every pointer is into `fx` or `fast`, alive here.
+        unsafe { ConfigView::new(&cfg) }.map(|v| (v.fast_ops(), v.ops().as_ptr()))
+    };
+    assert_eq!(view_with(&fast, 0), Ok((true, fast.as_ptr())));
+    // Bit 40 is no feature this runtime knows: counted as missing, so the base table stays.
+    assert_eq!(view_with(&fast, 1 << 40), Ok((false, fx.ops.as_ptr())));
+    let name = fx.ops[0].name;
+    let cases: [(Edit, &str, Why); 5] = [
+        (|op, _| op.func = None, "fastOps[1].fn", Why::Null),
+        (
+            |op, n| op.name = n,
+            "fastOps[1].name",
+            Why::Mismatch { expected: 0 },
+        ),
+        (
+            |op, _| op.num_tasks += 1,
+            "fastOps[1].numTasks",
+            Why::Mismatch { expected: 0 },
+        ),
+        (
+            |op, _| op.args = core::ptr::null(),
+            "fastOps[1].args",
+            Why::Mismatch { expected: 0 },
+        ),
+        (
+            |op, _| op.layer += 1,
+            "fastOps[1].layer",
+            Why::Mismatch { expected: 0 },
+        ),
+    ];
+    for (edit, field, why) in cases {
+        let mut bad = fast.clone();
+        edit(&mut bad[1], name);
+        match view_with(&bad, 0) {
+            Err(Error::BadConfig {
+                field: f, why: w, ..
+            }) => {
+                assert_eq!(f.to_string(), field);
+                // `Mismatch` carries the base op's value; only its kind is checked here.
+                assert_eq!(
+                    core::mem::discriminant(&w),
+                    core::mem::discriminant(&why),
+                    "{field}"
+                );
+            }
+            other => panic!("{field}: expected BadConfig, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        reject(&fx, |c| c.fast_cpu_features = 1),
+        at(
+            "BundleConfig.fastCpuFeatures",
+            Why::Mismatch { expected: 0 }
+        )
+    );
+}
