@@ -1,5 +1,6 @@
 //! `NAME_config` validation: the runtime's hand-built test bundle with every count-free field of its tables
-//! (areas, symbols, tensor descriptors, op arguments, tasks, layers, config header) overwritten by the fuzzer.
+//! (areas, symbols, tensor descriptors, op arguments, tasks, layers, config header, a `fastOps` table's tasks and
+//! layers) overwritten by the fuzzer.
 //! Counts that size a table stay within the real table (the `ConfigView::new` contract: pointers are valid for
 //! the counts given), everything else is arbitrary. Validation, making the bundle (weights size and checksum)
 //! and an instance, and tensor lookups must give `Ok` or an error, never a panic or an overflow.
@@ -61,8 +62,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut cfg = fx.config();
+    // A fat bundle's `fastOps`: the op table again, its entries editable, present once a header edit asks.
+    let mut fast = fx.ops.clone();
     for (idx, v) in header {
-        match idx % 8 {
+        match idx % 12 {
             0 => cfg.alignment = v,
             1 => cfg.num_inputs = v,
             2 => cfg.num_outputs = v,
@@ -70,10 +73,14 @@ fuzz_target!(|data: &[u8]| {
             4 => cfg.cpu_features = v,
             5 => cfg.weights_checksum = v,
             6 => cfg.num_symbols = v.min(cfg.num_symbols),
-            _ => cfg.num_layers = v.min(cfg.num_layers),
+            7 => cfg.num_layers = v.min(cfg.num_layers),
+            8 => cfg.fast_cpu_features = v,
+            9 => cfg.fast_ops = fast.as_ptr(),
+            10 => fast[v as usize % no].num_tasks = (v >> 32) as u32,
+            _ => fast[v as usize % no].layer = (v >> 32) as u32,
         }
     }
-    // SAFETY: every pointer of `cfg` points into `fx`'s live tables, valid for the counts given. The kernels
+    // SAFETY: every pointer of `cfg` points into `fx`'s live tables or `fast`, valid for the counts given. The kernels
     // are never run (a fuzzed argument table no longer matches them).
     let Ok(bundle) = (unsafe { Bundle::new(&cfg, fx.entry, &fx.weights) }) else {
         return;
