@@ -160,7 +160,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         residual,
         act: a.epilogue.act,
         transpose_out: None,
-        row_groups: (g == 1 && feeds_depthwise(cx.g, node.outputs[0], p))
+        row_groups: (g == 1 && splits_channels(cx.g, node.outputs[0], p, [kk, mg], a))
             .then_some(FEED_ROW_GROUPS),
     };
     let work = spec.macs();
@@ -168,10 +168,21 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     Ok(())
 }
 
-/// Row groups of a convolution GEMM that feeds depthwise convolutions (`feeds_depthwise`).
+/// Row groups of a convolution GEMM that splits its output channels (`splits_channels`).
 const FEED_ROW_GROUPS: usize = 8;
-/// Least output pixels for `feeds_depthwise` (56x56 and larger planes; 28x28 measured neutral).
+/// Least output pixels for `splits_channels` (56x56 and larger planes; 28x28 measured neutral).
 const FEED_MIN_PIXELS: usize = 1024;
+
+/// Whether a convolution GEMM (`[k, m]`: depth and output channels) on `p` output pixels takes its output channels
+/// in [`FEED_ROW_GROUPS`] groups outermost (`GemmSpec::row_groups`): when only depthwise convolutions read its
+/// output (`feeds_depthwise`), or when it widens a thin input at least fourfold without a residual epilogue (the
+/// many planes it writes are its cost: ResNet-50's first 64 → 256 downsample, with the 64 → 64 conv1 in its layer,
+/// 1165 → 910 µs at 1 thread and 620 → 520 at 2, paired, session 15). Its 64 → 256 conv3 layers, read by the next
+/// block's pixel-split convolutions, ran slower at 2 threads that way; the residual epilogue marks them.
+fn splits_channels(g: &Graph, t: TensorId, p: usize, [k, m]: [usize; 2], a: &ConvAttrs) -> bool {
+    let widens = p >= FEED_MIN_PIXELS && !a.epilogue.residual && 4 * k <= m;
+    widens || feeds_depthwise(g, t, p)
+}
 
 /// Whether a convolution's output `t` of `p` pixels per channel is read only by depthwise convolutions (an
 /// inverted residual's expansion), so that its GEMM splits the output channels into [`FEED_ROW_GROUPS`] groups
