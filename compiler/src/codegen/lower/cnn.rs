@@ -15,6 +15,7 @@ use crate::codegen::ops::pool::PoolSpec;
 use crate::codegen::ops::winograd::{transform_weights, WinogradSpec};
 use crate::error::{Error, Result};
 use crate::ir::{numel, Activation, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
+use crate::passes::{consumers, single_use};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let (x, out) = (cx.g.nodes[n].inputs[0], cx.g.nodes[n].outputs[0]);
@@ -180,35 +181,31 @@ const FEED_MIN_PIXELS: usize = 1024;
 /// 1165 → 910 µs at 1 thread and 620 → 520 at 2, paired, session 15). Its 64 → 256 conv3 layers, read by the next
 /// block's pixel-split convolutions, ran slower at 2 threads that way; the residual epilogue marks them.
 fn splits_channels(g: &Graph, t: TensorId, p: usize, [k, m]: [usize; 2], a: &ConvAttrs) -> bool {
-    let widens = p >= FEED_MIN_PIXELS && !a.epilogue.residual && 4 * k <= m;
-    widens || feeds_depthwise(g, t, p)
+    let widens = !a.epilogue.residual && 4 * k <= m;
+    p >= FEED_MIN_PIXELS && (widens || feeds_depthwise(g, t))
 }
 
-/// Whether a convolution's output `t` of `p` pixels per channel is read only by depthwise convolutions (an
-/// inverted residual's expansion), so that its GEMM splits the output channels into [`FEED_ROW_GROUPS`] groups
-/// taken outermost (`GemmSpec::row_groups`) instead of the pixels. At 2 threads each core then writes the channels
-/// whose planes its share of the depthwise layer reads (that layer splits by channel), not half of every plane;
-/// at 1 thread the work streams into 12–24 planes at a time instead of 64–96. Intel Xeon (session 15, paired 10th
+/// Whether a convolution's output `t` is read only by depthwise convolutions (an inverted residual's expansion),
+/// so that its GEMM splits the output channels into [`FEED_ROW_GROUPS`] groups taken outermost
+/// (`GemmSpec::row_groups`) instead of the pixels. At 2 threads each core then writes the channels whose planes
+/// its share of the depthwise layer reads (that layer splits by channel), not half of every plane; at 1 thread
+/// the work streams into 12–24 planes at a time instead of 64–96. Intel Xeon (session 15, paired 10th
 /// percentiles): MobileNetV2's 112x112 expansion 925 → 555 µs at 1 thread, 510 → 280 at 2, the depthwise layers
 /// after 56x56 expansions 15–25 % faster at 2 threads; the model 5–6 % at 1 and 6–8 % at 2, bitwise equal.
 /// ResNet-50's 56x56 1x1 layers (read by 1x1 convolutions and residual adds) were slower that way at 2 threads.
-fn feeds_depthwise(g: &Graph, t: TensorId, p: usize) -> bool {
-    if p < FEED_MIN_PIXELS || g.outputs.contains(&t) {
+fn feeds_depthwise(g: &Graph, t: TensorId) -> bool {
+    if g.outputs.contains(&t) {
         return false;
     }
-    let mut readers = g.order.iter().filter(|&&m| g.nodes[m].inputs.contains(&t));
+    let channels = g.tensors[t].shape.get(1).copied();
     let depthwise = |m: NodeId| match &g.nodes[m].op {
         Op::Conv(a) => {
-            let c = g.tensors[t].shape.get(1).copied();
-            a.group > 1 && c == Some(a.group) && g.nodes[m].inputs.first() == Some(&t)
+            a.group > 1 && channels == Some(a.group) && g.nodes[m].inputs.first() == Some(&t)
         }
         _ => false,
     };
-    let mut any = false;
-    readers.all(|&m| {
-        any = true;
-        depthwise(m)
-    }) && any
+    let readers = consumers(g, t);
+    !readers.is_empty() && readers.into_iter().all(depthwise)
 }
 
 /// Most input channels of a convolution the direct kernel takes (`direct_spec`): image inputs.
@@ -564,13 +561,7 @@ fn c16_writes_panels(cx: &mut Ctx, t: &Transposed, panels: Buf) -> bool {
     let Buf::Tensor(x) = t.a.0 else {
         return false;
     };
-    let g = &*cx.g;
-    let readers = g
-        .order
-        .iter()
-        .filter(|&&m| g.nodes[m].inputs.contains(&x))
-        .count();
-    if readers != 1 || g.outputs.contains(&x) || cx.opts.keep_reshapes {
+    if cx.opts.keep_reshapes || single_use(cx.g, x).is_none() {
         return false;
     }
     let writes_x = |k: &&mut crate::codegen::kernel::Kernel| {

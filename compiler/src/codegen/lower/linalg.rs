@@ -36,12 +36,10 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
             let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
-            let b_panels = match (panel, cx.g.constant(ins[1]).cloned()) {
-                (Some(p), Some(c)) => {
-                    Some((gemv_panels(cx, &node.name, &c, false, [geo.k, geo.n], p), p))
-                }
-                _ => None,
-            };
+            // The constant is copied out of the graph only when it is packed.
+            let b_const = panel.and_then(|p| Some((p, cx.g.constant(ins[1])?.clone())));
+            let b_panels = b_const
+                .map(|(p, c)| (gemv_panels(cx, &node.name, &c, false, [geo.k, geo.n], p), p));
             let mut args = vec![
                 (Role::A, Buf::Tensor(ins[0])),
                 (Role::B, b_panels.map_or(Buf::Tensor(ins[1]), |(b, _)| b)),

@@ -70,20 +70,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 /// (`Ctx::reshaped`) and the reshape's copy goes: an encoder's head splits (`[B, S, H·D] -> [B, S, H, D] ->
 /// [B, H, S, D]`) copied every Q, K and V once more.
 fn read_only_by_transpose(g: &Graph, t: TensorId) -> bool {
-    if g.outputs.contains(&t) {
-        return false;
-    }
-    let mut readers = g.order.iter().flat_map(|&n| {
-        g.nodes[n]
-            .inputs
-            .iter()
-            .filter(move |&&i| i == t)
-            .map(move |_| n)
-    });
-    match (readers.next(), readers.next()) {
-        (Some(only), None) => matches!(g.nodes[only].op, Op::Transpose(_)),
-        _ => false,
-    }
+    crate::passes::single_use(g, t).is_some_and(|n| matches!(g.nodes[n].op, Op::Transpose(_)))
 }
 
 /// The inputs of a variadic op as roles `In(0)`, `In(1)`, ...

@@ -98,7 +98,7 @@ pub struct GemmSpec {
     pub act: Activation,
     /// The transposing epilogue fused after each unit (`TransposeOut`), if any.
     pub transpose_out: Option<TransposeOut>,
-    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn.rs::feeds_depthwise`), else groups of
+    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn.rs::splits_channels`), else groups of
     /// `ROW_GROUP` rows ordered by the size of A.
     pub row_groups: Option<usize>,
 }
@@ -202,10 +202,10 @@ pub fn emit_with(
     // once, not once per group.
     let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
     let split = s.row_groups.filter(|_| !copies);
-    let row_group = match (copies, split) {
-        (true, _) => s.m.next_multiple_of(mr),
-        (false, Some(g)) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
-        (false, None) => mr * (ROW_GROUP / mr).max(1),
+    let row_group = match split {
+        _ if copies => s.m.next_multiple_of(mr),
+        Some(g) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
+        None => mr * (ROW_GROUP / mr).max(1),
     };
     let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
     let ncb = s.n.div_ceil(nr);
