@@ -86,6 +86,11 @@ pub struct MicroSpec {
     /// step of K: the first tile of a block reads B in place and leaves a contiguous `[k][nr]` copy that the
     /// block's other tiles read instead (`b_rs = nr`). Not with `prefetch_next`, which uses `r9` too.
     pub b_copy: bool,
+    /// Prefetch (`prefetcht1`, into L2) the tile's lines of C, and of the residual when the epilogue adds one,
+    /// before the K loop: for C written across rows a plane apart (a convolution reading its activations in
+    /// place), which no hardware prefetcher follows, so that the stores and residual loads after the loop find
+    /// them in L2 instead of waiting on L3 at the end of every tile.
+    pub c_prefetch: bool,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
 }
@@ -159,6 +164,19 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
                 (Simd::Avx512, false) => a.vpxord(ZMM[k], ZMM[k], ZMM[k]).map_err(e)?,
                 (Simd::Avx512, true) => {
                     a.vmovups(ZMM[k], zmmword_ptr(rdx + at(r, v))).map_err(e)?
+                }
+            }
+        }
+    }
+    if m.c_prefetch {
+        let res_rs = m.epi.and_then(|x| x.res_rs);
+        for r in 0..mr {
+            for line in 0..(nr * 4).div_ceil(64) {
+                a.prefetcht1(byte_ptr(rdx + d(r * m.c_rs + line * 16)))
+                    .map_err(e)?;
+                if let Some(rs) = res_rs {
+                    a.prefetcht1(byte_ptr(r8 + d(r * rs + line * 16)))
+                        .map_err(e)?;
                 }
             }
         }
@@ -406,6 +424,7 @@ mod tests {
             b_next_cols: b_rs != nr,
             // B in place leaves its contiguous copy (checked below).
             b_copy: b_rs != nr,
+            c_prefetch: b_rs != nr,
         };
         let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
         let av: Vec<f32> = (0..alen)
@@ -499,6 +518,8 @@ mod tests {
             a_prefetch: 0,
             b_next_cols: false,
             b_copy: false,
+            // The residual's lines too (a prefetch never faults, but this one reads the real tiles).
+            c_prefetch: true,
         };
         let av: Vec<f32> = (0..mr * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
