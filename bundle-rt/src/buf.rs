@@ -98,24 +98,55 @@ pub(crate) struct AlignedBuf {
     layout: Option<core::alloc::Layout>,
 }
 
+/// With std on Linux, blocks of at least this many bytes are placed on 2 MiB boundaries, padded to whole 2 MiB
+/// pages, and offered to the kernel's transparent huge pages before they are zeroed (`madvise(MADV_HUGEPAGE)`; the
+/// zeroing then faults them in as huge pages where the system allows it). A kernel reading rows a plane apart
+/// touches a new 4 KiB page at every step, and the DTLB misses showed: ResNet-50's entry function 3-5 % faster
+/// at 1 thread with all three areas on huge pages (Intel Xeon, Emerald Rapids, 10th percentiles; each area alone
+/// about half of that), 2 threads unchanged. Elsewhere (no_std, other systems) blocks keep their own alignment.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub(crate) const HUGE_PAGE: Option<usize> = Some(2 << 20);
+/// See above: no huge pages to ask for here.
+#[cfg(all(feature = "alloc", not(all(feature = "std", target_os = "linux"))))]
+pub(crate) const HUGE_PAGE: Option<usize> = None;
+
 #[cfg(feature = "alloc")]
 impl AlignedBuf {
-    /// Allocates `len` zeroed bytes aligned to `align`; an empty block allocates nothing.
+    /// Allocates `len` zeroed bytes aligned to `align`; an empty block allocates nothing; a block of at least
+    /// [`HUGE_PAGE`] bytes (where there is one) is huge-page aligned and padded.
     fn zeroed(len: usize, align: usize, what: &str) -> Result<AlignedBuf> {
         let oom = || Error::OutOfMemory {
             what: Name::new(what),
             bytes: len as u64,
         };
-        let layout = core::alloc::Layout::from_size_align(len, align).map_err(|_| oom())?;
         if len == 0 {
+            core::alloc::Layout::from_size_align(len, align).map_err(|_| oom())?;
             // A dangling pointer with the right alignment: valid for zero-byte accesses.
             let ptr =
                 NonNull::new(core::ptr::without_provenance_mut::<u8>(align)).ok_or_else(oom)?;
             return Ok(AlignedBuf { ptr, layout: None });
         }
-        // SAFETY: `layout` has a non-zero size.
-        let raw = unsafe { alloc::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(oom)?;
+        let huge = HUGE_PAGE.filter(|&h| len >= h);
+        let layout = match huge {
+            Some(h) => {
+                let size = len.checked_next_multiple_of(h).ok_or_else(oom)?;
+                core::alloc::Layout::from_size_align(size, align.max(h))
+            }
+            None => core::alloc::Layout::from_size_align(len, align),
+        }
+        .map_err(|_| oom())?;
+        let ptr = if huge.is_some() {
+            // Advised before the zeroing touches it, so that the first touch faults in huge pages.
+            // SAFETY: `layout` has a non-zero size.
+            let ptr = NonNull::new(unsafe { alloc::alloc::alloc(layout) }).ok_or_else(oom)?;
+            advise_huge_pages(ptr, layout.size());
+            // SAFETY: `ptr` is valid for writes of `layout.size()` bytes (just allocated).
+            unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
+            ptr
+        } else {
+            // SAFETY: `layout` has a non-zero size.
+            NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) }).ok_or_else(oom)?
+        };
         Ok(AlignedBuf {
             ptr,
             layout: Some(layout),
@@ -123,11 +154,23 @@ impl AlignedBuf {
     }
 }
 
+/// Asks Linux to back `[ptr, ptr + len)` (huge-page aligned) with transparent huge pages; a hint whose failure
+/// (THP disabled, an older kernel) changes nothing but speed, so its result is ignored.
+#[cfg(all(feature = "std", target_os = "linux"))]
+fn advise_huge_pages(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: the range is one live allocation of ours; MADV_HUGEPAGE changes no contents or permissions.
+    unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+}
+
+/// Without std on Linux there is no system call to make (and `HUGE_PAGE` is `None`, so no block asks).
+#[cfg(all(feature = "alloc", not(all(feature = "std", target_os = "linux"))))]
+fn advise_huge_pages(_ptr: NonNull<u8>, _len: usize) {}
+
 #[cfg(feature = "alloc")]
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if let Some(layout) = self.layout {
-            // SAFETY: `ptr` came from `alloc_zeroed(layout)` and is freed once, here.
+            // SAFETY: `ptr` came from `alloc(layout)` or `alloc_zeroed(layout)` and is freed once, here.
             unsafe { alloc::alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
     }
@@ -139,3 +182,30 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: as above; shared access only reads.
 #[cfg(feature = "alloc")]
 unsafe impl Sync for AlignedBuf {}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use alloc::format;
+
+    /// Owned areas are zeroed and aligned as asked; large ones (std, Linux) start on a huge page and
+    /// still expose exactly `len` bytes; an impossible size is an out-of-memory error naming the area.
+    #[test]
+    fn owned_areas_are_zeroed_aligned_and_huge_where_large() {
+        for (len, align) in [(0, 64), (100, 64), (3 << 20, 64), ((2 << 20) + 1, 4096)] {
+            let a = AreaBuf::owned(len, align, "activation area").unwrap();
+            assert_eq!(a.bytes().len(), len);
+            assert!(a.bytes().iter().all(|&b| b == 0), "len {len} zeroed");
+            let at = a.base() as usize;
+            assert!(at.is_multiple_of(align), "len {len} aligned to {align}");
+            if let Some(h) = HUGE_PAGE.filter(|&h| len >= h) {
+                assert!(at.is_multiple_of(h), "len {len} on a huge page");
+            }
+        }
+        let err = AreaBuf::owned(usize::MAX - 4096, 64, "constant area")
+            .err()
+            .expect("usize::MAX bytes cannot be allocated");
+        assert!(matches!(err, Error::OutOfMemory { .. }), "{err:?}");
+        assert!(format!("{err}").contains("constant area"), "{err}");
+    }
+}
