@@ -204,6 +204,83 @@ fn depthwise_writing_the_projection_panels_matches_tract() {
     assert_close(&got, &want, TOL, "dw_panels");
 }
 
+/// Transposed convolution GEMMs whose channels are a multiple of 16 but not of 32 (`transposed_wins`): their
+/// weights, bias and `Cᵀ` padded to whole 32-column blocks, the padding never transposed. A 14x14 projection to
+/// 112 channels with a bias and a residual after a depthwise layer that writes its panels, and a 3x3 convolution
+/// to 80 channels on 7x7 planes (Winograd, its GEMMs transposed); both match tract, bitwise-free of the padding.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn padded_transposed_gemms_match_tract() {
+    use bundlec_tests::onnx::{Attr, Model};
+    if !std::arch::is_x86_feature_detected!("avx512f")
+        || !std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        eprintln!("SKIPPED: transposed GEMMs need the AVX-512 kernels, which this CPU lacks");
+        return;
+    }
+    let (c, m) = (48, 112);
+    let mut g = Model::new();
+    g.input("x", &[1, c, 14, 14]);
+    g.input("res", &[1, m, 14, 14]);
+    g.init("wd", &[c, 1, 3, 3], rand_vec(c * 9, 21));
+    g.init("wp", &[m, c, 1, 1], rand_vec(m * c, 22));
+    g.init("bp", &[m], rand_vec(m, 23));
+    g.output("y", &[1, m, 14, 14]);
+    let dw = vec![
+        ("group", Attr::Int(c as i64)),
+        ("kernel_shape", Attr::Ints(vec![3, 3])),
+        ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+    ];
+    g.node("Conv", &["x", "wd"], &["d"], dw);
+    g.node("Relu", &["d"], &["r"], vec![]);
+    g.node("Conv", &["r", "wp", "bp"], &["p"], vec![]);
+    g.node("Add", &["p", "res"], &["y"], vec![]);
+    let (c7, m7) = (24, 80);
+    let mut g7 = Model::new();
+    g7.input("x", &[1, c7, 7, 7]);
+    g7.init("w", &[m7, c7, 3, 3], rand_vec(m7 * c7 * 9, 24));
+    g7.init("b", &[m7], rand_vec(m7, 25));
+    g7.output("y", &[1, m7, 7, 7]);
+    let pads = vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))];
+    g7.node("Conv", &["x", "w", "b"], &["c"], pads);
+    g7.node("Relu", &["c"], &["y"], vec![]);
+    let cases = [
+        (
+            "pad_proj",
+            g.bytes(),
+            ".gemm_t",
+            vec![(vec![1, c, 14, 14], 26), (vec![1, m, 14, 14], 27)],
+        ),
+        (
+            "pad_wino",
+            g7.bytes(),
+            ".winograd_gemm_t",
+            vec![(vec![1, c7, 7, 7], 28)],
+        ),
+    ];
+    for (name, model, op, inputs) in cases {
+        let mut o = bundlec::Options::new(name);
+        o.cpu = "x86-64-v4".into();
+        let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let file = format!("{name}.o");
+        let ins = bundlec::emit::inspect::inspect(&file, &compiled.bundle.object).expect("inspect");
+        let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
+        assert!(
+            names.iter().any(|n| n.ends_with(op)),
+            "{name}: {op} in {names:?}"
+        );
+        let xs: Vec<(Vec<usize>, Vec<f32>)> = inputs
+            .iter()
+            .map(|(shape, seed)| (shape.clone(), rand_vec(shape.iter().product(), *seed)))
+            .collect();
+        let want = tract_run(&model, &xs);
+        let flat: Vec<Vec<f32>> = xs.into_iter().map(|(_, v)| v).collect();
+        let out = if name == "pad_proj" { m * 196 } else { m7 * 49 };
+        let got = run_c(&compiled, &flat, &[out]);
+        assert_close(&got, &want, TOL, name);
+    }
+}
+
 /// A 1x1 convolution read only by a depthwise one (an inverted residual's expansion, 32x32 pixels) splits its
 /// output channels into row groups (`GemmSpec::row_groups`; 36 channels: groups of 8 and a tail of 4) and still
 /// matches tract, with each kernel set this CPU runs.

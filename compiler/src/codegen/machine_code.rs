@@ -70,8 +70,9 @@ fn micro_shape_ok(s: &ops::gemm::GemmSpec, nr: usize) -> bool {
 
 /// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
 /// AVX-512 micro-kernels cover it (the shape conditions and encodings of [`define_micro`], checked at the
-/// tallest tile) and its column blocks hold whole blocks of 16 channels. Lowering asks before it fuses, so the
-/// codegen always finds the micro-kernels a fused GEMM needs.
+/// tallest tile) and its column blocks hold whole blocks of 16 channels (`Cᵀ` padded to whole blocks,
+/// `TransposeOut::ld`). Lowering asks before it fuses, so the codegen always finds the micro-kernels a fused GEMM
+/// needs.
 pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
     let simd = Simd::Avx512;
     let (mr, nr) = simd.tile();
@@ -419,7 +420,7 @@ pub(super) fn define_transpose(
     let (lo, hi) = clamp_bits(t.act)
         .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
     let spec = kernels::transpose_x86::TransposeOut {
-        m: t.m,
+        m: t.ld,
         p: t.p,
         residual: t.residual,
         lo,

@@ -318,7 +318,7 @@ pub fn define_kernels(
                 },
                 (Body::TransposeOut { n, t }, _, _) => match layout {
                     Some([Some(f), _, _]) => {
-                        ops::data::emit_transpose_out(&mut kb, [*n, t.p, t.m], k.tasks, f)
+                        ops::data::emit_transpose_out(&mut kb, [*n, t.p, t.m, t.ld], k.tasks, f)
                     }
                     _ => no_code = true,
                 },

@@ -108,7 +108,9 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         }
     }
     let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
-    if g == 1 && cx.opts.winograd && transposed_wins(m, p) {
+    // Channels padded to whole column blocks need the bias padded too: a constant one.
+    let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
+    if g == 1 && cx.opts.winograd && transposed_wins(m, p) && bias_pads {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
             if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
                 return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], (b_buf, b_batch));
@@ -402,7 +404,7 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
         let packed = (0..xis)
             .flat_map(|xi| pack_b_panels(c, m, NR, |p, j| u[(xi * m + j) * c + p]))
             .collect();
-        (packed, vec![xis, c, m])
+        (packed, vec![xis, c, m.next_multiple_of(NR)])
     } else {
         (u, vec![xis, m, c])
     };
@@ -424,7 +426,7 @@ fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result
             m,
             k: c,
             a: (v, c * t),
-            b: (Buf::Tensor(u), c * m),
+            b: (Buf::Tensor(u), c * m.next_multiple_of(NR)),
             bias: None,
             act: Activation::None,
             residual: None,
@@ -470,12 +472,17 @@ const NR: usize = 32;
 
 /// Whether an AVX-512 convolution GEMM of `m` output channels by `p` output pixels wastes enough of its
 /// 32-column tiles on the last column block that computing it transposed (pixels as rows, which the row-tail
-/// micro-kernels cover exactly; channels, a multiple of 32, as columns) wins: 7x7 planes use 49 of 64 columns,
-/// 14x14 planes 196 of 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %; ResNet-50's 1x1
-/// layers on 14x14 and 7x7 planes 15–25 % faster each, its 3x3 ones there (im2col columns, K = 9·C) 12–15 %
-/// (they were 15 % slower before the transposed weights were packed in column panels, `GemmSpec::b_panel`).
+/// micro-kernels cover exactly; channels as columns) wins: 7x7 planes use 49 of 64 columns, 14x14 planes 196 of
+/// 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %; ResNet-50's 1x1 layers on 14x14 and 7x7
+/// planes 15–25 % faster each, its 3x3 ones there (im2col columns, K = 9·C) 12–15 % (they were 15 % slower before
+/// the transposed weights were packed in column panels, `GemmSpec::b_panel`). Channels a multiple of 16 but not
+/// of 32 are padded to whole column blocks (`TransposeOut::ld`) where that wastes at most a sixth of the columns
+/// (80 and more channels): EfficientNet-Lite0's 14x14 projections to 80 and 112 channels (Intel Xeon, paired
+/// runs) 3–9 % faster at 1 thread and 13–17 % at 2 (the depthwise layer before writes their packed A, and those
+/// layers 5–8 % faster at 2 threads too), the model −1.3 % / −4 %.
 fn transposed_wins(m: usize, p: usize) -> bool {
-    m.is_multiple_of(NR) && p.next_multiple_of(NR) * 10 > p * 11
+    let ld = m.next_multiple_of(NR);
+    m.is_multiple_of(16) && 5 * ld <= 6 * m && p.next_multiple_of(NR) * 10 > p * 11
 }
 
 /// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
@@ -493,7 +500,28 @@ fn lower_conv_transposed(
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
     let wt = pack_b_panels(kk, m, NR, |p, j| w[j * kk + p]);
-    let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, m], wt));
+    let wt = cx.constant(
+        format!("{}.W_t", node.name),
+        Tensor::f32(vec![kk, m.next_multiple_of(NR)], wt),
+    );
+    // The GEMM's bias per column, zero-padded like the weights to whole column blocks (`TransposeOut::ld`).
+    let bias = match (a.has_bias, m.is_multiple_of(NR)) {
+        (false, _) => None,
+        (true, true) => Some(Buf::Tensor(ins[2])),
+        (true, false) => {
+            let b =
+                cx.g.constant(ins[2])
+                    .map(|t| t.to_f32_vec())
+                    .ok_or_else(|| {
+                        Error::internal("lower", format!("{}: padded bias not constant", node.name))
+                    })?;
+            let mut padded = vec![0.0; m.next_multiple_of(NR)];
+            padded[..m].copy_from_slice(&b[..m]);
+            let shape = vec![padded.len()];
+            let t = cx.constant(format!("{}.bias_t", node.name), Tensor::f32(shape, padded));
+            Some(Buf::Tensor(t))
+        }
+    };
     let residual = a.epilogue.residual;
     let (act, out_act) = if residual {
         (Activation::None, a.epilogue.act)
@@ -507,7 +535,7 @@ fn lower_conv_transposed(
         k: kk,
         a: (cols, cols_batch),
         b: (Buf::Tensor(wt), 0),
-        bias: a.has_bias.then(|| Buf::Tensor(ins[2])),
+        bias,
         act,
         residual: residual.then(|| Buf::Tensor(ins[ins.len() - 1])),
         out_act,
@@ -591,6 +619,8 @@ fn c16_writes_panels(cx: &mut Ctx, t: &Transposed, panels: Buf) -> bool {
 /// separate kernel took 4.5 % of MobileNetV2 at 1 thread and 7.4 % at 2, where it read blocks another core wrote.
 fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<&str>)) {
     let p16 = t.p.next_multiple_of(16);
+    // `Cᵀ`'s row stride: whole column blocks (B and the bias are padded with zeros to it).
+    let ld = t.m.next_multiple_of(NR);
     // A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
     let packed = packs_rows(t.m);
     let (a_buf, a_batch, a, a_panel) = if packed {
@@ -617,14 +647,14 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     };
     let mut spec = GemmSpec {
         m: t.p,
-        n: t.m,
+        n: ld,
         k: t.k,
-        batch: vec![[t.nb, a_batch, t.b.1, p16 * t.m, 0]],
+        batch: vec![[t.nb, a_batch, t.b.1, p16 * ld, 0]],
         a,
         a_panel,
         b_panel: Some(NR),
-        b: operand(Role::B, t.m),
-        c: operand(Role::Out, t.m),
+        b: operand(Role::B, ld),
+        c: operand(Role::Out, ld),
         alpha: 1.0,
         bias: t.bias.map(|_| Bias {
             at: operand(Role::Bias, 0),
@@ -640,12 +670,13 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     let epilogue = TransposeOut {
         p: t.p,
         m: t.m,
+        ld,
         residual: t.residual.is_some(),
         act: t.out_act,
     };
     let fused = crate::codegen::machine_code::fuses_transpose(&spec);
     // Fused, a unit starting inside a block of 16 rows reads up to 15 rows past the last batch's P16.
-    let ct = cx.scratch((t.nb * p16 + if fused { 16 } else { 0 }) * t.m * 4);
+    let ct = cx.scratch((t.nb * p16 + if fused { 16 } else { 0 }) * ld * 4);
     let mut args = vec![(Role::A, a_buf), (Role::B, t.b.0)];
     if let Some(bias) = t.bias {
         args.push((Role::Bias, bias));

@@ -311,10 +311,10 @@ pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32)
     });
 }
 
-/// Emits the driver of a transposing epilogue (`Body::TransposeOut`): roles X (`Cᵀ [N, P16, M]`), [Residual]
+/// Emits the driver of a transposing epilogue (`Body::TransposeOut`): roles X (`Cᵀ [N, P16, LD]`, `LD` = `t.ld`), [Residual]
 /// and Out (`[N, M, P]`), one unit per (batch, 16 channels), each one call to the machine-code block transpose
 /// `f` (`kernels/transpose_x86.rs`).
-pub fn emit_transpose_out(kb: &mut Kb, [n, p, m]: [usize; 3], tasks: u32, f: FuncRef) {
+pub fn emit_transpose_out(kb: &mut Kb, [n, p, m, ld]: [usize; 4], tasks: u32, f: FuncRef) {
     let blocks = m / 16;
     let p16 = p.next_multiple_of(16);
     let (lo, hi) = kb.task_range(n * blocks, tasks);
@@ -323,7 +323,7 @@ pub fn emit_transpose_out(kb: &mut Kb, [n, p, m]: [usize; 3], tasks: u32, f: Fun
     kb.for_range(lo, hi, 1, |kb, u| {
         // Unit u = b · blocks + blk: Cᵀ at (b, 0, 16·blk), the output and residual rows at (b, 16·blk, 0).
         let (b, blk) = kb.divmod(u, blocks);
-        let sb = kb.addr(src, b, (p16 * m * 4) as i64);
+        let sb = kb.addr(src, b, (p16 * ld * 4) as i64);
         let s = kb.addr(sb, blk, 64);
         let d = kb.addr(dst, u, (16 * p * 4) as i64);
         let r = match res {

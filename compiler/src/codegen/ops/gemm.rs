@@ -114,8 +114,11 @@ pub struct GemmSpec {
 pub struct TransposeOut {
     /// Pixels per output row (`P`).
     pub p: usize,
-    /// Channels (`M`, a multiple of the tile's 32 columns).
+    /// Channels (`M`, a multiple of 16: whole blocks of the transposer).
     pub m: usize,
+    /// `Cᵀ`'s row stride: `M` rounded up to the GEMM's 32-column tiles. The GEMM computes whole column blocks
+    /// over weights (and a bias) zero-padded to it, and the padding columns are never transposed.
+    pub ld: usize,
     /// Whether the residual is added.
     pub residual: bool,
     /// The clamp applied after the residual.
@@ -294,20 +297,33 @@ pub fn emit_with(
                 );
             }
         };
-        if tail_cols == 0 {
-            emit_cols(kb, nr);
+        // The unit's tiles over `cols` columns, then its fused transposition of `t_cols` channels.
+        let unit = |kb: &mut Kb, cols: usize, t_cols: usize| {
+            emit_cols(kb, cols);
+            if let (Some(t), Some(f)) = (&s.transpose_out, transpose) {
+                transpose_unit(kb, s, t, f, (bi, offs[2]), (i_lo, i_hi), j0, t_cols);
+            }
+        };
+        // The last column block: a column tail, or (a padded `Cᵀ`) fewer channels to transpose than columns.
+        let last_cols = if tail_cols == 0 { nr } else { tail_cols };
+        let t_last = s.transpose_out.map_or(last_cols, |t| {
+            t.m.saturating_sub((ncb - 1) * nr).min(last_cols)
+        });
+        if last_cols == nr && t_last == nr {
+            unit(kb, nr, nr);
         } else {
             let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
-            kb.if_else(last, |kb| emit_cols(kb, tail_cols), |kb| emit_cols(kb, nr));
-        }
-        if let (Some(t), Some(f)) = (&s.transpose_out, transpose) {
-            transpose_unit(kb, s, t, f, (bi, offs[2]), (i_lo, i_hi), j0, nr);
+            kb.if_else(
+                last,
+                |kb| unit(kb, last_cols, t_last),
+                |kb| unit(kb, nr, nr),
+            );
         }
     });
 }
 
 /// The fused transposing epilogue of one unit (`TransposeOut`): channel rows `[j0, j0 + cols)` (whole blocks of
-/// 16: `M` is a multiple of the column block), pixels `[i_lo, i_hi)`, of batch `bi` (`c_off`: its `Cᵀ` offset in
+/// 16; the last column block of a padded `Cᵀ` transposes only its real channels), pixels `[i_lo, i_hi)`, of batch `bi` (`c_off`: its `Cᵀ` offset in
 /// elements).
 #[allow(clippy::too_many_arguments)]
 fn transpose_unit(
