@@ -515,8 +515,14 @@ fn lower_conv_transposed(
                     .ok_or_else(|| {
                         Error::internal("lower", format!("{}: padded bias not constant", node.name))
                     })?;
+            let b = b.get(..m).ok_or_else(|| {
+                Error::internal(
+                    "lower",
+                    format!("{}: bias shorter than {m} channels", node.name),
+                )
+            })?;
             let mut padded = vec![0.0; m.next_multiple_of(NR)];
-            padded[..m].copy_from_slice(&b[..m]);
+            padded[..m].copy_from_slice(b);
             let shape = vec![padded.len()];
             let t = cx.constant(format!("{}.bias_t", node.name), Tensor::f32(shape, padded));
             Some(Buf::Tensor(t))
