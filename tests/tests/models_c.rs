@@ -156,16 +156,26 @@ fn compiling_twice_is_byte_identical() {
     assert_eq!(a.bundle.recipe, b.bundle.recipe);
 }
 
+/// Whether this machine runs `--cpu x86-64-v4` bundles (`harness::kernel_variants`); says loudly that `what` is
+/// skipped when it does not.
+#[cfg(target_arch = "x86_64")]
+fn runs_x86_64_v4(what: &str) -> bool {
+    let runs = bundlec_tests::harness::kernel_variants()
+        .iter()
+        .any(|&(cpu, ok)| cpu == "x86-64-v4" && ok);
+    if !runs {
+        eprintln!("SKIPPED: {what} need the AVX-512 kernels (x86-64-v4), which this CPU lacks");
+    }
+    runs
+}
+
 /// A channel-blocked depthwise convolution (14x14, AVX-512) whose only reader is a transposed 1x1 convolution
 /// writes that GEMM's row panels itself (no `.pack` op in the bundle), and the pair still matches tract.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn depthwise_writing_the_projection_panels_matches_tract() {
     use bundlec_tests::onnx::{Attr, Model};
-    if !std::arch::is_x86_feature_detected!("avx512f")
-        || !std::arch::is_x86_feature_detected!("avx512bw")
-    {
-        eprintln!("SKIPPED: depthwise panels need the AVX-512 kernels, which this CPU lacks");
+    if !runs_x86_64_v4("depthwise panels") {
         return;
     }
     let (c, m) = (64, 96);
@@ -212,10 +222,7 @@ fn depthwise_writing_the_projection_panels_matches_tract() {
 #[test]
 fn padded_transposed_gemms_match_tract() {
     use bundlec_tests::onnx::{Attr, Model};
-    if !std::arch::is_x86_feature_detected!("avx512f")
-        || !std::arch::is_x86_feature_detected!("avx512bw")
-    {
-        eprintln!("SKIPPED: transposed GEMMs need the AVX-512 kernels, which this CPU lacks");
+    if !runs_x86_64_v4("transposed GEMMs") {
         return;
     }
     let (c, m) = (48, 112);

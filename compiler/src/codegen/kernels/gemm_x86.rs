@@ -150,6 +150,8 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         Simd::Avx512 => 16,
     };
     let vecs = nr / lanes;
+    // Cache lines of one tile row.
+    let lines = (nr * 4).div_ceil(64);
     let d = |x: usize| disp(x).unwrap_or(0);
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r9 = next-block prefetch pointer, r10 = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
@@ -171,7 +173,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if m.c_prefetch {
         let res_rs = m.epi.and_then(|x| x.res_rs);
         for r in 0..mr {
-            for line in 0..(nr * 4).div_ceil(64) {
+            for line in 0..lines {
                 a.prefetcht1(byte_ptr(rdx + d(r * m.c_rs + line * 16)))
                     .map_err(e)?;
                 if let Some(rs) = res_rs {
@@ -185,7 +187,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
     if m.b_prefetch > 0 {
-        for line in 0..(nr * 4).div_ceil(64) {
+        for line in 0..lines {
             a.prefetcht0(byte_ptr(rsi + d(m.b_prefetch * m.b_rs + line * 16)))
                 .map_err(e)?;
         }
@@ -198,7 +200,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         a.prefetcht1(byte_ptr(rdi + d(m.a_prefetch))).map_err(e)?;
     }
     if m.b_next_cols {
-        for line in 0..(nr * 4).div_ceil(64) {
+        for line in 0..lines {
             a.prefetcht1(byte_ptr(rsi + d(nr + line * 16))).map_err(e)?;
         }
     }

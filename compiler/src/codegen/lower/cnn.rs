@@ -499,32 +499,28 @@ fn lower_conv_transposed(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
+    let ld = m.next_multiple_of(NR);
     let wt = pack_b_panels(kk, m, NR, |p, j| w[j * kk + p]);
-    let wt = cx.constant(
-        format!("{}.W_t", node.name),
-        Tensor::f32(vec![kk, m.next_multiple_of(NR)], wt),
-    );
-    // The GEMM's bias per column, zero-padded like the weights to whole column blocks (`TransposeOut::ld`).
-    let bias = match (a.has_bias, m.is_multiple_of(NR)) {
+    let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, ld], wt));
+    // The GEMM's bias per column, zero-padded like the weights to whole column blocks (`TransposeOut::ld`):
+    // a one-row panel packing.
+    let bias = match (a.has_bias, m == ld) {
         (false, _) => None,
         (true, true) => Some(Buf::Tensor(ins[2])),
         (true, false) => {
-            let b =
-                cx.g.constant(ins[2])
-                    .map(|t| t.to_f32_vec())
-                    .ok_or_else(|| {
-                        Error::internal("lower", format!("{}: padded bias not constant", node.name))
-                    })?;
-            let b = b.get(..m).ok_or_else(|| {
-                Error::internal(
-                    "lower",
-                    format!("{}: bias shorter than {m} channels", node.name),
-                )
+            let b = cx.g.constant(ins[2]).map(|t| t.to_f32_vec());
+            let b = b.filter(|b| b.len() >= m).ok_or_else(|| {
+                let what = format!(
+                    "{}: bias padded to {ld} channels not a constant of {m}",
+                    node.name
+                );
+                Error::internal("lower", what)
             })?;
-            let mut padded = vec![0.0; m.next_multiple_of(NR)];
-            padded[..m].copy_from_slice(b);
-            let shape = vec![padded.len()];
-            let t = cx.constant(format!("{}.bias_t", node.name), Tensor::f32(shape, padded));
+            let padded = pack_b_panels(1, m, NR, |_, j| b[j]);
+            let t = cx.constant(
+                format!("{}.bias_t", node.name),
+                Tensor::f32(vec![ld], padded),
+            );
             Some(Buf::Tensor(t))
         }
     };

@@ -323,8 +323,8 @@ pub fn emit_with(
 }
 
 /// The fused transposing epilogue of one unit (`TransposeOut`): channel rows `[j0, j0 + cols)` (whole blocks of
-/// 16; the last column block of a padded `Cᵀ` transposes only its real channels), pixels `[i_lo, i_hi)`, of batch `bi` (`c_off`: its `Cᵀ` offset in
-/// elements).
+/// 16; the last column block of a padded `Cᵀ` transposes only its real channels), pixels `[i_lo, i_hi)`, of
+/// batch `bi` (`c_off`: its `Cᵀ` offset in elements).
 #[allow(clippy::too_many_arguments)]
 fn transpose_unit(
     kb: &mut Kb,
