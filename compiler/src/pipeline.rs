@@ -267,12 +267,14 @@ pub fn optimize_with(
     let pads = passes::fold_pad::fold_pad(g);
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
     let gelu = passes::fuse_gelu::fuse_gelu(g);
+    let transposes = passes::fuse_transposes::fuse_transposes(g);
     let mut stats = vec![
         ("fold_qdq", qdq),
         ("fold_constants", folded),
         ("fold_pad", pads),
         ("fold_batchnorm", bn),
         ("fuse_gelu", gelu),
+        ("fuse_transposes", transposes),
     ];
     let mut report = passes::quantize::QuantizeReport::default();
     if let Some(q) = q {

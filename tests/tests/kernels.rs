@@ -171,6 +171,12 @@ fn transposes_coalesced_and_gathered() {
         ("tr_outer", vec![3, 4, 6, 2], vec![1, 0, 2, 3]),
         ("tr_ones", vec![1, 6, 1, 8], vec![2, 0, 3, 1]),
         ("tr_same", vec![4, 1, 5], vec![1, 0, 2]),
+        // 2-D blocks transposed in registers on AVX-512 (`data::block_plan`): an attention's Kᵀ from the
+        // head split, tails in both block dims with batches, an NHWC layout change (3 rows), a 2-D one.
+        ("tr_kt", vec![2, 16, 4, 32], vec![0, 2, 3, 1]),
+        ("tr_tails", vec![3, 37, 41], vec![0, 2, 1]),
+        ("tr_nhwc", vec![1, 3, 20, 19], vec![0, 2, 3, 1]),
+        ("tr_mid", vec![5, 18, 2, 33], vec![2, 3, 0, 1]),
     ];
     for (name, x, perm) in cases {
         let out: Vec<usize> = perm.iter().map(|&p| x[p]).collect();

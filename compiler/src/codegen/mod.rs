@@ -78,7 +78,8 @@ fn layout_only(body: &Body) -> bool {
 }
 
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
-/// strided row copy), max pooling and the depthwise and QAdd kernels; the others are the same Cranelift code for every set.
+/// strided row copy), max pooling, the depthwise and QAdd kernels and gathering transposes; the others are
+/// the same Cranelift code for every set.
 fn uses_micro_kernels(body: &Body) -> bool {
     layout_only(body)
         || matches!(
@@ -92,6 +93,8 @@ fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::QDepthwise(_)
         )
         || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
+        || matches!(body, Body::Transpose { out_shape, in_strides, elem }
+            if ops::data::block_plan(out_shape, in_strides, *elem).is_some())
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
@@ -229,6 +232,24 @@ pub fn define_kernels(
                     None => None,
                 }
             }
+            // A gathering 32-bit transpose's 2-D blocks (`data::block_plan`).
+            (
+                Body::Transpose {
+                    out_shape,
+                    in_strides,
+                    elem,
+                },
+                Some(Simd::Avx512),
+            ) => match ops::data::block_plan(out_shape, in_strides, *elem)
+                .and_then(|p| kernels::transpose_x86::assemble_block(&p.t).ok())
+            {
+                Some(code) => {
+                    let fid =
+                        define_machine_code(module, &format!("{name}__k{i}_tblock"), 2, Ok(code))?;
+                    Some(module.declare_func_in_func(fid, &mut ctx.func))
+                }
+                None => None,
+            },
             // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
             (Body::Pool(s), Some(Simd::Avx512))
                 if max_row.is_some() && s.padded_plane().is_some() && s.max3s2().is_none() =>
@@ -341,6 +362,22 @@ pub fn define_kernels(
                 }
                 (Body::Im2col(s), _, _) if copy.is_some() => {
                     ops::conv::emit_im2col(&mut kb, s, k.tasks, copy)
+                }
+                (
+                    Body::Transpose {
+                        out_shape,
+                        in_strides,
+                        elem,
+                    },
+                    _,
+                    _,
+                ) if copy.is_some() => {
+                    match (ops::data::block_plan(out_shape, in_strides, *elem), copy) {
+                        (Some(plan), Some(f)) => {
+                            ops::data::emit_transpose_blocks(&mut kb, &plan, k.tasks, f)
+                        }
+                        _ => no_code = true,
+                    }
                 }
                 (Body::Unary(op, len), _, _) if vmath.is_some() => {
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)

@@ -9,6 +9,7 @@ pub mod fold_pad;
 pub mod fold_qdq;
 pub mod fuse_epilogues;
 pub mod fuse_gelu;
+pub mod fuse_transposes;
 pub mod quantize;
 
 use crate::ir::{Graph, NodeId, TensorId};

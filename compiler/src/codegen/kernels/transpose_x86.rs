@@ -1,13 +1,19 @@
-//! The AVX-512 transposing epilogue of a convolution computed transposed (`lower/cnn.rs`): the GEMM wrote
+//! AVX-512 in-register 16x16 transposes, in two kernels.
+//!
+//! `assemble`: the transposing epilogue of a convolution computed transposed (`lower/cnn.rs`): the GEMM wrote
 //! `Cᵀ [P, M]` (pixels as rows, so narrow planes waste no tile columns, its row count padded to a multiple of
 //! 16); this kernel writes 16 output channel rows `out[c0 .. c0 + 16][0..P]` from 16x16 blocks of `Cᵀ`
 //! transposed in registers (`vunpck[lh]ps`, `vunpck[lh]pd`, two rounds of `vshuff32x4`), adding the residual
 //! rows and applying the clamp of the fused activation (NaN kept) when the GEMM could not — the same operations
 //! in the same order as the untransposed epilogue, so results are bitwise equal. (A `vgatherdps` version ran at
 //! about 6 cycles per element on this machine's Zen 5: too slow to pay.)
-//!
 //! `fn(src: *const f32, out: *mut f32, residual: *const f32, pixels: u64)` (System V): `src` is `Cᵀ`'s element
 //! (0, c0), `out` and `residual` channel c0's rows.
+//!
+//! `assemble_block`: a whole 2-D transpose of 32-bit elements, the gathering Transpose nodes' kernel
+//! (`ops::data::block_plan`; an attention's `Kᵀ`): `dst[c][r] = src[r][c]` for `r < rows`, `c < cols`, both
+//! strided, in 16x16 blocks with masked loads for a column tail and masked stores for a row tail, so nothing
+//! outside the two matrices is read or written. `fn(src: *const u32, dst: *mut u32)` (System V).
 
 use super::ZMM;
 use iced_x86::code_asm::*;
@@ -85,6 +91,119 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// The compile-time shape of a 2-D block transpose: `dst[c · ld + r] = src[r · ls + c]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockTranspose {
+    /// Source rows (the output's row length).
+    pub rows: usize,
+    /// Source row length (the output's row count).
+    pub cols: usize,
+    /// Source row stride (elements).
+    pub ls: usize,
+    /// Output row stride (elements).
+    pub ld: usize,
+}
+
+/// Assembles a `BlockTranspose`; `Err` when a stride does not fit a 32-bit displacement.
+pub fn assemble_block(s: &BlockTranspose) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let disp = |elems: usize| {
+        elems
+            .checked_mul(4)
+            .and_then(|b| i32::try_from(b).ok())
+            .ok_or_else(|| format!("block transpose stride out of range: {s:?}"))
+    };
+    let loads: Vec<i32> = (0..16).map(|r| disp(r * s.ls)).collect::<Result<_, _>>()?;
+    let stores: Vec<i32> = (0..16).map(|c| disp(c * s.ld)).collect::<Result<_, _>>()?;
+    let (row_step, col_step) = (disp(16 * s.ls)?, disp(16 * s.ld)?);
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // k1: the tail column block's columns (loads); k2: the tail row block's rows (stores).
+    for (k, n) in [(k1, s.cols % 16), (k2, s.rows % 16)] {
+        if n > 0 {
+            a.mov(eax, (1u32 << n) - 1).map_err(e)?;
+            a.kmovw(k, eax).map_err(e)?;
+        }
+    }
+    // r8 / r9: the current column block's first source element and output row; r10 / r11: the current block.
+    let mut col_blocks: Vec<(usize, bool)> = Vec::new();
+    if s.cols >= 16 {
+        col_blocks.push((16, false));
+    }
+    if !s.cols.is_multiple_of(16) {
+        col_blocks.push((s.cols % 16, true));
+    }
+    a.mov(r8, rdi).map_err(e)?;
+    a.mov(r9, rsi).map_err(e)?;
+    for (nc, load_mask) in col_blocks {
+        // The full column blocks loop at run time (rdx counts them); the tail block runs once.
+        let full = !load_mask;
+        let mut col_top = a.create_label();
+        if full {
+            a.mov(rdx, (s.cols / 16) as u64).map_err(e)?;
+            a.set_label(&mut col_top).map_err(e)?;
+        }
+        a.mov(r10, r8).map_err(e)?;
+        a.mov(r11, r9).map_err(e)?;
+        if s.rows >= 16 {
+            let mut row_top = a.create_label();
+            a.mov(rcx, (s.rows / 16) as u64).map_err(e)?;
+            a.set_label(&mut row_top).map_err(e)?;
+            block(&mut a, &loads[..16], &stores[..nc], load_mask, false).map_err(e)?;
+            a.add(r10, row_step).map_err(e)?;
+            a.add(r11, 64).map_err(e)?;
+            a.dec(rcx).map_err(e)?;
+            a.jnz(row_top).map_err(e)?;
+        }
+        if !s.rows.is_multiple_of(16) {
+            block(
+                &mut a,
+                &loads[..s.rows % 16],
+                &stores[..nc],
+                load_mask,
+                true,
+            )
+            .map_err(e)?;
+        }
+        if full {
+            a.add(r8, 64).map_err(e)?;
+            a.add(r9, col_step).map_err(e)?;
+            a.dec(rdx).map_err(e)?;
+            a.jnz(col_top).map_err(e)?;
+        }
+    }
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// One block at `r10` (source) / `r11` (output): `loads.len()` source rows (the others are left as they are:
+/// they become output columns that are not stored), `stores.len()` output rows; loads under `k1`, stores
+/// under `k2` where asked.
+fn block(
+    a: &mut CodeAssembler,
+    loads: &[i32],
+    stores: &[i32],
+    load_mask: bool,
+    store_mask: bool,
+) -> Result<(), IcedError> {
+    for (r, &off) in loads.iter().enumerate() {
+        if load_mask {
+            a.vmovups(ZMM[r].k1().z(), zmmword_ptr(r10 + off))?;
+        } else {
+            a.vmovups(ZMM[r], zmmword_ptr(r10 + off))?;
+        }
+    }
+    super::transpose16(a)?;
+    for (c, &off) in stores.iter().enumerate() {
+        if store_mask {
+            a.vmovups(zmmword_ptr(r11 + off).k2(), ZMM[c])?;
+        } else {
+            a.vmovups(zmmword_ptr(r11 + off), ZMM[c])?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::super::test_exec::exec;
@@ -149,6 +268,48 @@ mod tests {
                         "wrote past the rows"
                     );
                 }
+            }
+        }
+    }
+
+    /// Row and column counts in every class (under a block, whole blocks, tails, both), with strides wider
+    /// than the rows: every output element is its source's bits, and nothing else in the output is written.
+    #[test]
+    fn block_transposes_match_the_reference() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("SKIPPED: AVX-512 block transpose (this CPU or OS cannot run it)");
+            return;
+        }
+        for (rows, cols) in [
+            (1, 1),
+            (5, 16),
+            (16, 5),
+            (16, 32),
+            (32, 16),
+            (17, 33),
+            (40, 3),
+            (3, 40),
+        ] {
+            let (ls, ld) = (cols + 3, rows + 5);
+            let spec = BlockTranspose { rows, cols, ls, ld };
+            type F = extern "sysv64" fn(*const u32, *mut u32);
+            // SAFETY: the assembled kernel's System V signature.
+            let f: F = unsafe { std::mem::transmute(exec(&assemble_block(&spec).unwrap())) };
+            // The source ends right after its last element, so that a read past it would be one past the
+            // rows (caught by the wrong-element check, not a fault).
+            let src: Vec<u32> = (0..(rows - 1) * ls + cols)
+                .map(|i| i as u32 * 7 + 1)
+                .collect();
+            let mut dst = vec![u32::MAX; (cols - 1) * ld + rows + 8];
+            f(src.as_ptr(), dst.as_mut_ptr());
+            for (i, &v) in dst.iter().enumerate() {
+                let (c, r) = (i / ld, i % ld);
+                let want = if c < cols && r < rows {
+                    src[r * ls + c]
+                } else {
+                    u32::MAX
+                };
+                assert_eq!(v, want, "rows {rows} cols {cols}: output ({c}, {r})");
             }
         }
     }

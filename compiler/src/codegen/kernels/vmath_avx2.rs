@@ -11,7 +11,8 @@
 
 use super::vmath_x86::supported;
 use crate::codegen::math::{
-    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_TANH, ROUND_MAGIC,
+    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_ERF_HALF,
+    GELU_ERF_P, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
 use iced_x86::code_asm::*;
@@ -149,9 +150,25 @@ impl Em {
             UnOp::Tanh => self.tanh(a, S::E, S::X),
             UnOp::Erf => self.erf(a, S::E, S::X, S::X),
             UnOp::Gelu { tanh: false } => {
-                a.vmulps(y(S::A), y(S::X), self.f(std::f32::consts::FRAC_1_SQRT_2))?;
-                self.erf(a, S::E, S::A, S::X)?;
-                self.gelu_tail(a, S::E)
+                // As `vmath_x86`: a in A, t in B, ½·t·P(t) in C, e^(−a²) in D, the result in E.
+                a.vandps(y(S::A), y(S::X), self.bits(0x7fff_ffff))?;
+                a.vmulps(y(S::A), y(S::A), self.f(std::f32::consts::FRAC_1_SQRT_2))?;
+                a.vmovups(y(S::D), self.f(1.0))?;
+                a.vfmadd231ps(y(S::D), y(S::A), self.f(GELU_ERF_P))?;
+                a.vmovups(y(S::B), self.f(1.0))?;
+                a.vdivps(y(S::B), y(S::B), y(S::D))?;
+                a.vmovups(y(S::C), self.f(GELU_ERF_HALF[0]))?;
+                self.horner(a, S::C, S::B, &GELU_ERF_HALF[1..])?;
+                a.vmulps(y(S::C), y(S::C), y(S::B))?;
+                a.vmulps(y(S::E), y(S::X), y(S::X))?;
+                a.vmulps(y(S::E), y(S::E), self.f(-0.5))?;
+                self.exp(a, S::D, S::E)?;
+                a.vmulps(y(S::C), y(S::C), y(S::D))?;
+                a.vmovups(y(S::E), self.f(1.0))?;
+                a.vsubps(y(S::E), y(S::E), y(S::C))?;
+                a.vcmpps(ymm11, y(S::X), self.f(0.0), 1)?;
+                a.vblendvps(y(S::E), y(S::E), y(S::C), ymm11)?;
+                a.vmulps(y(S::E), y(S::E), y(S::X))
             }
             UnOp::Gelu { tanh: true } => {
                 let (x, b, c) = (y(S::X), y(S::B), y(S::C));

@@ -1,9 +1,11 @@
 //! Data-movement kernels that copy bits without arithmetic, for any dtype: flat copies (Reshape, Identity, model
-//! outputs), Transpose (a strided gather in output order), Concat (interleaved block copies), the offset-table
-//! gather behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
+//! outputs), Transpose (a strided gather in output order, or on AVX-512 a 32-bit one's 2-D blocks transposed
+//! in registers by machine code: `block_plan`), Concat (interleaved block copies), the offset-table gather
+//! behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
 
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
+use crate::codegen::kernels::transpose_x86::BlockTranspose;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
@@ -130,6 +132,69 @@ pub fn emit_transpose(
             let dp = kb.addr(d, i, elem as i64);
             kb.store(v, dp, 0);
         });
+    });
+}
+
+/// A gathering transpose as 2-D block transposes (`kernels::transpose_x86::assemble_block`): the output dim
+/// that the input walks contiguously (`t.cols` of them, output stride `t.ld`) against the innermost output dim
+/// (`t.rows`, input stride `t.ls`), once per combination of the other dims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockPlan {
+    /// The 2-D transpose each unit makes.
+    pub t: BlockTranspose,
+    /// The other (coalesced) output dims, outermost first: (count, input stride, output stride).
+    pub outer: Vec<(usize, usize, usize)>,
+}
+
+impl BlockPlan {
+    /// Work units (one 2-D transpose each).
+    pub fn units(&self) -> usize {
+        self.outer.iter().map(|o| o.0).product()
+    }
+}
+
+/// The block plan of a transpose of `elem`-byte elements, where it has one: 32-bit elements whose innermost
+/// output dim is not contiguous in the input.
+pub fn block_plan(out_shape: &[usize], in_strides: &[usize], elem: usize) -> Option<BlockPlan> {
+    let (shape, strides) = coalesce_transpose(out_shape, in_strides);
+    let r = shape.len();
+    if elem != 4 || r < 2 || strides[r - 1] == 1 {
+        return None;
+    }
+    let j = strides.iter().position(|&s| s == 1)?;
+    let mut out_strides = vec![1; r];
+    for d in (0..r - 1).rev() {
+        out_strides[d] = out_strides[d + 1] * shape[d + 1];
+    }
+    let t = BlockTranspose {
+        rows: shape[r - 1],
+        cols: shape[j],
+        ls: strides[r - 1],
+        ld: out_strides[j],
+    };
+    let outer = (0..r - 1)
+        .filter(|&d| d != j)
+        .map(|d| (shape[d], strides[d], out_strides[d]))
+        .collect();
+    Some(BlockPlan { t, outer })
+}
+
+/// Emits a transpose by blocks (`block_plan`): args src, dst; one call of `f(src, dst)` per unit.
+pub fn emit_transpose_blocks(kb: &mut Kb, plan: &BlockPlan, tasks: u32, f: FuncRef) {
+    let counts: Vec<usize> = plan.outer.iter().map(|o| o.0).collect();
+    let (lo, hi) = kb.task_range(plan.units(), tasks);
+    let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (mut so, mut d_o) = (kb.iconst(0), kb.iconst(0));
+        for (q, &(_, is, os)) in kb.unravel(u, &counts).into_iter().zip(&plan.outer) {
+            let t = kb.b.ins().imul_imm_s(q, is as i64);
+            so = kb.b.ins().iadd(so, t);
+            let t = kb.b.ins().imul_imm_s(q, os as i64);
+            d_o = kb.b.ins().iadd(d_o, t);
+        }
+        let s = kb.addr(src, so, 4);
+        let d = kb.addr(dst, d_o, 4);
+        kb.b.ins().call(f, &[s, d]);
     });
 }
 
