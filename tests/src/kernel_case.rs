@@ -64,6 +64,7 @@ pub fn case(
             ("un_exp", "_vmath", "the AVX-512 vector math map"),
             ("un_erf", "_vmath", "the AVX-512 vector math map"),
             ("un_gelu", "_vmath", "the AVX-512 vector math map"),
+            ("softmax_rows", "_softmax", "the AVX-512 softmax row kernel"),
             (
                 "maxpool0",
                 "_maxpool",

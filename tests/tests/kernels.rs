@@ -244,3 +244,32 @@ fn elementwise_broadcasts_and_odd_lengths() {
         );
     }
 }
+
+/// Softmax: short contiguous rows (the AVX-512 row kernel: lengths 5, 16, 33 and 48, steps of three rows and
+/// the remainders), a row too long for it and a strided axis (the Cranelift kernel everywhere).
+#[test]
+fn softmax_rows_and_axes() {
+    use bundlec::ir::Op;
+    for (name, x, axis) in [
+        ("softmax_rows5", vec![7, 5], 1usize),
+        ("softmax_rows16", vec![2, 4, 16, 16], 3),
+        ("softmax_rows33", vec![4, 33], 1),
+        ("softmax_rows48", vec![5, 48], 1),
+        ("softmax_long", vec![3, 100], 1),
+        ("softmax_axis0", vec![6, 7], 0),
+    ] {
+        case(
+            name,
+            "Softmax",
+            vec![("axis", Attr::Int(axis as i64))],
+            &[("x", x.clone())],
+            &[],
+            &Op::Softmax {
+                axis,
+                flatten_tail: false,
+                log: false,
+            },
+            &x,
+        );
+    }
+}

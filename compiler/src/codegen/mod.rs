@@ -78,8 +78,8 @@ fn layout_only(body: &Body) -> bool {
 }
 
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
-/// strided row copy), max pooling, the depthwise and QAdd kernels and gathering transposes; the others are
-/// the same Cranelift code for every set.
+/// strided row copy), max pooling, the depthwise and QAdd kernels, gathering transposes and short-row
+/// softmaxes; the others are the same Cranelift code for every set.
 fn uses_micro_kernels(body: &Body) -> bool {
     layout_only(body)
         || matches!(
@@ -93,8 +93,16 @@ fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::QDepthwise(_)
         )
         || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
+        || softmax_rows(body)
         || matches!(body, Body::Transpose { out_shape, in_strides, elem }
             if ops::data::block_plan(out_shape, in_strides, *elem).is_some())
+}
+
+/// Whether a Softmax kernel takes the AVX-512 row kernel (`kernels/softmax_x86.rs`) on that kernel set:
+/// contiguous rows short enough, not LogSoftmax.
+fn softmax_rows(body: &Body) -> bool {
+    matches!(body, Body::Softmax { len, inner: 1, log: false, .. }
+        if kernels::softmax_x86::supported(*len))
 }
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
@@ -269,6 +277,11 @@ pub fn define_kernels(
                 let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut ctx.func))
             }
+            (Body::Softmax { len, .. }, Some(Simd::Avx512)) if softmax_rows(&k.body) => {
+                let code = kernels::softmax_x86::assemble(*len);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_softmax"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut ctx.func))
+            }
             _ => None,
         };
         let dw_row = match (&k.body, simd) {
@@ -378,6 +391,9 @@ pub fn define_kernels(
                         }
                         _ => no_code = true,
                     }
+                }
+                (Body::Softmax { outer, len, .. }, _, _) if vmath.is_some() => {
+                    ops::nn::emit_softmax_rows(&mut kb, *outer, *len, k.tasks, vmath)
                 }
                 (Body::Unary(op, len), _, _) if vmath.is_some() => {
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)

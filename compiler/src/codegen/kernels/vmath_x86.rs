@@ -20,7 +20,7 @@ use crate::ir::UnOp;
 use iced_x86::code_asm::*;
 
 /// Vectors per unrolled step.
-const NV: usize = 3;
+pub(super) const NV: usize = 3;
 
 /// The unary maps this file assembles.
 pub fn supported(op: UnOp) -> bool {
@@ -32,7 +32,7 @@ pub fn supported(op: UnOp) -> bool {
 
 /// Register slots of one vector: slot `s` of vector `v` is `zmm(s·NV + v)` (eight slots, `zmm0..23`).
 #[derive(Clone, Copy)]
-enum S {
+pub(super) enum S {
     /// The input, kept to the end (sign, GELU's x).
     X = 0,
     A,
@@ -44,14 +44,14 @@ enum S {
     T2,
 }
 
-fn z(s: S, v: usize) -> AsmRegisterZmm {
+pub(super) fn z(s: S, v: usize) -> AsmRegisterZmm {
     ZMM[s as usize * NV + v]
 }
 
 /// The constant table being built (f32 bit patterns, addressed from `r8`) and the vectors of the step.
-struct Em {
-    consts: Vec<u32>,
-    n: usize,
+pub(super) struct Em {
+    pub(super) consts: Vec<u32>,
+    pub(super) n: usize,
 }
 
 type Asm = CodeAssembler;
@@ -59,7 +59,7 @@ type R = Result<(), IcedError>;
 
 impl Em {
     /// The byte offset of constant `bits` in the table (interned).
-    fn off(&mut self, bits: u32) -> i32 {
+    pub(super) fn off(&mut self, bits: u32) -> i32 {
         let i = match self.consts.iter().position(|&b| b == bits) {
             Some(i) => i,
             None => {
@@ -70,14 +70,18 @@ impl Em {
         (4 * i) as i32
     }
     /// The broadcast memory operand (`{1to16}`) of the float `x`.
-    fn f(&mut self, x: f32) -> AsmMemoryOperand {
+    pub(super) fn f(&mut self, x: f32) -> AsmMemoryOperand {
         self.bits(x.to_bits())
     }
-    fn bits(&mut self, bits: u32) -> AsmMemoryOperand {
+    pub(super) fn bits(&mut self, bits: u32) -> AsmMemoryOperand {
         dword_bcst(r8 + self.off(bits))
     }
     /// Runs `f` once per vector of the step.
-    fn each(&mut self, a: &mut Asm, mut f: impl FnMut(&mut Asm, &mut Self, usize) -> R) -> R {
+    pub(super) fn each(
+        &mut self,
+        a: &mut Asm,
+        mut f: impl FnMut(&mut Asm, &mut Self, usize) -> R,
+    ) -> R {
         for v in 0..self.n {
             f(a, self, v)?;
         }
@@ -109,7 +113,7 @@ impl Em {
     }
 
     /// `d = e^s` as `math::exp` (clamp, then 2^(n−1)·p(r)·2 with a degree-7 Taylor p); clobbers `s`, `T1`, `T2`.
-    fn exp(&mut self, a: &mut Asm, d: S, s: S) -> R {
+    pub(super) fn exp(&mut self, a: &mut Asm, d: S, s: S) -> R {
         self.each(a, |a, m, v| {
             let (x, t, n) = (z(s, v), z(S::T1, v), z(S::T2, v));
             a.vmaxps(x, zmm31, x)?;

@@ -21,17 +21,27 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let ins = &node.inputs;
             let geo = matmul_geom(&cx.shape(ins[0]), &cx.shape(ins[1]))
                 .map_err(|m| Error::node(&node.name, "MatMul", m))?;
-            let bst = strides(&geo.batch);
-            let batch = (0..geo.batch.len())
-                .map(|d| {
-                    [
-                        geo.batch[d],
-                        geo.a_batch_strides[d],
-                        geo.b_batch_strides[d],
-                        bst[d] * geo.m * geo.n,
-                        0,
-                    ]
-                })
+            let nb = geo.batch.len();
+            // Operands that are copy-free transposes (`Ctx::views`) are read through their strides.
+            let (a_t, a_rs, a_bs) = view_operand(cx, ins[0], nb, geo.k, &geo.a_batch_strides);
+            let (b_t, b_rs, b_bs) = view_operand(cx, ins[1], nb, geo.n, &geo.b_batch_strides);
+            // A Transpose keeping rows whole as the result's only reader: written in its layout.
+            let into = (!e.residual && !cx.opts.keep_reshapes)
+                .then(|| transposed_reader(cx, node.outputs[0], nb))
+                .flatten();
+            let (out_t, c_rs, c_bs) = match into {
+                Some((tn, t, c_strides)) => {
+                    cx.written.insert(tn);
+                    (t, c_strides[nb], c_strides[..nb].to_vec())
+                }
+                None => {
+                    let bst = strides(&geo.batch);
+                    let dense = bst.iter().map(|s| s * geo.m * geo.n).collect();
+                    (node.outputs[0], geo.n, dense)
+                }
+            };
+            let batch = (0..nb)
+                .map(|d| [geo.batch[d], a_bs[d], b_bs[d], c_bs[d], 0])
                 .collect();
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
@@ -41,9 +51,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let b_panels = b_const
                 .map(|(p, c)| (gemv_panels(cx, &node.name, &c, false, [geo.k, geo.n], p), p));
             let mut args = vec![
-                (Role::A, Buf::Tensor(ins[0])),
-                (Role::B, b_panels.map_or(Buf::Tensor(ins[1]), |(b, _)| b)),
-                (Role::Out, Buf::Tensor(node.outputs[0])),
+                (Role::A, Buf::Tensor(a_t)),
+                (Role::B, b_panels.map_or(Buf::Tensor(b_t), |(b, _)| b)),
+                (Role::Out, Buf::Tensor(out_t)),
             ];
             let bias = e.bias.then(|| {
                 args.push((Role::Bias, Buf::Tensor(ins[2])));
@@ -62,9 +72,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 n: geo.n,
                 k: geo.k,
                 batch,
-                a: operand(Role::A, geo.k),
-                b: operand(Role::B, geo.n),
-                c: operand(Role::Out, geo.n),
+                a: operand(Role::A, a_rs),
+                b: operand(Role::B, b_rs),
+                c: operand(Role::Out, c_rs),
                 alpha: 1.0,
                 a_panel: None,
                 b_panel: b_panels.map(|(_, p)| p),
@@ -81,6 +91,55 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         Op::Gemm(a) => lower_gemm(cx, n, a),
         _ => Err(Error::internal("lower", "linalg lowering of another op")),
     }
+}
+
+/// MatMul operand `t` (its dense row stride `rs`, batch strides `dense` over the `nb` batch dims of the
+/// product): itself, or through a copy-free transpose (`Ctx::views`), the tensor holding its elements, the
+/// view's row stride and its strides for the batch dims (0 where the operand broadcasts).
+fn view_operand(
+    cx: &Ctx,
+    t: crate::ir::TensorId,
+    nb: usize,
+    rs: usize,
+    dense: &[usize],
+) -> (crate::ir::TensorId, usize, Vec<usize>) {
+    let Some((src, vs)) = cx.views.get(&t) else {
+        return (t, rs, dense.to_vec());
+    };
+    let shape = &cx.g.tensors[t].shape;
+    let lead = shape.len() - 2;
+    let batch = (0..nb)
+        .map(|d| match (d + lead).checked_sub(nb) {
+            Some(od) if shape[od] > 1 => vs[od],
+            _ => 0,
+        })
+        .collect();
+    (*src, vs[lead], batch)
+}
+
+/// The Transpose that is the only reader of MatMul result `out` (rank `nb + 2`), when it keeps rows whole:
+/// the node, its output, and the output's stride for each dim of `out`.
+fn transposed_reader(
+    cx: &Ctx,
+    out: crate::ir::TensorId,
+    nb: usize,
+) -> Option<(NodeId, crate::ir::TensorId, Vec<usize>)> {
+    let tn = crate::passes::single_use(cx.g, out)?;
+    let Op::Transpose(perm) = &cx.g.nodes[tn].op else {
+        return None;
+    };
+    let r = perm.len();
+    if r != nb + 2 || cx.g.tensors[out].shape.len() != r || perm[r - 1] != r - 1 {
+        return None;
+    }
+    let t = cx.g.nodes[tn].outputs[0];
+    let ts = strides(&cx.g.tensors[t].shape);
+    // Output dim i of the transpose is dim perm[i] of `out`.
+    let mut per_dim = vec![0; r];
+    for (i, &p) in perm.iter().enumerate() {
+        per_dim[p] = ts[i];
+    }
+    Some((tn, t, per_dim))
 }
 
 fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {

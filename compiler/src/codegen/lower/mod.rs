@@ -78,9 +78,15 @@ pub(super) struct Ctx<'g> {
     out: Lowering,
     /// Target choices.
     pub(super) opts: LowerOpts,
-    /// Outputs of Reshapes that emitted no copy, with the tensor their only reader, a Transpose, reads instead
-    /// (`shape.rs`).
-    pub(super) reshaped: std::collections::HashMap<TensorId, TensorId>,
+    /// Outputs of Reshapes that emitted no copy, with the tensor holding their bytes (`shape.rs`): `push`
+    /// gives kernels that read them that tensor instead.
+    pub(super) aliases: std::collections::HashMap<TensorId, TensorId>,
+    /// Outputs of Transposes that emitted no copy because only MatMuls read them (`shape.rs`): the tensor
+    /// holding the elements and its stride per dim of the transposed shape (the last one 1). `linalg.rs`
+    /// reads them through these strides.
+    pub(super) views: std::collections::HashMap<TensorId, (TensorId, Vec<usize>)>,
+    /// Transposes that emit nothing because the MatMul before them wrote their output (`linalg.rs`).
+    pub(super) written: std::collections::HashSet<NodeId>,
 }
 
 /// What the target's kernels change in the lowering.
@@ -97,14 +103,15 @@ pub struct LowerOpts {
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
     /// columns; `None`: read in place (targets without machine-code micro-kernels).
     pub gemv_panel: Option<usize>,
-    /// Keep every Reshape's copy, even where a Transpose is its only reader (`shape.rs`): NPU segments address
-    /// their boundary tensors, which must then all exist.
+    /// Keep every Reshape's copy (`shape.rs`): NPU segments address their boundary tensors, which must then
+    /// all exist.
     pub keep_reshapes: bool,
 }
 
 impl Ctx<'_> {
     /// Adds a kernel for `node` (named `<node>.<step>` when `step` is given) with `args`, exactly one of which
-    /// has role `Out`; `work` (multiply-adds or elements) sets its task count.
+    /// has role `Out`; `work` (multiply-adds or elements) sets its task count. Tensors read through a
+    /// copy-free Reshape are read as the tensor holding their bytes (`alias`).
     pub(super) fn push(
         &mut self,
         node: NodeId,
@@ -118,15 +125,35 @@ impl Ctx<'_> {
             Some(s) => format!("{base}.{s}"),
             None => base.clone(),
         };
+        debug_assert!(
+            args.iter().all(|(r, b)| *r == Role::Out
+                || !matches!(b, Buf::Tensor(t) if self.views.contains_key(t))),
+            "kernel {name} reads a transposed view as a dense tensor"
+        );
         let mut k = Kernel {
             name,
             node,
-            args: args.iter().map(|&(role, buf)| Arg { role, buf }).collect(),
+            args: args
+                .iter()
+                .map(|&(role, buf)| Arg {
+                    role,
+                    buf: match buf {
+                        Buf::Tensor(t) if !matches!(role, Role::Out | Role::Scratch) => {
+                            Buf::Tensor(self.alias(t))
+                        }
+                        _ => buf,
+                    },
+                })
+                .collect(),
             tasks: 1,
             body,
         };
         k.tasks = task_count(k.units(), work) as u32;
         self.out.kernels.push(k)
+    }
+    /// The tensor holding `t`'s bytes: `t`, or the input of the copy-free Reshape(s) that produced it.
+    pub(super) fn alias(&self, t: TensorId) -> TensorId {
+        self.aliases.get(&t).copied().unwrap_or(t)
     }
     /// A new scratch buffer of `bytes`.
     pub(super) fn scratch(&mut self, bytes: usize) -> Buf {
@@ -197,7 +224,9 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
         g,
         out: Lowering::default(),
         opts,
-        reshaped: Default::default(),
+        aliases: Default::default(),
+        views: Default::default(),
+        written: Default::default(),
     };
     for n in order {
         lower_node(&mut cx, n)?;

@@ -1,12 +1,13 @@
-//! Lowering of the data-movement family (`ir/ops/shape.rs`): Reshape is a byte copy, or nothing when a Transpose
-//! is its only reader (which then reads the reshape's input), Transpose a gather through per-dimension input
-//! strides, Concat one kernel copying each input's block per outer index.
+//! Lowering of the data-movement family (`ir/ops/shape.rs`): Reshape is nothing (its readers read its input:
+//! `Ctx::alias`) unless its result is a model output or NPU segments need every boundary tensor
+//! (`LowerOpts::keep_reshapes`), then a byte copy; Transpose a gather through per-dimension input strides,
+//! Concat one kernel copying each input's block per outer index.
 
 use super::Ctx;
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::shape::transpose_strides;
-use crate::ir::{numel, Graph, NodeId, Op, TensorId};
+use crate::ir::{numel, NodeId, Op};
 
 /// Work per element of a gathering transpose, in the copy's units (`task_count`).
 const GATHER_WEIGHT: usize = 8;
@@ -19,16 +20,29 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let (x, y) = (Buf::Tensor(ins[0]), Buf::Tensor(out));
     match op {
         Op::Reshape(_) => {
-            // A reshape whose only reader is a Transpose needs no copy: the transpose reads the reshape's input.
-            if !cx.opts.keep_reshapes && read_only_by_transpose(cx.g, out) {
-                cx.reshaped.insert(out, ins[0]);
+            // A Reshape keeps the bytes in order: unless its result is a model output (its own buffer), it
+            // emits nothing and its readers read its input.
+            if !cx.opts.keep_reshapes && !cx.g.outputs.contains(&out) {
+                let src = cx.alias(ins[0]);
+                cx.aliases.insert(out, src);
                 return Ok(());
             }
             let body = Body::Copy(cx.g.tensors[out].size_bytes());
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, elems);
         }
+        Op::Transpose(_) if cx.written.contains(&n) => {}
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
+            // Rows kept whole and only MatMuls reading the result: they read the input through the strides.
+            if !cx.opts.keep_reshapes
+                && perm.last() == Some(&(perm.len() - 1))
+                && perm.len() >= 2
+                && read_only_as_matmul_operand(cx.g, out)
+            {
+                let src = cx.alias(ins[0]);
+                cx.views.insert(out, (src, in_strides));
+                return Ok(());
+            }
             // A transpose whose innermost output dim is not contiguous in the input gathers one element at a
             // time (~2 ns each, against ~0.2 for a row copy): weighted so that an attention's K transpose (4096
             // elements) splits over 2 threads.
@@ -44,7 +58,6 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 in_strides,
                 elem,
             };
-            let x = Buf::Tensor(cx.reshaped.get(&ins[0]).copied().unwrap_or(ins[0]));
             cx.push(n, None, &[(Role::X, x), (Role::Out, y)], body, work);
         }
         Op::Concat(axis) => {
@@ -65,12 +78,16 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     Ok(())
 }
 
-/// Whether `t` is not a model output and exactly one live node reads it, once, and that node is a Transpose. A
-/// Reshape keeps the bytes in order, so such a transpose can read the reshape's input in place of its output
-/// (`Ctx::reshaped`) and the reshape's copy goes: an encoder's head splits (`[B, S, H·D] -> [B, S, H, D] ->
-/// [B, H, S, D]`) copied every Q, K and V once more.
-fn read_only_by_transpose(g: &Graph, t: TensorId) -> bool {
-    crate::passes::single_use(g, t).is_some_and(|n| matches!(g.nodes[n].op, Op::Transpose(_)))
+/// Whether `t` is no model output and every live reader of it is an f32 MatMul reading it as A or B only.
+fn read_only_as_matmul_operand(g: &crate::ir::Graph, t: crate::ir::TensorId) -> bool {
+    let readers = crate::passes::consumers(g, t);
+    !g.outputs.contains(&t)
+        && g.tensors[t].dtype == crate::ir::DType::F32
+        && !readers.is_empty()
+        && readers.iter().all(|&r| {
+            let node = &g.nodes[r];
+            matches!(node.op, Op::MatMul(_)) && node.inputs.iter().skip(2).all(|&i| i != t)
+        })
 }
 
 /// The inputs of a variadic op as roles `In(0)`, `In(1)`, ...

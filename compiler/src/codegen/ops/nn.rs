@@ -1,6 +1,6 @@
 //! Normalisation kernels. Softmax / LogSoftmax over the `[outer, len, inner]` geometry of
 //! `ir::ops::nn::softmax_geom` (max, exp and sum, then division, in a fixed order; contiguous rows vectorised,
-//! strided rows scalar); row normalisation for LayerNorm / RMSNorm / InstanceNorm (reference:
+//! strided rows scalar; rows of up to 48 on AVX-512 one call of `kernels/softmax_x86.rs` per task); row normalisation for LayerNorm / RMSNorm / InstanceNorm (reference:
 //! `ir::ops::nn::normalize_row`); LRN across channels; and one axis of a separable resample (Resize), reading
 //! the taps of `ir::ops::resize::axis_taps`.
 
@@ -9,7 +9,21 @@ use crate::codegen::kernel::Role;
 use crate::codegen::math::{exp, log};
 use crate::ir::LrnAttrs;
 use cranelift_codegen::ir::types::{F32, I64};
-use cranelift_codegen::ir::{InstBuilder, Type, Value};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
+
+/// Emits a Softmax over contiguous rows of `len` through the machine-code row kernel `f`
+/// (`kernels/softmax_x86.rs`): args x, y; each task one call over its rows.
+pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: Option<FuncRef>) {
+    let Some(f) = f else {
+        return emit_softmax(kb, outer, len, 1, false, tasks);
+    };
+    let (lo, hi) = kb.task_range(outer, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    let x = kb.addr(px, lo, (len * 4) as i64);
+    let y = kb.addr(po, lo, (len * 4) as i64);
+    let rows = kb.b.ins().isub(hi, lo);
+    kb.b.ins().call(f, &[x, y, rows]);
+}
 
 /// Emits a softmax kernel: args x, out.
 pub fn emit_softmax(
