@@ -1,17 +1,18 @@
 //! AVX-512 machine code for Softmax over short contiguous rows (`len` ≤ 48: an attention's scores at the
 //! sequence lengths of small encoders): each row lives in one to three `zmm` from load to store. A step takes
 //! three rows of one vector (len ≤ 16) or one row of two or three, so that three independent chains overlap;
-//! the row's maximum and sum are reduced across lanes with `vshuff32x4` / `vpermilps` and end up broadcast in
-//! every lane; the exp is `vmath_x86`'s (the same operations as `codegen::math::exp`). The last vector of a row
-//! whose length is not a multiple of 16 is loaded under `k1` over −∞ (so it adds nothing to the maximum), its
-//! exp lanes past the row are zeroed before the sum and it is stored under `k1`. The division by the sum is
-//! per element, as the Cranelift kernel's; the sum's order differs from it (16 lanes, not 4), within SPEC §11's
-//! tolerance. A Cranelift row spent ~80 ns on a 16-wide row (f32x4 exp, a division per vector, reductions
+//! the row's maximum is reduced across lanes with `vshuff32x4` / `vpermilps`; the exp is `vmath_x86`'s (the
+//! same operations as `codegen::math::exp`); the sum adds in the Cranelift kernel's order (four partial sums,
+//! their pairs, then the elements past the last group of four, each broadcast by `vpermps`), and the division
+//! is per element, so results are bitwise those of the Cranelift kernel (a fat bundle's sets agree). The last
+//! vector of a row whose length is not a multiple of 16 is loaded under `k1` over −∞ (so it adds nothing to
+//! the maximum) and stored under `k1`. A Cranelift row spent ~80 ns on a 16-wide row (f32x4 exp, a division per vector, reductions
 //! through the stack); this runs about ten times faster.
 //!
 //! `fn(x: *const f32, y: *mut f32, rows: u64)` (System V).
 
 use super::vmath_x86::{z, Em, NV, S};
+use super::ZMM;
 use crate::codegen::math::{EXP_HI, EXP_LO};
 use iced_x86::code_asm::*;
 
@@ -76,6 +77,7 @@ pub fn assemble(len: usize) -> Result<Vec<u8>, String> {
 /// One step of `rows` rows of `chunks` vectors: vector v is row v / chunks, chunk v % chunks.
 fn step(a: &mut Asm, m: &mut Em, rows: usize, chunks: usize, tail: usize, row_bytes: i32) -> R {
     let n = rows * chunks;
+    let len = row_bytes as usize / 4;
     m.n = n;
     let at = |v: usize| (v / chunks) as i32 * row_bytes + (v % chunks) as i32 * 64;
     let masked = |v: usize| tail > 0 && v % chunks == chunks - 1;
@@ -96,23 +98,45 @@ fn step(a: &mut Asm, m: &mut Em, rows: usize, chunks: usize, tail: usize, row_by
         for c in 1..chunks {
             a.vmaxps(acc, acc, z(S::X, r + c))?;
         }
-        across(a, acc, z(S::T1, r), true)?;
+        row_max(a, acc, z(S::T1, r))?;
     }
     for v in 0..n {
         a.vsubps(z(S::X, v), z(S::X, v), z(S::A, first(v)))?;
     }
     m.exp(a, S::B, S::X)?;
-    for v in (0..n).filter(|&v| masked(v)) {
-        a.vmovaps(z(S::B, v).k1().z(), z(S::B, v))?;
-    }
-    // Each row's sum, broadcast, in C of its first vector.
+    // Each row's sum, broadcast, in C of its first vector, in the Cranelift kernel's order (`ops::nn`):
+    // four partial sums over the row's whole groups of four, then (s0 + s1) + (s2 + s3), then the rest one
+    // element at a time (a row shorter than four: all of it, from its first element).
+    let groups = len / 4;
     for r in (0..n).step_by(chunks) {
-        let acc = z(S::C, r);
-        a.vmovaps(acc, z(S::B, r))?;
-        for c in 1..chunks {
-            a.vaddps(acc, acc, z(S::B, r + c))?;
+        // D is free here and below zmm16, so its xmm has a VEX encoding.
+        let (acc, t) = (z(S::C, r), z(S::D, r));
+        let mut rest = groups * 4..len;
+        if groups > 0 {
+            let (accx, tx) = (xmm(acc), xmm(t));
+            a.vmovaps(accx, xmm(z(S::B, r)))?;
+            for g in 1..groups {
+                let src = z(S::B, r + g / 4);
+                if g % 4 == 0 {
+                    a.vaddps(accx, accx, xmm(src))?;
+                } else {
+                    a.vextractf32x4(tx, src, (g % 4) as u32)?;
+                    a.vaddps(accx, accx, tx)?;
+                }
+            }
+            a.vpermilps(tx, accx, 0xB1)?;
+            a.vaddps(accx, accx, tx)?;
+            a.vpermilps(tx, accx, 0x4E)?;
+            a.vaddps(accx, accx, tx)?;
+            a.vbroadcastss(acc, accx)?;
+        } else {
+            lane(a, m, acc, z(S::B, r), 0)?;
+            rest = 1..len;
         }
-        across(a, acc, z(S::T1, r), false)?;
+        for j in rest {
+            lane(a, m, t, z(S::B, r + j / 16), j % 16)?;
+            a.vaddps(acc, acc, t)?;
+        }
     }
     for v in 0..n {
         let y = z(S::B, v);
@@ -126,41 +150,60 @@ fn step(a: &mut Asm, m: &mut Em, rows: usize, chunks: usize, tail: usize, row_by
     Ok(())
 }
 
-/// Reduces `r` across its 16 lanes (maximum or sum), the result in every lane; `t` is scratch.
-fn across(a: &mut Asm, r: AsmRegisterZmm, t: AsmRegisterZmm, max: bool) -> R {
-    let fold = |a: &mut Asm| {
-        if max {
-            a.vmaxps(r, r, t)
+/// `d` = lane `l` of `src` in every lane (`vpermps` by a broadcast index in `zmm25`).
+fn lane(a: &mut Asm, m: &mut Em, d: AsmRegisterZmm, src: AsmRegisterZmm, l: usize) -> R {
+    a.vpbroadcastd(zmm25, dword_ptr(r8 + m.off(l as u32)))?;
+    a.vpermps(d, zmm25, src)
+}
+
+/// The `xmm` under `zmm` register `r`.
+fn xmm(r: AsmRegisterZmm) -> AsmRegisterXmm {
+    XMM[ZMM.iter().position(|&x| x == r).unwrap_or(0)]
+}
+
+const XMM: [AsmRegisterXmm; 32] = [
+    xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13, xmm14,
+    xmm15, xmm16, xmm17, xmm18, xmm19, xmm20, xmm21, xmm22, xmm23, xmm24, xmm25, xmm26, xmm27,
+    xmm28, xmm29, xmm30, xmm31,
+];
+
+/// The maximum of `r`'s 16 lanes in every lane (exact in any order); `t` is scratch.
+fn row_max(a: &mut Asm, r: AsmRegisterZmm, t: AsmRegisterZmm) -> R {
+    for (shuffle, imm) in [(true, 0x4E), (true, 0xB1), (false, 0x4E), (false, 0xB1)] {
+        if shuffle {
+            a.vshuff32x4(t, r, r, imm)?;
         } else {
-            a.vaddps(r, r, t)
+            a.vpermilps(t, r, imm)?;
         }
-    };
-    a.vshuff32x4(t, r, r, 0x4E)?;
-    fold(a)?;
-    a.vshuff32x4(t, r, r, 0xB1)?;
-    fold(a)?;
-    a.vpermilps(t, r, 0x4E)?;
-    fold(a)?;
-    a.vpermilps(t, r, 0xB1)?;
-    fold(a)
+        a.vmaxps(r, r, t)?;
+    }
+    Ok(())
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::super::test_exec::{exec, skip_without_avx512};
     use super::*;
+    use crate::ir::UnOp;
 
-    /// Every row length up to the limit over 1–7 rows (each tier of the step and the remainders), against the
-    /// reference softmax within 2e-6; nothing written past the rows; a −∞ in a row gets (about) 0.
+    type F = extern "sysv64" fn(*const f32, *mut f32, u64);
+
+    fn kernel(code: Vec<u8>) -> F {
+        // SAFETY: the assembled kernels' System V signature.
+        unsafe { std::mem::transmute(exec(&code)) }
+    }
+
+    /// Every row length up to the limit over 1–7 rows (each tier of the step and the remainders): bitwise the
+    /// Cranelift kernel's arithmetic (the exp map's bits, its summation order, a division per element), within
+    /// 2e-6 of the reference softmax, nothing written past the rows; a −∞ in a row gets (about) 0.
     #[test]
-    fn rows_match_the_reference() {
+    fn rows_match_the_cranelift_order() {
         if skip_without_avx512("softmax rows") {
             return;
         }
+        let exp = kernel(super::super::vmath_x86::assemble(UnOp::Exp).unwrap());
         for len in 1..=MAX_LEN {
-            type F = extern "sysv64" fn(*const f32, *mut f32, u64);
-            // SAFETY: the assembled kernel's System V signature.
-            let f: F = unsafe { std::mem::transmute(exec(&assemble(len).unwrap())) };
+            let f = kernel(assemble(len).unwrap());
             for rows in 1..=7usize {
                 let mut x: Vec<f32> = (0..rows * len)
                     .map(|i| ((i * 29 % 53) as f32 - 26.0) * 0.37)
@@ -173,13 +216,37 @@ mod tests {
                 for r in 0..rows {
                     let row = &x[r * len..(r + 1) * len];
                     let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-                    let sum: f64 = row.iter().map(|&v| ((v - mx) as f64).exp()).sum();
-                    for (j, &v) in row.iter().enumerate() {
-                        let want = (((v - mx) as f64).exp() / sum) as f32;
+                    let d: Vec<f32> = row.iter().map(|&v| v - mx).collect();
+                    let mut e = vec![0f32; len];
+                    exp(d.as_ptr(), e.as_mut_ptr(), len as u64);
+                    let groups = len / 4;
+                    let (mut sum, rest) = if groups > 0 {
+                        let mut p = [e[0], e[1], e[2], e[3]];
+                        for g in 1..groups {
+                            for (l, s) in p.iter_mut().enumerate() {
+                                *s += e[4 * g + l];
+                            }
+                        }
+                        ((p[0] + p[1]) + (p[2] + p[3]), 4 * groups..len)
+                    } else {
+                        (e[0], 1..len)
+                    };
+                    for j in rest {
+                        sum += e[j];
+                    }
+                    let exact: f64 = row.iter().map(|&v| ((v - mx) as f64).exp()).sum();
+                    for j in 0..len {
                         let got = y[r * len + j];
+                        let want = e[j] / sum;
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "len {len} rows {rows} [{r}][{j}]"
+                        );
+                        let reference = (((row[j] - mx) as f64).exp() / exact) as f32;
                         assert!(
-                            (got - want).abs() <= 2e-6,
-                            "len {len} rows {rows} [{r}][{j}]: {got} vs {want}"
+                            (got - reference).abs() <= 2e-6,
+                            "len {len} [{r}][{j}]: {got}"
                         );
                     }
                 }
