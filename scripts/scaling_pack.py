@@ -28,7 +28,7 @@ def pack(model, cpu, out, bundlec):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     subprocess.run([bundlec, "compile", model, "-o", d, "--name", name, "--cpu", cpu], check=True)
-    subprocess.run(["cc", "-O2", "-static", f"-DBUNDLE={name}", "-I", os.path.join(ROOT, "bundle-rt/include"),
+    subprocess.run(["cc", "-O2", "-static", "-s", f"-DBUNDLE={name}", "-I", os.path.join(ROOT, "bundle-rt/include"),
                     "-I", d, os.path.join(ROOT, "tests/c/run_engine.c"), os.path.join(d, name + ".o"), CAPI_LIB,
                     "-lpthread", "-ldl", "-lm", "-o", os.path.join(d, "run")], check=True)
     for ext in (".o", ".h", ".recipe.json"):
