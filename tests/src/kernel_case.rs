@@ -65,6 +65,8 @@ pub fn case(
             ("un_erf", "_vmath", "the AVX-512 vector math map"),
             ("un_gelu", "_vmath", "the AVX-512 vector math map"),
             ("softmax_rows", "_softmax", "the AVX-512 softmax row kernel"),
+            ("matmul10", "_avx512_0", "the 16-column AVX-512 GEMM tiles"),
+            ("matmul11", "_avx512_0", "the 16-column AVX-512 GEMM tiles"),
             (
                 "maxpool0",
                 "_maxpool",

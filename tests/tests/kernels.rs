@@ -24,6 +24,10 @@ fn matmul_tails_and_batches() {
         // B copied by each K block's first tile (K >= 128, 2+ tiles): two full K blocks and a tail, a column
         // tail and a row tail (both reading B in place), two batches.
         (vec![2, 43, 520], vec![520, 70]),
+        // Narrower than the AVX-512 tile (16-column tiles): an attention's scores over 16 keys, and 21
+        // columns (a column tail of 5).
+        (vec![2, 4, 16, 32], vec![2, 4, 32, 16]),
+        (vec![3, 20, 40], vec![40, 21]),
         // GEMV: a single row, only the row-tail micro-kernels.
         (vec![1, 300], vec![300, 70]),
         (vec![1, 1, 600], vec![600, 96]),

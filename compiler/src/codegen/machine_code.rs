@@ -81,6 +81,7 @@ pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
     let spec = MicroSpec {
         simd,
         rows: mr,
+        cols: nr,
         k: KC.min(s.k),
         a_rs: s.a_steps().0,
         a_cs: s.a_steps().1,
@@ -109,7 +110,7 @@ pub(super) fn define_micro(
     s: &ops::gemm::GemmSpec,
     simd: Simd,
 ) -> Result<Option<MicroIds>> {
-    let nr = simd.tile().1;
+    let nr = tile_cols(simd, s);
     let mr = tile_rows(simd, s);
     let rows_tail = s.m % mr;
     if !micro_shape_ok(s, nr) {
@@ -166,6 +167,7 @@ pub(super) fn define_micro(
         let ms = MicroSpec {
             simd,
             rows: if set == 2 { rows_tail } else { mr },
+            cols: nr,
             k,
             a_rs: s.a_steps().0,
             a_cs: s.a_steps().1,
@@ -217,6 +219,19 @@ fn b_copies(s: &ops::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
         && s.m <= ops::gemm::COPY_MAX_ROWS
         && s.k >= B_COPY_MIN_K
         && s.b_k_step() != nr
+}
+
+/// The tile columns of a GEMM's micro-kernels: the variant's `nr`, or 16 (one `zmm`, two `ymm` per row) for
+/// a GEMM of 16 or more columns but fewer than `nr` that reads B in place, which the full tile cannot take at
+/// all (the Cranelift tile did, at ~13 GFLOP/s): an encoder's attention scores over 16 keys. Every tile shape
+/// accumulates each element over K in the same order, so results do not change.
+fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
+    let nr = simd.tile().1;
+    if (16..nr).contains(&s.n) && s.b_panel.is_none() && s.transpose_out.is_none() {
+        16
+    } else {
+        nr
+    }
 }
 
 /// The tile rows of a GEMM's micro-kernels: the variant's `mr`, or on AVX-512 7 or 6 where that covers the rows

@@ -52,6 +52,9 @@ pub struct MicroSpec {
     pub simd: Simd,
     /// Tile rows: the variant's full `mr`, or fewer for the last rows of a GEMM (1 for a GEMV).
     pub rows: usize,
+    /// Tile columns: the variant's `nr` (`Simd::tile`), or 16 for a GEMM narrower than that
+    /// (`machine_code::tile_cols`: an attention's scores over 16 keys).
+    pub cols: usize,
     /// Reduction length (≥ 1).
     pub k: usize,
     /// A's row and column strides.
@@ -121,7 +124,7 @@ fn disp(elems: usize) -> Option<i32> {
 
 /// Whether the strides fit the instruction encodings (32-bit displacements).
 pub fn fits(m: &MicroSpec) -> bool {
-    let (mr, nr) = (m.rows, m.simd.tile().1);
+    let (mr, nr) = (m.rows, m.cols);
     m.k >= 1
         && !(m.b_copy && m.prefetch_next)
         && disp(m.a_rs * mr).is_some()
@@ -144,7 +147,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if !fits(m) {
         return Err(format!("micro-kernel strides out of range: {m:?}"));
     }
-    let (mr, nr) = (m.rows, m.simd.tile().1);
+    let (mr, nr) = (m.rows, m.cols);
     let lanes = match m.simd {
         Simd::Avx2 => 8,
         Simd::Avx512 => 16,
@@ -275,7 +278,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
 
 /// Applies the fused epilogue to the accumulators (registers above them are free after the K loop).
 fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), IcedError> {
-    let (mr, nr) = (m.rows, m.simd.tile().1);
+    let (mr, nr) = (m.rows, m.cols);
     let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
@@ -393,7 +396,22 @@ mod tests {
         assert_eq!(unsafe { mprotect(p, len, 5) }, 0);
     }
 
+    /// `check_cols` at the variant's tile width and at the narrow 16.
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
+        for cols in [simd.tile().1, 16] {
+            check_cols(simd, cols, k, a_rs, a_cs, b_rs, c_rs);
+        }
+    }
+
+    fn check_cols(
+        simd: Simd,
+        cols: usize,
+        k: usize,
+        a_rs: usize,
+        a_cs: usize,
+        b_rs: usize,
+        c_rs: usize,
+    ) {
         let ok = match simd {
             Simd::Avx2 => {
                 std::arch::is_x86_feature_detected!("avx2")
@@ -408,10 +426,11 @@ mod tests {
             );
             return;
         }
-        let (mr, nr) = simd.tile();
+        let (mr, nr) = (simd.tile().0, cols);
         let spec = MicroSpec {
             simd,
             rows: mr,
+            cols,
             k,
             a_rs,
             a_cs,
@@ -502,6 +521,7 @@ mod tests {
         let spec = MicroSpec {
             simd,
             rows: mr,
+            cols: nr,
             k,
             a_rs: k,
             a_cs: 1,
