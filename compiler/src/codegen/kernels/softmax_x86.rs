@@ -11,9 +11,8 @@
 //!
 //! `fn(x: *const f32, y: *mut f32, rows: u64)` (System V).
 
-use super::vmath_x86::{z, Em, NV, S};
+use super::vmath_x86::{begin, finish, z, Em, NV, S};
 use super::ZMM;
-use crate::codegen::math::{EXP_HI, EXP_LO};
 use iced_x86::code_asm::*;
 
 type Asm = CodeAssembler;
@@ -36,15 +35,7 @@ pub fn assemble(len: usize) -> Result<Vec<u8>, String> {
     let chunks = len.div_ceil(16);
     let tail = len % 16;
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut m = Em {
-        consts: Vec::new(),
-        n: NV,
-    };
-    let mut table = a.create_label();
-    a.lea(r8, ptr(table)).map_err(e)?;
-    let (lo, hi) = (m.off(EXP_LO.to_bits()), m.off(EXP_HI.to_bits()));
-    a.vbroadcastss(zmm31, dword_ptr(r8 + lo)).map_err(e)?;
-    a.vbroadcastss(zmm30, dword_ptr(r8 + hi)).map_err(e)?;
+    let (mut m, table) = begin(&mut a).map_err(e)?;
     let ninf = m.off(f32::NEG_INFINITY.to_bits());
     a.vbroadcastss(zmm28, dword_ptr(r8 + ninf)).map_err(e)?;
     if tail > 0 {
@@ -66,12 +57,7 @@ pub fn assemble(len: usize) -> Result<Vec<u8>, String> {
         a.jmp(labels[i]).map_err(e)?;
     }
     a.set_label(&mut labels[tiers.len()]).map_err(e)?;
-    a.vzeroupper().map_err(e)?;
-    a.ret().map_err(e)?;
-    a.set_label(&mut table).map_err(e)?;
-    let bytes: Vec<u8> = m.consts.iter().flat_map(|c| c.to_le_bytes()).collect();
-    a.db(&bytes).map_err(e)?;
-    a.assemble(0).map_err(e)
+    finish(a, &m, table)
 }
 
 /// One step of `rows` rows of `chunks` vectors: vector v is row v / chunks, chunk v % chunks.

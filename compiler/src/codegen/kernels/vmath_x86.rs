@@ -271,16 +271,7 @@ pub fn assemble(op: UnOp) -> Result<Vec<u8>, String> {
         return Err(format!("vector math: no AVX-512 code for {op:?}"));
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut m = Em {
-        consts: Vec::new(),
-        n: NV,
-    };
-    let mut table = a.create_label();
-    a.lea(r8, ptr(table)).map_err(e)?;
-    // exp's clamp bounds, in registers so that the input can be the second operand.
-    let (lo, hi) = (m.off(EXP_LO.to_bits()), m.off(EXP_HI.to_bits()));
-    a.vbroadcastss(zmm31, dword_ptr(r8 + lo)).map_err(e)?;
-    a.vbroadcastss(zmm30, dword_ptr(r8 + hi)).map_err(e)?;
+    let (mut m, table) = begin(&mut a).map_err(e)?;
     let step = |a: &mut Asm, n: usize, masked: bool| -> R {
         m.n = n;
         for v in 0..n {
@@ -302,6 +293,27 @@ pub fn assemble(op: UnOp) -> Result<Vec<u8>, String> {
         super::tail_masks_zmm(a, edx, 1)
     })
     .map_err(e)?;
+    finish(a, &m, table)
+}
+
+/// The prologue of a kernel using `Em`: `r8` at the constant table (placed by `finish`), exp's clamp bounds in
+/// `zmm31` / `zmm30` (registers, so that the input can be the second operand of `vmaxps` / `vminps`).
+pub(super) fn begin(a: &mut Asm) -> Result<(Em, CodeLabel), IcedError> {
+    let mut m = Em {
+        consts: Vec::new(),
+        n: NV,
+    };
+    let table = a.create_label();
+    a.lea(r8, ptr(table))?;
+    let (lo, hi) = (m.off(EXP_LO.to_bits()), m.off(EXP_HI.to_bits()));
+    a.vbroadcastss(zmm31, dword_ptr(r8 + lo))?;
+    a.vbroadcastss(zmm30, dword_ptr(r8 + hi))?;
+    Ok((m, table))
+}
+
+/// The epilogue of a kernel begun with `begin`: return, then the constant table; the assembled bytes.
+pub(super) fn finish(mut a: Asm, m: &Em, mut table: CodeLabel) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
