@@ -247,6 +247,19 @@ impl<'a> Kb<'a> {
         }
         out
     }
+    /// The two element offsets of flat row-major index `u` over `dims` (count, stride in one buffer, stride in
+    /// the other; constants, outermost first): `Σ qᵢ·aᵢ` and `Σ qᵢ·bᵢ` over `u`'s coordinates `qᵢ`.
+    pub fn strided_offsets(&mut self, u: Value, dims: &[(usize, usize, usize)]) -> (Value, Value) {
+        let counts: Vec<usize> = dims.iter().map(|d| d.0).collect();
+        let (mut oa, mut ob) = (self.iconst(0), self.iconst(0));
+        for (q, &(_, da, db)) in self.unravel(u, &counts).into_iter().zip(dims) {
+            let t = self.b.ins().imul_imm_s(q, da as i64);
+            oa = self.b.ins().iadd(oa, t);
+            let t = self.b.ins().imul_imm_s(q, db as i64);
+            ob = self.b.ins().iadd(ob, t);
+        }
+        (oa, ob)
+    }
     /// The first element index of row `u` in an `[outer, len, inner]` geometry walked along `len` with stride
     /// `inner` (rows are the (outer, inner) pairs).
     pub fn strided_row_start(&mut self, u: Value, len: usize, inner: usize) -> Value {

@@ -1,8 +1,8 @@
 //! Elementwise math in Cranelift IR for `f32` and `f32x4` alike: exp (Cody–Waite range reduction and a degree-7
 //! polynomial, 2^n built from the exponent bits), log (exponent split and a degree-9 polynomial), erf, the
-//! exact GELU's own erfc form, pow, sigmoid, tanh, rounding, and the unary ops and activations. No libm call is ever emitted: rounding uses the
-//! 1.5·2^23 trick instead of `nearest`, which needs SSE4.1. Comparisons select with `select` on scalars and
-//! `bitselect` on vectors (`fsel`).
+//! exact GELU's own erfc form, pow, sigmoid, tanh, rounding, and the unary ops and activations. No libm call is
+//! ever emitted: rounding uses the 1.5·2^23 trick instead of `nearest`, which needs SSE4.1. Comparisons select
+//! with `select` on scalars and `bitselect` on vectors (`fsel`).
 
 use super::builder::Kb;
 use crate::ir::{Activation, BinOp, UnOp};
@@ -105,14 +105,11 @@ const GELU_ERF_COEFFS: [f64; 5] = [
     -0.284_496_736,
     0.254_829_592,
 ];
-/// P's coefficients halved (the GELU's factor ½ folded in), highest first.
-pub const GELU_ERF_HALF: [f32; 5] = [
-    (GELU_ERF_COEFFS[0] / 2.0) as f32,
-    (GELU_ERF_COEFFS[1] / 2.0) as f32,
-    (GELU_ERF_COEFFS[2] / 2.0) as f32,
-    (GELU_ERF_COEFFS[3] / 2.0) as f32,
-    (GELU_ERF_COEFFS[4] / 2.0) as f32,
-];
+
+/// P's coefficients halved in f32 (the GELU's factor ½ folded in), highest first.
+pub fn gelu_erf_half() -> [f32; 5] {
+    GELU_ERF_COEFFS.map(|c| (c / 2.0) as f32)
+}
 
 /// `erf`'s erfc polynomial P(t) in f32, highest first (the reference's `ERFC_COEFFS`).
 pub fn erfc_coeffs() -> [f32; 10] {
@@ -283,7 +280,7 @@ pub fn unary(kb: &mut Kb, ty: Type, op: UnOp, x: Value) -> Value {
 }
 
 /// The exact GELU `½·x·(1 + erf(x/√2))` as `x · r`: with `a = |x|/√2`, `h = ½·t·P(t)·e^(−a²)`
-/// (`GELU_ERF_HALF`) is ½·erfc(a), and `r` is `1 − h` for x ≥ 0 and `h` for x < 0 (no cancellation in
+/// (`gelu_erf_half`) is ½·erfc(a), and `r` is `1 − h` for x ≥ 0 and `h` for x < 0 (no cancellation in
 /// `1 + erf` for negative x). One division and a degree-4 polynomial where `erf` takes a series, a division and
 /// a degree-9 polynomial: the encoder's GELU maps about twice as fast. Error within 3e-7 of max(1, |GELU|).
 fn gelu_erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
@@ -294,8 +291,9 @@ fn gelu_erf(kb: &mut Kb, ty: Type, x: Value) -> Value {
     let p = kb.fconst(ty, GELU_ERF_P);
     let d = kb.mul_add(a, p, one);
     let t = kb.b.ins().fdiv(one, d);
-    let mut q = kb.fconst(ty, GELU_ERF_HALF[0]);
-    for &c in &GELU_ERF_HALF[1..] {
+    let half = gelu_erf_half();
+    let mut q = kb.fconst(ty, half[0]);
+    for &c in &half[1..] {
         let cv = kb.fconst(ty, c);
         q = kb.mul_add(q, t, cv);
     }

@@ -392,9 +392,10 @@ pub fn define_kernels(
                         _ => no_code = true,
                     }
                 }
-                (Body::Softmax { outer, len, .. }, _, _) if vmath.is_some() => {
-                    ops::nn::emit_softmax_rows(&mut kb, *outer, *len, k.tasks, vmath)
-                }
+                (Body::Softmax { outer, len, .. }, _, _) if vmath.is_some() => match vmath {
+                    Some(f) => ops::nn::emit_softmax_rows(&mut kb, *outer, *len, k.tasks, f),
+                    None => no_code = true,
+                },
                 (Body::Unary(op, len), _, _) if vmath.is_some() => {
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
                 }

@@ -36,12 +36,7 @@ pub struct TransposeOut {
 /// Assembles the kernel; `Err` when the strides do not fit 32-bit displacements.
 pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let disp = |floats: usize| {
-        floats
-            .checked_mul(4)
-            .and_then(|b| i32::try_from(b).ok())
-            .ok_or_else(|| format!("transposing epilogue stride out of range: {s:?}"))
-    };
+    let disp = |floats: usize| super::disp("transposing epilogue", floats);
     let rows: Vec<i32> = (0..16).map(|r| disp(r * s.m)).collect::<Result<_, _>>()?;
     let outs: Vec<i32> = (0..16).map(|c| disp(c * s.p)).collect::<Result<_, _>>()?;
     let block = disp(16 * s.m)?;
@@ -107,12 +102,7 @@ pub struct BlockTranspose {
 /// Assembles a `BlockTranspose`; `Err` when a stride does not fit a 32-bit displacement.
 pub fn assemble_block(s: &BlockTranspose) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let disp = |elems: usize| {
-        elems
-            .checked_mul(4)
-            .and_then(|b| i32::try_from(b).ok())
-            .ok_or_else(|| format!("block transpose stride out of range: {s:?}"))
-    };
+    let disp = |elems: usize| super::disp("block transpose", elems);
     let loads: Vec<i32> = (0..16).map(|r| disp(r * s.ls)).collect::<Result<_, _>>()?;
     let stores: Vec<i32> = (0..16).map(|c| disp(c * s.ld)).collect::<Result<_, _>>()?;
     let (row_step, col_step) = (disp(16 * s.ls)?, disp(16 * s.ld)?);

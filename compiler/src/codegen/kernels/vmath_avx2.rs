@@ -11,7 +11,7 @@
 
 use super::vmath_x86::supported;
 use crate::codegen::math::{
-    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_ERF_HALF,
+    erf_series, erfc_coeffs, gelu_erf_half, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR,
     GELU_ERF_P, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
@@ -157,8 +157,9 @@ impl Em {
                 a.vfmadd231ps(y(S::D), y(S::A), self.f(GELU_ERF_P))?;
                 a.vmovups(y(S::B), self.f(1.0))?;
                 a.vdivps(y(S::B), y(S::B), y(S::D))?;
-                a.vmovups(y(S::C), self.f(GELU_ERF_HALF[0]))?;
-                self.horner(a, S::C, S::B, &GELU_ERF_HALF[1..])?;
+                let half = gelu_erf_half();
+                a.vmovups(y(S::C), self.f(half[0]))?;
+                self.horner(a, S::C, S::B, &half[1..])?;
                 a.vmulps(y(S::C), y(S::C), y(S::B))?;
                 a.vmulps(y(S::E), y(S::X), y(S::X))?;
                 a.vmulps(y(S::E), y(S::E), self.f(-0.5))?;

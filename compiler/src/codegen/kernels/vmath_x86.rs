@@ -13,7 +13,7 @@
 
 use super::ZMM;
 use crate::codegen::math::{
-    erf_series, erfc_coeffs, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR, GELU_ERF_HALF,
+    erf_series, erfc_coeffs, gelu_erf_half, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR,
     GELU_ERF_P, GELU_TANH, ROUND_MAGIC,
 };
 use crate::ir::UnOp;
@@ -226,8 +226,9 @@ impl Em {
                     a.vfmadd231ps(d, x, m.f(GELU_ERF_P))?;
                     a.vdivps(z(S::B, v), z(S::B, v), d)
                 })?;
-                self.splat(a, S::C, GELU_ERF_HALF[0])?;
-                self.horner(a, S::C, S::B, &GELU_ERF_HALF[1..])?;
+                let half = gelu_erf_half();
+                self.splat(a, S::C, half[0])?;
+                self.horner(a, S::C, S::B, &half[1..])?;
                 // −a² = x·x·(−½) in E, its exp in D; h = ½·erfc(a) in C.
                 self.each(a, |a, m, v| {
                     a.vmulps(z(S::C, v), z(S::C, v), z(S::B, v))?;

@@ -129,7 +129,7 @@ fn transposed_reader(
         return None;
     };
     let r = perm.len();
-    if r != nb + 2 || cx.g.tensors[out].shape.len() != r || perm[r - 1] != r - 1 {
+    if r != nb + 2 || perm[r - 1] != r - 1 {
         return None;
     }
     let t = cx.g.nodes[tn].outputs[0];

@@ -35,8 +35,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
             // Rows kept whole and only MatMuls reading the result: they read the input through the strides.
             if !cx.opts.keep_reshapes
-                && perm.last() == Some(&(perm.len() - 1))
                 && perm.len() >= 2
+                && perm[perm.len() - 1] == perm.len() - 1
                 && read_only_as_matmul_operand(cx.g, out)
             {
                 let src = cx.alias(ins[0]);

@@ -181,17 +181,10 @@ pub fn block_plan(out_shape: &[usize], in_strides: &[usize], elem: usize) -> Opt
 
 /// Emits a transpose by blocks (`block_plan`): args src, dst; one call of `f(src, dst)` per unit.
 pub fn emit_transpose_blocks(kb: &mut Kb, plan: &BlockPlan, tasks: u32, f: FuncRef) {
-    let counts: Vec<usize> = plan.outer.iter().map(|o| o.0).collect();
     let (lo, hi) = kb.task_range(plan.units(), tasks);
     let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (mut so, mut d_o) = (kb.iconst(0), kb.iconst(0));
-        for (q, &(_, is, os)) in kb.unravel(u, &counts).into_iter().zip(&plan.outer) {
-            let t = kb.b.ins().imul_imm_s(q, is as i64);
-            so = kb.b.ins().iadd(so, t);
-            let t = kb.b.ins().imul_imm_s(q, os as i64);
-            d_o = kb.b.ins().iadd(d_o, t);
-        }
+        let (so, d_o) = kb.strided_offsets(u, &plan.outer);
         let s = kb.addr(src, so, 4);
         let d = kb.addr(dst, d_o, 4);
         kb.b.ins().call(f, &[s, d]);

@@ -92,18 +92,7 @@ pub fn emit_binary(kb: &mut Kb, s: &BinarySpec, tasks: u32) {
             let len = kb.b.ins().isub(end, start);
             inner_run(kb, s, a, b, o, len);
         } else {
-            let (mut oa, mut ob) = (kb.iconst(0), kb.iconst(0));
-            let mut rem = u;
-            let mut inner_count = s.outer_count();
-            for &(n, da, db) in &s.outer {
-                inner_count /= n;
-                let (q, r) = kb.divmod(rem, inner_count.max(1));
-                rem = r;
-                let ta = kb.b.ins().imul_imm_s(q, da as i64);
-                oa = kb.b.ins().iadd(oa, ta);
-                let tb = kb.b.ins().imul_imm_s(q, db as i64);
-                ob = kb.b.ins().iadd(ob, tb);
-            }
+            let (oa, ob) = kb.strided_offsets(u, &s.outer);
             let a = kb.addr(pa, oa, 4);
             let b = kb.addr(pb, ob, 4);
             let o = kb.addr(po, u, (s.inner * 4) as i64);

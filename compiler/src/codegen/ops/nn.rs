@@ -1,8 +1,8 @@
 //! Normalisation kernels. Softmax / LogSoftmax over the `[outer, len, inner]` geometry of
 //! `ir::ops::nn::softmax_geom` (max, exp and sum, then division, in a fixed order; contiguous rows vectorised,
-//! strided rows scalar; rows of up to 48 on AVX-512 one call of `kernels/softmax_x86.rs` per task); row normalisation for LayerNorm / RMSNorm / InstanceNorm (reference:
-//! `ir::ops::nn::normalize_row`); LRN across channels; and one axis of a separable resample (Resize), reading
-//! the taps of `ir::ops::resize::axis_taps`.
+//! strided rows scalar; rows of up to 48 on AVX-512 one call of `kernels/softmax_x86.rs` per task); row
+//! normalisation for LayerNorm / RMSNorm / InstanceNorm (reference: `ir::ops::nn::normalize_row`); LRN across
+//! channels; and one axis of a separable resample (Resize), reading the taps of `ir::ops::resize::axis_taps`.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
@@ -13,10 +13,7 @@ use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
 /// Emits a Softmax over contiguous rows of `len` through the machine-code row kernel `f`
 /// (`kernels/softmax_x86.rs`): args x, y; each task one call over its rows.
-pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: Option<FuncRef>) {
-    let Some(f) = f else {
-        return emit_softmax(kb, outer, len, 1, false, tasks);
-    };
+pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: FuncRef) {
     let (lo, hi) = kb.task_range(outer, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let x = kb.addr(px, lo, (len * 4) as i64);
