@@ -94,8 +94,8 @@ pub enum Body {
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
     /// A transposed GEMM's A packed in row panels (`ops::conv::emit_pack_rows`): roles X (`[n, K, P]`, read
-    /// transposed), Out (`[n, P8/8, K, 8]`, P8 = P rounded up to 8, the rows past P zero). One unit per (batch,
-    /// panel).
+    /// transposed), Out (`[n, Pp/panel, K, panel]`, Pp = P rounded up to the panel, the rows past P zero). One
+    /// unit per (batch, panel).
     PackRows {
         /// Batch.
         n: usize,
@@ -103,6 +103,8 @@ pub enum Body {
         k: usize,
         /// The GEMM's rows (the input's row length: pixels).
         p: usize,
+        /// Rows per panel (`lower::ROW_PANEL`).
+        panel: usize,
     },
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
@@ -338,7 +340,10 @@ impl Kernel {
             Body::QAdd { len, .. } => len.div_ceil(1024),
             Body::QDepthwise(s) => s.n * s.c,
             Body::Im2col(s) => s.units(),
-            Body::PackRows { n, p, .. } => n * p.div_ceil(super::lower::A_PANEL),
+            Body::PackRows { n, k, p, panel } => {
+                let (panels, parts) = super::ops::conv::pack_rows_units([*n, *k, *p], *panel);
+                n * panels * parts
+            }
             Body::Col2im(s) => s.n * s.m,
             Body::Depthwise(s) => s.n * s.c,
             Body::DepthwiseC16(s) => s.n * s.c / 16,

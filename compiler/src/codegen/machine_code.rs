@@ -78,6 +78,8 @@ pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
     let (mr, nr) = simd.tile();
     let usable =
         micro_shape_ok(s, nr) && s.n.is_multiple_of(nr) && s.m >= mr && s.b_panel.is_some();
+    // Checked at the tallest tile `tile_rows` may choose (the largest displacements).
+    let mr = simd.max_rows();
     let spec = MicroSpec {
         simd,
         rows: mr,
@@ -234,23 +236,35 @@ fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     }
 }
 
-/// The tile rows of a GEMM's micro-kernels: the variant's `mr`, or on AVX-512 7 or 6 where that covers the rows
-/// with less time. A tile of `r` rows takes about `max(r, 4)` cycles per step of K (two FMA pipes, four cycles
-/// of latency, two accumulators per row), so a 1-row tail costs half a full tile: 49 rows (7x7 planes
-/// transposed, 49 Winograd tiles) take 7 tiles of 7 instead of 6 of 8 and a tail of 1. Ties keep `mr`; packed
-/// A (`a_panel`, 8-row panels) keeps it always.
+/// The tile rows of a GEMM's micro-kernels: on AVX-512 the row count of [`TILE_ROWS`] (at most `m`, and
+/// dividing the panel of a packed A) that covers the rows at the least cost, else the variant's `mr`. A tile of
+/// `r` rows takes about `max(r, 4) + TILE_STEP_COST` cycles per step of K (two FMA pipes, four cycles of latency,
+/// two accumulators per row; then B's two vectors and the loop), so taller tiles read B fewer times per row —
+/// the micro-kernel alone, B from L2 (K = 1024, Intel Xeon, Emerald Rapids): 8 rows 148–153 GFLOP/s, 14 rows
+/// 166–171 — and a short tail costs about what a full tile does: ResNet-50's 196 pixels take 14 tiles of 14, its
+/// 49 (7x7 planes, 49 Winograd tiles) three of 14 and one of 7. Ties keep the taller tile.
 fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     let mr = simd.tile().0;
-    if simd != Simd::Avx512 || s.a_panel.is_some() {
+    if simd != Simd::Avx512 {
         return mr;
     }
     let tail = |r: usize| match s.m % r {
         0 => 0,
-        t => t.max(4),
+        t => t.max(4) + TILE_STEP_COST,
     };
-    let cost = |r: usize| (s.m / r) * r.max(4) + tail(r);
-    (mr - 2..=mr).rev().min_by_key(|&r| cost(r)).unwrap_or(mr)
+    let cost = |r: usize| (s.m / r) * (r.max(4) + TILE_STEP_COST) + tail(r);
+    TILE_ROWS
+        .into_iter()
+        .filter(|&r| r <= s.m.max(mr) && s.a_panel.is_none_or(|p| p.is_multiple_of(r)))
+        .min_by_key(|&r| (cost(r), usize::MAX - r))
+        .unwrap_or(mr)
 }
+
+/// The AVX-512 micro-kernels' row counts [`tile_rows`] chooses from.
+const TILE_ROWS: [usize; 5] = [6, 7, 8, 12, 14];
+
+/// A tile's cost per step of K beyond its rows' FMAs, in cycles (`tile_rows`).
+const TILE_STEP_COST: usize = 2;
 
 /// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: bias per row
 /// (unscaled), the residual, and a clamp whose bounds are not signed zeros where `max`/`min` would pick the

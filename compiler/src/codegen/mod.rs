@@ -458,7 +458,9 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             len,
         } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
-        Body::PackRows { n, k, p } => ops::conv::emit_pack_rows(kb, [*n, *k, *p], tasks),
+        Body::PackRows { n, k, p, panel } => {
+            ops::conv::emit_pack_rows(kb, [*n, *k, *p], *panel, tasks)
+        }
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
         // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
         Body::WinogradIn(_)

@@ -1,7 +1,7 @@
 //! Machine-code GEMM micro-kernels for x86-64, assembled with `iced-x86`'s code assembler and placed in the
 //! bundle's object next to the Cranelift code (`define_function_bytes`). Cranelift 0.135 emits only 128-bit
 //! vectors; these kernels use the full register width: AVX2+FMA computes a 4 x 24 tile in twelve `ymm`
-//! accumulators, AVX-512F an 8 x 32 tile in sixteen `zmm` accumulators.
+//! accumulators, AVX-512F a tile of up to 14 x 32 (8 x 32 standard) in up to 28 `zmm` accumulators.
 //!
 //! A kernel is specialised for one GEMM: the reduction length `k` and the strides of A (broadcast loads), B and C
 //! (row-major, contiguous columns) are immediates, so the function is `fn(a: *const f32, b: *const f32,
@@ -34,6 +34,14 @@ impl Simd {
         match self {
             Simd::Avx2 => (4, 24),
             Simd::Avx512 => (8, 32),
+        }
+    }
+    /// The most tile rows its micro-kernel takes: AVX2 its `tile` (twelve of sixteen `ymm` accumulate), AVX-512
+    /// fourteen (28 `zmm` accumulators at 32 columns, two for B and two for the broadcasts).
+    pub fn max_rows(self) -> usize {
+        match self {
+            Simd::Avx2 => 4,
+            Simd::Avx512 => 14,
         }
     }
     /// Name used in reports.
@@ -125,7 +133,17 @@ fn disp(elems: usize) -> Option<i32> {
 /// Whether the strides fit the instruction encodings (32-bit displacements).
 pub fn fits(m: &MicroSpec) -> bool {
     let (mr, nr) = (m.rows, m.cols);
+    let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
+    let widths: &[usize] = match m.simd {
+        Simd::Avx2 => &[16, 24],
+        Simd::Avx512 => &[16, 32],
+    };
+    // Accumulators, B vectors and at least one broadcast register within the register file.
+    let regs = mr * (nr / lanes) + nr / lanes < if m.simd == Simd::Avx2 { 16 } else { 32 };
     m.k >= 1
+        && (1..=m.simd.max_rows()).contains(&mr)
+        && widths.contains(&nr)
+        && regs
         && !(m.b_copy && m.prefetch_next)
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
@@ -229,21 +247,24 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             }
         }
         Simd::Avx512 => {
+            // B in the top registers, the broadcasts rotating through up to eight between them and the
+            // accumulators (two at 14 rows: register renaming keeps the steps independent).
+            let breg = |v: usize| ZMM[32 - vecs + v];
+            let nb = (32 - vecs - nacc).min(8);
             for v in 0..vecs {
-                a.vmovups(ZMM[28 + v], zmmword_ptr(rsi + d(v * lanes)))
+                a.vmovups(breg(v), zmmword_ptr(rsi + d(v * lanes)))
                     .map_err(e)?;
                 if m.b_copy {
-                    a.vmovups(zmmword_ptr(r9 + d(v * lanes)), ZMM[28 + v])
+                    a.vmovups(zmmword_ptr(r9 + d(v * lanes)), breg(v))
                         .map_err(e)?;
                 }
             }
             for r in 0..mr {
-                let x = ZMM[nacc + (r % 8)];
+                let x = ZMM[nacc + (r % nb)];
                 a.vbroadcastss(x, dword_ptr(rdi + d(r * m.a_rs)))
                     .map_err(e)?;
                 for v in 0..vecs {
-                    a.vfmadd231ps(ZMM[r * vecs + v], x, ZMM[28 + v])
-                        .map_err(e)?;
+                    a.vfmadd231ps(ZMM[r * vecs + v], x, breg(v)).map_err(e)?;
                 }
             }
         }
@@ -326,20 +347,20 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
             }
         }
         Simd::Avx512 => {
-            // Accumulators use zmm0..15; zmm16 lo, zmm17 hi, zmm18 bias, zmm19 scratch; k2 the NaN mask.
-            for (c, reg) in consts.iter().zip([zmm16, zmm17]) {
+            // Accumulators use zmm0..27 at most; zmm28 lo, zmm29 hi, zmm30 bias, zmm31 scratch; k2 the NaN mask.
+            for (c, reg) in consts.iter().zip([zmm28, zmm29]) {
                 if let Some(bits) = c {
                     super::broadcast_bits(a, reg, *bits)?;
                 }
             }
             for r in 0..mr {
                 if epi.bias {
-                    a.vbroadcastss(zmm18, dword_ptr(rcx + d(r)))?;
+                    a.vbroadcastss(zmm30, dword_ptr(rcx + d(r)))?;
                 }
                 for v in 0..vecs {
                     let x = ZMM[r * vecs + v];
                     if epi.bias {
-                        a.vaddps(x, x, zmm18)?;
+                        a.vaddps(x, x, zmm30)?;
                     }
                     if epi.bias_col {
                         a.vaddps(x, x, zmmword_ptr(rcx + d(v * lanes)))?;
@@ -347,8 +368,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(rs) = epi.res_rs {
                         a.vaddps(x, x, zmmword_ptr(r8 + d(r * rs + v * lanes)))?;
                     }
-                    let (lo, hi) = (epi.lo.map(|_| zmm16), epi.hi.map(|_| zmm17));
-                    super::clamp_keep_nan(a, x, lo, hi, zmm19)?;
+                    let (lo, hi) = (epi.lo.map(|_| zmm28), epi.hi.map(|_| zmm29));
+                    super::clamp_keep_nan(a, x, lo, hi, zmm31)?;
                 }
             }
         }
@@ -396,16 +417,19 @@ mod tests {
         assert_eq!(unsafe { mprotect(p, len, 5) }, 0);
     }
 
-    /// `check_cols` at the variant's tile width and at the narrow 16.
+    /// `check_cols` at the variant's tile width and at the narrow 16, each at the standard tile's rows and at the
+    /// most rows the variant takes (AVX-512: 28 accumulators, two broadcast registers).
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
         for cols in [simd.tile().1, 16] {
-            check_cols(simd, cols, k, a_rs, a_cs, b_rs, c_rs);
+            for rows in [simd.tile().0, simd.max_rows()] {
+                check_cols(simd, (rows, cols), k, a_rs, a_cs, b_rs, c_rs);
+            }
         }
     }
 
     fn check_cols(
         simd: Simd,
-        cols: usize,
+        (mr, cols): (usize, usize),
         k: usize,
         a_rs: usize,
         a_cs: usize,
@@ -426,7 +450,7 @@ mod tests {
             );
             return;
         }
-        let (mr, nr) = (simd.tile().0, cols);
+        let nr = cols;
         let spec = MicroSpec {
             simd,
             rows: mr,
@@ -504,7 +528,7 @@ mod tests {
 
     /// The fused epilogue: `clamp(acc + bias[r] + res[r][j])` with NaN kept and `max(-0, +0) = +0`, as the
     /// Cranelift epilogue computes it.
-    fn check_epilogue(simd: Simd) {
+    fn check_epilogue(simd: Simd, mr: usize) {
         let ok = match simd {
             Simd::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
             Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
@@ -516,7 +540,7 @@ mod tests {
             );
             return;
         }
-        let (mr, nr) = simd.tile();
+        let nr = simd.tile().1;
         let (k, res_rs, c_rs) = (3, nr + 5, nr + 3);
         let spec = MicroSpec {
             simd,
@@ -605,8 +629,10 @@ mod tests {
 
     #[test]
     fn fused_epilogues_clamp_and_keep_nan() {
-        check_epilogue(Simd::Avx2);
-        check_epilogue(Simd::Avx512);
+        check_epilogue(Simd::Avx2, 4);
+        for rows in [8, 14] {
+            check_epilogue(Simd::Avx512, rows);
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! kernel's scratch (`Ctx::conv_columns`) — with bias, residual and activation fused in its epilogue.
 //! MaxPool / AveragePool are one `Pool` kernel, GlobalAveragePool one `GlobalAvg`.
 
-use super::{operand, pack_b_panels, Ctx, A_PANEL};
+use super::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::kernels::conv_direct_x86::ConvDirect;
 use crate::codegen::kernels::pack16;
@@ -626,18 +626,24 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     // A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
     let packed = packs_rows(t.m);
     let (a_buf, a_batch, a, a_panel) = if packed {
-        let p8 = t.p.next_multiple_of(A_PANEL);
-        let s = cx.scratch(t.nb * p8 * t.k * 4);
-        if !c16_writes_panels(cx, &t, s) {
+        // Sized for the taller panels; a channel-blocked depthwise kernel writes 8-row ones.
+        let s = cx.scratch(t.nb * t.p.next_multiple_of(ROW_PANEL) * t.k * 4);
+        let panel = if c16_writes_panels(cx, &t, s) {
+            A_PANEL
+        } else {
             let body = Body::PackRows {
                 n: t.nb,
                 k: t.k,
                 p: t.p,
+                panel: ROW_PANEL,
             };
             let x = &[(Role::X, t.a.0), (Role::Out, s)];
-            cx.push(n, Some("pack"), x, body, t.nb * p8 * t.k);
-        }
-        (s, p8 * t.k, operand(Role::A, t.k), Some(A_PANEL))
+            let work = t.nb * t.p.next_multiple_of(ROW_PANEL) * t.k;
+            cx.push(n, Some("pack"), x, body, work);
+            ROW_PANEL
+        };
+        let pp = t.p.next_multiple_of(panel);
+        (s, pp * t.k, operand(Role::A, t.k), Some(panel))
     } else {
         let a = Operand {
             arg: Role::A,

@@ -217,6 +217,11 @@ pub fn lower(g: &mut Graph) -> Result<Lowering> {
 /// one packing serves both kernel sets of a fat bundle.
 pub const A_PANEL: usize = 8;
 
+/// Rows per panel of a transposed GEMM's A packed by `Body::PackRows` (pixels): a multiple of the AVX2 tile's 4
+/// rows and of the AVX-512 tiles' 7, 8 and 14 (`machine_code::tile_rows`), so ResNet-50's 196 and 49 pixel rows
+/// take 14-row tiles.
+pub const ROW_PANEL: usize = 56;
+
 /// `lower` for a target (`opts`).
 pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
     let order = g.order.clone();

@@ -188,41 +188,78 @@ pub fn copy_f32(kb: &mut Kb, src: Value, dst: Value, n: usize) {
     }
 }
 
+/// Units a row-panel packing (`Body::PackRows`) aims for: a 7x7 plane is one 56-row panel, whose K is then
+/// split into parts so that both cores (and more) share it.
+const PACK_MIN_UNITS: usize = 8;
+
+/// The panels per batch and the parts each panel's K is split into (`emit_pack_rows`): `(panels, parts)`, one
+/// unit per batch, panel and part.
+pub fn pack_rows_units([n, k, p]: [usize; 3], panel: usize) -> (usize, usize) {
+    let panels = p.div_ceil(panel.max(1));
+    let parts = PACK_MIN_UNITS
+        .div_ceil((n * panels).max(1))
+        .clamp(1, k.max(1));
+    // Parts of equal depth (the last one shorter), none empty.
+    let parts = k.div_ceil(k.div_ceil(parts).max(1)).max(1);
+    (panels, parts)
+}
+
 /// Emits the row-panel packing of a transposed GEMM's A (`Body::PackRows`): args X `[n, K, P]`, Out
-/// `[n, P8/8, K, 8]`. Unit (batch, panel q) writes, for every k, the 8 floats `X[k][8q .. 8q + 8]` (the rows
-/// past P zero) contiguously, so that the GEMM's tiles read A as one sequential stream (`GemmSpec::a_panel`)
-/// instead of a row of pixels apart per step of K.
-pub fn emit_pack_rows(kb: &mut Kb, [n, k, p]: [usize; 3], tasks: u32) {
-    use crate::codegen::lower::A_PANEL;
-    let panels = p.div_ceil(A_PANEL);
-    let (lo, hi) = kb.task_range(n * panels, tasks);
+/// `[n, Pp/panel, K, panel]`. Unit (batch, panel q, part of K) writes, for each k of its part, the `panel`
+/// floats `X[k][panel·q ..][..panel]` (the rows past P zero) contiguously, so that the GEMM's tiles read A as
+/// one sequential stream (`GemmSpec::a_panel`) instead of a row of pixels apart per step of K.
+pub fn emit_pack_rows(kb: &mut Kb, [n, k, p]: [usize; 3], panel: usize, tasks: u32) {
+    let (panels, parts) = pack_rows_units([n, k, p], panel);
+    let depth = k.div_ceil(parts);
+    let (lo, hi) = kb.task_range(n * panels * parts, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
-        let (b, q) = kb.divmod(u, panels);
+        let (bq, part) = kb.divmod(u, parts);
+        let (b, q) = kb.divmod(bq, panels);
         let b_in = kb.b.ins().imul_imm_s(b, (k * p) as i64);
-        let col = kb.b.ins().imul_imm_s(q, A_PANEL as i64);
+        let col = kb.b.ins().imul_imm_s(q, panel as i64);
+        let k_in = kb.b.ins().imul_imm_s(part, (depth * p) as i64);
         let first = kb.b.ins().iadd(b_in, col);
+        let first = kb.b.ins().iadd(first, k_in);
         let src0 = kb.addr(px, first, 4);
-        let dst0 = kb.addr(po, u, (k * A_PANEL * 4) as i64);
-        // Every panel but the last holds A_PANEL rows; the last one `p - 8·(panels - 1)`.
-        let rows = |kb: &mut Kb, r: usize| {
+        let dst0 = kb.addr(po, bq, (k * panel * 4) as i64);
+        let k_out = kb.b.ins().imul_imm_s(part, (depth * panel * 4) as i64);
+        let dst0 = kb.b.ins().iadd(dst0, k_out);
+        // `steps` steps of K of `r` rows (every panel but the last holds `panel` rows).
+        let rows = |kb: &mut Kb, r: usize, steps: usize| {
             let (src, dst) = (kb.var(I64, src0), kb.var(I64, dst0));
-            kb.for_const(0, k, 1, |kb, _| {
+            kb.for_const(0, steps, 1, |kb, _| {
                 let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
                 copy_f32(kb, sp, dp, r);
-                zero(kb, dp, r, A_PANEL);
+                zero(kb, dp, r, panel);
                 let sp2 = kb.b.ins().iadd_imm_s(sp, (p * 4) as i64);
                 kb.b.def_var(src, sp2);
-                let dp2 = kb.b.ins().iadd_imm_s(dp, (A_PANEL * 4) as i64);
+                let dp2 = kb.b.ins().iadd_imm_s(dp, (panel * 4) as i64);
                 kb.b.def_var(dst, dp2);
             });
         };
-        let last_rows = p - A_PANEL * (panels - 1);
-        if last_rows == A_PANEL {
-            rows(kb, A_PANEL);
+        // The last part's depth, then the last panel's rows, each when it differs.
+        let last_steps = k - depth * (parts - 1);
+        let last_rows = p - panel * (panels - 1);
+        let by_rows = |kb: &mut Kb, steps: usize| {
+            if last_rows == panel {
+                rows(kb, panel, steps);
+            } else {
+                let last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, (panels - 1) as i64);
+                kb.if_else(
+                    last,
+                    |kb| rows(kb, last_rows, steps),
+                    |kb| rows(kb, panel, steps),
+                );
+            }
+        };
+        if last_steps == depth {
+            by_rows(kb, depth);
         } else {
-            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, (panels - 1) as i64);
-            kb.if_else(last, |kb| rows(kb, last_rows), |kb| rows(kb, A_PANEL));
+            let last =
+                kb.b.ins()
+                    .icmp_imm_s(IntCC::Equal, part, (parts - 1) as i64);
+            kb.if_else(last, |kb| by_rows(kb, last_steps), |kb| by_rows(kb, depth));
         }
     });
 }
