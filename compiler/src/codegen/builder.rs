@@ -267,8 +267,11 @@ impl<'a> Kb<'a> {
         let row = self.b.ins().imul_imm_s(o, (len * inner) as i64);
         self.b.ins().iadd(row, i)
     }
-    /// Σ f(v) over a contiguous row of `len` floats at `x`: f32x4 partial sums, then the horizontal sum, then a
-    /// scalar tail, in that fixed order.
+    /// Σ f(v) over a contiguous row of `len` floats at `x`, in a fixed order: four f32x4 partial sums over
+    /// blocks of 16 floats (accumulator k takes floats `16i + 4k .. 16i + 4k + 4`; the one to three whole
+    /// vectors past the last block go to accumulators 0, 1, 2 in turn), combined as `(a0 + a1) + (a2 + a3)`,
+    /// then the horizontal sum, then a scalar tail. Four independent chains: one chain took LayerNorm's two
+    /// passes over a 128-float row four cycles of add latency per vector.
     pub fn row_sum(
         &mut self,
         x: Value,
@@ -276,17 +279,30 @@ impl<'a> Kb<'a> {
         f: impl Fn(&mut Self, Type, Value) -> Value,
     ) -> Value {
         let nvec = len / LANES * LANES;
+        let block = 4 * LANES;
+        let nblk = len / block * block;
         let z = self.fconst(VEC, 0.0);
-        let acc = self.var(VEC, z);
-        self.for_const(0, nvec, LANES, |kb, j| {
-            let p = kb.addr(x, j, 4);
-            let v = kb.load(VEC, p, 0);
+        let acc: Vec<Variable> = (0..4).map(|_| self.var(VEC, z)).collect();
+        let add = |kb: &mut Self, k: usize, p: Value, off: usize| {
+            let v = kb.load(VEC, p, (off * 4) as i64);
             let t = f(kb, VEC, v);
-            let a = kb.b.use_var(acc);
+            let a = kb.b.use_var(acc[k]);
             let a = kb.b.ins().fadd(a, t);
-            kb.b.def_var(acc, a);
+            kb.b.def_var(acc[k], a);
+        };
+        self.for_const(0, nblk, block, |kb, j| {
+            let p = kb.addr(x, j, 4);
+            for k in 0..4 {
+                add(kb, k, p, k * LANES);
+            }
         });
-        let a = self.b.use_var(acc);
+        for (k, j) in (nblk..nvec).step_by(LANES).enumerate() {
+            add(self, k, x, j);
+        }
+        let a: Vec<Value> = acc.iter().map(|&v| self.b.use_var(v)).collect();
+        let a01 = self.b.ins().fadd(a[0], a[1]);
+        let a23 = self.b.ins().fadd(a[2], a[3]);
+        let a = self.b.ins().fadd(a01, a23);
         let mut s = self.hsum(a);
         for j in nvec..len {
             let v = self.load(F32, x, (j * 4) as i64);
