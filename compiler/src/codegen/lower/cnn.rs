@@ -580,6 +580,21 @@ fn packs_rows(m: usize) -> bool {
     m / NR >= 2
 }
 
+/// The rows per panel of a transposed GEMM's A packed by `Body::PackRows` (K deep, P rows): [`ROW_PANEL`],
+/// whose 14-row tiles read B fewer times per row, where B's K block outgrows L1 (K ≥ 128) and P fills more than
+/// two such tiles; else 8-row panels, one tile's sequential stream each. Measured on ResNet-50 and
+/// MobileNetV2 (Intel Xeon, paired, bitwise equal): 56-row panels made its 56x56 Winograd GEMMs (K = 64)
+/// 10 % slower at 1 thread and MobileNetV2's 14x14 expansions (K = 64–96) 15 % slower at 2, and its 7x7
+/// Winograd GEMMs (16 rows) packed 3.5x the rows; its other transposed GEMMs (K = 128–4608, P = 49–196)
+/// 3–15 % faster.
+fn row_panel(k: usize, p: usize) -> usize {
+    if k >= 128 && p >= 32 {
+        ROW_PANEL
+    } else {
+        A_PANEL
+    }
+}
+
 /// Makes the channel-blocked depthwise kernel that wrote `t`'s A write it as the GEMM's row panels into `panels`
 /// (`DepthwiseSpec::pack_out`) instead of `Body::PackRows` packing it after: when A is that kernel's output
 /// tensor, read by no other node and no graph output, with the GEMM's batch, depth (channels) and rows (pixels).
@@ -626,8 +641,9 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
     // A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
     let packed = packs_rows(t.m);
     let (a_buf, a_batch, a, a_panel) = if packed {
-        // Sized for the taller panels; a channel-blocked depthwise kernel writes 8-row ones.
-        let s = cx.scratch(t.nb * t.p.next_multiple_of(ROW_PANEL) * t.k * 4);
+        let rows = row_panel(t.k, t.p);
+        // Sized for `rows`-row panels; a channel-blocked depthwise kernel writes 8-row ones.
+        let s = cx.scratch(t.nb * t.p.next_multiple_of(rows) * t.k * 4);
         let panel = if c16_writes_panels(cx, &t, s) {
             A_PANEL
         } else {
@@ -635,12 +651,12 @@ fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<
                 n: t.nb,
                 k: t.k,
                 p: t.p,
-                panel: ROW_PANEL,
+                panel: rows,
             };
             let x = &[(Role::X, t.a.0), (Role::Out, s)];
-            let work = t.nb * t.p.next_multiple_of(ROW_PANEL) * t.k;
+            let work = t.nb * t.p.next_multiple_of(rows) * t.k;
             cx.push(n, Some("pack"), x, body, work);
-            ROW_PANEL
+            rows
         };
         let pp = t.p.next_multiple_of(panel);
         (s, pp * t.k, operand(Role::A, t.k), Some(panel))

@@ -217,9 +217,9 @@ pub fn lower(g: &mut Graph) -> Result<Lowering> {
 /// one packing serves both kernel sets of a fat bundle.
 pub const A_PANEL: usize = 8;
 
-/// Rows per panel of a transposed GEMM's A packed by `Body::PackRows` (pixels): a multiple of the AVX2 tile's 4
-/// rows and of the AVX-512 tiles' 7, 8 and 14 (`machine_code::tile_rows`), so ResNet-50's 196 and 49 pixel rows
-/// take 14-row tiles.
+/// Rows per panel of a transposed GEMM's A packed by `Body::PackRows` where its K and rows pay for tall tiles
+/// (`cnn.rs::row_panel`; else `A_PANEL`): a multiple of the AVX2 tile's 4 rows and of the AVX-512 tiles' 7, 8
+/// and 14 (`machine_code::tile_rows`), so ResNet-50's 196 and 49 pixel rows take 14-row tiles.
 pub const ROW_PANEL: usize = 56;
 
 /// `lower` for a target (`opts`).
