@@ -326,3 +326,47 @@ fn expansion_feeding_a_depthwise_conv_matches_tract() {
         assert_close(&got, &want, TOL, &format!("feed_dw {cpu}"));
     }
 }
+
+/// An expansion whose 48 channels split into 6 groups of 8 (`lower/cnn.rs::feed_groups`), between
+/// intermediate tensors: the entry function runs it and the depthwise convolution after it group by group
+/// (`codegen/interleave.rs`), so the planner must keep the expansion's input alive until the depthwise layer
+/// ends (it would otherwise hand its bytes to the depthwise output, which the later groups' expansion reads
+/// over). Matches tract with each kernel set this CPU runs.
+#[test]
+fn interleaved_expansion_and_depthwise_match_tract() {
+    use bundlec_tests::onnx::{Attr, Model};
+    let (c, m) = (8, 48);
+    let mut g = Model::new();
+    g.input("x", &[1, c, 32, 32]);
+    g.init("we", &[m, c, 1, 1], rand_vec(m * c, 21));
+    g.init("wd", &[m, 1, 3, 3], rand_vec(m * 9, 23));
+    g.init("wp", &[c, m, 1, 1], rand_vec(m * c, 24));
+    g.output("y", &[1, c, 32, 32]);
+    g.node("Relu", &["x"], &["x0"], vec![]);
+    g.node("Conv", &["x0", "we"], &["e"], vec![]);
+    g.node("Relu", &["e"], &["r"], vec![]);
+    let dw = vec![
+        ("group", Attr::Int(m as i64)),
+        ("kernel_shape", Attr::Ints(vec![3, 3])),
+        ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+    ];
+    g.node("Conv", &["r", "wd"], &["d"], dw);
+    g.node("Relu", &["d"], &["d0"], vec![]);
+    g.node("Conv", &["d0", "wp"], &["y"], vec![]);
+    let model = g.bytes();
+    let x = rand_vec(c * 1024, 25);
+    let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
+    for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
+        if !runnable {
+            eprintln!(
+                "SKIPPED: interleaved expansion with --cpu {cpu} (this CPU lacks its features)"
+            );
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("inter_dw_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let got = run_c(&compiled, std::slice::from_ref(&x), &[c * 1024]);
+        assert_close(&got, &want, TOL, &format!("inter_dw {cpu}"));
+    }
+}

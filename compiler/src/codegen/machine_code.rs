@@ -43,9 +43,6 @@ const B_PREFETCH: usize = 64;
 /// slower with it (short K loops, whose tiles all pay the prefetches).
 const B_NEXT_COLS_MIN_K: usize = 128;
 
-/// GEMMs reading B in place with at least this K copy it for their other tiles (`b_copies`).
-const B_COPY_MIN_K: usize = 128;
-
 /// Panel-packed B operands of at least this many bytes also have the micro-kernels prefetch the next K block
 /// into L2 (`MicroSpec::prefetch_next`), shared out over the tiles of a block: B that large comes from memory every
 /// inference, and without it the first tile of each block waits on 32 KiB while the others run from L1.
@@ -219,7 +216,7 @@ fn b_copies(s: &ops::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
     s.b_panel.is_none()
         && s.m >= 2 * mr
         && s.m <= ops::gemm::COPY_MAX_ROWS
-        && s.k >= B_COPY_MIN_K
+        && s.k >= ops::gemm::COPY_MIN_K
         && s.b_k_step() != nr
 }
 
@@ -256,8 +253,18 @@ fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     TILE_ROWS
         .into_iter()
         .filter(|&r| r <= s.m.max(mr) && s.a_panel.is_none_or(|p| p.is_multiple_of(r)))
+        // Row groups of whole tiles (`interleave.rs` relies on groups of exactly m / G rows).
+        .filter(|&r| {
+            s.row_groups
+                .is_none_or(|g| !whole_groups(s.m, g) || (s.m / g).is_multiple_of(r))
+        })
         .min_by_key(|&r| (cost(r), usize::MAX - r))
         .unwrap_or(mr)
+}
+
+/// Whether `m` rows split into `g` groups of a whole number of 8-row blocks (`GemmSpec::row_groups`).
+fn whole_groups(m: usize, g: usize) -> bool {
+    g > 0 && m.is_multiple_of(g) && (m / g).is_multiple_of(8)
 }
 
 /// The AVX-512 micro-kernels' row counts [`tile_rows`] chooses from.

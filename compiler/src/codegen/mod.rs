@@ -10,6 +10,7 @@
 
 pub mod builder;
 pub mod dispatch;
+pub mod interleave;
 pub mod isa;
 pub mod kernel;
 pub mod kernels;
@@ -644,47 +645,83 @@ pub fn define_entry(
             .max()
             .unwrap_or(1)
             .max(1);
-        let slot = b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            (max_args * 8) as u32,
-            3,
-        ));
-        for &ki in &sched.order {
-            let k = &l.kernels[ki];
-            for (ai, arg) in k.args.iter().enumerate() {
-                let loc = plan.loc.get(&arg.buf).ok_or_else(|| {
-                    Error::internal(
-                        "codegen",
-                        format!(
-                            "kernel '{}' {:?} argument has no location",
-                            k.name, arg.role
-                        ),
-                    )
-                })?;
-                let p = b
-                    .ins()
-                    .iadd_imm_s(areas[loc.area as usize], loc.offset as i64);
-                b.ins().stack_store(I64, p, slot, (ai * 8) as i32);
+        // Two argument arrays: an interleaved pair (`interleave.rs`) keeps both kernels' arrays.
+        let slots = [0, 1].map(|_| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                (max_args * 8) as u32,
+                3,
+            ))
+        });
+        let mut at = 0;
+        while at < sched.order.len() {
+            let ki = sched.order[at];
+            // The next kernel runs group by group with this one where they interleave.
+            let pair = sched
+                .order
+                .get(at + 1)
+                .and_then(|&kj| interleave::groups(l, ki, kj).map(|g| (kj, g)));
+            let parts: Vec<KernelId> = match pair {
+                Some((kj, _)) => vec![ki, kj],
+                None => vec![ki],
+            };
+            let mut frefs = vec![];
+            for (pi, &k) in parts.iter().enumerate() {
+                for (ai, arg) in l.kernels[k].args.iter().enumerate() {
+                    let loc = plan.loc.get(&arg.buf).ok_or_else(|| {
+                        Error::internal(
+                            "codegen",
+                            format!(
+                                "kernel '{}' {:?} argument has no location",
+                                l.kernels[k].name, arg.role
+                            ),
+                        )
+                    })?;
+                    let p = b
+                        .ins()
+                        .iadd_imm_s(areas[loc.area as usize], loc.offset as i64);
+                    b.ins().stack_store(I64, p, slots[pi], (ai * 8) as i32);
+                }
+                frefs.push(module.declare_func_in_func(kernels[k], b.func));
             }
-            let fref = module.declare_func_in_func(kernels[ki], b.func);
-            let argv = b.ins().stack_addr(I64, slot, 0);
-            if k.tasks == 1 {
-                let z = b.ins().iconst(I64, 0);
-                b.ins().call(fref, &[argv, z]);
-            } else {
-                let mut kb = Kb {
-                    b,
-                    args: vec![],
-                    missing: Default::default(),
-                    task: argv,
-                    has_fma: false,
-                };
-                kb.for_const(0, k.tasks as usize, 1, |kb, t| {
-                    let argv = kb.b.ins().stack_addr(I64, slot, 0);
-                    kb.b.ins().call(fref, &[argv, t]);
-                });
-                b = kb.b;
+            let mut kb = Kb {
+                b,
+                args: vec![],
+                missing: Default::default(),
+                task: areas[0],
+                has_fma: false,
+            };
+            // Tasks [lo, hi) of part `pi`.
+            let run = |kb: &mut Kb, pi: usize, lo: usize, hi: usize| {
+                let f = frefs[pi];
+                if hi - lo == 1 {
+                    let argv = kb.b.ins().stack_addr(I64, slots[pi], 0);
+                    let t = kb.b.ins().iconst(I64, lo as i64);
+                    kb.b.ins().call(f, &[argv, t]);
+                } else {
+                    kb.for_const(lo, hi, 1, |kb, t| {
+                        let argv = kb.b.ins().stack_addr(I64, slots[pi], 0);
+                        kb.b.ins().call(f, &[argv, t]);
+                    });
+                }
+            };
+            match pair {
+                Some((kj, g)) => {
+                    let (ta, tb) = (l.kernels[ki].tasks, l.kernels[kj].tasks);
+                    for gi in 0..g {
+                        let (lo, hi) = interleave::group_tasks(ta, gi, g);
+                        run(&mut kb, 0, lo, hi);
+                        let (lo, hi) = interleave::group_tasks(tb, gi, g);
+                        run(&mut kb, 1, lo, hi);
+                    }
+                    at += 2;
+                }
+                None => {
+                    run(&mut kb, 0, 0, l.kernels[ki].tasks as usize);
+                    at += 1;
+                }
             }
+            b = kb.b;
         }
         let zero = b.ins().iconst(I32, 0);
         b.ins().return_(&[zero]);

@@ -164,15 +164,27 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         act: a.epilogue.act,
         transpose_out: None,
         row_groups: (g == 1 && splits_channels(cx.g, node.outputs[0], p, [kk, mg], a))
-            .then_some(FEED_ROW_GROUPS),
+            .then(|| feed_groups(mg)),
     };
     let work = spec.macs();
     cx.push(n, None, &args, Body::Gemm(spec), work);
     Ok(())
 }
 
-/// Row groups of a convolution GEMM that splits its output channels (`splits_channels`).
+/// Row groups of a convolution GEMM that splits its output channels (`splits_channels`): at most this many.
 const FEED_ROW_GROUPS: usize = 8;
+
+/// The row groups of a channel-splitting GEMM of `m` rows: the most, up to [`FEED_ROW_GROUPS`], that split the
+/// rows into equal groups of whole 8-row blocks (96 rows: 6 of 16), so that each group's channels are whole tile
+/// rows on every kernel set and the entry function can run the depthwise layer after it group by group
+/// (`codegen/interleave.rs`); else [`FEED_ROW_GROUPS`] (groups of `m / 8` rounded up to whole tiles).
+fn feed_groups(m: usize) -> usize {
+    let blocks = m / 8;
+    let whole = (2..=FEED_ROW_GROUPS)
+        .rev()
+        .find(|&g| m.is_multiple_of(8) && blocks.is_multiple_of(g));
+    whole.unwrap_or(FEED_ROW_GROUPS)
+}
 /// Least output pixels for `splits_channels` (56x56 and larger planes; 28x28 measured neutral).
 const FEED_MIN_PIXELS: usize = 1024;
 

@@ -236,6 +236,7 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
     for n in order {
         lower_node(&mut cx, n)?;
     }
+    crate::codegen::interleave::align_tasks(&mut cx.out);
     Ok(cx.out)
 }
 

@@ -25,6 +25,8 @@ const ROWS_OUTER_A_BYTES: usize = 1 << 20;
 const ROW_GROUP: usize = 64;
 /// The most rows of a GEMM that copies B (one row group: its column-tail buffer is `rows x nr` on the stack).
 pub const COPY_MAX_ROWS: usize = 512;
+/// GEMMs reading B in place with at least this K copy it for their other tiles (`machine_code::b_copies`).
+pub const COPY_MIN_K: usize = 128;
 
 /// An operand: kernel argument role, element offset, and strides in elements.
 #[derive(Debug, Clone, PartialEq)]
