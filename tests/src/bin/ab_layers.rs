@@ -95,7 +95,11 @@ fn main() {
     let mut whole: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); 2]; variants.len()];
     for run in 0..=runs {
         for (ti, e) in engines.iter_mut().enumerate() {
-            for (vi, b) in bundles.iter().enumerate() {
+            // The variants take turns at running first: the first after a switch of thread count shares the
+            // cores with the other engine's workers still spinning (it measured 2-15 % slow in the early layers).
+            for k in 0..bundles.len() {
+                let vi = (k + run) % bundles.len();
+                let b = &bundles[vi];
                 let view = *b.view();
                 let timings = OpTiming::table(view.ops().len());
                 reset_all(&timings);
