@@ -189,6 +189,25 @@ impl<'a> Kb<'a> {
         let (l, h) = (self.iconst(lo as i64), self.iconst(hi as i64));
         self.for_range(l, h, step as i64, body);
     }
+    /// Emits `body(last)` for the last of `count` values of `index` and `body(full)` for the others: one branch
+    /// where they differ, none where they are the same (a tail block specialised at compile time).
+    pub fn with_last<T: Copy + PartialEq>(
+        &mut self,
+        index: Value,
+        count: usize,
+        (full, last): (T, T),
+        body: impl Fn(&mut Self, T),
+    ) {
+        if full == last {
+            body(self, full);
+        } else {
+            let c = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, index, count as i64 - 1);
+            self.if_else(c, |kb| body(kb, last), |kb| body(kb, full));
+        }
+    }
     /// Emits `if cond { then() } else { otherwise() }`.
     pub fn if_else(
         &mut self,

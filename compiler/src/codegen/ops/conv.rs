@@ -241,26 +241,9 @@ pub fn emit_pack_rows(kb: &mut Kb, [n, k, p]: [usize; 3], panel: usize, tasks: u
         // The last part's depth, then the last panel's rows, each when it differs.
         let last_steps = k - depth * (parts - 1);
         let last_rows = p - panel * (panels - 1);
-        let by_rows = |kb: &mut Kb, steps: usize| {
-            if last_rows == panel {
-                rows(kb, panel, steps);
-            } else {
-                let last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, (panels - 1) as i64);
-                kb.if_else(
-                    last,
-                    |kb| rows(kb, last_rows, steps),
-                    |kb| rows(kb, panel, steps),
-                );
-            }
-        };
-        if last_steps == depth {
-            by_rows(kb, depth);
-        } else {
-            let last =
-                kb.b.ins()
-                    .icmp_imm_s(IntCC::Equal, part, (parts - 1) as i64);
-            kb.if_else(last, |kb| by_rows(kb, last_steps), |kb| by_rows(kb, depth));
-        }
+        kb.with_last(part, parts, (depth, last_steps), |kb, steps| {
+            kb.with_last(q, panels, (panel, last_rows), |kb, r| rows(kb, r, steps));
+        });
     });
 }
 

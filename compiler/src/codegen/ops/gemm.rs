@@ -311,16 +311,9 @@ pub fn emit_with(
         let t_last = s.transpose_out.map_or(last_cols, |t| {
             t.m.saturating_sub((ncb - 1) * nr).min(last_cols)
         });
-        if last_cols == nr && t_last == nr {
-            unit(kb, nr, nr);
-        } else {
-            let last = kb.b.ins().icmp_imm_s(IntCC::Equal, cb, (ncb - 1) as i64);
-            kb.if_else(
-                last,
-                |kb| unit(kb, last_cols, t_last),
-                |kb| unit(kb, nr, nr),
-            );
-        }
+        kb.with_last(cb, ncb, ((nr, nr), (last_cols, t_last)), |kb, (c, t)| {
+            unit(kb, c, t)
+        });
     });
 }
 
