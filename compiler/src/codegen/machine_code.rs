@@ -48,8 +48,11 @@ const B_NEXT_COLS_MIN_K: usize = 128;
 /// inference, and without it the first tile of each block waits on 32 KiB while the others run from L1.
 /// Measured (AMD EPYC, AVX-512): a chain of ResNet-50's 7x7 1x1 layers 5 % faster at 1 thread, ResNet-50 1.7 % /
 /// 1.1 % at 1 / 2 threads; for every panel-packed B instead, a single such layer with its 4 MiB of weights in L3
-/// got 3.5 % slower (the redundant prefetches take load slots), MobileNetV2 no faster.
-const PREFETCH_NEXT_MIN_BYTES: usize = 2 << 20;
+/// got 3.5 % slower (the redundant prefetches take load slots), MobileNetV2 no faster. The bound was 2 MiB until
+/// session 18; from 512 KiB (Intel Xeon, Emerald Rapids, paired, sums of per-layer 10th percentiles): the
+/// 320 -> 1280 heads of MobileNetV2 and EfficientNet-Lite0 (1.6 MiB) 9 % faster, their 160 -> 320 / 192 -> 320
+/// projections 6 %, MobileNetV2 1.2 % and EfficientNet-Lite0 2–3 % at 1 and 2 threads, ResNet-50 unchanged.
+const PREFETCH_NEXT_MIN_BYTES: usize = 512 << 10;
 
 /// Bytes of a GEMM's B over all batches.
 fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
