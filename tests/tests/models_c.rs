@@ -312,19 +312,7 @@ fn expansion_feeding_a_depthwise_conv_matches_tract() {
     let model = g.bytes();
     let x = rand_vec(c * 1024, 14);
     let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
-    for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
-        if !runnable {
-            eprintln!(
-                "SKIPPED: expansion row groups with --cpu {cpu} (this CPU lacks its features)"
-            );
-            continue;
-        }
-        let mut o = bundlec::Options::new(&format!("feed_dw_{}", cpu.replace('-', "_")));
-        o.cpu = cpu.to_string();
-        let compiled = bundlec_tests::harness::compile_with(&model, o);
-        let got = run_c(&compiled, std::slice::from_ref(&x), &[m * 1024]);
-        assert_close(&got, &want, TOL, &format!("feed_dw {cpu}"));
-    }
+    check_kernel_sets(&model, "feed_dw", &x, m * 1024, &want);
 }
 
 /// An expansion whose 48 channels split into 6 groups of 8 (`lower/cnn.rs::feed_groups`), between
@@ -356,17 +344,21 @@ fn interleaved_expansion_and_depthwise_match_tract() {
     let model = g.bytes();
     let x = rand_vec(c * 1024, 25);
     let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
+    check_kernel_sets(&model, "inter_dw", &x, c * 1024, &want);
+}
+
+/// Compiles `model` as `NAME_<cpu>` with each kernel set this CPU runs (saying loudly which it skips), runs it from
+/// C on the one input `x` and checks its `out_len` outputs against `want`.
+fn check_kernel_sets(model: &[u8], name: &str, x: &[f32], out_len: usize, want: &[Vec<f32>]) {
     for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
         if !runnable {
-            eprintln!(
-                "SKIPPED: interleaved expansion with --cpu {cpu} (this CPU lacks its features)"
-            );
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
             continue;
         }
-        let mut o = bundlec::Options::new(&format!("inter_dw_{}", cpu.replace('-', "_")));
+        let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
-        let compiled = bundlec_tests::harness::compile_with(&model, o);
-        let got = run_c(&compiled, std::slice::from_ref(&x), &[c * 1024]);
-        assert_close(&got, &want, TOL, &format!("inter_dw {cpu}"));
+        let compiled = bundlec_tests::harness::compile_with(model, o);
+        let got = run_c(&compiled, &[x.to_vec()], &[out_len]);
+        assert_close(&got, want, TOL, &format!("{name} {cpu}"));
     }
 }

@@ -20,10 +20,9 @@ fn pair_groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
     let Body::Gemm(s) = &ka.body else {
         return None;
     };
-    let g = s.row_groups?;
+    let g = s.whole_row_groups()?;
     // A GEMM that copies B takes its rows in one group (`ops::gemm::emit_with`); K below that bound never does.
-    let grouped = g >= 2 && s.batch.iter().all(|d| d[0] == 1) && s.k < COPY_MIN_K;
-    if !grouped || !s.m.is_multiple_of(g) || !(s.m / g).is_multiple_of(8) {
+    if g < 2 || !s.batch.iter().all(|d| d[0] == 1) || s.k >= COPY_MIN_K {
         return None;
     }
     let (d, block) = match &kb.body {
@@ -40,10 +39,27 @@ fn pair_groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
 
 /// `G` when kernel `b` runs interleaved after kernel `a` in the entry function (`a` directly before `b` in the
 /// schedule): the pair qualifies and `G` divides both task counts.
-pub fn groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
+fn groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
     let g = pair_groups(l, a, b)?;
     let divides = |k: KernelId| (l.kernels[k].tasks as usize).is_multiple_of(g);
     (divides(a) && divides(b)).then_some(g)
+}
+
+/// The pairs the entry function interleaves, walking `order` (the schedule's) as it does: `(i, G)` for kernels
+/// `order[i]` and `order[i + 1]`, no kernel in two pairs. The memory plan and the entry function both read it.
+pub fn pairs(l: &Lowering, order: &[KernelId]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < order.len() {
+        match groups(l, order[i], order[i + 1]) {
+            Some(g) => {
+                out.push((i, g));
+                i += 2;
+            }
+            None => i += 1,
+        }
+    }
+    out
 }
 
 /// Rounds the task counts of every qualifying pair to multiples of its `G` (the nearest, at least `G`, at most

@@ -79,10 +79,10 @@ pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
     let usable =
         micro_shape_ok(s, nr) && s.n.is_multiple_of(nr) && s.m >= mr && s.b_panel.is_some();
     // Checked at the tallest tile `tile_rows` may choose (the largest displacements).
-    let mr = simd.max_rows();
+    let rows = simd.max_rows();
     let spec = MicroSpec {
         simd,
-        rows: mr,
+        rows,
         cols: nr,
         k: KC.min(s.k),
         a_rs: s.a_steps().0,
@@ -93,7 +93,7 @@ pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
         epi: None,
         b_prefetch: B_PREFETCH,
         prefetch_next: false,
-        a_prefetch: 2 * mr,
+        a_prefetch: 2 * rows,
         b_next_cols: false,
         b_copy: false,
         c_prefetch: false,
@@ -258,16 +258,11 @@ fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
         .filter(|&r| r <= s.m.max(mr) && s.a_panel.is_none_or(|p| p.is_multiple_of(r)))
         // Row groups of whole tiles (`interleave.rs` relies on groups of exactly m / G rows).
         .filter(|&r| {
-            s.row_groups
-                .is_none_or(|g| !whole_groups(s.m, g) || (s.m / g).is_multiple_of(r))
+            s.whole_row_groups()
+                .is_none_or(|g| (s.m / g).is_multiple_of(r))
         })
         .min_by_key(|&r| (cost(r), usize::MAX - r))
         .unwrap_or(mr)
-}
-
-/// Whether `m` rows split into `g` groups of a whole number of 8-row blocks (`GemmSpec::row_groups`).
-fn whole_groups(m: usize, g: usize) -> bool {
-    g > 0 && m.is_multiple_of(g) && (m / g).is_multiple_of(8)
 }
 
 /// The AVX-512 micro-kernels' row counts [`tile_rows`] chooses from.

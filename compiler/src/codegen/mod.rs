@@ -393,10 +393,9 @@ pub fn define_kernels(
                         _ => no_code = true,
                     }
                 }
-                (Body::Softmax { outer, len, .. }, _, _) if vmath.is_some() => match vmath {
-                    Some(f) => ops::nn::emit_softmax_rows(&mut kb, *outer, *len, k.tasks, f),
-                    None => no_code = true,
-                },
+                (Body::Softmax { outer, len, .. }, _, _) if let Some(f) = vmath => {
+                    ops::nn::emit_softmax_rows(&mut kb, *outer, *len, k.tasks, f)
+                }
                 (Body::Unary(op, len), _, _) if vmath.is_some() => {
                     ops::elementwise::emit_unary_with(&mut kb, *op, *len, k.tasks, vmath)
                 }
@@ -653,14 +652,13 @@ pub fn define_entry(
                 3,
             ))
         });
+        let pairs: std::collections::HashMap<usize, usize> =
+            interleave::pairs(l, &sched.order).into_iter().collect();
         let mut at = 0;
         while at < sched.order.len() {
             let ki = sched.order[at];
             // The next kernel runs group by group with this one where they interleave.
-            let pair = sched
-                .order
-                .get(at + 1)
-                .and_then(|&kj| interleave::groups(l, ki, kj).map(|g| (kj, g)));
+            let pair = pairs.get(&at).map(|&g| (sched.order[at + 1], g));
             let parts: Vec<KernelId> = match pair {
                 Some((kj, _)) => vec![ki, kj],
                 None => vec![ki],

@@ -150,12 +150,10 @@ impl MemoryPlan {
         }
         // A pair the entry function interleaves (`codegen/interleave.rs`) runs as one step there: every buffer
         // of either kernel lives in both layers (the depthwise output must not take the GEMM's input's place).
-        for w in s.order.windows(2) {
-            if crate::codegen::interleave::groups(l, w[0], w[1]).is_none() {
-                continue;
-            }
-            let (first, last) = (s.layer[w[0]], s.layer[w[1]]);
-            for a in l.kernels[w[0]].args.iter().chain(&l.kernels[w[1]].args) {
+        for (i, _) in crate::codegen::interleave::pairs(l, &s.order) {
+            let (ka, kb) = (s.order[i], s.order[i + 1]);
+            let (first, last) = (s.layer[ka], s.layer[kb]);
+            for a in l.kernels[ka].args.iter().chain(&l.kernels[kb].args) {
                 if let Some(e) = live.get_mut(&a.buf) {
                     *e = (e.0.min(first), e.1.max(last));
                 }

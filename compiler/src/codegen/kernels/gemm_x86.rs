@@ -36,6 +36,20 @@ impl Simd {
             Simd::Avx512 => (8, 32),
         }
     }
+    /// f32 lanes of one vector register.
+    pub fn lanes(self) -> usize {
+        match self {
+            Simd::Avx2 => 8,
+            Simd::Avx512 => 16,
+        }
+    }
+    /// Vector registers in the file (`ymm0..15`, `zmm0..31`).
+    pub fn registers(self) -> usize {
+        match self {
+            Simd::Avx2 => 16,
+            Simd::Avx512 => 32,
+        }
+    }
     /// The most tile rows its micro-kernel takes: AVX2 its `tile` (twelve of sixteen `ymm` accumulate), AVX-512
     /// fourteen (28 `zmm` accumulators at 32 columns, two for B and two for the broadcasts).
     pub fn max_rows(self) -> usize {
@@ -133,13 +147,13 @@ fn disp(elems: usize) -> Option<i32> {
 /// Whether the strides fit the instruction encodings (32-bit displacements).
 pub fn fits(m: &MicroSpec) -> bool {
     let (mr, nr) = (m.rows, m.cols);
-    let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
     let widths: &[usize] = match m.simd {
         Simd::Avx2 => &[16, 24],
         Simd::Avx512 => &[16, 32],
     };
     // Accumulators, B vectors and at least one broadcast register within the register file.
-    let regs = mr * (nr / lanes) + nr / lanes < if m.simd == Simd::Avx2 { 16 } else { 32 };
+    let vecs = nr / m.simd.lanes();
+    let regs = mr * vecs + vecs < m.simd.registers();
     m.k >= 1
         && (1..=m.simd.max_rows()).contains(&mr)
         && widths.contains(&nr)
@@ -166,10 +180,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         return Err(format!("micro-kernel strides out of range: {m:?}"));
     }
     let (mr, nr) = (m.rows, m.cols);
-    let lanes = match m.simd {
-        Simd::Avx2 => 8,
-        Simd::Avx512 => 16,
-    };
+    let lanes = m.simd.lanes();
     let vecs = nr / lanes;
     // Cache lines of one tile row.
     let lines = (nr * 4).div_ceil(64);
@@ -300,7 +311,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
 /// Applies the fused epilogue to the accumulators (registers above them are free after the K loop).
 fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), IcedError> {
     let (mr, nr) = (m.rows, m.cols);
-    let lanes = if m.simd == Simd::Avx2 { 8 } else { 16 };
+    let lanes = m.simd.lanes();
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
     // Clamp constants broadcast from an immediate through eax.

@@ -179,11 +179,12 @@ const FEED_ROW_GROUPS: usize = 8;
 /// rows on every kernel set and the entry function can run the depthwise layer after it group by group
 /// (`codegen/interleave.rs`); else [`FEED_ROW_GROUPS`] (groups of `m / 8` rounded up to whole tiles).
 fn feed_groups(m: usize) -> usize {
-    let blocks = m / 8;
-    let whole = (2..=FEED_ROW_GROUPS)
-        .rev()
-        .find(|&g| m.is_multiple_of(8) && blocks.is_multiple_of(g));
-    whole.unwrap_or(FEED_ROW_GROUPS)
+    let whole = m.is_multiple_of(8).then(|| {
+        (2..=FEED_ROW_GROUPS)
+            .rev()
+            .find(|&g| (m / 8).is_multiple_of(g))
+    });
+    whole.flatten().unwrap_or(FEED_ROW_GROUPS)
 }
 /// Least output pixels for `splits_channels` (56x56 and larger planes; 28x28 measured neutral).
 const FEED_MIN_PIXELS: usize = 1024;

@@ -135,6 +135,12 @@ impl GemmSpec {
             None => (self.a.rs, self.a.cs),
         }
     }
+    /// `G` when `row_groups` splits the M rows into G equal groups of whole 8-row blocks (the tile heights of
+    /// every kernel set divide them; `codegen/interleave.rs` runs such a GEMM group by group).
+    pub fn whole_row_groups(&self) -> Option<usize> {
+        let g = self.row_groups.filter(|&g| g > 0)?;
+        (self.m.is_multiple_of(g) && (self.m / g).is_multiple_of(8)).then_some(g)
+    }
     /// B's element step between consecutive steps of K.
     pub(crate) fn b_k_step(&self) -> usize {
         self.b_panel.unwrap_or(self.b.rs)
