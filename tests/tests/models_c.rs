@@ -347,6 +347,77 @@ fn interleaved_expansion_and_depthwise_match_tract() {
     check_kernel_sets(&model, "inter_dw", &x, c * 1024, &want);
 }
 
+/// Residual epilogues writing over their residual's buffer (`plan/in_place.rs`): a bottleneck block between two
+/// other convolutions (so that its input and output are intermediate tensors) on 32x32 planes (a GEMM adding
+/// the residual in its micro-kernel epilogue, K = 64) and on 14x14 ones (computed transposed where the kernel
+/// set has AVX-512), then a 1x1 convolution whose residual is also its input, which must keep its own buffer.
+/// The recipe shows the bottleneck's output sharing its residual's bytes and the other not; the outputs match
+/// tract with each kernel set this CPU runs.
+#[test]
+fn residual_in_place_matches_tract() {
+    use bundlec_tests::onnx::Model;
+    let (c, m) = (32, 64);
+    for hw in [32, 14] {
+        let mut g = Model::new();
+        g.input("x", &[1, c, hw, hw]);
+        for (i, (o, k)) in [(c, c), (m, c), (c, m), (c, c), (c, c)].iter().enumerate() {
+            g.init(
+                &format!("w{i}"),
+                &[*o, *k, 1, 1],
+                rand_vec(o * k, 30 + i as u64),
+            );
+        }
+        g.output("y", &[1, c, hw, hw]);
+        g.node("Conv", &["x", "w0"], &["x0"], vec![]); // conv_0
+        g.node("Relu", &["x0"], &["x1"], vec![]);
+        g.node("Conv", &["x1", "w1"], &["e"], vec![]); // conv_2
+        g.node("Relu", &["e"], &["e1"], vec![]);
+        g.node("Conv", &["e1", "w2"], &["f"], vec![]); // conv_4: residual x1, in place
+        g.node("Add", &["f", "x1"], &["s"], vec![]);
+        g.node("Relu", &["s"], &["s1"], vec![]);
+        g.node("Conv", &["s1", "w3"], &["u"], vec![]); // conv_7: residual s1 is also its input
+        g.node("Add", &["u", "s1"], &["v"], vec![]);
+        g.node("Conv", &["v", "w4"], &["y"], vec![]);
+        let model = g.bytes();
+        let x = rand_vec(c * hw * hw, 40);
+        let want = tract_run(&model, &[(vec![1, c, hw, hw], x.clone())]);
+        for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
+            let name = format!("in_place{hw}_{}", cpu.replace('-', "_"));
+            if !runnable {
+                eprintln!("SKIPPED: {name} (this CPU lacks the features of --cpu {cpu})");
+                continue;
+            }
+            let mut o = bundlec::Options::new(&name);
+            o.cpu = cpu.to_string();
+            let compiled = bundlec_tests::harness::compile_with(&model, o);
+            // Per kernel run: the distinct offsets of its activation arguments of the block's size (its
+            // output, residual and, for conv_7, input), when it has at least two such arguments.
+            let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
+            let bytes = (c * hw * hw * 4) as u64;
+            let distinct = |node: &str| -> Vec<usize> {
+                (recipe["execution"]["runs"].as_array().unwrap().iter())
+                    .filter(|r| r["name"].as_str().unwrap().starts_with(node))
+                    .filter_map(|r| {
+                        let mut offs: Vec<u64> = (r["arguments"].as_array().unwrap().iter())
+                            .filter(|a| a["name"] == "activations" && a["size"] == bytes)
+                            .map(|a| a["offset"].as_u64().unwrap())
+                            .collect();
+                        let n = offs.len();
+                        offs.sort();
+                        offs.dedup();
+                        (n >= 2).then_some(offs.len())
+                    })
+                    .collect()
+            };
+            // conv_4's output and residual share; conv_7's output keeps its own bytes beside its input.
+            assert_eq!(distinct("conv_4"), [1], "{name}");
+            assert_eq!(distinct("conv_7"), [2], "{name}");
+            let got = run_c(&compiled, std::slice::from_ref(&x), &[c * hw * hw]);
+            assert_close(&got, &want, TOL, &name);
+        }
+    }
+}
+
 /// Compiles `model` as `NAME_<cpu>` with each kernel set this CPU runs (saying loudly which it skips), runs it from
 /// C on the one input `x` and checks its `out_len` outputs against `want`.
 fn check_kernel_sets(model: &[u8], name: &str, x: &[f32], out_len: usize, want: &[Vec<f32>]) {

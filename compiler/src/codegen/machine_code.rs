@@ -274,7 +274,7 @@ const TILE_STEP_COST: usize = 2;
 /// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: bias per row
 /// (unscaled), the residual, and a clamp whose bounds are not signed zeros where `max`/`min` would pick the
 /// other zero; `None` when there is nothing to apply or it cannot be fused.
-fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
+pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
     if s.alpha != 1.0 {
         return None;
     }

@@ -159,6 +159,14 @@ impl MemoryPlan {
                 }
             }
         }
+        // Outputs that take their residual's buffer (`in_place.rs`); not beside NPU staging buffers, whose
+        // segments address tensors by their own layouts.
+        let shared = if pins.is_empty() {
+            super::in_place::pairs(g, l, s, &mut live)
+        } else {
+            HashMap::new()
+        };
+        act_order.retain(|b| !shared.contains_key(b));
         for &(b, f, t) in pins {
             live.insert(b, (f, t));
             act_order.push(b);
@@ -197,6 +205,11 @@ impl MemoryPlan {
             let size = size_of(b);
             let area = Area::Activations;
             loc.insert(b, Location { area, offset, size });
+        }
+        for (&b, first) in &shared {
+            let at = loc[first];
+            let size = size_of(b);
+            loc.insert(b, Location { size, ..at });
         }
         Ok(MemoryPlan {
             loc,

@@ -2,9 +2,11 @@
 //! that wrote a buffer it reads) and orders kernels by layer. `alloc` places buffers in the three areas:
 //! constants (each referenced constant once), mutables (inputs, then outputs) and activations, where
 //! liveness intervals are counted in layers so that no two buffers live in the same layer ever overlap — the
-//! property that lets a layer's kernels run concurrently; `pack` chooses the activation offsets.
+//! property that lets a layer's kernels run concurrently (`in_place` names the one exception: an output a
+//! residual epilogue writes over its dying residual); `pack` chooses the activation offsets.
 
 pub mod alloc;
+pub mod in_place;
 pub mod pack;
 pub mod schedule;
 

@@ -141,6 +141,22 @@ impl GemmSpec {
         let g = self.row_groups.filter(|&g| g > 0)?;
         (self.m.is_multiple_of(g) && (self.m / g).is_multiple_of(8)).then_some(g)
     }
+    /// Whether every element of the residual is read only by the epilogue that writes the same element of C, with
+    /// nothing written to C before (so C may take the residual's buffer, `plan/in_place.rs`): the transposing
+    /// epilogue; or a residual laid out as C, one K block (no running sums kept in C between blocks), and an
+    /// epilogue the micro-kernels fuse when they take the GEMM (`machine_code::fused_epilogue`; the Cranelift
+    /// tiles and column tails apply it on values held outside C).
+    pub fn residual_in_place(&self) -> bool {
+        match (&self.transpose_out, &self.residual) {
+            (Some(t), _) => t.residual,
+            (None, Some(r)) => {
+                (r.off, r.rs, r.cs) == (self.c.off, self.c.rs, self.c.cs)
+                    && self.k <= crate::codegen::machine_code::KC
+                    && crate::codegen::machine_code::fused_epilogue(self).is_some()
+            }
+            (None, None) => false,
+        }
+    }
     /// B's element step between consecutive steps of K.
     pub(crate) fn b_k_step(&self) -> usize {
         self.b_panel.unwrap_or(self.b.rs)
