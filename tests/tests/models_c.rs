@@ -315,7 +315,7 @@ fn expansion_feeding_a_depthwise_conv_matches_tract() {
     check_kernel_sets(&model, "feed_dw", &x, m * 1024, &want);
 }
 
-/// An expansion whose 48 channels split into 6 groups of 8 (`lower/cnn.rs::feed_groups`), between
+/// An expansion whose 48 channels split into 6 groups of 8 (`lower/cnn/mod.rs::feed_groups`), between
 /// intermediate tensors: the entry function runs it and the depthwise convolution after it group by group
 /// (`codegen/interleave.rs`), so the planner must keep the expansion's input alive until the depthwise layer
 /// ends (it would otherwise hand its bytes to the depthwise output, which the later groups' expansion reads

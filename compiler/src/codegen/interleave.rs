@@ -1,6 +1,6 @@
 //! The entry function's interleaving of an inverted residual's expansion and its depthwise convolution. A 1x1
 //! convolution whose output only a depthwise convolution reads takes its output channels in `G` row groups
-//! outermost (`GemmSpec::row_groups`, `lower/cnn.rs::splits_channels`), and the depthwise kernel splits by
+//! outermost (`GemmSpec::row_groups`, `lower/cnn/mod.rs::splits_channels`), and the depthwise kernel splits by
 //! channel. When every group holds a whole number of tile rows (`m / G` a multiple of 8, and for the
 //! channel-blocked depthwise kernel of 16) and `G` divides both kernels' task counts, tasks
 //! `[g·T/G, (g+1)·T/G)` of the GEMM write exactly the channels that the same share of the depthwise kernel's

@@ -1,6 +1,6 @@
 //! AVX-512 in-register 16x16 transposes, in two kernels.
 //!
-//! `assemble`: the transposing epilogue of a convolution computed transposed (`lower/cnn.rs`): the GEMM wrote
+//! `assemble`: the transposing epilogue of a convolution computed transposed (`lower/cnn/transposed.rs`): the GEMM wrote
 //! `Cᵀ [P, M]` (pixels as rows, so narrow planes waste no tile columns, its row count padded to a multiple of
 //! 16); this kernel writes 16 output channel rows `out[c0 .. c0 + 16][0..P]` from 16x16 blocks of `Cᵀ`
 //! transposed in registers (`vunpck[lh]ps`, `vunpck[lh]pd`, two rounds of `vshuff32x4`), adding the residual

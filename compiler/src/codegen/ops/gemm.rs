@@ -100,12 +100,12 @@ pub struct GemmSpec {
     pub act: Activation,
     /// The transposing epilogue fused after each unit (`TransposeOut`), if any.
     pub transpose_out: Option<TransposeOut>,
-    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn.rs::splits_channels`), else groups of
+    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn/mod.rs::splits_channels`), else groups of
     /// `ROW_GROUP` rows ordered by the size of A.
     pub row_groups: Option<usize>,
 }
 
-/// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn.rs` `push_transposed`): C is
+/// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn/transposed.rs` `push_transposed`): C is
 /// `Cᵀ [batch, P16, M]` (role Scratch, 16 rows of slack after the last batch) and after a unit's tiles the
 /// machine-code transposer (`kernels/transpose_x86.rs`, 16 channels per call) writes the unit's rows and
 /// columns of `Cᵀ`, still in this core's cache, back as pixels `[i_lo, i_hi)` of channel rows `[j0, j0 + nr)`

@@ -1,0 +1,250 @@
+//! Lowering of the convolutional family (`ir/ops/cnn.rs`). A depthwise Conv (one channel per group, no
+//! residual) is one direct `Depthwise` kernel; any other Conv is a GEMM per (batch, group) of the weights
+//! [M/g, C/g·KH·KW] by the input's columns — the input itself for an unpadded stride-1 1x1, else an `im2col`
+//! kernel's scratch (`Ctx::conv_columns`) — with bias, residual and activation fused in its epilogue.
+//! MaxPool / AveragePool are one `Pool` kernel, GlobalAveragePool one `GlobalAvg`. Where the target and the
+//! shapes allow, a Conv takes the direct kernel instead (`direct.rs`), Winograd (`winograd.rs`), or its GEMM
+//! computed transposed (`transposed.rs`).
+
+mod direct;
+mod transposed;
+mod winograd;
+
+use super::{operand, Ctx, A_PANEL};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::kernels::pack16;
+use crate::codegen::ops::depthwise::{c16, DepthwiseSpec};
+use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
+use crate::codegen::ops::pool::PoolSpec;
+use crate::error::{Error, Result};
+use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
+use crate::passes::consumers;
+use direct::{direct_spec, lower_direct};
+use transposed::{lower_conv_transposed, transposed_wins, NR};
+use winograd::{lower_winograd, winograd_spec};
+
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
+    let (x, out) = (cx.g.nodes[n].inputs[0], cx.g.nodes[n].outputs[0]);
+    let (xs, os) = (cx.shape(x), cx.shape(out));
+    let args = [(Role::X, Buf::Tensor(x)), (Role::Out, Buf::Tensor(out))];
+    match op {
+        Op::Conv(a) => lower_conv(cx, n, a),
+        Op::Pool(kind, a) => {
+            let spec = PoolSpec {
+                kind: *kind,
+                attrs: a.clone(),
+                planes: xs[0] * xs[1],
+                hw: [xs[2], xs[3]],
+                out: [os[2], os[3]],
+            };
+            let work = numel(&os) * a.kernel[0] * a.kernel[1];
+            cx.push(n, None, &args, Body::Pool(spec), work);
+            Ok(())
+        }
+        Op::GlobalAveragePool => {
+            let body = Body::GlobalAvg {
+                planes: xs[0] * xs[1],
+                size: numel(&xs[2..]),
+            };
+            cx.push(n, None, &args, body, numel(&xs));
+            Ok(())
+        }
+        _ => Err(Error::internal("lower", "cnn lowering of another op")),
+    }
+}
+
+fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let out = Buf::Tensor(node.outputs[0]);
+    let (xs, ws, os) = (
+        cx.shape(ins[0]),
+        cx.shape(ins[1]),
+        cx.shape(node.outputs[0]),
+    );
+    let (nb, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+    let (m, cg) = (ws[0], ws[1]);
+    let g = a.group;
+    let mg = m / g;
+    let khw = a.kernel[0] * a.kernel[1];
+    let kk = cg * khw;
+    let p = os[2] * os[3];
+    let bias = a.has_bias.then(|| (Role::Bias, Buf::Tensor(ins[2])));
+    if g == c && m == c && !a.epilogue.residual {
+        let spec = DepthwiseSpec {
+            n: nb,
+            c,
+            hw: [h, w],
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads: [a.pads[0], a.pads[1]],
+            out: [os[2], os[3]],
+            has_bias: a.has_bias,
+            act: a.epilogue.act,
+            pack_out: false,
+        };
+        // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
+        let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
+            (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
+            _ => None,
+        };
+        let (w, body) = match packed {
+            Some(wp) => {
+                let name = format!("{}.W_c16", node.name);
+                let wt = cx.constant(name, Tensor::f32(vec![c / 16, khw, 16], wp));
+                (wt, Body::DepthwiseC16(spec))
+            }
+            None => (ins[1], Body::Depthwise(spec)),
+        };
+        let mut args = vec![(Role::X, Buf::Tensor(ins[0])), (Role::W, Buf::Tensor(w))];
+        args.extend(bias);
+        args.push((Role::Out, out));
+        cx.push(n, None, &args, body, nb * m * p * khw);
+        return Ok(());
+    }
+    if let Some(spec) = direct_spec(cx, a, &xs, &os, m) {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            return lower_direct(cx, n, spec, (&xs, a.pads), &w);
+        }
+    }
+    if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            return lower_winograd(cx, n, spec, &w);
+        }
+    }
+    let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
+    // Channels padded to whole column blocks need the bias padded too: a constant one.
+    let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
+    if g == 1 && cx.opts.winograd && transposed_wins(m, p) && bias_pads {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
+                return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], (b_buf, b_batch));
+            }
+        }
+    }
+    // Constant weights are packed in panels for the micro-kernels (each group's rows padded to whole panels)
+    // when the output plane is large: there every weight is reused across many column tiles and one
+    // sequential stream per tile wins (ResNet-50's 56x56 and 28x28 layers: 5-12 %). On 7x7 and 14x14 planes
+    // the weights stream from memory nearly once and the packed layout measured slower (7x7: 40 %).
+    let pack = cx.opts.pack_a && p >= PACK_MIN_PIXELS;
+    let packed = match cx.g.constant(ins[1]).filter(|_| pack) {
+        Some(w) => {
+            let wp = pack_panels(&w.to_f32_vec(), g, mg, kk);
+            let name = format!("{}.W_packed", node.name);
+            Some(cx.constant(name, Tensor::f32(vec![wp.len()], wp)))
+        }
+        None => None,
+    };
+    let a_group = match packed {
+        Some(_) => mg.next_multiple_of(A_PANEL) * kk,
+        None => mg * kk,
+    };
+    let a_buf = Buf::Tensor(packed.unwrap_or(ins[1]));
+    let mut args = vec![(Role::A, a_buf), (Role::B, b_buf), (Role::Out, out)];
+    args.extend(bias);
+    let residual = a.epilogue.residual.then(|| {
+        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+        operand(Role::Residual, p)
+    });
+    let spec = GemmSpec {
+        m: mg,
+        n: p,
+        k: kk,
+        batch: vec![
+            [nb, 0, b_batch, m * p, 0],
+            [g, a_group, b_group, mg * p, mg],
+        ],
+        a: operand(Role::A, kk),
+        a_panel: packed.map(|_| A_PANEL),
+        b_panel: None,
+        b: operand(Role::B, p),
+        c: operand(Role::Out, p),
+        alpha: 1.0,
+        bias: a.has_bias.then(|| Bias {
+            at: operand(Role::Bias, 0),
+            kind: BiasKind::Row,
+            scale: 1.0,
+        }),
+        residual,
+        act: a.epilogue.act,
+        transpose_out: None,
+        row_groups: (g == 1 && splits_channels(cx.g, node.outputs[0], p, [kk, mg], a))
+            .then(|| feed_groups(mg)),
+    };
+    let work = spec.macs();
+    cx.push(n, None, &args, Body::Gemm(spec), work);
+    Ok(())
+}
+
+/// Row groups of a convolution GEMM that splits its output channels (`splits_channels`): at most this many.
+const FEED_ROW_GROUPS: usize = 8;
+
+/// The row groups of a channel-splitting GEMM of `m` rows: the most, up to [`FEED_ROW_GROUPS`], that split the
+/// rows into equal groups of whole 8-row blocks (96 rows: 6 of 16), so that each group's channels are whole tile
+/// rows on every kernel set and the entry function can run the depthwise layer after it group by group
+/// (`codegen/interleave.rs`); else [`FEED_ROW_GROUPS`] (groups of `m / 8` rounded up to whole tiles).
+fn feed_groups(m: usize) -> usize {
+    let whole = m.is_multiple_of(8).then(|| {
+        (2..=FEED_ROW_GROUPS)
+            .rev()
+            .find(|&g| (m / 8).is_multiple_of(g))
+    });
+    whole.flatten().unwrap_or(FEED_ROW_GROUPS)
+}
+/// Least output pixels for `splits_channels` (56x56 and larger planes; 28x28 measured neutral).
+const FEED_MIN_PIXELS: usize = 1024;
+
+/// Whether a convolution GEMM (`[k, m]`: depth and output channels) on `p` output pixels takes its output channels
+/// in [`FEED_ROW_GROUPS`] groups outermost (`GemmSpec::row_groups`): when only depthwise convolutions read its
+/// output (`feeds_depthwise`), or when it widens a thin input at least fourfold without a residual epilogue (the
+/// many planes it writes are its cost: ResNet-50's first 64 → 256 downsample, with the 64 → 64 conv1 in its layer,
+/// 1165 → 910 µs at 1 thread and 620 → 520 at 2, paired, session 15). Its 64 → 256 conv3 layers, read by the next
+/// block's pixel-split convolutions, ran slower at 2 threads that way; the residual epilogue marks them.
+fn splits_channels(g: &Graph, t: TensorId, p: usize, [k, m]: [usize; 2], a: &ConvAttrs) -> bool {
+    let widens = !a.epilogue.residual && 4 * k <= m;
+    p >= FEED_MIN_PIXELS && (widens || feeds_depthwise(g, t))
+}
+
+/// Whether a convolution's output `t` is read only by depthwise convolutions (an inverted residual's expansion),
+/// so that its GEMM splits the output channels into [`FEED_ROW_GROUPS`] groups taken outermost
+/// (`GemmSpec::row_groups`) instead of the pixels. At 2 threads each core then writes the channels whose planes
+/// its share of the depthwise layer reads (that layer splits by channel), not half of every plane; at 1 thread
+/// the work streams into 12–24 planes at a time instead of 64–96. Intel Xeon (session 15, paired 10th
+/// percentiles): MobileNetV2's 112x112 expansion 925 → 555 µs at 1 thread, 510 → 280 at 2, the depthwise layers
+/// after 56x56 expansions 15–25 % faster at 2 threads; the model 5–6 % at 1 and 6–8 % at 2, bitwise equal.
+/// ResNet-50's 56x56 1x1 layers (read by 1x1 convolutions and residual adds) were slower that way at 2 threads.
+fn feeds_depthwise(g: &Graph, t: TensorId) -> bool {
+    if g.outputs.contains(&t) {
+        return false;
+    }
+    let channels = g.tensors[t].shape.get(1).copied();
+    let depthwise = |m: NodeId| match &g.nodes[m].op {
+        Op::Conv(a) => {
+            a.group > 1 && channels == Some(a.group) && g.nodes[m].inputs.first() == Some(&t)
+        }
+        _ => false,
+    };
+    let readers = consumers(g, t);
+    !readers.is_empty() && readers.into_iter().all(depthwise)
+}
+
+/// Output pixels from which a convolution's weights are packed (`lower_conv`).
+const PACK_MIN_PIXELS: usize = 256;
+
+/// Packs `groups` row-major `[rows, k]` matrices in `A_PANEL`-row panels (`GemmSpec::a_panel`): per group,
+/// `rows.next_multiple_of(A_PANEL) · k` floats, the rows past `rows` zero.
+pub(super) fn pack_panels(w: &[f32], groups: usize, rows: usize, k: usize) -> Vec<f32> {
+    let padded = rows.next_multiple_of(A_PANEL);
+    let mut out = vec![0.0f32; groups * padded * k];
+    for g in 0..groups {
+        for r in 0..rows {
+            let (panel, lane) = (r / A_PANEL, r % A_PANEL);
+            for p in 0..k {
+                out[g * padded * k + panel * A_PANEL * k + p * A_PANEL + lane] =
+                    w[(g * rows + r) * k + p];
+            }
+        }
+    }
+    out
+}

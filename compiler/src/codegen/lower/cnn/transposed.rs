@@ -1,0 +1,274 @@
+//! Convolution GEMMs computed transposed, `Cᵀ = colsᵀ · Wᵀ` (pixels or Winograd tiles as rows, channels as
+//! columns), for planes whose pixels fill the 32-column blocks badly: when it pays (`transposed_wins`), the
+//! weights packed in column panels, A packed in row panels first where that pays, and the transposing
+//! epilogue that writes the output back in NCHW, fused after each unit.
+
+use super::super::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
+use crate::error::{Error, Result};
+use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
+use crate::passes::single_use;
+
+/// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
+pub(super) const NR: usize = 32;
+
+/// Whether an AVX-512 convolution GEMM of `m` output channels by `p` output pixels wastes enough of its
+/// 32-column tiles on the last column block that computing it transposed (pixels as rows, which the row-tail
+/// micro-kernels cover exactly; channels as columns) wins: 7x7 planes use 49 of 64 columns, 14x14 planes 196 of
+/// 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %; ResNet-50's 1x1 layers on 14x14 and 7x7
+/// planes 15–25 % faster each, its 3x3 ones there (im2col columns, K = 9·C) 12–15 % (they were 15 % slower before
+/// the transposed weights were packed in column panels, `GemmSpec::b_panel`). Channels a multiple of 16 but not
+/// of 32 are padded to whole column blocks (`TransposeOut::ld`) where that wastes at most a sixth of the columns
+/// (80 and more channels): EfficientNet-Lite0's 14x14 projections to 80 and 112 channels (Intel Xeon, paired
+/// runs) 3–9 % faster at 1 thread and 13–17 % at 2 (the depthwise layer before writes their packed A, and those
+/// layers 5–8 % faster at 2 threads too), the model −1.3 % / −4 %.
+pub(super) fn transposed_wins(m: usize, p: usize) -> bool {
+    let ld = m.next_multiple_of(NR);
+    m.is_multiple_of(16) && 5 * ld <= 6 * m && p.next_multiple_of(NR) * 10 > p * 11
+}
+
+/// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
+/// the GEMM when there is no residual, else added and applied after it by the transposing epilogue. Each element
+/// takes the same fma chain over K and the same epilogue operations in the same order as the untransposed GEMM:
+/// bitwise equal.
+pub(super) fn lower_conv_transposed(
+    cx: &mut Ctx,
+    n: NodeId,
+    a: &ConvAttrs,
+    w: &[f32],
+    [nb, m, p, kk]: [usize; 4],
+    (cols, cols_batch): (Buf, usize),
+) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let ld = m.next_multiple_of(NR);
+    let wt = pack_b_panels(kk, m, NR, |p, j| w[j * kk + p]);
+    let wt = cx.constant(format!("{}.W_t", node.name), Tensor::f32(vec![kk, ld], wt));
+    // The GEMM's bias per column, zero-padded like the weights to whole column blocks (`TransposeOut::ld`):
+    // a one-row panel packing.
+    let bias = match (a.has_bias, m == ld) {
+        (false, _) => None,
+        (true, true) => Some(Buf::Tensor(ins[2])),
+        (true, false) => {
+            let b = cx.g.constant(ins[2]).map(|t| t.to_f32_vec());
+            let b = b.filter(|b| b.len() >= m).ok_or_else(|| {
+                let what = format!(
+                    "{}: bias padded to {ld} channels not a constant of {m}",
+                    node.name
+                );
+                Error::internal("lower", what)
+            })?;
+            let padded = pack_b_panels(1, m, NR, |_, j| b[j]);
+            let t = cx.constant(
+                format!("{}.bias_t", node.name),
+                Tensor::f32(vec![ld], padded),
+            );
+            Some(Buf::Tensor(t))
+        }
+    };
+    let residual = a.epilogue.residual;
+    let (act, out_act) = if residual {
+        (Activation::None, a.epilogue.act)
+    } else {
+        (a.epilogue.act, Activation::None)
+    };
+    let t = Transposed {
+        nb,
+        p,
+        m,
+        k: kk,
+        a: (cols, cols_batch),
+        b: (Buf::Tensor(wt), 0),
+        bias,
+        act,
+        residual: residual.then(|| Buf::Tensor(ins[ins.len() - 1])),
+        out_act,
+        out: Buf::Tensor(node.outputs[0]),
+    };
+    push_transposed(cx, n, t, ("gemm_t", None));
+    Ok(())
+}
+
+/// A GEMM computed transposed: `nb` products `Cᵀ [P, M] = Aᵀ · B` of K-deep operands, written back as `[M, P]`.
+pub(super) struct Transposed {
+    /// Batch count (images, or Winograd's α² ξ) and the rows, columns and depth of each `Cᵀ`.
+    pub(super) nb: usize,
+    pub(super) p: usize,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    /// A `[K, P]` per batch, read transposed (row stride 1, column stride P), and its batch stride.
+    pub(super) a: (Buf, usize),
+    /// B `[K, M]` packed in `NR`-column panels (`pack_b_panels`), and its batch stride.
+    pub(super) b: (Buf, usize),
+    /// Bias per column of `Cᵀ` (per output channel).
+    pub(super) bias: Option<Buf>,
+    /// The clamp fused in the GEMM.
+    pub(super) act: Activation,
+    /// Residual `[nb, M, P]` the transposing epilogue adds, then applies `out_act`.
+    pub(super) residual: Option<Buf>,
+    pub(super) out_act: Activation,
+    /// `[nb, M, P]`.
+    pub(super) out: Buf,
+}
+
+/// Whether a transposed GEMM packs A in row panels first (`Body::PackRows`): read transposed, a tile's A is
+/// eight pixels (or Winograd tiles) of a row per step of K, a row apart, and every column block (`m / NR` of
+/// them) fetches it again; packed, each tile's A is one sequential stream (`GemmSpec::a_panel`). Measured on an
+/// Intel Xeon (Emerald Rapids, paired runs): ResNet-50's 14x14 and 7x7 1x1 layers 10–12 % faster at 1 thread and
+/// 13–17 % at 2 for packs of 7–56 µs, its transposed Winograd layers 13 % with the pack; the model 4–5.5 %;
+/// MobileNetV2 and EfficientNet-Lite0 1–4 % at 1 thread, unchanged at 2. A single column block reads A once:
+/// no pack.
+fn packs_rows(m: usize) -> bool {
+    m / NR >= 2
+}
+
+/// The rows per panel of a transposed GEMM's A packed by `Body::PackRows` (K deep, P rows): [`ROW_PANEL`],
+/// whose 14-row tiles read B fewer times per row, where B's K block outgrows L1 (K ≥ 128) and P fills more than
+/// two such tiles; else 8-row panels, one tile's sequential stream each. Measured on ResNet-50 and
+/// MobileNetV2 (Intel Xeon, paired, bitwise equal): 56-row panels made its 56x56 Winograd GEMMs (K = 64)
+/// 10 % slower at 1 thread and MobileNetV2's 14x14 expansions (K = 64–96) 15 % slower at 2, and its 7x7
+/// Winograd GEMMs (16 rows) packed 3.5x the rows; its other transposed GEMMs (K = 128–4608, P = 49–196)
+/// 3–15 % faster.
+fn row_panel(k: usize, p: usize) -> usize {
+    if k >= 128 && p >= 32 {
+        ROW_PANEL
+    } else {
+        A_PANEL
+    }
+}
+
+/// Makes the channel-blocked depthwise kernel that wrote `t`'s A write it as the GEMM's row panels into `panels`
+/// (`DepthwiseSpec::pack_out`) instead of `Body::PackRows` packing it after: when A is that kernel's output
+/// tensor, read by no other node and no graph output, with the GEMM's batch, depth (channels) and rows (pixels).
+/// MobileNetV2's projections after its 14x14 and 7x7 depthwise layers: the pack read the planes the other core
+/// had written half of (at 2 threads 2-5x its 1-thread time, ~7 % of the run).
+fn c16_writes_panels(cx: &mut Ctx, t: &Transposed, panels: Buf) -> bool {
+    // The kernel writes 8-pixel panels (`DwC16::panels`).
+    const _: () = assert!(A_PANEL == 8);
+    let Buf::Tensor(x) = t.a.0 else {
+        return false;
+    };
+    if cx.opts.keep_reshapes || single_use(cx.g, x).is_none() {
+        return false;
+    }
+    let writes_x = |k: &&mut crate::codegen::kernel::Kernel| {
+        k.args.iter().any(|a| a.role == Role::Out && a.buf == t.a.0)
+    };
+    let Some(k) = cx.out.kernels.values_mut().find(writes_x) else {
+        return false;
+    };
+    let Body::DepthwiseC16(s) = &mut k.body else {
+        return false;
+    };
+    if s.pack_out || (s.n, s.c, s.out[0] * s.out[1]) != (t.nb, t.k, t.p) {
+        return false;
+    }
+    s.pack_out = true;
+    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
+        a.buf = panels;
+    }
+    true
+}
+
+/// Pushes a transposed GEMM into scratch `[nb, P16, M]` (P rounded up to 16: the transposer loads whole 16x16
+/// blocks of `Cᵀ`) with the transposing epilogue (`kernels/transpose_x86.rs`) into `t.out` fused after each of
+/// its units (`gemm::TransposeOut`), named `NODE.names.0`; where the micro-kernels cannot take the GEMM, the
+/// epilogue is a kernel of its own after it, `NODE[.names.1]`. Fused, a unit's block of `Cᵀ` is transposed from
+/// this core's cache and one barrier goes: measured on this session's Intel Xeon (Emerald Rapids), the
+/// separate kernel took 4.5 % of MobileNetV2 at 1 thread and 7.4 % at 2, where it read blocks another core wrote.
+pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<&str>)) {
+    let p16 = t.p.next_multiple_of(16);
+    // `Cᵀ`'s row stride: whole column blocks (B and the bias are padded with zeros to it).
+    let ld = t.m.next_multiple_of(NR);
+    // A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
+    let packed = packs_rows(t.m);
+    let (a_buf, a_batch, a, a_panel) = if packed {
+        let rows = row_panel(t.k, t.p);
+        // Sized for `rows`-row panels; a channel-blocked depthwise kernel writes 8-row ones.
+        let s = cx.scratch(t.nb * t.p.next_multiple_of(rows) * t.k * 4);
+        let panel = if c16_writes_panels(cx, &t, s) {
+            A_PANEL
+        } else {
+            let body = Body::PackRows {
+                n: t.nb,
+                k: t.k,
+                p: t.p,
+                panel: rows,
+            };
+            let x = &[(Role::X, t.a.0), (Role::Out, s)];
+            let work = t.nb * t.p.next_multiple_of(rows) * t.k;
+            cx.push(n, Some("pack"), x, body, work);
+            rows
+        };
+        let pp = t.p.next_multiple_of(panel);
+        (s, pp * t.k, operand(Role::A, t.k), Some(panel))
+    } else {
+        let a = Operand {
+            arg: Role::A,
+            off: 0,
+            rs: 1,
+            cs: t.p,
+        };
+        (t.a.0, t.a.1, a, None)
+    };
+    let mut spec = GemmSpec {
+        m: t.p,
+        n: ld,
+        k: t.k,
+        batch: vec![[t.nb, a_batch, t.b.1, p16 * ld, 0]],
+        a,
+        a_panel,
+        b_panel: Some(NR),
+        b: operand(Role::B, ld),
+        c: operand(Role::Out, ld),
+        alpha: 1.0,
+        bias: t.bias.map(|_| Bias {
+            at: operand(Role::Bias, 0),
+            kind: BiasKind::Col,
+            scale: 1.0,
+        }),
+        residual: None,
+        act: t.act,
+        transpose_out: None,
+        row_groups: None,
+    };
+    let work = spec.macs();
+    let epilogue = TransposeOut {
+        p: t.p,
+        m: t.m,
+        ld,
+        residual: t.residual.is_some(),
+        act: t.out_act,
+    };
+    let fused = crate::codegen::machine_code::fuses_transpose(&spec);
+    // Fused, a unit starting inside a block of 16 rows reads up to 15 rows past the last batch's P16.
+    let ct = cx.scratch((t.nb * p16 + if fused { 16 } else { 0 }) * ld * 4);
+    let mut args = vec![(Role::A, a_buf), (Role::B, t.b.0)];
+    if let Some(bias) = t.bias {
+        args.push((Role::Bias, bias));
+    }
+    if fused {
+        spec.c.arg = Role::Scratch;
+        spec.transpose_out = Some(epilogue);
+        args.push((Role::Scratch, ct));
+        if let Some(r) = t.residual {
+            args.push((Role::Residual, r));
+        }
+        args.push((Role::Out, t.out));
+        cx.push(n, Some(names.0), &args, Body::Gemm(spec), work);
+        return;
+    }
+    args.push((Role::Out, ct));
+    cx.push(n, Some(names.0), &args, Body::Gemm(spec), work);
+    let mut args = vec![(Role::X, ct)];
+    if let Some(r) = t.residual {
+        args.push((Role::Residual, r));
+    }
+    args.push((Role::Out, t.out));
+    let body = Body::TransposeOut {
+        n: t.nb,
+        t: epilogue,
+    };
+    cx.push(n, names.1, &args, body, t.nb * t.m * t.p);
+}
