@@ -100,8 +100,9 @@ pub struct GemmSpec {
     pub act: Activation,
     /// The transposing epilogue fused after each unit (`TransposeOut`), if any.
     pub transpose_out: Option<TransposeOut>,
-    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn/mod.rs::splits_channels`), else groups of
-    /// `ROW_GROUP` rows ordered by the size of A.
+    /// `Some(g)`: the rows split into `g` groups taken outermost (`lower/cnn/mod.rs::splits_channels`; a
+    /// transposed GEMM's pixel halves, `lower/cnn/transposed.rs::pixel_halves`), else groups of `ROW_GROUP` rows
+    /// ordered by the size of A.
     pub row_groups: Option<usize>,
 }
 
