@@ -381,15 +381,8 @@ fn residual_in_place_matches_tract() {
         let model = g.bytes();
         let x = rand_vec(c * hw * hw, 40);
         let want = tract_run(&model, &[(vec![1, c, hw, hw], x.clone())]);
-        for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
-            let name = format!("in_place{hw}_{}", cpu.replace('-', "_"));
-            if !runnable {
-                eprintln!("SKIPPED: {name} (this CPU lacks the features of --cpu {cpu})");
-                continue;
-            }
-            let mut o = bundlec::Options::new(&name);
-            o.cpu = cpu.to_string();
-            let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let name = format!("in_place{hw}");
+        check_kernel_sets_with(&model, &name, &x, c * hw * hw, &want, |compiled, name| {
             // Per kernel run: the distinct offsets of its activation arguments of the block's size (its
             // output, residual and, for conv_7, input), when it has at least two such arguments.
             let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
@@ -412,23 +405,35 @@ fn residual_in_place_matches_tract() {
             // conv_4's output and residual share; conv_7's output keeps its own bytes beside its input.
             assert_eq!(distinct("conv_4"), [1], "{name}");
             assert_eq!(distinct("conv_7"), [2], "{name}");
-            let got = run_c(&compiled, std::slice::from_ref(&x), &[c * hw * hw]);
-            assert_close(&got, &want, TOL, &name);
-        }
+        });
     }
 }
 
 /// Compiles `model` as `NAME_<cpu>` with each kernel set this CPU runs (saying loudly which it skips), runs it from
 /// C on the one input `x` and checks its `out_len` outputs against `want`.
 fn check_kernel_sets(model: &[u8], name: &str, x: &[f32], out_len: usize, want: &[Vec<f32>]) {
+    check_kernel_sets_with(model, name, x, out_len, want, |_, _| {});
+}
+
+/// [`check_kernel_sets`], with `inspect` called on each compiled bundle and its name before it runs.
+fn check_kernel_sets_with(
+    model: &[u8],
+    name: &str,
+    x: &[f32],
+    out_len: usize,
+    want: &[Vec<f32>],
+    inspect: impl Fn(&bundlec_tests::harness::Compiled, &str),
+) {
     for (cpu, runnable) in bundlec_tests::harness::kernel_variants() {
         if !runnable {
             eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
             continue;
         }
-        let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
+        let full = format!("{name}_{}", cpu.replace('-', "_"));
+        let mut o = bundlec::Options::new(&full);
         o.cpu = cpu.to_string();
         let compiled = bundlec_tests::harness::compile_with(model, o);
+        inspect(&compiled, &full);
         let got = run_c(&compiled, &[x.to_vec()], &[out_len]);
         assert_close(&got, want, TOL, &format!("{name} {cpu}"));
     }

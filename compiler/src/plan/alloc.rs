@@ -3,7 +3,7 @@
 //! intervals, 64-aligned). Reports the activation efficiency (max live bytes / area size).
 
 use super::{align, Schedule};
-use crate::codegen::kernel::{Buf, Lowering};
+use crate::codegen::kernel::{Buf, KernelId, Lowering};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, TensorKind};
 use std::collections::HashMap;
@@ -150,10 +150,13 @@ impl MemoryPlan {
         }
         // A pair the entry function interleaves (`codegen/interleave.rs`) runs as one step there: every buffer
         // of either kernel lives in both layers (the depthwise output must not take the GEMM's input's place).
-        for (i, _) in crate::codegen::interleave::pairs(l, &s.order) {
-            let (ka, kb) = (s.order[i], s.order[i + 1]);
-            let (first, last) = (s.layer[ka], s.layer[kb]);
-            for a in l.kernels[ka].args.iter().chain(&l.kernels[kb].args) {
+        let interleaved: Vec<KernelId> = crate::codegen::interleave::pairs(l, &s.order)
+            .into_iter()
+            .flat_map(|(i, _)| [s.order[i], s.order[i + 1]])
+            .collect();
+        for pair in interleaved.chunks(2) {
+            let (first, last) = (s.layer[pair[0]], s.layer[pair[1]]);
+            for a in pair.iter().flat_map(|&k| &l.kernels[k].args) {
                 if let Some(e) = live.get_mut(&a.buf) {
                     *e = (e.0.min(first), e.1.max(last));
                 }
@@ -162,7 +165,7 @@ impl MemoryPlan {
         // Outputs that take their residual's buffer (`in_place.rs`); not beside NPU staging buffers, whose
         // segments address tensors by their own layouts.
         let shared = if pins.is_empty() {
-            super::in_place::pairs(g, l, s, &mut live)
+            super::in_place::pairs(g, l, s, &interleaved, &mut live)
         } else {
             HashMap::new()
         };

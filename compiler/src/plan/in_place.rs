@@ -4,16 +4,17 @@
 //! lines from further out (a store to a line not in cache reads it first), and the activation area shrinks.
 //!
 //! Which kernels qualify (`reads_residual_in_place`): the transposing epilogue of a convolution computed
-//! transposed, fused into its GEMM or a kernel of its own (`kernels/transpose_x86.rs`): it loads a 16x16 block
-//! of the residual and stores the same block of the output, in units that own disjoint blocks, and nothing
-//! else in the kernel reads the residual. (A GEMM with its residual in the micro-kernel epilogue does not
-//! qualify: between K blocks, and before an epilogue that is not fused, it keeps running sums in C.)
+//! transposed, fused into its GEMM or a kernel of its own (`kernels/transpose_x86.rs`), which loads a 16x16
+//! block of the residual and stores the same block of the output, in units that own disjoint blocks; and a GEMM
+//! whose residual is laid out as C, with one K block and an epilogue the micro-kernels fuse
+//! (`GemmSpec::residual_in_place`: otherwise it keeps running sums in C before the residual is read).
 //!
-//! When (`pairs`): the residual and the output are activation tensors of the same size (not model inputs or
-//! outputs); the residual's buffer is last used in this kernel's layer and no other kernel of that layer
-//! touches it; the output is born in that layer; and the kernel is not half of a pair the entry function
-//! interleaves (`codegen/interleave.rs`), whose buffers live across both layers. A chain (an output taking a
-//! residual's buffer and later serving as another kernel's residual) folds into its first buffer.
+//! When (`pairs`): the residual and the output are intermediate tensors of the same size (not model inputs or
+//! outputs, not scratch); the residual is none of the kernel's other operands; the residual's buffer is last
+//! used in this kernel's layer and no other kernel of that layer touches it; the output is born in that layer;
+//! and the kernel is not half of a pair the entry function interleaves (`codegen/interleave.rs`), whose buffers
+//! live across both layers. A chain (an output taking a residual's buffer and later serving as another kernel's
+//! residual) folds into its first buffer.
 
 use crate::codegen::kernel::{Body, Buf, KernelId, Lowering, Role};
 use crate::ir::Graph;
@@ -31,21 +32,22 @@ fn reads_residual_in_place(body: &Body) -> bool {
 }
 
 /// The outputs that take another buffer's place: `output → buffer whose location it shares` (a chain's first
-/// buffer), given each activation buffer's layer interval in `live` (which grows to cover its aliases' lives).
+/// buffer), given the kernels of interleaved pairs and each activation buffer's layer interval in `live` (which
+/// grows to cover its aliases' lives).
 pub fn pairs(
     g: &Graph,
     l: &Lowering,
     s: &Schedule,
+    interleaved: &[KernelId],
     live: &mut HashMap<Buf, (u32, u32)>,
 ) -> HashMap<Buf, Buf> {
-    let io = |b: Buf| match b {
-        Buf::Tensor(t) => g.inputs.contains(&t) || g.outputs.contains(&t),
-        Buf::Scratch(_) => true,
+    // The size of an intermediate tensor; `None` for model inputs and outputs and for scratch.
+    let intermediate = |b: Buf| match b {
+        Buf::Tensor(t) if !g.inputs.contains(&t) && !g.outputs.contains(&t) => {
+            Some(g.tensors[t].size_bytes())
+        }
+        _ => None,
     };
-    let interleaved: Vec<KernelId> = crate::codegen::interleave::pairs(l, &s.order)
-        .into_iter()
-        .flat_map(|(i, _)| [s.order[i], s.order[i + 1]])
-        .collect();
     // Kernels using each buffer, per layer.
     let mut users: HashMap<(Buf, u32), u32> = HashMap::new();
     for &ki in &s.order {
@@ -72,17 +74,12 @@ pub fn pairs(
         else {
             continue;
         };
-        let size = |b: Buf| match b {
-            Buf::Tensor(t) => g.tensors[t].size_bytes(),
-            Buf::Scratch(i) => l.scratch[i],
-        };
         let first = root.get(&res).copied().unwrap_or(res);
         let once = k.args.iter().filter(|a| a.buf == res).count() == 1;
+        let sizes = (intermediate(res), intermediate(out));
         let ok = res != out
             && once
-            && !io(res)
-            && !io(out)
-            && size(res) == size(out)
+            && matches!(sizes, (Some(a), Some(b)) if a == b)
             && res_last == layer
             && live.get(&first).is_some_and(|&(_, last)| last == layer)
             && out_first == layer
