@@ -169,54 +169,65 @@ fn runs_x86_64_v4(what: &str) -> bool {
     runs
 }
 
-/// A channel-blocked depthwise convolution (14x14, AVX-512) whose only reader is a transposed 1x1 convolution
-/// writes that GEMM's row panels itself (no `.pack` op in the bundle), and the pair still matches tract.
+/// A channel-blocked depthwise convolution (AVX-512) whose only reader is a transposed 1x1 convolution writes
+/// its `[P][16]` blocks, which that GEMM reads as A with no pack (no `.pack` op in the bundle): a 3x3 one with a
+/// Relu on 14x14 planes (clamped results stored straight from the fma chains; 14 tiles of 14 rows) and a 5x5
+/// one with Relu6 on 7x7 planes (the block copied out clamped; a tile tail), a bias, K = 48 and 112 channels
+/// padded to 128. Both match tract.
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn depthwise_writing_the_projection_panels_matches_tract() {
+fn depthwise_writing_the_projection_blocks_matches_tract() {
     use bundlec_tests::onnx::{Attr, Model};
-    if !runs_x86_64_v4("depthwise panels") {
+    if !runs_x86_64_v4("depthwise blocks") {
         return;
     }
-    let (c, m) = (64, 96);
-    let mut g = Model::new();
-    g.input("x", &[1, c, 14, 14]);
-    g.init("wd", &[c, 1, 3, 3], rand_vec(c * 9, 3));
-    g.init("bd", &[c], rand_vec(c, 4));
-    g.init("wp", &[m, c, 1, 1], rand_vec(m * c, 5));
-    g.output("y", &[1, m, 14, 14]);
-    let dw = vec![
-        ("group", Attr::Int(c as i64)),
-        ("kernel_shape", Attr::Ints(vec![3, 3])),
-        ("pads", Attr::Ints(vec![1, 1, 1, 1])),
-    ];
-    g.node("Conv", &["x", "wd", "bd"], &["d"], dw);
-    g.node("Relu", &["d"], &["r"], vec![]);
-    g.node("Conv", &["r", "wp"], &["y"], vec![]);
-    let model = g.bytes();
-    let mut o = bundlec::Options::new("dw_panels");
-    o.cpu = "x86-64-v4".into();
-    let compiled = bundlec_tests::harness::compile_with(&model, o);
-    let ins =
-        bundlec::emit::inspect::inspect("dw_panels.o", &compiled.bundle.object).expect("inspect");
-    let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
-    assert!(
-        names.iter().any(|n| n.ends_with(".gemm_t")),
-        "a transposed GEMM: {names:?}"
-    );
-    assert!(
-        !names.iter().any(|n| n.ends_with(".pack")),
-        "no pack: {names:?}"
-    );
-    let x = rand_vec(c * 196, 6);
-    let want = tract_run(&model, &[(vec![1, c, 14, 14], x.clone())]);
-    let got = run_c(&compiled, &[x], &[m * 196]);
-    assert_close(&got, &want, TOL, "dw_panels");
+    for (c, m, hw, k, relu6) in [(64, 96, 14, 3, false), (48, 112, 7, 5, true)] {
+        let mut g = Model::new();
+        g.input("x", &[1, c, hw, hw]);
+        g.init("wd", &[c, 1, k, k], rand_vec(c * k * k, 3));
+        g.init("bd", &[c], rand_vec(c, 4));
+        g.init("wp", &[m, c, 1, 1], rand_vec(m * c, 5));
+        g.init("bp", &[m], rand_vec(m, 6));
+        g.output("y", &[1, m, hw, hw]);
+        let pad = (k / 2) as i64;
+        let dw = vec![
+            ("group", Attr::Int(c as i64)),
+            ("kernel_shape", Attr::Ints(vec![k as i64, k as i64])),
+            ("pads", Attr::Ints(vec![pad; 4])),
+        ];
+        g.node("Conv", &["x", "wd", "bd"], &["d"], dw);
+        if relu6 {
+            g.init("lo", &[], vec![0.0]).init("hi", &[], vec![6.0]);
+            g.node("Clip", &["d", "lo", "hi"], &["r"], vec![]);
+        } else {
+            g.node("Relu", &["d"], &["r"], vec![]);
+        }
+        g.node("Conv", &["r", "wp", "bp"], &["y"], vec![]);
+        let model = g.bytes();
+        let mut o = bundlec::Options::new("dw_blocks");
+        o.cpu = "x86-64-v4".into();
+        let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let ins = bundlec::emit::inspect::inspect("dw_blocks.o", &compiled.bundle.object)
+            .expect("inspect");
+        let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
+        assert!(
+            names.iter().any(|n| n.ends_with(".gemm_t")),
+            "{k}x{k}: a transposed GEMM: {names:?}"
+        );
+        assert!(
+            !names.iter().any(|n| n.ends_with(".pack")),
+            "{k}x{k}: no pack: {names:?}"
+        );
+        let x = rand_vec(c * hw * hw, 7);
+        let want = tract_run(&model, &[(vec![1, c, hw, hw], x.clone())]);
+        let got = run_c(&compiled, &[x], &[m * hw * hw]);
+        assert_close(&got, &want, TOL, &format!("dw_blocks {k}x{k}"));
+    }
 }
 
 /// Transposed convolution GEMMs whose channels are a multiple of 16 but not of 32 (`transposed_wins`): their
 /// weights, bias and `Cᵀ` padded to whole 32-column blocks, the padding never transposed. A 14x14 projection to
-/// 112 channels with a bias and a residual after a depthwise layer that writes its panels, and a 3x3 convolution
+/// 112 channels with a bias and a residual after a depthwise layer that writes its blocks (`C16Out::Blocked`), and a 3x3 convolution
 /// to 80 channels on 7x7 planes (Winograd, its GEMMs transposed); both match tract, bitwise-free of the padding.
 #[cfg(target_arch = "x86_64")]
 #[test]

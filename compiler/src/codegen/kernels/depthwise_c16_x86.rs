@@ -10,9 +10,15 @@
 //!    pixel; the last block's loads masked so nothing past a plane is read);
 //! 3. per output row (a counted loop), groups of up to 8 outputs in accumulators that start at the bias (or
 //!    +0.0) and take one `vfmadd231ps` per tap in (ky, kx) order — the taps' 16-channel weights held in
-//!    registers, the inputs as memory operands — into `O[P][16]`;
+//!    registers, the inputs as memory operands — into `O[P][16]`; with a `Blocked` output and registers to
+//!    spare (3x3), clamped (NaN kept) and stored straight into `out` as `[P][16]`, which ends the kernel;
 //! 4. transpose `O` back into the 16 output planes, 16 pixels at a time, clamping (NaN kept) before masked stores;
-//!    or (`panels`) store each channel's 8-pixel halves into the two row panels of a transposed GEMM's packed A.
+//!    or (`Panels`) store each channel's 8-pixel halves into the two row panels of a transposed GEMM's packed A;
+//!    or (`Blocked`, 5x5) copy `O` to `out` clamped.
+//!
+//! The `Blocked` output is for a transposed GEMM that reads it as A `[K/16][P][16]` (`MicroSpec::a_k16`): its
+//! transpose was half the kernel's time on MobileNetV2's 14x14 planes (Intel Xeon, Emerald Rapids: 37 -> 22 µs
+//! per 14x14x384 layer at 1 thread).
 //!
 //! Every output is the same fma chain from the bias as the row kernels and the Cranelift path compute (a tap in
 //! the padding multiplies a zero there too), so results are bitwise identical to them.
@@ -49,9 +55,20 @@ pub struct DwC16 {
     pub lo: Option<u32>,
     /// Upper clamp (f32 bits).
     pub hi: Option<u32>,
-    /// `Some(C)`: `out` is the group's first channel in row panels `[P8/8][C][8]` (a transposed GEMM's packed A,
-    /// `Body::PackRows`' layout, the pixels past P zero) instead of 16 planes.
-    pub panels: Option<usize>,
+    /// How the output is laid out.
+    pub layout: C16Out,
+}
+
+/// Where the channel-blocked kernel writes its 16 channels' outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum C16Out {
+    /// 16 planes `[16][P]` (NCHW).
+    Planes,
+    /// The group's first channel in row panels `[P8/8][C][8]` of `C` channels (a transposed GEMM's packed A,
+    /// `Body::PackRows`' layout, the pixels past P zero).
+    Panels(usize),
+    /// The block `[P][16]` as computed (the GEMM reads it with `MicroSpec::a_k16`): no transpose.
+    Blocked,
 }
 
 impl DwC16 {
@@ -59,10 +76,27 @@ impl DwC16 {
     pub fn padded(&self) -> [usize; 2] {
         [0, 1].map(|i| reach(self.out[i], self.kernel[i].max(1), self.strides[i], 1))
     }
-    /// Scratch bytes: the padded input block and the output block (pixels rounded up to 16), 64 per pixel.
+    /// Scratch bytes: the padded input block and, unless the outputs go straight to `out`
+    /// ([`DwC16::stores_direct`]), the output block (pixels rounded up to 16), 64 per pixel.
     pub fn scratch_bytes(&self) -> usize {
         let [hp, wp] = self.padded();
-        (hp * wp + (self.out[0] * self.out[1]).next_multiple_of(16)) * 64
+        let o = match self.stores_direct() {
+            true => 0,
+            false => (self.out[0] * self.out[1]).next_multiple_of(16),
+        };
+        (hp * wp + o) * 64
+    }
+    /// Outputs computed together (accumulators): eight, fewer where the taps' registers leave less room.
+    fn group(&self) -> usize {
+        let taps = self.kernel[0] * self.kernel[1];
+        GROUP.min(32usize.saturating_sub(taps)).min(self.out[1])
+    }
+    /// Whether the fma chains store their clamped results straight into a `Blocked` output: when the taps, the
+    /// accumulators and the clamp's three registers (bounds, NaN save) fit the register file (3x3 kernels; a
+    /// 5x5 one keeps seven accumulators and copies the block out after).
+    pub fn stores_direct(&self) -> bool {
+        let taps = self.kernel[0] * self.kernel[1];
+        self.layout == C16Out::Blocked && taps + self.group() + 3 <= 32
     }
 }
 
@@ -126,9 +160,20 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         a.vmovups(z(t), zmmword_ptr(rsi + disp(name, t * 16)?))
             .map_err(e)?;
     }
-    let group = GROUP.min(32 - taps).min(ow);
+    let group = s.group();
+    let direct = s.stores_direct();
     a.mov(r10, r8).map_err(e)?;
-    a.lea(r11, ptr(r8 + disp(name, o_base)?)).map_err(e)?;
+    if direct {
+        // Clamp bounds above the taps and accumulators, zmm31 the NaN save.
+        for (reg, c) in [(zmm29, s.lo), (zmm30, s.hi)] {
+            if let Some(bits) = c {
+                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
+            }
+        }
+        a.mov(r11, rcx).map_err(e)?;
+    } else {
+        a.lea(r11, ptr(r8 + disp(name, o_base)?)).map_err(e)?;
+    }
     a.mov(r9, oh as u64).map_err(e)?;
     let mut row = a.create_label();
     a.set_label(&mut row).map_err(e)?;
@@ -151,6 +196,10 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             }
         }
         for j in 0..n {
+            if direct {
+                let (lo, hi) = (s.lo.map(|_| zmm29), s.hi.map(|_| zmm30));
+                super::clamp_keep_nan(&mut a, acc(j), lo, hi, zmm31).map_err(e)?;
+            }
             let off = disp(name, (ox0 + j) * 16)?;
             a.vmovups(zmmword_ptr(r11 + off), acc(j)).map_err(e)?;
         }
@@ -159,8 +208,31 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     a.add(r11, disp(name, ow * 16)?).map_err(e)?;
     a.dec(r9).map_err(e)?;
     a.jnz(row).map_err(e)?;
-    // 4. The output block, transposed back 16 pixels at a time, clamped, stored.
-    for q0 in (0..p).step_by(16) {
+    // 4. The output block, transposed back 16 pixels at a time, clamped, stored; or, `Blocked` without direct
+    // stores, copied out clamped.
+    if s.layout == C16Out::Blocked && !direct {
+        for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
+            if let Some(bits) = c {
+                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
+            }
+        }
+        for q in 0..p {
+            let off = disp(name, q * 16)?;
+            a.vmovups(zmm0, zmmword_ptr(r8 + disp(name, o_base + q * 16)?))
+                .map_err(e)?;
+            super::clamp_keep_nan(
+                &mut a,
+                zmm0,
+                s.lo.map(|_| zmm27),
+                s.hi.map(|_| zmm28),
+                zmm29,
+            )
+            .map_err(e)?;
+            a.vmovups(zmmword_ptr(rcx + off), zmm0).map_err(e)?;
+        }
+    }
+    let transposes = matches!(s.layout, C16Out::Planes | C16Out::Panels(_));
+    for q0 in (0..p).step_by(16).filter(|_| transposes) {
         let n = (p - q0).min(16);
         for j in 0..16 {
             // Rows past `p` are the block's padding: loaded, never stored.
@@ -181,7 +253,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             let x = z(c);
             super::clamp_keep_nan(&mut a, x, s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)
                 .map_err(e)?;
-            if let Some(k) = s.panels {
+            if let C16Out::Panels(k) = s.layout {
                 // Panel q0/8 + h holds pixel q0 + 8h + j of channel c at float `(q0/8 + h)·8k + 8c + j`; the
                 // pixels past p are zeroed, so the panel's padding rows are +0.0.
                 if n < 16 {
@@ -215,9 +287,10 @@ mod tests {
 
     /// The kernel against the fma chain from the bias over zero-padded taps, bitwise, with the clamp (NaN
     /// kept) — over plane sizes around 16-pixel blocks, strides 1 and 2, asymmetric pads, 3x3 and 5x5; the
-    /// output planes end on a guard page. Every case runs a second time writing row panels (`panels`: the
+    /// output planes end on a guard page. Every case runs a second time writing row panels (`Panels`: the
     /// group as channels 16..32 of 48, so panel rows hold other groups' channels around it, which must stay
-    /// untouched), whose padding pixels must be +0.0.
+    /// untouched), whose padding pixels must be +0.0, and a third writing the `[P][16]` block (`Blocked`:
+    /// stored straight from the fma chains for 3x3 kernels, copied out for 5x5).
     #[test]
     fn planes_match_the_fma_chain() {
         if skip_without_avx512("channel-blocked depthwise kernel") {
@@ -231,10 +304,16 @@ mod tests {
             ([4, 4], [1, 1], [1, 1], [0, 0], [4, 4]),
             ([3, 6], [5, 3], [1, 2], [2, 1], [3, 3]),
         ];
-        for (i, &(hw, kernel, strides, pads, out)) in cases.iter().flat_map(|c| [c, c]).enumerate()
+        let layouts = [C16Out::Planes, C16Out::Panels(48), C16Out::Blocked];
+        for (i, &(hw, kernel, strides, pads, out)) in
+            cases.iter().flat_map(|c| [c, c, c]).enumerate()
         {
-            let panels = (i % 2 == 1).then_some(48);
-            let i = i / 2;
+            let layout = layouts[i % 3];
+            let panels = match layout {
+                C16Out::Panels(k) => Some(k),
+                _ => None,
+            };
+            let i = i / 3;
             let s = DwC16 {
                 hw,
                 kernel,
@@ -244,7 +323,7 @@ mod tests {
                 bias: i % 2 == 0,
                 lo: (i % 3 != 2).then(|| 0.0f32.to_bits()),
                 hi: (i % 3 == 0).then(|| 1.5f32.to_bits()),
-                panels,
+                layout,
             };
             let f: Kernel = unsafe { std::mem::transmute(exec(&assemble(&s).unwrap())) };
             let taps = kernel[0] * kernel[1];
@@ -271,9 +350,10 @@ mod tests {
             }
             let got = unsafe { std::slice::from_raw_parts(o, o_len) };
             // Where output (channel c, pixel q) lands.
-            let at = |c: usize, q: usize| match panels {
-                Some(k) => q / 8 * 8 * k + 8 * (16 + c) + q % 8,
-                None => c * p + q,
+            let at = |c: usize, q: usize| match layout {
+                C16Out::Panels(k) => q / 8 * 8 * k + 8 * (16 + c) + q % 8,
+                C16Out::Planes => c * p + q,
+                C16Out::Blocked => q * 16 + c,
             };
             if panels.is_some() {
                 for q in 0..p8 {

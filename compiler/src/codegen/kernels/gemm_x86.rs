@@ -102,6 +102,8 @@ pub struct MicroSpec {
     /// the transposed convolution GEMM), where `2·mr` fetches the lines of the tile two tiles further down
     /// while this one runs: lines another core wrote (the previous layer's other half) otherwise stall every
     /// step on a cross-core transfer, which the stride (a row of pixels) hides from the hardware prefetchers.
+    /// With `a_k16`, once per block of 16 steps instead, a line per tile row, this many elements past the block
+    /// (`machine_code::A_K16_PREFETCH` blocks ahead).
     pub a_prefetch: usize,
     /// Prefetch (`prefetcht1`, into L2) the next column block's part of B's row each step of K: for B read in
     /// place (activations `[K, pixels]`, rows a plane apart), whose block the unit's first tile otherwise
@@ -118,6 +120,10 @@ pub struct MicroSpec {
     pub c_prefetch: bool,
     /// The epilogue applied before the store (the last K block), if any.
     pub epi: Option<MicroEpi>,
+    /// A's steps of K come in blocks of 16 adjacent elements, consecutive blocks `16·a_cs` apart (`k` a
+    /// multiple of 16): A `[K/16][rows][16]` with `a_rs = 16`, as the channel-blocked depthwise kernel writes it
+    /// (`GemmSpec::a_k16`). Otherwise every step of K moves A by `a_cs`.
+    pub a_k16: bool,
 }
 
 /// A fused epilogue: `act(acc + bias[row] + residual[row][col])`.
@@ -161,7 +167,8 @@ pub fn fits(m: &MicroSpec) -> bool {
         && !(m.b_copy && m.prefetch_next)
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
-        && disp(m.a_prefetch).is_some()
+        && (!m.a_k16 || (m.k.is_multiple_of(16) && m.a_cs.checked_mul(16).and_then(disp).is_some()))
+        && disp(m.a_prefetch + 16 * mr).is_some()
         && disp(m.b_rs).is_some()
         && m.b_rs
             .checked_mul(m.b_prefetch)
@@ -186,7 +193,8 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     let lines = (nr * 4).div_ceil(64);
     let d = |x: usize| disp(x).unwrap_or(0);
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r9 = next-block prefetch pointer, r10 = p counter. Accumulator (r, v) is register r * vecs + v; B vectors
+    // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r9 = next-block prefetch pointer, r10 = p counter (r11
+    // within a block of 16 with `a_k16`). Accumulator (r, v) is register r * vecs + v; B vectors
     // and the broadcast use the registers above the accumulators.
     let at = |r: usize, v: usize| d(r * m.c_rs + v * lanes);
     for r in 0..mr {
@@ -215,7 +223,22 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             }
         }
     }
-    a.mov(r10, m.k as u64).map_err(e)?;
+    // r10 counts the steps of K, or with `a_k16` the blocks of 16 (r11 the steps within one).
+    let mut outer = a.create_label();
+    if m.a_k16 {
+        a.mov(r10, (m.k / 16) as u64).map_err(e)?;
+        a.set_label(&mut outer).map_err(e)?;
+        if m.a_prefetch > 0 {
+            // One line per row of the block `a_prefetch` elements ahead.
+            for r in 0..mr {
+                a.prefetcht1(byte_ptr(rdi + d(m.a_prefetch + r * 16)))
+                    .map_err(e)?;
+            }
+        }
+        a.mov(r11, 16u64).map_err(e)?;
+    } else {
+        a.mov(r10, m.k as u64).map_err(e)?;
+    }
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
     if m.b_prefetch > 0 {
@@ -228,7 +251,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         a.prefetcht1(byte_ptr(r9)).map_err(e)?;
         a.add(r9, 64).map_err(e)?;
     }
-    if m.a_prefetch > 0 {
+    if m.a_prefetch > 0 && !m.a_k16 {
         a.prefetcht1(byte_ptr(rdi + d(m.a_prefetch))).map_err(e)?;
     }
     if m.b_next_cols {
@@ -280,8 +303,9 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
             }
         }
     }
-    if m.a_cs > 0 {
-        a.add(rdi, d(m.a_cs)).map_err(e)?;
+    let a_step = if m.a_k16 { 1 } else { m.a_cs };
+    if a_step > 0 {
+        a.add(rdi, d(a_step)).map_err(e)?;
     }
     if m.b_copy {
         a.add(r9, d(nr)).map_err(e)?;
@@ -289,8 +313,17 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     if m.b_rs > 0 {
         a.add(rsi, d(m.b_rs)).map_err(e)?;
     }
+    if m.a_k16 {
+        a.dec(r11).map_err(e)?;
+        a.jne(top).map_err(e)?;
+        // From the block's 17th element to the next block's first.
+        let jump = i32::try_from(16 * m.a_cs as i64 * 4 - 64).unwrap_or(0);
+        if jump != 0 {
+            a.add(rdi, jump).map_err(e)?;
+        }
+    }
     a.dec(r10).map_err(e)?;
-    a.jne(top).map_err(e)?;
+    a.jne(if m.a_k16 { outer } else { top }).map_err(e)?;
     if let Some(epi) = m.epi {
         epilogue(&mut a, m, &epi).map_err(e)?;
     }
@@ -433,8 +466,15 @@ mod tests {
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
         for cols in [simd.tile().1, 16] {
             for rows in [simd.tile().0, simd.max_rows()] {
-                check_cols(simd, (rows, cols), k, a_rs, a_cs, b_rs, c_rs);
+                check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, c_rs);
             }
+        }
+    }
+
+    /// A `[K/16][rows][16]` (`a_k16`, blocks `16·a_cs` apart), every tile height.
+    fn check_k16(simd: Simd, k: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
+        for rows in 1..=simd.max_rows() {
+            check_cols(simd, (rows, simd.tile().1), k, (16, a_cs, true), b_rs, c_rs);
         }
     }
 
@@ -442,8 +482,7 @@ mod tests {
         simd: Simd,
         (mr, cols): (usize, usize),
         k: usize,
-        a_rs: usize,
-        a_cs: usize,
+        (a_rs, a_cs, a_k16): (usize, usize, bool),
         b_rs: usize,
         c_rs: usize,
     ) {
@@ -481,8 +520,14 @@ mod tests {
             // B in place leaves its contiguous copy (checked below).
             b_copy: b_rs != nr,
             c_prefetch: b_rs != nr,
+            a_k16,
         };
-        let alen = (mr - 1) * a_rs + (k - 1) * a_cs + 1;
+        // A's element (r, p).
+        let at = |r: usize, p: usize| match a_k16 {
+            true => p / 16 * 16 * a_cs + r * a_rs + p % 16,
+            false => r * a_rs + p * a_cs,
+        };
+        let alen = at(mr - 1, k - 1) + 1;
         let av: Vec<f32> = (0..alen)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
             .collect();
@@ -517,7 +562,7 @@ mod tests {
             for j in 0..nr {
                 let mut acc = 0.0f32;
                 for p in 0..k {
-                    acc = av[r * a_rs + p * a_cs].mul_add(bv[p * b_rs + j], acc);
+                    acc = av[at(r, p)].mul_add(bv[p * b_rs + j], acc);
                 }
                 assert_eq!(
                     c[r * c_rs + j].to_bits(),
@@ -525,7 +570,7 @@ mod tests {
                     "{simd:?} r{r} j{j}"
                 );
                 for p in 0..k {
-                    acc = av[r * a_rs + p * a_cs].mul_add(bv[p * b_rs + j], acc);
+                    acc = av[at(r, p)].mul_add(bv[p * b_rs + j], acc);
                 }
                 let got = c2[r * c_rs + j];
                 assert_eq!(
@@ -571,6 +616,7 @@ mod tests {
                 hi: Some(6.0f32.to_bits()),
             }),
             b_prefetch: 0,
+            a_k16: false,
             prefetch_next: false,
             a_prefetch: 0,
             b_next_cols: false,
@@ -659,5 +705,12 @@ mod tests {
         check(Simd::Avx512, 65, 70, 1, 40, 35);
         check(Simd::Avx512, 5, 1, 8, 64, 100);
         check(Simd::Avx512, 300, 1, 49, 32, 40); // B as one panel, prefetched
+    }
+
+    #[test]
+    fn k16_blocked_a_matches_the_fma_chain_bitwise() {
+        check_k16(Simd::Avx512, 16, 20, 32, 32);
+        check_k16(Simd::Avx512, 64, 49, 40, 35);
+        check_k16(Simd::Avx2, 48, 17, 24, 30);
     }
 }

@@ -12,6 +12,7 @@ pub use super::depthwise_plane::{plane_mode, EdgeRows, PlaneMode};
 use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::kernel::Role;
+pub use crate::codegen::kernels::depthwise_c16_x86::C16Out;
 use crate::codegen::math;
 use crate::ir::Activation;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -41,9 +42,11 @@ pub struct DepthwiseSpec {
     pub has_bias: bool,
     /// Fused activation.
     pub act: Activation,
-    /// The channel-blocked kernel (`Body::DepthwiseC16`) writes its output as the row panels of the transposed
-    /// GEMM that is its only reader (`[N, P8/8, C, 8]`, as `Body::PackRows` would pack it), not as planes.
-    pub pack_out: bool,
+    /// How the channel-blocked kernel (`Body::DepthwiseC16`) lays out its output: planes, or for the transposed
+    /// GEMM that is its only reader the row panels `Body::PackRows` would pack (`[N, P8/8, C, 8]`,
+    /// `C16Out::Panels(C)`) or the blocks it computes (`[N, C/16, P, 16]`, `C16Out::Blocked`, read with
+    /// `GemmSpec::a_k16`).
+    pub out_layout: C16Out,
 }
 
 /// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
@@ -88,7 +91,7 @@ pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x
         bias: s.has_bias,
         lo,
         hi,
-        panels: s.pack_out.then_some(s.c),
+        layout: s.out_layout,
     };
     let taps = s.kernel[0] * s.kernel[1];
     let fits = s.c.is_multiple_of(16)
@@ -127,11 +130,12 @@ pub fn emit_c16(
         // Unit u: channels 16·u .. 16·u + 16 of the flattened [N·C] planes; g = u mod C/16 their group.
         let (b, g) = kb.divmod(u, groups);
         let x = kb.addr(px, u, (16 * plane * 4) as i64);
-        let out = if s.pack_out {
+        let out = if matches!(s.out_layout, C16Out::Panels(_)) {
             // Row panels [N, P8/8, C, 8]: the group's 16 channels start 16·8 floats into each panel.
             let batch = kb.addr(po, b, (p.next_multiple_of(8) * s.c * 4) as i64);
             kb.addr(batch, g, (16 * 8 * 4) as i64)
         } else {
+            // 16 planes [16][P], or the block [P][16]: 16·P floats per unit either way.
             kb.addr(po, u, (16 * p * 4) as i64)
         };
         let w = kb.addr(pw, g, (16 * taps * 4) as i64);

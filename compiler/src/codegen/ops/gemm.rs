@@ -80,6 +80,11 @@ pub struct GemmSpec {
     /// `(r, p)` at `(r / P)·P·K + p·P + r % P` (`K` = `a.rs`, `a.cs` = 1), so a tile's A is one sequential
     /// stream, `P` floats per step of K. `None`: A is read through its strides.
     pub a_panel: Option<usize>,
+    /// A `[K/16][M][16]`: the steps of K in blocks of 16 adjacent elements per row (`a.rs` = 16), consecutive
+    /// blocks `16·a.cs` apart (`a.cs` = M), K a multiple of 16 — the channel-blocked depthwise kernel's output
+    /// (`lower/cnn/transposed.rs::push_transposed`), read with no transpose or pack. K blocks start at
+    /// multiples of 16, where the element offset `k0·a.cs` is the block's.
+    pub a_k16: bool,
     /// Right operand (vector loads along columns).
     pub b: Operand,
     /// B packed at compile time in panels of this many columns (a multiple of the micro-kernels' `nr`; the last
@@ -421,7 +426,7 @@ fn tile(
     }
     let a_ptr = kb.var(cranelift_codegen::ir::types::I64, a_ptr0);
     let b_ptr = kb.var(cranelift_codegen::ir::types::I64, b_ptr0);
-    kb.for_const(0, s.k, 1, |kb, _| {
+    kb.for_const(0, s.k, 1, |kb, p| {
         let ap = kb.b.use_var(a_ptr);
         let bp = kb.b.use_var(b_ptr);
         let bv: Vec<Value> = (0..ncols_slots)
@@ -444,7 +449,17 @@ fn tile(
                 kb.b.def_var(v, nx);
             }
         }
-        let ap2 = kb.b.ins().iadd_imm_s(ap, (a_k_step * 4) as i64);
+        let ap2 = if s.a_k16 {
+            // One element on within a block of 16; from its last to the next block's first.
+            let last = kb.b.ins().band_imm_u(p, 15);
+            let last = kb.b.ins().icmp_imm_u(IntCC::Equal, last, 15);
+            let step = kb.iconst(4);
+            let jump = kb.iconst((16 * a_k_step * 4 - 60) as i64);
+            let by = kb.b.ins().select(last, jump, step);
+            kb.b.ins().iadd(ap, by)
+        } else {
+            kb.b.ins().iadd_imm_s(ap, (a_k_step * 4) as i64)
+        };
         kb.b.def_var(a_ptr, ap2);
         let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b_k_step() * 4) as i64);
         kb.b.def_var(b_ptr, bp2);

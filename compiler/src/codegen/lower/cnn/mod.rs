@@ -13,7 +13,7 @@ mod winograd;
 use super::{operand, Ctx, A_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::kernels::pack16;
-use crate::codegen::ops::depthwise::{c16, DepthwiseSpec};
+use crate::codegen::ops::depthwise::{c16, C16Out, DepthwiseSpec};
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
 use crate::codegen::ops::pool::PoolSpec;
 use crate::error::{Error, Result};
@@ -82,7 +82,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
             out: [os[2], os[3]],
             has_bias: a.has_bias,
             act: a.epilogue.act,
-            pack_out: false,
+            out_layout: C16Out::Planes,
         };
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
         let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
@@ -157,6 +157,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         ],
         a: operand(Role::A, kk),
         a_panel: packed.map(|_| A_PANEL),
+        a_k16: false,
         b_panel: None,
         b: operand(Role::B, p),
         c: operand(Role::Out, p),
