@@ -169,11 +169,12 @@ fn runs_x86_64_v4(what: &str) -> bool {
     runs
 }
 
-/// A channel-blocked depthwise convolution (AVX-512) whose only reader is a transposed 1x1 convolution writes
-/// its `[P][16]` blocks, which that GEMM reads as A with no pack (no `.pack` op in the bundle): a 3x3 one with a
-/// Relu on 14x14 planes (clamped results stored straight from the fma chains; 14 tiles of 14 rows) and a 5x5
-/// one with Relu6 on 7x7 planes (the block copied out clamped; a tile tail), a bias, K = 48 and 112 channels
-/// padded to 128. Both match tract.
+/// An inverted residual block on small planes (AVX-512): a transposed 1x1 expansion writes the `[P][16]` blocks
+/// that the channel-blocked depthwise convolution reads (`GemmSpec::c_k16`, no transposing epilogue), which
+/// writes its own `[P][16]` blocks that the transposed projection reads as A with no pack (no `.pack` op in the
+/// bundle): a 3x3 depthwise layer with a Relu on 14x14 planes (clamped results stored straight from the fma
+/// chains; 14 tiles of 14 rows) and a 5x5 one with Relu6 on 7x7 planes (the block copied out clamped; a tile
+/// tail), biases, 112 channels padded to 128. Both match tract.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn depthwise_writing_the_projection_blocks_matches_tract() {
@@ -181,9 +182,12 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
     if !runs_x86_64_v4("depthwise blocks") {
         return;
     }
-    for (c, m, hw, k, relu6) in [(64, 96, 14, 3, false), (48, 112, 7, 5, true)] {
+    for (c, m, hw, k, relu6) in [(64, 96, 14, 3, false), (96, 112, 7, 5, true)] {
+        let cin = 24;
         let mut g = Model::new();
-        g.input("x", &[1, c, hw, hw]);
+        g.input("x", &[1, cin, hw, hw]);
+        g.init("we", &[c, cin, 1, 1], rand_vec(c * cin, 2));
+        g.init("be", &[c], rand_vec(c, 8));
         g.init("wd", &[c, 1, k, k], rand_vec(c * k * k, 3));
         g.init("bd", &[c], rand_vec(c, 4));
         g.init("wp", &[m, c, 1, 1], rand_vec(m * c, 5));
@@ -195,7 +199,9 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
             ("kernel_shape", Attr::Ints(vec![k as i64, k as i64])),
             ("pads", Attr::Ints(vec![pad; 4])),
         ];
-        g.node("Conv", &["x", "wd", "bd"], &["d"], dw);
+        g.node("Conv", &["x", "we", "be"], &["e"], vec![]);
+        g.node("Relu", &["e"], &["er"], vec![]);
+        g.node("Conv", &["er", "wd", "bd"], &["d"], dw);
         if relu6 {
             g.init("lo", &[], vec![0.0]).init("hi", &[], vec![6.0]);
             g.node("Clip", &["d", "lo", "hi"], &["r"], vec![]);
@@ -210,16 +216,19 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
         let ins = bundlec::emit::inspect::inspect("dw_blocks.o", &compiled.bundle.object)
             .expect("inspect");
         let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
-        assert!(
-            names.iter().any(|n| n.ends_with(".gemm_t")),
-            "{k}x{k}: a transposed GEMM: {names:?}"
+        assert_eq!(
+            names.iter().filter(|n| n.ends_with(".gemm_t")).count(),
+            2,
+            "{k}x{k}: transposed expansion and projection: {names:?}"
         );
+        // The projection (the last op) reads the depthwise blocks as they are: no pack before it.
+        let last = names.len() - 1;
         assert!(
-            !names.iter().any(|n| n.ends_with(".pack")),
-            "{k}x{k}: no pack: {names:?}"
+            names[last].ends_with(".gemm_t") && !names[last - 1].ends_with(".pack"),
+            "{k}x{k}: no pack before the projection: {names:?}"
         );
-        let x = rand_vec(c * hw * hw, 7);
-        let want = tract_run(&model, &[(vec![1, c, hw, hw], x.clone())]);
+        let x = rand_vec(cin * hw * hw, 7);
+        let want = tract_run(&model, &[(vec![1, cin, hw, hw], x.clone())]);
         let got = run_c(&compiled, &[x], &[m * hw * hw]);
         assert_close(&got, &want, TOL, &format!("dw_blocks {k}x{k}"));
     }

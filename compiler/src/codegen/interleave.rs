@@ -20,6 +20,10 @@ fn pair_groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
     let Body::Gemm(s) = &ka.body else {
         return None;
     };
+    // A transposed GEMM's rows are pixels, not the channels the depthwise kernel splits by.
+    if s.transpose_out.is_some() || s.c_k16 {
+        return None;
+    }
     let g = s.whole_row_groups()?;
     // A GEMM that copies B takes its rows in one group (`ops::gemm::emit_with`); K below that bound never does.
     if g < 2 || !s.batch.iter().all(|d| d[0] == 1) || s.k >= COPY_MIN_K {

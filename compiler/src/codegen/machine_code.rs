@@ -68,13 +68,23 @@ fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
 /// faster at 2 threads, 1 % slower at 1. 1 and 4 blocks ahead did no better.
 const A_K16_PREFETCH: usize = 2;
 
+/// `MicroSpec::c_block` of a GEMM's C: the distance between its blocks of 16 columns with `c_k16`, else 0.
+fn c_block(s: &ops::gemm::GemmSpec) -> usize {
+    if s.c_k16 {
+        16 * s.c.cs
+    } else {
+        0
+    }
+}
+
 /// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
 pub const KC: usize = 256;
 
 /// The shape conditions of the micro-kernel path for tiles `nr` columns wide: a full column block, contiguous
 /// columns of B and C, a reduction, and panels of B (if packed) in whole tile widths.
 fn micro_shape_ok(s: &ops::gemm::GemmSpec, nr: usize) -> bool {
-    s.n >= nr && s.b.cs == 1 && s.c.cs == 1 && s.k > 0 && s.b_panel.is_none_or(|p| p % nr == 0)
+    let c_ok = s.c.cs == 1 || (s.c_k16 && s.c.rs == 16 && s.n.is_multiple_of(nr));
+    s.n >= nr && s.b.cs == 1 && c_ok && s.k > 0 && s.b_panel.is_none_or(|p| p % nr == 0)
 }
 
 /// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
@@ -107,6 +117,7 @@ pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
         b_copy: false,
         c_prefetch: false,
         a_k16: s.a_k16,
+        c_block: c_block(s),
     };
     usable && gemm_x86::fits(&spec)
 }
@@ -204,6 +215,7 @@ pub(super) fn define_micro(
             // layer2's 4-7 %, the 256 -> 64 layers 6 %; ResNet-50 about 2 %.
             c_prefetch: slot == 4 && epi.is_some() && s.b_panel.is_none() && !a_transposed,
             a_k16: s.a_k16,
+            c_block: if set == 1 { 0 } else { c_block(s) },
         };
         if !gemm_x86::fits(&ms) {
             return Ok(None);

@@ -7,7 +7,8 @@
 //! 1. zero the border of the padded input block `X[Hp][Wp][16]` in the scratch (`Hp = (oh−1)·sh + kh`,
 //!    `Wp = (ow−1)·sw + kw`: exactly what the outputs read);
 //! 2. transpose the 16 NCHW input planes into it, 16 pixels at a time (16 loads, `transpose16`, a store per
-//!    pixel; the last block's loads masked so nothing past a plane is read);
+//!    pixel; the last block's loads masked so nothing past a plane is read), or (`in_blocked`) copy the pixels
+//!    of an input block `[H·W][16]` that a transposed GEMM wrote (`GemmSpec::c_k16`) into it;
 //! 3. per output row (a counted loop), groups of up to 8 outputs in accumulators that start at the bias (or
 //!    +0.0) and take one `vfmadd231ps` per tap in (ky, kx) order — the taps' 16-channel weights held in
 //!    registers, the inputs as memory operands — into `O[P][16]`; with a `Blocked` output and registers to
@@ -57,6 +58,8 @@ pub struct DwC16 {
     pub hi: Option<u32>,
     /// How the output is laid out.
     pub layout: C16Out,
+    /// The input is the block `[H·W][16]` (a transposed GEMM's `c_k16` output), not 16 planes.
+    pub in_blocked: bool,
 }
 
 /// Where the channel-blocked kernel writes its 16 channels' outputs.
@@ -131,8 +134,18 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             }
         }
     }
-    // 2. The input planes, transposed 16 pixels at a time.
-    for p0 in (0..hw).step_by(16) {
+    // 2. The input planes, transposed 16 pixels at a time; or the input block's pixels copied.
+    for q in (0..hw).filter(|_| s.in_blocked) {
+        let (py, px) = (q / w + pt, q % w + pl);
+        if py < hp && px < wp {
+            let x = z(q % 2);
+            a.vmovups(x, zmmword_ptr(rdi + disp(name, q * 16)?))
+                .map_err(e)?;
+            let off = disp(name, (py * wp + px) * 16)?;
+            a.vmovups(zmmword_ptr(r8 + off), x).map_err(e)?;
+        }
+    }
+    for p0 in (0..hw).step_by(16).filter(|_| !s.in_blocked) {
         let n = (hw - p0).min(16);
         if n < 16 {
             a.mov(eax, (1u32 << n) - 1).map_err(e)?;
@@ -289,8 +302,8 @@ mod tests {
     /// kept) — over plane sizes around 16-pixel blocks, strides 1 and 2, asymmetric pads, 3x3 and 5x5; the
     /// output planes end on a guard page. Every case runs a second time writing row panels (`Panels`: the
     /// group as channels 16..32 of 48, so panel rows hold other groups' channels around it, which must stay
-    /// untouched), whose padding pixels must be +0.0, and a third writing the `[P][16]` block (`Blocked`:
-    /// stored straight from the fma chains for 3x3 kernels, copied out for 5x5).
+    /// untouched), whose padding pixels must be +0.0, and a third reading and writing `[P][16]` blocks
+    /// (`in_blocked`, `Blocked`: stored straight from the fma chains for 3x3 kernels, copied out for 5x5).
     #[test]
     fn planes_match_the_fma_chain() {
         if skip_without_avx512("channel-blocked depthwise kernel") {
@@ -324,6 +337,7 @@ mod tests {
                 lo: (i % 3 != 2).then(|| 0.0f32.to_bits()),
                 hi: (i % 3 == 0).then(|| 1.5f32.to_bits()),
                 layout,
+                in_blocked: layout == C16Out::Blocked,
             };
             let f: Kernel = unsafe { std::mem::transmute(exec(&assemble(&s).unwrap())) };
             let taps = kernel[0] * kernel[1];
@@ -343,7 +357,12 @@ mod tests {
                 .wrapping_add(scratch.as_ptr().align_offset(64));
             // SAFETY: x holds 16 planes; o 16 output planes; the scratch its size, 64-byte aligned.
             unsafe {
-                std::ptr::copy_nonoverlapping(xv.as_ptr(), x, xv.len());
+                // The planes, or (`in_blocked`) the same values as the block [np][16].
+                let xin: Vec<f32> = match s.in_blocked {
+                    true => (0..16 * np).map(|i| xv[i % 16 * np + i / 16]).collect(),
+                    false => xv.clone(),
+                };
+                std::ptr::copy_nonoverlapping(xin.as_ptr(), x, xin.len());
                 std::slice::from_raw_parts_mut(o, o_len).fill(7.0);
                 let dst = if panels.is_some() { o.add(16 * 8) } else { o };
                 f(x, packed.as_ptr(), bv.as_ptr(), dst, spad as *mut f32);

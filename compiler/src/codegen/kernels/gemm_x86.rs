@@ -124,6 +124,19 @@ pub struct MicroSpec {
     /// multiple of 16): A `[K/16][rows][16]` with `a_rs = 16`, as the channel-blocked depthwise kernel writes it
     /// (`GemmSpec::a_k16`). Otherwise every step of K moves A by `a_cs`.
     pub a_k16: bool,
+    /// C's columns in blocks of 16, consecutive blocks this many elements apart (0: contiguous columns): C
+    /// `[N/16][rows][16]` with `c_rs = 16`, the channel-blocked depthwise kernel's input (`GemmSpec::c_k16`).
+    pub c_block: usize,
+}
+
+impl MicroSpec {
+    /// Element offset of column `col` within a row of C.
+    fn c_col(&self, col: usize) -> usize {
+        match self.c_block {
+            0 => col,
+            b => col / 16 * b + col % 16,
+        }
+    }
 }
 
 /// A fused epilogue: `act(acc + bias[row] + residual[row][col])`.
@@ -174,7 +187,7 @@ pub fn fits(m: &MicroSpec) -> bool {
             .checked_mul(m.b_prefetch)
             .and_then(|x| disp(x + nr))
             .is_some()
-        && disp(m.c_rs * mr + nr).is_some()
+        && disp(m.c_rs * mr + m.c_col(nr - 1) + 1).is_some()
         && m.epi
             .and_then(|e| e.res_rs)
             .is_none_or(|rs| disp(rs * mr + nr).is_some())
@@ -196,7 +209,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
     // rdi = A, rsi = B, rdx = C, rcx = bias, r8 = residual, r9 = next-block prefetch pointer, r10 = p counter (r11
     // within a block of 16 with `a_k16`). Accumulator (r, v) is register r * vecs + v; B vectors
     // and the broadcast use the registers above the accumulators.
-    let at = |r: usize, v: usize| d(r * m.c_rs + v * lanes);
+    let at = |r: usize, v: usize| d(r * m.c_rs + m.c_col(v * lanes));
     for r in 0..mr {
         for v in 0..vecs {
             let k = r * vecs + v;
@@ -214,7 +227,7 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         let res_rs = m.epi.and_then(|x| x.res_rs);
         for r in 0..mr {
             for line in 0..lines {
-                a.prefetcht1(byte_ptr(rdx + d(r * m.c_rs + line * 16)))
+                a.prefetcht1(byte_ptr(rdx + d(r * m.c_rs + m.c_col(line * 16))))
                     .map_err(e)?;
                 if let Some(rs) = res_rs {
                     a.prefetcht1(byte_ptr(r8 + d(r * rs + line * 16)))
@@ -466,15 +479,18 @@ mod tests {
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
         for cols in [simd.tile().1, 16] {
             for rows in [simd.tile().0, simd.max_rows()] {
-                check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, c_rs);
+                check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, (c_rs, 0));
             }
         }
     }
 
-    /// A `[K/16][rows][16]` (`a_k16`, blocks `16·a_cs` apart), every tile height.
+    /// A `[K/16][rows][16]` (`a_k16`, blocks `16·a_cs` apart), every tile height; C with contiguous columns
+    /// and (`c_block`) as `[N/16][rows][16]`, its blocks `c_block` apart.
     fn check_k16(simd: Simd, k: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
         for rows in 1..=simd.max_rows() {
-            check_cols(simd, (rows, simd.tile().1), k, (16, a_cs, true), b_rs, c_rs);
+            for c in [(c_rs, 0), (16, 16 * rows + 7)] {
+                check_cols(simd, (rows, simd.tile().1), k, (16, a_cs, true), b_rs, c);
+            }
         }
     }
 
@@ -484,7 +500,7 @@ mod tests {
         k: usize,
         (a_rs, a_cs, a_k16): (usize, usize, bool),
         b_rs: usize,
-        c_rs: usize,
+        (c_rs, c_block): (usize, usize),
     ) {
         let ok = match simd {
             Simd::Avx2 => {
@@ -521,6 +537,7 @@ mod tests {
             b_copy: b_rs != nr,
             c_prefetch: b_rs != nr,
             a_k16,
+            c_block,
         };
         // A's element (r, p).
         let at = |r: usize, p: usize| match a_k16 {
@@ -528,13 +545,15 @@ mod tests {
             false => r * a_rs + p * a_cs,
         };
         let alen = at(mr - 1, k - 1) + 1;
+        // C's element (r, j).
+        let c_at = |r: usize, j: usize| r * c_rs + spec.c_col(j);
         let av: Vec<f32> = (0..alen)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25)
             .collect();
         let bv: Vec<f32> = (0..(k - 1) * b_rs + nr)
             .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5)
             .collect();
-        let mut c = vec![f32::NAN; (mr - 1) * c_rs + nr];
+        let mut c = vec![f32::NAN; c_at(mr - 1, nr - 1) + 1];
         let mut copy = vec![f32::NAN; k * nr];
         run(&spec, &av, &bv, &mut c, &mut copy);
         if spec.b_copy {
@@ -564,15 +583,11 @@ mod tests {
                 for p in 0..k {
                     acc = av[at(r, p)].mul_add(bv[p * b_rs + j], acc);
                 }
-                assert_eq!(
-                    c[r * c_rs + j].to_bits(),
-                    acc.to_bits(),
-                    "{simd:?} r{r} j{j}"
-                );
+                assert_eq!(c[c_at(r, j)].to_bits(), acc.to_bits(), "{simd:?} r{r} j{j}");
                 for p in 0..k {
                     acc = av[at(r, p)].mul_add(bv[p * b_rs + j], acc);
                 }
-                let got = c2[r * c_rs + j];
+                let got = c2[c_at(r, j)];
                 assert_eq!(
                     got.to_bits(),
                     acc.to_bits(),
@@ -617,6 +632,7 @@ mod tests {
             }),
             b_prefetch: 0,
             a_k16: false,
+            c_block: 0,
             prefetch_next: false,
             a_prefetch: 0,
             b_next_cols: false,

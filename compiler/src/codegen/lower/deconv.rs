@@ -52,6 +52,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
         alpha: 1.0,
         a_panel: None,
         a_k16: false,
+        c_k16: false,
         b_panel: None,
         bias: None,
         residual: None,

@@ -47,6 +47,9 @@ pub struct DepthwiseSpec {
     /// `C16Out::Panels(C)`) or the blocks it computes (`[N, C/16, P, 16]`, `C16Out::Blocked`, read with
     /// `GemmSpec::a_k16`).
     pub out_layout: C16Out,
+    /// The channel-blocked kernel reads its input as the blocks `[N, C/16, H·W, 16]` that the transposed GEMM
+    /// before it wrote (`GemmSpec::c_k16`), not as planes.
+    pub in_blocked: bool,
 }
 
 /// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
@@ -92,6 +95,7 @@ pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x
         lo,
         hi,
         layout: s.out_layout,
+        in_blocked: s.in_blocked,
     };
     let taps = s.kernel[0] * s.kernel[1];
     let fits = s.c.is_multiple_of(16)

@@ -85,6 +85,11 @@ pub struct GemmSpec {
     /// (`lower/cnn/transposed.rs::push_transposed`), read with no transpose or pack. K blocks start at
     /// multiples of 16, where the element offset `k0·a.cs` is the block's.
     pub a_k16: bool,
+    /// C `[N/16][M][16]` (`c.rs` = 16, `c.cs` = M: column block `j0`'s offset is `j0·M`), the channel-blocked
+    /// depthwise kernel's input (`lower/cnn/transposed.rs::c16_reads_blocks`), N a multiple of the tile columns.
+    /// Only the micro-kernels write such a C: lowering sets it only where they take every tile with the
+    /// epilogue fused (`machine_code::fuses_transpose`, `fused_epilogue`).
+    pub c_k16: bool,
     /// Right operand (vector loads along columns).
     pub b: Operand,
     /// B packed at compile time in panels of this many columns (a multiple of the micro-kernels' `nr`; the last
@@ -686,10 +691,15 @@ fn b_col_el(kb: &mut Kb, s: &GemmSpec, j0: Value, off: Value) -> Value {
     kb.b.ins().iadd_imm_s(el, s.b.off as i64)
 }
 
-/// The element index of `(row, col)` of an operand with contiguous columns, at the batch offset `off`.
+/// The element index of `(row, col)` of an operand with contiguous columns (or, `GemmSpec::c_k16`, `col` a
+/// multiple of 16 and blocks of 16 columns `16·cs` apart), at the batch offset `off`.
 fn elem(kb: &mut Kb, op: &Operand, row: Value, col: Value, off: Value) -> Value {
     let r = kb.b.ins().imul_imm_s(row, op.rs as i64);
     let el = kb.b.ins().iadd(r, off);
+    let col = match op.cs {
+        1 => col,
+        cs => kb.b.ins().imul_imm_s(col, cs as i64),
+    };
     let el = kb.b.ins().iadd(el, col);
     kb.b.ins().iadd_imm_s(el, op.off as i64)
 }

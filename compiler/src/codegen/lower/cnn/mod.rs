@@ -83,21 +83,27 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
             has_bias: a.has_bias,
             act: a.epilogue.act,
             out_layout: C16Out::Planes,
+            in_blocked: false,
         };
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
         let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
             _ => None,
         };
+        let mut x = Buf::Tensor(ins[0]);
         let (w, body) = match packed {
             Some(wp) => {
                 let name = format!("{}.W_c16", node.name);
                 let wt = cx.constant(name, Tensor::f32(vec![c / 16, khw, 16], wp));
+                let mut spec = spec;
+                if let Some(blocks) = transposed::c16_reads_blocks(cx, ins[0], &spec) {
+                    (x, spec.in_blocked) = (blocks, true);
+                }
                 (wt, Body::DepthwiseC16(spec))
             }
             None => (ins[1], Body::Depthwise(spec)),
         };
-        let mut args = vec![(Role::X, Buf::Tensor(ins[0])), (Role::W, Buf::Tensor(w))];
+        let mut args = vec![(Role::X, x), (Role::W, Buf::Tensor(w))];
         args.extend(bias);
         args.push((Role::Out, out));
         cx.push(n, None, &args, body, nb * m * p * khw);
@@ -158,6 +164,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         a: operand(Role::A, kk),
         a_panel: packed.map(|_| A_PANEL),
         a_k16: false,
+        c_k16: false,
         b_panel: None,
         b: operand(Role::B, p),
         c: operand(Role::Out, p),

@@ -115,6 +115,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
             a: operand(Role::A, c),
             a_panel: None,
             a_k16: false,
+            c_k16: false,
             b_panel: None,
             b: operand(Role::B, t),
             c: operand(Role::Out, t),
