@@ -236,8 +236,9 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
 
 /// Transposed convolution GEMMs whose channels are a multiple of 16 but not of 32 (`transposed_wins`): their
 /// weights, bias and `Cᵀ` padded to whole 32-column blocks, the padding never transposed. A 14x14 projection to
-/// 112 channels with a bias and a residual after a depthwise layer that writes its blocks (`C16Out::Blocked`), and a 3x3 convolution
-/// to 80 channels on 7x7 planes (Winograd, its GEMMs transposed); both match tract, bitwise-free of the padding.
+/// 112 channels with a bias and a residual after a depthwise layer that writes its blocks (`C16Out::Blocked`),
+/// and a 3x3 convolution from 128 to 80 channels on 7x7 planes (Winograd, its GEMMs transposed); both match
+/// tract, bitwise-free of the padding.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn padded_transposed_gemms_match_tract() {
@@ -262,7 +263,7 @@ fn padded_transposed_gemms_match_tract() {
     g.node("Relu", &["d"], &["r"], vec![]);
     g.node("Conv", &["r", "wp", "bp"], &["p"], vec![]);
     g.node("Add", &["p", "res"], &["y"], vec![]);
-    let (c7, m7) = (24, 80);
+    let (c7, m7) = (128, 80);
     let mut g7 = Model::new();
     g7.input("x", &[1, c7, 7, 7]);
     g7.init("w", &[m7, c7, 3, 3], rand_vec(m7 * c7 * 9, 24));

@@ -60,17 +60,26 @@ pub(super) fn winograd_spec(
     ok.then_some(s)
 }
 
+/// Least input channels (the GEMMs' K) of a Winograd convolution whose GEMMs are computed transposed: below it
+/// the pack of `V` and the transposing epilogue, which cost per element of `V` and `M`, outweigh the wasted
+/// columns of the GEMM's K steps. ResNet-50's 56x56 layers (F(4x4): 196 tiles, K = 64; Intel Xeon, Emerald
+/// Rapids, paired runs, bitwise equal): transform, pack and GEMM 1140 -> 940 µs at 1 thread for the first,
+/// 3.4 -> 2.8 ms for the three, 1.83 -> 1.60 ms at 2 threads; the model 1.2 % / 0.7 % faster at 1 / 2 threads.
+/// Its 28x28, 14x14 and 7x7 layers (K ≥ 128, 49 or 16 tiles) are far slower untransposed.
+const TRANSPOSED_MIN_K: usize = 128;
+
 /// A convolution as Winograd F(2x2, 3x3) (`ops/winograd.rs`): the input transform into scratch `V`, a GEMM
 /// per ξ of the compile-time transformed weights `U` by `V` into scratch `M`, the output transform with bias
 /// and clamp into the output. When the tiles fill the GEMM's 32-column blocks badly (`transposed_wins`:
-/// ResNet-50's 14x14 layers, 49 tiles in 64 columns; its 28x28 ones, 196 in 224), each GEMM is computed
-/// transposed, `Mᵀ[ξ] = V[ξ]ᵀ · U[ξ]ᵀ` (tiles as rows, `Uᵀ` packed in column panels at compile time), and the
-/// block-transposing kernel writes `M` back: the same fma chains, so the output is bitwise the same.
+/// ResNet-50's 28x28 and 14x14 layers, 49 tiles in 64 columns) and K is deep enough (`TRANSPOSED_MIN_K`),
+/// each GEMM is computed transposed, `Mᵀ[ξ] = V[ξ]ᵀ · U[ξ]ᵀ` (tiles as rows, `Uᵀ` packed in column panels at
+/// compile time), and the block-transposing kernel writes `M` back: the same fma chains, so the output is
+/// bitwise the same.
 pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (c, m, t, xis) = (s.c, s.m, s.tiles_all(), s.xis());
     let u = transform_weights(w, m, c, s.tile);
-    let transposed = transposed_wins(m, t);
+    let transposed = transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
     let (u, u_shape) = if transposed {
         // Per ξ, Uᵀ [C, M] in column panels.
         let packed = (0..xis)
