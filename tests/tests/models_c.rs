@@ -234,6 +234,70 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
     }
 }
 
+/// A chain of bottlenecks on 14x14 planes (AVX-512) whose 1x1 convolutions are all computed transposed: the
+/// tensors between them stay in channel blocks (`lower/cnn/blocked.rs`) — read as A with no pack, added as
+/// residuals in the micro-kernels' epilogue — and only the graph input is packed (one `.pack` op); the last
+/// block's output, a graph output, is transposed back into planes. At batch 1 and, where nothing is kept in
+/// blocks, batch 2, both matching tract.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn blocked_bottleneck_chain_matches_tract() {
+    use bundlec_tests::onnx::Model;
+    if !runs_x86_64_v4("blocked bottlenecks") {
+        return;
+    }
+    for nb in [1, 2] {
+        let (cin, c, mid) = (16, 64, 32);
+        let mut g = Model::new();
+        g.input("x", &[nb, cin, 14, 14]);
+        g.output("y2", &[nb, c, 14, 14]);
+        g.init("w0", &[c, cin, 1, 1], rand_vec(c * cin, 30));
+        g.node("Conv", &["x", "w0"], &["c0"], vec![]);
+        g.node("Relu", &["c0"], &["y0"], vec![]);
+        for b in 1..=2 {
+            let (wa, wb, ba) = (format!("wa{b}"), format!("wb{b}"), format!("ba{b}"));
+            g.init(&wa, &[mid, c, 1, 1], rand_vec(mid * c, 31 + b));
+            g.init(&ba, &[mid], rand_vec(mid, 33 + b));
+            g.init(&wb, &[c, mid, 1, 1], rand_vec(c * mid, 35 + b));
+            let (prev, a, r, p, s) = (
+                format!("y{}", b - 1),
+                format!("a{b}"),
+                format!("r{b}"),
+                format!("p{b}"),
+                format!("s{b}"),
+            );
+            g.node("Conv", &[&prev, &wa, &ba], &[&a], vec![]);
+            g.node("Relu", &[&a], &[&r], vec![]);
+            g.node("Conv", &[&r, &wb], &[&p], vec![]);
+            g.node("Add", &[&p, &prev], &[&s], vec![]);
+            g.node("Relu", &[&s], &[&format!("y{b}")], vec![]);
+        }
+        let model = g.bytes();
+        let mut o = bundlec::Options::new("blocked_chain");
+        o.cpu = "x86-64-v4".into();
+        let compiled = bundlec_tests::harness::compile_with(&model, o);
+        let ins = bundlec::emit::inspect::inspect("blocked_chain.o", &compiled.bundle.object)
+            .expect("inspect");
+        let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
+        assert_eq!(
+            names.iter().filter(|n| n.ends_with(".gemm_t")).count(),
+            5,
+            "batch {nb}: five transposed GEMMs: {names:?}"
+        );
+        if nb == 1 {
+            assert_eq!(
+                names.iter().filter(|n| n.ends_with(".pack")).count(),
+                1,
+                "batch 1: only the input packed: {names:?}"
+            );
+        }
+        let x = rand_vec(nb * cin * 196, 39);
+        let want = tract_run(&model, &[(vec![nb, cin, 14, 14], x.clone())]);
+        let got = run_c(&compiled, &[x], &[nb * c * 196]);
+        assert_close(&got, &want, TOL, &format!("blocked_chain batch {nb}"));
+    }
+}
+
 /// Transposed convolution GEMMs whose channels are a multiple of 16 but not of 32 (`transposed_wins`): their
 /// weights, bias and `Cᵀ` padded to whole 32-column blocks, the padding never transposed. A 14x14 projection to
 /// 112 channels with a bias and a residual after a depthwise layer that writes its blocks (`C16Out::Blocked`),
@@ -391,12 +455,16 @@ fn residual_in_place_matches_tract() {
         g.output("y", &[1, c, hw, hw]);
         g.node("Conv", &["x", "w0"], &["x0"], vec![]); // conv_0
         g.node("Relu", &["x0"], &["x1"], vec![]);
-        g.node("Conv", &["x1", "w1"], &["e"], vec![]); // conv_2
+        // The expansion reads a Sigmoid of x1: x1 (the residual) then has a reader other than a 1x1
+        // convolution and stays planes, not the channel blocks (`lower/cnn/blocked.rs`) that conv_4's planes
+        // could not share.
+        g.node("Sigmoid", &["x1"], &["x2"], vec![]);
+        g.node("Conv", &["x2", "w1"], &["e"], vec![]); // conv_3
         g.node("Relu", &["e"], &["e1"], vec![]);
-        g.node("Conv", &["e1", "w2"], &["f"], vec![]); // conv_4: residual x1, in place
+        g.node("Conv", &["e1", "w2"], &["f"], vec![]); // conv_5: residual x1, in place
         g.node("Add", &["f", "x1"], &["s"], vec![]);
         g.node("Relu", &["s"], &["s1"], vec![]);
-        g.node("Conv", &["s1", "w3"], &["u"], vec![]); // conv_7: residual s1 is also its input
+        g.node("Conv", &["s1", "w3"], &["u"], vec![]); // conv_8: residual s1 is also its input
         g.node("Add", &["u", "s1"], &["v"], vec![]);
         g.node("Conv", &["v", "w4"], &["y"], vec![]);
         let model = g.bytes();
@@ -405,7 +473,7 @@ fn residual_in_place_matches_tract() {
         let name = format!("in_place{hw}");
         check_kernel_sets_with(&model, &name, &x, c * hw * hw, &want, |compiled, name| {
             // Per kernel run: the distinct offsets of its activation arguments of the block's size (its
-            // output, residual and, for conv_7, input), when it has at least two such arguments.
+            // output, residual and, for conv_8, input), when it has at least two such arguments.
             let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
             let bytes = (c * hw * hw * 4) as u64;
             let distinct = |node: &str| -> Vec<usize> {
@@ -423,9 +491,9 @@ fn residual_in_place_matches_tract() {
                     })
                     .collect()
             };
-            // conv_4's output and residual share; conv_7's output keeps its own bytes beside its input.
-            assert_eq!(distinct("conv_4"), [1], "{name}");
-            assert_eq!(distinct("conv_7"), [2], "{name}");
+            // conv_5's output and residual share; conv_8's output keeps its own bytes beside its input.
+            assert_eq!(distinct("conv_5"), [1], "{name}");
+            assert_eq!(distinct("conv_8"), [2], "{name}");
         });
     }
 }

@@ -313,9 +313,10 @@ pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroE
         Some(b) if b.kind == ops::gemm::BiasKind::Col && b.scale == 1.0 => (false, true),
         Some(_) => return None,
     };
-    let res_rs = match &s.residual {
-        None => None,
-        Some(r) if r.cs == 1 => Some(r.rs),
+    let (res_rs, res_block) = match &s.residual {
+        None => (None, 0),
+        Some(r) if s.res_k16 && r.rs == 16 => (Some(r.rs), 16 * r.cs),
+        Some(r) if r.cs == 1 => (Some(r.rs), 0),
         Some(_) => return None,
     };
     let (lo, hi) = clamp_bits(s.act)?;
@@ -326,6 +327,7 @@ pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroE
         bias,
         bias_col,
         res_rs,
+        res_block,
         lo,
         hi,
     })

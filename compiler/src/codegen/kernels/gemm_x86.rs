@@ -129,6 +129,17 @@ pub struct MicroSpec {
     pub c_block: usize,
 }
 
+impl MicroEpi {
+    /// Element offset of the residual's row `r`, column `col`, when the epilogue adds one.
+    fn res_at(&self, r: usize, col: usize) -> Option<usize> {
+        let col = match self.res_block {
+            0 => col,
+            b => col / 16 * b + col % 16,
+        };
+        self.res_rs.map(|rs| r * rs + col)
+    }
+}
+
 impl MicroSpec {
     /// Element offset of column `col` within a row of C.
     fn c_col(&self, col: usize) -> usize {
@@ -148,6 +159,9 @@ pub struct MicroEpi {
     pub bias_col: bool,
     /// Add the residual (pointer in `r8`) with this row stride in elements.
     pub res_rs: Option<usize>,
+    /// The residual's columns in blocks of 16 this many elements apart (0: contiguous columns), like a
+    /// `c_block` C: `GemmSpec::res_k16`.
+    pub res_block: usize,
     /// Lower clamp (f32 bits): `max(x, lo)`.
     pub lo: Option<u32>,
     /// Upper clamp (f32 bits): `min(x, hi)`.
@@ -189,8 +203,8 @@ pub fn fits(m: &MicroSpec) -> bool {
             .is_some()
         && disp(m.c_rs * mr + m.c_col(nr - 1) + 1).is_some()
         && m.epi
-            .and_then(|e| e.res_rs)
-            .is_none_or(|rs| disp(rs * mr + nr).is_some())
+            .and_then(|e| e.res_at(mr, nr - 1))
+            .is_none_or(|at| disp(at + 1).is_some())
 }
 
 /// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
@@ -224,14 +238,12 @@ pub fn assemble(m: &MicroSpec) -> Result<Vec<u8>, String> {
         }
     }
     if m.c_prefetch {
-        let res_rs = m.epi.and_then(|x| x.res_rs);
         for r in 0..mr {
             for line in 0..lines {
                 a.prefetcht1(byte_ptr(rdx + d(r * m.c_rs + m.c_col(line * 16))))
                     .map_err(e)?;
-                if let Some(rs) = res_rs {
-                    a.prefetcht1(byte_ptr(r8 + d(r * rs + line * 16)))
-                        .map_err(e)?;
+                if let Some(at) = m.epi.and_then(|x| x.res_at(r, line * 16)) {
+                    a.prefetcht1(byte_ptr(r8 + d(at))).map_err(e)?;
                 }
             }
         }
@@ -383,8 +395,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if epi.bias_col {
                         a.vaddps(x, x, ptr(rcx + d(v * lanes)))?;
                     }
-                    if let Some(rs) = epi.res_rs {
-                        a.vaddps(x, x, ptr(r8 + d(r * rs + v * lanes)))?;
+                    if let Some(at) = epi.res_at(r, v * lanes) {
+                        a.vaddps(x, x, ptr(r8 + d(at)))?;
                     }
                     if epi.lo.is_some() || epi.hi.is_some() {
                         // NaN stays NaN: remember where x is unordered, clamp, blend x back there.
@@ -422,8 +434,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if epi.bias_col {
                         a.vaddps(x, x, zmmword_ptr(rcx + d(v * lanes)))?;
                     }
-                    if let Some(rs) = epi.res_rs {
-                        a.vaddps(x, x, zmmword_ptr(r8 + d(r * rs + v * lanes)))?;
+                    if let Some(at) = epi.res_at(r, v * lanes) {
+                        a.vaddps(x, x, zmmword_ptr(r8 + d(at)))?;
                     }
                     let (lo, hi) = (epi.lo.map(|_| zmm28), epi.hi.map(|_| zmm29));
                     super::clamp_keep_nan(a, x, lo, hi, zmm31)?;
@@ -599,7 +611,7 @@ mod tests {
 
     /// The fused epilogue: `clamp(acc + bias[r] + res[r][j])` with NaN kept and `max(-0, +0) = +0`, as the
     /// Cranelift epilogue computes it.
-    fn check_epilogue(simd: Simd, mr: usize) {
+    fn check_epilogue(simd: Simd, mr: usize, res_block: usize) {
         let ok = match simd {
             Simd::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
             Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
@@ -612,7 +624,9 @@ mod tests {
             return;
         }
         let nr = simd.tile().1;
-        let (k, res_rs, c_rs) = (3, nr + 5, nr + 3);
+        let (k, c_rs) = (3, nr + 3);
+        // A residual with contiguous columns, or in blocks of 16 (`res_block`) like a blocked C.
+        let res_rs = if res_block > 0 { 16 } else { nr + 5 };
         let spec = MicroSpec {
             simd,
             rows: mr,
@@ -627,6 +641,7 @@ mod tests {
                 bias: true,
                 bias_col: false,
                 res_rs: Some(res_rs),
+                res_block,
                 lo: Some(0.0f32.to_bits()),
                 hi: Some(6.0f32.to_bits()),
             }),
@@ -648,7 +663,9 @@ mod tests {
             .collect();
         bv[1] = f32::NAN; // column 1 is NaN in every row
         let bias: Vec<f32> = (0..mr).map(|r| r as f32 * 0.5 - 1.0).collect();
-        let mut res: Vec<f32> = (0..(mr - 1) * res_rs + nr)
+        let epi = spec.epi.unwrap();
+        let res_of = |r: usize, j: usize| epi.res_at(r, j).unwrap();
+        let mut res: Vec<f32> = (0..res_of(mr - 1, nr - 1) + 1)
             .map(|i| (i % 7) as f32 - 3.0)
             .collect();
         let mut c = vec![0.0f32; (mr - 1) * c_rs + nr];
@@ -657,7 +674,7 @@ mod tests {
         for p in 0..k {
             bv[p * nr + 2] = 0.0;
         }
-        res[2] = -0.0;
+        res[res_of(0, 2)] = -0.0;
         let bias0 = bias[0];
         let mut bias = bias;
         bias[0] = if bias0 == 0.0 { 0.0 } else { bias0 };
@@ -683,7 +700,7 @@ mod tests {
                 for p in 0..k {
                     acc = av[r * k + p].mul_add(bv[p * nr + j], acc);
                 }
-                let x = acc + bias[r] + res[r * res_rs + j];
+                let x = acc + bias[r] + res[res_of(r, j)];
                 let want = if x.is_nan() {
                     x
                 } else if x <= 0.0 {
@@ -702,9 +719,11 @@ mod tests {
 
     #[test]
     fn fused_epilogues_clamp_and_keep_nan() {
-        check_epilogue(Simd::Avx2, 4);
+        check_epilogue(Simd::Avx2, 4, 0);
+        check_epilogue(Simd::Avx2, 4, 16 * 4 + 5);
         for rows in [8, 14] {
-            check_epilogue(Simd::Avx512, rows);
+            check_epilogue(Simd::Avx512, rows, 0);
+            check_epilogue(Simd::Avx512, rows, 16 * rows + 3);
         }
     }
 

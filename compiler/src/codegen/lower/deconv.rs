@@ -53,6 +53,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<(
         a_panel: None,
         a_k16: false,
         c_k16: false,
+        res_k16: false,
         b_panel: None,
         bias: None,
         residual: None,

@@ -87,6 +87,9 @@ pub(super) struct Ctx<'g> {
     pub(super) views: std::collections::HashMap<TensorId, (TensorId, Vec<usize>)>,
     /// Transposes that emit nothing because the MatMul before them wrote their output (`linalg.rs`).
     pub(super) written: std::collections::HashSet<NodeId>,
+    /// Tensors kept as channel blocks `[N, ld/16, P, 16]` in a scratch buffer (`cnn/blocked.rs`): the buffer and
+    /// `ld`.
+    pub(super) blocked: std::collections::HashMap<TensorId, (Buf, usize)>,
 }
 
 /// What the target's kernels change in the lowering.
@@ -232,6 +235,7 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
         aliases: Default::default(),
         views: Default::default(),
         written: Default::default(),
+        blocked: Default::default(),
     };
     for n in order {
         lower_node(&mut cx, n)?;

@@ -90,6 +90,9 @@ pub struct GemmSpec {
     /// Only the micro-kernels write such a C: lowering sets it only where they take every tile with the
     /// epilogue fused (`machine_code::fuses_transpose`, `fused_epilogue`).
     pub c_k16: bool,
+    /// The residual `[N/16][M][16]` like a `c_k16` C (`residual.rs` = 16, `residual.cs` = M), added by the
+    /// micro-kernels' fused epilogue (`lower/cnn/blocked.rs`): only where they take every tile with it fused.
+    pub res_k16: bool,
     /// Right operand (vector loads along columns).
     pub b: Operand,
     /// B packed at compile time in panels of this many columns (a multiple of the micro-kernels' `nr`; the last
@@ -162,6 +165,7 @@ impl GemmSpec {
             (Some(t), _) => t.residual,
             (None, Some(r)) => {
                 (r.off, r.rs, r.cs) == (self.c.off, self.c.rs, self.c.cs)
+                    && self.res_k16 == self.c_k16
                     && self.k <= crate::codegen::machine_code::KC
                     && crate::codegen::machine_code::fused_epilogue(self).is_some()
             }

@@ -6,6 +6,7 @@
 //! shapes allow, a Conv takes the direct kernel instead (`direct.rs`), Winograd (`winograd.rs`), or its GEMM
 //! computed transposed (`transposed.rs`).
 
+mod blocked;
 mod direct;
 mod transposed;
 mod winograd;
@@ -165,6 +166,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         a_panel: packed.map(|_| A_PANEL),
         a_k16: false,
         c_k16: false,
+        res_k16: false,
         b_panel: None,
         b: operand(Role::B, p),
         c: operand(Role::Out, p),

@@ -87,8 +87,7 @@ pub(super) fn lower_conv_transposed(
         out_act,
         out: Buf::Tensor(node.outputs[0]),
     };
-    push_transposed(cx, n, t, ("gemm_t", None));
-    Ok(())
+    push_transposed(cx, n, t, ("gemm_t", None))
 }
 
 /// A GEMM computed transposed: `nb` products `Cᵀ [P, M] = Aᵀ · B` of K-deep operands, written back as `[M, P]`.
@@ -263,7 +262,12 @@ pub(super) fn c16_reads_blocks(cx: &mut Ctx, x: TensorId, d: &DepthwiseSpec) -> 
 /// epilogue is a kernel of its own after it, `NODE[.names.1]`. Fused, a unit's block of `Cᵀ` is transposed from
 /// this core's cache and one barrier goes: measured on this session's Intel Xeon (Emerald Rapids), the
 /// separate kernel took 4.5 % of MobileNetV2 at 1 thread and 7.4 % at 2, where it read blocks another core wrote.
-pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&str, Option<&str>)) {
+pub(super) fn push_transposed(
+    cx: &mut Ctx,
+    n: NodeId,
+    t: Transposed,
+    names: (&str, Option<&str>),
+) -> Result<()> {
     let p16 = t.p.next_multiple_of(16);
     // `Cᵀ`'s row stride: whole column blocks (B and the bias are padded with zeros to it).
     let ld = t.m.next_multiple_of(NR);
@@ -276,6 +280,7 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
         a_panel,
         a_k16,
         c_k16: false,
+        res_k16: false,
         b_panel: Some(NR),
         b: operand(Role::B, ld),
         c: operand(Role::Out, ld),
@@ -298,17 +303,40 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
         rs: 16,
         cs: t.p,
     };
-    let blocked = t.k.is_multiple_of(16)
-        && crate::codegen::machine_code::fuses_transpose(&spec(
-            blocks.clone(),
-            None,
-            t.p * t.k,
-            true,
-        ))
-        && c16_feeder(cx, &t).is_some();
+    let takes_blocks = |x_ld: usize| {
+        t.k.is_multiple_of(16)
+            && crate::codegen::machine_code::fuses_transpose(&spec(
+                blocks.clone(),
+                None,
+                x_ld * t.p,
+                true,
+            ))
+    };
+    // A kept in blocks by the transposed GEMM before (`blocked.rs`), read as they are.
+    let x_ld = t.k.next_multiple_of(NR);
+    let a_tensor = match t.a.0 {
+        Buf::Tensor(x) if t.nb == 1 => Some(x),
+        _ => None,
+    };
+    let a_blocks = match a_tensor {
+        Some(x) if takes_blocks(x_ld) => super::blocked::blocks(cx, x, t.k, t.p),
+        _ => None,
+    };
+    if a_blocks.is_none() && a_tensor.is_some_and(|x| cx.blocked.contains_key(&x)) {
+        return Err(Error::internal(
+            "lower",
+            format!(
+                "{}: A kept in channel blocks but not read so",
+                cx.g.nodes[n].name
+            ),
+        ));
+    }
+    let blocked = a_blocks.is_some() || (takes_blocks(t.k) && c16_feeder(cx, &t).is_some());
     // Else A packed in row panels first (`Body::PackRows`) where that pays (`packs_rows`).
     let packed = packs_rows(t.m);
-    let (a_buf, a_batch, a, a_panel) = if blocked {
+    let (a_buf, a_batch, a, a_panel) = if let Some((x, x_ld)) = a_blocks {
+        (x, x_ld * t.p, blocks.clone(), None)
+    } else if blocked {
         let s = cx.scratch(t.nb * t.p * t.k * 4);
         c16_writes(cx, &t, C16Out::Blocked, s);
         (s, t.p * t.k, blocks, None)
@@ -345,7 +373,7 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
     };
     let mut spec = spec(a, a_panel, a_batch, blocked);
     let work = spec.macs();
-    let epilogue = TransposeOut {
+    let mut epilogue = TransposeOut {
         p: t.p,
         m: t.m,
         ld,
@@ -353,6 +381,32 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
         act: t.out_act,
     };
     let fused = crate::codegen::machine_code::fuses_transpose(&spec);
+    // A residual kept in blocks (`blocked.rs`) is added in the micro-kernels' epilogue, the clamp after it.
+    let mut residual = t.residual;
+    if let Some(Buf::Tensor(r)) = t.residual.filter(|_| t.nb == 1) {
+        if let Some((rb, _)) = super::blocked::blocks(cx, r, t.m, t.p) {
+            spec.residual = Some(Operand {
+                arg: Role::Residual,
+                off: 0,
+                rs: 16,
+                cs: t.p,
+            });
+            spec.res_k16 = true;
+            spec.act = t.out_act;
+            (epilogue.residual, epilogue.act) = (false, Activation::None);
+            residual = Some(rb);
+            let takes = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
+            if !fused || !takes {
+                return Err(Error::internal(
+                    "lower",
+                    format!(
+                        "{}: residual kept in channel blocks but not added so",
+                        cx.g.nodes[n].name
+                    ),
+                ));
+            }
+        }
+    }
     // Fused, a unit starting inside a block of 16 rows reads up to 15 rows past the last batch's P16.
     let ct = cx.scratch((t.nb * p16 + if fused { 16 } else { 0 }) * ld * 4);
     let mut args = vec![(Role::A, a_buf), (Role::B, t.b.0)];
@@ -363,12 +417,12 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
         spec.c.arg = Role::Scratch;
         spec.transpose_out = Some(epilogue);
         args.push((Role::Scratch, ct));
-        if let Some(r) = t.residual {
+        if let Some(r) = residual {
             args.push((Role::Residual, r));
         }
         args.push((Role::Out, t.out));
         cx.push(n, Some(names.0), &args, Body::Gemm(spec), work);
-        return;
+        return Ok(());
     }
     args.push((Role::Out, ct));
     cx.push(n, Some(names.0), &args, Body::Gemm(spec), work);
@@ -382,4 +436,5 @@ pub(super) fn push_transposed(cx: &mut Ctx, n: NodeId, t: Transposed, names: (&s
         t: epilogue,
     };
     cx.push(n, names.1, &args, body, t.nb * t.m * t.p);
+    Ok(())
 }

@@ -114,7 +114,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
             out_act: Activation::None,
             out: mm,
         };
-        push_transposed(cx, n, tr, ("winograd_gemm_t", Some("winograd_t")));
+        push_transposed(cx, n, tr, ("winograd_gemm_t", Some("winograd_t")))?;
     } else {
         let spec = GemmSpec {
             m,
@@ -125,6 +125,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
             a_panel: None,
             a_k16: false,
             c_k16: false,
+            res_k16: false,
             b_panel: None,
             b: operand(Role::B, t),
             c: operand(Role::Out, t),

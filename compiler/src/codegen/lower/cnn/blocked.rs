@@ -1,0 +1,115 @@
+//! Channel-blocked activations between transposed convolution GEMMs: a tensor whose producer is a transposed GEMM
+//! (`transposed.rs`) and whose every reader is a 1x1 convolution computed transposed — as its A (an inverted
+//! residual's expansion, a bottleneck's first 1x1 layer) or as the residual its epilogue adds (the next
+//! projection, the next bottleneck's last 1x1 layer) — is kept as the blocks `[N, ld/16, P, 16]` the GEMM
+//! computes (`GemmSpec::c_k16`): the producer skips its transposing epilogue, the readers their pack of A
+//! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`). Every
+//! element takes the same operations in the same order: bitwise the same output.
+//!
+//! The decision is made when the first reader is lowered (the producer then already is): [`accepts`] checks,
+//! from the graph, that every reader will be lowered that way, with the same conditions `lower_conv` and
+//! `push_transposed` apply; a reader that then cannot take the blocks fails with an internal error rather than
+//! read them as planes.
+
+use super::super::Ctx;
+use super::transposed::{transposed_wins, NR};
+use crate::codegen::kernel::{Body, Buf, Role};
+use crate::codegen::machine_code::{clamp_bits, fuses_transpose};
+use crate::codegen::ops::gemm::Operand;
+use crate::ir::{NodeId, Op, TensorId};
+use crate::passes::consumers;
+
+/// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
+/// cover every row (`machine_code::fuses_transpose`).
+const MIN_PIXELS: usize = 14;
+
+/// Whether node `n` reads `x` (of `c` channels on planes of `p` pixels) in a way that takes blocks: a 1x1,
+/// stride-1, unpadded, one-group convolution with constant weights and a clamp that `lower_conv` computes
+/// transposed, reading `x` once, as its input or as its residual.
+fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
+    let node = &cx.g.nodes[n];
+    let Op::Conv(a) = &node.op else {
+        return false;
+    };
+    let ins = &node.inputs;
+    let pointwise = a.kernel == [1, 1]
+        && a.strides == [1, 1]
+        && a.dilations == [1, 1]
+        && a.pads == [0; 4]
+        && a.group == 1;
+    let Some(w) = cx.g.constant(ins[1]) else {
+        return false;
+    };
+    let m = w.shape.first().copied().unwrap_or(0);
+    let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
+    let once = ins.iter().filter(|&&i| i == x).count() == 1;
+    let as_input = ins[0] == x;
+    let as_residual = a.epilogue.residual && ins.last() == Some(&x) && m == c;
+    pointwise
+        && once
+        && (as_input || as_residual)
+        && cx.opts.winograd
+        && transposed_wins(m, p)
+        && bias_pads
+        && clamp_bits(a.epilogue.act).is_some()
+}
+
+/// Whether every reader of `x` takes it in blocks (`reads_blocks`) and no graph output is `x`.
+fn accepts(cx: &Ctx, x: TensorId, c: usize, p: usize) -> bool {
+    let readers = consumers(cx.g, x);
+    !cx.g.outputs.contains(&x)
+        && !readers.is_empty()
+        && readers.iter().all(|&n| reads_blocks(cx, n, x, c, p))
+}
+
+/// The blocks `(buffer, ld)` holding tensor `x` (`c` channels on planes of `p` pixels): already made, or made now
+/// by turning its producer — a transposed GEMM that transposes into `x` with nothing added there — into one
+/// that stores its blocks, when every reader takes them ([`accepts`]). `None`: `x` stays planes.
+pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(Buf, usize)> {
+    if let Some(&b) = cx.blocked.get(&x) {
+        return Some(b);
+    }
+    if cx.opts.keep_reshapes || p < MIN_PIXELS || !accepts(cx, x, c, p) {
+        return None;
+    }
+    let writes_x = |k: &crate::codegen::kernel::Kernel| {
+        k.args
+            .iter()
+            .any(|a| a.role == Role::Out && a.buf == Buf::Tensor(x))
+    };
+    let id = cx.out.kernels.iter().find(|(_, k)| writes_x(k))?.0;
+    let Body::Gemm(s) = &cx.out.kernels[id].body else {
+        return None;
+    };
+    let t = s.transpose_out?;
+    let geometry = (t.p, t.m, s.batch.len()) == (p, c, 1);
+    if t.residual || t.act != crate::ir::Activation::None || !geometry {
+        return None;
+    }
+    let nb = s.batch[0][0];
+    let mut spec = s.clone();
+    spec.transpose_out = None;
+    spec.c = Operand {
+        arg: Role::Out,
+        off: 0,
+        rs: 16,
+        cs: p,
+    };
+    spec.c_k16 = true;
+    spec.batch[0][3] = t.ld * p;
+    let fused = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
+    let nothing =
+        spec.bias.is_none() && spec.residual.is_none() && spec.act == crate::ir::Activation::None;
+    if !fuses_transpose(&spec) || !(fused || nothing) {
+        return None;
+    }
+    let buf = cx.scratch(nb * t.ld * p * 4);
+    let k = &mut cx.out.kernels[id];
+    k.body = Body::Gemm(spec);
+    k.args.retain(|a| a.role != Role::Scratch);
+    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
+        a.buf = buf;
+    }
+    cx.blocked.insert(x, (buf, t.ld));
+    Some((buf, t.ld))
+}
