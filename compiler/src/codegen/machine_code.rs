@@ -65,8 +65,10 @@ fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
 /// core (the depthwise layer splits by channels, the GEMM by pixels). Measured (Intel Xeon, Emerald Rapids,
 /// paired runs, sums of per-layer 10th percentiles): EfficientNet-Lite0's projections 5 % faster at 2 threads
 /// and 3 % slower at 1 than without (the prefetches take load slots the broadcasts need); the models 1.5 %
-/// faster at 2 threads, 1 % slower at 1. 1 and 4 blocks ahead did no better.
-const A_K16_PREFETCH: usize = 2;
+/// faster at 2 threads, 1 % slower at 1. One block ahead rather than two or four, once ResNet-50's 14x14
+/// layers read blocks too (`lower/cnn/blocked.rs`; K = 1024): its transposed GEMMs 2.5 % faster at 2 threads,
+/// the model 0.8 % / 1.4 % at 1 / 2 threads, EfficientNet-Lite0 and MobileNetV2 0–0.9 %.
+const A_K16_PREFETCH: usize = 1;
 
 /// `MicroSpec::c_block` of a GEMM's C: the distance between its blocks of 16 columns with `c_k16`, else 0.
 fn c_block(s: &ops::gemm::GemmSpec) -> usize {
