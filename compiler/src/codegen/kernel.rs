@@ -167,6 +167,9 @@ pub enum Body {
         planes: usize,
         /// Elements per plane.
         size: usize,
+        /// The input is the channel blocks `[C/16, size, 16]` of a transposed GEMM (`lower/cnn/blocked.rs`;
+        /// batch 1), not planes: one unit per 16 channels.
+        blocked: bool,
     },
     /// Softmax (or LogSoftmax) over [outer, len, inner].
     Softmax {
@@ -354,6 +357,11 @@ impl Kernel {
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),
             Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),
+            Body::GlobalAvg {
+                planes,
+                blocked: true,
+                ..
+            } => planes / 16,
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,
             Body::Pool(p) => p.planes,
             Body::Softmax { outer, inner, .. } => outer * inner,

@@ -480,7 +480,16 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
         }
         Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks, None, None),
-        Body::GlobalAvg { planes, size } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
+        Body::GlobalAvg {
+            planes,
+            size,
+            blocked: false,
+        } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
+        Body::GlobalAvg {
+            planes,
+            size,
+            blocked: true,
+        } => ops::pool::emit_global_avg_blocked(kb, *planes, *size, tasks),
         Body::Softmax {
             outer,
             len,

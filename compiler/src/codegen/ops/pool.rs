@@ -3,7 +3,7 @@
 
 use super::depthwise::interior;
 use super::plane::{reach, StackPlane};
-use crate::codegen::builder::Kb;
+use crate::codegen::builder::{Kb, VEC};
 use crate::codegen::kernel::Role;
 use crate::ir::{PoolAttrs, PoolKind};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -207,6 +207,34 @@ pub fn emit_global_avg(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
         let r = kb.b.ins().fdiv(sum, d);
         let q = kb.addr(po, p, 4);
         kb.store(r, q, 0);
+    });
+}
+
+/// Global average pooling of channel blocks `[C/16, size, 16]` (`Body::GlobalAvg::blocked`): one unit per 16
+/// channels, four `f32x4` sums over the pixels in order, each divided by `size`.
+pub fn emit_global_avg_blocked(kb: &mut Kb, planes: usize, size: usize, tasks: u32) {
+    let (lo, hi) = kb.task_range(planes / 16, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, g| {
+        let src = kb.addr(px, g, (size * 64) as i64);
+        let zero = kb.fconst(VEC, 0.0);
+        let acc: Vec<_> = (0..4).map(|_| kb.var(VEC, zero)).collect();
+        kb.for_const(0, size, 1, |kb, p| {
+            let at = kb.addr(src, p, 64);
+            for (j, &a) in acc.iter().enumerate() {
+                let v = kb.load(VEC, at, (j * 16) as i64);
+                let cur = kb.b.use_var(a);
+                let sum = kb.b.ins().fadd(cur, v);
+                kb.b.def_var(a, sum);
+            }
+        });
+        let d = kb.fconst(VEC, size as f32);
+        let dst = kb.addr(po, g, 64);
+        for (j, &a) in acc.iter().enumerate() {
+            let sum = kb.b.use_var(a);
+            let r = kb.b.ins().fdiv(sum, d);
+            kb.store(r, dst, (j * 16) as i64);
+        }
     });
 }
 

@@ -3,8 +3,10 @@
 //! residual's expansion, a bottleneck's first 1x1 layer) or as the residual its epilogue adds (the next
 //! projection, the next bottleneck's last 1x1 layer) — is kept as the blocks `[N, ld/16, P, 16]` the GEMM
 //! computes (`GemmSpec::c_k16`): the producer skips its transposing epilogue, the readers their pack of A
-//! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`). Every
-//! element takes the same operations in the same order: bitwise the same output.
+//! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`): each
+//! element of those layers takes the same operations in the same order, bitwise the same. A GlobalAveragePool
+//! (a network's head) reads blocks too (`Body::GlobalAvg::blocked`), summing each channel in pixel order
+//! (within rounding of the planes path's sums).
 //!
 //! The decision is made when the first reader is lowered (the producer then already is): [`accepts`] checks,
 //! from the graph, that every reader will be lowered that way, with the same conditions `lower_conv` and
@@ -28,6 +30,10 @@ const MIN_PIXELS: usize = 14;
 /// transposed, reading `x` once, as its input or as its residual.
 fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     let node = &cx.g.nodes[n];
+    if node.op == Op::GlobalAveragePool {
+        // Averaged as blocks (`Body::GlobalAvg::blocked`).
+        return node.inputs == [x];
+    }
     let Op::Conv(a) = &node.op else {
         return false;
     };

@@ -43,10 +43,18 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             Ok(())
         }
         Op::GlobalAveragePool => {
+            let size = numel(&xs[2..]);
+            // A head kept in channel blocks (`blocked.rs`) is averaged as it is.
+            let blocks = (xs.len() == 4 && xs[0] == 1 && xs[1].is_multiple_of(16))
+                .then(|| blocked::blocks(cx, x, xs[1], size))
+                .flatten();
             let body = Body::GlobalAvg {
                 planes: xs[0] * xs[1],
-                size: numel(&xs[2..]),
+                size,
+                blocked: blocks.is_some(),
             };
+            let x = blocks.map_or(Buf::Tensor(x), |b| b.0);
+            let args = [(Role::X, x), (Role::Out, Buf::Tensor(out))];
             cx.push(n, None, &args, body, numel(&xs));
             Ok(())
         }
