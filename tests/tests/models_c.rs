@@ -237,8 +237,9 @@ fn depthwise_writing_the_projection_blocks_matches_tract() {
 /// A chain of bottlenecks on 14x14 planes (AVX-512) whose 1x1 convolutions are all computed transposed: the
 /// tensors between them stay in channel blocks (`lower/cnn/blocked.rs`) — read as A with no pack, added as
 /// residuals in the micro-kernels' epilogue — and only the graph input is packed (one `.pack` op); the last
-/// block's output is averaged as blocks by the GlobalAveragePool head (`Body::GlobalAvg::blocked`). At batch 1
-/// and, where nothing is kept in blocks, batch 2, both matching tract.
+/// block's output goes through a stride-2 1x1 convolution to 7x7 (its columns subsampled as blocks,
+/// `blocked::strided_columns`) whose output the GlobalAveragePool head averages as blocks
+/// (`Body::GlobalAvg::blocked`). At batch 1 and, where nothing is kept in blocks, batch 2, both matching tract.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn blocked_bottleneck_chain_matches_tract() {
@@ -250,7 +251,8 @@ fn blocked_bottleneck_chain_matches_tract() {
         let (cin, c, mid) = (16, 64, 32);
         let mut g = Model::new();
         g.input("x", &[nb, cin, 14, 14]);
-        g.output("head", &[nb, c, 1, 1]);
+        let cds = 128;
+        g.output("head", &[nb, cds, 1, 1]);
         g.init("w0", &[c, cin, 1, 1], rand_vec(c * cin, 30));
         g.node("Conv", &["x", "w0"], &["c0"], vec![]);
         g.node("Relu", &["c0"], &["y0"], vec![]);
@@ -272,7 +274,11 @@ fn blocked_bottleneck_chain_matches_tract() {
             g.node("Add", &[&p, &prev], &[&s], vec![]);
             g.node("Relu", &[&s], &[&format!("y{b}")], vec![]);
         }
-        g.node("GlobalAveragePool", &["y2"], &["head"], vec![]);
+        g.init("wds", &[cds, c, 1, 1], rand_vec(cds * c, 38));
+        let stride = vec![("strides", bundlec_tests::onnx::Attr::Ints(vec![2, 2]))];
+        g.node("Conv", &["y2", "wds"], &["ds"], stride);
+        g.node("Relu", &["ds"], &["dr"], vec![]);
+        g.node("GlobalAveragePool", &["dr"], &["head"], vec![]);
         let model = g.bytes();
         let mut o = bundlec::Options::new("blocked_chain");
         o.cpu = "x86-64-v4".into();
@@ -282,8 +288,8 @@ fn blocked_bottleneck_chain_matches_tract() {
         let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
         assert_eq!(
             names.iter().filter(|n| n.ends_with(".gemm_t")).count(),
-            5,
-            "batch {nb}: five transposed GEMMs: {names:?}"
+            6,
+            "batch {nb}: six transposed GEMMs: {names:?}"
         );
         if nb == 1 {
             assert_eq!(
@@ -291,10 +297,14 @@ fn blocked_bottleneck_chain_matches_tract() {
                 1,
                 "batch 1: only the input packed: {names:?}"
             );
+            assert!(
+                names.iter().any(|n| n.ends_with(".subsample")),
+                "batch 1: the downsample's columns as blocks: {names:?}"
+            );
         }
         let x = rand_vec(nb * cin * 196, 39);
         let want = tract_run(&model, &[(vec![nb, cin, 14, 14], x.clone())]);
-        let got = run_c(&compiled, &[x], &[nb * c]);
+        let got = run_c(&compiled, &[x], &[nb * cds]);
         assert_close(&got, &want, TOL, &format!("blocked_chain batch {nb}"));
     }
 }

@@ -106,6 +106,19 @@ pub enum Body {
         /// Rows per panel (`lower::ROW_PANEL`).
         panel: usize,
     },
+    /// A strided 1x1 convolution's columns from channel blocks (`lower/cnn/blocked.rs`): X `[C/16, H·W, 16]`,
+    /// Out `[C/16, OH·OW, 16]`, each output pixel the 16-float vector of input pixel `(oy·sh, ox·sw)`. One unit
+    /// per 16 channels.
+    SubsampleBlocks {
+        /// Channels (a multiple of 16).
+        c: usize,
+        /// Input height and width.
+        hw: [usize; 2],
+        /// Strides.
+        strides: [usize; 2],
+        /// Output height and width.
+        out: [usize; 2],
+    },
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
     /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (AVX-512 machine
@@ -348,6 +361,7 @@ impl Kernel {
                 n * panels * parts
             }
             Body::Col2im(s) => s.n * s.m,
+            Body::SubsampleBlocks { c, .. } => c / 16,
             Body::Depthwise(s) => s.n * s.c,
             Body::DepthwiseC16(s) => s.n * s.c / 16,
             Body::ConvDirect { n, spec } => n * spec.out[0],

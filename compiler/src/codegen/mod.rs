@@ -462,6 +462,12 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             ops::conv::emit_pack_rows(kb, [*n, *k, *p], *panel, tasks)
         }
         Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
+        Body::SubsampleBlocks {
+            c,
+            hw,
+            strides,
+            out,
+        } => ops::conv::emit_subsample_blocks(kb, *c, [*hw, *strides, *out], tasks),
         // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
         Body::WinogradIn(_)
         | Body::WinogradOut(_)

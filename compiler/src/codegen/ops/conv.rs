@@ -86,6 +86,27 @@ fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (
     (lo.min(out), hi.min(out).max(lo.min(out)))
 }
 
+/// Emits `Body::SubsampleBlocks`: per 16 channels (a unit), output pixel `(oy, ox)` ← the 16 floats of input
+/// pixel `(oy·sh, ox·sw)`, as four `f32x4` copies.
+pub fn emit_subsample_blocks(kb: &mut Kb, c: usize, [hw, st, out]: [[usize; 2]; 3], tasks: u32) {
+    let (lo, hi) = kb.task_range(c / 16, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, g| {
+        let src = kb.addr(px, g, (hw[0] * hw[1] * 64) as i64);
+        let dst = kb.addr(po, g, (out[0] * out[1] * 64) as i64);
+        kb.for_const(0, out[0], 1, |kb, oy| {
+            let row = kb.addr(src, oy, (st[0] * hw[1] * 64) as i64);
+            let orow = kb.addr(dst, oy, (out[1] * 64) as i64);
+            for ox in 0..out[1] {
+                for j in 0..4 {
+                    let v = kb.load(VEC, row, ((ox * st[1]) * 64 + j * 16) as i64);
+                    kb.store(v, orow, (ox * 64 + j * 16) as i64);
+                }
+            }
+        });
+    });
+}
+
 /// Emits the body of an im2col kernel: roles X (input) and Out (columns). With `copy` (the AVX-512 strided row
 /// copy of `kernels/copy_x86.rs` for this kernel's column stride), f32 copy runs are calls to it.
 pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef>) {

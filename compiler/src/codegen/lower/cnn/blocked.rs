@@ -5,7 +5,7 @@
 //! computes (`GemmSpec::c_k16`): the producer skips its transposing epilogue, the readers their pack of A
 //! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`): each
 //! element of those layers takes the same operations in the same order, bitwise the same. A GlobalAveragePool
-//! (a network's head) reads blocks too (`Body::GlobalAvg::blocked`), summing each channel in pixel order
+//! (a network's head) and a strided 1x1 convolution (a downsample, through `strided_columns`) read blocks too (`Body::GlobalAvg::blocked`), summing each channel in pixel order
 //! (within rounding of the planes path's sums).
 //!
 //! The decision is made when the first reader is lowered (the producer then already is): [`accepts`] checks,
@@ -18,7 +18,7 @@ use super::transposed::{transposed_wins, NR};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::machine_code::{clamp_bits, fuses_transpose};
 use crate::codegen::ops::gemm::Operand;
-use crate::ir::{NodeId, Op, TensorId};
+use crate::ir::{numel, NodeId, Op, TensorId};
 use crate::passes::consumers;
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
@@ -38,11 +38,13 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
         return false;
     };
     let ins = &node.inputs;
-    let pointwise = a.kernel == [1, 1]
-        && a.strides == [1, 1]
-        && a.dilations == [1, 1]
-        && a.pads == [0; 4]
-        && a.group == 1;
+    let one_by_one =
+        a.kernel == [1, 1] && a.dilations == [1, 1] && a.pads == [0; 4] && a.group == 1;
+    // A strided one (a downsample) takes its columns from the blocks (`strided_columns`) and computes on its
+    // output's pixels.
+    let strided = a.strides != [1, 1];
+    let os = cx.shape(node.outputs[0]);
+    let p = if strided { numel(&os[2..]) } else { p };
     let Some(w) = cx.g.constant(ins[1]) else {
         return false;
     };
@@ -50,14 +52,56 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
     let once = ins.iter().filter(|&&i| i == x).count() == 1;
     let as_input = ins[0] == x;
-    let as_residual = a.epilogue.residual && ins.last() == Some(&x) && m == c;
-    pointwise
+    let as_residual = a.epilogue.residual && ins.last() == Some(&x) && m == c && !strided;
+    one_by_one
+        && p >= MIN_PIXELS
         && once
         && (as_input || as_residual)
         && cx.opts.winograd
         && transposed_wins(m, p)
         && bias_pads
         && clamp_bits(a.epilogue.act).is_some()
+}
+
+/// The columns of a strided 1x1 convolution (`n`, one group, batch 1) whose input is kept in blocks, or may be
+/// (`blocks`): a `Body::SubsampleBlocks` kernel copies the pixels it reads, as blocks, into a scratch buffer it
+/// returns with its size per image in elements; the transposed GEMM reads them as A (`Transposed::a_blocked`).
+pub(super) fn strided_columns(
+    cx: &mut Ctx,
+    n: NodeId,
+    a: &crate::ir::ConvAttrs,
+    xs: &[usize],
+    os: &[usize],
+) -> Option<(Buf, usize)> {
+    let shape = a.kernel == [1, 1]
+        && a.dilations == [1, 1]
+        && a.pads == [0; 4]
+        && a.group == 1
+        && a.strides != [1, 1]
+        && xs.len() == 4
+        && xs[0] == 1
+        && xs[1].is_multiple_of(16);
+    if !shape {
+        return None;
+    }
+    let x = cx.g.nodes[n].inputs[0];
+    let (xb, _) = blocks(cx, x, xs[1], xs[2] * xs[3])?;
+    let (c, p) = (xs[1], os[2] * os[3]);
+    let cols = cx.scratch(c * p * 4);
+    let body = Body::SubsampleBlocks {
+        c,
+        hw: [xs[2], xs[3]],
+        strides: a.strides,
+        out: [os[2], os[3]],
+    };
+    cx.push(
+        n,
+        Some("subsample"),
+        &[(Role::X, xb), (Role::Out, cols)],
+        body,
+        c * p,
+    );
+    Some((cols, c * p))
 }
 
 /// Whether every reader of `x` takes it in blocks (`reads_blocks`) and no graph output is `x`.

@@ -128,15 +128,28 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
             return lower_winograd(cx, n, spec, &w);
         }
     }
-    let (b_buf, b_batch, b_group) = cx.conv_columns(n, a, &xs, &os, cg, None);
+    // A downsample of channel blocks takes its columns as blocks (`blocked.rs`).
+    let blocked_cols = blocked::strided_columns(cx, n, a, &xs, &os);
+    let (b_buf, b_batch, b_group) = match blocked_cols {
+        Some((cols, per_image)) => (cols, per_image, per_image),
+        None => cx.conv_columns(n, a, &xs, &os, cg, None),
+    };
     // Channels padded to whole column blocks need the bias padded too: a constant one.
     let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
     if g == 1 && cx.opts.winograd && transposed_wins(m, p) && bias_pads {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
             if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
-                return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], (b_buf, b_batch));
+                let cols = (b_buf, b_batch, blocked_cols.is_some());
+                return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], cols);
             }
         }
+    }
+    if blocked_cols.is_some() {
+        let what = format!(
+            "{}: columns in channel blocks but not computed transposed",
+            node.name
+        );
+        return Err(Error::internal("lower", what));
     }
     // Constant weights are packed in panels for the micro-kernels (each group's rows padded to whole panels)
     // when the output plane is large: there every weight is reused across many column tiles and one

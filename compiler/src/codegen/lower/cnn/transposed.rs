@@ -39,7 +39,7 @@ pub(super) fn lower_conv_transposed(
     a: &ConvAttrs,
     w: &[f32],
     [nb, m, p, kk]: [usize; 4],
-    (cols, cols_batch): (Buf, usize),
+    (cols, cols_batch, a_blocked): (Buf, usize, bool),
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
@@ -80,6 +80,7 @@ pub(super) fn lower_conv_transposed(
         m,
         k: kk,
         a: (cols, cols_batch),
+        a_blocked,
         b: (Buf::Tensor(wt), 0),
         bias,
         act,
@@ -99,6 +100,8 @@ pub(super) struct Transposed {
     pub(super) k: usize,
     /// A `[K, P]` per batch, read transposed (row stride 1, column stride P), and its batch stride.
     pub(super) a: (Buf, usize),
+    /// A is channel blocks `[K/16, P, 16]` already (`blocked::strided_columns`), read as they are.
+    pub(super) a_blocked: bool,
     /// B `[K, M]` packed in `NR`-column panels (`pack_b_panels`), and its batch stride.
     pub(super) b: (Buf, usize),
     /// Bias per column of `Cᵀ` (per output channel).
@@ -319,9 +322,19 @@ pub(super) fn push_transposed(
         _ => None,
     };
     let a_blocks = match a_tensor {
+        _ if t.a_blocked => Some((t.a.0, t.a.1 / t.p)).filter(|_| takes_blocks(t.k)),
         Some(x) if takes_blocks(x_ld) => super::blocked::blocks(cx, x, t.k, t.p),
         _ => None,
     };
+    if t.a_blocked && a_blocks.is_none() {
+        return Err(Error::internal(
+            "lower",
+            format!(
+                "{}: columns in channel blocks but not read so",
+                cx.g.nodes[n].name
+            ),
+        ));
+    }
     if a_blocks.is_none() && a_tensor.is_some_and(|x| cx.blocked.contains_key(&x)) {
         return Err(Error::internal(
             "lower",

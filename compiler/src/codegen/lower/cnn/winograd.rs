@@ -107,6 +107,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
             m,
             k: c,
             a: (v, c * t),
+            a_blocked: false,
             b: (Buf::Tensor(u), c * m.next_multiple_of(NR)),
             bias: None,
             act: Activation::None,
