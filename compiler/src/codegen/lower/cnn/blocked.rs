@@ -1,7 +1,8 @@
 //! Channel-blocked activations between transposed convolution GEMMs: a tensor whose producer is a transposed GEMM
 //! (`transposed.rs`) and whose every reader is a 1x1 convolution computed transposed — as its A (an inverted
 //! residual's expansion, a bottleneck's first 1x1 layer) or as the residual its epilogue adds (the next
-//! projection, the next bottleneck's last 1x1 layer) — is kept as the blocks `[N, ld/16, P, 16]` the GEMM
+//! projection, the next bottleneck's last 1x1 layer) — or a channel-blocked depthwise convolution (an
+//! expansion's reader, `DwC16::in_blocked`) is kept as the blocks `[N, ld/16, P, 16]` the GEMM
 //! computes (`GemmSpec::c_k16`): the producer skips its transposing epilogue, the readers their pack of A
 //! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`): each
 //! element of those layers takes the same operations in the same order, bitwise the same. A GlobalAveragePool
@@ -38,6 +39,23 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
         return false;
     };
     let ins = &node.inputs;
+    let xs = cx.shape(x);
+    if a.group == c && a.group > 1 {
+        // A depthwise convolution computed by the channel-blocked kernel (`lower_conv`), which copies the
+        // blocks into its padded block (`DwC16::in_blocked`).
+        let os = cx.shape(node.outputs[0]);
+        let m = cx.g.constant(ins[1]).map_or(0, |w| w.shape[0]);
+        let spec = super::depthwise_spec(a, &xs, &os);
+        return ins[0] == x
+            && m == c
+            && !a.epilogue.residual
+            && cx.opts.winograd
+            && crate::codegen::ops::depthwise::c16(&spec).is_some();
+    }
+    // The GEMMs read blocks at batch 1 only.
+    if xs[0] != 1 {
+        return false;
+    }
     let one_by_one =
         a.kernel == [1, 1] && a.dilations == [1, 1] && a.pads == [0; 4] && a.group == 1;
     // A strided one (a downsample) takes its columns from the blocks (`strided_columns`) and computes on its
@@ -136,7 +154,11 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     if t.residual || t.act != crate::ir::Activation::None || !geometry {
         return None;
     }
+    // Past batch 1 only depthwise kernels read blocks (`reads_blocks`), images `C·P` floats apart.
     let nb = s.batch[0][0];
+    if nb > 1 && t.ld != c {
+        return None;
+    }
     let mut spec = s.clone();
     spec.transpose_out = None;
     spec.c = Operand {

@@ -62,6 +62,25 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     }
 }
 
+/// The geometry of a depthwise convolution (group = C = M) of input shape `xs` and output shape `os`, its
+/// output as planes.
+pub(super) fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> DepthwiseSpec {
+    DepthwiseSpec {
+        n: xs[0],
+        c: xs[1],
+        hw: [xs[2], xs[3]],
+        kernel: a.kernel,
+        strides: a.strides,
+        dilations: a.dilations,
+        pads: [a.pads[0], a.pads[1]],
+        out: [os[2], os[3]],
+        has_bias: a.has_bias,
+        act: a.epilogue.act,
+        out_layout: C16Out::Planes,
+        in_blocked: false,
+    }
+}
+
 fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
@@ -80,20 +99,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     let p = os[2] * os[3];
     let bias = a.has_bias.then(|| (Role::Bias, Buf::Tensor(ins[2])));
     if g == c && m == c && !a.epilogue.residual {
-        let spec = DepthwiseSpec {
-            n: nb,
-            c,
-            hw: [h, w],
-            kernel: a.kernel,
-            strides: a.strides,
-            dilations: a.dilations,
-            pads: [a.pads[0], a.pads[1]],
-            out: [os[2], os[3]],
-            has_bias: a.has_bias,
-            act: a.epilogue.act,
-            out_layout: C16Out::Planes,
-            in_blocked: false,
-        };
+        let spec = depthwise_spec(a, &xs, &os);
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
         let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
@@ -105,7 +111,8 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
                 let name = format!("{}.W_c16", node.name);
                 let wt = cx.constant(name, Tensor::f32(vec![c / 16, khw, 16], wp));
                 let mut spec = spec;
-                if let Some(blocks) = transposed::c16_reads_blocks(cx, ins[0], &spec) {
+                // The transposed GEMM before it may keep its input in channel blocks (`blocked.rs`).
+                if let Some((blocks, _)) = blocked::blocks(cx, ins[0], c, h * w) {
                     (x, spec.in_blocked) = (blocks, true);
                 }
                 (wt, Body::DepthwiseC16(spec))

@@ -5,10 +5,10 @@
 
 use super::super::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
 use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::depthwise::{C16Out, DepthwiseSpec};
+use crate::codegen::ops::depthwise::C16Out;
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 use crate::error::{Error, Result};
-use crate::ir::{Activation, ConvAttrs, NodeId, Tensor, TensorId};
+use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
 use crate::passes::single_use;
 
 /// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
@@ -199,64 +199,6 @@ fn c16_writes(cx: &mut Ctx, t: &Transposed, layout: C16Out, buf: Buf) -> bool {
         a.buf = buf;
     }
     true
-}
-
-/// Has the transposed GEMM that computes tensor `x` for the channel-blocked depthwise convolution `d` write it as
-/// the `[N, C/16, P, 16]` blocks the depthwise kernel computes in (`GemmSpec::c_k16`), into a new scratch buffer
-/// it returns, instead of transposing it into planes (`TransposeOut`): when `x` is that GEMM's output, read by
-/// no other node and no graph output, with no residual or clamp after the transposition, no padding columns,
-/// and the micro-kernels writing every tile of it with the epilogue fused. Measured (Intel Xeon, Emerald
-/// Rapids, paired runs, sums of per-layer 10th percentiles, bitwise equal): MobileNetV2's 14x14 expansions
-/// 92 -> 73 µs at 1 thread and 59-71 -> 46-48 at 2 (the transposing epilogue was a fifth of them), its 14x14
-/// depthwise layers 25 -> 19 µs (the planes no longer transposed back); MobileNetV2 5.4 % / 4.0 % faster at 1 /
-/// 2 threads, EfficientNet-Lite0 (whose 14x14 and 7x7 expansions went 250 -> 199 µs) 6-8 %.
-pub(super) fn c16_reads_blocks(cx: &mut Ctx, x: TensorId, d: &DepthwiseSpec) -> Option<Buf> {
-    if cx.opts.keep_reshapes || single_use(cx.g, x).is_none() {
-        return None;
-    }
-    let p = d.hw[0] * d.hw[1];
-    let writes_x = |k: &crate::codegen::kernel::Kernel| {
-        k.args
-            .iter()
-            .any(|a| a.role == Role::Out && a.buf == Buf::Tensor(x))
-    };
-    let id = cx
-        .out
-        .kernels
-        .iter()
-        .find(|(_, k)| writes_x(k))
-        .map(|(id, _)| id)?;
-    let Body::Gemm(s) = &cx.out.kernels[id].body else {
-        return None;
-    };
-    let t = s.transpose_out?;
-    let geometry = (t.p, t.m, t.ld, s.batch.len(), s.batch[0][0]) == (p, d.c, d.c, 1, d.n);
-    if t.residual || t.act != Activation::None || !geometry {
-        return None;
-    }
-    let mut spec = s.clone();
-    spec.transpose_out = None;
-    spec.c = Operand {
-        arg: Role::Out,
-        off: 0,
-        rs: 16,
-        cs: p,
-    };
-    spec.c_k16 = true;
-    spec.batch[0][3] = d.c * p;
-    let nothing = spec.bias.is_none() && spec.act == Activation::None;
-    let fused = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
-    if !crate::codegen::machine_code::fuses_transpose(&spec) || !(fused || nothing) {
-        return None;
-    }
-    let blocks = cx.scratch(d.n * d.c * p * 4);
-    let k = &mut cx.out.kernels[id];
-    k.body = Body::Gemm(spec);
-    k.args.retain(|a| a.role != Role::Scratch);
-    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
-        a.buf = blocks;
-    }
-    Some(blocks)
 }
 
 /// Pushes a transposed GEMM into scratch `[nb, P16, M]` (P rounded up to 16: the transposer loads whole 16x16
