@@ -86,8 +86,8 @@ pub struct GemmSpec {
     /// multiples of 16, where the element offset `k0·a.cs` is the block's.
     pub a_k16: bool,
     /// C `[N/16][M][16]` (`c.rs` = 16, `c.cs` = M: column block `j0`'s offset is `j0·M`), the channel-blocked
-    /// depthwise kernel's input (`lower/cnn/transposed.rs::c16_reads_blocks`), N a multiple of the tile columns.
-    /// Only the micro-kernels write such a C: lowering sets it only where they take every tile with the
+    /// depthwise kernel's input and the transposed GEMMs' A (`lower/cnn/blocked.rs`), N a multiple of the tile
+    /// columns. Only the micro-kernels write such a C: lowering sets it only where they take every tile with the
     /// epilogue fused (`machine_code::fuses_transpose`, `fused_epilogue`).
     pub c_k16: bool,
     /// The residual `[N/16][M][16]` like a `c_k16` C (`residual.rs` = 16, `residual.cs` = M), added by the
