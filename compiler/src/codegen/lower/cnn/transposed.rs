@@ -207,6 +207,11 @@ fn c16_writes(cx: &mut Ctx, t: &Transposed, layout: C16Out, buf: Buf) -> bool {
 /// epilogue is a kernel of its own after it, `NODE[.names.1]`. Fused, a unit's block of `Cᵀ` is transposed from
 /// this core's cache and one barrier goes: measured on this session's Intel Xeon (Emerald Rapids), the
 /// separate kernel took 4.5 % of MobileNetV2 at 1 thread and 7.4 % at 2, where it read blocks another core wrote.
+/// A is read as channel blocks where it is kept so (`blocked.rs`, `Transposed::a_blocked`) or where the
+/// channel-blocked depthwise kernel computing it can write them (`c16_feeder`), else packed or read transposed;
+/// a residual kept in blocks is added by the micro-kernels' epilogue instead of the transposer. A later reader
+/// may still turn the output into blocks (`blocked::blocks`). Errors: a blocked A or residual the micro-kernels
+/// cannot take (a bundlec bug: `blocked::reads_blocks` promised they could).
 pub(super) fn push_transposed(
     cx: &mut Ctx,
     n: NodeId,
