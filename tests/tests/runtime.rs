@@ -200,3 +200,94 @@ fn inputs_in_activations_run_everywhere_with_less_memory() {
         .to_string();
     assert!(err.contains("--inputs-in-activations"), "{err}");
 }
+
+/// The AVX-512 kernel set's channel-blocked layouts (`lower/cnn/blocked.rs`) through the engine: an inverted
+/// residual on 14x14 planes (expansion → channel-blocked depthwise → projection, all in blocks), a bottleneck
+/// whose residual is added from blocks, a stride-2 downsample reading blocks and a GlobalAveragePool head
+/// averaging them. The engine at 1, 2 and 4 threads is bitwise the entry function, which matches tract.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn blocked_layouts_are_thread_count_invariant() {
+    use bundlec_tests::onnx::{Attr, Model};
+    let v4 = bundlec_tests::harness::kernel_variants()
+        .iter()
+        .any(|&(cpu, ok)| cpu == "x86-64-v4" && ok);
+    if !v4 {
+        eprintln!("SKIPPED: the blocked layouts need the AVX-512 kernels (x86-64-v4), which this CPU lacks");
+        return;
+    }
+    let (cin, c, e, mid, cds) = (16, 64, 192, 32, 128);
+    let mut g = Model::new();
+    g.input("x", &[1, cin, 14, 14]);
+    g.output("head", &[1, cds, 1, 1]);
+    let conv = |g: &mut Model, name: &str, ins: [&str; 2], shape: [usize; 4], seed: u64| {
+        g.init(ins[1], &shape, rand_vec(shape.iter().product(), seed));
+        let group = if shape[1] == 1 { shape[0] as i64 } else { 1 };
+        let k = shape[2] as i64;
+        let attrs = vec![
+            ("group", Attr::Int(group)),
+            ("pads", Attr::Ints(vec![k / 2; 4])),
+        ];
+        g.node("Conv", &[ins[0], ins[1]], &[name], attrs);
+    };
+    conv(&mut g, "c0", ["x", "w0"], [c, cin, 1, 1], 50);
+    g.node("Relu", &["c0"], &["y0"], vec![]);
+    // Inverted residual: expansion, 3x3 depthwise, projection + residual.
+    conv(&mut g, "ex", ["y0", "we"], [e, c, 1, 1], 51);
+    g.node("Relu", &["ex"], &["exr"], vec![]);
+    conv(&mut g, "dw", ["exr", "wd"], [e, 1, 3, 3], 52);
+    g.node("Relu", &["dw"], &["dwr"], vec![]);
+    conv(&mut g, "pr", ["dwr", "wp"], [c, e, 1, 1], 53);
+    g.node("Add", &["pr", "y0"], &["y1"], vec![]);
+    // Bottleneck: 1x1 down, 1x1 up + residual.
+    conv(&mut g, "b1", ["y1", "wb1"], [mid, c, 1, 1], 54);
+    g.node("Relu", &["b1"], &["b1r"], vec![]);
+    conv(&mut g, "b2", ["b1r", "wb2"], [c, mid, 1, 1], 55);
+    g.node("Add", &["b2", "y1"], &["s2"], vec![]);
+    g.node("Relu", &["s2"], &["y2"], vec![]);
+    // Stride-2 downsample and the head.
+    g.init("wds", &[cds, c, 1, 1], rand_vec(cds * c, 56));
+    let stride = vec![("strides", Attr::Ints(vec![2, 2]))];
+    g.node("Conv", &["y2", "wds"], &["ds"], stride);
+    g.node("Relu", &["ds"], &["dsr"], vec![]);
+    g.node("GlobalAveragePool", &["dsr"], &["head"], vec![]);
+    let model = g.bytes();
+    let mut o = bundlec::Options::new("rt_blocked");
+    o.cpu = "x86-64-v4".into();
+    let c = bundlec_tests::harness::compile_with(&model, o);
+    let ins = bundlec::emit::inspect::inspect("rt_blocked.o", &c.bundle.object).expect("inspect");
+    let names: Vec<&str> = ins.ops.iter().map(|op| op.name.as_str()).collect();
+    // Only the graph input is packed; the downsample subsamples blocks.
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".pack")).count(),
+        1,
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.ends_with(".subsample")), "{names:?}");
+    let l = Loaded::open(&c);
+    // SAFETY: config and entry come from the bundle compiled for it.
+    let b = unsafe { Bundle::new(l.config, l.entry, &c.bundle.weights) }.expect("bundle");
+    let x = rand_vec(cin * 196, 57);
+    let want = tract_run(&model, &[(vec![1, cin, 14, 14], x.clone())]);
+    let mut inst = b.instance().expect("instance");
+    inst.set_input("x", &x).expect("set input");
+    inst.run().expect("run");
+    let by_entry = inst.output::<f32>("head").expect("output").to_vec();
+    assert_close(
+        std::slice::from_ref(&by_entry),
+        &want,
+        1e-4,
+        "entry vs tract",
+    );
+    for threads in [1, 2, 4] {
+        let mut e = Engine::new(StdPort::new(), threads).expect("engine");
+        let mut i2 = b.instance().expect("instance");
+        i2.set_input("x", &x).expect("set input");
+        e.run(&mut i2).expect("engine run");
+        assert_eq!(
+            i2.output::<f32>("head").expect("output"),
+            &by_entry[..],
+            "engine at {threads} threads"
+        );
+    }
+}
