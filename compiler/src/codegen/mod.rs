@@ -489,13 +489,11 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         Body::GlobalAvg {
             planes,
             size,
-            blocked: false,
-        } => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
-        Body::GlobalAvg {
-            planes,
-            size,
-            blocked: true,
-        } => ops::pool::emit_global_avg_blocked(kb, *planes, *size, tasks),
+            blocked,
+        } => match blocked {
+            false => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
+            true => ops::pool::emit_global_avg_blocked(kb, *planes, *size, tasks),
+        },
         Body::Softmax {
             outer,
             len,

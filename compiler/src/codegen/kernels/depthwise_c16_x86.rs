@@ -176,13 +176,10 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let group = s.group();
     let direct = s.stores_direct();
     a.mov(r10, r8).map_err(e)?;
+    // With direct stores, the clamp bounds above the taps and accumulators, zmm31 the NaN save.
+    let mut bounds = (None, None);
     if direct {
-        // Clamp bounds above the taps and accumulators, zmm31 the NaN save.
-        for (reg, c) in [(zmm29, s.lo), (zmm30, s.hi)] {
-            if let Some(bits) = c {
-                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
-            }
-        }
+        bounds = super::clamp_bounds(&mut a, (s.lo, s.hi), [zmm29, zmm30]).map_err(e)?;
         a.mov(r11, rcx).map_err(e)?;
     } else {
         a.lea(r11, ptr(r8 + disp(name, o_base)?)).map_err(e)?;
@@ -210,8 +207,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         }
         for j in 0..n {
             if direct {
-                let (lo, hi) = (s.lo.map(|_| zmm29), s.hi.map(|_| zmm30));
-                super::clamp_keep_nan(&mut a, acc(j), lo, hi, zmm31).map_err(e)?;
+                super::clamp_keep_nan(&mut a, acc(j), bounds.0, bounds.1, zmm31).map_err(e)?;
             }
             let off = disp(name, (ox0 + j) * 16)?;
             a.vmovups(zmmword_ptr(r11 + off), acc(j)).map_err(e)?;
@@ -224,23 +220,12 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     // 4. The output block, transposed back 16 pixels at a time, clamped, stored; or, `Blocked` without direct
     // stores, copied out clamped.
     if s.layout == C16Out::Blocked && !direct {
-        for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
-            if let Some(bits) = c {
-                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
-            }
-        }
+        let (lo, hi) = super::clamp_bounds(&mut a, (s.lo, s.hi), [zmm27, zmm28]).map_err(e)?;
         for q in 0..p {
             let off = disp(name, q * 16)?;
             a.vmovups(zmm0, zmmword_ptr(r8 + disp(name, o_base + q * 16)?))
                 .map_err(e)?;
-            super::clamp_keep_nan(
-                &mut a,
-                zmm0,
-                s.lo.map(|_| zmm27),
-                s.hi.map(|_| zmm28),
-                zmm29,
-            )
-            .map_err(e)?;
+            super::clamp_keep_nan(&mut a, zmm0, lo, hi, zmm29).map_err(e)?;
             a.vmovups(zmmword_ptr(rcx + off), zmm0).map_err(e)?;
         }
     }
@@ -253,19 +238,14 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             a.vmovups(z(j), zmmword_ptr(r8 + off)).map_err(e)?;
         }
         transpose16(&mut a).map_err(e)?;
-        for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
-            if let Some(bits) = c {
-                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
-            }
-        }
+        let (lo, hi) = super::clamp_bounds(&mut a, (s.lo, s.hi), [zmm27, zmm28]).map_err(e)?;
         if n < 16 {
             a.mov(eax, (1u32 << n) - 1).map_err(e)?;
             a.kmovw(k1, eax).map_err(e)?;
         }
         for c in 0..16 {
             let x = z(c);
-            super::clamp_keep_nan(&mut a, x, s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)
-                .map_err(e)?;
+            super::clamp_keep_nan(&mut a, x, lo, hi, zmm29).map_err(e)?;
             if let C16Out::Panels(k) = s.layout {
                 // Panel q0/8 + h holds pixel q0 + 8h + j of channel c at float `(q0/8 + h)·8k + 8c + j`; the
                 // pixels past p are zeroed, so the panel's padding rows are +0.0.

@@ -129,24 +129,27 @@ pub struct MicroSpec {
     pub c_block: usize,
 }
 
+/// Element offset of column `col` within a row whose columns are contiguous (`block` 0) or in blocks of 16
+/// `block` elements apart (`MicroSpec::c_block`, `MicroEpi::res_block`).
+fn block_col(col: usize, block: usize) -> usize {
+    match block {
+        0 => col,
+        b => col / 16 * b + col % 16,
+    }
+}
+
 impl MicroEpi {
     /// Element offset of the residual's row `r`, column `col`, when the epilogue adds one.
     fn res_at(&self, r: usize, col: usize) -> Option<usize> {
-        let col = match self.res_block {
-            0 => col,
-            b => col / 16 * b + col % 16,
-        };
-        self.res_rs.map(|rs| r * rs + col)
+        self.res_rs
+            .map(|rs| r * rs + block_col(col, self.res_block))
     }
 }
 
 impl MicroSpec {
     /// Element offset of column `col` within a row of C.
     fn c_col(&self, col: usize) -> usize {
-        match self.c_block {
-            0 => col,
-            b => col / 16 * b + col % 16,
-        }
+        block_col(col, self.c_block)
     }
 }
 

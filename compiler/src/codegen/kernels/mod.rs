@@ -92,6 +92,21 @@ pub(crate) fn broadcast_bits(
     a.vpbroadcastd(reg, eax)
 }
 
+/// Broadcasts the clamp bounds a kernel has (`lo`, `hi`: f32 bits) into `regs` and returns the registers
+/// [`clamp_keep_nan`] then takes (`None` for a missing bound).
+pub(crate) fn clamp_bounds(
+    a: &mut CodeAssembler,
+    (lo, hi): (Option<u32>, Option<u32>),
+    regs: [AsmRegisterZmm; 2],
+) -> Result<(Option<AsmRegisterZmm>, Option<AsmRegisterZmm>), IcedError> {
+    for (reg, bound) in regs.into_iter().zip([lo, hi]) {
+        if let Some(bits) = bound {
+            broadcast_bits(a, reg, bits)?;
+        }
+    }
+    Ok((lo.map(|_| regs[0]), hi.map(|_| regs[1])))
+}
+
 /// Clamps `x` to the registers `lo` / `hi` (broadcast bounds) with `vmaxps`/`vminps`, keeping NaN: `k2` marks the
 /// unordered lanes (clobbered) and `save` holds `x` to blend back there. With bounds that are not signed zeros
 /// this rounds as Cranelift's `fmax`/`fmin` (see `machine_code::clamp_bits`).

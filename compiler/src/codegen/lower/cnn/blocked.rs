@@ -5,9 +5,10 @@
 //! expansion's reader, `DwC16::in_blocked`) is kept as the blocks `[N, ld/16, P, 16]` the GEMM
 //! computes (`GemmSpec::c_k16`): the producer skips its transposing epilogue, the readers their pack of A
 //! (`GemmSpec::a_k16`) and the residual is added in the micro-kernels' epilogue (`GemmSpec::res_k16`): each
-//! element of those layers takes the same operations in the same order, bitwise the same. A GlobalAveragePool
-//! (a network's head) and a strided 1x1 convolution (a downsample, through `strided_columns`) read blocks too (`Body::GlobalAvg::blocked`), summing each channel in pixel order
-//! (within rounding of the planes path's sums).
+//! element of those layers takes the same operations in the same order, bitwise the same. A strided 1x1
+//! convolution (a downsample, through `strided_columns`) and a GlobalAveragePool (a network's head,
+//! `Body::GlobalAvg::blocked`, summing each channel in pixel order, within rounding of the planes path's
+//! sums) read blocks too.
 //!
 //! The decision is made when the first reader is lowered (the producer then already is): [`accepts`] checks,
 //! from the graph, that every reader will be lowered that way, with the same conditions `lower_conv` and
@@ -19,16 +20,22 @@ use super::transposed::{transposed_wins, NR};
 use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::machine_code::{clamp_bits, fuses_transpose};
 use crate::codegen::ops::gemm::Operand;
-use crate::ir::{numel, NodeId, Op, TensorId};
+use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, TensorId};
 use crate::passes::consumers;
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
 /// cover every row (`machine_code::fuses_transpose`).
 const MIN_PIXELS: usize = 14;
 
-/// Whether node `n` reads `x` (of `c` channels on planes of `p` pixels) in a way that takes blocks: a 1x1,
-/// stride-1, unpadded, one-group convolution with constant weights and a clamp that `lower_conv` computes
-/// transposed, reading `x` once, as its input or as its residual.
+/// Whether a convolution is 1x1, unpadded, undilated and of one group (any stride).
+fn pointwise(a: &ConvAttrs) -> bool {
+    a.kernel == [1, 1] && a.dilations == [1, 1] && a.pads == [0; 4] && a.group == 1
+}
+
+/// Whether node `n` reads `x` (of `c` channels on planes of `p` pixels) in a way that takes blocks: a
+/// GlobalAveragePool; a depthwise convolution the channel-blocked kernel computes; at batch 1, a [`pointwise`]
+/// convolution with constant weights and a clamp that `lower_conv` computes transposed, reading `x` once as its
+/// input (a strided one through [`strided_columns`]) or, stride 1, as its residual.
 fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     let node = &cx.g.nodes[n];
     if node.op == Op::GlobalAveragePool {
@@ -56,8 +63,6 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     if xs[0] != 1 {
         return false;
     }
-    let one_by_one =
-        a.kernel == [1, 1] && a.dilations == [1, 1] && a.pads == [0; 4] && a.group == 1;
     // A strided one (a downsample) takes its columns from the blocks (`strided_columns`) and computes on its
     // output's pixels.
     let strided = a.strides != [1, 1];
@@ -71,7 +76,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     let once = ins.iter().filter(|&&i| i == x).count() == 1;
     let as_input = ins[0] == x;
     let as_residual = a.epilogue.residual && ins.last() == Some(&x) && m == c && !strided;
-    one_by_one
+    pointwise(a)
         && p >= MIN_PIXELS
         && once
         && (as_input || as_residual)
@@ -87,14 +92,11 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
 pub(super) fn strided_columns(
     cx: &mut Ctx,
     n: NodeId,
-    a: &crate::ir::ConvAttrs,
+    a: &ConvAttrs,
     xs: &[usize],
     os: &[usize],
 ) -> Option<(Buf, usize)> {
-    let shape = a.kernel == [1, 1]
-        && a.dilations == [1, 1]
-        && a.pads == [0; 4]
-        && a.group == 1
+    let shape = pointwise(a)
         && a.strides != [1, 1]
         && xs.len() == 4
         && xs[0] == 1
@@ -140,18 +142,15 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     if cx.opts.keep_reshapes || p < MIN_PIXELS || !accepts(cx, x, c, p) {
         return None;
     }
-    let writes_x = |k: &crate::codegen::kernel::Kernel| {
-        k.args
-            .iter()
-            .any(|a| a.role == Role::Out && a.buf == Buf::Tensor(x))
-    };
-    let id = cx.out.kernels.iter().find(|(_, k)| writes_x(k))?.0;
+    let id = (cx.out.kernels.iter())
+        .find(|(_, k)| k.out() == Some(Buf::Tensor(x)))?
+        .0;
     let Body::Gemm(s) = &cx.out.kernels[id].body else {
         return None;
     };
     let t = s.transpose_out?;
     let geometry = (t.p, t.m, s.batch.len()) == (p, c, 1);
-    if t.residual || t.act != crate::ir::Activation::None || !geometry {
+    if t.residual || t.act != Activation::None || !geometry {
         return None;
     }
     // Past batch 1 only depthwise kernels read blocks (`reads_blocks`), images `C·P` floats apart.
@@ -161,17 +160,11 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     }
     let mut spec = s.clone();
     spec.transpose_out = None;
-    spec.c = Operand {
-        arg: Role::Out,
-        off: 0,
-        rs: 16,
-        cs: p,
-    };
+    spec.c = Operand::blocks(Role::Out, p);
     spec.c_k16 = true;
     spec.batch[0][3] = t.ld * p;
     let fused = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
-    let nothing =
-        spec.bias.is_none() && spec.residual.is_none() && spec.act == crate::ir::Activation::None;
+    let nothing = spec.bias.is_none() && spec.residual.is_none() && spec.act == Activation::None;
     if !fuses_transpose(&spec) || !(fused || nothing) {
         return None;
     }

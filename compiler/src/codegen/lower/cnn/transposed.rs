@@ -175,10 +175,7 @@ fn c16_feeder<'a>(
     if cx.opts.keep_reshapes || single_use(cx.g, x).is_none() {
         return None;
     }
-    let writes_x = |k: &&mut crate::codegen::kernel::Kernel| {
-        k.args.iter().any(|a| a.role == Role::Out && a.buf == t.a.0)
-    };
-    let k = cx.out.kernels.values_mut().find(writes_x)?;
+    let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
     let Body::DepthwiseC16(s) = &k.body else {
         return None;
     };
@@ -245,14 +242,9 @@ pub(super) fn push_transposed(
         transpose_out: None,
         row_groups: pixel_halves(t.k, ld, t.p).then_some(2),
     };
-    // A as the channel-blocked depthwise kernel's `[P][16]` blocks (`GemmSpec::a_k16`), when it computes A
-    // and the fused micro-kernels take them: no transpose in that kernel, no pack.
-    let blocks = Operand {
-        arg: Role::A,
-        off: 0,
-        rs: 16,
-        cs: t.p,
-    };
+    // A as channel blocks (`GemmSpec::a_k16`) where they are kept (`blocked.rs`) or the channel-blocked
+    // depthwise kernel computing A can write them, and the fused micro-kernels take them: no pack.
+    let blocks = Operand::blocks(Role::A, t.p);
     let takes_blocks = |x_ld: usize| {
         t.k.is_multiple_of(16)
             && crate::codegen::machine_code::fuses_transpose(&spec(
@@ -345,12 +337,7 @@ pub(super) fn push_transposed(
     let mut residual = t.residual;
     if let Some(Buf::Tensor(r)) = t.residual.filter(|_| t.nb == 1) {
         if let Some((rb, _)) = super::blocked::blocks(cx, r, t.m, t.p) {
-            spec.residual = Some(Operand {
-                arg: Role::Residual,
-                off: 0,
-                rs: 16,
-                cs: t.p,
-            });
+            spec.residual = Some(Operand::blocks(Role::Residual, t.p));
             spec.res_k16 = true;
             spec.act = t.out_act;
             (epilogue.residual, epilogue.act) = (false, Activation::None);
