@@ -328,6 +328,63 @@ pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel)
     Ok((head, exit))
 }
 
+/// Rows mode two output rows at a time: `body(a, 2)` computes the rows at rdi and rdi + `x` floats into rsi and
+/// rsi + `out` floats (r8 outputs each) while two remain, then `body(a, 1)` the last one when the count
+/// (r9) is odd. Saves and restores rbx and r12–r14, as [`rows_begin`] / [`rows_end`]; `Err` when a row
+/// pair's displacement does not fit.
+pub(crate) fn row_pairs(
+    a: &mut CodeAssembler,
+    [x, out]: [usize; 2],
+    mut body: impl FnMut(&mut CodeAssembler, usize) -> Result<(), IcedError>,
+) -> Result<(), String> {
+    use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
+    let x2 = x.saturating_mul(2);
+    let out2 = out.saturating_mul(2);
+    let (x2, out2) = (
+        disp("row kernel pairs", x2)?,
+        disp("row kernel pairs", out2)?,
+    );
+    let e = |x: IcedError| x.to_string();
+    let mut head = a.create_label();
+    let mut single = a.create_label();
+    let mut exit = a.create_label();
+    let mut go = || -> Result<(), IcedError> {
+        for r in [rbx, r12, r13, r14] {
+            a.push(r)?;
+        }
+        a.mov(r14, r9)?;
+        a.mov(rbx, r8)?;
+        a.mov(r12, rdi)?;
+        a.mov(r13, rsi)?;
+        a.set_label(&mut head)?;
+        a.cmp(r14, 2)?;
+        a.jb(single)?;
+        a.mov(rdi, r12)?;
+        a.mov(rsi, r13)?;
+        a.mov(r8, rbx)?;
+        body(a, 2)?;
+        a.add(r12, x2)?;
+        a.add(r13, out2)?;
+        a.sub(r14, 2)?;
+        a.jmp(head)?;
+        a.set_label(&mut single)?;
+        a.test(r14, r14)?;
+        a.jz(exit)?;
+        a.mov(rdi, r12)?;
+        a.mov(rsi, r13)?;
+        a.mov(r8, rbx)?;
+        body(a, 1)?;
+        // The body ends on its own label: a zero-size instruction takes this one.
+        a.zero_bytes()?;
+        a.set_label(&mut exit)?;
+        for r in [r14, r13, r12, rbx] {
+            a.pop(r)?;
+        }
+        Ok(())
+    };
+    go().map_err(e)
+}
+
 /// Ends the loop [`rows_begin`] started: advances the row pointers by `[x, out]` floats (`Err` when a
 /// displacement does not fit), loops while rows remain, then restores the saved registers.
 pub(crate) fn rows_end(

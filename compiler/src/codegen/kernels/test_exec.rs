@@ -147,25 +147,48 @@ pub fn check_dw_row(
 pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
     type One = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
     type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
-    for (k, st, count, rows) in [
-        (3, 1, 56, 4),
-        (5, 1, 28, 3),
-        (3, 2, 37, 4),
-        (5, 2, 14, 14),
-        (3, 1, 7, 7),
+    // Rows mode runs rows in pairs (an odd count ends on a single one): 3x3 and 5x5 (its taps past the
+    // registers broadcast from memory), strides 1 and 2, dilation 2 (pairs sharing no input row), max pooling.
+    for (k, gap, st, count, rows, max) in [
+        (3, 1, 1, 56, 4, false),
+        (5, 1, 1, 28, 3, false),
+        (3, 1, 2, 37, 4, false),
+        (5, 1, 2, 14, 14, false),
+        (3, 1, 1, 7, 7, false),
+        (3, 2, 1, 30, 5, false),
+        (3, 1, 2, 56, 5, true),
     ] {
         // Rows as wide as the window needs (a padded plane's), and output rows with a gap.
-        let w = (count - 1) * st + k;
+        let w = (count - 1) * st + (k - 1) * gap + 1;
         let out_w = count + 5;
-        let base = relu6_row(k, 1, st, w);
+        let base = match max {
+            false => relu6_row(k, gap, st, w),
+            true => super::depthwise_x86::DwRowF32 {
+                max,
+                bias: false,
+                lo: None,
+                hi: None,
+                ..relu6_row(k, gap, st, w)
+            },
+        };
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
             ..base
         };
+        // The AVX2 kernel has no max mode.
+        let one_code = match assemble(&base) {
+            Err(e) if max => {
+                eprintln!("max mode not taken: {e}");
+                continue;
+            }
+            code => code.unwrap(),
+        };
         // SAFETY: the assembled kernels' System V signatures.
-        let one: One = unsafe { std::mem::transmute(exec(&assemble(&base).unwrap())) };
+        let one: One = unsafe { std::mem::transmute(exec(&one_code)) };
         let many: Many = unsafe { std::mem::transmute(exec(&assemble(&multi).unwrap())) };
-        let x: Vec<f32> = (0..w * (rows * st + k) + 64).map(pattern).collect();
+        let x: Vec<f32> = (0..w * (rows * st + (k - 1) * gap + 1) + 64)
+            .map(pattern)
+            .collect();
         let wts: Vec<f32> = (0..k * k).map(|i| pattern(i + 3) * 0.2).collect();
         let bias = 0.25f32;
         for n_rows in [rows, 1, 0] {
@@ -194,7 +217,10 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
                 .iter()
                 .zip(&want)
                 .all(|(g, w)| g.to_bits() == w.to_bits());
-            assert!(same, "k{k} s{st} count {count} rows {n_rows}");
+            assert!(
+                same,
+                "k{k} d{gap} s{st} count {count} rows {n_rows} max {max}"
+            );
         }
     }
 }
