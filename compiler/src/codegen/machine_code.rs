@@ -398,6 +398,8 @@ pub(super) fn define_dw_row_f32(
         rows: padded
             .map(|p| [s.strides[0] * p[1], s.out[1]])
             .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]])),
+        // Every rows-mode call passes the row's `ow` outputs.
+        count: (padded.is_some() || left.is_some()).then_some(s.out[1]),
         split,
         left: left.unwrap_or(0),
         right: edge.filter(|e| e.right).map(|_| s.out[1]),
@@ -469,6 +471,7 @@ pub(super) fn define_pool_row(
         rows: s
             .padded_plane()
             .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
+        count: s.padded_plane().map(|_| s.out[1]),
         split: None,
         left: 0,
         right: None,

@@ -1,10 +1,13 @@
 //! The AVX-512 f32 depthwise row kernel: the interior of one output row of a stride-1 or stride-2 depthwise
 //! convolution, where every tap is inside the input (`ops/depthwise.rs` keeps the borders). Sixteen outputs per
 //! `zmm`, four independent accumulators per step (64 outputs) so the FMA latency is hidden, then three, two, one,
-//! then a masked tail; in rows mode two output rows per step, their chains interleaved and the input vectors
-//! both read loaded once (MobileNetV2's 56x56 and 28x28 stride-1 layers 24–26 % faster at 1 thread on a Zen 5
-//! EPYC, EfficientNet-Lite0's 112x112 to 28x28 ones 12–23 %). At stride 2 each tap loads 32 inputs as two vectors and `vpermt2ps` gathers the even
-//! ones (the 32nd input, never used, is masked off so no read passes the last needed element). Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky, kx)
+//! then a masked tail. In rows mode (`rows`) up to eight output rows per step, their chains interleaved and
+//! each input vector several rows read loaded once; with a compile-time count (`count`) each row is a fixed
+//! sequence of steps under compile-time masks (MobileNetV2's 56x56 and 28x28 stride-1 layers 33–38 % faster
+//! at 1 thread on a Zen 5 EPYC, its stride-2 ones 12–42 %). At stride 2 each tap loads 32 inputs as two
+//! vectors and `vpermt2ps` gathers the even ones (the 32nd input, never used, is masked off so no read passes
+//! the last needed element). Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap
+//! in (ky, kx)
 //! order from the bias — the Cranelift interior's `fma` chain, so results are bitwise identical to it — and the
 //! clamp keeps NaN and picks zeros as Cranelift's `fmax`/`fmin` do (bounds that are signed zeros are not fused).
 //!
@@ -38,15 +41,21 @@ pub struct DwRowF32 {
     /// advance by from one output row to the next (the per-call setup — bias, bounds, taps — is done once).
     /// `None`: one row, five arguments.
     pub rows: Option<[usize; 2]>,
+    /// Rows mode: the output count every call passes (the 5th argument), known at compile time. Each row is
+    /// then a fixed sequence of steps under compile-time masks, its first vector's left padding and last
+    /// vector's tail and right padding included, so a row of up to four vectors is one step (eight
+    /// accumulators over the rows of `row_group`) instead of a first vector, a loop and a tail, each a few
+    /// chains long.
+    pub count: Option<usize>,
     /// Stride 2 on rows stored as their even columns, then their odd ones `split` floats further (a padded
     /// plane loaded that way, `ops/depthwise.rs`): each tap's inputs are then contiguous in the half of its
     /// column's parity, and the kernel loads them as at stride 1 — no `vpermt2ps` (AVX-512) or shuffles (AVX2)
     /// and half the loads. Dilation 1 only; `w` is the whole row (both halves).
     pub split: Option<usize>,
     /// Padding columns left of the row (0..16, AVX-512 only, not with `max` or `split`): `x` points that many
-    /// columns before the row, and the row's first vector of outputs (which needs `count ≥ 16`) loads each tap
-    /// with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose only
-    /// border is on the left runs whole in the kernel.
+    /// columns before the row, and the row's first vector of outputs (its masked tail when `count < 16`) loads
+    /// each tap with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose
+    /// only border is on the left runs whole in the kernel.
     pub left: usize,
     /// A row whose last outputs reach past its `w` inputs (AVX-512 only, not with `max` or `split`): the static
     /// output count of every call. Those outputs must all be in the row's last step — the masked tail, or the
@@ -69,7 +78,8 @@ impl DwRowF32 {
             .saturating_sub(span)
             .div_ceil(self.stride);
         let tail_ok = count >= rem && first_out >= count - rem;
-        tail_ok && !(self.left > 0 && count <= 16) && !self.max && self.split.is_none()
+        // A row of exactly 16 with left padding would take its first vector twice (`Part::First`, the peel).
+        tail_ok && !(self.left > 0 && count == 16) && !self.max && self.split.is_none()
     }
 
     /// Outputs in a row's last step: the masked tail's, or a whole last vector when the count is a multiple of
@@ -106,6 +116,32 @@ impl DwRowF32 {
         Some([own(0), own(16)])
     }
 
+    /// With a static `count`: the load masks `[first, second]` (the second half at stride 2) of the tap at column
+    /// offset `kc` for the `lanes` outputs from output `o0`: the inputs those outputs need, less those left of
+    /// the row (`left`) or past its end (`right`).
+    fn static_masks(&self, o0: usize, lanes: usize, kc: usize) -> [u32; 2] {
+        let st = self.load_stride();
+        let needed = |i: usize| {
+            if st == 2 {
+                i <= 2 * (lanes - 1)
+            } else {
+                i < lanes
+            }
+        };
+        let edge = self.left > 0 || self.right.is_some();
+        let inside = |i: usize| {
+            !edge
+                || (o0 * st + kc + i)
+                    .checked_sub(self.left)
+                    .is_some_and(|c| c < self.w)
+        };
+        [0, 16].map(|h| {
+            (0..16)
+                .filter(|&j| needed(h + j) && inside(h + j))
+                .fold(0u32, |m, j| m | 1 << j)
+        })
+    }
+
     /// The stride the kernel's loads walk the row at: 1 on split rows.
     pub(crate) fn load_stride(&self) -> usize {
         if self.split.is_some() {
@@ -129,13 +165,16 @@ enum Part {
     /// The peeled last vector of a row with `right` whose length is a multiple of 16: right masks on the
     /// loads, unmasked stores.
     Last,
+    /// A row of fewer than 16 outputs with `left`: the masked tail, each tap's first load also zeroing its
+    /// lanes left of the row.
+    Narrow,
 }
 
 /// The first register of the taps held in registers, up to zmm31 (zmm30 at stride 2, where zmm31 is the
 /// even-lane index; more taps are broadcast from memory at each use): zmm12, or zmm16 where the second row's
-/// accumulators take zmm12–15 (`pair_rows`).
-fn tap_base(pair: bool) -> usize {
-    if pair {
+/// accumulators take zmm12–15 (`row_group`).
+fn tap_base(group: bool) -> usize {
+    if group {
         16
     } else {
         12
@@ -168,13 +207,24 @@ pub(crate) fn tap_offsets(s: &DwRowF32, reach: usize) -> Result<Vec<i32>, String
         .ok_or_else(|| format!("depthwise row kernel displacements out of range: {s:?}"))
 }
 
-/// In rows mode, the input rows from one output row to the next when the kernel computes two output rows per
-/// step: their fma chains interleaved (eight independent ones in a four-vector step where one row has four,
-/// whose chains of KH·KW dependent fmas left the FMA units idle on rows of 28–56 outputs) and each input vector
-/// that both rows read loaded once (`load_order`).
-fn pair_rows(s: &DwRowF32) -> Option<usize> {
-    let [x, _] = s.rows?;
-    (s.w > 0 && x.is_multiple_of(s.w)).then(|| x / s.w)
+/// In rows mode, the output rows the kernel computes per step (`R` > 1) and the input rows from one output row
+/// to the next, when it can: their fma chains interleaved and each input vector that several rows read loaded
+/// once (`load_order`). A step's chains of KH·KW dependent fmas, four where a row has four vectors, left the
+/// FMA units idle on rows of 28–56 outputs; so eight accumulators in all (zmm0–3, zmm12–15): eight rows of
+/// one vector (rows of up to 16 outputs, `rows[1]`), four of two, else two rows of up to four.
+fn row_group(s: &DwRowF32) -> Option<(usize, usize)> {
+    let [x, out] = s.rows?;
+    let rows = match s.count.unwrap_or(out).div_ceil(16) {
+        0 | 1 => 8,
+        2 => 4,
+        _ => 2,
+    };
+    (s.w > 0 && x.is_multiple_of(s.w)).then(|| (rows, x / s.w))
+}
+
+/// Accumulator `i` of a step (row r, vector v of n at `r·n + v`): zmm0–3, then zmm12–15.
+fn acc(i: usize) -> AsmRegisterZmm {
+    ZMM[if i < 4 { i } else { 8 + i }]
 }
 
 /// A step's loads on `rows` output rows `step` input rows apart, in issue order: one per distinct input
@@ -202,8 +252,12 @@ fn load_order(s: &DwRowF32, rows: usize, step: usize) -> Vec<Load> {
 pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let taps = s.kernel[0] * s.kernel[1];
-    // + 512 bytes: the furthest load of a four-vector step.
-    let tap_off = tap_offsets(s, 512)?;
+    // + 512 bytes: the furthest load of a four-vector step; with a static count, of the row's last one.
+    let reach = s
+        .count
+        .map_or(Some(512), |c| c.checked_mul(8)?.checked_add(512));
+    let reach = reach.ok_or_else(|| format!("depthwise row kernel: row out of range: {s:?}"))?;
+    let tap_off = tap_offsets(s, reach)?;
     if taps == 0 || !(1..=2).contains(&s.stride) {
         return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }
@@ -218,10 +272,10 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             "depthwise row kernel: right padding out of range: {s:?}"
         ));
     }
-    // Rows mode computes two output rows per step where it can (`pair_rows`): their accumulators in zmm0-3 and
-    // zmm12-15, the taps from zmm16.
-    let pair = pair_rows(s);
-    let tap_base = tap_base(pair.is_some());
+    // Rows mode computes several output rows per step where it can (`row_group`): their accumulators in
+    // zmm0-3 and zmm12-15, the taps from zmm16.
+    let group = row_group(s);
+    let tap_base = tap_base(group.is_some());
     let reg_taps = 32 - tap_base - usize::from(st == 2);
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
@@ -249,7 +303,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.vbroadcastss(ZMM[tap_base + t], dword_ptr(rdx + (t * 4) as i32))
             .map_err(e)?;
     }
-    let [row_x, row_out] = match (pair, s.rows) {
+    let [row_x, row_out] = match (group, s.rows) {
         (Some(_), Some([x, out])) => [x, out].map(|f| i32::try_from(f * 4)),
         _ => [Ok(0), Ok(0)],
     };
@@ -257,30 +311,39 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         row_x.map_err(|_| format!("depthwise row kernel: row step out of range: {s:?}"))?,
         row_out.map_err(|_| format!("depthwise row kernel: row step out of range: {s:?}"))?,
     );
-    let acc = |r: usize, v: usize| ZMM[if r == 0 { v } else { 12 + v }];
-    // One step of `n` vectors of a row's `part` (see `Part`) on `rr` rows (1, or 2 with `pair`).
+    // One step of `n` vectors of a row's `part` (see `Part`) on `rr` rows (1, or those of `group`).
     let step_with =
         |a: &mut CodeAssembler, n: usize, part: Part, rr: usize| -> Result<(), IcedError> {
-            let masked = part == Part::Tail;
-            let left = if part == Part::First { s.left } else { 0 };
+            let masked = matches!(part, Part::Tail | Part::Narrow);
+            let left = match part {
+                Part::First | Part::Narrow => s.left,
+                _ => 0,
+            };
+            let acc = |r: usize, v: usize| acc(r * n + v);
             for r in 0..rr {
                 for v in 0..n {
                     a.vmovaps(acc(r, v), zmm8)?;
                 }
             }
-            for (t, r, loads) in load_order(s, rr, pair.unwrap_or(0)) {
+            for (t, r, loads) in load_order(s, rr, group.map_or(0, |g| g.1)) {
                 let off = tap_off[t] + r as i32 * row_x;
                 let kc = t % s.kernel[1] * s.dilations[1];
                 for v in 0..n {
                     let at = rdi + (off + (v * 64 * st) as i32);
                     let outside = left.saturating_sub(kc);
                     let right = match part {
-                        Part::Tail | Part::Last => s.right_masks(kc),
+                        Part::Tail | Part::Last | Part::Narrow => s.right_masks(kc),
                         Part::Body | Part::First => None,
                     };
                     if let Some([Some(m1), _]) = right {
+                        // (`right_masks` clears the lanes left of the row too.)
                         a.mov(eax, m1)?;
                         a.kmovw(k6, eax)?;
+                        a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
+                    } else if masked && outside > 0 {
+                        a.mov(eax, (0xffffu32 << outside) & 0xffff)?;
+                        a.kmovw(k6, eax)?;
+                        a.kandw(k6, k6, k1)?;
                         a.vmovups(ZMM[4 + v].k6().z(), zmmword_ptr(at))?;
                     } else if masked {
                         a.vmovups(ZMM[4 + v].k1().z(), zmmword_ptr(at))?;
@@ -331,11 +394,98 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
             Ok(())
         };
+    // With a static count: `vecs` (first output, lanes) of a row in one step on `rr` rows, every load and
+    // store under its compile-time mask.
+    let step_static =
+        |a: &mut CodeAssembler, vecs: &[(usize, usize)], rr: usize| -> Result<(), IcedError> {
+            let n = vecs.len();
+            let acc = |r: usize, v: usize| acc(r * n + v);
+            for r in 0..rr {
+                for v in 0..n {
+                    a.vmovaps(acc(r, v), zmm8)?;
+                }
+            }
+            for (t, r, loads) in load_order(s, rr, group.map_or(0, |g| g.1)) {
+                let off = tap_off[t] + r as i32 * row_x;
+                let kc = t % s.kernel[1] * s.dilations[1];
+                for (v, &(o0, lanes)) in vecs.iter().enumerate() {
+                    let at = off + (o0 * 4 * st) as i32;
+                    let [m1, m2] = s.static_masks(o0, lanes, kc);
+                    let x = ZMM[4 + v];
+                    if m1 == 0xffff {
+                        a.vmovups(x, zmmword_ptr(rdi + at))?;
+                    } else {
+                        a.mov(eax, m1)?;
+                        a.kmovw(k6, eax)?;
+                        a.vmovups(x.k6().z(), zmmword_ptr(rdi + at))?;
+                    }
+                    if st == 2 {
+                        let k = if m2 == 0x7fff {
+                            zmm11.k4()
+                        } else {
+                            a.mov(eax, m2)?;
+                            a.kmovw(k7, eax)?;
+                            zmm11.k7()
+                        };
+                        a.vmovups(k.z(), zmmword_ptr(rdi + (at + 64)))?;
+                        a.vpermt2ps(x, zmm31, zmm11)?;
+                    }
+                    for &(r, t) in &loads {
+                        if s.max {
+                            super::max_into(a, acc(r, v), x)?;
+                        } else if t < reg_taps {
+                            a.vfmadd231ps(acc(r, v), x, ZMM[tap_base + t])?;
+                        } else {
+                            a.vfmadd231ps(acc(r, v), x, dword_bcst(rdx + (t * 4) as i32))?;
+                        }
+                    }
+                }
+            }
+            for (v, &(o0, lanes)) in vecs.iter().enumerate() {
+                if lanes < 16 {
+                    a.mov(eax, (1u32 << lanes) - 1)?;
+                    a.kmovw(k5, eax)?;
+                }
+                for r in 0..rr {
+                    let x = acc(r, v);
+                    super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
+                    let dst = zmmword_ptr(rsi + (r as i32 * row_out + (o0 * 4) as i32));
+                    if lanes < 16 {
+                        a.vmovups(dst.k5(), x)?;
+                    } else {
+                        a.vmovups(dst, x)?;
+                    }
+                }
+            }
+            Ok(())
+        };
     let peel = s.right.is_some_and(|count| count % 16 == 0);
-    // One row's outputs (`rr` rows with `pair`) from rdi to rsi, r8 outputs each.
+    // One row's outputs (`rr` rows with `group`) from rdi to rsi, r8 outputs each; steps of up to four
+    // vectors, eight accumulators in all.
     let row = |a: &mut CodeAssembler, rr: usize| -> Result<(), IcedError> {
+        if let Some(count) = s.count {
+            let vecs: Vec<(usize, usize)> = (0..count)
+                .step_by(16)
+                .map(|o0| (o0, (count - o0).min(16)))
+                .collect();
+            for chunk in vecs.chunks((8 / rr).min(4)) {
+                step_static(a, chunk, rr)?;
+            }
+            return a.zero_bytes();
+        }
+        let mut done = a.create_label();
         if s.left > 0 {
+            // A row of fewer than 16 outputs is one masked step with the left lanes zeroed.
+            let mut wide = a.create_label();
+            a.cmp(r8, 16)?;
+            a.jae(wide)?;
+            a.test(r8, r8)?;
+            a.jz(done)?;
+            super::tail_masks_zmm(a, r8d, st)?;
+            step_with(a, 1, Part::Narrow, rr)?;
+            a.jmp(done)?;
             // The row's first 16 outputs, then the rest as usual.
+            a.set_label(&mut wide)?;
             step_with(a, 1, Part::First, rr)?;
             a.add(rdi, (64 * st) as i32)?;
             a.add(rsi, 64)?;
@@ -347,18 +497,27 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         let step = |a: &mut CodeAssembler, n: usize, masked: bool| {
             step_with(a, n, if masked { Part::Tail } else { Part::Body }, rr)
         };
-        super::row_loop(a, (r8, rdi, rsi), 16, 4, (64 * st, 64), step, |a| {
-            super::tail_masks_zmm(a, r8d, st)
-        })?;
+        super::row_loop(
+            a,
+            (r8, rdi, rsi),
+            16,
+            (8 / rr).min(4),
+            (64 * st, 64),
+            step,
+            |a| super::tail_masks_zmm(a, r8d, st),
+        )?;
         if peel {
             // The loop leaves the pointers at the row's last vector.
             step_with(a, 1, Part::Last, rr)?;
         }
-        Ok(())
+        // The row loop may end on its own label: a zero-size instruction takes this one.
+        a.zero_bytes()?;
+        a.set_label(&mut done)?;
+        a.zero_bytes()
     };
-    match (s.rows, pair) {
-        (Some(step), Some(_)) => {
-            super::row_pairs(&mut a, step, |a, rr| row(a, rr))?;
+    match (s.rows, group) {
+        (Some(step), Some((rows, _))) => {
+            super::row_groups(&mut a, step, rows, |a, rr| row(a, rr))?;
         }
         (Some(step), None) => {
             let labels = super::rows_begin(&mut a).map_err(e)?;
@@ -390,7 +549,7 @@ mod tests {
     }
 
     /// Left and right padding (0–2 columns each side; strides 1 and 2, 3x3 and 5x5, dilation 1 and 2), counts
-    /// 16..80, in rows mode over three rows: every output against the fma chain with the taps outside the row
+    /// 1..80 (under 16 with left padding: one masked step), in rows mode over three rows: every output against the fma chain with the taps outside the row
     /// as +0, bitwise; the rows end on a guard page and nothing is written past a row.
     #[test]
     fn edge_padding_matches_zeroed_taps() {
@@ -412,9 +571,16 @@ mod tests {
             (3, 1, 1, 1, 1),
             (5, 2, 1, 0, 2),
         ];
-        for (k, gap, st, left, right) in cases {
-            for count in 16usize..=80 {
-                let w = (count - 1) * st + (k - 1) * gap + 1 - left - right;
+        // Each case with the count passed at run time, then fixed at compile time (`DwRowF32::count`).
+        let cases = [false, true]
+            .into_iter()
+            .flat_map(|f| cases.map(move |c| (f, c)));
+        for (fixed, (k, gap, st, left, right)) in cases {
+            for count in 1usize..=80 {
+                let Some(w) = ((count - 1) * st + (k - 1) * gap + 1).checked_sub(left + right)
+                else {
+                    continue;
+                };
                 let rows = 3;
                 let h = (rows - 1) * st + (k - 1) * gap + 1;
                 let x: Vec<f32> = (0..w * h).map(|i| pattern(i * 3 + k)).collect();
@@ -425,6 +591,7 @@ mod tests {
                 let out_w = count + 3;
                 let spec = DwRowF32 {
                     rows: Some([st * w, out_w]),
+                    count: fixed.then_some(count),
                     left,
                     right: (right > 0).then_some(count),
                     ..super::super::test_exec::relu6_row(k, gap, st, w)
@@ -466,7 +633,9 @@ mod tests {
                         }
                         let want = acc.clamp(0.0, 6.0);
                         let got = out[r * out_w + o];
-                        let at = format!("k{k} d{gap} s{st} l{left} r{right} n{count} r{r} o{o}");
+                        let at = format!(
+                            "k{k} d{gap} s{st} l{left} r{right} n{count} r{r} o{o} fixed {fixed}"
+                        );
                         assert_eq!(got.to_bits(), want.to_bits(), "{at}");
                     }
                     assert!(out[r * out_w + count..(r + 1) * out_w]
@@ -543,6 +712,7 @@ mod tests {
                 hi: None,
                 max: true,
                 rows: None,
+                count: None,
                 split: None,
                 left: 0,
                 right: None,

@@ -328,26 +328,29 @@ pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel)
     Ok((head, exit))
 }
 
-/// Rows mode two output rows at a time: `body(a, 2)` computes the rows at rdi and rdi + `x` floats into rsi and
-/// rsi + `out` floats (r8 outputs each) while two remain, then `body(a, 1)` the last one when the count
-/// (r9) is odd. Saves and restores rbx and r12–r14, as [`rows_begin`] / [`rows_end`]; `Err` when a row
-/// pair's displacement does not fit.
-pub(crate) fn row_pairs(
+/// Rows mode `group` output rows at a time (a power of two): `body(a, g)` computes the `g` rows at rdi, rdi + `x`,
+/// … floats into rsi, rsi + `out`, … (r8 outputs each), `g = group` while that many rows (r9) remain, then at
+/// most one group of each smaller power of two for the rest. Saves and restores rbx and r12–r14, as
+/// [`rows_begin`] / [`rows_end`]; `Err` when a group's displacement does not fit.
+pub(crate) fn row_groups(
     a: &mut CodeAssembler,
     [x, out]: [usize; 2],
+    group: usize,
     mut body: impl FnMut(&mut CodeAssembler, usize) -> Result<(), IcedError>,
 ) -> Result<(), String> {
     use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
-    let x2 = x.saturating_mul(2);
-    let out2 = out.saturating_mul(2);
-    let (x2, out2) = (
-        disp("row kernel pairs", x2)?,
-        disp("row kernel pairs", out2)?,
-    );
+    let sizes: Vec<usize> = (0..usize::BITS)
+        .map(|i| group >> i)
+        .take_while(|&g| g > 0)
+        .collect();
+    let steps = sizes
+        .iter()
+        .map(|&g| {
+            let d = |f: usize| disp("row kernel groups", f.saturating_mul(g));
+            Ok((g, d(x)?, d(out)?))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let e = |x: IcedError| x.to_string();
-    let mut head = a.create_label();
-    let mut single = a.create_label();
-    let mut exit = a.create_label();
     let mut go = || -> Result<(), IcedError> {
         for r in [rbx, r12, r13, r14] {
             a.push(r)?;
@@ -356,27 +359,27 @@ pub(crate) fn row_pairs(
         a.mov(rbx, r8)?;
         a.mov(r12, rdi)?;
         a.mov(r13, rsi)?;
-        a.set_label(&mut head)?;
-        a.cmp(r14, 2)?;
-        a.jb(single)?;
-        a.mov(rdi, r12)?;
-        a.mov(rsi, r13)?;
-        a.mov(r8, rbx)?;
-        body(a, 2)?;
-        a.add(r12, x2)?;
-        a.add(r13, out2)?;
-        a.sub(r14, 2)?;
-        a.jmp(head)?;
-        a.set_label(&mut single)?;
-        a.test(r14, r14)?;
-        a.jz(exit)?;
-        a.mov(rdi, r12)?;
-        a.mov(rsi, r13)?;
-        a.mov(r8, rbx)?;
-        body(a, 1)?;
-        // The body ends on its own label: a zero-size instruction takes this one.
-        a.zero_bytes()?;
-        a.set_label(&mut exit)?;
+        for (i, &(g, dx, dout)) in steps.iter().enumerate() {
+            // The first size loops; each smaller one runs at most once.
+            let mut head = a.create_label();
+            let mut next = a.create_label();
+            a.set_label(&mut head)?;
+            a.cmp(r14, g as i32)?;
+            a.jb(next)?;
+            a.mov(rdi, r12)?;
+            a.mov(rsi, r13)?;
+            a.mov(r8, rbx)?;
+            body(a, g)?;
+            a.add(r12, dx)?;
+            a.add(r13, dout)?;
+            a.sub(r14, g as i32)?;
+            if i == 0 {
+                a.jmp(head)?;
+            }
+            // A zero-size instruction takes the label, so the next size's head can take the next one.
+            a.set_label(&mut next)?;
+            a.zero_bytes()?;
+        }
         for r in [r14, r13, r12, rbx] {
             a.pop(r)?;
         }

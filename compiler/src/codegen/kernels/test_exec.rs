@@ -23,6 +23,7 @@ pub fn relu6_row(k: usize, gap: usize, st: usize, w: usize) -> super::depthwise_
         hi: Some(6.0f32.to_bits()),
         max: false,
         rows: None,
+        count: None,
         split: None,
         left: 0,
         right: None,
@@ -147,29 +148,40 @@ pub fn check_dw_row(
 pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
     type One = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
     type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
-    // Rows mode runs rows in pairs (an odd count ends on a single one): 3x3 and 5x5 (its taps past the
-    // registers broadcast from memory), strides 1 and 2, dilation 2 (pairs sharing no input row), max pooling.
-    for (k, gap, st, count, rows, max) in [
-        (3, 1, 1, 56, 4, false),
-        (5, 1, 1, 28, 3, false),
-        (3, 1, 2, 37, 4, false),
-        (5, 1, 2, 14, 14, false),
-        (3, 1, 1, 7, 7, false),
-        (3, 2, 1, 30, 5, false),
-        (3, 1, 2, 56, 5, true),
+    // Rows mode runs rows in groups of 8, 4 or 2 by their vectors (`out_w`), the rest in smaller groups: 3x3
+    // and 5x5 (its taps past the registers broadcast from memory), strides 1 and 2, dilation 2 (rows sharing no
+    // input row), max pooling, split rows.
+    for (k, gap, st, count, rows, kind) in [
+        (3, 1, 1, 56, 4, "relu6"),
+        (5, 1, 1, 28, 3, "relu6"),
+        (3, 1, 2, 37, 4, "relu6"),
+        (5, 1, 2, 14, 14, "relu6"),
+        (3, 1, 1, 7, 7, "relu6"),
+        (3, 2, 1, 30, 5, "relu6"),
+        (3, 1, 2, 9, 19, "relu6"),
+        (5, 1, 1, 10, 11, "relu6"),
+        (3, 1, 2, 56, 5, "max"),
+        (3, 1, 2, 10, 9, "max"),
+        (3, 1, 2, 28, 6, "split"),
+        (5, 1, 2, 7, 9, "split"),
     ] {
         // Rows as wide as the window needs (a padded plane's), and output rows with a gap.
         let w = (count - 1) * st + (k - 1) * gap + 1;
         let out_w = count + 5;
-        let base = match max {
-            false => relu6_row(k, gap, st, w),
-            true => super::depthwise_x86::DwRowF32 {
+        let max = kind == "max";
+        let base = match kind {
+            "max" => super::depthwise_x86::DwRowF32 {
                 max,
                 bias: false,
                 lo: None,
                 hi: None,
                 ..relu6_row(k, gap, st, w)
             },
+            "split" => super::depthwise_x86::DwRowF32 {
+                split: Some(w.div_ceil(2)),
+                ..relu6_row(k, gap, st, w)
+            },
+            _ => relu6_row(k, gap, st, w),
         };
         let multi = super::depthwise_x86::DwRowF32 {
             rows: Some([st * w, out_w]),
@@ -186,6 +198,13 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
         // SAFETY: the assembled kernels' System V signatures.
         let one: One = unsafe { std::mem::transmute(exec(&one_code)) };
         let many: Many = unsafe { std::mem::transmute(exec(&assemble(&multi).unwrap())) };
+        // And with the count fixed at compile time (`DwRowF32::count`).
+        let fixed = super::depthwise_x86::DwRowF32 {
+            count: Some(count),
+            ..multi
+        };
+        // SAFETY: as above.
+        let fixed: Many = unsafe { std::mem::transmute(exec(&assemble(&fixed).unwrap())) };
         let x: Vec<f32> = (0..w * (rows * st + (k - 1) * gap + 1) + 64)
             .map(pattern)
             .collect();
@@ -213,14 +232,26 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
                 count as u64,
                 n_rows as u64,
             );
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(g, w)| g.to_bits() == w.to_bits());
-            assert!(
-                same,
-                "k{k} d{gap} s{st} count {count} rows {n_rows} max {max}"
+            let mut got_fixed = vec![-1.0f32; rows * out_w];
+            // SAFETY: as above.
+            fixed(
+                x.as_ptr(),
+                got_fixed.as_mut_ptr(),
+                wts.as_ptr(),
+                &bias,
+                count as u64,
+                n_rows as u64,
             );
+            for (got, how) in [(got, "run-time count"), (got_fixed, "fixed count")] {
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits());
+                assert!(
+                    same,
+                    "k{k} d{gap} s{st} count {count} rows {n_rows} {kind} {how}"
+                );
+            }
         }
     }
 }

@@ -94,7 +94,7 @@ pub struct EdgeRows {
 }
 
 /// The plan of `EdgeRows` when this convolution can take it: a border, left padding under 16 columns
-/// with more than 16 outputs per row, every output reaching past the right end in the row's last step (the
+/// unless a row has exactly 16 outputs (`DwRowF32::right_fits`), every output reaching past the right end in the row's last step (the
 /// masked tail, or the last vector when the row length is a multiple of 16), an interior row, and buffers
 /// within 64 KiB each.
 fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
@@ -119,7 +119,7 @@ fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
     let right = x1 < ow;
     let ok = (y0 > 0 || y1 < oh || x0 > 0 || right)
         && pl < 16
-        && (pl == 0 || ow > 16)
+        && (pl == 0 || ow != 16)
         && (!right || (ow >= last && x1 >= ow - last))
         && y1 > y0
         && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
