@@ -188,7 +188,7 @@ fn pixel_block(
         if s.bias {
             a.vaddps(z(j), z(j), zmmword_ptr(rdx))?;
         }
-        super::clamp_keep_nan(a, z(j), s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)?;
+        super::clamp_keep_nan(a, z(j), s.lo.map(|b| (zmm27, b)), s.hi.map(|_| zmm28))?;
     }
     transpose16(a)?;
     if n < PIXELS {

@@ -5,7 +5,8 @@
 //! broadcast once per step into a register shared by the step's vectors. At stride 2 a vector's 16 inputs are
 //! two loads (the second masked to its first 7 lanes), `vshufps` picks the even lanes of both and `vpermpd`
 //! puts them in order. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky,
-//! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN (`vblendvps`).
+//! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN (`vmaxps`/`vminps` with the
+//! bound first, as `clamp_keep_nan`).
 //!
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V).
 
@@ -75,16 +76,15 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
         }
         for (v, &x) in YMM[..n].iter().enumerate() {
-            if s.lo.is_some() || s.hi.is_some() {
-                a.vcmpps(ymm15, x, x, 3)?;
-                a.vmovaps(YMM[4 + v], x)?;
-                if s.lo.is_some() {
-                    a.vmaxps(x, x, ymm9)?;
-                }
-                if s.hi.is_some() {
-                    a.vminps(x, x, ymm10)?;
-                }
-                a.vblendvps(x, x, YMM[4 + v], ymm15)?;
+            // NaN kept as in `super::clamp_keep_nan`: the bound first, then +0 added after a +0 bound.
+            if s.lo.is_some() {
+                a.vmaxps(x, ymm9, x)?;
+            }
+            if s.hi.is_some() {
+                a.vminps(x, ymm10, x)?;
+            }
+            if s.lo == Some(0) {
+                a.vaddps(x, x, ymm9)?;
             }
             let out = ptr(rsi + (v * 32) as i32);
             if masked {

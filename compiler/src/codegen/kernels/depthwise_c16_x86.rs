@@ -207,7 +207,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         }
         for j in 0..n {
             if direct {
-                super::clamp_keep_nan(&mut a, acc(j), bounds.0, bounds.1, zmm31).map_err(e)?;
+                super::clamp_keep_nan(&mut a, acc(j), bounds.0, bounds.1).map_err(e)?;
             }
             let off = disp(name, (ox0 + j) * 16)?;
             a.vmovups(zmmword_ptr(r11 + off), acc(j)).map_err(e)?;
@@ -225,7 +225,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             let off = disp(name, q * 16)?;
             a.vmovups(zmm0, zmmword_ptr(r8 + disp(name, o_base + q * 16)?))
                 .map_err(e)?;
-            super::clamp_keep_nan(&mut a, zmm0, lo, hi, zmm29).map_err(e)?;
+            super::clamp_keep_nan(&mut a, zmm0, lo, hi).map_err(e)?;
             a.vmovups(zmmword_ptr(rcx + off), zmm0).map_err(e)?;
         }
     }
@@ -245,7 +245,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         }
         for c in 0..16 {
             let x = z(c);
-            super::clamp_keep_nan(&mut a, x, lo, hi, zmm29).map_err(e)?;
+            super::clamp_keep_nan(&mut a, x, lo, hi).map_err(e)?;
             if let C16Out::Panels(k) = s.layout {
                 // Panel q0/8 + h holds pixel q0 + 8h + j of channel c at float `(q0/8 + h)·8k + 8c + j`; the
                 // pixels past p are zeroed, so the panel's padding rows are +0.0.

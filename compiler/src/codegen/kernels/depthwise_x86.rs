@@ -383,7 +383,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             for r in 0..rr {
                 for v in 0..n {
                     let x = acc(r, v);
-                    super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
+                    super::clamp_keep_nan(a, x, s.lo.map(|b| (zmm9, b)), s.hi.map(|_| zmm10))?;
                     let dst = zmmword_ptr(rsi + (r as i32 * row_out + (v * 64) as i32));
                     if masked {
                         a.vmovups(dst.k5(), x)?;
@@ -448,7 +448,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                 }
                 for r in 0..rr {
                     let x = acc(r, v);
-                    super::clamp_keep_nan(a, x, s.lo.map(|_| zmm9), s.hi.map(|_| zmm10), zmm11)?;
+                    super::clamp_keep_nan(a, x, s.lo.map(|b| (zmm9, b)), s.hi.map(|_| zmm10))?;
                     let dst = zmmword_ptr(rsi + (r as i32 * row_out + (o0 * 4) as i32));
                     if lanes < 16 {
                         a.vmovups(dst.k5(), x)?;

@@ -401,19 +401,16 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(at) = epi.res_at(r, v * lanes) {
                         a.vaddps(x, x, ptr(r8 + d(at)))?;
                     }
-                    if epi.lo.is_some() || epi.hi.is_some() {
-                        // NaN stays NaN: remember where x is unordered, clamp, blend x back there.
-                        a.vcmpps(ymm15, x, x, 3)?;
-                        let src = x;
-                        if epi.lo.is_some() {
-                            a.vmaxps(ymm14, src, ymm12)?;
-                        } else {
-                            a.vmovaps(ymm14, src)?;
-                        }
-                        if epi.hi.is_some() {
-                            a.vminps(ymm14, ymm14, ymm13)?;
-                        }
-                        a.vblendvps(x, ymm14, x, ymm15)?;
+                    // NaN stays NaN: the bound first, so a NaN x is what max / min return; a −0 that
+                    // a lower bound of +0 kept becomes +0 by adding it (`super::clamp_keep_nan`).
+                    if epi.lo.is_some() {
+                        a.vmaxps(x, ymm12, x)?;
+                    }
+                    if epi.hi.is_some() {
+                        a.vminps(x, ymm13, x)?;
+                    }
+                    if epi.lo == Some(0) {
+                        a.vaddps(x, x, ymm12)?;
                     }
                 }
             }
@@ -440,8 +437,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(at) = epi.res_at(r, v * lanes) {
                         a.vaddps(x, x, zmmword_ptr(r8 + d(at)))?;
                     }
-                    let (lo, hi) = (epi.lo.map(|_| zmm28), epi.hi.map(|_| zmm29));
-                    super::clamp_keep_nan(a, x, lo, hi, zmm31)?;
+                    let (lo, hi) = (epi.lo.map(|b| (zmm28, b)), epi.hi.map(|_| zmm29));
+                    super::clamp_keep_nan(a, x, lo, hi)?;
                 }
             }
         }

@@ -31,7 +31,7 @@ pub mod winograd4_x86;
 pub mod winograd_x86;
 
 use iced_x86::code_asm::{
-    cl, eax, ecx, k1, k2, k3, k5, k6, k7, ptr, r10d, r11d, r9d, rax, rcx, xmm15, zmm10, zmm9,
+    cl, eax, ecx, k1, k3, k5, k6, k7, ptr, r10d, r11d, r9d, rax, rcx, xmm15, zmm10, zmm9,
     AsmRegister32, AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler,
     CodeLabel,
 };
@@ -92,43 +92,47 @@ pub(crate) fn broadcast_bits(
     a.vpbroadcastd(reg, eax)
 }
 
-/// Broadcasts the clamp bounds a kernel has (`lo`, `hi`: f32 bits) into `regs` and returns the registers
+/// A clamp's lower bound for [`clamp_keep_nan`]: its broadcast register and its f32 bits.
+pub(crate) type LowerBound = (AsmRegisterZmm, u32);
+
+/// Broadcasts the clamp bounds a kernel has (`lo`, `hi`: f32 bits) into `regs` and returns what
 /// [`clamp_keep_nan`] then takes (`None` for a missing bound).
 pub(crate) fn clamp_bounds(
     a: &mut CodeAssembler,
     (lo, hi): (Option<u32>, Option<u32>),
     regs: [AsmRegisterZmm; 2],
-) -> Result<(Option<AsmRegisterZmm>, Option<AsmRegisterZmm>), IcedError> {
+) -> Result<(Option<LowerBound>, Option<AsmRegisterZmm>), IcedError> {
     for (reg, bound) in regs.into_iter().zip([lo, hi]) {
         if let Some(bits) = bound {
             broadcast_bits(a, reg, bits)?;
         }
     }
-    Ok((lo.map(|_| regs[0]), hi.map(|_| regs[1])))
+    Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
 }
 
-/// Clamps `x` to the registers `lo` / `hi` (broadcast bounds) with `vmaxps`/`vminps`, keeping NaN: `k2` marks the
-/// unordered lanes (clobbered) and `save` holds `x` to blend back there. With bounds that are not signed zeros
-/// this rounds as Cranelift's `fmax`/`fmin` (see `machine_code::clamp_bits`).
+/// Clamps `x` to the registers `lo` / `hi` (broadcast bounds; `lo` with its f32 bits) with `vmaxps` /
+/// `vminps`, keeping NaN: each takes the bound first, so a NaN `x` (the second source) is what it returns,
+/// unchanged. A lower bound of +0 then takes a `vaddps` of it, which turns a −0 that `vmaxps` kept into +0 and
+/// changes nothing else (`x + 0 = x`, NaN included: no kernel clamps a signaling NaN). Two or three
+/// instructions where a compare, a save and a blend around the pair took five, with the same results. With
+/// bounds that are not signed zeros this rounds as Cranelift's `fmax`/`fmin` (see `machine_code::clamp_bits`,
+/// which refuses a lower bound of −0 and an upper one of ±0).
 pub(crate) fn clamp_keep_nan(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
-    lo: Option<AsmRegisterZmm>,
+    lo: Option<LowerBound>,
     hi: Option<AsmRegisterZmm>,
-    save: AsmRegisterZmm,
 ) -> Result<(), IcedError> {
-    if lo.is_none() && hi.is_none() {
-        return Ok(());
-    }
-    a.vcmpps(k2, x, x, 3)?;
-    a.vmovaps(save, x)?;
-    if let Some(lo) = lo {
-        a.vmaxps(x, x, lo)?;
+    if let Some((lo, _)) = lo {
+        a.vmaxps(x, lo, x)?;
     }
     if let Some(hi) = hi {
-        a.vminps(x, x, hi)?;
+        a.vminps(x, hi, x)?;
     }
-    a.vmovaps(x.k2(), save)
+    if let Some((lo, 0)) = lo {
+        a.vaddps(x, x, lo)?;
+    }
+    Ok(())
 }
 
 /// The loop over a row of outputs that the row kernels share, the count in `n`: steps of `big` vectors while
@@ -420,4 +424,70 @@ pub fn pack16(w: &[f32], rows: usize, k: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::test_exec::{clamp, exec, skip_without_avx512};
+    use super::*;
+    use iced_x86::code_asm::{rdi, rsi, zmm0, zmm1, zmm2, zmmword_ptr};
+
+    /// `clamp_keep_nan` against the kernels' reference clamp, bitwise: NaNs (payloads kept), both zeros, the
+    /// infinities, denormals and values at the bounds, under every kind of bound `clamp_bits` lets through.
+    #[test]
+    fn clamp_keeps_nan_and_the_bounds_zero() {
+        if skip_without_avx512("NaN-keeping clamp") {
+            return;
+        }
+        type F = extern "sysv64" fn(*const f32, *mut f32);
+        let xs: [f32; 16] = [
+            f32::NAN,
+            -0.0,
+            0.0,
+            -1.0,
+            3.0,
+            7.0,
+            6.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+            -1e-40,
+            0.5,
+            -f32::NAN,
+            f32::from_bits(0x7fc1_2345),
+            -0.75,
+            1.0,
+        ];
+        let bounds = [
+            (Some(0.0f32), Some(6.0f32)),
+            (Some(0.0), None),
+            (Some(-1.0), Some(1.0)),
+            (Some(0.5), None),
+            (None, Some(6.0)),
+            (Some(-0.75), Some(0.5)),
+        ];
+        for (lo, hi) in bounds {
+            let mut a = CodeAssembler::new(64).unwrap();
+            let regs = clamp_bounds(
+                &mut a,
+                (lo.map(f32::to_bits), hi.map(f32::to_bits)),
+                [zmm1, zmm2],
+            );
+            let (l, h) = regs.unwrap();
+            a.vmovups(zmm0, zmmword_ptr(rdi)).unwrap();
+            clamp_keep_nan(&mut a, zmm0, l, h).unwrap();
+            a.vmovups(zmmword_ptr(rsi), zmm0).unwrap();
+            a.vzeroupper().unwrap();
+            a.ret().unwrap();
+            let code = a.assemble(0).unwrap();
+            // SAFETY: the assembled function's System V signature.
+            let f: F = unsafe { std::mem::transmute(exec(&code)) };
+            let mut out = [0.0f32; 16];
+            f(xs.as_ptr(), out.as_mut_ptr());
+            for (x, got) in xs.iter().zip(out) {
+                let want = clamp(*x, lo, hi);
+                assert_eq!(got.to_bits(), want.to_bits(), "{x} in {lo:?}..{hi:?}");
+            }
+        }
+    }
 }

@@ -68,7 +68,7 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
         if s.residual {
             a.vaddps(x.k1().z(), x, zmmword_ptr(rdx + off)).map_err(e)?;
         }
-        super::clamp_keep_nan(&mut a, x, s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)
+        super::clamp_keep_nan(&mut a, x, s.lo.map(|b| (zmm27, b)), s.hi.map(|_| zmm28))
             .map_err(e)?;
         a.vmovups(zmmword_ptr(rsi + off).k1(), x).map_err(e)?;
     }

@@ -243,7 +243,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
             if s.bias {
                 a.vaddps(yq, yq, zmm17).map_err(e)?;
             }
-            super::clamp_keep_nan(&mut a, yq, s.lo.map(|_| zmm18), s.hi.map(|_| zmm19), zmm20)
+            super::clamp_keep_nan(&mut a, yq, s.lo.map(|b| (zmm18, b)), s.hi.map(|_| zmm19))
                 .map_err(e)?;
         }
         // Pairs (column 0, 1) and (2, 3) of tiles 0..7 / 8..15, then pairs of pairs: output floats 4t + q.

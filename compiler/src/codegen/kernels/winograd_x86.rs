@@ -194,7 +194,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
             if s.bias {
                 a.vaddps(y, y, zmm26).map_err(e)?;
             }
-            super::clamp_keep_nan(&mut a, y, s.lo.map(|_| zmm27), s.hi.map(|_| zmm28), zmm29)
+            super::clamp_keep_nan(&mut a, y, s.lo.map(|b| (zmm27, b)), s.hi.map(|_| zmm28))
                 .map_err(e)?;
         }
         let base = if i == 0 { 0 } else { row1 };
