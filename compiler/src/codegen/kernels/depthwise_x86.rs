@@ -45,7 +45,7 @@ pub struct DwRowF32 {
     /// then a fixed sequence of steps under compile-time masks, its first vector's left padding and last
     /// vector's tail and right padding included, so a row of up to four vectors is one step (eight
     /// accumulators over the rows of `row_group`) instead of a first vector, a loop and a tail, each a few
-    /// chains long.
+    /// chains long. Rows longer than 256 outputs still loop.
     pub count: Option<usize>,
     /// Stride 2 on rows stored as their even columns, then their odd ones `split` floats further (a padded
     /// plane loaded that way, `ops/depthwise.rs`): each tap's inputs are then contiguous in the half of its
@@ -142,6 +142,12 @@ impl DwRowF32 {
         })
     }
 
+    /// `count` where the kernel lays the row out at compile time: rows of up to `MAX_FIXED_COUNT` outputs (a
+    /// longer one loops, so the code stays a few KiB).
+    fn fixed_count(&self) -> Option<usize> {
+        self.count.filter(|&c| c <= MAX_FIXED_COUNT)
+    }
+
     /// The stride the kernel's loads walk the row at: 1 on split rows.
     pub(crate) fn load_stride(&self) -> usize {
         if self.split.is_some() {
@@ -151,6 +157,9 @@ impl DwRowF32 {
         }
     }
 }
+
+/// The longest row laid out at compile time (`DwRowF32::count`): 16 vectors, four steps.
+const MAX_FIXED_COUNT: usize = 256;
 
 /// The part of a row a step computes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -253,9 +262,8 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let taps = s.kernel[0] * s.kernel[1];
     // + 512 bytes: the furthest load of a four-vector step; with a static count, of the row's last one.
-    let reach = s
-        .count
-        .map_or(Some(512), |c| c.checked_mul(8)?.checked_add(512));
+    let fixed = s.fixed_count();
+    let reach = fixed.map_or(Some(512), |c| c.checked_mul(8)?.checked_add(512));
     let reach = reach.ok_or_else(|| format!("depthwise row kernel: row out of range: {s:?}"))?;
     let tap_off = tap_offsets(s, reach)?;
     if taps == 0 || !(1..=2).contains(&s.stride) {
@@ -463,7 +471,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     // One row's outputs (`rr` rows with `group`) from rdi to rsi, r8 outputs each; steps of up to four
     // vectors, eight accumulators in all.
     let row = |a: &mut CodeAssembler, rr: usize| -> Result<(), IcedError> {
-        if let Some(count) = s.count {
+        if let Some(count) = fixed {
             let vecs: Vec<(usize, usize)> = (0..count)
                 .step_by(16)
                 .map(|o0| (o0, (count - o0).min(16)))
