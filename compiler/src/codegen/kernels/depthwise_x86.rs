@@ -142,6 +142,25 @@ impl DwRowF32 {
         })
     }
 
+    /// With a static `count` at stride 2 (`eo` steps): the masks of the loads of the inputs `[0, 16)`,
+    /// `[16, 32)` and `[32, 48)` from the first input of the `lanes` outputs from output `o0` under tap column 0:
+    /// those any tap of the row reads (up to `2·(lanes − 1) + span`), less those left of the row or past its
+    /// end.
+    fn window_masks(&self, o0: usize, lanes: usize, span: usize) -> [u32; 3] {
+        let edge = self.left > 0 || self.right.is_some();
+        let inside = |i: usize| {
+            !edge
+                || (o0 * 2 + i)
+                    .checked_sub(self.left)
+                    .is_some_and(|c| c < self.w)
+        };
+        [0, 16, 32].map(|h| {
+            (0..16)
+                .filter(|&j| h + j <= 2 * (lanes - 1) + span && inside(h + j))
+                .fold(0u32, |m, j| m | 1 << j)
+        })
+    }
+
     /// `count` where the kernel lays the row out at compile time: rows of up to `MAX_FIXED_COUNT` outputs (a
     /// longer one loops, so the code stays a few KiB).
     fn fixed_count(&self) -> Option<usize> {
@@ -231,6 +250,27 @@ fn row_group(s: &DwRowF32) -> Option<(usize, usize)> {
     (s.w > 0 && x.is_multiple_of(s.w)).then(|| (rows, x / s.w))
 }
 
+/// The loads of `order` (`load_order`, three tap columns) by input row, for `step_static`'s `eo` steps: the
+/// byte offset of the row's tap-column-0 inputs, and per tap column the (row, tap) pairs that multiply it.
+type EoRow = (i32, [Vec<(usize, usize)>; 3]);
+fn eo_rows(order: &[Load], tap_off: &[i32], row_x: i32) -> Vec<EoRow> {
+    let mut rows: Vec<EoRow> = Vec::new();
+    for (t, r, loads) in order {
+        let kx = t % 3;
+        // Tap (ky, kx) of row r reads from its input row's column-0 inputs kx floats on.
+        let base = tap_off[*t] + *r as i32 * row_x - 4 * kx as i32;
+        match rows.last_mut() {
+            Some((b, by_kx)) if *b == base => by_kx[kx].extend(loads),
+            _ => {
+                let mut by_kx: [Vec<(usize, usize)>; 3] = Default::default();
+                by_kx[kx].extend(loads);
+                rows.push((base, by_kx));
+            }
+        }
+    }
+    rows
+}
+
 /// Accumulator `i` of a step (row r, vector v of n at `r·n + v`): zmm0–3, then zmm12–15.
 fn acc(i: usize) -> AsmRegisterZmm {
     ZMM[if i < 4 { i } else { 8 + i }]
@@ -301,6 +341,17 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
     }
     let mut table = a.create_label();
+    // Stride-2 rows of three taps laid out at compile time take the even and odd inputs of one load of each
+    // vector (`step_static`'s `eo`): the odd lanes' index in zmm30, when the taps leave it free.
+    let eo = st == 2
+        && fixed.is_some()
+        && s.kernel[1] == 3
+        && s.dilations[1] == 1
+        && tap_base + if s.max { 0 } else { taps.min(reg_taps) } <= 30;
+    let mut table_odd = a.create_label();
+    if eo {
+        a.vmovups(zmm30, zmmword_ptr(table_odd)).map_err(e)?;
+    }
     if st == 2 {
         a.vmovups(zmm31, zmmword_ptr(table)).map_err(e)?;
         // k4: the 31 inputs a full stride-2 vector needs from its second load's 16 (element 31 is unused).
@@ -413,7 +464,46 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     a.vmovaps(acc(r, v), zmm8)?;
                 }
             }
-            for (t, r, loads) in load_order(s, rr, group.map_or(0, |g| g.1)) {
+            let order = load_order(s, rr, group.map_or(0, |g| g.1));
+            if eo {
+                // Per input row and vector: inputs [0, 32) in zmm4/zmm5 and input 32 in zmm6; the even
+                // lanes (tap column 0) in zmm7, the odd ones (1) in zmm4, the even ones one further (2) in
+                // zmm5 — three loads where each tap took two; each output's chain as before.
+                for (base, by_kx) in eo_rows(&order, &tap_off, row_x) {
+                    for (v, &(o0, lanes)) in vecs.iter().enumerate() {
+                        let at = base + (o0 * 8) as i32;
+                        let masks = s.window_masks(o0, lanes, 2);
+                        for (i, (&m, x)) in masks.iter().zip([zmm4, zmm5, zmm6]).enumerate() {
+                            let src = zmmword_ptr(rdi + (at + 64 * i as i32));
+                            match m {
+                                0 => a.vpxord(x, x, x)?,
+                                0xffff => a.vmovups(x, src)?,
+                                _ => {
+                                    a.mov(eax, m)?;
+                                    a.kmovw(k6, eax)?;
+                                    a.vmovups(x.k6().z(), src)?;
+                                }
+                            }
+                        }
+                        a.vmovaps(zmm7, zmm4)?;
+                        a.vpermt2ps(zmm7, zmm31, zmm5)?;
+                        a.vpermt2ps(zmm4, zmm30, zmm5)?;
+                        a.valignd(zmm5, zmm6, zmm7, 1)?;
+                        for (x, loads) in [zmm7, zmm4, zmm5].into_iter().zip(&by_kx) {
+                            for &(r, t) in loads {
+                                if s.max {
+                                    super::max_into(a, acc(r, v), x)?;
+                                } else if t < reg_taps {
+                                    a.vfmadd231ps(acc(r, v), x, ZMM[tap_base + t])?;
+                                } else {
+                                    a.vfmadd231ps(acc(r, v), x, dword_bcst(rdx + (t * 4) as i32))?;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for (t, r, loads) in order.into_iter().filter(|_| !eo) {
                 let off = tap_off[t] + r as i32 * row_x;
                 let kc = t % s.kernel[1] * s.dilations[1];
                 for (v, &(o0, lanes)) in vecs.iter().enumerate() {
@@ -539,6 +629,11 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     if st == 2 {
         a.set_label(&mut table).map_err(e)?;
         let idx: Vec<u8> = (0..16u32).flat_map(|i| (2 * i).to_le_bytes()).collect();
+        a.db(&idx).map_err(e)?;
+    }
+    if eo {
+        a.set_label(&mut table_odd).map_err(e)?;
+        let idx: Vec<u8> = (0..16u32).flat_map(|i| (2 * i + 1).to_le_bytes()).collect();
         a.db(&idx).map_err(e)?;
     }
     a.assemble(0).map_err(e)
