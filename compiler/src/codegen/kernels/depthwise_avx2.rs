@@ -76,16 +76,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
         }
         for (v, &x) in YMM[..n].iter().enumerate() {
-            // NaN kept as in `super::clamp_keep_nan`: the bound first, then +0 added after a +0 bound.
-            if s.lo.is_some() {
-                a.vmaxps(x, ymm9, x)?;
-            }
-            if s.hi.is_some() {
-                a.vminps(x, ymm10, x)?;
-            }
-            if s.lo == Some(0) {
-                a.vaddps(x, x, ymm9)?;
-            }
+            super::clamp_keep_nan_ymm(a, x, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
             let out = ptr(rsi + (v * 32) as i32);
             if masked {
                 a.vmaskmovps(out, ymm14, x)?;

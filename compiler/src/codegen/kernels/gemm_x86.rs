@@ -401,17 +401,8 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(at) = epi.res_at(r, v * lanes) {
                         a.vaddps(x, x, ptr(r8 + d(at)))?;
                     }
-                    // NaN stays NaN: the bound first, so a NaN x is what max / min return; a −0 that
-                    // a lower bound of +0 kept becomes +0 by adding it (`super::clamp_keep_nan`).
-                    if epi.lo.is_some() {
-                        a.vmaxps(x, ymm12, x)?;
-                    }
-                    if epi.hi.is_some() {
-                        a.vminps(x, ymm13, x)?;
-                    }
-                    if epi.lo == Some(0) {
-                        a.vaddps(x, x, ymm12)?;
-                    }
+                    let (lo, hi) = (epi.lo.map(|b| (ymm12, b)), epi.hi.map(|_| ymm13));
+                    super::clamp_keep_nan_ymm(a, x, lo, hi)?;
                 }
             }
         }

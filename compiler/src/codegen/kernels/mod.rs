@@ -135,6 +135,25 @@ pub(crate) fn clamp_keep_nan(
     Ok(())
 }
 
+/// [`clamp_keep_nan`] on a `ymm` (the AVX2 kernels), `lo` with its f32 bits.
+pub(crate) fn clamp_keep_nan_ymm(
+    a: &mut CodeAssembler,
+    x: AsmRegisterYmm,
+    lo: Option<(AsmRegisterYmm, u32)>,
+    hi: Option<AsmRegisterYmm>,
+) -> Result<(), IcedError> {
+    if let Some((lo, _)) = lo {
+        a.vmaxps(x, lo, x)?;
+    }
+    if let Some(hi) = hi {
+        a.vminps(x, hi, x)?;
+    }
+    if let Some((lo, 0)) = lo {
+        a.vaddps(x, x, lo)?;
+    }
+    Ok(())
+}
+
 /// The loop over a row of outputs that the row kernels share, the count in `n`: steps of `big` vectors while
 /// at least `big · lanes` outputs remain, then of `big − 1`, … down to single vectors, then — when any remain —
 /// `tail`, which sets the tail masks, and one masked step. `step(a, vectors, masked)` emits a step; after an
@@ -313,16 +332,10 @@ pub(crate) fn max_into(
 /// restored (the row loop consumes them; its tail masks clobber `r9`–`r11`). Returns (head, exit); no rows go
 /// straight to the exit.
 pub(crate) fn rows_begin(a: &mut CodeAssembler) -> Result<(CodeLabel, CodeLabel), IcedError> {
-    use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
+    use iced_x86::code_asm::{r12, r13, r14, r8, rbx, rdi, rsi};
     let mut head = a.create_label();
     let exit = a.create_label();
-    for r in [rbx, r12, r13, r14] {
-        a.push(r)?;
-    }
-    a.mov(r14, r9)?;
-    a.mov(rbx, r8)?;
-    a.mov(r12, rdi)?;
-    a.mov(r13, rsi)?;
+    rows_save(a)?;
     a.test(r14, r14)?;
     a.jz(exit)?;
     a.set_label(&mut head)?;
@@ -342,7 +355,7 @@ pub(crate) fn row_groups(
     group: usize,
     mut body: impl FnMut(&mut CodeAssembler, usize) -> Result<(), IcedError>,
 ) -> Result<(), String> {
-    use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
+    use iced_x86::code_asm::{r12, r13, r14, r8, rbx, rdi, rsi};
     let sizes: Vec<usize> = (0..usize::BITS)
         .map(|i| group >> i)
         .take_while(|&g| g > 0)
@@ -356,13 +369,7 @@ pub(crate) fn row_groups(
         .collect::<Result<Vec<_>, String>>()?;
     let e = |x: IcedError| x.to_string();
     let mut go = || -> Result<(), IcedError> {
-        for r in [rbx, r12, r13, r14] {
-            a.push(r)?;
-        }
-        a.mov(r14, r9)?;
-        a.mov(rbx, r8)?;
-        a.mov(r12, rdi)?;
-        a.mov(r13, rsi)?;
+        rows_save(a)?;
         for (i, &(g, dx, dout)) in steps.iter().enumerate() {
             // The first size loops; each smaller one runs at most once.
             let mut head = a.create_label();
@@ -384,10 +391,7 @@ pub(crate) fn row_groups(
             a.set_label(&mut next)?;
             a.zero_bytes()?;
         }
-        for r in [r14, r13, r12, rbx] {
-            a.pop(r)?;
-        }
-        Ok(())
+        rows_restore(a)
     };
     go().map_err(e)
 }
@@ -399,7 +403,7 @@ pub(crate) fn rows_end(
     (head, mut exit): (CodeLabel, CodeLabel),
     [x, out]: [usize; 2],
 ) -> Result<(), String> {
-    use iced_x86::code_asm::{r12, r13, r14, rbx};
+    use iced_x86::code_asm::{r12, r13, r14};
     let (x, out) = (disp("row kernel rows", x)?, disp("row kernel rows", out)?);
     let e = |x: IcedError| x.to_string();
     a.add(r12, x).map_err(e)?;
@@ -407,8 +411,28 @@ pub(crate) fn rows_end(
     a.dec(r14).map_err(e)?;
     a.jnz(head).map_err(e)?;
     a.set_label(&mut exit).map_err(e)?;
+    rows_restore(a).map_err(e)
+}
+
+/// The rows loops' prologue ([`rows_begin`], [`row_groups`]): saves `rbx` and `r12`–`r14`, then keeps the row
+/// count (`r9`) in `r14`, the output count (`r8`) in `rbx` and the first rows' pointers (`rdi`, `rsi`) in
+/// `r12` / `r13`.
+fn rows_save(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r12, r13, r14, r8, r9, rbx, rdi, rsi};
+    for r in [rbx, r12, r13, r14] {
+        a.push(r)?;
+    }
+    a.mov(r14, r9)?;
+    a.mov(rbx, r8)?;
+    a.mov(r12, rdi)?;
+    a.mov(r13, rsi)
+}
+
+/// Restores what [`rows_save`] saved.
+fn rows_restore(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r12, r13, r14, rbx};
     for r in [r14, r13, r12, rbx] {
-        a.pop(r).map_err(e)?;
+        a.pop(r)?;
     }
     Ok(())
 }
