@@ -193,7 +193,14 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     // zmm0-3 and zmm12-15, the taps from zmm16.
     let group = row_group(s);
     let tap_base = tap_base(group.is_some());
-    let reg_taps = 32 - tap_base - usize::from(st == 2);
+    // Stride-2 rows of three or five taps laid out at compile time take the even and odd inputs of one load of
+    // each vector (`Steps::fixed`' `eo`): the odd lanes' index in zmm30, so the taps in registers end at zmm29.
+    let eo = st == 2 && fixed.is_some() && matches!(s.kernel[1], 3 | 5) && s.dilations[1] == 1;
+    let reg_taps = if eo {
+        30 - tap_base
+    } else {
+        32 - tap_base - usize::from(st == 2)
+    };
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
     // zmm12.. taps (or the second row's accumulators).
@@ -210,13 +217,6 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
     }
     let mut table = a.create_label();
-    // Stride-2 rows of three taps laid out at compile time take the even and odd inputs of one load of each
-    // vector (`Steps::fixed`' `eo`): the odd lanes' index in zmm30, when the taps leave it free.
-    let eo = st == 2
-        && fixed.is_some()
-        && s.kernel[1] == 3
-        && s.dilations[1] == 1
-        && tap_base + if s.max { 0 } else { taps.min(reg_taps) } <= 30;
     // Stride-1 rows of up to five tap columns and four vectors laid out at compile time load each vector's
     // inputs once per input row (`Steps::fixed`' `shifted`): tap column kx by `valignd` of two loads. Zen 5,
     // 1 thread, paired: 3x3 on 56x56 planes 10 % faster (MobileNetV2, EfficientNet-Lite0), 28x28 and 5x5 the

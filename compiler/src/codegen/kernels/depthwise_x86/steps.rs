@@ -265,17 +265,39 @@ impl Steps<'_> {
                     let at = base + (o0 * 4 * st) as i32;
                     let masks = s.window_masks(o0, lanes, kw - 1);
                     if self.eo {
-                        // Inputs [0, 32) in zmm4/zmm5 and input 32 in zmm6; the even lanes (tap column 0) in
-                        // zmm7, the odd ones (1) in zmm4, the even ones one further (2) in zmm5: three loads
-                        // where each tap took two.
+                        // Inputs [0, 32) in zmm4/zmm5 and from 32 in zmm6; the even lanes (tap column 0) in
+                        // zmm7, the odd ones (1) in zmm4. Three columns: the even ones one further (2) in
+                        // zmm5. Five: the even and odd lanes from 32 in zmm5 / zmm6, and columns 2, 3, 4 the
+                        // even, odd and even lanes shifted on by one, one and two (`valignd` into zmm11).
+                        // Three loads where each tap took two.
                         for (i, (&m, x)) in masks.iter().zip([zmm4, zmm5, zmm6]).enumerate() {
                             Self::load(a, x, at + 64 * i as i32, m)?;
                         }
                         a.vmovaps(zmm7, zmm4)?;
                         a.vpermt2ps(zmm7, zmm31, zmm5)?;
                         a.vpermt2ps(zmm4, zmm30, zmm5)?;
-                        a.valignd(zmm5, zmm6, zmm7, 1)?;
-                        for (x, loads) in [zmm7, zmm4, zmm5].into_iter().zip(&by_kx) {
+                        let cols = if kw == 3 {
+                            a.valignd(zmm5, zmm6, zmm7, 1)?;
+                            vec![(zmm7, None), (zmm4, None), (zmm5, None)]
+                        } else {
+                            a.vpermps(zmm5, zmm31, zmm6)?;
+                            a.vpermps(zmm6, zmm30, zmm6)?;
+                            vec![
+                                (zmm7, None),
+                                (zmm4, None),
+                                (zmm7, Some((zmm5, 1))),
+                                (zmm4, Some((zmm6, 1))),
+                                (zmm7, Some((zmm5, 2))),
+                            ]
+                        };
+                        for (&(low, high), loads) in cols.iter().zip(&by_kx) {
+                            let x = match high {
+                                None => low,
+                                Some((high, by)) => {
+                                    a.valignd(zmm11, high, low, by)?;
+                                    zmm11
+                                }
+                            };
                             for &(r, t) in loads {
                                 self.tap(a, acc(r, v), x, t)?;
                             }
