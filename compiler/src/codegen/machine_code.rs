@@ -385,6 +385,10 @@ pub(super) fn define_dw_row_f32(
         return Ok(None);
     }
     let left = edge.map(|_| s.pads[1]);
+    // On a padded plane (or an edge-masked one) one call runs every output row (`ops/depthwise.rs`).
+    let rows = padded
+        .map(|p| [s.strides[0] * p[1], s.out[1]])
+        .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]]));
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
@@ -394,12 +398,9 @@ pub(super) fn define_dw_row_f32(
         lo,
         hi,
         max: false,
-        // On a padded plane (or an edge-masked one) one call runs every output row (`ops/depthwise.rs`).
-        rows: padded
-            .map(|p| [s.strides[0] * p[1], s.out[1]])
-            .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]])),
+        rows,
         // Every rows-mode call passes the row's `ow` outputs.
-        count: (padded.is_some() || left.is_some()).then_some(s.out[1]),
+        count: rows.map(|[_, ow]| ow),
         split,
         left: left.unwrap_or(0),
         right: edge.filter(|e| e.right).map(|_| s.out[1]),
@@ -458,6 +459,10 @@ pub(super) fn define_pool_row(
     if s.kind != crate::ir::PoolKind::Max || a.strides[1] > 2 || cols < 16 || taps > 64 {
         return Ok(None);
     }
+    // A padded max pooling runs every output row in one call (`ops/pool.rs`).
+    let rows = s
+        .padded_plane()
+        .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]);
     let spec = kernels::depthwise_x86::DwRowF32 {
         kernel: a.kernel,
         dilations: a.dilations,
@@ -467,11 +472,8 @@ pub(super) fn define_pool_row(
         lo: None,
         hi: None,
         max: true,
-        // A padded max pooling runs every output row in one call (`ops/pool.rs`).
-        rows: s
-            .padded_plane()
-            .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]),
-        count: s.padded_plane().map(|_| s.out[1]),
+        rows,
+        count: rows.map(|[_, ow]| ow),
         split: None,
         left: 0,
         right: None,

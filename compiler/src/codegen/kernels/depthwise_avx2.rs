@@ -5,8 +5,8 @@
 //! broadcast once per step into a register shared by the step's vectors. At stride 2 a vector's 16 inputs are
 //! two loads (the second masked to its first 7 lanes), `vshufps` picks the even lanes of both and `vpermpd`
 //! puts them in order. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky,
-//! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN (`vmaxps`/`vminps` with the
-//! bound first, as `clamp_keep_nan`).
+//! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN
+//! (`clamp_keep_nan`: `vmaxps`/`vminps` with the bound first).
 //!
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V).
 
@@ -76,7 +76,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
         }
         for (v, &x) in YMM[..n].iter().enumerate() {
-            super::clamp_keep_nan_ymm(a, x, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
+            super::clamp_keep_nan(a, x, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
             let out = ptr(rsi + (v * 32) as i32);
             if masked {
                 a.vmaskmovps(out, ymm14, x)?;

@@ -95,7 +95,7 @@ impl DwC16 {
         GROUP.min(32usize.saturating_sub(taps)).min(self.out[1])
     }
     /// Whether the fma chains store their clamped results straight into a `Blocked` output: when the taps, the
-    /// accumulators and the clamp's three registers (bounds, NaN save) fit the register file (3x3 kernels; a
+    /// accumulators and three registers above them (the clamp bounds in zmm29–30, zmm31 spare) fit the register file (3x3 kernels; a
     /// 5x5 one keeps seven accumulators and copies the block out after).
     pub fn stores_direct(&self) -> bool {
         let taps = self.kernel[0] * self.kernel[1];
@@ -176,7 +176,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let group = s.group();
     let direct = s.stores_direct();
     a.mov(r10, r8).map_err(e)?;
-    // With direct stores, the clamp bounds above the taps and accumulators, zmm31 the NaN save.
+    // With direct stores, the clamp bounds above the taps and accumulators.
     let mut bounds = (None, None);
     if direct {
         bounds = super::clamp_bounds(&mut a, (s.lo, s.hi), [zmm29, zmm30]).map_err(e)?;

@@ -7,9 +7,9 @@
 //! at 1 thread on a Zen 5 EPYC, its stride-2 ones 12–42 %). At stride 2 each tap loads 32 inputs as two
 //! vectors and `vpermt2ps` gathers the even ones (the 32nd input, never used, is masked off so no read passes
 //! the last needed element). Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap
-//! in (ky, kx)
-//! order from the bias — the Cranelift interior's `fma` chain, so results are bitwise identical to it — and the
-//! clamp keeps NaN and picks zeros as Cranelift's `fmax`/`fmin` do (bounds that are signed zeros are not fused).
+//! in (ky, kx) order from the bias — the Cranelift interior's `fma` chain, so results are bitwise identical to
+//! it — and the clamp keeps NaN and picks zeros as Cranelift's `fmax`/`fmin` do (bounds that are signed zeros
+//! are not fused).
 //!
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V): `x` is the input
 //! under tap (0, 0) of the first output, `w` the channel's `kh·kw` weights, `bias` one float.
@@ -202,8 +202,8 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         32 - tap_base - usize::from(st == 2)
     };
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 NaN-saved value (k2 its mask),
-    // zmm12.. taps (or the second row's accumulators).
+    // zmm0-3 accumulators, zmm4-7 inputs, zmm8 bias, zmm9 lo, zmm10 hi, zmm11 a stride-2 second half or a
+    // shifted tap column, zmm12.. taps (or zmm12-15 the other rows' accumulators, the taps from zmm16).
     if s.max {
         super::broadcast_bits(&mut a, zmm8, f32::NEG_INFINITY.to_bits()).map_err(e)?;
     } else if s.bias {
@@ -316,16 +316,9 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.set_label(&mut done)?;
         a.zero_bytes()
     };
-    match (s.rows, group) {
-        (Some(step), Some((rows, _))) => {
-            super::row_groups(&mut a, step, rows, |a, rr| row(a, rr))?;
-        }
-        (Some(step), None) => {
-            let labels = super::rows_begin(&mut a).map_err(e)?;
-            row(&mut a, 1).map_err(e)?;
-            super::rows_end(&mut a, labels, step)?;
-        }
-        (None, _) => row(&mut a, 1).map_err(e)?,
+    match s.rows {
+        Some(step) => super::row_groups(&mut a, step, group.map_or(1, |g| g.0), row)?,
+        None => row(&mut a, 1).map_err(e)?,
     }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;

@@ -402,7 +402,7 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                         a.vaddps(x, x, ptr(r8 + d(at)))?;
                     }
                     let (lo, hi) = (epi.lo.map(|b| (ymm12, b)), epi.hi.map(|_| ymm13));
-                    super::clamp_keep_nan_ymm(a, x, lo, hi)?;
+                    super::clamp_keep_nan(a, x, lo, hi)?;
                 }
             }
         }

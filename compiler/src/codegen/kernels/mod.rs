@@ -30,6 +30,7 @@ pub mod vmath_x86;
 pub mod winograd4_x86;
 pub mod winograd_x86;
 
+use iced_x86::code_asm::asm_traits::{CodeAsmVaddps, CodeAsmVmaxps, CodeAsmVminps};
 use iced_x86::code_asm::{
     cl, eax, ecx, k1, k3, k5, k6, k7, ptr, r10d, r11d, r9d, rax, rcx, xmm15, zmm10, zmm9,
     AsmRegister32, AsmRegister64, AsmRegisterK, AsmRegisterYmm, AsmRegisterZmm, CodeAssembler,
@@ -117,31 +118,16 @@ pub(crate) fn clamp_bounds(
 /// instructions where a compare, a save and a blend around the pair took five, with the same results. With
 /// bounds that are not signed zeros this rounds as Cranelift's `fmax`/`fmin` (see `machine_code::clamp_bits`,
 /// which refuses a lower bound of −0 and an upper one of ±0).
-pub(crate) fn clamp_keep_nan(
+/// The same on `zmm` (AVX-512) and `ymm` (AVX2) registers.
+pub(crate) fn clamp_keep_nan<R: Copy>(
     a: &mut CodeAssembler,
-    x: AsmRegisterZmm,
-    lo: Option<LowerBound>,
-    hi: Option<AsmRegisterZmm>,
-) -> Result<(), IcedError> {
-    if let Some((lo, _)) = lo {
-        a.vmaxps(x, lo, x)?;
-    }
-    if let Some(hi) = hi {
-        a.vminps(x, hi, x)?;
-    }
-    if let Some((lo, 0)) = lo {
-        a.vaddps(x, x, lo)?;
-    }
-    Ok(())
-}
-
-/// [`clamp_keep_nan`] on a `ymm` (the AVX2 kernels), `lo` with its f32 bits.
-pub(crate) fn clamp_keep_nan_ymm(
-    a: &mut CodeAssembler,
-    x: AsmRegisterYmm,
-    lo: Option<(AsmRegisterYmm, u32)>,
-    hi: Option<AsmRegisterYmm>,
-) -> Result<(), IcedError> {
+    x: R,
+    lo: Option<(R, u32)>,
+    hi: Option<R>,
+) -> Result<(), IcedError>
+where
+    CodeAssembler: CodeAsmVmaxps<R, R, R> + CodeAsmVminps<R, R, R> + CodeAsmVaddps<R, R, R>,
+{
     if let Some((lo, _)) = lo {
         a.vmaxps(x, lo, x)?;
     }

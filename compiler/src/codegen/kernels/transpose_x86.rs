@@ -57,7 +57,7 @@ pub fn assemble(s: &TransposeOut) -> Result<Vec<u8>, String> {
         a.vmovups(z(r), zmmword_ptr(rdi + off)).map_err(e)?;
     }
     super::transpose16(&mut a).map_err(e)?;
-    // zmm27 lo, zmm28 hi, zmm29 the clamp's NaN save (the shuffle temporaries are dead now).
+    // zmm27 lo, zmm28 hi, the clamp's bounds (the shuffle temporaries are dead now).
     for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
         if let Some(bits) = c {
             super::broadcast_bits(&mut a, reg, bits).map_err(e)?;

@@ -190,7 +190,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
     prologue(&mut a).map_err(e)?;
-    // zmm14..16: 2, 4, 8; zmm17 bias, zmm18 lo, zmm19 hi, zmm20 NaN save; zmm28..31 interleave indices.
+    // zmm14..16: 2, 4, 8; zmm17 bias, zmm18 lo, zmm19 hi; zmm28..31 interleave indices.
     for (reg, v) in [(zmm14, 2.0f32), (zmm15, 4.0), (zmm16, 8.0)] {
         f32_bits(&mut a, reg, v).map_err(e)?;
     }

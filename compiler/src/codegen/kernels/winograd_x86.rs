@@ -146,7 +146,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
     let row1 = disp(s.cols)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let (mut table, mut table2) = (a.create_label(), a.create_label());
-    // zmm26 bias, zmm27 lo, zmm28 hi, zmm29 NaN save, zmm30 / zmm31 interleave indices (low / high halves).
+    // zmm26 bias, zmm27 lo, zmm28 hi, zmm30 / zmm31 interleave indices (low / high halves).
     if s.bias {
         a.vbroadcastss(zmm26, dword_ptr(rdx)).map_err(e)?;
     }

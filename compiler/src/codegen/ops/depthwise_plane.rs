@@ -93,10 +93,10 @@ pub struct EdgeRows {
     pub right: bool,
 }
 
-/// The plan of `EdgeRows` when this convolution can take it: a border, left padding under 16 columns
-/// unless a row has exactly 16 outputs (`DwRowF32::right_fits`), every output reaching past the right end in the row's last step (the
-/// masked tail, or the last vector when the row length is a multiple of 16), an interior row, and buffers
-/// within 64 KiB each.
+/// The plan of `EdgeRows` when this convolution can take it: a border, left padding under 16 columns unless a
+/// row has exactly 16 outputs (`DwRowF32::right_fits`), every output reaching past the right end in the row's
+/// last step (the masked tail, or the last vector when the row length is a multiple of 16), an interior row,
+/// and buffers within 64 KiB each.
 fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
     let [oh, ow] = s.out;
     let [pt, pl] = s.pads;

@@ -177,23 +177,8 @@ pub(super) fn decode_unit(
     let (ncb, nrg) = (s.n.div_ceil(nr), s.m.div_ceil(rows));
     let (bi, rest) = kb.divmod(u, ncb * nrg);
     let (cb, rg) = kb.divmod(rest, nrg);
-    let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
-    let mut rem = bi;
-    let mut inner = s.batches();
-    for d in &s.batch {
-        inner /= d[0].max(1);
-        let (q, r) = kb.divmod(rem, inner.max(1));
-        rem = r;
-        for (o, st) in offs.iter_mut().zip(&d[1..]) {
-            let add = kb.b.ins().imul_imm_s(q, *st as i64);
-            *o = kb.b.ins().iadd(*o, add);
-        }
-    }
-    let j0 = kb.b.ins().imul_imm_s(cb, nr as i64);
-    let i_lo = kb.b.ins().imul_imm_s(rg, rows as i64);
-    let i_hi = kb.b.ins().iadd_imm_s(i_lo, rows as i64);
-    let m = kb.iconst(s.m as i64);
-    let i_hi = kb.b.ins().umin(i_hi, m);
+    let (offs, j0, i_lo, i_hi) =
+        super::gemm::unit_place(kb, (&s.batch, s.m), (bi, cb, rg), (nr, rows));
     (offs, j0, i_lo, i_hi, cb)
 }
 

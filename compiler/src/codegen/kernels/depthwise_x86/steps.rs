@@ -44,25 +44,26 @@ pub(super) fn row_group(s: &DwRowF32) -> Option<(usize, usize)> {
     (s.w > 0 && x.is_multiple_of(s.w)).then(|| (rows, x / s.w))
 }
 
-/// The loads of `order` (`load_order`, `kw` tap columns of dilation 1) by input row, for
-/// [`Steps::fixed`]' `eo` and `shifted` steps: the byte offset of the row's tap-column-0 inputs, and per tap column the (row,
+/// The loads of `order` (`load_order`, `kw` tap columns of dilation 1) by input row, for [`Steps::fixed`]'
+/// `eo` and `shifted` steps: the byte offset of the row's tap-column-0 inputs, and per tap column the (row,
 /// tap) pairs that multiply it.
 type KxRow = (i32, Vec<Vec<(usize, usize)>>);
 fn kx_rows(order: &[Load], tap_off: &[i32], row_x: i32, kw: usize) -> Vec<KxRow> {
-    let mut rows: Vec<KxRow> = Vec::new();
-    for (t, r, loads) in order {
-        let kx = t % kw;
-        let base = tap_off[*t] + *r as i32 * row_x - 4 * kx as i32;
+    let mut rows: Vec<(usize, KxRow)> = Vec::new();
+    for l in order {
         match rows.last_mut() {
-            Some((b, by_kx)) if *b == base => by_kx[kx].extend(loads),
+            Some((ir, (_, by_kx))) if *ir == l.ir => by_kx[l.kx].extend(&l.pairs),
             _ => {
+                // The first tap column's inputs lie `kx` floats before this load's.
+                let (r, t) = l.pairs[0];
+                let base = tap_off[t] + r as i32 * row_x - 4 * l.kx as i32;
                 let mut by_kx = vec![Vec::new(); kw];
-                by_kx[kx].extend(loads);
-                rows.push((base, by_kx));
+                by_kx[l.kx].extend(&l.pairs);
+                rows.push((l.ir, (base, by_kx)));
             }
         }
     }
-    rows
+    rows.into_iter().map(|(_, row)| row).collect()
 }
 
 /// Accumulator `i` of a step (row r, vector v of n at `r·n + v`): zmm0–3, then zmm12–15.
@@ -70,25 +71,35 @@ fn acc(i: usize) -> AsmRegisterZmm {
     ZMM[if i < 4 { i } else { 8 + i }]
 }
 
+/// One load of a step on several output rows: the input row (from the step's first) and tap column it reads,
+/// and the (row, tap) pairs that multiply it — the first gives its address.
+struct Load {
+    ir: usize,
+    kx: usize,
+    pairs: Vec<(usize, usize)>,
+}
+
 /// A step's loads on `rows` output rows `step` input rows apart, in issue order: one per distinct input
-/// position (input row, tap column) — the first (tap, row) reading it gives its address — with the (row, tap)
-/// pairs that multiply it. Sorted by input row, then column, each row's taps come in (ky, kx) order: every
-/// output's fma chain is the one-row kernel's.
-type Load = (usize, usize, Vec<(usize, usize)>);
+/// position (input row, tap column). Sorted by input row, then column, each row's taps come in (ky, kx)
+/// order: every output's fma chain is the one-row kernel's.
 fn load_order(s: &DwRowF32, rows: usize, step: usize) -> Vec<Load> {
     let [kh, kw] = s.kernel;
     let mut taps: Vec<(usize, usize, usize, usize)> = (0..rows)
         .flat_map(|r| (0..kh * kw).map(move |t| (r * step + t / kw * s.dilations[0], t % kw, r, t)))
         .collect();
     taps.sort_unstable();
-    let mut loads: Vec<(usize, usize, Load)> = Vec::new();
+    let mut loads: Vec<Load> = Vec::new();
     for (ir, kx, r, t) in taps {
         match loads.last_mut() {
-            Some((lr, lx, load)) if (*lr, *lx) == (ir, kx) => load.2.push((r, t)),
-            _ => loads.push((ir, kx, (t, r, vec![(r, t)]))),
+            Some(l) if (l.ir, l.kx) == (ir, kx) => l.pairs.push((r, t)),
+            _ => loads.push(Load {
+                ir,
+                kx,
+                pairs: vec![(r, t)],
+            }),
         }
     }
-    loads.into_iter().map(|(_, _, l)| l).collect()
+    loads
 }
 
 /// What a step emitter needs of `assemble`'s plan: the spec, the taps' byte offsets, the load stride, the row
@@ -178,7 +189,8 @@ impl Steps<'_> {
                 a.vmovaps(acc(r, v), zmm8)?;
             }
         }
-        for (t, r, loads) in load_order(s, rr, self.group.map_or(0, |g| g.1)) {
+        for Load { pairs, .. } in load_order(s, rr, self.group.map_or(0, |g| g.1)) {
+            let (r, t) = pairs[0];
             let off = self.tap_off[t] + r as i32 * self.row_x;
             let kc = t % s.kernel[1] * s.dilations[1];
             for v in 0..n {
@@ -223,7 +235,7 @@ impl Steps<'_> {
                     a.vmovups(k.z(), zmmword_ptr(hi))?;
                     a.vpermt2ps(x, zmm31, zmm11)?;
                 }
-                for &(r, t) in &loads {
+                for &(r, t) in &pairs {
                     self.tap(a, acc(r, v), x, t)?;
                 }
             }
@@ -323,7 +335,8 @@ impl Steps<'_> {
                 }
             }
         } else {
-            for (t, r, loads) in order {
+            for Load { pairs, .. } in order {
+                let (r, t) = pairs[0];
                 let off = self.tap_off[t] + r as i32 * self.row_x;
                 let kc = t % s.kernel[1] * s.dilations[1];
                 for (v, &(o0, lanes)) in vecs.iter().enumerate() {
@@ -342,7 +355,7 @@ impl Steps<'_> {
                         a.vmovups(k.z(), zmmword_ptr(rdi + (at + 64)))?;
                         a.vpermt2ps(x, zmm31, zmm11)?;
                     }
-                    for &(r, t) in &loads {
+                    for &(r, t) in &pairs {
                         self.tap(a, acc(r, v), x, t)?;
                     }
                 }

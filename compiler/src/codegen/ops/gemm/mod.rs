@@ -110,24 +110,7 @@ pub fn emit_with(
         } else {
             kb.divmod(rest, nrg)
         };
-        // Batch offsets (elements) for A, B, C and the bias.
-        let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
-        let mut rem = bi;
-        let mut inner: usize = s.batches();
-        for d in &s.batch {
-            inner /= d[0];
-            let (q, r) = kb.divmod(rem, inner.max(1));
-            rem = r;
-            for (o, st) in offs.iter_mut().zip(&d[1..]) {
-                let add = kb.b.ins().imul_imm_s(q, *st as i64);
-                *o = kb.b.ins().iadd(*o, add);
-            }
-        }
-        let j0 = kb.b.ins().imul_imm_s(cb, nr as i64);
-        let i_lo = kb.b.ins().imul_imm_s(rg, row_group as i64);
-        let i_hi = kb.b.ins().iadd_imm_s(i_lo, row_group as i64);
-        let m = kb.iconst(s.m as i64);
-        let i_hi = kb.b.ins().umin(i_hi, m);
+        let (offs, j0, i_lo, i_hi) = unit_place(kb, (&s.batch, s.m), (bi, cb, rg), (nr, row_group));
         let tail_cols = s.n % nr;
         let emit_cols = |kb: &mut Kb, cols: usize| {
             // Full mr-row tiles, then the remaining rows one tile of `m % mr` rows (only in the last group).
@@ -196,6 +179,35 @@ pub fn emit_with(
             unit(kb, c, t)
         });
     });
+}
+
+/// Where a GEMM unit works: the batch offsets (elements of A, B, C and the bias) of batch `bi` through the
+/// `batch` dims `[count, strides…]`, the first column of column block `cb` (`nr` wide) and the rows of row group
+/// `rg` (`rows` tall, the last one cut at `m`). Shared by the f32 and integer GEMMs.
+pub(crate) fn unit_place(
+    kb: &mut Kb,
+    (batch, m): (&[[usize; 5]], usize),
+    (bi, cb, rg): (Value, Value, Value),
+    (nr, rows): (usize, usize),
+) -> ([Value; 4], Value, Value, Value) {
+    let mut offs = [kb.iconst(0), kb.iconst(0), kb.iconst(0), kb.iconst(0)];
+    let mut rem = bi;
+    let mut inner: usize = batch.iter().map(|d| d[0]).product();
+    for d in batch {
+        inner /= d[0].max(1);
+        let (q, r) = kb.divmod(rem, inner.max(1));
+        rem = r;
+        for (o, st) in offs.iter_mut().zip(&d[1..]) {
+            let add = kb.b.ins().imul_imm_s(q, *st as i64);
+            *o = kb.b.ins().iadd(*o, add);
+        }
+    }
+    let j0 = kb.b.ins().imul_imm_s(cb, nr as i64);
+    let i_lo = kb.b.ins().imul_imm_s(rg, rows as i64);
+    let i_hi = kb.b.ins().iadd_imm_s(i_lo, rows as i64);
+    let m = kb.iconst(m as i64);
+    let i_hi = kb.b.ins().umin(i_hi, m);
+    (offs, j0, i_lo, i_hi)
 }
 
 /// The fused transposing epilogue of one unit (`TransposeOut`): channel rows `[j0, j0 + cols)` (whole blocks of
