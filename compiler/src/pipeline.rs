@@ -346,7 +346,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         codegen::lower::LowerOpts {
             vnni: tgt.vnni,
             pack_a: tgt.simd.is_some(),
-            winograd: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
+            winograd: tgt.simd.is_some(),
+            avx512: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),
         },

@@ -87,6 +87,15 @@ pub fn case(
                 assert!(found, "{name}: {what} was not chosen");
             }
         }
+        // The AVX2 set has Winograd transforms of both tile sizes too (`winograd_avx2.rs`).
+        if name.starts_with("conv_wino") && cpu == "x86-64-v3" {
+            let tag = b"_wino_in";
+            let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
+            assert!(
+                found,
+                "{name}: the AVX2 Winograd transforms were not chosen"
+            );
+        }
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
         let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));
         assert!(e <= 1e-4, "{name} --cpu {cpu}: max scaled error {e:e}");

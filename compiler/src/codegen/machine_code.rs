@@ -503,19 +503,21 @@ pub(super) fn define_transpose(
 }
 
 /// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
-/// epilogue) of kernel `i`: for `WinogradIn`, `[input
+/// epilogue) of kernel `i` for kernel set `simd`: for `WinogradIn`, `[input
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
 /// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
-/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`.
+/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. Only the Winograd
+/// transforms have AVX2 variants (`LowerOpts::avx512` keeps the others off AVX2 targets).
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     body: &super::kernel::Body,
+    simd: Simd,
 ) -> Result<[Option<FuncId>; 3]> {
     use super::kernel::Body;
     use kernels::winograd_x86::{WinoIn, WinoOut};
-    use kernels::{winograd4_x86, winograd_x86};
+    use kernels::{winograd4_x86, winograd_avx2, winograd_x86};
     let f = |module: &mut dyn Module, tag: &str, params, code| {
         define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
     };
@@ -525,12 +527,25 @@ pub(super) fn define_layout(
                 pw: s.plane()[1],
                 v_stride: s.c * s.tiles_all(),
             };
-            let (tag, code) = match s.tile {
-                4 => ("wino4_in", winograd4_x86::assemble_in(&spec)),
-                _ => ("wino_in", winograd_x86::assemble_in(&spec)),
+            let (tag, code, copy) = match (simd, s.tile) {
+                (Simd::Avx2, tile) => (
+                    "wino_in",
+                    winograd_avx2::assemble_in(tile, &spec, s.tiles()[1]),
+                    kernels::copy_x86::assemble_avx2(1),
+                ),
+                (Simd::Avx512, 4) => (
+                    "wino4_in",
+                    winograd4_x86::assemble_in(&spec),
+                    kernels::copy_x86::assemble(1),
+                ),
+                (Simd::Avx512, _) => (
+                    "wino_in",
+                    winograd_x86::assemble_in(&spec),
+                    kernels::copy_x86::assemble(1),
+                ),
             };
             let t = f(module, tag, 3, code)?;
-            let c = f(module, "copy", 3, kernels::copy_x86::assemble(1))?;
+            let c = f(module, "copy", 3, copy)?;
             Ok([t, c, None])
         }
         Body::WinogradOut(s) => {
@@ -545,9 +560,10 @@ pub(super) fn define_layout(
                     lo,
                     hi,
                 };
-                match s.tile {
-                    4 => winograd4_x86::assemble_out(&spec),
-                    _ => winograd_x86::assemble_out(&spec),
+                match (simd, s.tile) {
+                    (Simd::Avx2, tile) => winograd_avx2::assemble_out(tile, &spec),
+                    (Simd::Avx512, 4) => winograd4_x86::assemble_out(&spec),
+                    (Simd::Avx512, _) => winograd_x86::assemble_out(&spec),
                 }
             };
             let full = f(module, "wino_out", 4, code(s.tile))?;
@@ -557,6 +573,10 @@ pub(super) fn define_layout(
             };
             Ok([full, last, None])
         }
+        _ if simd != Simd::Avx512 => Err(Error::internal(
+            "codegen",
+            format!("kernel '{name}' (#{i}): its machine code needs AVX-512"),
+        )),
         Body::TransposeOut { t, .. } => {
             Ok([Some(define_transpose(module, name, i, t)?), None, None])
         }

@@ -65,8 +65,9 @@ pub fn kernel_signature(module: &dyn Module) -> Signature {
     sig
 }
 
-/// Bodies whose work is all machine code (`machine_code::define_layout`; AVX-512 only): the Winograd transforms,
-/// the transposing epilogue, the channel-blocked depthwise kernel and the direct convolution.
+/// Bodies whose work is all machine code (`machine_code::define_layout`): the Winograd transforms (AVX2 or
+/// AVX-512), the transposing epilogue, the channel-blocked depthwise kernel and the direct convolution
+/// (AVX-512 only).
 fn layout_only(body: &Body) -> bool {
     matches!(
         body,
@@ -176,14 +177,17 @@ pub fn define_kernels(
             _ => None,
         };
         let layout = match (layout_only(&k.body), simd) {
-            (true, Some(Simd::Avx512)) => {
-                let ids = define_layout(module, name, i, &k.body)?;
+            (true, Some(simd)) => {
+                let ids = define_layout(module, name, i, &k.body, simd)?;
                 Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func))))
             }
             (true, _) => {
                 return Err(Error::internal(
                     "codegen",
-                    format!("kernel '{}': its machine code needs AVX-512", k.name),
+                    format!(
+                        "kernel '{}': its machine code needs micro-kernels (x86-64 System V)",
+                        k.name
+                    ),
                 ))
             }
             (false, _) => None,

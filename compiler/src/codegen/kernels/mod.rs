@@ -28,6 +28,7 @@ pub mod transpose_x86;
 pub mod vmath_avx2;
 pub mod vmath_x86;
 pub mod winograd4_x86;
+pub mod winograd_avx2;
 pub mod winograd_x86;
 
 use iced_x86::code_asm::asm_traits::{CodeAsmVaddps, CodeAsmVmaxps, CodeAsmVminps};

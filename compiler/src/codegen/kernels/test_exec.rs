@@ -11,6 +11,16 @@ pub fn skip_without_avx512(what: &str) -> bool {
     no
 }
 
+/// True (after a `SKIPPED` line naming `what`) when this CPU cannot run AVX2+FMA kernels.
+pub fn skip_without_avx2(what: &str) -> bool {
+    let no = !(std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma"));
+    if no {
+        eprintln!("SKIPPED: {what} (this CPU cannot run it)");
+    }
+    no
+}
+
 /// A depthwise row kernel spec with a bias and the ReLU6 clamp (the tests' common case), one row per call.
 pub fn relu6_row(k: usize, gap: usize, st: usize, w: usize) -> super::depthwise_x86::DwRowF32 {
     super::depthwise_x86::DwRowF32 {

@@ -99,9 +99,12 @@ pub struct LowerOpts {
     pub vnni: bool,
     /// Constant GEMM A operands are packed in `A_PANEL`-row panels (targets with machine-code micro-kernels).
     pub pack_a: bool,
-    /// Eligible 3x3 convolutions use Winograd F(2x2, 3x3), and convolutions on narrow planes are computed
-    /// transposed (AVX-512 targets: their transforms and the transposing epilogue are machine code).
+    /// Eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3) (targets with machine-code
+    /// micro-kernels: the transforms are machine code, AVX2 or AVX-512).
     pub winograd: bool,
+    /// The AVX-512-only layouts: GEMMs computed transposed (their transposing epilogue), channel blocks
+    /// between 1x1 convolutions, the channel-blocked depthwise and the direct convolution kernels.
+    pub avx512: bool,
     /// Constant B operands of Gemm and MatMul (a classifier's or an encoder's weights) are
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
     /// columns; `None`: read in place (targets without machine-code micro-kernels).

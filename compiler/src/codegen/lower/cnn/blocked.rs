@@ -56,7 +56,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
         return ins[0] == x
             && m == c
             && !a.epilogue.residual
-            && cx.opts.winograd
+            && cx.opts.avx512
             && crate::codegen::ops::depthwise::c16(&spec).is_some();
     }
     // The GEMMs read blocks at batch 1 only.
@@ -80,7 +80,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
         && p >= MIN_PIXELS
         && once
         && (as_input || as_residual)
-        && cx.opts.winograd
+        && cx.opts.avx512
         && transposed_wins(m, p)
         && bias_pads
         && clamp_bits(a.epilogue.act).is_some()

@@ -37,7 +37,7 @@ pub(super) fn direct_spec(
 ) -> Option<ConvDirect> {
     let (lo, hi) = crate::codegen::machine_code::clamp_bits(a.epilogue.act)?;
     let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
-    let ok = cx.opts.winograd
+    let ok = cx.opts.avx512
         && a.group == 1
         && !pointwise
         && !a.epilogue.residual

@@ -101,7 +101,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     if g == c && m == c && !a.epilogue.residual {
         let spec = depthwise_spec(a, &xs, &os);
         // Small planes on AVX-512: 16 channels per vector, weights packed per 16-channel group.
-        let packed = match (cx.opts.winograd, c16(&spec), cx.g.constant(ins[1])) {
+        let packed = match (cx.opts.avx512, c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
             _ => None,
         };
@@ -143,7 +143,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     };
     // Channels padded to whole column blocks need the bias padded too: a constant one.
     let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
-    if g == 1 && cx.opts.winograd && transposed_wins(m, p) && bias_pads {
+    if g == 1 && cx.opts.avx512 && transposed_wins(m, p) && bias_pads {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
             if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
                 let cols = (b_buf, b_batch, blocked_cols.is_some());

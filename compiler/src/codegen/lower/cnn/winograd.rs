@@ -79,7 +79,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
     let node = cx.g.nodes[n].clone();
     let (c, m, t, xis) = (s.c, s.m, s.tiles_all(), s.xis());
     let u = transform_weights(w, m, c, s.tile);
-    let transposed = transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
+    let transposed = cx.opts.avx512 && transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
     let (u, u_shape) = if transposed {
         // Per ξ, Uᵀ [C, M] in column panels.
         let packed = (0..xis)
