@@ -79,8 +79,8 @@ pub fn case(
             ),
         ];
         for (prefix, tag, what) in required {
-            // The vector math maps have an AVX2 variant too.
-            let both = tag == "_vmath" && cpu == "x86-64-v3";
+            // The vector math maps and the separable max pooling have an AVX2 variant too.
+            let both = (tag == "_vmath" || tag == "_maxpool") && cpu == "x86-64-v3";
             if name.starts_with(prefix) && (cpu == "x86-64-v4" || both) {
                 let tag = tag.as_bytes();
                 let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);

@@ -430,16 +430,24 @@ fn define_row(
 /// Defines the AVX-512 max-pool row kernel (the depthwise row kernel in max mode) of pooling kernel `i`, for
 /// the interior of its rows, when the stride along the row is 1 or 2 and the rows have an interior of at least
 /// 16 outputs; for a 3x3 stride-2 pooling padded at the top and left, the separable whole-plane kernel instead
-/// (`kernels/maxpool_x86.rs`).
+/// (`kernels/maxpool_x86.rs`, and on AVX2 `kernels/maxpool_avx2.rs`, its only AVX2 pooling kernel).
 pub(super) fn define_pool_row(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::pool::PoolSpec,
+    simd: Simd,
 ) -> Result<Option<FuncId>> {
     if let Some(spec) = s.max3s2() {
-        let code = kernels::maxpool_x86::assemble(&spec);
+        let code = match simd {
+            Simd::Avx512 => kernels::maxpool_x86::assemble(&spec),
+            Simd::Avx2 => kernels::maxpool_avx2::assemble(&spec),
+        };
         return define_machine_code(module, &format!("{name}__k{i}_maxpool"), 2, code).map(Some);
+    }
+    if simd != Simd::Avx512 {
+        // The max-pool row kernel is AVX-512 only.
+        return Ok(None);
     }
     let a = &s.attrs;
     let (x0, x1) = ops::depthwise::interior(

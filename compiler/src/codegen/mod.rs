@@ -202,7 +202,7 @@ pub fn define_kernels(
         }
         .map(|fid| module.declare_func_in_func(fid, &mut ctx.func));
         let max_row = match (&k.body, simd) {
-            (Body::Pool(s), Some(Simd::Avx512)) => define_pool_row(module, name, i, s)?
+            (Body::Pool(s), Some(simd)) => define_pool_row(module, name, i, s, simd)?
                 .map(|fid| module.declare_func_in_func(fid, &mut ctx.func)),
             _ => None,
         };

@@ -26,7 +26,7 @@ pub struct MaxPool3s2 {
 impl MaxPool3s2 {
     /// The input rows output row `oy` reads (rows `2·oy − 1 .. 2·oy + 1` inside the plane), as offsets in
     /// rows from row `2·oy − 1`.
-    fn rows(&self, oy: usize) -> Vec<usize> {
+    pub(super) fn rows(&self, oy: usize) -> Vec<usize> {
         (0..3)
             .filter(|&k| (1..=self.hw[0]).contains(&(2 * oy + k)))
             .collect()
@@ -144,20 +144,26 @@ fn out_row(a: &mut CodeAssembler, s: &MaxPool3s2, rows: &[usize]) -> Result<(), 
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::super::test_exec::{exec, fmax, guarded, pattern, skip_without_avx512};
     use super::*;
 
     type Kernel = extern "sysv64" fn(*const f32, *mut f32);
 
-    /// The kernel against the window maximum with `fmax` over the in-plane taps — odd and even sizes, rows
-    /// past 16-column blocks, one-row and one-column planes, bottom/right windows partly outside (ceil mode) —
-    /// with NaN and signed zeros in the input; input and output end on guard pages.
     #[test]
     fn planes_match_the_window_maximum() {
         if skip_without_avx512("max pooling kernel") {
             return;
         }
+        check_planes(assemble);
+    }
+
+    /// A kernel assembled by `assemble` against the window maximum with `fmax` over the in-plane taps — odd and
+    /// even sizes, rows past 8- and 16-column blocks, one-row and one-column planes, bottom/right windows partly
+    /// outside (ceil mode) — with NaN and signed zeros in the input; input and output end on guard pages.
+    pub(in crate::codegen::kernels) fn check_planes(
+        assemble: fn(&MaxPool3s2) -> Result<Vec<u8>, String>,
+    ) {
         for (h, w, ceil) in [
             (112, 112, false),
             (9, 10, false),
@@ -166,6 +172,8 @@ mod tests {
             (2, 37, true),
             (5, 33, false),
             (6, 64, true),
+            (7, 17, false),
+            (4, 23, true),
         ] {
             // Pads 1 on every side: floor((n − 1) / 2) + 1 outputs, or the ceiling.
             let dim = |n: usize| {

@@ -18,6 +18,7 @@ pub mod depthwise_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
 pub mod gemm_x86;
+pub mod maxpool_avx2;
 pub mod maxpool_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;
@@ -48,6 +49,55 @@ pub(crate) const ZMM: [iced_x86::code_asm::AsmRegisterZmm; 32] = {
         zmm27, zmm28, zmm29, zmm30, zmm31,
     ]
 };
+
+/// The 16 AVX2 vector registers by number.
+pub(crate) const YMM: [AsmRegisterYmm; 16] = {
+    use iced_x86::code_asm::*;
+    [
+        ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13,
+        ymm14, ymm15,
+    ]
+};
+
+/// The `xmm` half of a `ymm` register.
+pub(crate) fn xmm_of(r: AsmRegisterYmm) -> iced_x86::code_asm::AsmRegisterXmm {
+    use iced_x86::code_asm::*;
+    const XMM: [AsmRegisterXmm; 16] = [
+        xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13,
+        xmm14, xmm15,
+    ];
+    XMM[YMM.iter().position(|&y| y == r).unwrap_or(15)]
+}
+
+/// Stores the first `n` (1..=8) lanes of `y` at `at` without touching the memory after them (AVX2 has no
+/// store masks; `vmaskmovps` stores are slow on some AMD cores): a full store, or 4 + 2 + 1 lanes (`scratch`
+/// clobbered).
+pub(crate) fn store_head_ymm(
+    a: &mut CodeAssembler,
+    at: iced_x86::code_asm::AsmMemoryOperand,
+    y: AsmRegisterYmm,
+    n: usize,
+    scratch: AsmRegisterYmm,
+) -> Result<(), IcedError> {
+    if n >= 8 {
+        return a.vmovups(at, y);
+    }
+    let (mut x, mut at, mut n) = (xmm_of(y), at, n);
+    if n >= 4 {
+        a.vmovups(at, x)?;
+        a.vextractf128(xmm_of(scratch), y, 1)?;
+        (x, at, n) = (xmm_of(scratch), at + 16, n - 4);
+    }
+    if n >= 2 {
+        a.vmovlps(at, x)?;
+        if n == 3 {
+            a.vextractps(at + 8, x, 2)?;
+        }
+    } else if n == 1 {
+        a.vmovss(at, x)?;
+    }
+    Ok(())
+}
 
 /// A displacement of `floats` f32 elements in bytes, as an `i32`; an error naming the kernel when it does
 /// not fit.

@@ -19,23 +19,11 @@
 //! kernels (bitwise for both tile sizes).
 
 use super::winograd_x86::{disp, WinoIn, WinoOut};
+use super::{xmm_of, YMM};
 use iced_x86::code_asm::*;
 use std::array::from_fn;
 
 type R = AsmRegisterYmm;
-
-const YMM: [R; 16] = [
-    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
-    ymm15,
-];
-const XMM: [AsmRegisterXmm; 16] = [
-    xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13, xmm14,
-    xmm15,
-];
-
-fn xmm_of(r: R) -> AsmRegisterXmm {
-    XMM[YMM.iter().position(|&y| y == r).unwrap_or(15)]
-}
 
 /// `push rbp; mov rbp, rsp`, `rsp` 32-aligned with `bytes` of stack buffer below it.
 fn prologue(a: &mut CodeAssembler, bytes: i32) -> Result<(), IcedError> {
@@ -56,34 +44,6 @@ fn f32_bits(a: &mut CodeAssembler, reg: R, bits: u32) -> Result<(), IcedError> {
     a.mov(eax, bits)?;
     a.vmovd(xmm_of(reg), eax)?;
     a.vbroadcastss(reg, xmm_of(reg))
-}
-
-/// Stores the first `n` (1..=8) lanes of `y` at `at` (`scratch` clobbered).
-fn store_head(
-    a: &mut CodeAssembler,
-    at: AsmMemoryOperand,
-    y: R,
-    n: usize,
-    scratch: R,
-) -> Result<(), IcedError> {
-    if n >= 8 {
-        return a.vmovups(at, y);
-    }
-    let (mut x, mut at, mut n) = (xmm_of(y), at, n);
-    if n >= 4 {
-        a.vmovups(at, x)?;
-        a.vextractf128(xmm_of(scratch), y, 1)?;
-        (x, at, n) = (xmm_of(scratch), at + 16, n - 4);
-    }
-    if n >= 2 {
-        a.vmovlps(at, x)?;
-        if n == 3 {
-            a.vextractps(at + 8, x, 2)?;
-        }
-    } else if n == 1 {
-        a.vmovss(at, x)?;
-    }
-    Ok(())
 }
 
 /// F(4x4)'s `y = Bᵀ x` in place (`winograd4_x86::bt`'s instructions): `t` four temporaries, `c4` / `c5` the
@@ -227,7 +187,7 @@ pub fn assemble_in(tile: usize, s: &WinoIn, tiles: usize) -> Result<Vec<u8>, Str
                 bt2(a, from_fn(|i| YMM[i]), [ymm4, ymm5, ymm6, ymm7])?.to_vec()
             };
             for (ai, &ya) in y.iter().enumerate() {
-                store_head(a, ptr(rsi + vs[alpha * ai + b]), ya, n, ymm13)?;
+                super::store_head_ymm(a, ptr(rsi + vs[alpha * ai + b]), ya, n, ymm13)?;
             }
         }
         Ok(())
@@ -361,7 +321,7 @@ pub fn assemble_out(tile: usize, s: &WinoOut) -> Result<Vec<u8>, String> {
             for (q, &w) in out.iter().enumerate() {
                 let left = width.saturating_sub(8 * q);
                 if left > 0 {
-                    store_head(a, ptr(rsi + row + 32 * q as i32), w, left, ymm15)?;
+                    super::store_head_ymm(a, ptr(rsi + row + 32 * q as i32), w, left, ymm15)?;
                 }
             }
         }
