@@ -109,7 +109,7 @@ fn pools_every_padding_case() {
     use bundlec::ir::{Op, PoolAttrs, PoolKind};
     // The last three have rows wide enough for the AVX-512 max-pool row kernel (stride 2 and 1, with a
     // two-vector step and masked tails); the others only take the border path. Max pools 0 and 4 (3x3, stride
-    // 2, padded top and left) take the separable AVX-512 kernel.
+    // 2, padded top and left) take the separable kernel (AVX2 and AVX-512).
     let narrow = vec![2, 3, 9, 10];
     let wide = vec![1, 2, 7, 75];
     for (i, (k, s, p, ceil, inc, x)) in [

@@ -137,6 +137,7 @@ pub(super) fn define_micro(
 ) -> Result<Option<MicroIds>> {
     let nr = tile_cols(simd, s);
     let mr = tile_rows(simd, s);
+    let nt = tail_cols(simd, s.n % nr, nr);
     let rows_tail = s.m % mr;
     if !micro_shape_ok(s, nr) {
         return Ok(None);
@@ -185,14 +186,14 @@ pub(super) fn define_micro(
         // reads the zero-padded packed panel.
         let in_place = set >= 2 || (set == 0 && !copy);
         let (c_rs, b_rs) = match (set, in_place) {
-            (1, _) => (nr, nr),
+            (1, _) => (nt, nt),
             (_, true) => (s.c.rs, s.b_k_step()),
             (_, false) => (s.c.rs, nr),
         };
         let ms = MicroSpec {
             simd,
             rows: if set == 2 { rows_tail } else { mr },
-            cols: nr,
+            cols: if set == 1 { nt } else { nr },
             k,
             a_rs: s.a_steps().0,
             a_cs: s.a_steps().1,
@@ -233,6 +234,7 @@ pub(super) fn define_micro(
     Ok(Some(MicroIds {
         mr,
         nr,
+        nt,
         prefetch_next,
         ids,
     }))
@@ -265,6 +267,22 @@ fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     } else {
         nr
     }
+}
+
+/// The width of a GEMM's column-tail tile for `tail` columns left after the full `nr`-wide blocks: the
+/// narrowest micro-kernel width that holds them (AVX2 8, 16 or 24; AVX-512 16 or 32), so a few columns past
+/// the blocks do not cost a full tile of padding — ResNet-50's and MobileNetV2's 7x7 layers (49 pixels, one
+/// column past two 24-wide blocks on AVX2), their 14x14 ones (196: four past 32-wide blocks on AVX-512).
+fn tail_cols(simd: Simd, tail: usize, nr: usize) -> usize {
+    let widths: &[usize] = match simd {
+        Simd::Avx2 => &[8, 16, 24],
+        Simd::Avx512 => &[16, 32],
+    };
+    widths
+        .iter()
+        .copied()
+        .find(|&w| w >= tail && w <= nr)
+        .unwrap_or(nr)
 }
 
 /// The tile rows of a GEMM's micro-kernels: on AVX-512 the row count of [`TILE_ROWS`] (at most `m`, and
@@ -712,6 +730,8 @@ pub(super) fn define_qmicro(
 pub(super) struct MicroIds {
     pub(super) mr: usize,
     pub(super) nr: usize,
+    /// The column-tail tile's width (`tail_cols`).
+    pub(super) nt: usize,
     /// The kernels were assembled with `MicroSpec::prefetch_next`.
     pub(super) prefetch_next: bool,
     pub(super) ids: [[Option<FuncId>; 5]; 4],

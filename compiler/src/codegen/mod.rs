@@ -305,6 +305,7 @@ pub fn define_kernels(
                 define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
                     mr: m.mr,
                     nr: m.nr,
+                    nt: m.nt,
                     kc: KC,
                     prefetch_next: m.prefetch_next,
                     funcs: m.ids.map(|set| {

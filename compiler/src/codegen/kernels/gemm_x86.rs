@@ -75,7 +75,8 @@ pub struct MicroSpec {
     /// Tile rows: the variant's full `mr`, or fewer for the last rows of a GEMM (1 for a GEMV).
     pub rows: usize,
     /// Tile columns: the variant's `nr` (`Simd::tile`), or 16 for a GEMM narrower than that
-    /// (`machine_code::tile_cols`: an attention's scores over 16 keys).
+    /// (`machine_code::tile_cols`: an attention's scores over 16 keys), or for a column tail the narrowest
+    /// width that holds it (`machine_code::tail_cols`: 8 or 16 on AVX2, 16 on AVX-512).
     pub cols: usize,
     /// Reduction length (≥ 1).
     pub k: usize,
@@ -184,7 +185,7 @@ fn disp(elems: usize) -> Option<i32> {
 pub fn fits(m: &MicroSpec) -> bool {
     let (mr, nr) = (m.rows, m.cols);
     let widths: &[usize] = match m.simd {
-        Simd::Avx2 => &[16, 24],
+        Simd::Avx2 => &[8, 16, 24],
         Simd::Avx512 => &[16, 32],
     };
     // Accumulators, B vectors and at least one broadcast register within the register file.
@@ -480,7 +481,12 @@ mod tests {
     /// `check_cols` at the variant's tile width and at the narrow 16, each at the standard tile's rows and at the
     /// most rows the variant takes (AVX-512: 28 accumulators, two broadcast registers).
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
-        for cols in [simd.tile().1, 16] {
+        // Every width a tile or a column tail takes (`machine_code::tail_cols`).
+        let widths: &[usize] = match simd {
+            Simd::Avx2 => &[24, 16, 8],
+            Simd::Avx512 => &[32, 16],
+        };
+        for &cols in widths {
             for rows in [simd.tile().0, simd.max_rows()] {
                 check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, (c_rs, 0));
             }

@@ -46,14 +46,17 @@ pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
 pub struct Micro {
     /// Tile rows.
     pub mr: usize,
-    /// Tile columns (the column-tail panel's width).
+    /// Tile columns.
     pub nr: usize,
+    /// The column-tail tile's columns (at most `nr`): the width of its zero-padded panel of B and of its stack
+    /// buffer of C.
+    pub nt: usize,
     /// K block depth.
     pub kc: usize,
     /// The variants take a pointer into the next K block of B to prefetch (`MicroSpec::prefetch_next`).
     pub prefetch_next: bool,
     /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
-    /// storing into the column-tail buffer (row stride `nr`), the five of the last `m % mr` rows of full
+    /// storing into the column-tail buffer (row stride `nt`), the five of the last `m % mr` rows of full
     /// column blocks, and, where B is copied (`MicroSpec::b_copy`), the five of a block's first tile, which read
     /// B in place and leave the `[k][nr]` panel that the first set then reads. Each takes (A, B, C, bias row,
     /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
@@ -349,8 +352,9 @@ fn slot_of(cols: usize, c: usize) -> (Type, usize) {
 /// The full `mr`-row tiles of rows `[i_lo, i_hi)` at column block `j0` by the micro-kernels: per K block one
 /// call per tile on B in place (C accumulates across blocks), the last block with the fused epilogue when there
 /// is one; else the epilogue over C afterwards (skipped when there is nothing to apply).
-/// A column-tail block (`cols < nr`) packs zeros beyond its columns and lets the micro-kernels store into the
-/// stack buffer `slots.1` (row stride `nr`), whose valid columns the epilogue then writes to C.
+/// A column-tail block (`cols < nr`) packs zeros beyond its columns up to the tail tile's `nt` and lets the
+/// micro-kernels store into the stack buffer `slots.1` (row stride `nt`), whose valid columns the epilogue then
+/// writes to C.
 #[allow(clippy::too_many_arguments)] // the row range, column block, kernels and buffers
 fn micro_rows(
     kb: &mut Kb,
@@ -368,10 +372,12 @@ fn micro_rows(
     use cranelift_codegen::ir::types::I64;
     let (mr, nr, kc) = (mk.mr, mk.nr, mk.kc);
     let tail = cols < nr;
+    // The column tail's panel and buffer width.
+    let nt = mk.nt;
     let slot = slots.0;
     let ctemp = kb.b.ins().stack_addr(I64, slots.1, 0);
     let (c_stride, funcs, copies) = if tail {
-        (nr, mk.funcs[1], [None; 5])
+        (nt, mk.funcs[1], [None; 5])
     } else {
         (s.c.rs, mk.funcs[0], mk.funcs[3])
     };
@@ -380,10 +386,10 @@ fn micro_rows(
     let c0 = elem(kb, &s.c, i_lo, j0, offs[2]);
     let (a_base, b_base, c_base) = (kb.arg(s.a.arg), kb.arg(s.b.arg), kb.arg(s.c.arg));
     let panel = kb.b.ins().stack_addr(I64, slot, 0);
-    // Where the tile `di` rows below `i_lo` is stored: C, or the column-tail buffer (row stride nr).
+    // Where the tile `di` rows below `i_lo` is stored: C, or the column-tail buffer (row stride nt).
     let tile_out = |kb: &mut Kb, di: Value| {
         if tail {
-            let off = kb.b.ins().imul_imm_s(di, (nr * 4) as i64);
+            let off = kb.b.ins().imul_imm_s(di, (nt * 4) as i64);
             kb.b.ins().iadd(ctemp, off)
         } else {
             let ci = kb.b.ins().imul_imm_s(di, s.c.rs as i64);
@@ -408,12 +414,12 @@ fn micro_rows(
                 let (sp, dp) = (kb.b.use_var(src), kb.b.use_var(dst));
                 super::conv::copy_f32(kb, sp, dp, cols);
                 let z = kb.fconst(F32, 0.0);
-                for c in cols..nr {
+                for c in cols..nt {
                     kb.store(z, dp, (c * 4) as i64);
                 }
                 let sp2 = kb.b.ins().iadd_imm_s(sp, (s.b_k_step() * 4) as i64);
                 kb.b.def_var(src, sp2);
-                let dp2 = kb.b.ins().iadd_imm_s(dp, (nr * 4) as i64);
+                let dp2 = kb.b.ins().iadd_imm_s(dp, (nt * 4) as i64);
                 kb.b.def_var(dst, dp2);
             });
         }
