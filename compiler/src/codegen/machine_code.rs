@@ -136,7 +136,7 @@ pub(super) fn define_micro(
     simd: Simd,
 ) -> Result<Option<MicroIds>> {
     let nr = tile_cols(simd, s);
-    let mr = tile_rows(simd, s);
+    let mr = tile_rows(simd, s, nr);
     let nt = tail_cols(simd, s.n % nr, nr);
     let rows_tail = s.m % mr;
     if !micro_shape_ok(s, nr) {
@@ -285,25 +285,29 @@ fn tail_cols(simd: Simd, tail: usize, nr: usize) -> usize {
         .unwrap_or(nr)
 }
 
-/// The tile rows of a GEMM's micro-kernels: on AVX-512 the row count of [`TILE_ROWS`] (at most `m`, and
+/// The tile rows of a GEMM's micro-kernels: on AVX-512 the row count of [`TILE_ROWS`] (on AVX2 at 16 columns
+/// [`TILE_ROWS_AVX2_16`]; at most `m`, and
 /// dividing the panel of a packed A) that covers the rows at the least cost, else the variant's `mr`. A tile of
 /// `r` rows takes about `max(r, 4) + TILE_STEP_COST` cycles per step of K (two FMA pipes, four cycles of latency,
 /// two accumulators per row; then B's two vectors and the loop), so taller tiles read B fewer times per row —
 /// the micro-kernel alone, B from L2 (K = 1024, Intel Xeon, Emerald Rapids): 8 rows 148–153 GFLOP/s, 14 rows
 /// 166–171 — and a short tail costs about what a full tile does: ResNet-50's 196 pixels take 14 tiles of 14, its
 /// 49 (7x7 planes, 49 Winograd tiles) three of 14 and one of 7. Ties keep the taller tile.
-fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
+fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec, nr: usize) -> usize {
     let mr = simd.tile().0;
-    if simd != Simd::Avx512 {
-        return mr;
-    }
+    let candidates: &[usize] = match simd {
+        Simd::Avx512 => &TILE_ROWS,
+        Simd::Avx2 if nr == 16 => &TILE_ROWS_AVX2_16,
+        Simd::Avx2 => return mr,
+    };
     let tail = |r: usize| match s.m % r {
         0 => 0,
         t => t.max(4) + TILE_STEP_COST,
     };
     let cost = |r: usize| (s.m / r) * (r.max(4) + TILE_STEP_COST) + tail(r);
-    TILE_ROWS
-        .into_iter()
+    candidates
+        .iter()
+        .copied()
         .filter(|&r| r <= s.m.max(mr) && s.a_panel.is_none_or(|p| p.is_multiple_of(r)))
         // Row groups of whole tiles (`interleave.rs` relies on groups of exactly m / G rows).
         .filter(|&r| {
@@ -316,6 +320,9 @@ fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
 
 /// The AVX-512 micro-kernels' row counts [`tile_rows`] chooses from.
 const TILE_ROWS: [usize; 5] = [6, 7, 8, 12, 14];
+
+/// The AVX2 micro-kernels' row counts at 16 columns (two `ymm` per row; 24-column tiles take four rows).
+const TILE_ROWS_AVX2_16: [usize; 2] = [4, 6];
 
 /// A tile's cost per step of K beyond its rows' FMAs, in cycles (`tile_rows`).
 const TILE_STEP_COST: usize = 2;

@@ -50,11 +50,12 @@ impl Simd {
             Simd::Avx512 => 32,
         }
     }
-    /// The most tile rows its micro-kernel takes: AVX2 its `tile` (twelve of sixteen `ymm` accumulate), AVX-512
-    /// fourteen (28 `zmm` accumulators at 32 columns, two for B and two for the broadcasts).
+    /// The most tile rows its micro-kernel takes: AVX2 six at 16 columns (twelve of sixteen `ymm` accumulate,
+    /// two hold B, one the broadcast; four at 24 columns, which `fits` checks), AVX-512 fourteen (28 `zmm`
+    /// accumulators at 32 columns, two for B and two for the broadcasts).
     pub fn max_rows(self) -> usize {
         match self {
-            Simd::Avx2 => 4,
+            Simd::Avx2 => 6,
             Simd::Avx512 => 14,
         }
     }
@@ -487,7 +488,9 @@ mod tests {
             Simd::Avx512 => &[32, 16],
         };
         for &cols in widths {
-            for rows in [simd.tile().0, simd.max_rows()] {
+            let vecs = cols / simd.lanes();
+            let fit = |r: &usize| r * vecs + vecs < simd.registers();
+            for rows in [simd.tile().0, simd.max_rows()].into_iter().filter(fit) {
                 check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, (c_rs, 0));
             }
         }
@@ -496,7 +499,8 @@ mod tests {
     /// A `[K/16][rows][16]` (`a_k16`, blocks `16·a_cs` apart), every tile height; C with contiguous columns
     /// and (`c_block`) as `[N/16][rows][16]`, its blocks `c_block` apart.
     fn check_k16(simd: Simd, k: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
-        for rows in 1..=simd.max_rows() {
+        let vecs = simd.tile().1 / simd.lanes();
+        for rows in (1..=simd.max_rows()).filter(|r| r * vecs + vecs < simd.registers()) {
             for c in [(c_rs, 0), (16, 16 * rows + 7)] {
                 check_cols(simd, (rows, simd.tile().1), k, (16, a_cs, true), b_rs, c);
             }
