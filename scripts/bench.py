@@ -19,7 +19,10 @@ Peers, each configuration in a fresh child process per round (no other runtime's
 timing --reps inferences (their median counts) after warm-up ones (at least two, and for at least 200 ms, so that every system is timed on a
 core at its working clock; see WARMUP_MS): onnxruntime (CPUExecutionProvider, 1 and 2 intra-op threads),
 OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-threaded), the last two skipped with a
-note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count.
+note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count. On a
+machine with AVX-512, when an AVX2 kernel set (x86-64-v3) is benchmarked, OpenVINO also runs with
+ONEDNN_MAX_CPU_ISA=AVX2 ("OpenVINO AVX2", 1 and 2 threads): the AVX2 rows' own ratios are against it, the peer
+an AVX2-only CPU would have (onnxruntime has no such switch); it does not count as the faster peer.
 
 FLOPs are 2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul, with shapes from ONNX shape inference;
 GFLOP/s = FLOPs / bundlec 1t median. The peak is one core's f32 FMA throughput measured by tests/c/fma_peak.c
@@ -182,7 +185,7 @@ if peer == "ort":
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     run = lambda: sess.run(None, feeds)
-elif peer == "ov":
+elif peer in ("ov", "ov_avx2"):
     import openvino as ov
     cm = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
                                                 "INFERENCE_PRECISION_HINT": "f32"})
@@ -215,11 +218,19 @@ PEER_WARMUPS = 2
 WARMUP_MS = 200
 
 
-def peer_configs():
-    """The (peer, threads) configurations to run: onnxruntime, and OpenVINO and tract when installed."""
+# AVX2 kernel sets (`--cpu`) that an AVX-512 machine also measures against OpenVINO held to AVX2.
+AVX2_SETS = ("x86-64-v3", "haswell", "skylake")
+
+
+def peer_configs(avx2_peer):
+    """The (peer, threads) configurations to run: onnxruntime, and OpenVINO and tract when installed; with
+    `avx2_peer`, OpenVINO again with its oneDNN kernels held to AVX2 (`ov_avx2`: ONEDNN_MAX_CPU_ISA=AVX2), the
+    peer of an AVX2 bundle on a machine with AVX-512."""
     configs = [("ort", 1), ("ort", 2)]
     if importlib.util.find_spec("openvino"):
         configs += [("ov", 1), ("ov", 2)]
+        if avx2_peer:
+            configs += [("ov_avx2", 1), ("ov_avx2", 2)]
     if importlib.util.find_spec("tract"):
         configs.append(("tract", 1))
     return configs
@@ -232,7 +243,8 @@ def peer_time(config, model, feed_files, reps):
             str(WARMUP_MS)]
     for name, f in feed_files:
         argv += [name, f]
-    r = subprocess.run(argv, capture_output=True, text=True)
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2") if config[0] == "ov_avx2" else None
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
     return statistics.median(float(x) for x in r.stdout.split())
@@ -308,7 +320,8 @@ def bench(model, args, peak, notes):
         for i, (n, v) in enumerate(feeds.items()):
             feed_files.append((n, os.path.join(d, f"feed{i}.npy")))
             np.save(feed_files[-1][1], v)
-        peer = {k: [] for k in peer_configs()}
+        avx2_peer = peak.get("zmm") is not None and any(v["cpu"] in AVX2_SETS for v in variants)
+        peer = {k: [] for k in peer_configs(avx2_peer)}
         # Each driver runs untimed for WARMUP_MS first (the first run faults in the code pages and areas and warms
         # the caches, as the peers' warm-up inferences do; the engine's first starts its workers), then --reps timed
         # runs, whose median is the process's sample: a noisy host's spikes (a single run of a 2-vCPU KVM guest
@@ -332,7 +345,7 @@ def bench(model, args, peak, notes):
                     notes.append(f"{os.path.basename(model)}: {k[0]} {k[1]}t failed: {str(e).strip()[-200:]}")
                     del peer[k]
     pm = {k: statistics.median(x) for k, x in peer.items()}
-    best = {th: min((x for (_, t), x in pm.items() if t == th), default=None) for th in (1, 2)}
+    best = {th: min((x for (p, t), x in pm.items() if t == th and p != "ov_avx2"), default=None) for th in (1, 2)}
     width = widest(peak)
     rows = []
     for v in variants:
@@ -344,7 +357,11 @@ def bench(model, args, peak, notes):
             speedup=statistics.median(v["e1"]) / med2 if med2 else None,
             ort1=pm.get(("ort", 1)), ort2=pm.get(("ort", 2)), ov1=pm.get(("ov", 1)), ov2=pm.get(("ov", 2)),
             tract1=pm.get(("tract", 1)), ratio1=med1 / best[1] if best[1] else None,
-            ratio2=med2 / best[2] if med2 and best[2] else None, gflops=gflops,
+            ratio2=med2 / best[2] if med2 and best[2] else None,
+            ova1=pm.get(("ov_avx2", 1)), ova2=pm.get(("ov_avx2", 2)),
+            ratio_a1=med1 / pm[("ov_avx2", 1)] if v["cpu"] in AVX2_SETS and ("ov_avx2", 1) in pm else None,
+            ratio_a2=med2 / pm[("ov_avx2", 2)] if med2 and v["cpu"] in AVX2_SETS and ("ov_avx2", 2) in pm else None,
+            gflops=gflops,
             pct=100 * gflops / peak[width] if gflops and width else None,
             rss=v["rss"] * 1024 / 1e6 if v["rss"] else None,
             compile_s=v["compile_s"], first=v["first"] * 1e3, code=v["code"], wts=v["wts"], act=v["act"],
@@ -364,6 +381,8 @@ def columns(peak_width):
         ("ort 1t", "ort1", "{:.2f}"), ("ort 2t", "ort2", "{:.2f}"), ("OpenVINO 1t", "ov1", "{:.2f}"),
         ("OpenVINO 2t", "ov2", "{:.2f}"), ("tract 1t", "tract1", "{:.2f}"),
         ("1t ratio to best 1t peer", "ratio1", "{:.2f}"), ("2t ratio to best 2t peer", "ratio2", "{:.2f}"),
+        ("OpenVINO AVX2 1t", "ova1", "{:.2f}"), ("OpenVINO AVX2 2t", "ova2", "{:.2f}"),
+        ("1t ratio to OpenVINO AVX2", "ratio_a1", "{:.2f}"), ("2t ratio to OpenVINO AVX2", "ratio_a2", "{:.2f}"),
         ("1t GFLOP/s", "gflops", "{:.1f}"), (f"1t % of {peak_width or '?'} peak", "pct", "{:.1f}"),
         ("1t peak RSS MB", "rss", "{:.1f}"), ("compile s", "compile_s", "{:.2f}"),
         ("first result ms (fresh process)", "first", "{:.1f}"), ("code B", "code", "{}"), ("weights B", "wts", "{}"),
@@ -396,6 +415,9 @@ def print_header(runs, reps, peak_line, width):
           "the rounds' process medians)")
     print("ratios: bundlec median / the faster peer's median at the same thread count (< 1: bundlec is faster); "
           "GFLOP/s: 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul / bundlec 1t median")
+    print("OpenVINO AVX2 (on machines with AVX-512 when an AVX2 --cpu is benchmarked): OpenVINO with "
+          "ONEDNN_MAX_CPU_ISA=AVX2, the peer of the AVX2 bundles (its MLAS-backed nodes may still use AVX-512; "
+          "onnxruntime has no such switch); its ratios are for the AVX2 rows only and it is not in 'best peer'")
 
 
 def main():
