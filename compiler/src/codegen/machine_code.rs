@@ -258,11 +258,16 @@ fn b_copies(s: &ops::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
 
 /// The tile columns of a GEMM's micro-kernels: the variant's `nr`, or 16 (one `zmm`, two `ymm` per row) for
 /// a GEMM of 16 or more columns but fewer than `nr` that reads B in place, which the full tile cannot take at
-/// all (the Cranelift tile did, at ~13 GFLOP/s): an encoder's attention scores over 16 keys. Every tile shape
-/// accumulates each element over K in the same order, so results do not change.
+/// all (the Cranelift tile did, at ~13 GFLOP/s): an encoder's attention scores over 16 keys; on AVX2 also for
+/// narrow, deep GEMMs ([`AVX2_C16_MAX_N`], [`AVX2_C16_MIN_K`]), where six-row 16-column tiles beat four-row
+/// 24-column ones. Every tile shape accumulates each element over K in the same order, so results do not
+/// change.
 fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     let nr = simd.tile().1;
-    if (16..nr).contains(&s.n) && s.b_panel.is_none() && s.transpose_out.is_none() {
+    let in_place = s.b_panel.is_none() && s.transpose_out.is_none();
+    let narrow_deep =
+        simd == Simd::Avx2 && (16..=AVX2_C16_MAX_N).contains(&s.n) && s.k >= AVX2_C16_MIN_K;
+    if in_place && (narrow_deep || (16..nr).contains(&s.n)) {
         16
     } else {
         nr
@@ -284,6 +289,16 @@ fn tail_cols(simd: Simd, tail: usize, nr: usize) -> usize {
         .find(|&w| w >= tail && w <= nr)
         .unwrap_or(nr)
 }
+
+/// The most columns (pixels, Winograd tiles) of an AVX2 GEMM that takes 16-column tiles when it is at least
+/// [`AVX2_C16_MIN_K`] deep. ResNet-50 at `x86-64-v3` (AMD EPYC Zen 5, paired runs, bitwise equal), 16 against
+/// 24 columns: its 14x14 1x1 layers to 1024 channels (K = 256) 7–9 % faster, its 14x14 Winograd GEMMs (49
+/// tiles, K = 256) 5–12 %, its 7x7 layers 4–8 %; its 28x28 and 56x56 layers (784 and 3136 columns) 6–10 %
+/// slower, and its 28x28 Winograd GEMMs (49 tiles, K = 128) 8 % slower.
+const AVX2_C16_MAX_N: usize = 256;
+
+/// The least depth of an AVX2 GEMM that takes 16-column tiles for its few columns ([`AVX2_C16_MAX_N`]).
+const AVX2_C16_MIN_K: usize = 256;
 
 /// The tile rows of a GEMM's micro-kernels: on AVX-512 the row count of [`TILE_ROWS`] (on AVX2 at 16 columns
 /// [`TILE_ROWS_AVX2_16`]; at most `m`, and
