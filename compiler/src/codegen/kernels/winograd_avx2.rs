@@ -144,8 +144,8 @@ pub fn assemble_in(tile: usize, s: &WinoIn, tiles: usize) -> Result<Vec<u8>, Str
             };
             let y: Vec<R> = if tile == 4 {
                 // L_q = floats 4q.. | 4q + 16.. (tiles q and q + 4), q = 0..5.
-                for q in 0..5 {
-                    half(a, YMM[q], 4 * q as i32, 4 * q as i32 + 16)?;
+                for (q, &reg) in YMM[..5].iter().enumerate() {
+                    half(a, reg, 4 * q as i32, 4 * q as i32 + 16)?;
                 }
                 a.vunpcklps(ymm5, ymm0, ymm1)?;
                 a.vunpckhps(ymm6, ymm0, ymm1)?;
