@@ -87,14 +87,28 @@ pub fn case(
                 assert!(found, "{name}: {what} was not chosen");
             }
         }
-        // The AVX2 set has Winograd transforms of both tile sizes too (`winograd_avx2.rs`).
-        if name.starts_with("conv_wino") && cpu == "x86-64-v3" {
-            let tag = b"_wino_in";
-            let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
-            assert!(
-                found,
-                "{name}: the AVX2 Winograd transforms were not chosen"
-            );
+        // The AVX2 set has Winograd transforms of both tile sizes too (`winograd_avx2.rs`), and the direct
+        // convolution of stems (`conv_direct_avx2.rs`).
+        let avx2_required = [
+            ("conv_wino", "_wino_in", "the AVX2 Winograd transforms"),
+            ("conv_direct_stem", "_direct", "the AVX2 direct convolution"),
+            (
+                "conv_direct_dilated",
+                "_direct",
+                "the AVX2 direct convolution",
+            ),
+            (
+                "conv_direct_in_place",
+                "_direct",
+                "the AVX2 direct convolution",
+            ),
+        ];
+        for (prefix, tag, what) in avx2_required {
+            if name.starts_with(prefix) && cpu == "x86-64-v3" {
+                let tag = tag.as_bytes();
+                let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
+                assert!(found, "{name}: {what} was not chosen");
+            }
         }
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);
         let e = max_scaled_error(&got[0], want[0].as_f32().expect("f32"));

@@ -438,7 +438,7 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             1,
         ),
-        // Direct convolution of few-channel inputs (AVX-512, M a multiple of 16): a 7x7 stride-2 stem with
+        // Direct convolution of few-channel inputs (AVX2 and AVX-512, M a multiple of 16): a 7x7 stride-2 stem with
         // asymmetric pads and a batch (rows past one 16-pixel block and a tail), dilation 2 at stride 1, and an
         // unpadded input read in place with mixed strides.
         (

@@ -554,8 +554,9 @@ pub(super) fn define_transpose(
 /// epilogue) of kernel `i` for kernel set `simd`: for `WinogradIn`, `[input
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
 /// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
-/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. Only the Winograd
-/// transforms have AVX2 variants (`LowerOpts::avx512` keeps the others off AVX2 targets).
+/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. The Winograd
+/// transforms and the direct convolution have AVX2 variants (`LowerOpts::avx512` keeps the others off AVX2
+/// targets).
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
@@ -620,6 +621,10 @@ pub(super) fn define_layout(
                 rows => f(module, "wino_out_last", 4, code(rows))?,
             };
             Ok([full, last, None])
+        }
+        Body::ConvDirect { spec, .. } if simd == Simd::Avx2 => {
+            let code = kernels::conv_direct_avx2::assemble(spec);
+            Ok([f(module, "direct", 4, code)?, None, None])
         }
         _ if simd != Simd::Avx512 => Err(Error::internal(
             "codegen",

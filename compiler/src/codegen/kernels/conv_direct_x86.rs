@@ -207,21 +207,28 @@ fn pixel_block(
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::super::pack16;
     use super::super::test_exec::{clamp, exec, guarded, pattern, skip_without_avx512};
     use super::*;
 
     type Kernel = extern "sysv64" fn(*const f32, *const f32, *const f32, *mut f32);
 
-    /// The kernel, one call per output row, against the fma chain over (c, ky, kx) from +0.0 then the bias and
-    /// the clamp (NaN kept), bitwise — over rows around 16-pixel blocks, strides 1 and 2, dilation 2, 1 to 3
-    /// input channels and 16 or 32 output channels; the output planes end on a guard page.
     #[test]
     fn rows_match_the_fma_chain() {
         if skip_without_avx512("direct convolution kernel") {
             return;
         }
+        check_rows(assemble);
+    }
+
+    /// A kernel assembled by `assemble`, one call per output row, against the fma chain over (c, ky, kx) from
+    /// +0.0 then the bias and the clamp (NaN kept), bitwise — over rows around 8- and 16-pixel blocks, strides 1
+    /// and 2, dilation 2, 1 to 4 input channels and 16 or 32 output channels; the output planes end on a guard
+    /// page.
+    pub(in crate::codegen::kernels) fn check_rows(
+        assemble: fn(&ConvDirect) -> Result<Vec<u8>, String>,
+    ) {
         // (c, m, kernel, strides, dilations, out)
         let cases = [
             (3, 32, [7, 7], [2, 2], [1, 1], [3, 20]),
@@ -229,6 +236,7 @@ mod tests {
             (2, 16, [3, 3], [2, 2], [2, 2], [3, 5]),
             (3, 32, [3, 3], [2, 1], [1, 1], [2, 33]),
             (4, 16, [1, 1], [1, 1], [1, 1], [1, 7]),
+            (3, 16, [3, 3], [2, 2], [1, 1], [2, 13]),
         ];
         for (i, &(c, m, kernel, strides, dilations, out)) in cases.iter().enumerate() {
             let padded = ConvDirect::padded_plane(out, kernel, strides, dilations);

@@ -102,8 +102,11 @@ pub struct LowerOpts {
     /// Eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3) (targets with machine-code
     /// micro-kernels: the transforms are machine code, AVX2 or AVX-512).
     pub winograd: bool,
+    /// Stems (convolutions of at most four input channels) run the direct convolution kernel instead of im2col
+    /// and a GEMM (targets with machine-code micro-kernels, AVX2 or AVX-512).
+    pub direct_stems: bool,
     /// The AVX-512-only layouts: GEMMs computed transposed (their transposing epilogue), channel blocks
-    /// between 1x1 convolutions, the channel-blocked depthwise and the direct convolution kernels.
+    /// between 1x1 convolutions, the channel-blocked depthwise kernel, the direct convolution of strided layers.
     pub avx512: bool,
     /// Constant B operands of Gemm and MatMul (a classifier's or an encoder's weights) are
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile

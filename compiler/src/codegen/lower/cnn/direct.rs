@@ -1,5 +1,6 @@
-//! The direct convolution kernel's lowering (`kernels/conv_direct_x86.rs`): stems of a few input channels and
-//! strided convolutions that fill its 16-pixel blocks, on AVX-512 targets, instead of im2col and a GEMM.
+//! The direct convolution kernel's lowering (`kernels/conv_direct_x86.rs`, `kernels/conv_direct_avx2.rs`): stems
+//! of a few input channels (AVX2 and AVX-512 targets) and strided convolutions that fill its 16-pixel blocks
+//! (AVX-512), instead of im2col and a GEMM.
 
 use super::super::Ctx;
 use crate::codegen::kernel::{Body, Buf, Role};
@@ -25,8 +26,8 @@ fn strided_direct(a: &ConvAttrs, ow: usize) -> bool {
 }
 
 /// The direct kernel's shape (`kernels/conv_direct_x86.rs`) for a one-group convolution of an input with at most
-/// `DIRECT_MAX_CHANNELS` channels (a stem), or a strided one that fills its pixel blocks (`strided_direct`), on
-/// AVX-512 targets, M a multiple of 16, no residual, a clamp for an activation. There im2col writes a column matrix C·KH·KW / (stride²) times the input (ResNet-50's 7x7
+/// `DIRECT_MAX_CHANNELS` channels (a stem, on targets with micro-kernels), or a strided one that fills its pixel
+/// blocks (`strided_direct`, AVX-512 targets), M a multiple of 16, no residual, a clamp for an activation. There im2col writes a column matrix C·KH·KW / (stride²) times the input (ResNet-50's 7x7
 /// stride-2 stem: 7.4 MB) that the GEMM streams back; the direct kernel reads the zero-padded input instead.
 pub(super) fn direct_spec(
     cx: &Ctx,
@@ -37,12 +38,14 @@ pub(super) fn direct_spec(
 ) -> Option<ConvDirect> {
     let (lo, hi) = crate::codegen::machine_code::clamp_bits(a.epilogue.act)?;
     let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
-    let ok = cx.opts.avx512
-        && a.group == 1
+    // Stems on either kernel set (`conv_direct_avx2.rs` on AVX2); strided convolutions of more channels on
+    // AVX-512 only (measured there, with 16-pixel blocks).
+    let stem = cx.opts.direct_stems && (1..=DIRECT_MAX_CHANNELS).contains(&xs[1]);
+    let ok = a.group == 1
         && !pointwise
         && !a.epilogue.residual
         && m.is_multiple_of(16)
-        && ((1..=DIRECT_MAX_CHANNELS).contains(&xs[1]) || strided_direct(a, os[3]))
+        && (stem || (cx.opts.avx512 && strided_direct(a, os[3])))
         && numel(&os[2..]) > 0
         && xs[2] * xs[3] > 0;
     let out = [os[2], os[3]];

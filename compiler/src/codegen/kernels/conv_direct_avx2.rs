@@ -1,0 +1,159 @@
+//! The AVX2 direct convolution kernel of a network's stem (`x86-64-v3`): the contract, weight packing and
+//! arithmetic of the AVX-512 kernel (`conv_direct_x86.rs`) with eight output channels per `ymm` and eight output
+//! pixels of a row in eight accumulators. Each block of 16 packed channels is two passes of eight (the upper
+//! half of each packed weight row the second); per tap the eight channels' weights are loaded once and each
+//! pixel takes a `vbroadcastss` of its input and one `vfmadd231ps` (AVX2 has no embedded broadcast), over
+//! (c, ky, kx) from +0.0 — the im2col GEMM's chain, bitwise. Then the bias add and the clamp (NaN kept), an 8x8
+//! transpose (`vunpck[lh]ps`, `vshufps`, `vperm2f128`) so that each register holds one channel's eight pixels,
+//! and eight stores, the last block's cut to its pixels (`store_head_ymm`): nothing past the row is written.
+//!
+//! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V), as the AVX-512 kernel's.
+//! Saves and restores `rbx`, `r12`.
+
+use super::conv_direct_x86::{check, ConvDirect};
+use super::{disp, store_head_ymm, YMM};
+use iced_x86::code_asm::*;
+
+/// Output pixels per block (the transpose's width).
+const PIXELS: usize = 8;
+
+const NAME: &str = "AVX2 direct convolution";
+
+/// Assembles the kernel; `Err` where [`check`] fails.
+pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    check(s)?;
+    let [_, sw] = s.strides;
+    let taps = s.kernel[0] * s.kernel[1];
+    let [oh, ow] = s.out;
+    let plane_out = oh * ow;
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    // rdi x row, rsi w (block of 16 channels), rdx bias, rcx out; r8 channel blocks left, r9 the pixel block's
+    // input, r10 its output, r11 pixel blocks left, rax the tap weights, rbx the input channel, r12 channels
+    // left.
+    a.push(rbx).map_err(e)?;
+    a.push(r12).map_err(e)?;
+    a.mov(r8, (s.m / 16) as u64).map_err(e)?;
+    let mut block_loop = a.create_label();
+    a.set_label(&mut block_loop).map_err(e)?;
+    for half in 0..2 {
+        a.mov(r9, rdi).map_err(e)?;
+        a.lea(r10, ptr(rcx + disp(NAME, 8 * half * plane_out)?))
+            .map_err(e)?;
+        let full = ow / PIXELS;
+        if full > 0 {
+            a.mov(r11, full as u64).map_err(e)?;
+            let mut pixel_loop = a.create_label();
+            a.set_label(&mut pixel_loop).map_err(e)?;
+            pixel_block(&mut a, s, half, PIXELS, plane_out).map_err(e)?;
+            a.add(r9, disp(NAME, PIXELS * sw)?).map_err(e)?;
+            a.add(r10, disp(NAME, PIXELS)?).map_err(e)?;
+            a.dec(r11).map_err(e)?;
+            a.jnz(pixel_loop).map_err(e)?;
+        }
+        if !ow.is_multiple_of(PIXELS) {
+            pixel_block(&mut a, s, half, ow % PIXELS, plane_out).map_err(e)?;
+        }
+    }
+    a.add(rsi, disp(NAME, s.c * taps * 16)?).map_err(e)?;
+    a.add(rdx, 64).map_err(e)?;
+    a.add(rcx, disp(NAME, 16 * plane_out)?).map_err(e)?;
+    a.dec(r8).map_err(e)?;
+    a.jnz(block_loop).map_err(e)?;
+    a.pop(r12).map_err(e)?;
+    a.pop(rbx).map_err(e)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// One block of `n` ≤ 8 output pixels for the eight channels of `half` of the 16-channel block: accumulators
+/// `ymm0..8`, the tap weights alternating in `ymm8`/`ymm9`, the broadcasts in `ymm10`/`ymm11`, the clamp bounds
+/// in `ymm12`/`ymm13`; then the transpose into `ymm8..16` and the stores.
+fn pixel_block(
+    a: &mut CodeAssembler,
+    s: &ConvDirect,
+    half: usize,
+    n: usize,
+    plane_out: usize,
+) -> Result<(), IcedError> {
+    let y = |i: usize| YMM[i];
+    let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
+    let [hp, wp] = s.padded;
+    let [kh, kw] = s.kernel;
+    let [dil_y, dil_x] = s.dilations;
+    let sw = s.strides[1];
+    for j in 0..PIXELS {
+        a.vxorps(y(j), y(j), y(j))?;
+    }
+    a.mov(rax, rsi)?;
+    a.mov(rbx, r9)?;
+    a.mov(r12, s.c as u64)?;
+    let mut channel = a.create_label();
+    a.set_label(&mut channel)?;
+    for t in 0..kh * kw {
+        let (ky, kx) = (t / kw, t % kw);
+        let wreg = y(8 + t % 2);
+        a.vmovups(wreg, ptr(rax + d(t * 16 + 8 * half)))?;
+        for j in 0..n {
+            let off = d(ky * dil_y * wp + j * sw + kx * dil_x);
+            let b = y(10 + j % 2);
+            a.vbroadcastss(b, dword_ptr(rbx + off))?;
+            a.vfmadd231ps(y(j), wreg, b)?;
+        }
+    }
+    a.add(rax, d(kh * kw * 16))?;
+    a.add(rbx, d(hp * wp))?;
+    a.dec(r12)?;
+    a.jnz(channel)?;
+    for (reg, c) in [(ymm12, s.lo), (ymm13, s.hi)] {
+        if let Some(bits) = c {
+            a.mov(eax, bits)?;
+            a.vmovd(super::xmm_of(reg), eax)?;
+            a.vbroadcastss(reg, super::xmm_of(reg))?;
+        }
+    }
+    for j in 0..n {
+        if s.bias {
+            a.vaddps(y(j), y(j), ptr(rdx + d(8 * half)))?;
+        }
+        super::clamp_keep_nan(a, y(j), s.lo.map(|b| (ymm12, b)), s.hi.map(|_| ymm13))?;
+    }
+    // Rows j (pixels, lanes the channels) to rows c (channels, lanes the pixels).
+    for p in 0..4 {
+        a.vunpcklps(y(8 + 2 * p), y(2 * p), y(2 * p + 1))?;
+        a.vunpckhps(y(9 + 2 * p), y(2 * p), y(2 * p + 1))?;
+    }
+    for q in 0..2 {
+        let (t0, t1, t2, t3) = (y(8 + 4 * q), y(9 + 4 * q), y(10 + 4 * q), y(11 + 4 * q));
+        a.vshufps(y(4 * q), t0, t2, 0x44)?;
+        a.vshufps(y(4 * q + 1), t0, t2, 0xEE)?;
+        a.vshufps(y(4 * q + 2), t1, t3, 0x44)?;
+        a.vshufps(y(4 * q + 3), t1, t3, 0xEE)?;
+    }
+    for c in 0..4 {
+        a.vperm2f128(y(8 + c), y(c), y(4 + c), 0x20)?;
+        a.vperm2f128(y(12 + c), y(c), y(4 + c), 0x31)?;
+    }
+    for c in 0..8 {
+        let dst = ptr(r10 + d(c * plane_out));
+        store_head_ymm(a, dst, y(8 + c), n, ymm0)?;
+    }
+    Ok(())
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::super::conv_direct_x86::tests::check_rows;
+    use super::super::test_exec::skip_without_avx2;
+    use super::*;
+
+    /// The AVX-512 kernel's cases, bitwise against the fma chain.
+    #[test]
+    fn rows_match_the_fma_chain() {
+        if skip_without_avx2("AVX2 direct convolution kernel") {
+            return;
+        }
+        check_rows(assemble);
+    }
+}
