@@ -50,64 +50,85 @@ pub fn case(
         let mut o = bundlec::Options::new(&format!("{name}_{}", cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
         let c = compile_with(&bytes, o);
-        // Cases that must reach a particular AVX-512 kernel, found by its symbol `NAME__kI_<tag>` in the object.
+        // Cases that must reach a particular machine-code kernel, found by its symbol `NAME__kI_<tag>` in the
+        // object, with the kernel sets that have it: AVX-512 (V4), AVX2 (V3) or both.
+        const V4: &[&str] = &["x86-64-v4"];
+        const V3: &[&str] = &["x86-64-v3"];
+        const BOTH: &[&str] = &["x86-64-v3", "x86-64-v4"];
         let required = [
-            ("conv_wino4", "_wino4_in", "F(4x4, 3x3)"),
+            ("conv_wino4", "_wino4_in", "F(4x4, 3x3)", V4),
+            ("conv_wino", "_wino_in", "the AVX2 Winograd transforms", V3),
             (
                 "conv_dwc16",
                 "_dwc16",
                 "the channel-blocked depthwise kernel",
+                V4,
             ),
-            ("conv_direct", "_direct", "the direct convolution kernel"),
-            ("un_sigmoid", "_vmath", "the AVX-512 vector math map"),
-            ("un_tanh", "_vmath", "the AVX-512 vector math map"),
-            ("un_exp", "_vmath", "the AVX-512 vector math map"),
-            ("un_erf", "_vmath", "the AVX-512 vector math map"),
-            ("un_gelu", "_vmath", "the AVX-512 vector math map"),
-            ("softmax_rows", "_softmax", "the AVX-512 softmax row kernel"),
-            ("matmul10", "_avx512_0", "the 16-column AVX-512 GEMM tiles"),
-            ("matmul11", "_avx512_0", "the 16-column AVX-512 GEMM tiles"),
+            (
+                "conv_direct_strided",
+                "_direct",
+                "the direct convolution kernel",
+                V4,
+            ),
+            (
+                "conv_direct_stem",
+                "_direct",
+                "the direct convolution kernel",
+                BOTH,
+            ),
+            (
+                "conv_direct_dilated",
+                "_direct",
+                "the direct convolution kernel",
+                BOTH,
+            ),
+            (
+                "conv_direct_in_place",
+                "_direct",
+                "the direct convolution kernel",
+                BOTH,
+            ),
+            ("un_sigmoid", "_vmath", "the vector math map", BOTH),
+            ("un_tanh", "_vmath", "the vector math map", BOTH),
+            ("un_exp", "_vmath", "the vector math map", BOTH),
+            ("un_erf", "_vmath", "the vector math map", BOTH),
+            ("un_gelu", "_vmath", "the vector math map", BOTH),
+            (
+                "softmax_rows",
+                "_softmax",
+                "the AVX-512 softmax row kernel",
+                V4,
+            ),
+            (
+                "matmul10",
+                "_avx512_0",
+                "the 16-column AVX-512 GEMM tiles",
+                V4,
+            ),
+            (
+                "matmul11",
+                "_avx512_0",
+                "the 16-column AVX-512 GEMM tiles",
+                V4,
+            ),
             (
                 "maxpool0",
                 "_maxpool",
                 "the separable 3x3 stride-2 max pooling",
+                BOTH,
             ),
             (
                 "maxpool4",
                 "_maxpool",
                 "the separable 3x3 stride-2 max pooling",
+                BOTH,
             ),
         ];
-        for (prefix, tag, what) in required {
-            // The vector math maps and the separable max pooling have an AVX2 variant too.
-            let both = (tag == "_vmath" || tag == "_maxpool") && cpu == "x86-64-v3";
-            if name.starts_with(prefix) && (cpu == "x86-64-v4" || both) {
+        for (prefix, tag, what, sets) in required {
+            if name.starts_with(prefix) && sets.contains(&cpu) {
                 let tag = tag.as_bytes();
                 let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
-                assert!(found, "{name}: {what} was not chosen");
-            }
-        }
-        // The AVX2 set has Winograd transforms of both tile sizes too (`winograd_avx2.rs`), and the direct
-        // convolution of stems (`conv_direct_avx2.rs`).
-        let avx2_required = [
-            ("conv_wino", "_wino_in", "the AVX2 Winograd transforms"),
-            ("conv_direct_stem", "_direct", "the AVX2 direct convolution"),
-            (
-                "conv_direct_dilated",
-                "_direct",
-                "the AVX2 direct convolution",
-            ),
-            (
-                "conv_direct_in_place",
-                "_direct",
-                "the AVX2 direct convolution",
-            ),
-        ];
-        for (prefix, tag, what) in avx2_required {
-            if name.starts_with(prefix) && cpu == "x86-64-v3" {
-                let tag = tag.as_bytes();
-                let found = c.bundle.object.windows(tag.len()).any(|w| w == tag);
-                assert!(found, "{name}: {what} was not chosen");
+                assert!(found, "{name} --cpu {cpu}: {what} was not chosen");
             }
         }
         let got = run_c(&c, &rt_vals, &[out_shape.iter().product()]);

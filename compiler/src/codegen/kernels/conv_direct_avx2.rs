@@ -10,61 +10,18 @@
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V), as the AVX-512 kernel's.
 //! Saves and restores `rbx`, `r12`.
 
-use super::conv_direct_x86::{check, ConvDirect};
-use super::{disp, store_head_ymm, YMM};
+use super::conv_direct_x86::{assemble_blocks, channel_loop, ConvDirect};
+use super::{store_head_ymm, YMM};
 use iced_x86::code_asm::*;
 
 /// Output pixels per block (the transpose's width).
 const PIXELS: usize = 8;
 
-const NAME: &str = "AVX2 direct convolution";
-
-/// Assembles the kernel; `Err` where [`check`] fails.
+/// Assembles the kernel; `Err` where `conv_direct_x86::check` fails.
 pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
-    let e = |x: IcedError| x.to_string();
-    check(s)?;
-    let [_, sw] = s.strides;
-    let taps = s.kernel[0] * s.kernel[1];
-    let [oh, ow] = s.out;
-    let plane_out = oh * ow;
-    let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi x row, rsi w (block of 16 channels), rdx bias, rcx out; r8 channel blocks left, r9 the pixel block's
-    // input, r10 its output, r11 pixel blocks left, rax the tap weights, rbx the input channel, r12 channels
-    // left.
-    a.push(rbx).map_err(e)?;
-    a.push(r12).map_err(e)?;
-    a.mov(r8, (s.m / 16) as u64).map_err(e)?;
-    let mut block_loop = a.create_label();
-    a.set_label(&mut block_loop).map_err(e)?;
-    for half in 0..2 {
-        a.mov(r9, rdi).map_err(e)?;
-        a.lea(r10, ptr(rcx + disp(NAME, 8 * half * plane_out)?))
-            .map_err(e)?;
-        let full = ow / PIXELS;
-        if full > 0 {
-            a.mov(r11, full as u64).map_err(e)?;
-            let mut pixel_loop = a.create_label();
-            a.set_label(&mut pixel_loop).map_err(e)?;
-            pixel_block(&mut a, s, half, PIXELS, plane_out).map_err(e)?;
-            a.add(r9, disp(NAME, PIXELS * sw)?).map_err(e)?;
-            a.add(r10, disp(NAME, PIXELS)?).map_err(e)?;
-            a.dec(r11).map_err(e)?;
-            a.jnz(pixel_loop).map_err(e)?;
-        }
-        if !ow.is_multiple_of(PIXELS) {
-            pixel_block(&mut a, s, half, ow % PIXELS, plane_out).map_err(e)?;
-        }
-    }
-    a.add(rsi, disp(NAME, s.c * taps * 16)?).map_err(e)?;
-    a.add(rdx, 64).map_err(e)?;
-    a.add(rcx, disp(NAME, 16 * plane_out)?).map_err(e)?;
-    a.dec(r8).map_err(e)?;
-    a.jnz(block_loop).map_err(e)?;
-    a.pop(r12).map_err(e)?;
-    a.pop(rbx).map_err(e)?;
-    a.vzeroupper().map_err(e)?;
-    a.ret().map_err(e)?;
-    a.assemble(0).map_err(e)
+    assemble_blocks(s, PIXELS, 2, |a, half, n, plane_out| {
+        pixel_block(a, s, half, n, plane_out)
+    })
 }
 
 /// One block of `n` ≤ 8 output pixels for the eight channels of `half` of the 16-channel block: accumulators
@@ -79,33 +36,19 @@ fn pixel_block(
 ) -> Result<(), IcedError> {
     let y = |i: usize| YMM[i];
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
-    let [hp, wp] = s.padded;
-    let [kh, kw] = s.kernel;
-    let [dil_y, dil_x] = s.dilations;
-    let sw = s.strides[1];
     for j in 0..PIXELS {
         a.vxorps(y(j), y(j), y(j))?;
     }
-    a.mov(rax, rsi)?;
-    a.mov(rbx, r9)?;
-    a.mov(r12, s.c as u64)?;
-    let mut channel = a.create_label();
-    a.set_label(&mut channel)?;
-    for t in 0..kh * kw {
-        let (ky, kx) = (t / kw, t % kw);
+    channel_loop(a, s, n, |a, t, off| {
         let wreg = y(8 + t % 2);
         a.vmovups(wreg, ptr(rax + d(t * 16 + 8 * half)))?;
-        for j in 0..n {
-            let off = d(ky * dil_y * wp + j * sw + kx * dil_x);
+        for (j, &o) in off.iter().enumerate() {
             let b = y(10 + j % 2);
-            a.vbroadcastss(b, dword_ptr(rbx + off))?;
+            a.vbroadcastss(b, dword_ptr(rbx + o))?;
             a.vfmadd231ps(y(j), wreg, b)?;
         }
-    }
-    a.add(rax, d(kh * kw * 16))?;
-    a.add(rbx, d(hp * wp))?;
-    a.dec(r12)?;
-    a.jnz(channel)?;
+        Ok(())
+    })?;
     for (reg, c) in [(ymm12, s.lo), (ymm13, s.hi)] {
         if let Some(bits) = c {
             a.mov(eax, bits)?;

@@ -99,38 +99,56 @@ pub fn check(s: &ConvDirect) -> Result<(), String> {
 
 /// Assembles the kernel; `Err` where [`check`] fails.
 pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
+    assemble_blocks(s, PIXELS, 1, |a, _, n, plane_out| {
+        pixel_block(a, s, n, plane_out)
+    })
+}
+
+/// The loops both kernel sets share: per block of 16 output channels, `passes` passes over `16 / passes`
+/// channels each (their outputs `16 / passes` planes apart), each over the row's blocks of `pixels` pixels (a
+/// counted loop, then the shorter last block), `block(a, pass, n, plane_out)` emitting one block of `n`
+/// pixels from `r9` (its input) to `r10` (its output) with the weights of the 16 channels at `rsi`, their
+/// biases at `rdx`. Registers: rdi x row, rsi w, rdx bias, rcx out; r8 channel blocks left, r9 / r10 the pixel
+/// block's input / output, r11 pixel blocks left; `rax`, `rbx`, `r12` the block's own (`rbx`, `r12` saved).
+pub(super) fn assemble_blocks(
+    s: &ConvDirect,
+    pixels: usize,
+    passes: usize,
+    block: impl Fn(&mut CodeAssembler, usize, usize, usize) -> Result<(), IcedError>,
+) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let name = NAME;
     check(s)?;
     let [_, sw] = s.strides;
-    let [kh, kw] = s.kernel;
-    let taps = kh * kw;
+    let taps = s.kernel[0] * s.kernel[1];
     let [oh, ow] = s.out;
     let plane_out = oh * ow;
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // rdi x row, rsi w (block of 16 channels), rdx bias, rcx out; r8 channel blocks left, r9 the pixel block's
-    // input, r10 its output, r11 pixel blocks left, rax the tap weights, rbx the input channel, r12 channels
-    // left.
     a.push(rbx).map_err(e)?;
     a.push(r12).map_err(e)?;
     a.mov(r8, (s.m / 16) as u64).map_err(e)?;
     let mut block_loop = a.create_label();
     a.set_label(&mut block_loop).map_err(e)?;
-    a.mov(r9, rdi).map_err(e)?;
-    a.mov(r10, rcx).map_err(e)?;
-    let full = ow / PIXELS;
-    if full > 0 {
-        a.mov(r11, full as u64).map_err(e)?;
-        let mut pixel_loop = a.create_label();
-        a.set_label(&mut pixel_loop).map_err(e)?;
-        pixel_block(&mut a, s, PIXELS, plane_out).map_err(e)?;
-        a.add(r9, disp(name, PIXELS * sw)?).map_err(e)?;
-        a.add(r10, disp(name, PIXELS)?).map_err(e)?;
-        a.dec(r11).map_err(e)?;
-        a.jnz(pixel_loop).map_err(e)?;
-    }
-    if !ow.is_multiple_of(PIXELS) {
-        pixel_block(&mut a, s, ow % PIXELS, plane_out).map_err(e)?;
+    for pass in 0..passes {
+        a.mov(r9, rdi).map_err(e)?;
+        match disp(name, 16 / passes * pass * plane_out)? {
+            0 => a.mov(r10, rcx).map_err(e)?,
+            out => a.lea(r10, ptr(rcx + out)).map_err(e)?,
+        }
+        let full = ow / pixels;
+        if full > 0 {
+            a.mov(r11, full as u64).map_err(e)?;
+            let mut pixel_loop = a.create_label();
+            a.set_label(&mut pixel_loop).map_err(e)?;
+            block(&mut a, pass, pixels, plane_out).map_err(e)?;
+            a.add(r9, disp(name, pixels * sw)?).map_err(e)?;
+            a.add(r10, disp(name, pixels)?).map_err(e)?;
+            a.dec(r11).map_err(e)?;
+            a.jnz(pixel_loop).map_err(e)?;
+        }
+        if !ow.is_multiple_of(pixels) {
+            block(&mut a, pass, ow % pixels, plane_out).map_err(e)?;
+        }
     }
     a.add(rsi, disp(name, s.c * taps * 16)?).map_err(e)?;
     a.add(rdx, 64).map_err(e)?;
@@ -144,6 +162,38 @@ pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// The loop over input channels of a pixel block, for both kernel sets: `rax` walks the packed weights from
+/// `rsi`, `rbx` the padded input planes from `r9`, `r12` counts; per tap `t` (in (ky, kx) order) `tap(a, t,
+/// offsets)` emits the tap, `offsets[j]` the byte offset from `rbx` of the input of the block's pixel `j < n`.
+pub(super) fn channel_loop(
+    a: &mut CodeAssembler,
+    s: &ConvDirect,
+    n: usize,
+    mut tap: impl FnMut(&mut CodeAssembler, usize, &[i32]) -> Result<(), IcedError>,
+) -> Result<(), IcedError> {
+    let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
+    let [hp, wp] = s.padded;
+    let [kh, kw] = s.kernel;
+    let [dil_y, dil_x] = s.dilations;
+    let sw = s.strides[1];
+    a.mov(rax, rsi)?;
+    a.mov(rbx, r9)?;
+    a.mov(r12, s.c as u64)?;
+    let mut channel = a.create_label();
+    a.set_label(&mut channel)?;
+    for t in 0..kh * kw {
+        let (ky, kx) = (t / kw, t % kw);
+        let off: Vec<i32> = (0..n)
+            .map(|j| d(ky * dil_y * wp + j * sw + kx * dil_x))
+            .collect();
+        tap(a, t, &off)?;
+    }
+    a.add(rax, d(kh * kw * 16))?;
+    a.add(rbx, d(hp * wp))?;
+    a.dec(r12)?;
+    a.jnz(channel)
+}
+
 /// One block of `n` ≤ 16 output pixels for 16 channels: accumulators `zmm0..n`, the tap weights alternating in
 /// `zmm16`/`zmm17`, the clamp bounds in `zmm27`/`zmm28` (scratch `zmm29`), then the transpose and the stores.
 fn pixel_block(
@@ -154,31 +204,17 @@ fn pixel_block(
 ) -> Result<(), IcedError> {
     let z = |i: usize| ZMM[i];
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
-    let [hp, wp] = s.padded;
-    let [kh, kw] = s.kernel;
-    let [dil_y, dil_x] = s.dilations;
-    let sw = s.strides[1];
     for j in 0..PIXELS {
         a.vpxord(z(j), z(j), z(j))?;
     }
-    a.mov(rax, rsi)?;
-    a.mov(rbx, r9)?;
-    a.mov(r12, s.c as u64)?;
-    let mut channel = a.create_label();
-    a.set_label(&mut channel)?;
-    for t in 0..kh * kw {
-        let (ky, kx) = (t / kw, t % kw);
+    channel_loop(a, s, n, |a, t, off| {
         let wreg = z(16 + t % 2);
         a.vmovups(wreg, zmmword_ptr(rax + d(t * 16)))?;
-        for j in 0..n {
-            let off = d(ky * dil_y * wp + j * sw + kx * dil_x);
-            a.vfmadd231ps(z(j), wreg, dword_bcst(rbx + off))?;
+        for (j, &o) in off.iter().enumerate() {
+            a.vfmadd231ps(z(j), wreg, dword_bcst(rbx + o))?;
         }
-    }
-    a.add(rax, d(kh * kw * 16))?;
-    a.add(rbx, d(hp * wp))?;
-    a.dec(r12)?;
-    a.jnz(channel)?;
+        Ok(())
+    })?;
     for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
         if let Some(bits) = c {
             super::broadcast_bits(a, reg, bits)?;

@@ -11,7 +11,7 @@
 //!
 //! `fn(x: *const f32, out: *mut f32)` (System V): `x` the input plane, `out` the output plane.
 
-use super::maxpool_x86::MaxPool3s2;
+use super::maxpool_x86::{output_rows, MaxPool3s2};
 use super::{disp, store_head_ymm};
 use iced_x86::code_asm::*;
 
@@ -47,30 +47,7 @@ pub fn assemble(s: &MaxPool3s2) -> Result<Vec<u8>, String> {
     a.vbroadcastss(ymm15, xmm15).map_err(e)?;
     a.vmovups(ymm14, ptr(rot)).map_err(e)?;
     a.lea(r8, ptr(masks)).map_err(e)?;
-    // rdi: the input row above output row oy's centre row (row 2·oy − 1, never read for oy = 0); rsi: output
-    // row oy. Rows whose three rows are all inside run in a counted loop, the others unrolled.
-    a.sub(rdi, disp(name, w)?).map_err(e)?;
-    let full_hi = (h.saturating_sub(2) / 2).min(oh - 1);
-    let mut oy = 0;
-    while oy < oh {
-        let looped = oy >= 1 && oy <= full_hi;
-        let count = if looped { full_hi - oy + 1 } else { 1 };
-        let mut top = a.create_label();
-        if looped {
-            a.mov(rdx, count as u64).map_err(e)?;
-            a.set_label(&mut top).map_err(e)?;
-            out_row(&mut a, s, &[0, 1, 2]).map_err(e)?;
-        } else {
-            out_row(&mut a, s, &s.rows(oy)).map_err(e)?;
-        }
-        a.add(rdi, disp(name, 2 * w)?).map_err(e)?;
-        a.add(rsi, disp(name, ow)?).map_err(e)?;
-        if looped {
-            a.dec(rdx).map_err(e)?;
-            a.jnz(top).map_err(e)?;
-        }
-        oy += count;
-    }
+    output_rows(&mut a, s, out_row)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     // Lane masks: the 8 dwords from `masks + 4·(8 − n)` have their first n lanes set.

@@ -50,31 +50,7 @@ pub fn assemble(s: &MaxPool3s2) -> Result<Vec<u8>, String> {
     super::broadcast_bits(&mut a, zmm31, f32::NEG_INFINITY.to_bits()).map_err(e)?;
     a.vmovups(zmm30, zmmword_ptr(even)).map_err(e)?;
     a.vmovups(zmm29, zmmword_ptr(odd)).map_err(e)?;
-    // rdi: the input row above output row oy's centre row (row 2·oy − 1, one row before the plane for oy = 0,
-    // never read there); rsi: output row oy.
-    a.sub(rdi, disp(name, w)?).map_err(e)?;
-    // Output rows whose three rows are all inside: 1 ..= full_hi, a counted loop; the others unrolled.
-    let full_hi = (h.saturating_sub(2) / 2).min(oh - 1);
-    let mut oy = 0;
-    while oy < oh {
-        if oy >= 1 && oy <= full_hi {
-            let count = full_hi - oy + 1;
-            a.mov(rdx, count as u64).map_err(e)?;
-            let mut top = a.create_label();
-            a.set_label(&mut top).map_err(e)?;
-            out_row(&mut a, s, &[0, 1, 2]).map_err(e)?;
-            a.add(rdi, disp(name, 2 * w)?).map_err(e)?;
-            a.add(rsi, disp(name, ow)?).map_err(e)?;
-            a.dec(rdx).map_err(e)?;
-            a.jnz(top).map_err(e)?;
-            oy += count;
-        } else {
-            out_row(&mut a, s, &s.rows(oy)).map_err(e)?;
-            a.add(rdi, disp(name, 2 * w)?).map_err(e)?;
-            a.add(rsi, disp(name, ow)?).map_err(e)?;
-            oy += 1;
-        }
-    }
+    output_rows(&mut a, s, out_row)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     for (label, first) in [(&mut even, 0u32), (&mut odd, 1)] {
@@ -85,6 +61,44 @@ pub fn assemble(s: &MaxPool3s2) -> Result<Vec<u8>, String> {
         a.db(&idx).map_err(e)?;
     }
     a.assemble(0).map_err(e)
+}
+
+/// The output rows of a plane, for both kernel sets: `rdi` starts at the input row above output row oy's
+/// centre row (row 2·oy − 1, one row before the plane for oy = 0, never read there), `rsi` at output row oy;
+/// `out_row(a, rows)` emits one output row from the input rows `rows` (offsets from `rdi`'s row). Output rows
+/// whose three rows are all inside run in a counted loop (`rdx`), the others unrolled with the rows they have.
+pub(super) fn output_rows(
+    a: &mut CodeAssembler,
+    s: &MaxPool3s2,
+    out_row: impl Fn(&mut CodeAssembler, &MaxPool3s2, &[usize]) -> Result<(), IcedError>,
+) -> Result<(), String> {
+    let e = |x: IcedError| x.to_string();
+    let name = "max pooling";
+    let [h, w] = s.hw;
+    let [oh, ow] = s.out;
+    a.sub(rdi, disp(name, w)?).map_err(e)?;
+    let full_hi = (h.saturating_sub(2) / 2).min(oh - 1);
+    let mut oy = 0;
+    while oy < oh {
+        let looped = oy >= 1 && oy <= full_hi;
+        let count = if looped { full_hi - oy + 1 } else { 1 };
+        let mut top = a.create_label();
+        if looped {
+            a.mov(rdx, count as u64).map_err(e)?;
+            a.set_label(&mut top).map_err(e)?;
+            out_row(a, s, &[0, 1, 2]).map_err(e)?;
+        } else {
+            out_row(a, s, &s.rows(oy)).map_err(e)?;
+        }
+        a.add(rdi, disp(name, 2 * w)?).map_err(e)?;
+        a.add(rsi, disp(name, ow)?).map_err(e)?;
+        if looped {
+            a.dec(rdx).map_err(e)?;
+            a.jnz(top).map_err(e)?;
+        }
+        oy += count;
+    }
+    Ok(())
 }
 
 /// One output row from the input rows `rows` (offsets from `rdi`'s row): per 16 outputs, the vertical maxima

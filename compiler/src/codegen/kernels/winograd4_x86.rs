@@ -77,15 +77,17 @@ fn at(a: &mut CodeAssembler, x: [R; 6], y: [R; 4], t: [R; 4], c: [R; 3]) -> Resu
     a.vfmadd231ps(y[3], d2, c8)
 }
 
-/// `push rbp; mov rbp, rsp`, `rsp` 64-aligned with the stack buffer below it.
-fn prologue(a: &mut CodeAssembler) -> Result<(), IcedError> {
+/// `push rbp; mov rbp, rsp`, `rsp` aligned to `align` bytes with `bytes` of stack buffer below it (the AVX2
+/// transforms' frame too).
+pub(super) fn prologue(a: &mut CodeAssembler, align: i32, bytes: i32) -> Result<(), IcedError> {
     a.push(rbp)?;
     a.mov(rbp, rsp)?;
-    a.and(rsp, -64)?;
-    a.sub(rsp, BUF)
+    a.and(rsp, -align)?;
+    a.sub(rsp, bytes)
 }
 
-fn epilogue(a: &mut CodeAssembler) -> Result<(), IcedError> {
+/// Undoes [`prologue`] and returns.
+pub(super) fn epilogue(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(rsp, rbp)?;
     a.pop(rbp)?;
     a.vzeroupper()?;
@@ -108,7 +110,7 @@ pub fn assemble_in(s: &WinoIn) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
     let (mut top, mut done) = (a.create_label(), a.create_label());
-    prologue(&mut a).map_err(e)?;
+    prologue(&mut a, 64, BUF).map_err(e)?;
     // zmm24..27: the stride-4 gather indices of columns 0..3; zmm28 / zmm29: 4.0 / 5.0.
     a.lea(rax, ptr(table)).map_err(e)?;
     for j in 0..4 {
@@ -189,7 +191,7 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
-    prologue(&mut a).map_err(e)?;
+    prologue(&mut a, 64, BUF).map_err(e)?;
     // zmm14..16: 2, 4, 8; zmm17 bias, zmm18 lo, zmm19 hi; zmm28..31 interleave indices.
     for (reg, v) in [(zmm14, 2.0f32), (zmm15, 4.0), (zmm16, 8.0)] {
         f32_bits(&mut a, reg, v).map_err(e)?;
@@ -294,11 +296,11 @@ pub fn assemble_out(s: &WinoOut) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::super::test_exec::{exec, pattern as val, skip_without_avx512};
     use super::*;
 
-    const BT: [[f64; 6]; 6] = [
+    pub(in crate::codegen::kernels) const BT: [[f64; 6]; 6] = [
         [4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
         [0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
         [0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
@@ -306,7 +308,7 @@ mod tests {
         [0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
         [0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
     ];
-    const AT: [[f64; 6]; 4] = [
+    pub(in crate::codegen::kernels) const AT: [[f64; 6]; 4] = [
         [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
         [0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
         [0.0, 1.0, 1.0, 4.0, 4.0, 0.0],

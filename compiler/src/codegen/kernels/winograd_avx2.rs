@@ -18,27 +18,13 @@
 //! interleaved (`vunpck[lh]ps`/`pd`, `vperm2f128`) and stored up to `cols`. The same arithmetic as the AVX-512
 //! kernels (bitwise for both tile sizes).
 
+use super::winograd4_x86::{epilogue, prologue};
 use super::winograd_x86::{disp, WinoIn, WinoOut};
 use super::{xmm_of, YMM};
 use iced_x86::code_asm::*;
 use std::array::from_fn;
 
 type R = AsmRegisterYmm;
-
-/// `push rbp; mov rbp, rsp`, `rsp` 32-aligned with `bytes` of stack buffer below it.
-fn prologue(a: &mut CodeAssembler, bytes: i32) -> Result<(), IcedError> {
-    a.push(rbp)?;
-    a.mov(rbp, rsp)?;
-    a.and(rsp, -32)?;
-    a.sub(rsp, bytes)
-}
-
-fn epilogue(a: &mut CodeAssembler) -> Result<(), IcedError> {
-    a.mov(rsp, rbp)?;
-    a.pop(rbp)?;
-    a.vzeroupper()?;
-    a.ret()
-}
 
 fn f32_bits(a: &mut CodeAssembler, reg: R, bits: u32) -> Result<(), IcedError> {
     a.mov(eax, bits)?;
@@ -127,7 +113,7 @@ pub fn assemble_in(tile: usize, s: &WinoIn, tiles: usize) -> Result<Vec<u8>, Str
     disp(8 * tile * tiles.div_ceil(8) + (alpha - 1) * s.pw + 8)?;
     let buf = (alpha * alpha * 32) as i32;
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    prologue(&mut a, buf).map_err(e)?;
+    prologue(&mut a, 32, buf).map_err(e)?;
     let (c4, c5) = (ymm14, ymm15);
     if tile == 4 {
         f32_bits(&mut a, c4, 4.0f32.to_bits()).map_err(e)?;
@@ -231,7 +217,7 @@ pub fn assemble_out(tile: usize, s: &WinoOut) -> Result<Vec<u8>, String> {
     let buf = (tile * alpha * 32) as i32;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
-    prologue(&mut a, buf).map_err(e)?;
+    prologue(&mut a, 32, buf).map_err(e)?;
     // ymm8..10: 2, 4, 8; ymm11 bias, ymm12 lo, ymm13 hi, ymm14 the last block's load mask, ymm15 scratch.
     let c = [ymm8, ymm9, ymm10];
     if tile == 4 {

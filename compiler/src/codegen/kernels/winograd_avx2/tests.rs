@@ -2,23 +2,9 @@
 //! rows that end inside an eight-tile block; F(4x4) bitwise against the AVX-512 kernels where the CPU has them.
 
 use super::super::test_exec::{exec, guarded, pattern as val, skip_without_avx2};
-use super::super::winograd4_x86;
+use super::super::winograd4_x86::{self, tests::AT as AT4, tests::BT as BT4};
 use super::*;
 
-const BT4: [[f64; 6]; 6] = [
-    [4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
-    [0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
-    [0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
-    [0.0, -2.0, -1.0, 2.0, 1.0, 0.0],
-    [0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
-    [0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
-];
-const AT4: [[f64; 6]; 4] = [
-    [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
-    [0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
-    [0.0, 1.0, 1.0, 4.0, 4.0, 0.0],
-    [0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
-];
 const BT2: [[f64; 6]; 4] = [
     [1.0, 0.0, -1.0, 0.0, 0.0, 0.0],
     [0.0, 1.0, 1.0, 0.0, 0.0, 0.0],
