@@ -6,7 +6,9 @@
 //! two loads (the second masked to its first 7 lanes), `vshufps` picks the even lanes of both and `vpermpd`
 //! puts them in order. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky,
 //! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN
-//! (`clamp_keep_nan`: `vmaxps`/`vminps` with the bound first).
+//! (`clamp_keep_nan`: `vmaxps`/`vminps` with the bound first). In rows mode with a compile-time count
+//! (`DwRowF32::count`), rows of up to four vectors at load stride 1 run 8, 4 or 2 rows per step
+//! (`grouped_step`), up to eight chains at once, the tail mask fixed at compile time.
 //!
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V).
 
@@ -86,6 +88,28 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
+    // Rows mode with a compile-time count of at most four vectors at load stride 1: rows in groups.
+    if let (Some(step_rows), Some(count)) = (s.rows, s.count) {
+        let vecs = count.div_ceil(8);
+        if st == 1 && (1..=GROUP_MAX_VECS).contains(&vecs) {
+            let tail = count - 8 * (vecs - 1);
+            if tail < 8 {
+                a.vmovups(ymm12, ptr(table)).map_err(e)?;
+            }
+            let group = 1 << (8 / vecs).ilog2();
+            super::row_groups(&mut a, step_rows, group, |a, g| {
+                grouped_step(a, s, &tap_off, g, vecs, tail, step_rows)
+            })?;
+            a.vzeroupper().map_err(e)?;
+            a.ret().map_err(e)?;
+            a.set_label(&mut table).map_err(e)?;
+            let mask: Vec<u8> = (0..8)
+                .flat_map(|l| (if l < tail { u32::MAX } else { 0 }).to_le_bytes())
+                .collect();
+            a.db(&mask).map_err(e)?;
+            return a.assemble(0).map_err(e);
+        }
+    }
     let rows = match s.rows {
         Some(_) => {
             let labels = super::rows_begin(&mut a).map_err(e)?;
@@ -114,6 +138,57 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.db(&half).map_err(e)?;
     super::lane_table(&mut a, &mut lanes).map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// The most vectors per row that rows mode takes in groups of rows (`grouped_step`).
+const GROUP_MAX_VECS: usize = 4;
+
+/// `g` rows of `vecs` vectors (the last `tail` lanes wide, under the `ymm12` mask when under 8) in one step of
+/// `g · vecs` ≤ 8 chains: accumulators `ymm0..`, from the bias (`ymm8`), one `vfmadd231ps` per tap in (ky, kx)
+/// order with the input as its memory operand (a masked vector's input through `ymm15`), then the clamp and the
+/// stores. The same chain per output as a row at a time, bitwise; rows a `step_rows[0]` / `[1]` floats apart.
+fn grouped_step(
+    a: &mut CodeAssembler,
+    s: &DwRowF32,
+    tap_off: &[i32],
+    g: usize,
+    vecs: usize,
+    tail: usize,
+    [x, out]: [usize; 2],
+) -> Result<(), IcedError> {
+    let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
+    let masked = |v: usize| v + 1 == vecs && tail < 8;
+    for acc in &YMM[..g * vecs] {
+        a.vmovaps(*acc, ymm8)?;
+    }
+    for (t, &off) in tap_off.iter().enumerate() {
+        a.vbroadcastss(ymm11, dword_ptr(rdx + (t * 4) as i32))?;
+        for r in 0..g {
+            for v in 0..vecs {
+                let acc = YMM[r * vecs + v];
+                let at = ptr(rdi + off + d(r * x + 8 * v));
+                if masked(v) {
+                    a.vmaskmovps(ymm15, ymm12, at)?;
+                    a.vfmadd231ps(acc, ymm15, ymm11)?;
+                } else {
+                    a.vfmadd231ps(acc, ymm11, at)?;
+                }
+            }
+        }
+    }
+    for r in 0..g {
+        for v in 0..vecs {
+            let acc = YMM[r * vecs + v];
+            super::clamp_keep_nan(a, acc, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
+            let at = ptr(rsi + d(r * out + 8 * v));
+            if masked(v) {
+                a.vmaskmovps(at, ymm12, acc)?;
+            } else {
+                a.vmovups(at, acc)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
