@@ -345,9 +345,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         &mut g,
         codegen::lower::LowerOpts {
             vnni: tgt.vnni,
-            pack_a: tgt.simd.is_some(),
-            winograd: tgt.simd.is_some(),
-            direct_stems: tgt.simd.is_some(),
+            micro_kernels: tgt.simd.is_some(),
             avx512: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),

@@ -279,11 +279,7 @@ fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
 /// the blocks do not cost a full tile of padding — ResNet-50's and MobileNetV2's 7x7 layers (49 pixels, one
 /// column past two 24-wide blocks on AVX2), their 14x14 ones (196: four past 32-wide blocks on AVX-512).
 fn tail_cols(simd: Simd, tail: usize, nr: usize) -> usize {
-    let widths: &[usize] = match simd {
-        Simd::Avx2 => &[8, 16, 24],
-        Simd::Avx512 => &[16, 32],
-    };
-    widths
+    simd.widths()
         .iter()
         .copied()
         .find(|&w| w >= tail && w <= nr)
@@ -622,8 +618,11 @@ pub(super) fn define_layout(
             };
             Ok([full, last, None])
         }
-        Body::ConvDirect { spec, .. } if simd == Simd::Avx2 => {
-            let code = kernels::conv_direct_avx2::assemble(spec);
+        Body::ConvDirect { spec, .. } => {
+            let code = match simd {
+                Simd::Avx512 => kernels::conv_direct_x86::assemble(spec),
+                Simd::Avx2 => kernels::conv_direct_avx2::assemble(spec),
+            };
             Ok([f(module, "direct", 4, code)?, None, None])
         }
         _ if simd != Simd::Avx512 => Err(Error::internal(
@@ -638,10 +637,6 @@ pub(super) fn define_layout(
                 .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
             let code = kernels::depthwise_c16_x86::assemble(&spec);
             Ok([f(module, "dwc16", 5, code)?, None, None])
-        }
-        Body::ConvDirect { spec, .. } => {
-            let code = kernels::conv_direct_x86::assemble(spec);
-            Ok([f(module, "direct", 4, code)?, None, None])
         }
         _ => Ok([None; 3]),
     }

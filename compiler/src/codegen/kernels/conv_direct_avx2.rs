@@ -49,18 +49,12 @@ fn pixel_block(
         }
         Ok(())
     })?;
-    for (reg, c) in [(ymm12, s.lo), (ymm13, s.hi)] {
-        if let Some(bits) = c {
-            a.mov(eax, bits)?;
-            a.vmovd(super::xmm_of(reg), eax)?;
-            a.vbroadcastss(reg, super::xmm_of(reg))?;
-        }
-    }
+    let (lo, hi) = super::clamp_bounds_ymm(a, (s.lo, s.hi), [ymm12, ymm13])?;
     for j in 0..n {
         if s.bias {
             a.vaddps(y(j), y(j), ptr(rdx + d(8 * half)))?;
         }
-        super::clamp_keep_nan(a, y(j), s.lo.map(|b| (ymm12, b)), s.hi.map(|_| ymm13))?;
+        super::clamp_keep_nan(a, y(j), lo, hi)?;
     }
     // Rows j (pixels, lanes the channels) to rows c (channels, lanes the pixels).
     for p in 0..4 {

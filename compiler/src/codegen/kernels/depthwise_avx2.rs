@@ -13,12 +13,8 @@
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V).
 
 use super::depthwise_x86::DwRowF32;
+use super::YMM;
 use iced_x86::code_asm::*;
-
-const YMM: [AsmRegisterYmm; 16] = [
-    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
-    ymm15,
-];
 
 /// Assembles the AVX2 row kernel; `Err` when the shape or the displacements are out of range (the caller keeps
 /// the Cranelift path). Max-pool mode is AVX-512 only.
@@ -41,13 +37,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     } else {
         a.vxorps(ymm8, ymm8, ymm8).map_err(e)?;
     }
-    for (reg, c) in [(ymm9, s.lo), (ymm10, s.hi)] {
-        if let Some(bits) = c {
-            a.mov(eax, bits).map_err(e)?;
-            a.vmovd(xmm15, eax).map_err(e)?;
-            a.vbroadcastss(reg, xmm15).map_err(e)?;
-        }
-    }
+    let (lo, hi) = super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm9, ymm10]).map_err(e)?;
     let mut table = a.create_label();
     let mut lanes = a.create_label();
     if st == 2 {
@@ -78,7 +68,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
         }
         for (v, &x) in YMM[..n].iter().enumerate() {
-            super::clamp_keep_nan(a, x, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
+            super::clamp_keep_nan(a, x, lo, hi)?;
             let out = ptr(rsi + (v * 32) as i32);
             if masked {
                 a.vmaskmovps(out, ymm14, x)?;
@@ -98,7 +88,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
             }
             let group = 1 << (8 / vecs).ilog2();
             super::row_groups(&mut a, step_rows, group, |a, g| {
-                grouped_step(a, s, &tap_off, g, vecs, tail, step_rows)
+                grouped_step(a, (&tap_off, (lo, hi)), g, vecs, tail, step_rows)
             })?;
             a.vzeroupper().map_err(e)?;
             a.ret().map_err(e)?;
@@ -149,8 +139,7 @@ const GROUP_MAX_VECS: usize = 4;
 /// stores. The same chain per output as a row at a time, bitwise; rows a `step_rows[0]` / `[1]` floats apart.
 fn grouped_step(
     a: &mut CodeAssembler,
-    s: &DwRowF32,
-    tap_off: &[i32],
+    (tap_off, (lo, hi)): (&[i32], super::BoundsYmm),
     g: usize,
     vecs: usize,
     tail: usize,
@@ -179,7 +168,7 @@ fn grouped_step(
     for r in 0..g {
         for v in 0..vecs {
             let acc = YMM[r * vecs + v];
-            super::clamp_keep_nan(a, acc, s.lo.map(|b| (ymm9, b)), s.hi.map(|_| ymm10))?;
+            super::clamp_keep_nan(a, acc, lo, hi)?;
             let at = ptr(rsi + d(r * out + 8 * v));
             if masked(v) {
                 a.vmaskmovps(at, ymm12, acc)?;

@@ -16,7 +16,7 @@
 //! on B in place (`b_rs` = B's row stride) for full column blocks, or on a zero-padded panel it packed
 //! (`b_rs` = the tile width) for the column tail.
 
-use super::ZMM;
+use super::{YMM, ZMM};
 use iced_x86::code_asm::*;
 
 /// Which register file a micro-kernel uses.
@@ -58,6 +58,20 @@ impl Simd {
             Simd::Avx2 => 6,
             Simd::Avx512 => 14,
         }
+    }
+    /// The tile widths (columns) its micro-kernels take: the full `tile`, 16 for GEMMs narrower than it, and
+    /// the narrower column tails (`machine_code::tail_cols`), narrowest first.
+    pub fn widths(self) -> &'static [usize] {
+        match self {
+            Simd::Avx2 => &[8, 16, 24],
+            Simd::Avx512 => &[16, 32],
+        }
+    }
+    /// Whether a tile of `rows` x `cols` keeps its accumulators, its B vectors and at least one broadcast
+    /// register within the register file.
+    pub fn tile_fits(self, rows: usize, cols: usize) -> bool {
+        let vecs = cols / self.lanes();
+        rows * vecs + vecs < self.registers()
     }
     /// Name used in reports.
     pub fn name(self) -> &'static str {
@@ -173,10 +187,6 @@ pub struct MicroEpi {
     pub hi: Option<u32>,
 }
 
-const YMM: [AsmRegisterYmm; 16] = [
-    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
-    ymm15,
-];
 /// Byte displacement that fits a 32-bit signed immediate.
 fn disp(elems: usize) -> Option<i32> {
     i32::try_from(elems.checked_mul(4)?).ok()
@@ -185,17 +195,10 @@ fn disp(elems: usize) -> Option<i32> {
 /// Whether the strides fit the instruction encodings (32-bit displacements).
 pub fn fits(m: &MicroSpec) -> bool {
     let (mr, nr) = (m.rows, m.cols);
-    let widths: &[usize] = match m.simd {
-        Simd::Avx2 => &[8, 16, 24],
-        Simd::Avx512 => &[16, 32],
-    };
-    // Accumulators, B vectors and at least one broadcast register within the register file.
-    let vecs = nr / m.simd.lanes();
-    let regs = mr * vecs + vecs < m.simd.registers();
     m.k >= 1
         && (1..=m.simd.max_rows()).contains(&mr)
-        && widths.contains(&nr)
-        && regs
+        && m.simd.widths().contains(&nr)
+        && m.simd.tile_fits(mr, nr)
         && !(m.b_copy && m.prefetch_next)
         && disp(m.a_rs * mr).is_some()
         && disp(m.a_cs).is_some()
@@ -377,18 +380,10 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
     let lanes = m.simd.lanes();
     let vecs = nr / lanes;
     let d = |x: usize| disp(x).unwrap_or(0);
-    // Clamp constants broadcast from an immediate through eax.
-    let consts = [epi.lo, epi.hi];
     match m.simd {
         Simd::Avx2 => {
-            // Accumulators use ymm0..mr*vecs (12); ymm12 lo, ymm13 hi, ymm14 scratch, ymm15 the NaN mask.
-            for (c, reg) in consts.iter().zip([ymm12, ymm13]) {
-                if let Some(bits) = c {
-                    a.mov(eax, *bits)?;
-                    a.vmovd(xmm14, eax)?;
-                    a.vbroadcastss(reg, xmm14)?;
-                }
-            }
+            // Accumulators use ymm0..mr*vecs (at most 12); ymm12 lo, ymm13 hi.
+            let (lo, hi) = super::clamp_bounds_ymm(a, (epi.lo, epi.hi), [ymm12, ymm13])?;
             for r in 0..mr {
                 for v in 0..vecs {
                     let x = YMM[r * vecs + v];
@@ -403,18 +398,13 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(at) = epi.res_at(r, v * lanes) {
                         a.vaddps(x, x, ptr(r8 + d(at)))?;
                     }
-                    let (lo, hi) = (epi.lo.map(|b| (ymm12, b)), epi.hi.map(|_| ymm13));
                     super::clamp_keep_nan(a, x, lo, hi)?;
                 }
             }
         }
         Simd::Avx512 => {
-            // Accumulators use zmm0..27 at most; zmm28 lo, zmm29 hi, zmm30 bias, zmm31 scratch; k2 the NaN mask.
-            for (c, reg) in consts.iter().zip([zmm28, zmm29]) {
-                if let Some(bits) = c {
-                    super::broadcast_bits(a, reg, *bits)?;
-                }
-            }
+            // Accumulators use zmm0..27 at most; zmm28 lo, zmm29 hi, zmm30 bias.
+            let (lo, hi) = super::clamp_bounds(a, (epi.lo, epi.hi), [zmm28, zmm29])?;
             for r in 0..mr {
                 if epi.bias {
                     a.vbroadcastss(zmm30, dword_ptr(rcx + d(r)))?;
@@ -430,7 +420,6 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
                     if let Some(at) = epi.res_at(r, v * lanes) {
                         a.vaddps(x, x, zmmword_ptr(r8 + d(at)))?;
                     }
-                    let (lo, hi) = (epi.lo.map(|b| (zmm28, b)), epi.hi.map(|_| zmm29));
                     super::clamp_keep_nan(a, x, lo, hi)?;
                 }
             }
@@ -483,13 +472,8 @@ mod tests {
     /// most rows the variant takes (AVX-512: 28 accumulators, two broadcast registers).
     fn check(simd: Simd, k: usize, a_rs: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
         // Every width a tile or a column tail takes (`machine_code::tail_cols`).
-        let widths: &[usize] = match simd {
-            Simd::Avx2 => &[24, 16, 8],
-            Simd::Avx512 => &[32, 16],
-        };
-        for &cols in widths {
-            let vecs = cols / simd.lanes();
-            let fit = |r: &usize| r * vecs + vecs < simd.registers();
+        for &cols in simd.widths().iter().rev() {
+            let fit = |r: &usize| simd.tile_fits(*r, cols);
             for rows in [simd.tile().0, simd.max_rows()].into_iter().filter(fit) {
                 check_cols(simd, (rows, cols), k, (a_rs, a_cs, false), b_rs, (c_rs, 0));
             }
@@ -499,8 +483,8 @@ mod tests {
     /// A `[K/16][rows][16]` (`a_k16`, blocks `16·a_cs` apart), every tile height; C with contiguous columns
     /// and (`c_block`) as `[N/16][rows][16]`, its blocks `c_block` apart.
     fn check_k16(simd: Simd, k: usize, a_cs: usize, b_rs: usize, c_rs: usize) {
-        let vecs = simd.tile().1 / simd.lanes();
-        for rows in (1..=simd.max_rows()).filter(|r| r * vecs + vecs < simd.registers()) {
+        let cols = simd.tile().1;
+        for rows in (1..=simd.max_rows()).filter(|&r| simd.tile_fits(r, cols)) {
             for c in [(c_rs, 0), (16, 16 * rows + 7)] {
                 check_cols(simd, (rows, simd.tile().1), k, (16, a_cs, true), b_rs, c);
             }

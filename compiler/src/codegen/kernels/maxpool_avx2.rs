@@ -42,9 +42,7 @@ pub fn assemble(s: &MaxPool3s2) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let (mut masks, mut rot) = (a.create_label(), a.create_label());
     // ymm15 −∞, ymm14 the rotation indices [7, 0, 1, .., 6].
-    a.mov(eax, f32::NEG_INFINITY.to_bits()).map_err(e)?;
-    a.vmovd(xmm15, eax).map_err(e)?;
-    a.vbroadcastss(ymm15, xmm15).map_err(e)?;
+    super::broadcast_bits_ymm(&mut a, ymm15, f32::NEG_INFINITY.to_bits()).map_err(e)?;
     a.vmovups(ymm14, ptr(rot)).map_err(e)?;
     a.lea(r8, ptr(masks)).map_err(e)?;
     output_rows(&mut a, s, out_row)?;

@@ -147,6 +147,18 @@ pub(crate) fn broadcast_bits(
     a.vpbroadcastd(reg, eax)
 }
 
+/// [`broadcast_bits`] into a `ymm` (AVX2 has no broadcast from a general register: through the register's own
+/// `xmm` half).
+pub(crate) fn broadcast_bits_ymm(
+    a: &mut CodeAssembler,
+    reg: AsmRegisterYmm,
+    bits: u32,
+) -> Result<(), IcedError> {
+    a.mov(eax, bits)?;
+    a.vmovd(xmm_of(reg), eax)?;
+    a.vbroadcastss(reg, xmm_of(reg))
+}
+
 /// A clamp's lower bound for [`clamp_keep_nan`]: its broadcast register and its f32 bits.
 pub(crate) type LowerBound = (AsmRegisterZmm, u32);
 
@@ -160,6 +172,23 @@ pub(crate) fn clamp_bounds(
     for (reg, bound) in regs.into_iter().zip([lo, hi]) {
         if let Some(bits) = bound {
             broadcast_bits(a, reg, bits)?;
+        }
+    }
+    Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
+}
+
+/// The `ymm` clamp bounds [`clamp_keep_nan`] takes: the lower bound's register with its f32 bits, the upper's.
+pub(crate) type BoundsYmm = (Option<(AsmRegisterYmm, u32)>, Option<AsmRegisterYmm>);
+
+/// [`clamp_bounds`] into `ymm` registers.
+pub(crate) fn clamp_bounds_ymm(
+    a: &mut CodeAssembler,
+    (lo, hi): (Option<u32>, Option<u32>),
+    regs: [AsmRegisterYmm; 2],
+) -> Result<BoundsYmm, IcedError> {
+    for (reg, bound) in regs.into_iter().zip([lo, hi]) {
+        if let Some(bits) = bound {
+            broadcast_bits_ymm(a, reg, bits)?;
         }
     }
     Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))

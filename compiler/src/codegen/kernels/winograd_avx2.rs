@@ -26,12 +26,6 @@ use std::array::from_fn;
 
 type R = AsmRegisterYmm;
 
-fn f32_bits(a: &mut CodeAssembler, reg: R, bits: u32) -> Result<(), IcedError> {
-    a.mov(eax, bits)?;
-    a.vmovd(xmm_of(reg), eax)?;
-    a.vbroadcastss(reg, xmm_of(reg))
-}
-
 /// F(4x4)'s `y = Bᵀ x` in place (`winograd4_x86::bt`'s instructions): `t` four temporaries, `c4` / `c5` the
 /// broadcast 4 and 5; returns where y0..y5 are.
 fn bt4(a: &mut CodeAssembler, x: [R; 6], t: [R; 4], c4: R, c5: R) -> Result<[R; 6], IcedError> {
@@ -92,6 +86,29 @@ fn at2(a: &mut CodeAssembler, x: [R; 4], t: [R; 2]) -> Result<[R; 2], IcedError>
     Ok(t)
 }
 
+/// The blocks of a tile row of `tiles` (≥ 1) tiles: whole blocks of eight in a counted loop (`ecx`), `rdi` and
+/// `rsi` advancing by `step` bytes after each, then the last block (1 to 8 tiles) unrolled; `block(a, n,
+/// last)` emits one block of `n` tiles.
+fn blocks(
+    a: &mut CodeAssembler,
+    tiles: usize,
+    step: [usize; 2],
+    mut block: impl FnMut(&mut CodeAssembler, usize, bool) -> Result<(), IcedError>,
+) -> Result<(), IcedError> {
+    let full = (tiles - 1) / 8;
+    if full > 0 {
+        let mut top = a.create_label();
+        a.mov(ecx, full as u32)?;
+        a.set_label(&mut top)?;
+        block(a, 8, false)?;
+        a.add(rdi, step[0] as i32)?;
+        a.add(rsi, step[1] as i32)?;
+        a.dec(ecx)?;
+        a.jnz(top)?;
+    }
+    block(a, tiles - 8 * full, true)
+}
+
 fn check_tile(tile: usize) -> Result<usize, String> {
     match tile {
         2 | 4 => Ok(tile + 2),
@@ -116,8 +133,8 @@ pub fn assemble_in(tile: usize, s: &WinoIn, tiles: usize) -> Result<Vec<u8>, Str
     prologue(&mut a, 32, buf).map_err(e)?;
     let (c4, c5) = (ymm14, ymm15);
     if tile == 4 {
-        f32_bits(&mut a, c4, 4.0f32.to_bits()).map_err(e)?;
-        f32_bits(&mut a, c5, 5.0f32.to_bits()).map_err(e)?;
+        super::broadcast_bits_ymm(&mut a, c4, 4.0f32.to_bits()).map_err(e)?;
+        super::broadcast_bits_ymm(&mut a, c5, 5.0f32.to_bits()).map_err(e)?;
     }
     let slot = |i: usize, b: usize| ptr(rsp + (32 * (alpha * i + b)) as i32);
     // One block of `n` tiles from `rdi` into `rsi`.
@@ -178,20 +195,8 @@ pub fn assemble_in(tile: usize, s: &WinoIn, tiles: usize) -> Result<Vec<u8>, Str
         }
         Ok(())
     };
-    // Whole blocks in a loop, then the last (1 to 8 tiles) unrolled.
-    let full = tiles.saturating_sub(1) / 8;
-    if full > 0 {
-        let mut top = a.create_label();
-        a.mov(ecx, full as u32).map_err(e)?;
-        a.set_label(&mut top).map_err(e)?;
-        block(&mut a, 8).map_err(e)?;
-        a.add(rdi, (32 * tile) as i32).map_err(e)?;
-        a.add(rsi, 32).map_err(e)?;
-        a.dec(ecx).map_err(e)?;
-        a.jnz(top).map_err(e)?;
-    }
     if tiles > 0 {
-        block(&mut a, tiles - 8 * full).map_err(e)?;
+        blocks(&mut a, tiles, [32 * tile, 32], |a, n, _| block(a, n)).map_err(e)?;
     }
     epilogue(&mut a).map_err(e)?;
     a.assemble(0).map_err(e)
@@ -222,18 +227,13 @@ pub fn assemble_out(tile: usize, s: &WinoOut) -> Result<Vec<u8>, String> {
     let c = [ymm8, ymm9, ymm10];
     if tile == 4 {
         for (&reg, v) in c.iter().zip([2.0f32, 4.0, 8.0]) {
-            f32_bits(&mut a, reg, v.to_bits()).map_err(e)?;
+            super::broadcast_bits_ymm(&mut a, reg, v.to_bits()).map_err(e)?;
         }
     }
     if s.bias {
         a.vbroadcastss(ymm11, dword_ptr(rdx)).map_err(e)?;
     }
-    for (reg, bits) in [(ymm12, s.lo), (ymm13, s.hi)] {
-        if let Some(bits) = bits {
-            f32_bits(&mut a, reg, bits).map_err(e)?;
-        }
-    }
-    let (lo, hi) = (s.lo.map(|b| (ymm12, b)), s.hi.map(|_| ymm13));
+    let (lo, hi) = super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm12, ymm13]).map_err(e)?;
     // Whole blocks in a loop, then the last (1 to 8 tiles, up to `cols`) unrolled.
     let full = (tiles - 1) / 8;
     let last = tiles - 8 * full;
@@ -313,17 +313,18 @@ pub fn assemble_out(tile: usize, s: &WinoOut) -> Result<Vec<u8>, String> {
         }
         Ok(())
     };
-    if full > 0 {
-        let mut top = a.create_label();
-        a.mov(ecx, full as u32).map_err(e)?;
-        a.set_label(&mut top).map_err(e)?;
-        block(&mut a, 8, 8 * tile).map_err(e)?;
-        a.add(rdi, 32).map_err(e)?;
-        a.add(rsi, (32 * tile) as i32).map_err(e)?;
-        a.dec(ecx).map_err(e)?;
-        a.jnz(top).map_err(e)?;
-    }
-    block(&mut a, last, s.cols - 8 * tile * full).map_err(e)?;
+    blocks(&mut a, tiles, [32, 32 * tile], |a, n, last| {
+        block(
+            a,
+            n,
+            if last {
+                s.cols - 8 * tile * full
+            } else {
+                8 * tile
+            },
+        )
+    })
+    .map_err(e)?;
     epilogue(&mut a).map_err(e)?;
     a.set_label(&mut table).map_err(e)?;
     let mask: Vec<u8> = (0..8)

@@ -97,14 +97,10 @@ pub(super) struct Ctx<'g> {
 pub struct LowerOpts {
     /// Integer GEMMs use the AVX-512 VNNI layout (`Target::vnni`), which changes the packed weights.
     pub vnni: bool,
-    /// Constant GEMM A operands are packed in `A_PANEL`-row panels (targets with machine-code micro-kernels).
-    pub pack_a: bool,
-    /// Eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3) (targets with machine-code
-    /// micro-kernels: the transforms are machine code, AVX2 or AVX-512).
-    pub winograd: bool,
-    /// Stems (convolutions of at most four input channels) run the direct convolution kernel instead of im2col
-    /// and a GEMM (targets with machine-code micro-kernels, AVX2 or AVX-512).
-    pub direct_stems: bool,
+    /// The target has machine-code micro-kernels (AVX2 or AVX-512): constant GEMM A operands are packed in
+    /// `A_PANEL`-row panels, eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3), and stems
+    /// (at most four input channels) run the direct convolution kernel instead of im2col and a GEMM.
+    pub micro_kernels: bool,
     /// The AVX-512-only layouts: GEMMs computed transposed (their transposing epilogue), channel blocks
     /// between 1x1 convolutions, the channel-blocked depthwise kernel, the direct convolution of strided layers.
     pub avx512: bool,

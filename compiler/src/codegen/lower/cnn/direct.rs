@@ -40,7 +40,7 @@ pub(super) fn direct_spec(
     let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
     // Stems on either kernel set (`conv_direct_avx2.rs` on AVX2); strided convolutions of more channels on
     // AVX-512 only (measured there, with 16-pixel blocks).
-    let stem = cx.opts.direct_stems && (1..=DIRECT_MAX_CHANNELS).contains(&xs[1]);
+    let stem = cx.opts.micro_kernels && (1..=DIRECT_MAX_CHANNELS).contains(&xs[1]);
     let ok = a.group == 1
         && !pointwise
         && !a.epilogue.residual

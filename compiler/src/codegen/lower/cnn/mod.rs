@@ -162,7 +162,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     // when the output plane is large: there every weight is reused across many column tiles and one
     // sequential stream per tile wins (ResNet-50's 56x56 and 28x28 layers: 5-12 %). On 7x7 and 14x14 planes
     // the weights stream from memory nearly once and the packed layout measured slower (7x7: 40 %).
-    let pack = cx.opts.pack_a && p >= PACK_MIN_PIXELS;
+    let pack = cx.opts.micro_kernels && p >= PACK_MIN_PIXELS;
     let packed = match cx.g.constant(ins[1]).filter(|_| pack) {
         Some(w) => {
             let wp = pack_panels(&w.to_f32_vec(), g, mg, kk);

@@ -26,7 +26,7 @@ pub(super) fn winograd_spec(
 ) -> Option<WinogradSpec> {
     let plain = a.kernel == [3, 3] && a.strides == [1, 1] && a.dilations == [1, 1] && a.group == 1;
     let clamp = crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some();
-    if !cx.opts.winograd || !plain || a.epilogue.residual || !clamp {
+    if !cx.opts.micro_kernels || !plain || a.epilogue.residual || !clamp {
         return None;
     }
     let f2 = WinogradSpec {
