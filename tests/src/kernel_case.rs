@@ -58,6 +58,7 @@ pub fn case(
         let required = [
             ("conv_wino4", "_wino4_in", "F(4x4, 3x3)", V4),
             ("conv_wino", "_wino_in", "the AVX2 Winograd transforms", V3),
+            ("conv_strip", "_strip", "the AVX2 column strip", V3),
             (
                 "conv_dwc16",
                 "_dwc16",

@@ -311,6 +311,9 @@ pub fn define_kernels(
                     funcs: m.ids.map(|set| {
                         set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)))
                     }),
+                    strip: m
+                        .strip
+                        .map(|id| module.declare_func_in_func(id, &mut ctx.func)),
                 })
             }
             _ => None,

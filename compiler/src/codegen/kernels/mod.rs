@@ -1,6 +1,6 @@
 //! Machine-code kernels, assembled at compile time for the target's ISA and placed in the bundle's object beside
 //! the Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel
-//! calls for every full tile; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
+//! calls for every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
 //! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
 //! AVX-512 channel-blocked depthwise kernel of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the
@@ -20,6 +20,7 @@ pub mod cpu_check;
 pub mod depthwise_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
+pub mod gemm_strip_avx2;
 pub mod gemm_x86;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;

@@ -62,6 +62,9 @@ pub struct Micro {
     /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
     /// `prefetch_next`, or the panel to copy B into).
     pub funcs: [[Option<FuncRef>; 5]; 4],
+    /// The column strip (`kernels/gemm_strip_avx2.rs`): the column tail of a whole row group in one call
+    /// `f(a, b, c, panels)`, in place of set 1.
+    pub strip: Option<FuncRef>,
 }
 
 /// Emits the body of a GEMM kernel function. With `micro`, a unit runs the machine-code micro-kernels on every
@@ -94,6 +97,11 @@ pub fn emit_with(
     let row_group = match split {
         _ if copies => s.m.next_multiple_of(mr),
         Some(g) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
+        // Whole panels of the column strip too.
+        None if micro.is_some_and(|m| m.strip.is_some()) => {
+            let unit = mr * STRIP_PANEL / gcd(mr, STRIP_PANEL);
+            unit * (ROW_GROUP / unit).max(1)
+        }
         None => mr * (ROW_GROUP / mr).max(1),
     };
     let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
@@ -120,7 +128,9 @@ pub fn emit_with(
             let next = kb.var(cranelift_codegen::ir::types::I64, i_lo);
             match (micro, panel) {
                 (Some(mk), Some(slots))
-                    if cols == nr || mk.funcs[1].iter().any(Option::is_some) =>
+                    if cols == nr
+                        || mk.strip.is_some()
+                        || mk.funcs[1].iter().any(Option::is_some) =>
                 {
                     micro_rows(kb, s, &offs, (i_lo, i_hi), j0, cols, &mk, slots);
                     let full = kb.b.ins().isub(i_hi, i_lo);
@@ -155,6 +165,7 @@ pub fn emit_with(
                             let tail_mk = Micro {
                                 mr: rows_tail,
                                 funcs: [mk.funcs[2], [None; 5], [None; 5], [None; 5]],
+                                strip: None,
                                 ..mk
                             };
                             let end = kb.b.ins().iadd_imm_s(i, rows_tail as i64);
@@ -473,38 +484,50 @@ fn micro_rows(
         };
         kb.for_range(rest, i_hi, mr as i64, |kb, i| call(kb, i, f, b_ptr, None));
     };
-    let (full, k_tail) = (s.k / kc, s.k % kc);
-    let [first_full, acc_full, _, _, last] = funcs;
-    // The fused variant replaces the last block's call (full column blocks only).
-    let last = if tail { None } else { last };
-    let n_blocks = full + usize::from(k_tail > 0);
-    let blocks_before_last = if last.is_some() {
-        n_blocks - 1
+    if let Some(f) = mk.strip.filter(|_| tail) {
+        // The column strip: the whole tail of the row group in one call, over all of K.
+        let ai = a_row_el(kb, s, i_lo);
+        let ae = kb.b.ins().iadd(a0, ai);
+        let ap = kb.addr(a_base, ae, 4);
+        let bp = kb.addr(b_base, b0, 4);
+        let rows = kb.b.ins().isub(i_hi, i_lo);
+        let rows = kb.b.ins().iadd_imm_s(rows, (STRIP_PANEL - 1) as i64);
+        let panels = kb.b.ins().udiv_imm_u(rows, STRIP_PANEL as i64);
+        kb.b.ins().call(f, &[ap, bp, ctemp, panels]);
     } else {
-        n_blocks
-    };
-    let full_before_last = blocks_before_last.min(full);
-    if full_before_last > 0 {
-        if first_full.is_some() {
-            let k0 = kb.iconst(0);
-            block(kb, k0, kc, 0, false);
+        let (full, k_tail) = (s.k / kc, s.k % kc);
+        let [first_full, acc_full, _, _, last] = funcs;
+        // The fused variant replaces the last block's call (full column blocks only).
+        let last = if tail { None } else { last };
+        let n_blocks = full + usize::from(k_tail > 0);
+        let blocks_before_last = if last.is_some() {
+            n_blocks - 1
+        } else {
+            n_blocks
+        };
+        let full_before_last = blocks_before_last.min(full);
+        if full_before_last > 0 {
+            if first_full.is_some() {
+                let k0 = kb.iconst(0);
+                block(kb, k0, kc, 0, false);
+            }
+            if acc_full.is_some() {
+                kb.for_const(kc, full_before_last * kc, kc, |kb, k0| {
+                    block(kb, k0, kc, 1, false)
+                });
+            }
         }
-        if acc_full.is_some() {
-            kb.for_const(kc, full_before_last * kc, kc, |kb, k0| {
-                block(kb, k0, kc, 1, false)
-            });
+        if blocks_before_last > full {
+            // The K tail block, without the epilogue.
+            let k0 = kb.iconst((full * kc) as i64);
+            block(kb, k0, k_tail, if full > 0 { 3 } else { 2 }, false);
         }
-    }
-    if blocks_before_last > full {
-        // The K tail block, without the epilogue.
-        let k0 = kb.iconst((full * kc) as i64);
-        block(kb, k0, k_tail, if full > 0 { 3 } else { 2 }, false);
-    }
-    if last.is_some() {
-        let k0 = kb.iconst((blocks_before_last * kc) as i64);
-        let depth = if k_tail > 0 { k_tail } else { kc };
-        block(kb, k0, depth, 4, true);
-        return;
+        if last.is_some() {
+            let k0 = kb.iconst((blocks_before_last * kc) as i64);
+            let depth = if k_tail > 0 { k_tail } else { kc };
+            block(kb, k0, depth, 4, true);
+            return;
+        }
     }
     let trivial =
         s.alpha == 1.0 && s.bias.is_none() && s.residual.is_none() && s.act == Activation::None;
@@ -528,6 +551,18 @@ fn micro_rows(
         epilogue(kb, s, offs, i, j0, cols, &vals);
     });
 }
+
+/// Greatest common divisor.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Rows per panel of a column strip.
+const STRIP_PANEL: usize = crate::codegen::kernels::gemm_strip_avx2::PANEL;
 
 /// The element index in A of row `i`'s first element (`i` a multiple of the tile rows): `i·rs`, or in packed
 /// panels `(i / P)·P·K + i % P`.
