@@ -2,7 +2,7 @@
 //! into kernels; `ops/<family>.rs` generate each kernel's body through the `Kb` builder; this file defines one
 //! function per kernel, `fn(args: *const *mut u8, task: u64)`, and the entry function
 //! `int NAME(uint8_t *constants, uint8_t *mutables, uint8_t *activations)` that runs every task of every kernel
-//! in schedule order on the calling thread; `machine_code.rs` places the iced-x86 micro-kernels the kernels call.
+//! in schedule order on the calling thread; `machine_code/` places the iced-x86 micro-kernels the kernels call.
 //!
 //! ```text
 //!   Graph ──lower──► [Kernel] ──schedule/plan──► per-kernel fn + entry fn ──cranelift-object──► NAME.o

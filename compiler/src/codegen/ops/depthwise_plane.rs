@@ -2,7 +2,7 @@
 //! input, the padding masked in the kernel, stack buffers for the rows above and below), a zero-padded stack
 //! plane where its copy pays (split into even and odd columns at stride 2), or the interior rows and columns
 //! with the border on the scalar path. One decision, taken from the shapes alone, that the kernel spec
-//! (`machine_code.rs`), the row copies (`codegen/mod.rs`) and the driver (`depthwise.rs`) all read.
+//! (`machine_code/`), the row copies (`codegen/mod.rs`) and the driver (`depthwise.rs`) all read.
 
 use super::depthwise::{interior, DepthwiseSpec};
 use super::plane::reach;

@@ -1,0 +1,401 @@
+//! Placing the machine-code kernels of `kernels/` in the object: `define_machine_code` (one local System V
+//! function from assembled bytes), and for each GEMM-like kernel the micro-kernel variants it calls — the f32
+//! AVX2 / AVX-512 ones (`gemm.rs`: `define_micro`, the column strip, the tile choices), the integer AVX2 pair
+//! ones (`define_qpair`) and the AVX-512 VNNI ones (`define_qmicro`), each only in the (rows, K block,
+//! accumulate) variants the kernel's shape uses — and the depthwise, pooling, transposing, Winograd and direct
+//! convolution kernels.
+
+mod gemm;
+
+pub(crate) use gemm::fused_epilogue;
+pub(super) use gemm::{clamp_bits, define_micro};
+pub use gemm::{fuses_transpose, KC};
+
+use super::kernels::gemm_x86::Simd;
+use super::{kernels, ops};
+use crate::error::{Error, Result};
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::AbiParam;
+use cranelift_module::{FuncId, Linkage, Module};
+
+/// Places assembled machine code in the object as a local System V function of `params` i64 arguments.
+pub(super) fn define_machine_code(
+    module: &mut dyn Module,
+    fname: &str,
+    params: usize,
+    bytes: std::result::Result<Vec<u8>, String>,
+) -> Result<FuncId> {
+    let bytes = bytes.map_err(|e| Error::internal("codegen", e))?;
+    let mut sig = module.make_signature();
+    sig.call_conv = cranelift_codegen::isa::CallConv::SystemV;
+    for _ in 0..params {
+        sig.params.push(AbiParam::new(I64));
+    }
+    let id = module
+        .declare_function(fname, Linkage::Local, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    module
+        .define_function_bytes(id, 64, &bytes, &[])
+        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+    Ok(id)
+}
+
+/// Defines the f32 depthwise row kernel (AVX-512 or AVX2, as `simd`) of depthwise kernel `i` when its rows are
+/// stride 1 or 2 and have at least four interior outputs (narrower rows run in masked tails).
+pub(super) fn define_dw_row_f32(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::depthwise::DepthwiseSpec,
+    simd: Simd,
+) -> Result<Option<FuncId>> {
+    let (x0, x1) = ops::depthwise::interior(
+        s.hw[1],
+        s.out[1],
+        s.kernel[1],
+        s.strides[1],
+        s.dilations[1],
+        s.pads[1],
+    );
+    let Some((lo, hi)) = clamp_bits(s.act) else {
+        return Ok(None);
+    };
+    // Whole zero-padded planes (rows as wide as the padded plane), whole input rows with the padding masked
+    // (AVX-512 edge rows), or the interior of the input's rows.
+    use ops::depthwise::PlaneMode;
+    let mode = ops::depthwise::plane_mode(s, simd == Simd::Avx512);
+    let (padded, split, edge) = match mode {
+        PlaneMode::Padded(dims) => (Some(dims), None, None),
+        PlaneMode::Split { dims, half } => (Some(dims), Some(half), None),
+        PlaneMode::Edge(e) => (None, None, Some(e)),
+        PlaneMode::Interior => (None, None, None),
+    };
+    if s.strides[1] > 2 || (padded.is_none() && x1 - x0 < 4) || s.kernel[0] * s.kernel[1] > 64 {
+        return Ok(None);
+    }
+    let left = edge.map(|_| s.pads[1]);
+    // On a padded plane (or an edge-masked one) one call runs every output row (`ops/depthwise.rs`).
+    let rows = padded
+        .map(|p| [s.strides[0] * p[1], s.out[1]])
+        .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]]));
+    let spec = kernels::depthwise_x86::DwRowF32 {
+        kernel: s.kernel,
+        dilations: s.dilations,
+        w: padded.map_or(s.hw[1], |p| p[1]),
+        stride: s.strides[1],
+        bias: s.has_bias,
+        lo,
+        hi,
+        max: false,
+        rows,
+        // Every rows-mode call passes the row's `ow` outputs.
+        count: rows.map(|[_, ow]| ow),
+        split,
+        left: left.unwrap_or(0),
+        right: edge.filter(|e| e.right).map(|_| s.out[1]),
+    };
+    define_row(module, &format!("{name}__k{i}_dwf32"), &spec, simd)
+}
+
+/// Places a row kernel (depthwise or max-pool mode) for `simd`; `None` when its shape does not assemble (the
+/// kernel keeps the Cranelift path).
+fn define_row(
+    module: &mut dyn Module,
+    fname: &str,
+    spec: &kernels::depthwise_x86::DwRowF32,
+    simd: Simd,
+) -> Result<Option<FuncId>> {
+    let code = match simd {
+        Simd::Avx512 => kernels::depthwise_x86::assemble(spec),
+        Simd::Avx2 => kernels::depthwise_avx2::assemble(spec),
+    };
+    let params = 5 + usize::from(spec.rows.is_some());
+    match code {
+        Ok(code) => Ok(Some(define_machine_code(module, fname, params, Ok(code))?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Defines the AVX-512 max-pool row kernel (the depthwise row kernel in max mode) of pooling kernel `i`, for
+/// the interior of its rows, when the stride along the row is 1 or 2 and the rows have an interior of at least
+/// 16 outputs; for a 3x3 stride-2 pooling padded at the top and left, the separable whole-plane kernel instead
+/// (`kernels/maxpool_x86.rs`, and on AVX2 `kernels/maxpool_avx2.rs`, its only AVX2 pooling kernel).
+pub(super) fn define_pool_row(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::pool::PoolSpec,
+    simd: Simd,
+) -> Result<Option<FuncId>> {
+    if let Some(spec) = s.max3s2() {
+        let code = match simd {
+            Simd::Avx512 => kernels::maxpool_x86::assemble(&spec),
+            Simd::Avx2 => kernels::maxpool_avx2::assemble(&spec),
+        };
+        return define_machine_code(module, &format!("{name}__k{i}_maxpool"), 2, code).map(Some);
+    }
+    if simd != Simd::Avx512 {
+        // The max-pool row kernel is AVX-512 only.
+        return Ok(None);
+    }
+    let a = &s.attrs;
+    let (x0, x1) = ops::depthwise::interior(
+        s.hw[1],
+        s.out[1],
+        a.kernel[1],
+        a.strides[1],
+        a.dilations[1],
+        a.pads[1],
+    );
+    // A padded max pooling runs the row kernel over whole rows of its padded plane (`PoolSpec::padded_plane`).
+    let (w, cols) = match s.padded_plane() {
+        Some([_, pw]) => (pw, s.out[1]),
+        None => (s.hw[1], x1 - x0),
+    };
+    let taps = a.kernel[0] * a.kernel[1];
+    if s.kind != crate::ir::PoolKind::Max || a.strides[1] > 2 || cols < 16 || taps > 64 {
+        return Ok(None);
+    }
+    // A padded max pooling runs every output row in one call (`ops/pool.rs`).
+    let rows = s
+        .padded_plane()
+        .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]);
+    let spec = kernels::depthwise_x86::DwRowF32 {
+        kernel: a.kernel,
+        dilations: a.dilations,
+        w,
+        stride: a.strides[1],
+        bias: false,
+        lo: None,
+        hi: None,
+        max: true,
+        rows,
+        count: rows.map(|[_, ow]| ow),
+        split: None,
+        left: 0,
+        right: None,
+    };
+    define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
+}
+
+/// Defines the transposing epilogue of kernel `i` (`kernels/transpose_x86.rs`): a `TransposeOut` kernel's, or
+/// the one fused into a transposed GEMM.
+pub(super) fn define_transpose(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    t: &ops::gemm::TransposeOut,
+) -> Result<FuncId> {
+    let (lo, hi) = clamp_bits(t.act)
+        .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
+    let spec = kernels::transpose_x86::TransposeOut {
+        m: t.ld,
+        p: t.p,
+        residual: t.residual,
+        lo,
+        hi,
+    };
+    let code = kernels::transpose_x86::assemble(&spec);
+    define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
+}
+
+/// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
+/// epilogue) of kernel `i` for kernel set `simd`: for `WinogradIn`, `[input
+/// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
+/// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
+/// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. The Winograd
+/// transforms and the direct convolution have AVX2 variants (`LowerOpts::avx512` keeps the others off AVX2
+/// targets).
+pub(super) fn define_layout(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    body: &super::kernel::Body,
+    simd: Simd,
+) -> Result<[Option<FuncId>; 3]> {
+    use super::kernel::Body;
+    use kernels::winograd_x86::{WinoIn, WinoOut};
+    use kernels::{winograd4_x86, winograd_avx2, winograd_x86};
+    let f = |module: &mut dyn Module, tag: &str, params, code| {
+        define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
+    };
+    match body {
+        Body::WinogradIn(s) => {
+            let spec = WinoIn {
+                pw: s.plane()[1],
+                v_stride: s.c * s.tiles_all(),
+            };
+            let (tag, code, copy) = match (simd, s.tile) {
+                (Simd::Avx2, tile) => (
+                    "wino_in",
+                    winograd_avx2::assemble_in(tile, &spec, s.tiles()[1]),
+                    kernels::copy_x86::assemble_avx2(1),
+                ),
+                (Simd::Avx512, 4) => (
+                    "wino4_in",
+                    winograd4_x86::assemble_in(&spec),
+                    kernels::copy_x86::assemble(1),
+                ),
+                (Simd::Avx512, _) => (
+                    "wino_in",
+                    winograd_x86::assemble_in(&spec),
+                    kernels::copy_x86::assemble(1),
+                ),
+            };
+            let t = f(module, tag, 3, code)?;
+            let c = f(module, "copy", 3, copy)?;
+            Ok([t, c, None])
+        }
+        Body::WinogradOut(s) => {
+            let (lo, hi) = clamp_bits(s.act)
+                .ok_or_else(|| Error::internal("codegen", "Winograd activation not a clamp"))?;
+            let code = |rows| {
+                let spec = WinoOut {
+                    m_stride: s.m * s.tiles_all(),
+                    cols: s.out[1],
+                    rows,
+                    bias: s.has_bias,
+                    lo,
+                    hi,
+                };
+                match (simd, s.tile) {
+                    (Simd::Avx2, tile) => winograd_avx2::assemble_out(tile, &spec),
+                    (Simd::Avx512, 4) => winograd4_x86::assemble_out(&spec),
+                    (Simd::Avx512, _) => winograd_x86::assemble_out(&spec),
+                }
+            };
+            let full = f(module, "wino_out", 4, code(s.tile))?;
+            let last = match s.out[0] % s.tile {
+                0 => None,
+                rows => f(module, "wino_out_last", 4, code(rows))?,
+            };
+            Ok([full, last, None])
+        }
+        Body::ConvDirect { spec, .. } => {
+            let code = match simd {
+                Simd::Avx512 => kernels::conv_direct_x86::assemble(spec),
+                Simd::Avx2 => kernels::conv_direct_avx2::assemble(spec),
+            };
+            Ok([f(module, "direct", 4, code)?, None, None])
+        }
+        _ if simd != Simd::Avx512 => Err(Error::internal(
+            "codegen",
+            format!("kernel '{name}' (#{i}): its machine code needs AVX-512"),
+        )),
+        Body::TransposeOut { t, .. } => {
+            Ok([Some(define_transpose(module, name, i, t)?), None, None])
+        }
+        Body::DepthwiseC16(s) => {
+            let spec = ops::depthwise::c16(s)
+                .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
+            let code = kernels::depthwise_c16_x86::assemble(&spec);
+            Ok([f(module, "dwc16", 5, code)?, None, None])
+        }
+        _ => Ok([None; 3]),
+    }
+}
+
+/// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
+/// block][zeroing | accumulating]` (only those it uses).
+pub(super) fn define_qpair(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::qgemm::QGemmSpec,
+) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
+    use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
+    let (nb, full, last) = ops::qgemm::pair_blocks(s);
+    let mut ids = [[[None; 2]; 2]; 2];
+    for (rk, rows) in [(0, MR_AVX2), (1, s.m % MR_AVX2)] {
+        if rows == 0 || (rk == 0 && s.m < MR_AVX2) {
+            continue;
+        }
+        let wanted = [
+            (0, full, 0, nb > 1),
+            (0, full, 1, nb > 2),
+            (1, last, 0, nb == 1),
+            (1, last, 1, nb > 1),
+        ];
+        for (bk, kp, acc, used) in wanted {
+            if !used {
+                continue;
+            }
+            let fname = format!("{name}__k{i}_pairs_{rk}{bk}{acc}");
+            let code = assemble_avx2(rows, kp, s.kp(), acc == 1);
+            ids[rk][bk][acc] = Some(define_machine_code(module, &fname, 3, code)?);
+        }
+    }
+    Ok(ids)
+}
+
+/// The VNNI micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and requantising
+/// ones `[rows]`.
+pub(super) type QMicroIds = ([[[Option<FuncId>; 2]; 2]; 2], [Option<FuncId>; 2]);
+
+/// Defines the AVX-512 VNNI micro-kernels integer GEMM `i` calls, indexed `[full rows | tail rows][full block
+/// | last block][zeroing | accumulating]`, and the requantising ones per row kind (only those it uses).
+pub(super) fn define_qmicro(
+    module: &mut dyn Module,
+    name: &str,
+    i: usize,
+    s: &ops::qgemm::QGemmSpec,
+) -> Result<QMicroIds> {
+    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec, MR};
+    let (_, nb, last) = ops::qgemm_vnni::blocks(s);
+    let a_rs = ops::qgemm_vnni::a_rs(s);
+    let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
+        let params = if spec.epilogue.is_some() { 5 } else { 3 };
+        define_machine_code(
+            module,
+            &format!("{name}__k{i}_vnni_{tag}"),
+            params,
+            assemble(spec),
+        )
+    };
+    let mut ids = [[[None; 2]; 2]; 2];
+    let mut direct = [None; 2];
+    let row_kinds = [(0, MR.min(s.m)), (1, s.m % MR)];
+    for (rk, rows) in row_kinds {
+        if rows == 0 || (rk == 0 && s.m < MR) {
+            continue;
+        }
+        // (block kind, quads, accumulate, used)
+        let wanted = [
+            (0, ops::qgemm_vnni::KQB, 0, nb > 1),
+            (0, ops::qgemm_vnni::KQB, 1, nb > 2),
+            (1, last, 0, nb == 1),
+            (1, last, 1, nb > 1),
+        ];
+        for (bk, kq, acc, used) in wanted {
+            if !used {
+                continue;
+            }
+            let spec = QMicroSpec {
+                rows,
+                kq,
+                a_rs,
+                accumulate: acc == 1,
+                epilogue: None,
+            };
+            ids[rk][bk][acc] = Some(define(module, &spec, format!("{rk}{bk}{acc}"))?);
+        }
+        if let (true, Some(q)) = (ops::qgemm_vnni::direct(s), &s.requant) {
+            let spec = QMicroSpec {
+                rows,
+                kq: last,
+                a_rs,
+                accumulate: false,
+                epilogue: Some(QEpilogue {
+                    c_rs: s.c.rs * s.c_dtype.size(),
+                    zero_point: q.zero_point,
+                    clamp: q.clamp,
+                    signed: s.c_dtype == crate::ir::DType::I8,
+                }),
+            };
+            if kernels::qgemm_x86::fits(&spec) {
+                direct[rk] = Some(define(module, &spec, format!("{rk}q"))?);
+            }
+        }
+    }
+    Ok((ids, direct))
+}
