@@ -57,21 +57,7 @@ fn pixel_block(
         super::clamp_keep_nan(a, y(j), lo, hi)?;
     }
     // Rows j (pixels, lanes the channels) to rows c (channels, lanes the pixels).
-    for p in 0..4 {
-        a.vunpcklps(y(8 + 2 * p), y(2 * p), y(2 * p + 1))?;
-        a.vunpckhps(y(9 + 2 * p), y(2 * p), y(2 * p + 1))?;
-    }
-    for q in 0..2 {
-        let (t0, t1, t2, t3) = (y(8 + 4 * q), y(9 + 4 * q), y(10 + 4 * q), y(11 + 4 * q));
-        a.vshufps(y(4 * q), t0, t2, 0x44)?;
-        a.vshufps(y(4 * q + 1), t0, t2, 0xEE)?;
-        a.vshufps(y(4 * q + 2), t1, t3, 0x44)?;
-        a.vshufps(y(4 * q + 3), t1, t3, 0xEE)?;
-    }
-    for c in 0..4 {
-        a.vperm2f128(y(8 + c), y(c), y(4 + c), 0x20)?;
-        a.vperm2f128(y(12 + c), y(c), y(4 + c), 0x31)?;
-    }
+    super::transpose8_ymm(a)?;
     for c in 0..8 {
         let dst = ptr(r10 + d(c * plane_out));
         store_head_ymm(a, dst, y(8 + c), n, ymm0)?;

@@ -272,7 +272,7 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::super::test_exec::{clamp, exec, guarded, pattern, skip_without_avx512};
     use super::*;
 
@@ -289,6 +289,18 @@ mod tests {
         if skip_without_avx512("channel-blocked depthwise kernel") {
             return;
         }
+        check_planes(
+            assemble,
+            &[C16Out::Planes, C16Out::Panels(48), C16Out::Blocked],
+        );
+    }
+
+    /// Runs every case of `planes_match_the_fma_chain` through `assemble` in each of `layouts` (the AVX2
+    /// kernel takes planes only).
+    pub(in super::super) fn check_planes(
+        assemble: impl Fn(&DwC16) -> Result<Vec<u8>, String>,
+        layouts: &[C16Out],
+    ) {
         let cases = [
             ([7, 7], [5, 5], [1, 1], [2, 2], [7, 7]),
             ([14, 14], [3, 3], [2, 2], [0, 0], [7, 7]),
@@ -297,25 +309,27 @@ mod tests {
             ([4, 4], [1, 1], [1, 1], [0, 0], [4, 4]),
             ([3, 6], [5, 3], [1, 2], [2, 1], [3, 3]),
         ];
-        let layouts = [C16Out::Planes, C16Out::Panels(48), C16Out::Blocked];
-        for (i, &(hw, kernel, strides, pads, out)) in
-            cases.iter().flat_map(|c| [c, c, c]).enumerate()
+        let nl = layouts.len();
+        for (i, &(hw, kernel, strides, pads, out)) in cases
+            .iter()
+            .flat_map(|c| std::iter::repeat_n(c, nl))
+            .enumerate()
         {
-            let layout = layouts[i % 3];
+            let layout = layouts[i % nl];
             let panels = match layout {
                 C16Out::Panels(k) => Some(k),
                 _ => None,
             };
-            let i = i / 3;
+            let i = i / nl;
             let s = DwC16 {
                 hw,
                 kernel,
                 strides,
                 pads,
                 out,
-                bias: i % 2 == 0,
+                bias: i.is_multiple_of(2),
                 lo: (i % 3 != 2).then(|| 0.0f32.to_bits()),
-                hi: (i % 3 == 0).then(|| 1.5f32.to_bits()),
+                hi: i.is_multiple_of(3).then(|| 1.5f32.to_bits()),
                 layout,
                 in_blocked: layout == C16Out::Blocked,
             };

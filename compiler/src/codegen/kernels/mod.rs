@@ -2,8 +2,8 @@
 //! the Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel
 //! calls for every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns; `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM;
 //! `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the
-//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs`: the
-//! AVX-512 channel-blocked depthwise kernel of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the
+//! AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs` and
+//! `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the
 //! AVX-512 and AVX2 direct convolution of few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512
 //! and AVX2 separable 3x3 stride-2 max pooling; `copy_x86.rs`: the strided row copies of im2col;
 //! `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
@@ -18,6 +18,7 @@ pub mod conv_direct_x86;
 pub mod copy_x86;
 pub mod cpu_check;
 pub mod depthwise_avx2;
+pub mod depthwise_c16_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
 pub mod gemm_strip_avx2;
@@ -71,6 +72,28 @@ pub(crate) fn xmm_of(r: AsmRegisterYmm) -> iced_x86::code_asm::AsmRegisterXmm {
         xmm14, xmm15,
     ];
     XMM[YMM.iter().position(|&y| y == r).unwrap_or(15)]
+}
+
+/// Transposes the 8x8 block of `ymm0..8` (row r in `ymm r`) into `ymm8..16` (column c in `ymm 8 + c`),
+/// clobbering `ymm0..8`: pixels-by-channels to channels-by-pixels and back in the AVX2 kernels.
+pub(crate) fn transpose8_ymm(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let y = |i: usize| YMM[i];
+    for p in 0..4 {
+        a.vunpcklps(y(8 + 2 * p), y(2 * p), y(2 * p + 1))?;
+        a.vunpckhps(y(9 + 2 * p), y(2 * p), y(2 * p + 1))?;
+    }
+    for q in 0..2 {
+        let (t0, t1, t2, t3) = (y(8 + 4 * q), y(9 + 4 * q), y(10 + 4 * q), y(11 + 4 * q));
+        a.vshufps(y(4 * q), t0, t2, 0x44)?;
+        a.vshufps(y(4 * q + 1), t0, t2, 0xEE)?;
+        a.vshufps(y(4 * q + 2), t1, t3, 0x44)?;
+        a.vshufps(y(4 * q + 3), t1, t3, 0xEE)?;
+    }
+    for c in 0..4 {
+        a.vperm2f128(y(8 + c), y(c), y(4 + c), 0x20)?;
+        a.vperm2f128(y(12 + c), y(c), y(4 + c), 0x31)?;
+    }
+    Ok(())
 }
 
 /// Stores the first `n` (1..=8) lanes of `y` at `at` without touching the memory after them (AVX2 has no

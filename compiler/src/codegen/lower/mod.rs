@@ -102,7 +102,8 @@ pub struct LowerOpts {
     /// (at most four input channels) run the direct convolution kernel instead of im2col and a GEMM.
     pub micro_kernels: bool,
     /// The AVX-512-only layouts: GEMMs computed transposed (their transposing epilogue), channel blocks
-    /// between 1x1 convolutions, the channel-blocked depthwise kernel, the direct convolution of strided layers.
+    /// between 1x1 convolutions, the channel-blocked depthwise kernel beyond 7x7 outputs and its block and panel
+    /// outputs, the direct convolution of strided layers.
     pub avx512: bool,
     /// Constant B operands of Gemm and MatMul (a classifier's or an encoder's weights) are
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile

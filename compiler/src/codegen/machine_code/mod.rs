@@ -278,18 +278,22 @@ pub(super) fn define_layout(
             };
             Ok([f(module, "direct", 4, code)?, None, None])
         }
+        Body::DepthwiseC16(s) => {
+            let spec = ops::depthwise::c16(s)
+                .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
+            let code = match simd {
+                Simd::Avx512 => kernels::depthwise_c16_x86::assemble(&spec),
+                // Planes only: the layouts of transposed GEMMs are AVX-512's.
+                Simd::Avx2 => kernels::depthwise_c16_avx2::assemble(&spec),
+            };
+            Ok([f(module, "dwc16", 5, code)?, None, None])
+        }
         _ if simd != Simd::Avx512 => Err(Error::internal(
             "codegen",
             format!("kernel '{name}' (#{i}): its machine code needs AVX-512"),
         )),
         Body::TransposeOut { t, .. } => {
             Ok([Some(define_transpose(module, name, i, t)?), None, None])
-        }
-        Body::DepthwiseC16(s) => {
-            let spec = ops::depthwise::c16(s)
-                .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
-            let code = kernels::depthwise_c16_x86::assemble(&spec);
-            Ok([f(module, "dwc16", 5, code)?, None, None])
         }
         _ => Ok([None; 3]),
     }
