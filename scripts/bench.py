@@ -68,6 +68,15 @@ def cpu_info():
     return name, {f: f in flags for f in FLAGS}, os.cpu_count()
 
 
+def round_trip(exe):
+    """The core-to-core round trip line of tests/c/core_pingpong.c (compiled into `exe` on first use)."""
+    if not os.path.exists(exe):
+        subprocess.run(["cc", "-O2", "-pthread", os.path.join(ROOT, "tests/c/core_pingpong.c"), "-o", exe],
+                       check=True)
+    r = subprocess.run([exe], capture_output=True, text=True, check=True)
+    return r.stdout.strip()
+
+
 def fma_peak(tmp):
     """{width: GFLOP/s} of one core (tests/c/fma_peak.c, compiled with cc -O2), and its output as one line."""
     exe = os.path.join(tmp, "fma_peak")
@@ -439,13 +448,20 @@ def main():
     models = a.models + (suite_models(notes) if a.suite else [])
     with tempfile.TemporaryDirectory() as d:
         peak, peak_line = fma_peak(d)
-    print_header(a.runs, a.reps, peak_line, widest(peak))
-    cols = columns(widest(peak))
-    print("| " + " | ".join(h for h, _, _ in cols) + " |")
-    print("|" + "---|" * len(cols), flush=True)
-    for m in models:
-        for r in bench(m, a, peak, notes):
-            print("| " + " | ".join("n/a" if r[k] is None else f.format(r[k]) for _, k, f in cols) + " |", flush=True)
+        pingpong = os.path.join(d, "core_pingpong")
+        start = round_trip(pingpong)
+        print_header(a.runs, a.reps, peak_line, widest(peak))
+        # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the
+        # two CPUs moved with the vCPUs' placement, and every system's 2-thread runs with it (tests/c/core_pingpong.c).
+        print(f"core-to-core (tests/c/core_pingpong.c), at the start: {start}", flush=True)
+        cols = columns(widest(peak))
+        print("| " + " | ".join(h for h, _, _ in cols) + " |")
+        print("|" + "---|" * len(cols), flush=True)
+        for m in models:
+            for r in bench(m, a, peak, notes):
+                print("| " + " | ".join("n/a" if r[k] is None else f.format(r[k]) for _, k, f in cols) + " |",
+                      flush=True)
+        print(f"core-to-core at the end: {round_trip(pingpong)}")
     for n in notes:
         print(f"note: {n}")
 
