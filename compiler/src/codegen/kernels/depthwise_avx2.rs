@@ -3,8 +3,10 @@
 //! then single vectors, then a tail under `vmaskmovps` masks built from the count, so no load passes the last
 //! input the row needs and no store passes its last output. AVX2 has no embedded broadcast: each tap's weight is
 //! broadcast once per step into a register shared by the step's vectors. At stride 2 a vector's 16 inputs are
-//! two loads (the second masked to its first 7 lanes), `vshufps` picks the even lanes of both and `vpermpd`
-//! puts them in order. Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky,
+//! two loads (the second masked to its first 7 lanes) and one `vshufps` of their even lanes, in the order of
+//! outputs 0 1 4 5 2 3 6 7; the accumulators keep that order and one `vpermpd` per vector restores it before the
+//! store (half the shuffles of sorting every tap's inputs: MobileNetV2's 112x112 stride-2 layer −2 % on Zen 5,
+//! which has two shuffle pipes; not measured on cores with one). Each output is `act(bias + Σ w[ky][kx] · x[..])` with one `vfmadd231ps` per tap in (ky,
 //! kx) order from the bias, bitwise the Cranelift interior's `fma` chain; the clamp keeps NaN
 //! (`clamp_keep_nan`: `vmaxps`/`vminps` with the bound first). In rows mode with a compile-time count
 //! (`DwRowF32::count`), rows of up to four vectors at load stride 1 run 8, 4 or 2 rows per step
@@ -60,14 +62,18 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     a.vmovups(x, ptr(at))?;
                 }
                 if st == 2 {
+                    // Even inputs in the lane order of outputs 0 1 4 5 2 3 6 7 (one shuffle; the
+                    // accumulators keep that order, and one `vpermpd` restores it before the store).
                     a.vmaskmovps(ymm15, ymm13, ptr(at + 32))?;
                     a.vshufps(x, x, ymm15, 0x88)?;
-                    a.vpermpd(x, x, 0xd8)?;
                 }
                 a.vfmadd231ps(YMM[v], x, ymm11)?;
             }
         }
         for (v, &x) in YMM[..n].iter().enumerate() {
+            if st == 2 {
+                a.vpermpd(x, x, 0xd8)?;
+            }
             super::clamp_keep_nan(a, x, lo, hi)?;
             let out = ptr(rsi + (v * 32) as i32);
             if masked {
