@@ -18,14 +18,14 @@
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32, scratch: *mut f32)` (System V), as the
 //! AVX-512 kernel's.
 
-use super::depthwise_c16_x86::{C16Out, DwC16, MAX_TAPS};
+use super::depthwise_c16_x86::{C16Out, DwC16};
 use super::{disp, YMM};
 use iced_x86::code_asm::*;
 
 /// Outputs computed together: twelve accumulators, a register for the tap's weights.
 const GROUP: usize = 12;
 
-/// Assembles the kernel; `Err` for a shape it does not take (more than [`MAX_TAPS`] taps, a zero size, an
+/// Assembles the kernel; `Err` for a shape it does not take (more than `MAX_TAPS` taps, a zero size, an
 /// output or input other than planes) or displacements that do not fit.
 pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
@@ -33,12 +33,11 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [sh, sw] = s.strides;
-    let [pt, pl] = s.pads;
     let [oh, ow] = s.out;
     let taps = kh * kw;
-    let shape_ok = taps > 0 && taps <= MAX_TAPS && h * w > 0 && oh * ow > 0 && sh > 0 && sw > 0;
-    if !shape_ok || s.layout != C16Out::Planes || s.in_blocked {
-        return Err(format!("{name}: unsupported shape {s:?}"));
+    s.check(name)?;
+    if s.layout != C16Out::Planes || s.in_blocked {
+        return Err(format!("{name}: planes only, not {s:?}"));
     }
     let [hp, wp] = s.padded();
     let (hw, p) = (h * w, oh * ow);
@@ -51,14 +50,8 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     for half in 0..2 {
         // 1. Zero the padded block's positions no input pixel lands on.
         a.vxorps(ymm0, ymm0, ymm0).map_err(e)?;
-        for py in 0..hp {
-            for px in 0..wp {
-                let inside = (pt..pt + h).contains(&py) && (pl..pl + w).contains(&px);
-                if !inside {
-                    let off = disp(name, (py * wp + px) * 8)?;
-                    a.vmovups(ptr(r8 + off), ymm0).map_err(e)?;
-                }
-            }
+        for q in s.border() {
+            a.vmovups(ptr(r8 + disp(name, q * 8)?), ymm0).map_err(e)?;
         }
         // 2. The half's eight input planes, transposed eight pixels at a time.
         for p0 in (0..hw).step_by(8) {
@@ -82,10 +75,9 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             }
             super::transpose8_ymm(&mut a).map_err(e)?;
             for j in 0..n {
-                let (py, px) = ((p0 + j) / w + pt, (p0 + j) % w + pl);
-                if py < hp && px < wp {
-                    let off = disp(name, (py * wp + px) * 8)?;
-                    a.vmovups(ptr(r8 + off), y(8 + j)).map_err(e)?;
+                if let Some(at) = s.slot(p0 + j) {
+                    a.vmovups(ptr(r8 + disp(name, at * 8)?), y(8 + j))
+                        .map_err(e)?;
                 }
             }
         }

@@ -101,6 +101,32 @@ impl DwC16 {
         let taps = self.kernel[0] * self.kernel[1];
         self.layout == C16Out::Blocked && taps + self.group() + 3 <= 32
     }
+    /// `Err` naming `kernel` for a shape no channel-blocked kernel takes: no taps or more than [`MAX_TAPS`], an
+    /// empty plane, a zero stride.
+    pub(super) fn check(&self, kernel: &str) -> Result<(), String> {
+        let taps = self.kernel[0] * self.kernel[1];
+        let [h, w] = self.hw;
+        let [oh, ow] = self.out;
+        let ok =
+            (1..=MAX_TAPS).contains(&taps) && h * w * oh * ow > 0 && !self.strides.contains(&0);
+        ok.then_some(())
+            .ok_or_else(|| format!("{kernel}: unsupported shape {self:?}"))
+    }
+    /// The positions `py·Wp + px` of the padded block that no input pixel lands on (its border, zeroed).
+    pub(super) fn border(&self) -> impl Iterator<Item = usize> + '_ {
+        let [hp, wp] = self.padded();
+        let ([h, w], [pt, pl]) = (self.hw, self.pads);
+        (0..hp * wp).filter(move |&q| {
+            let (py, px) = (q / wp, q % wp);
+            !((pt..pt + h).contains(&py) && (pl..pl + w).contains(&px))
+        })
+    }
+    /// The padded block's position of input pixel `q`, if the outputs read it.
+    pub(super) fn slot(&self, q: usize) -> Option<usize> {
+        let [hp, wp] = self.padded();
+        let (py, px) = (q / self.hw[1] + self.pads[0], q % self.hw[1] + self.pads[1]);
+        (py < hp && px < wp).then_some(py * wp + px)
+    }
 }
 
 /// Assembles the kernel; `Err` for a shape it does not take (more than [`MAX_TAPS`] taps, a zero size) or
@@ -111,12 +137,9 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [sh, sw] = s.strides;
-    let [pt, pl] = s.pads;
     let [oh, ow] = s.out;
     let taps = kh * kw;
-    if taps == 0 || taps > MAX_TAPS || h * w == 0 || oh * ow == 0 || sh == 0 || sw == 0 {
-        return Err(format!("{name}: unsupported shape {s:?}"));
-    }
+    s.check(name)?;
     let [hp, wp] = s.padded();
     let (hw, p) = (h * w, oh * ow);
     let o_base = hp * wp * 16;
@@ -125,24 +148,18 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     // rdi x, rsi w, rdx bias, rcx out, r8 scratch; r9 row counter, r10 the X row, r11 the O row.
     // 1. Zero the padded block's positions no input pixel lands on.
     a.vpxord(z(0), z(0), z(0)).map_err(e)?;
-    for py in 0..hp {
-        for px in 0..wp {
-            let inside = (pt..pt + h).contains(&py) && (pl..pl + w).contains(&px);
-            if !inside {
-                let off = disp(name, (py * wp + px) * 16)?;
-                a.vmovups(zmmword_ptr(r8 + off), z(0)).map_err(e)?;
-            }
-        }
+    for q in s.border() {
+        a.vmovups(zmmword_ptr(r8 + disp(name, q * 16)?), z(0))
+            .map_err(e)?;
     }
     // 2. The input planes, transposed 16 pixels at a time; or the input block's pixels copied.
     for q in (0..hw).filter(|_| s.in_blocked) {
-        let (py, px) = (q / w + pt, q % w + pl);
-        if py < hp && px < wp {
+        if let Some(at) = s.slot(q) {
             let x = z(q % 2);
             a.vmovups(x, zmmword_ptr(rdi + disp(name, q * 16)?))
                 .map_err(e)?;
-            let off = disp(name, (py * wp + px) * 16)?;
-            a.vmovups(zmmword_ptr(r8 + off), x).map_err(e)?;
+            a.vmovups(zmmword_ptr(r8 + disp(name, at * 16)?), x)
+                .map_err(e)?;
         }
     }
     for p0 in (0..hw).step_by(16).filter(|_| !s.in_blocked) {
@@ -161,10 +178,9 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         }
         transpose16(&mut a).map_err(e)?;
         for j in 0..n {
-            let (py, px) = ((p0 + j) / w + pt, (p0 + j) % w + pl);
-            if py < hp && px < wp {
-                let off = disp(name, (py * wp + px) * 16)?;
-                a.vmovups(zmmword_ptr(r8 + off), z(j)).map_err(e)?;
+            if let Some(at) = s.slot(p0 + j) {
+                a.vmovups(zmmword_ptr(r8 + disp(name, at * 16)?), z(j))
+                    .map_err(e)?;
             }
         }
     }
