@@ -75,7 +75,8 @@ pub(crate) fn interior(
 /// Most pixels of an input or output plane the channel-blocked kernel takes (14x14).
 const C16_MAX_PIXELS: usize = 196;
 
-/// The channel-blocked kernel's shape (`kernels/depthwise_c16_x86.rs`) when it takes this convolution: C a
+/// The channel-blocked kernel's shape (`kernels/depthwise_c16_x86.rs`, on AVX2 `depthwise_c16_avx2.rs`, which
+/// lowering gives only outputs of at most 64 pixels: `lower/cnn::c16_pays`) when it takes this convolution: C a
 /// multiple of 16, dilation 1, at most `MAX_TAPS` taps, an activation that is a clamp, input and output planes of
 /// at most `C16_MAX_PIXELS` and scratch within 256 KiB of stack. On small planes it beats the row kernel by far: a
 /// row-kernel call per output row and channel does little work there. A strided layer from a larger plane
