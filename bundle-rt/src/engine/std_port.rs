@@ -141,7 +141,7 @@ fn relax(i: u32) {
 }
 
 /// A generation barrier: arrivals count up; the last one resets the count and advances the generation, which
-/// the others poll for [`SPIN`] rounds and then wait for on a condition variable. The generation changes under
+/// the others poll for `SPIN` rounds and then wait for on a condition variable. The generation changes under
 /// the mutex, so a blocked waiter cannot miss it; the count's and generation's acquire/release order every
 /// party's writes before the barrier before every party's reads after it. Waiters that block are counted
 /// (under the mutex), and the last arrival notifies only when there are any.

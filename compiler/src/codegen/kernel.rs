@@ -122,11 +122,11 @@ pub enum Body {
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
     /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (AVX-512 machine
-    /// code, `kernels/depthwise_c16_x86.rs`): roles X, W (packed `[C/16, KH·KW, 16]`), [Bias], Out; C is a
+    /// code, `kernels/depthwise_c16_x86.rs`): roles X, W (packed `[C/16, KH·KW, 16]`), \[Bias\], Out; C is a
     /// multiple of 16.
     DepthwiseC16(super::ops::depthwise::DepthwiseSpec),
     /// Direct convolution of a few-channel input (AVX-512 machine code, `kernels/conv_direct_x86.rs`): roles X
-    /// (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), [Bias],
+    /// (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), \[Bias\],
     /// Out. One unit per (batch, output row).
     ConvDirect {
         /// Batch.
@@ -135,7 +135,7 @@ pub enum Body {
         spec: crate::codegen::kernels::conv_direct_x86::ConvDirect,
     },
     /// The transposing epilogue of a convolution computed transposed (AVX-512 machine code): roles X (`Cᵀ`,
-    /// `[N, P16, M]`, P16 = P rounded up to 16), [Residual], Out (`[N, M, P]`); adds the residual and applies
+    /// `[N, P16, M]`, P16 = P rounded up to 16), \[Residual\], Out (`[N, M, P]`); adds the residual and applies
     /// `act` when present. One unit per (batch, 16 channels); M is a multiple of 16.
     TransposeOut {
         /// Batch.
@@ -146,7 +146,7 @@ pub enum Body {
     },
     /// Winograd F(2x2, 3x3) input transform: roles X, Out (`V`).
     WinogradIn(super::ops::winograd::WinogradSpec),
-    /// Winograd F(2x2, 3x3) output transform with bias and clamp: roles X (`M`), [Bias], Out.
+    /// Winograd F(2x2, 3x3) output transform with bias and clamp: roles X (`M`), \[Bias\], Out.
     WinogradOut(super::ops::winograd::WinogradSpec),
     /// Transposed-convolution column folding.
     Col2im(Col2imSpec),
@@ -257,7 +257,7 @@ pub enum Body {
         /// Stride of the reduced axis.
         inner: usize,
     },
-    /// Row normalisation (LayerNorm, RMSNorm, InstanceNorm): args x, scale, [bias], out.
+    /// Row normalisation (LayerNorm, RMSNorm, InstanceNorm): args x, scale, \[bias\], out.
     Norm {
         /// Rows.
         rows: usize,

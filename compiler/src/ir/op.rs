@@ -115,7 +115,7 @@ pub struct Epilogue {
     pub act: Activation,
 }
 
-/// 2-D convolution attributes. Inputs: x [N,C,H,W], w [M,C/group,KH,KW], optional bias [M], optional residual.
+/// 2-D convolution attributes. Inputs: x \[N,C,H,W\], w [M,C/group,KH,KW], optional bias \[M\], optional residual.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvAttrs {
     /// Kernel size (KH, KW).
@@ -134,7 +134,7 @@ pub struct ConvAttrs {
     pub epilogue: Epilogue,
 }
 
-/// 2-D transposed convolution attributes. Inputs: x [N,C,H,W], w [C,M/group,KH,KW], optional bias [M].
+/// 2-D transposed convolution attributes. Inputs: x \[N,C,H,W\], w [C,M/group,KH,KW], optional bias \[M\].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvTransposeAttrs {
     /// Kernel size (KH, KW).
@@ -491,7 +491,7 @@ pub enum Op {
         /// RMSNormalization: no mean subtraction.
         rms: bool,
     },
-    /// Instance normalisation: inputs x [N, C, ...], scale [C], bias [C].
+    /// Instance normalisation: inputs x [N, C, ...], scale \[C\], bias \[C\].
     InstanceNorm {
         /// Added to the variance.
         epsilon: f32,
@@ -512,7 +512,7 @@ pub enum Op {
     Quantize(QuantParams),
     /// u8 / i8 / i32 to f32 (DequantizeLinear).
     Dequantize(QuantParams),
-    /// Integer 2-D convolution: x [N,C,H,W] u8/i8, w [M,C/group,KH,KW] i8 constant, or i32 "wide" weights in
+    /// Integer 2-D convolution: x \[N,C,H,W\] u8/i8, w [M,C/group,KH,KW] i8 constant, or i32 "wide" weights in
     /// [-255, 255] (the attrs' bias and epilogue are unused: both live in the `IntProduct`).
     QConv(ConvAttrs, IntProduct),
     /// Integer matrix product: x [..., M, K] u8/i8 times w [K, N] i8 constant.

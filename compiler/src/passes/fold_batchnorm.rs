@@ -1,5 +1,5 @@
 //! `fold_batchnorm`: a BatchNormalization whose input is a Conv's only use, with constant weights and
-//! parameters, is folded into the Conv: W'[m] = W[m] * s[m], b'[m] = b[m] * s[m] + t[m], where (s, t) is the
+//! parameters, is folded into the Conv: W'\[m\] = W\[m\] * s\[m\], b'\[m\] = b\[m\] * s\[m\] + t\[m\], where (s, t) is the
 //! per-channel affine form of the normalisation. The Conv takes over the BatchNorm's output tensor.
 
 use super::{producer, single_use};

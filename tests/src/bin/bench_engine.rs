@@ -1,4 +1,4 @@
-//! bench_engine MODEL.onnx [RUNS]: compiles the model, loads the bundle into this process and prints a table of
+//! bench_engine MODEL.onnx \[RUNS\]: compiles the model, loads the bundle into this process and prints a table of
 //! latencies for the entry function and the bundle-rt BSP engine at 1, 2 and 4 threads (interleaved), checking
 //! that every engine result is bitwise equal to the entry function's.
 

@@ -1,4 +1,4 @@
-//! profile_layers MODEL.onnx [RUNS] [CPU]: compiles the model (`--cpu` CPU, default `native`), runs it on the
+//! profile_layers MODEL.onnx \[RUNS\] \[CPU\]: compiles the model (`--cpu` CPU, default `native`), runs it on the
 //! bundle-rt engine at 1 and 2 threads with per-op timing (`Engine::run_profiled`), and prints the layers that
 //! take longest at 2 threads: each layer's wall time (first task start to last task end; median over RUNS
 //! runs) at 1 and 2 threads, the speed-up, and its ops' names. The last line compares the sum of the layers

@@ -407,7 +407,7 @@ pub struct Col2imSpec {
     pub pads: [usize; 2],
     /// Output height and width.
     pub out: [usize; 2],
-    /// Whether arg 1 is a bias [M] (the output is then arg 2).
+    /// Whether arg 1 is a bias \[M\] (the output is then arg 2).
     pub has_bias: bool,
 }
 
@@ -426,7 +426,7 @@ fn deconv_range(input: usize, out: usize, k_off: usize, s: usize, p: usize) -> (
     (lo, hi.max(lo))
 }
 
-/// Emits col2im: args col, [bias], out. One task unit per (batch, output channel) plane, so tasks never write
+/// Emits col2im: args col, \[bias\], out. One task unit per (batch, output channel) plane, so tasks never write
 /// the same output.
 pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
     let [h, w] = s.hw;
@@ -487,7 +487,7 @@ pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
 }
 
 /// Emits the driver of the direct convolution kernel (`Body::ConvDirect`): roles X (the zero-padded input
-/// `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), [Bias], Out; one unit per (batch, output row), each one
+/// `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), \[Bias\], Out; one unit per (batch, output row), each one
 /// call to `f` for every output channel of that row.
 pub fn emit_direct(
     kb: &mut Kb,

@@ -19,7 +19,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
-/// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias [C].
+/// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias \[C\].
 #[derive(Debug, Clone, PartialEq)]
 pub struct DepthwiseSpec {
     /// Batch.
@@ -109,7 +109,7 @@ pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x
 }
 
 /// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`, `spec` = [`c16`] of `s`): roles X, W
-/// (packed `[C/16, KH·KW, 16]`), [Bias], Out; one unit per (batch, 16 channels), each one call to `f` with a
+/// (packed `[C/16, KH·KW, 16]`), \[Bias\], Out; one unit per (batch, 16 channels), each one call to `f` with a
 /// stack scratch of the kernel's size.
 pub fn emit_c16(
     kb: &mut Kb,
@@ -153,7 +153,7 @@ pub fn emit_c16(
     });
 }
 
-/// Emits the depthwise kernel: args x, w, [bias], out. With `row` (the AVX-512 row kernel of
+/// Emits the depthwise kernel: args x, w, \[bias\], out. With `row` (the AVX-512 row kernel of
 /// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
 pub fn emit_depthwise(
     kb: &mut Kb,

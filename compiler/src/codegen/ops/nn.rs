@@ -153,7 +153,7 @@ fn log_rows(kb: &mut Kb, x: Value, y: Value, len: usize, step: i64, mx: Value, s
     });
 }
 
-/// Emits row normalisation: args x, scale, [bias], out. `channels` selects per-row parameters (InstanceNorm).
+/// Emits row normalisation: args x, scale, \[bias\], out. `channels` selects per-row parameters (InstanceNorm).
 #[allow(clippy::too_many_arguments)]
 pub fn emit_norm(
     kb: &mut Kb,

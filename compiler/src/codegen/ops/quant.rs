@@ -11,8 +11,8 @@ use crate::ir::DType;
 use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4, I8, I8X16};
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
 
-/// One QuantizeLinear / DequantizeLinear kernel over `[planes / n, n, inner]`: args x, scale (f32 [n]), zero
-/// point (i32 [n]), y.
+/// One QuantizeLinear / DequantizeLinear kernel over `[planes / n, n, inner]`: args x, scale (f32 \[n\]), zero
+/// point (i32 \[n\]), y.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantSpec {
     /// Outer count times `n`: one unit per (outer, slice).

@@ -153,7 +153,7 @@ pub fn emit_in(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f: FuncRef, copy: Func
     });
 }
 
-/// Emits the output transform kernel: roles X (`M`), [Bias] and Out, one unit per (batch, channel) output
+/// Emits the output transform kernel: roles X (`M`), \[Bias\] and Out, one unit per (batch, channel) output
 /// plane. `full` writes `tile` output rows per tile row, `last` the rest (the last tile row of a height that is
 /// not a multiple of `tile`).
 pub fn emit_out(kb: &mut Kb, s: &WinogradSpec, tasks: u32, full: FuncRef, last: Option<FuncRef>) {

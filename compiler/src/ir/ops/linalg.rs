@@ -25,7 +25,7 @@ pub struct MatMulGeom {
     pub out_shape: Shape,
 }
 
-/// Computes MatMul geometry following numpy: 1-D A is [1,K], 1-D B is [K,1], batch dims broadcast.
+/// Computes MatMul geometry following numpy: 1-D A is \[1,K\], 1-D B is \[K,1\], batch dims broadcast.
 pub fn matmul_geom(a: &[usize], b: &[usize]) -> Result<MatMulGeom, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul operands must have rank >= 1".into());

@@ -131,7 +131,7 @@ pub struct Requant {
     pub x_zero_point: i32,
     /// i32 bias per output channel.
     pub bias: Vec<i32>,
-    /// x_scale * w_scale[c] / y_scale per output channel.
+    /// x_scale * w_scale\[c\] / y_scale per output channel.
     pub scale: Vec<f32>,
     /// Output zero point.
     pub y_zero_point: i32,

@@ -37,7 +37,7 @@ impl Operand {
 pub enum BiasKind {
     /// One value per row (conv output channel).
     Row,
-    /// One value per column (Gemm with C of shape [N]).
+    /// One value per column (Gemm with C of shape \[N\]).
     Col,
     /// A full [M, N] matrix with row stride `rs`.
     Full,
