@@ -202,8 +202,12 @@ elif peer in ("ov", "ov_avx2"):
     run = lambda: req.infer(feeds)
 else:
     import tract
-    im = tract.onnx().model_for_path(model)  # older bindings optimise the InferenceModel directly
-    typed = im.into_optimized() if hasattr(im, "into_optimized") else im.into_model().into_optimized()
+    onnx = tract.onnx()
+    if hasattr(onnx, "model_for_path"):  # bindings before 0.22 (the oldest optimise the InferenceModel directly)
+        im = onnx.model_for_path(model)
+        typed = im.into_optimized() if hasattr(im, "into_optimized") else im.into_model().into_optimized()
+    else:  # 0.22 on: load, then into_model (typed); into_runnable optimises
+        typed = onnx.load(model).into_model()
     runnable = typed.into_runnable()
     ins = list(feeds.values())
     run = lambda: runnable.run(ins)
