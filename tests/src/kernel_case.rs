@@ -60,19 +60,7 @@ pub fn case(
             ("conv_wino", "_wino_in", "the AVX2 Winograd transforms", V3),
             ("conv_strip", "_strip", "the AVX2 column strip", V3),
             (
-                "conv_dwc16_5x5",
-                "_dwc16",
-                "the AVX2 channel-blocked depthwise kernel",
-                V3,
-            ),
-            (
-                "conv_dwc16_s2",
-                "_dwc16",
-                "the AVX2 channel-blocked depthwise kernel",
-                V3,
-            ),
-            (
-                "conv_dwc16_rect",
+                "conv_dwc16_small",
                 "_dwc16",
                 "the AVX2 channel-blocked depthwise kernel",
                 V3,

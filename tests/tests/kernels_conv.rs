@@ -375,8 +375,9 @@ fn conv_shapes_pads_strides_groups() {
         ),
         // Channel-blocked depthwise (AVX-512, planes up to 14x14, 16 channels per vector): 5x5, stride 2 with
         // asymmetric pads and a batch, a rectangular kernel with mixed strides, a plane past one 16-pixel block.
+        // The `small` ones (outputs of at most 64 pixels) take the AVX2 kernel too.
         (
-            "dwc16_5x5",
+            "dwc16_small_5x5",
             [1, 32, 7, 7],
             [32, 1, 5, 5],
             [2, 2, 2, 2],
@@ -385,7 +386,7 @@ fn conv_shapes_pads_strides_groups() {
             32,
         ),
         (
-            "dwc16_s2",
+            "dwc16_small_s2",
             [2, 16, 14, 14],
             [16, 1, 3, 3],
             [0, 0, 1, 1],
@@ -394,7 +395,7 @@ fn conv_shapes_pads_strides_groups() {
             16,
         ),
         (
-            "dwc16_rect",
+            "dwc16_small_rect",
             [1, 48, 9, 13],
             [48, 1, 3, 5],
             [1, 2, 1, 2],

@@ -123,7 +123,7 @@ fn chunk_body(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), Iced
     }
     a.mov(r9, rdi)?;
     a.mov(r10, rsi)?;
-    // One block of four steps of K at `k0` steps past r9 / r10 for `panel`.
+    // One block of four steps of K at `kk` steps past r9 / r10 for `panel`.
     let block = |a: &mut CodeAssembler, panel: usize, kk: usize| -> Result<(), IcedError> {
         // Rows r and r + 4 of the block as the halves of ymm r (r < 4), ymm4 the scratch.
         for (r, &y) in YMM[..4].iter().enumerate() {

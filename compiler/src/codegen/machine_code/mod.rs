@@ -204,8 +204,8 @@ pub(super) fn define_transpose(
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
 /// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
 /// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. The Winograd
-/// transforms and the direct convolution have AVX2 variants (`LowerOpts::avx512` keeps the others off AVX2
-/// targets).
+/// transforms, the direct convolution and the channel-blocked depthwise kernel (planes only) have AVX2
+/// variants; the transposing epilogue is AVX-512 only (`LowerOpts::avx512` keeps it off AVX2 targets).
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,

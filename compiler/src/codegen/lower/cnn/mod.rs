@@ -64,19 +64,6 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 
 /// The geometry of a depthwise convolution (group = C = M) of input shape `xs` and output shape `os`, its
 /// output as planes.
-/// Whether the channel-blocked depthwise kernel pays for `s` (which it takes, `c16`): everywhere on AVX-512; on
-/// AVX2 (eight channels per `ymm`, two halves per call, each tap's weights loaded per group of outputs) for
-/// output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0 at `x86-64-v3` (AMD EPYC Zen 5,
-/// paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
-/// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
-/// layers ran no faster than the row kernel at 1 thread and slower at 2.
-fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
-    cx.opts.avx512 || s.out[0] * s.out[1] <= AVX2_C16_MAX_OUT
-}
-
-/// The most output pixels of a depthwise convolution the AVX2 channel-blocked kernel takes (`c16_pays`).
-const AVX2_C16_MAX_OUT: usize = 64;
-
 pub(super) fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> DepthwiseSpec {
     DepthwiseSpec {
         n: xs[0],
@@ -93,6 +80,20 @@ pub(super) fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> Depth
         in_blocked: false,
     }
 }
+
+/// Whether the channel-blocked depthwise kernel pays for `s` (which it takes, `c16`): on targets with machine-code
+/// kernels, everywhere on AVX-512; on
+/// AVX2 (eight channels per `ymm`, two halves per call, each tap's weights loaded per group of outputs) for
+/// output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0 at `x86-64-v3` (AMD EPYC Zen 5,
+/// paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
+/// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
+/// layers ran no faster than the row kernel at 1 thread and slower at 2.
+fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
+    cx.opts.micro_kernels && (cx.opts.avx512 || s.out[0] * s.out[1] <= AVX2_C16_MAX_OUT)
+}
+
+/// The most output pixels of a depthwise convolution the AVX2 channel-blocked kernel takes (`c16_pays`).
+const AVX2_C16_MAX_OUT: usize = 64;
 
 fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     let node = cx.g.nodes[n].clone();
@@ -115,11 +116,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         let spec = depthwise_spec(a, &xs, &os);
         // Small planes with machine-code kernels: 16 channels per call (one `zmm`, two halves of a `ymm` on
         // AVX2), weights packed per 16-channel group.
-        let packed = match (
-            cx.opts.micro_kernels && c16_pays(cx, &spec),
-            c16(&spec),
-            cx.g.constant(ins[1]),
-        ) {
+        let packed = match (c16_pays(cx, &spec), c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
             _ => None,
         };

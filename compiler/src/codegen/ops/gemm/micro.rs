@@ -1,7 +1,6 @@
 //! The machine-code path of a GEMM unit (`emit_with`): the micro-kernels over a unit's full `mr`-row tiles, one
 //! K block at a time on B in place or a column tail's zero-padded panel, or the AVX2 column strip over the whole
-//! tail; then the Cranelift epilogue over C where the micro-kernels did not fuse it. Also the element offsets
-//! of A's rows and B's columns in their packed or strided layouts.
+//! tail; then the Cranelift epilogue over C where the micro-kernels did not fuse it.
 
 use super::spec::GemmSpec;
 use super::tile::{a_row_el, b_col_el, elem, epilogue, epilogue_ptrs, slot_of};
@@ -142,9 +141,9 @@ pub(super) fn micro_rows(
         let ae = kb.b.ins().iadd(a0, ai);
         let ap = kb.addr(a_base, ae, 4);
         let bp = kb.addr(b_base, b0, 4);
+        // Row groups are whole panels (`emit_with`).
         let rows = kb.b.ins().isub(i_hi, i_lo);
-        let rows = kb.b.ins().iadd_imm_s(rows, (STRIP_PANEL - 1) as i64);
-        let panels = kb.b.ins().udiv_imm_u(rows, STRIP_PANEL as i64);
+        let panels = kb.b.ins().udiv_imm_u(rows, super::STRIP_PANEL as i64);
         kb.b.ins().call(f, &[ap, bp, ctemp, panels]);
     } else {
         let (full, k_tail) = (s.k / kc, s.k % kc);
@@ -203,6 +202,3 @@ pub(super) fn micro_rows(
         epilogue(kb, s, offs, i, j0, cols, &vals);
     });
 }
-
-/// Rows per panel of a column strip.
-pub(super) const STRIP_PANEL: usize = crate::codegen::kernels::gemm_strip_avx2::PANEL;

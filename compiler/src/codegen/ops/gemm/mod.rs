@@ -15,7 +15,7 @@ mod tile;
 
 pub use spec::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 
-use micro::{micro_rows, STRIP_PANEL};
+use micro::micro_rows;
 use tile::tile;
 
 use crate::codegen::builder::Kb;
@@ -100,12 +100,12 @@ pub fn emit_with(
     let row_group = match split {
         _ if copies => s.m.next_multiple_of(mr),
         Some(g) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
-        // Whole panels of the column strip too.
-        None if micro.is_some_and(|m| m.strip.is_some()) => {
-            let unit = mr * STRIP_PANEL / gcd(mr, STRIP_PANEL);
+        // Whole tiles, and whole 8-row panels where the column strip takes the tail.
+        None => {
+            let strip = micro.is_some_and(|m| m.strip.is_some());
+            let unit = if strip { lcm(mr, STRIP_PANEL) } else { mr };
             unit * (ROW_GROUP / unit).max(1)
         }
-        None => mr * (ROW_GROUP / mr).max(1),
     };
     let panel = micro.map(|m| (slot(m.kc * m.nr * 4), slot(row_group * m.nr * 4)));
     let ncb = s.n.div_ceil(nr);
@@ -265,11 +265,14 @@ fn transpose_unit(
     }
 }
 
-/// Greatest common divisor.
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
+/// Rows per panel of a column strip.
+const STRIP_PANEL: usize = crate::codegen::kernels::gemm_strip_avx2::PANEL;
+
+/// Least common multiple.
+fn lcm(a: usize, b: usize) -> usize {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
     }
+    a / x * b
 }
