@@ -88,6 +88,10 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     if let (Some(step_rows), Some(count)) = (s.rows, s.count) {
         let vecs = count.div_ceil(8);
         if st == 1 && (1..=GROUP_MAX_VECS).contains(&vecs) {
+            // The furthest row of a group (at most eight) and vector, checked once: `grouped_step` takes them
+            // as fitting.
+            let far = 8 * step_rows[0].max(step_rows[1]) + 8 * GROUP_MAX_VECS;
+            super::disp("AVX2 depthwise row groups", far)?;
             let tail = count - 8 * (vecs - 1);
             if tail < 8 {
                 a.vmovups(ymm12, ptr(table)).map_err(e)?;
