@@ -69,12 +69,12 @@ def cpu_info():
 
 
 def round_trip(exe):
-    """The core-to-core round trip line of tests/c/core_pingpong.c (compiled into `exe` on first use)."""
+    """tests/c/core_pingpong.c's round trip and hand-off rates as one line (compiled into `exe` on first use)."""
     if not os.path.exists(exe):
         subprocess.run(["cc", "-O2", "-pthread", os.path.join(ROOT, "tests/c/core_pingpong.c"), "-o", exe],
                        check=True)
     r = subprocess.run([exe], capture_output=True, text=True, check=True)
-    return r.stdout.strip()
+    return "; ".join(r.stdout.split("\n")).strip("; ")
 
 
 def fma_peak(tmp):
@@ -455,8 +455,9 @@ def main():
         pingpong = os.path.join(d, "core_pingpong")
         start = round_trip(pingpong)
         print_header(a.runs, a.reps, peak_line, widest(peak))
-        # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the
-        # two CPUs moved with the vCPUs' placement, and every system's 2-thread runs with it (tests/c/core_pingpong.c).
+        # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the two
+        # CPUs and the rate of lines moving between them changed with the vCPUs' placement, and every system's
+        # 2-thread runs with them (tests/c/core_pingpong.c; docs/benchmarks.md, session 24).
         print(f"core-to-core (tests/c/core_pingpong.c), at the start: {start}", flush=True)
         cols = columns(widest(peak))
         print("| " + " | ".join(h for h, _, _ in cols) + " |")
