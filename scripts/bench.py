@@ -74,7 +74,7 @@ def round_trip(exe):
         subprocess.run(["cc", "-O2", "-pthread", os.path.join(ROOT, "tests/c/core_pingpong.c"), "-o", exe],
                        check=True)
     r = subprocess.run([exe], capture_output=True, text=True, check=True)
-    return "; ".join(r.stdout.split("\n")).strip("; ")
+    return "; ".join(r.stdout.splitlines())
 
 
 def fma_peak(tmp):

@@ -122,13 +122,12 @@ pub enum Body {
     /// Direct depthwise convolution.
     Depthwise(super::ops::depthwise::DepthwiseSpec),
     /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (machine code:
-    /// `kernels/depthwise_c16_x86.rs`, on AVX2 `depthwise_c16_avx2.rs`): roles X, W (packed `[C/16, KH·KW, 16]`), \[Bias\], Out; C is a
-    /// multiple of 16.
+    /// `kernels/depthwise_c16_x86.rs`, on AVX2 `depthwise_c16_avx2.rs`): roles X, W (packed
+    /// `[C/16, KH·KW, 16]`), \[Bias\], Out; C is a multiple of 16.
     DepthwiseC16(super::ops::depthwise::DepthwiseSpec),
     /// Direct convolution of a few-channel input or a strided window (machine code: `kernels/conv_direct_x86.rs`,
-    /// on AVX2 `conv_direct_avx2.rs`): roles X
-    /// (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W (packed `[M/16, C·KH·KW, 16]`), \[Bias\],
-    /// Out. One unit per (batch, output row).
+    /// on AVX2 `conv_direct_avx2.rs`): roles X (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W
+    /// (packed `[M/16, C·KH·KW, 16]`), \[Bias\], Out. One unit per (batch, output row).
     ConvDirect {
         /// Batch.
         n: usize,
