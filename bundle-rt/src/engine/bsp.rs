@@ -3,27 +3,37 @@
 //!
 //! ```text
 //!  caller (worker 0)                     worker 1                 worker 2
-//!  lock: job = layer k, shares set, gen += 1
-//!  notify_one ─────────────────────────▶ wakes (gen changed)
-//!  take/run tasks                        take a task, notify_one ─▶ wakes
+//!  job = layer k, shares set
+//!  lock: gen += 1, published = gen|active
+//!  notify (sleepers only) ─────────────▶ sees gen change (spins on `published`, or wakes)
+//!  take/run tasks                        take a task, notify_one ─▶ sees it / wakes
 //!    …                                   run it, take more …       take/run …
-//!  tickets gone → barrier.wait ◀──────── tickets gone → wait ◀──── tickets gone → wait
+//!  tickets gone → barrier.wait(active) ◀ tickets gone → wait ◀──── tickets gone → wait
 //!  (layer k done; load layer k+1)
 //! ```
 //!
 //! The queue of a layer is its ops' tasks in table order, numbered 0..total and dealt out in
-//! contiguous shares, thread `t` of `T` owning `total·t/T..total·(t+1)/T`: a thread takes numbers
-//! from the bottom of its own share, then from the top of the next share that has any left, each
-//! with one compare-and-swap on that share's word (no lock, so no futex call when two threads meet
-//! there). Shares keep a thread on the same part of consecutive layers, so a task mostly reads what
-//! its own core wrote (see docs/runtime.md for the measurement). A thread maps a number to its
-//! `(op, task)` pair with a cursor of its own, which moves forward and restarts when a stolen
-//! number lies below it. Nothing is allocated per run. The shares are set under the monitor's lock
-//! with the generation bump, and every thread has left the previous layer (the barrier) before
-//! that. A worker woken for a new generation first takes a number, then wakes the next sleeper (the
-//! chained wake-up), so every worker reaches the fixed-size barrier even when there are fewer tasks
-//! than threads. Layers with a single task (or more than 2³²), and every layer when the engine
-//! has one thread, run inline on the caller without waking anyone.
+//! contiguous shares to the layer's `active = min(threads, total)` threads, thread `t` owning
+//! `total·t/active..total·(t+1)/active`: a thread takes numbers from the bottom of its own share,
+//! then from the top of the next share that has any left, each with one compare-and-swap on that
+//! share's word (no lock, so no futex call when two threads meet there). Shares keep a thread on the
+//! same part of consecutive layers, so a task mostly reads what its own core wrote (see
+//! docs/runtime.md for the measurement). A thread maps a number to its `(op, task)` pair with a
+//! cursor of its own, which moves forward and restarts when a stolen number lies below it. Nothing
+//! is allocated per run.
+//!
+//! The caller writes the layer's job and shares while no worker reads them (every thread of the
+//! previous layer has passed its barrier), then publishes the layer as one atomic word,
+//! `generation << 16 | active`, stored under the monitor's lock with the monitor's own copy (so a
+//! sleeping worker cannot miss it). Workers poll that word without the lock (one cache-line transfer
+//! per layer, instead of every worker taking the lock in turn to read the job) and sleep on the
+//! monitor only after [`SPIN`] rounds. Workers `active..threads` sit the layer out: they neither read
+//! the job nor meet at the barrier, whose round has `active` parties, so a layer of 4 tasks on a
+//! 16-thread engine costs a 4-party barrier. When every thread takes part, a worker that wakes
+//! first takes a number, then wakes the next sleeper (the chained wake-up); when some are left out,
+//! the caller wakes all sleepers, since one left out would swallow a single notification. Layers
+//! with a single task (or more than 2³²), and every layer when the engine has one thread, run
+//! inline on the caller without waking anyone.
 //!
 //! Results are bitwise identical for any thread count: by the format contract each task writes its
 //! own disjoint bytes with the same arithmetic whoever runs it, and the barrier orders layers.
@@ -38,6 +48,7 @@
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -69,6 +80,8 @@ struct Job {
     end: usize,
     /// Tasks of those ops together: the tickets of this layer are `0..total`.
     total: u64,
+    /// Threads taking part in the layer: `0..active` (`min(threads, total)`).
+    active: usize,
 }
 
 // SAFETY: addresses of data that the running `Engine::run` keeps alive and that the format contract
@@ -102,16 +115,42 @@ impl Cursor {
     }
 }
 
-/// State guarded by the monitor.
+/// State guarded by the monitor: what a sleeping worker waits for.
 struct State {
     generation: u64,
     shutdown: bool,
-    job: Job,
+    active: usize,
 }
+
+/// The published layer: `generation << 16 | active`, or [`SHUTDOWN`]. Written under the monitor's
+/// lock together with [`State`] (so a sleeper cannot miss it) and read without it by spinning workers.
+const SHUTDOWN: u64 = u64::MAX;
+/// Rounds a worker polls [`Shared::published`] before it sleeps on the monitor (tens of µs).
+const SPIN: u32 = 1 << 14;
+
+fn pack(generation: u64, active: usize) -> u64 {
+    generation << 16 | active as u64
+}
+
+/// The current layer's [`Job`], written by the caller only while no worker reads it (see
+/// [`Shared::job`]).
+struct JobCell(UnsafeCell<Job>);
+
+// SAFETY: accesses follow the protocol on `Shared::job`: one writer (the caller) between a layer's
+// barrier and the next publication, readers only after they saw that publication take them in.
+unsafe impl Sync for JobCell {}
 
 struct Shared<P: Port> {
     port: P,
     state: P::Monitor<State>,
+    /// The layer word (see [`pack`]); a worker polls it, and takes part in a new generation only when
+    /// its index is below the word's `active`.
+    published: AtomicU64,
+    /// The layer's job. The caller writes it before publishing a generation and after the previous
+    /// layer's barrier; a worker reads it only after seeing a generation that includes it, and that
+    /// generation's barrier cannot open before the worker arrives, so no read overlaps a write.
+    /// Workers left out of a layer never read it.
+    job: JobCell,
     barrier: P::Barrier,
     /// Each thread's remaining tickets of the current layer, `lo..hi` packed as `hi << 32 | lo`
     /// (see the module docs); indexed by thread, the caller being 0.
@@ -175,17 +214,20 @@ impl<P: Port> Engine<P> {
         let state = State {
             generation: 0,
             shutdown: false,
-            job: Job {
+            active: 0,
+        };
+        let shared = Arc::new(Shared {
+            state: port.monitor(state),
+            published: AtomicU64::new(pack(0, 0)),
+            job: JobCell(UnsafeCell::new(Job {
                 ops: ptr::null(),
                 bases: Bases([ptr::null_mut(); 3]),
                 timings: ptr::null(),
                 first: 0,
                 end: 0,
                 total: 0,
-            },
-        };
-        let shared = Arc::new(Shared {
-            state: port.monitor(state),
+                active: 0,
+            })),
             barrier: port.barrier(threads),
             port,
             ranges: (0..threads).map(|_| Range(AtomicU64::new(0))).collect(),
@@ -295,6 +337,7 @@ impl<P: Port> Engine<P> {
             first: 0,
             end: 0,
             total: 0,
+            active: 0,
         };
         let shared = &*self.shared;
         let start = shared.port.now_ns();
@@ -362,23 +405,41 @@ impl<P: Port> Engine<P> {
                 continue;
             }
             parallel_layers += 1;
+            // `tasks` fits in u32 here; threads beyond the task count would only meet at the barrier.
+            let active = self.threads.min(tasks as usize);
             let job = Job {
                 first: ops.start,
                 end: ops.end,
                 total: tasks,
+                active,
                 ..job
             };
+            // SAFETY: every thread that read the previous job has passed its barrier, and the others
+            // read a job only after the publication below takes them in (see `Shared::job`).
+            unsafe { *shared.job.0.get() = job };
+            // Nobody takes tickets now (same reason).
+            deal(&shared.ranges[..active], tasks);
+            for range in &shared.ranges[active..] {
+                range.set(0, 0);
+            }
             shared.state.lock(|s| {
-                s.job = job;
-                // Every thread has passed the previous layer's barrier: nobody takes tickets now.
-                deal(&shared.ranges, tasks);
                 s.generation += 1;
+                s.active = active;
+                shared
+                    .published
+                    .store(pack(s.generation, active), Ordering::Release);
             });
-            shared.state.notify_one();
+            if active == self.threads {
+                // Each worker that wakes wakes the next one (chained, see the module docs).
+                shared.state.notify_one();
+            } else {
+                // A sleeper left out of the layer would swallow a single notification.
+                shared.state.notify_all();
+            }
             // SAFETY: `job` is valid until the barrier below: the view and instance are borrowed for
             // this whole call.
             unsafe { drain(shared, &job, 0, false) };
-            shared.barrier.wait();
+            shared.barrier.wait(active);
         }
         let end = shared.port.now_ns();
         self.log.push(
@@ -416,6 +477,7 @@ impl<P: Port> Drop for Engine<P> {
         self.shared.state.lock(|s| {
             s.shutdown = true;
             s.generation += 1;
+            self.shared.published.store(SHUTDOWN, Ordering::Release);
         });
         self.shared.state.notify_all();
         for thread in self.workers.drain(..) {
@@ -432,23 +494,43 @@ impl<P: Port> core::fmt::Debug for Engine<P> {
     }
 }
 
-/// Body of worker threads: wait for a new generation, drain the queue, meet at the barrier.
+/// Body of worker threads: wait for a generation that includes this worker, drain the queue, meet
+/// at the barrier.
 fn worker<P: Port>(shared: &Shared<P>, me: usize) {
     let mut seen = 0u64;
-    loop {
-        let (shutdown, generation, job) = shared.state.wait_until(
-            |s| s.shutdown || s.generation != seen,
-            |s| (s.shutdown, s.generation, s.job),
-        );
-        if shutdown {
-            return;
-        }
+    while let Some((generation, active)) = next_layer(shared, me, seen) {
         seen = generation;
-        // SAFETY: the caller published `job` with this generation and keeps it valid until the
-        // barrier, which cannot open before this worker reaches it.
-        unsafe { drain(shared, &job, me, true) };
-        shared.barrier.wait();
+        // SAFETY: the caller wrote the job before publishing `generation`, which takes this worker in,
+        // and does not write it again before the barrier below (see `Shared::job`).
+        let job = unsafe { *shared.job.0.get() };
+        // SAFETY: that job describes the current layer and stays valid until the barrier.
+        unsafe { drain(shared, &job, me, active == shared.ranges.len()) };
+        shared.barrier.wait(active);
     }
+}
+
+/// The next layer worker `me` takes part in, as `(generation, active)`, after `seen`; `None` when
+/// the engine shuts down. Polls the published word for [`SPIN`] rounds (no lock: a layer wakes a
+/// spinning worker with one cache-line transfer), then sleeps on the monitor.
+fn next_layer<P: Port>(shared: &Shared<P>, me: usize, seen: u64) -> Option<(u64, usize)> {
+    let takes_part = |generation: u64, active: usize| generation != seen && me < active;
+    for round in 0..SPIN {
+        let word = shared.published.load(Ordering::Acquire);
+        if word == SHUTDOWN {
+            return None;
+        }
+        let (generation, active) = (word >> 16, (word & 0xffff) as usize);
+        if takes_part(generation, active) {
+            return Some((generation, active));
+        }
+        shared.port.relax(round);
+    }
+    let (shutdown, generation, active) = shared.state.wait_until(
+        |s| s.shutdown || takes_part(s.generation, s.active),
+        |s| (s.shutdown, s.generation, s.active),
+    );
+    // The lock ordered the caller's job write (made before it published) before this read.
+    (!shutdown).then_some((generation, active))
 }
 
 /// Takes and runs tasks until the layer's tickets are gone; wakes the next worker after the first
@@ -462,8 +544,9 @@ unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, me: usize, mut wake_next
         op: job.first,
         base: 0,
     };
+    let ranges = shared.ranges.get(..job.active).unwrap_or(&shared.ranges);
     loop {
-        let ticket = take(&shared.ranges, me);
+        let ticket = take(ranges, me);
         if wake_next {
             shared.state.notify_one();
             wake_next = false;

@@ -6,7 +6,7 @@
 //! |------------------------|----------------------------------|-----------------------------------------------|
 //! | worker threads         | [`Port::spawn`], [`Port::join`]  | `pthread_create/join`, `k_thread_create/join` |
 //! | mutex + cond. variable | [`Monitor`] (`lock`, `wait_until`, `notify_*`) | `pthread_mutex` + `pthread_cond`, `k_mutex` + `k_condvar` |
-//! | layer barrier          | [`Barrier::wait`]                | `pthread_barrier_wait`, or mutex + counter + condvar |
+//! | layer barrier          | [`Barrier::wait`]                | mutex + counter + condvar (parties per round) |
 //! | profiling clock        | [`Port::now_ns`]                 | `clock_gettime`, `k_cycle_get_64`             |
 //!
 //! The mutex and its condition variable come as one [`Monitor`] object guarding a value, with
@@ -37,10 +37,12 @@ pub trait Monitor<T>: Send + Sync {
     fn notify_all(&self);
 }
 
-/// A reusable barrier for a fixed number of parties.
+/// A reusable barrier whose rounds each have their own number of parties, at most the number it was
+/// made for.
 pub trait Barrier: Send + Sync {
-    /// Blocks until all parties have called `wait` for this round, then releases them all.
-    fn wait(&self);
+    /// Blocks until `parties` threads have called `wait` for this round, then releases them all.
+    /// Every party of a round passes the same `parties`.
+    fn wait(&self, parties: usize);
 }
 
 /// An operating-system port: threads, monitors, barriers and a clock.
@@ -71,5 +73,12 @@ pub trait Port: Send + Sync + Sized + 'static {
     /// A monotonic timestamp in nanoseconds for logs and profiles; 0 when the port has no clock.
     fn now_ns(&self) -> u64 {
         0
+    }
+
+    /// One round of a busy wait (the `round`-th of this wait): a spin-loop hint, or on a port that
+    /// can, now and then giving the core to another thread.
+    fn relax(&self, round: u32) {
+        let _ = round;
+        core::hint::spin_loop();
     }
 }

@@ -93,15 +93,14 @@ impl<T: Send> Monitor<T> for SpinMonitor<T> {
 
 /// A reusable counting barrier that spins.
 pub struct SpinBarrier {
-    parties: usize,
     arrived: AtomicUsize,
     round: AtomicUsize,
 }
 
 impl Barrier for SpinBarrier {
-    fn wait(&self) {
+    fn wait(&self, parties: usize) {
         let round = self.round.load(Ordering::Acquire);
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 >= self.parties {
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 >= parties {
             // Last to arrive: reset the count before opening the next round, so a party that leaves
             // and re-enters sees a fresh count.
             self.arrived.store(0, Ordering::Relaxed);
@@ -126,9 +125,8 @@ impl Port for SinglePort {
         }
     }
 
-    fn barrier(&self, parties: usize) -> SpinBarrier {
+    fn barrier(&self, _parties: usize) -> SpinBarrier {
         SpinBarrier {
-            parties: parties.max(1),
             arrived: AtomicUsize::new(0),
             round: AtomicUsize::new(0),
         }

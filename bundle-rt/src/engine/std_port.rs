@@ -147,7 +147,6 @@ fn relax(i: u32) {
 /// (under the mutex), and the last arrival notifies only when there are any.
 #[derive(Debug)]
 pub struct StdBarrier {
-    parties: usize,
     count: AtomicUsize,
     generation: AtomicUsize,
     sleepers: AtomicUsize,
@@ -156,9 +155,9 @@ pub struct StdBarrier {
 }
 
 impl Barrier for StdBarrier {
-    fn wait(&self) {
+    fn wait(&self, parties: usize) {
         let generation = self.generation.load(Ordering::Acquire);
-        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 >= parties {
             self.count.store(0, Ordering::Relaxed);
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.generation.fetch_add(1, Ordering::Release);
@@ -198,9 +197,8 @@ impl Port for StdPort {
         }
     }
 
-    fn barrier(&self, parties: usize) -> StdBarrier {
+    fn barrier(&self, _parties: usize) -> StdBarrier {
         StdBarrier {
-            parties: parties.max(1),
             count: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
@@ -236,5 +234,9 @@ impl Port for StdPort {
 
     fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn relax(&self, round: u32) {
+        relax(round);
     }
 }

@@ -1,4 +1,5 @@
-//! The BSP engine: same bits as the entry function and the op table for 1, 2, 4 and 8 threads,
+//! The BSP engine: same bits as the entry function and the op table for 1, 2, 3, 4 and 8 threads (also with
+//! more threads than a layer has tasks, and with workers asleep between runs),
 //! every task run exactly once per run, thread-count errors, the single-thread port, profiling, log.
 
 use std::vec::Vec;
@@ -11,7 +12,17 @@ use crate::{Error, Level, OpTiming};
 /// Runs `runs` different inputs through an engine of `threads` threads and through the entry
 /// function; asserts identical bits and exact task counts.
 fn check_engine<P: Port>(port: P, threads: usize, runs: i32) {
-    let fx = Fixture::large();
+    check_engine_on(Fixture::large(), port, threads, runs, None);
+}
+
+/// As [`check_engine`] on `fx`, pausing `pause` between runs (long enough and the workers sleep).
+fn check_engine_on<P: Port>(
+    fx: Fixture,
+    port: P,
+    threads: usize,
+    runs: i32,
+    pause: Option<std::time::Duration>,
+) {
     let cfg = fx.config();
     let bundle = load(&fx, &cfg).unwrap();
     let mut engine = Engine::new(port, threads).unwrap();
@@ -19,6 +30,9 @@ fn check_engine<P: Port>(port: P, threads: usize, runs: i32) {
     let mut by_engine = bundle.instance().unwrap();
     let mut by_entry = bundle.instance().unwrap();
     for run in 0..runs {
+        if let Some(pause) = pause.filter(|_| run % 2 == 1) {
+            std::thread::sleep(pause);
+        }
         let x = fx.input(run as f32 * 0.125);
         by_engine.set_input("x", &x).unwrap();
         by_entry.set_input("x", &x).unwrap();
@@ -33,7 +47,11 @@ fn check_engine<P: Port>(port: P, threads: usize, runs: i32) {
         assert_eq!(y, bits(&fx.expected(&x)), "threads {threads}, run {run}");
     }
     let marks = by_engine.output::<i32>("marks").unwrap();
-    assert_eq!(marks.len(), 37);
+    assert_eq!(
+        marks.len(),
+        fx.ops[3].num_tasks as usize,
+        "one mark per task of `mark`"
+    );
     assert!(
         marks.iter().all(|&m| m == runs),
         "threads {threads}: {marks:?}"
@@ -58,6 +76,17 @@ fn std_engine_four_threads() {
 #[test]
 fn std_engine_eight_threads() {
     check_engine(StdPort::new(), 8, 20);
+}
+
+/// Layers of 6 and 3 tasks on 8 threads: only the first `tasks` threads take part (the rest neither
+/// wake nor meet at the barrier); with pauses between runs the workers fall asleep, and a layer that
+/// leaves some of them out must still wake the ones it takes in.
+#[test]
+fn std_engine_more_threads_than_tasks() {
+    check_engine_on(Fixture::small(), StdPort::new(), 8, 60, None);
+    let pause = Some(std::time::Duration::from_millis(30));
+    check_engine_on(Fixture::small(), StdPort::new(), 8, 8, pause);
+    check_engine_on(Fixture::small(), StdPort::new(), 3, 8, pause);
 }
 
 #[test]
