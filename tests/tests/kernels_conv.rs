@@ -351,8 +351,19 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             3,
         ),
+        // Bordered on every side, 5x5 at stride 1 with 37 outputs a row: edge rows on AVX2 too (more than 32
+        // outputs; `depthwise_avx2_edge.rs`, the last vector's five outputs masked and reaching past the row).
+        (
+            "dw_edge_s1",
+            [1, 3, 37, 37],
+            [3, 1, 5, 5],
+            [2, 2, 2, 2],
+            [1, 1],
+            [1, 1],
+            3,
+        ),
         // Bordered only on top and left (the bottom and right pads are never reached) with a small border:
-        // on AVX-512 whole rows with the left padding masked in the row kernel (`depthwise::edge_rows`).
+        // on AVX-512 and AVX2 whole rows with the left padding masked in the row kernel (`depthwise::edge_rows`).
         (
             "dw_left_s2",
             [1, 2, 96, 96],

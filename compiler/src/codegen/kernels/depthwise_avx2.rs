@@ -18,9 +18,13 @@ use super::depthwise_x86::DwRowF32;
 use super::YMM;
 use iced_x86::code_asm::*;
 
-/// Assembles the AVX2 row kernel; `Err` when the shape or the displacements are out of range (the caller keeps
-/// the Cranelift path). Max-pool mode is AVX-512 only.
+/// Assembles the AVX2 row kernel (edge rows, with left or right padding, in `depthwise_avx2_edge.rs`); `Err`
+/// when the shape or the displacements are out of range (the caller keeps the Cranelift path). Max-pool mode is
+/// AVX-512 only.
 pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
+    if s.left > 0 || s.right.is_some() {
+        return super::depthwise_avx2_edge::assemble(s);
+    }
     let e = |x: IcedError| x.to_string();
     let taps = s.kernel[0] * s.kernel[1];
     // + 256 bytes: the furthest load of a four-vector step.
@@ -209,6 +213,18 @@ mod tests {
             return;
         }
         super::super::test_exec::check_split_rows(assemble);
+    }
+
+    /// Edge rows (`depthwise_avx2_edge.rs`): left and right padding with the count fixed at compile time,
+    /// against the fma chain with the padded taps as +0; without a static count they do not assemble.
+    #[test]
+    fn edge_rows_match_zeroed_taps() {
+        if super::super::test_exec::skip_without_avx2("AVX2 depthwise row kernel, edge rows") {
+            return;
+        }
+        super::super::test_exec::check_edge_padding(assemble, &[false, true], |s| {
+            s.count.is_some()
+        });
     }
 
     #[test]

@@ -55,12 +55,13 @@ pub struct DwRowF32 {
     /// column's parity, and the kernel loads them as at stride 1 — no `vpermt2ps` (AVX-512) or shuffles (AVX2)
     /// and half the loads. Dilation 1 only; `w` is the whole row (both halves).
     pub split: Option<usize>,
-    /// Padding columns left of the row (0..16, AVX-512 only, not with `max` or `split`): `x` points that many
+    /// Padding columns left of the row (AVX-512: 0..16; not with `max` or `split`): `x` points that many
     /// columns before the row, and the row's first vector of outputs (its masked tail when `count < 16`) loads
     /// each tap with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose
-    /// only border is on the left runs whole in the kernel.
+    /// only border is on the left runs whole in the kernel. AVX2 takes left and right padding in rows mode with
+    /// a static count (`depthwise_avx2_edge.rs`, every row laid out at compile time).
     pub left: usize,
-    /// A row whose last outputs reach past its `w` inputs (AVX-512 only, not with `max` or `split`): the static
+    /// A row whose last outputs reach past its `w` inputs (not with `max` or `split`): the static
     /// output count of every call. Those outputs must all be in the row's last step — the masked tail, or the
     /// last vector, peeled off the loop, when the count is a multiple of 16 — which loads each tap with its
     /// lanes past the row masked to +0.

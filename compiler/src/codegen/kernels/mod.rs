@@ -19,6 +19,7 @@ pub mod conv_direct_x86;
 pub mod copy_x86;
 pub mod cpu_check;
 pub mod depthwise_avx2;
+pub mod depthwise_avx2_edge;
 pub mod depthwise_c16_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;

@@ -1,6 +1,6 @@
 //! Test support for the machine-code kernels (Linux, x86-64): running assembled bytes, buffers that end on an
 //! inaccessible page so that a read past their end faults, the depthwise row kernels' reference checks, and the
-//! `fmax` and clamp references the kernels match. Mappings are leaked: tests only.
+//! `fmax` and clamp references the kernels match, and the checks every variant of a row kernel passes. Mappings are leaked: tests only.
 
 /// True (after a `SKIPPED` line naming `what`) when this CPU or OS cannot run AVX-512 kernels.
 pub fn skip_without_avx512(what: &str) -> bool {
@@ -303,6 +303,103 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
             let mut out = vec![-1.0f32; count + 16];
             f(at, out.as_mut_ptr(), wts.as_ptr(), &bias, count as u64);
             check_dw_row(&out, count, &x, &wts, bias, k, 1, 2, w);
+        }
+    }
+}
+
+/// A row kernel's edge rows (`DwRowF32::left` / `right`): left and right padding (0–7 columns each side;
+/// strides 1 and 2, 3x3 and 5x5, dilation 1 and 2), counts 1..80, in rows mode over three rows, the count at
+/// run time and/or fixed at compile time as `fixed` lists: every output against the fma chain with the taps
+/// outside the row as +0, bitwise; the rows end on a guard page and nothing is written past a row. A spec
+/// that `takes` refuses must fail to assemble.
+pub fn check_edge_padding(
+    assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>,
+    fixed: &[bool],
+    takes: fn(&super::depthwise_x86::DwRowF32) -> bool,
+) {
+    type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
+    let page = guarded(8192);
+    let cases = [
+        (3, 1, 2, 1, 0),
+        (3, 1, 1, 1, 0),
+        (5, 1, 2, 2, 0),
+        (5, 1, 1, 2, 0),
+        (3, 2, 1, 2, 0),
+        (3, 1, 2, 0, 1),
+        (5, 1, 2, 1, 2),
+        (3, 1, 1, 1, 1),
+        (5, 2, 1, 0, 2),
+        (3, 1, 2, 7, 3),
+        (5, 1, 1, 4, 7),
+    ];
+    // Each case with the count passed at run time, then fixed at compile time (`DwRowF32::count`).
+    let cases = fixed.iter().flat_map(|&f| cases.map(move |c| (f, c)));
+    for (fixed, (k, gap, st, left, right)) in cases {
+        for count in 1usize..=80 {
+            let Some(w) = ((count - 1) * st + (k - 1) * gap + 1).checked_sub(left + right) else {
+                continue;
+            };
+            let rows = 3;
+            let h = (rows - 1) * st + (k - 1) * gap + 1;
+            let x: Vec<f32> = (0..w * h).map(|i| pattern(i * 3 + k)).collect();
+            // SAFETY: the last `x.len()` (≤ 8192) floats before the guard page.
+            let at = unsafe { page.add(8192 - x.len()) };
+            // SAFETY: `at` has `x.len()` writable floats.
+            unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), at, x.len()) };
+            let out_w = count + 3;
+            let spec = super::depthwise_x86::DwRowF32 {
+                rows: Some([st * w, out_w]),
+                count: fixed.then_some(count),
+                left,
+                right: (right > 0).then_some(count),
+                ..relu6_row(k, gap, st, w)
+            };
+            if !takes(&spec) {
+                assert!(assemble(&spec).is_err(), "{spec:?} assembles");
+                continue;
+            }
+            let code = assemble(&spec).unwrap();
+            // SAFETY: the assembled kernel's System V signature.
+            let f: Many = unsafe { std::mem::transmute(exec(&code)) };
+            let wts: Vec<f32> = (0..k * k).map(|i| pattern(i + 9) * 0.25).collect();
+            let bias = -0.125f32;
+            let mut out = vec![-1.0f32; rows * out_w];
+            // x under tap (0, 0) of output 0: `left` columns before the first row (never read).
+            let x0 = at.wrapping_sub(left);
+            f(
+                x0,
+                out.as_mut_ptr(),
+                wts.as_ptr(),
+                &bias,
+                count as u64,
+                rows as u64,
+            );
+            for r in 0..rows {
+                for o in 0..count {
+                    let mut acc = bias;
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let c = (o * st + kx * gap) as isize - left as isize;
+                            let inside = c >= 0 && (c as usize) < w;
+                            let v = if inside {
+                                x[(r * st + ky * gap) * w + c as usize]
+                            } else {
+                                0.0
+                            };
+                            acc = v.mul_add(wts[ky * k + kx], acc);
+                        }
+                    }
+                    let want = acc.clamp(0.0, 6.0);
+                    let got = out[r * out_w + o];
+                    let at = format!(
+                        "k{k} d{gap} s{st} l{left} r{right} n{count} r{r} o{o} fixed {fixed}"
+                    );
+                    assert_eq!(got.to_bits(), want.to_bits(), "{at}");
+                }
+                assert!(out[r * out_w + count..(r + 1) * out_w]
+                    .iter()
+                    .all(|&v| v == -1.0));
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
-//! How the depthwise row kernels meet a plane's border (`plane_mode`): edge rows (AVX-512: whole rows from the
-//! input, the padding masked in the kernel, stack buffers for the rows above and below), a zero-padded stack
+//! How the depthwise row kernels meet a plane's border (`plane_mode`): edge rows (whole rows from the input,
+//! the padding masked in the kernel, stack buffers for the rows above and below), a zero-padded stack
 //! plane where its copy pays (split into even and odd columns at stride 2), or the interior rows and columns
 //! with the border on the scalar path. One decision, taken from the shapes alone, that the kernel spec
 //! (`machine_code/`), the row copies (`codegen/mod.rs`) and the driver (`depthwise.rs`) all read.
@@ -44,7 +44,7 @@ fn padded_plane(s: &DepthwiseSpec) -> Option<[usize; 2]> {
 pub enum PlaneMode {
     /// Interior rows and columns only; the border takes the scalar path.
     Interior,
-    /// Edge rows (AVX-512): whole rows from the input, the padding masked in the kernel.
+    /// Edge rows: whole rows from the input, the padding masked in the kernel.
     Edge(EdgeRows),
     /// A zero-padded stack plane `[rows, cols]` per input plane.
     Padded([usize; 2]),
@@ -59,13 +59,16 @@ pub enum PlaneMode {
     },
 }
 
-/// The plane mode of a row-kernel depthwise convolution: edge rows where the AVX-512 kernel can take them
-/// (no copy of the plane; measured on MobileNetV2 and EfficientNet-Lite0 against the padded plane: 3x3 on
-/// 112x112 and 56x56 at stride 1 and on 56x56 at stride 2 faster — the last 1.73 → 1.28 % of the run — 5x5
-/// on 56x56 at stride 2 and on 28x28 the same), else a padded plane where its copy pays (split at stride 2),
-/// else the interior with a scalar border.
+/// The plane mode of a row-kernel depthwise convolution: edge rows where the kernel can take them (no copy of
+/// the plane; measured on MobileNetV2 and EfficientNet-Lite0 against the padded plane, AVX-512: 3x3 on 112x112
+/// and 56x56 at stride 1 and on 56x56 at stride 2 faster — the last 1.73 → 1.28 % of the run — 5x5 on 56x56 at
+/// stride 2 and on 28x28 the same; AVX2 (`depthwise_avx2_edge.rs`, Zen 5, 1 thread, bitwise equal): 3x3 on
+/// 112x112 at stride 1 189 → 102 µs, at stride 2 213 → 139 (its scalar border gone), on 56x56 169 → 135, 3x3
+/// stride 2 on 56x56 77 → 59 and on 28x28 32 → 27, but rows of at most four vectors at stride 1 — which the
+/// padded plane runs several rows per step — 15–50 % slower, and 5x5 stride 2 on 56x56 14 %), else a padded
+/// plane where its copy pays (split at stride 2), else the interior with a scalar border.
 pub fn plane_mode(s: &DepthwiseSpec, avx512: bool) -> PlaneMode {
-    if let Some(e) = edge_rows(s).filter(|_| avx512) {
+    if let Some(e) = edge_rows(s, avx512) {
         return PlaneMode::Edge(e);
     }
     match padded_plane(s) {
@@ -79,7 +82,7 @@ pub fn plane_mode(s: &DepthwiseSpec, avx512: bool) -> PlaneMode {
     }
 }
 
-/// How an unpadded plane with a border runs whole in the AVX-512 row kernel (`edge_rows`): rows of stack
+/// How an unpadded plane with a border runs whole in the row kernel (`edge_rows`): rows of stack
 /// buffers for the output rows with a tap above or below the input (zeroed once, the input rows they need
 /// copied in per plane), and the kernel's left padding mask (`DwRowF32::left`) and right one
 /// (`DwRowF32::right`) for the columns. No output takes the scalar border path and the plane is not copied
@@ -93,11 +96,12 @@ pub struct EdgeRows {
     pub right: bool,
 }
 
-/// The plan of `EdgeRows` when this convolution can take it: a border, left padding under 16 columns unless a
-/// row has exactly 16 outputs (`DwRowF32::right_fits`), every output reaching past the right end in the row's
-/// last step (the masked tail, or the last vector when the row length is a multiple of 16), an interior row,
-/// and buffers within 64 KiB each.
-fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
+/// The plan of `EdgeRows` when this convolution can take it: a border, an interior row, buffers within 64 KiB
+/// each, and columns the kernel takes — on AVX-512 left padding under 16 columns unless a row has exactly 16
+/// outputs (`DwRowF32::right_fits`) and every output reaching past the right end in the row's last step (the
+/// masked tail, or the last vector when the row length is a multiple of 16); on AVX2 rows of at most
+/// `MAX_COUNT` outputs, more than 32 of them or 3 wide at stride 2.
+fn edge_rows(s: &DepthwiseSpec, avx512: bool) -> Option<EdgeRows> {
     let [oh, ow] = s.out;
     let [pt, pl] = s.pads;
     let [kh, kw] = s.kernel;
@@ -117,10 +121,16 @@ fn edge_rows(s: &DepthwiseSpec) -> Option<EdgeRows> {
         r => r,
     };
     let right = x1 < ow;
+    // AVX2 lays every row out at compile time (`depthwise_avx2_edge.rs`), its masks per vector and tap, one
+    // row per step: worth it on rows of more than four vectors, and on 3-wide stride-2 rows (see `plane_mode`).
+    let columns_fit = if avx512 {
+        pl < 16 && (pl == 0 || ow != 16) && (!right || (ow >= last && x1 >= ow - last))
+    } else {
+        ow <= crate::codegen::kernels::depthwise_avx2_edge::MAX_COUNT
+            && (ow > 32 || (s.strides[1] == 2 && kw == 3))
+    };
     let ok = (y0 > 0 || y1 < oh || x0 > 0 || right)
-        && pl < 16
-        && (pl == 0 || ow != 16)
-        && (!right || (ow >= last && x1 >= ow - last))
+        && columns_fit
         && y1 > y0
         && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
     ok.then_some(EdgeRows { buffers, right })
