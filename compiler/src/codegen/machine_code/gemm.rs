@@ -265,13 +265,29 @@ fn strip_spec(
 /// ResNet-50's 56x56 and 28x28 1x1 shapes with B cached, ran 124 GFLOP/s reading B in place and 156 from a
 /// contiguous panel (Intel Xeon, Emerald Rapids). In the model (paired runs): layer1's 256 -> 64 layers 10-16 %
 /// faster, layer2's 128 -> 512 12 %, ResNet-50 3-4 % at 1 thread and 5-9 % at 2 (10th percentiles); below
-/// K = 128 (B a few KiB, held in L1 anyway) no faster.
+/// K = 128 (B a few KiB, held in L1 anyway) no faster — except where B's rows fall on at most four offsets of a
+/// 4 KiB page ([`aliased_rows`]), from K = [`COPY_MIN_K_ALIASED`].
 fn b_copies(s: &ops::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
     s.b_panel.is_none()
         && s.m >= 2 * mr
         && s.m <= ops::gemm::COPY_MAX_ROWS
-        && s.k >= ops::gemm::COPY_MIN_K
+        && (s.k >= ops::gemm::COPY_MIN_K
+            || (s.k >= COPY_MIN_K_ALIASED && aliased_rows(s.b_k_step())))
         && s.b_k_step() != nr
+}
+
+/// The least K of a GEMM whose B rows are [`aliased_rows`] that copies B.
+const COPY_MIN_K_ALIASED: usize = 16;
+
+/// Whether rows `stride` floats apart fall on at most four offsets of a 4 KiB page, so that a column block's B
+/// lines crowd a few L1 sets (a page's offset picks the set), which the C tiles' rows, the same stride apart,
+/// crowd too: 112x112 planes (12544 floats, 1 KiB past a page multiple). MobileNetV2's 16 -> 96 expansion on
+/// 112x112 (K = 16; Zen 5, paired, 10th percentiles) 236 -> 205 µs at 1 thread and 140 -> 115 at 2 with B
+/// copied, 348 -> 326 and 188 -> 170 at `x86-64-v3`; EfficientNet-Lite0's 228 -> 198; the same 1x1 conv with
+/// 113 columns a row (not aliased) took 225 µs reading B in place, with K = 32 no change.
+fn aliased_rows(stride: usize) -> bool {
+    let offset = stride * 4 % 4096;
+    offset % 1024 == 0
 }
 
 /// The tile columns of a GEMM's micro-kernels: the variant's `nr`, or 16 (one `zmm`, two `ymm` per row) for
