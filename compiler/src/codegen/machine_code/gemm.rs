@@ -287,7 +287,7 @@ const COPY_MIN_K_ALIASED: usize = 16;
 /// 113 columns a row (not aliased) took 225 µs reading B in place, with K = 32 no change.
 fn aliased_rows(stride: usize) -> bool {
     let offset = stride * 4 % 4096;
-    offset % 1024 == 0
+    offset.is_multiple_of(1024)
 }
 
 /// The tile columns of a GEMM's micro-kernels: the variant's `nr`, or 16 (one `zmm`, two `ymm` per row) for
