@@ -6,7 +6,7 @@
  * and outputs are read and written in the activation area and the inputs are copied in again before each run)
  * It links only NAME.o, reads only NAME_config and NAME.weights, allocates the three areas aligned as the config
  * says, copies raw little-endian inputs in, runs the entry point and writes the raw outputs. Exit code 0 on
- * success; every failure prints what was wrong. BUNDLE_WARMUP_MS and BUNDLE_REPEAT: see main. With BUNDLE_PEAK_RSS=1 it prints `peak RSS: N KiB` last (VmHWM of
+ * success; every failure prints what was wrong. BUNDLE_WARMUP_MS, BUNDLE_REPEAT and BUNDLE_POISON: see main. With BUNDLE_PEAK_RSS=1 it prints `peak RSS: N KiB` last (VmHWM of
  * /proc/self/status: this program's own peak, unlike the parent's wait4 ru_maxrss, which on Linux also counts the
  * resident size of the process that forked it). */
 #include <stdint.h>
@@ -97,6 +97,11 @@ int main(int argc, char **argv) {
   uint8_t *cw = alloc_area(c->constantWeightVarsMemSize, c->alignment);
   uint8_t *mw = alloc_area(c->mutableWeightVarsMemSize, c->alignment);
   uint8_t *act = alloc_area(c->activationsMemSize, c->alignment);
+  /* BUNDLE_POISON=1 fills the activation area with 0xff bytes (f32 NaN) before the first run: a kernel that reads
+   * memory no earlier step of the run wrote (a zero it expected, a plane not computed yet) then yields NaN or a
+   * wrong value instead of the zero a fresh allocation happens to hold (tests run it with BUNDLE_REPEAT=2, so
+   * what a run leaves behind must not change the next one either). */
+  if (getenv("BUNDLE_POISON")) memset(act, 0xff, c->activationsMemSize);
   /* WEIGHTS "-": the bundle was compiled with --embed-weights; the entry gets NULL for the constant area. */
   int embedded = strcmp(argv[1], "-") == 0;
   if (!embedded && read_file(argv[1], cw, c->constantWeightVarsMemSize) < 0) return 1;

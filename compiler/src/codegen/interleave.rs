@@ -11,7 +11,6 @@
 //! as before; `align_tasks` only rounds their task counts to multiples of `G`.
 
 use super::kernel::{Body, KernelId, Lowering, Role};
-use super::ops::gemm::COPY_MIN_K;
 
 /// The group count `G` under which kernel `b` (a depthwise convolution) may run interleaved after kernel `a`
 /// (the channel-splitting GEMM whose output it reads), task counts aside.
@@ -25,8 +24,8 @@ fn pair_groups(l: &Lowering, a: KernelId, b: KernelId) -> Option<usize> {
         return None;
     }
     let g = s.whole_row_groups()?;
-    // A GEMM that copies B takes its rows in one group (`ops::gemm::emit_with`); K below that bound never does.
-    if g < 2 || !s.batch.iter().all(|d| d[0] == 1) || s.k >= COPY_MIN_K {
+    // `ops::gemm::emit_with` takes the row groups outermost whether or not the GEMM copies B.
+    if g < 2 || !s.batch.iter().all(|d| d[0] == 1) {
         return None;
     }
     let (d, block) = match &kb.body {

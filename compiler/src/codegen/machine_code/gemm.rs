@@ -282,9 +282,12 @@ const COPY_MIN_K_ALIASED: usize = 16;
 /// Whether rows `stride` floats apart fall on at most four offsets of a 4 KiB page, so that a column block's B
 /// lines crowd a few L1 sets (a page's offset picks the set), which the C tiles' rows, the same stride apart,
 /// crowd too: 112x112 planes (12544 floats, 1 KiB past a page multiple). MobileNetV2's 16 -> 96 expansion on
-/// 112x112 (K = 16; Zen 5, paired, 10th percentiles) 236 -> 205 µs at 1 thread and 140 -> 115 at 2 with B
-/// copied, 348 -> 326 and 188 -> 170 at `x86-64-v3`; EfficientNet-Lite0's 228 -> 198; the same 1x1 conv with
-/// 113 columns a row (not aliased) took 225 µs reading B in place, with K = 32 no change.
+/// 112x112 (K = 16; Zen 5, paired, 10th percentiles, the engine's layers) 236 -> 205 µs at 1 thread and
+/// 140 -> 115 at 2 with B copied in one row group, 348 -> 326 and 188 -> 170 at `x86-64-v3`; with its 6 row groups
+/// (each copies the block again; `ops::gemm::emit_with`) 301 -> 247 and 268 -> 239 in a slow host phase,
+/// EfficientNet-Lite0's 313 -> 256 and 271 -> 235, the models 2-4 % faster; the entry function, which runs
+/// the expansion group by group with its depthwise layer (`codegen/interleave.rs`), within its noise. The
+/// same 1x1 conv with 113 columns a row (not aliased) took 225 µs reading B in place; with K = 32 no change.
 fn aliased_rows(stride: usize) -> bool {
     let offset = stride * 4 % 4096;
     offset.is_multiple_of(1024)

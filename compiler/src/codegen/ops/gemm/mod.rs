@@ -94,12 +94,14 @@ pub fn emit_with(
         ))
     };
     // A GEMM that copies B (`Micro::funcs[3]`) takes all its rows in one group, so a column block's B is copied
-    // once, not once per group.
+    // once, not once per group — unless `row_groups` splits them (an expansion read only by a depthwise layer,
+    // which the entry function interleaves with it group by group, `codegen/interleave.rs`): then each group's
+    // unit copies the block again.
     let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
-    let split = s.row_groups.filter(|_| !copies);
+    let split = s.row_groups;
     let row_group = match split {
-        _ if copies => s.m.next_multiple_of(mr),
         Some(g) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
+        None if copies => s.m.next_multiple_of(mr),
         // Whole tiles, and whole 8-row panels where the column strip takes the tail.
         None => {
             let strip = micro.is_some_and(|m| m.strip.is_some());
