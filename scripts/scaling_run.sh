@@ -2,8 +2,8 @@
 # scaling_run.sh [DIR] [THREADS...]: runs the bundles scripts/scaling_pack.py packed in DIR (default
 # target/scaling) through bundle-rt's engine at each thread count (default 1 2 4 8 16, capped at the CPUs), and
 # prints one table row per model: the median of BUNDLE_REPEAT (default 50) timed runs after 300 ms of warm-up,
-# the speed-up over 1 thread, and whether the outputs are bitwise those of 1 thread (they must be). Needs only a
-# shell and coreutils; prints the CPU first.
+# the speed-up over the first thread count, and whether the outputs are bitwise those of the first count (they
+# must be). Needs only a shell and coreutils; prints the CPU first.
 set -euo pipefail
 dir=${1:-target/scaling}
 shift || true
@@ -30,6 +30,7 @@ while read -r name; do
   for ((i = 0; i < nin; i++)); do ins+=("$d/in$i.bin"); done
   row="| $name |"
   base=""
+  first=""
   same=yes
   for t in $threads; do
     [ "$t" -le "$cpus" ] || continue
@@ -39,8 +40,9 @@ while read -r name; do
       "${outs[@]}" | sed -n 's/.*ran in \([0-9.]*\) ms.*/\1/p' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     [ -n "$base" ] || base=$med
     row="$row $med | $(awk -v b="$base" -v m="$med" 'BEGIN {printf "%.2fx", b / m}') |"
+    [ -n "$first" ] || first=$t
     for ((i = 0; i < nout; i++)); do
-      cmp -s "$d/out_t1_$i.bin" "$d/out_t${t}_$i.bin" 2>/dev/null || { [ "$t" = 1 ] || same=no; }
+      cmp -s "$d/out_t${first}_$i.bin" "$d/out_t${t}_$i.bin" || same=no
     done
   done
   echo "$row $same |"
