@@ -53,10 +53,12 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::port::{Barrier, Monitor, Port};
-use crate::config::{BundleArg, BundleOp};
+use super::shares::{deal, Range};
+use super::worker::{drain, worker};
+use crate::config::BundleOp;
 use crate::error::Error;
 use crate::exec::segment;
-use crate::exec::{self, Bases, OpCall};
+use crate::exec::{self, Bases};
 use crate::instance::Instance;
 use crate::log::{Level, Log};
 use crate::npu::Device;
@@ -71,62 +73,35 @@ pub const LOG_CAPACITY: usize = 64;
 /// What the workers need to run tasks of the current layer. Valid from the generation bump that
 /// publishes it until the layer's barrier.
 #[derive(Clone, Copy)]
-struct Job {
-    ops: *const BundleOp,
-    bases: Bases,
-    timings: *const OpTiming,
+pub(super) struct Job {
+    pub(super) ops: *const BundleOp,
+    pub(super) bases: Bases,
+    pub(super) timings: *const OpTiming,
     /// The layer's ops: `first..end` in the op table.
-    first: usize,
-    end: usize,
+    pub(super) first: usize,
+    pub(super) end: usize,
     /// Tasks of those ops together: the tickets of this layer are `0..total`.
-    total: u64,
+    pub(super) total: u64,
     /// Threads taking part in the layer: `0..active` (`min(threads, total)`).
-    active: usize,
+    pub(super) active: usize,
 }
 
 // SAFETY: addresses of data that the running `Engine::run` keeps alive and that the format contract
 // lets tasks of one layer use concurrently (op tables are read-only; timing slots are atomics).
 unsafe impl Send for Job {}
 
-/// One thread's position in the layer's ticket order: op `op` holds tickets `base..base + its tasks`.
-struct Cursor {
-    op: usize,
-    base: u64,
-}
-
-impl Cursor {
-    /// The `(op, task)` pair of `ticket`, which must be `< job.total` and not below the first ticket
-    /// of the cursor's op (`base`; a thread that stole a lower ticket restarts its cursor first).
-    ///
-    /// # Safety
-    /// `job.ops` must point to the op table, valid at least up to `job.end`, whose ops `first..end`
-    /// have `job.total` tasks together.
-    unsafe fn resolve(&mut self, job: &Job, ticket: u64) -> Option<(usize, u32)> {
-        while self.op < job.end {
-            // SAFETY: `self.op < job.end`, inside the table by the caller's contract.
-            let num_tasks = u64::from(unsafe { (*job.ops.add(self.op)).num_tasks });
-            if ticket < self.base + num_tasks {
-                return u32::try_from(ticket - self.base).ok().map(|t| (self.op, t));
-            }
-            self.base += num_tasks;
-            self.op += 1;
-        }
-        None
-    }
-}
-
 /// State guarded by the monitor: what a sleeping worker waits for.
-struct State {
-    generation: u64,
-    shutdown: bool,
-    active: usize,
+pub(super) struct State {
+    pub(super) generation: u64,
+    pub(super) shutdown: bool,
+    pub(super) active: usize,
 }
 
 /// The published layer: `generation << 16 | active`, or [`SHUTDOWN`]. Written under the monitor's
 /// lock together with [`State`] (so a sleeper cannot miss it) and read without it by spinning workers.
-const SHUTDOWN: u64 = u64::MAX;
+pub(super) const SHUTDOWN: u64 = u64::MAX;
 /// Rounds a worker polls [`Shared::published`] before it sleeps on the monitor (tens of µs).
-const SPIN: u32 = 1 << 14;
+pub(super) const SPIN: u32 = 1 << 14;
 
 fn pack(generation: u64, active: usize) -> u64 {
     generation << 16 | active as u64
@@ -134,63 +109,28 @@ fn pack(generation: u64, active: usize) -> u64 {
 
 /// The current layer's [`Job`], written by the caller only while no worker reads it (see
 /// [`Shared::job`]).
-struct JobCell(UnsafeCell<Job>);
+pub(super) struct JobCell(pub(super) UnsafeCell<Job>);
 
 // SAFETY: accesses follow the protocol on `Shared::job`: one writer (the caller) between a layer's
 // barrier and the next publication, readers only after they saw that publication take them in.
 unsafe impl Sync for JobCell {}
 
-struct Shared<P: Port> {
-    port: P,
-    state: P::Monitor<State>,
+/// What the caller and the workers share.
+pub(super) struct Shared<P: Port> {
+    pub(super) port: P,
+    pub(super) state: P::Monitor<State>,
     /// The layer word (see [`pack`]); a worker polls it, and takes part in a new generation only when
     /// its index is below the word's `active`.
-    published: AtomicU64,
+    pub(super) published: AtomicU64,
     /// The layer's job. The caller writes it before publishing a generation and after the previous
     /// layer's barrier; a worker reads it only after seeing a generation that includes it, and that
     /// generation's barrier cannot open before the worker arrives, so no read overlaps a write.
     /// Workers left out of a layer never read it.
-    job: JobCell,
-    barrier: P::Barrier,
+    pub(super) job: JobCell,
+    pub(super) barrier: P::Barrier,
     /// Each thread's remaining tickets of the current layer, `lo..hi` packed as `hi << 32 | lo`
     /// (see the module docs); indexed by thread, the caller being 0.
-    ranges: Box<[Range]>,
-}
-
-/// One thread's share of a layer's tickets, alone on its cache line: the owner takes `lo` upward,
-/// a thief whose own share is gone takes `hi - 1` downward, both with a compare-and-swap.
-#[repr(align(64))]
-struct Range(AtomicU64);
-
-impl Range {
-    fn set(&self, lo: u64, hi: u64) {
-        self.0.store(hi << 32 | lo, Ordering::Relaxed);
-    }
-
-    /// The next ticket from the bottom (`owner`) or the top of this share, if any is left.
-    fn take(&self, owner: bool) -> Option<u64> {
-        let mut cur = self.0.load(Ordering::Relaxed);
-        loop {
-            let (lo, hi) = (cur & 0xffff_ffff, cur >> 32);
-            if lo >= hi {
-                return None;
-            }
-            let (next, ticket) = if owner {
-                (hi << 32 | (lo + 1), lo)
-            } else {
-                ((hi - 1) << 32 | lo, hi - 1)
-            };
-            // Relaxed: the ticket only has to be unique; the lock (publication) and the barrier
-            // order the data.
-            match self
-                .0
-                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return Some(ticket),
-                Err(seen) => cur = seen,
-            }
-        }
-    }
+    pub(super) ranges: Box<[Range]>,
 }
 
 /// A BSP engine with a fixed pool of worker threads, created through a [`Port`].
@@ -491,162 +431,5 @@ impl<P: Port> core::fmt::Debug for Engine<P> {
         f.debug_struct("Engine")
             .field("threads", &self.threads)
             .finish()
-    }
-}
-
-/// Body of worker threads: wait for a generation that includes this worker, drain the queue, meet
-/// at the barrier.
-fn worker<P: Port>(shared: &Shared<P>, me: usize) {
-    let mut seen = 0u64;
-    while let Some((generation, active)) = next_layer(shared, me, seen) {
-        seen = generation;
-        // SAFETY: the caller wrote the job before publishing `generation`, which takes this worker in,
-        // and does not write it again before the barrier below (see `Shared::job`).
-        let job = unsafe { *shared.job.0.get() };
-        // SAFETY: that job describes the current layer and stays valid until the barrier.
-        unsafe { drain(shared, &job, me, active == shared.ranges.len()) };
-        shared.barrier.wait(active);
-    }
-}
-
-/// The next layer worker `me` takes part in, as `(generation, active)`, after `seen`; `None` when
-/// the engine shuts down. Polls the published word for [`SPIN`] rounds (no lock: a layer wakes a
-/// spinning worker with one cache-line transfer), then sleeps on the monitor.
-fn next_layer<P: Port>(shared: &Shared<P>, me: usize, seen: u64) -> Option<(u64, usize)> {
-    let takes_part = |generation: u64, active: usize| generation != seen && me < active;
-    for round in 0..SPIN {
-        let word = shared.published.load(Ordering::Acquire);
-        if word == SHUTDOWN {
-            return None;
-        }
-        let (generation, active) = (word >> 16, (word & 0xffff) as usize);
-        if takes_part(generation, active) {
-            return Some((generation, active));
-        }
-        shared.port.relax(round);
-    }
-    let (shutdown, generation, active) = shared.state.wait_until(
-        |s| s.shutdown || takes_part(s.generation, s.active),
-        |s| (s.shutdown, s.generation, s.active),
-    );
-    // The lock ordered the caller's job write (made before it published) before this read.
-    (!shutdown).then_some((generation, active))
-}
-
-/// Takes and runs tasks until the layer's tickets are gone; wakes the next worker after the first
-/// ticket when `wake_next` is set.
-///
-/// # Safety
-/// `job` must describe the current layer and be valid (see [`Job`]).
-unsafe fn drain<P: Port>(shared: &Shared<P>, job: &Job, me: usize, mut wake_next: bool) {
-    let mut current: Option<(usize, OpCall)> = None;
-    let mut cursor = Cursor {
-        op: job.first,
-        base: 0,
-    };
-    let ranges = shared.ranges.get(..job.active).unwrap_or(&shared.ranges);
-    loop {
-        let ticket = take(ranges, me);
-        if wake_next {
-            shared.state.notify_one();
-            wake_next = false;
-        }
-        let Some(ticket) = ticket.filter(|&t| t < job.total) else {
-            return;
-        };
-        if ticket < cursor.base {
-            cursor = Cursor {
-                op: job.first,
-                base: 0,
-            };
-        }
-        // SAFETY: `job` describes the op table's range `first..end` with `total` tasks; the cursor
-        // was restarted above if this ticket lies below it.
-        let Some((index, task)) = (unsafe { cursor.resolve(job, ticket) }) else {
-            return;
-        };
-        if current.as_ref().map(|c| c.0) != Some(index) {
-            // SAFETY: `index` is inside the validated op table.
-            let op = unsafe { &*job.ops.add(index) };
-            // SAFETY: validated op and argument table; `job.bases` are the instance's areas.
-            current = unsafe { OpCall::new(op, op_args(op), &job.bases) }.map(|call| (index, call));
-        }
-        let Some((_, call)) = &current else {
-            continue;
-        };
-        if job.timings.is_null() {
-            // SAFETY: tasks of one layer touch disjoint bytes (format contract); areas are live.
-            unsafe { call.call(task) };
-        } else {
-            let start = shared.port.now_ns();
-            // SAFETY: as above.
-            unsafe { call.call(task) };
-            let end = shared.port.now_ns();
-            // SAFETY: the timing table has a slot per op (checked before the run) and lives for it.
-            unsafe { (*job.timings.add(index)).record(start, end) };
-        }
-    }
-}
-
-/// Deals tickets `0..total` out in contiguous shares, thread `t` of `T` getting `total·t/T..total·(t+1)/T`.
-fn deal(ranges: &[Range], total: u64) {
-    let n = ranges.len() as u64;
-    for (t, range) in (0u64..).zip(ranges) {
-        range.set(total * t / n, total * (t + 1) / n);
-    }
-}
-
-/// The next ticket for thread `me`: from the bottom of its own share, else from the top of the
-/// next thread's share that has any left.
-fn take(ranges: &[Range], me: usize) -> Option<u64> {
-    let n = ranges.len();
-    ranges
-        .get(me)?
-        .take(true)
-        .or_else(|| (1..n).find_map(|d| ranges.get((me + d) % n).and_then(|r| r.take(false))))
-}
-
-/// The argument table of a validated op.
-///
-/// # Safety
-/// `op` must come from a validated config.
-unsafe fn op_args(op: &BundleOp) -> &[BundleArg] {
-    if op.num_args == 0 {
-        return &[];
-    }
-    // SAFETY: validation checked pointer, alignment and count.
-    unsafe { core::slice::from_raw_parts(op.args, op.num_args as usize) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{deal, take, Range};
-    use core::sync::atomic::AtomicU64;
-    use std::vec::Vec;
-
-    /// Threads taking from their own share and stealing from the others' get every ticket of
-    /// `0..total` exactly once, for totals smaller and larger than the thread count.
-    #[test]
-    fn shares_hand_out_each_ticket_once() {
-        for (threads, total) in [(1, 5), (2, 1), (3, 2), (4, 1000), (8, 100_003)] {
-            let ranges: Vec<Range> = (0..threads).map(|_| Range(AtomicU64::new(0))).collect();
-            deal(&ranges, total);
-            let mut got: Vec<u64> = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|me| {
-                        let ranges = &ranges;
-                        s.spawn(move || {
-                            core::iter::from_fn(|| take(ranges, me)).collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap())
-                    .collect()
-            });
-            got.sort_unstable();
-            assert_eq!(got, (0..total).collect::<Vec<_>>(), "{threads} threads");
-        }
     }
 }

@@ -5,7 +5,9 @@
 //!   std_port.rs  StdPort: std::thread, std::sync       (feature `std`)
 //!   affinity.rs  CpuPlan: which CPU each StdPort worker is bound to (Linux)
 //!   single.rs    SinglePort: no threads, spin primitives (any target)
-//!   bsp.rs       Engine<P: Port>: per-thread task shares with stealing, chained wake-up, barrier
+//!   bsp.rs       Engine<P: Port>: the caller's side — publish a layer, run its share, close it
+//!   worker.rs    the workers' side: wait for a layer that takes them in, drain tickets, meet at the barrier
+//!   shares.rs    a layer's tickets in per-thread shares with stealing
 //! ```
 //!
 //! The engine needs `alloc` (worker bodies and the shared state are heap objects made once, at
@@ -16,9 +18,11 @@
 mod affinity;
 mod bsp;
 mod port;
+mod shares;
 mod single;
 #[cfg(feature = "std")]
 mod std_port;
+mod worker;
 
 pub use bsp::{Engine, LOG_CAPACITY, MAX_THREADS};
 pub use port::{Barrier, Monitor, Port, WorkerBody};
