@@ -26,8 +26,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import CAPI_LIB, ROOT, feed  # noqa: E402
 
 
+def pack_name(model):
+    """The folder and bundle name of `model` in a pack."""
+    return "s_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
+
+
+def pack_feeds(m):
+    """The pack's inputs of the loaded model `m`: (input's ValueInfo, array) in input order, bench.py's feed."""
+    inits = {i.name for i in m.graph.initializer}
+    rng = np.random.default_rng(0)
+    return [(vi, feed(vi, rng)) for vi in m.graph.input if vi.name not in inits]
+
+
 def pack(model, cpu, out, bundlec, capi):
-    name = "s_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
+    name = pack_name(model)
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     subprocess.run([bundlec, "compile", model, "-o", d, "--name", name, "--cpu", cpu], check=True)
@@ -39,11 +51,9 @@ def pack(model, cpu, out, bundlec, capi):
         if os.path.exists(p):
             os.remove(p)
     m = onnx.load(model, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    rng = np.random.default_rng(0)
-    ins = [vi for vi in m.graph.input if vi.name not in inits]
-    for i, vi in enumerate(ins):
-        feed(vi, rng).tofile(os.path.join(d, f"in{i}.bin"))
+    ins = pack_feeds(m)
+    for i, (_, x) in enumerate(ins):
+        x.tofile(os.path.join(d, f"in{i}.bin"))
     with open(os.path.join(d, "spec"), "w") as f:
         f.write(f"{name} {len(ins)} {len(m.graph.output)}\n")
     return name

@@ -25,7 +25,8 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import NP, ROOT, feed, peer_time  # noqa: E402
+from bench import NP, ROOT, peer_time  # noqa: E402
+from scaling_pack import pack_feeds, pack_name  # noqa: E402
 
 
 def engine_table(path):
@@ -60,14 +61,10 @@ def main():
     print(f"| model | max abs diff vs ort (range) |{cols}{ratio_cols}")
     print("|---|---|" + "---|" * (len(threads) * len(peers) + (len(threads) if engine else 0)))
     for model in a.models:
-        name = "s_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(model))[0])
+        name = pack_name(model)
         d = os.path.join(a.dir, name)
-        m = onnx.load(model, load_external_data=False)
-        inits = {i.name for i in m.graph.initializer}
-        rng = np.random.default_rng(0)
         feeds, files = {}, []
-        for i, vi in enumerate(x for x in m.graph.input if x.name not in inits):
-            x = feed(vi, rng)
+        for i, (vi, x) in enumerate(pack_feeds(onnx.load(model, load_external_data=False))):
             packed = np.fromfile(os.path.join(d, f"in{i}.bin"), dtype=NP[vi.type.tensor_type.elem_type])
             if not np.array_equal(packed, x.ravel()):
                 sys.exit(f"{name}: in{i}.bin is not the feed this script makes (packed by another version?)")

@@ -90,19 +90,13 @@ pub(super) struct Job {
 // lets tasks of one layer use concurrently (op tables are read-only; timing slots are atomics).
 unsafe impl Send for Job {}
 
-/// State guarded by the monitor: what a sleeping worker waits for.
-pub(super) struct State {
-    pub(super) generation: u64,
-    pub(super) shutdown: bool,
-    pub(super) active: usize,
-}
-
-/// The published layer: `generation << 16 | active`, or [`SHUTDOWN`]. Written under the monitor's
-/// lock together with [`State`] (so a sleeper cannot miss it) and read without it by spinning workers.
+/// The published layer word once the engine shuts down; otherwise it is `generation << 16 | active`
+/// ([`pack`]).
 pub(super) const SHUTDOWN: u64 = u64::MAX;
 /// Rounds a worker polls [`Shared::published`] before it sleeps on the monitor (tens of µs).
 pub(super) const SPIN: u32 = 1 << 14;
 
+/// The layer word of `generation`, taking threads `0..active` in.
 fn pack(generation: u64, active: usize) -> u64 {
     generation << 16 | active as u64
 }
@@ -118,9 +112,11 @@ unsafe impl Sync for JobCell {}
 /// What the caller and the workers share.
 pub(super) struct Shared<P: Port> {
     pub(super) port: P,
-    pub(super) state: P::Monitor<State>,
-    /// The layer word (see [`pack`]); a worker polls it, and takes part in a new generation only when
-    /// its index is below the word's `active`.
+    /// The layer word, for sleepers: changed under its lock (so a sleeper cannot miss it), and
+    /// `published` with it.
+    pub(super) state: P::Monitor<u64>,
+    /// The layer word (see [`pack`]), for spinning workers, which read it without the lock; a worker
+    /// takes part in a new generation only when its index is below the word's `active`.
     pub(super) published: AtomicU64,
     /// The layer's job. The caller writes it before publishing a generation and after the previous
     /// layer's barrier; a worker reads it only after seeing a generation that includes it, and that
@@ -151,13 +147,8 @@ impl<P: Port> Engine<P> {
                 max,
             });
         }
-        let state = State {
-            generation: 0,
-            shutdown: false,
-            active: 0,
-        };
         let shared = Arc::new(Shared {
-            state: port.monitor(state),
+            state: port.monitor(pack(0, 0)),
             published: AtomicU64::new(pack(0, 0)),
             job: JobCell(UnsafeCell::new(Job {
                 ops: ptr::null(),
@@ -358,16 +349,11 @@ impl<P: Port> Engine<P> {
             // read a job only after the publication below takes them in (see `Shared::job`).
             unsafe { *shared.job.0.get() = job };
             // Nobody takes tickets now (same reason).
+            // (Threads `active..` take no tickets: their shares are left as they are.)
             deal(&shared.ranges[..active], tasks);
-            for range in &shared.ranges[active..] {
-                range.set(0, 0);
-            }
-            shared.state.lock(|s| {
-                s.generation += 1;
-                s.active = active;
-                shared
-                    .published
-                    .store(pack(s.generation, active), Ordering::Release);
+            shared.state.lock(|word| {
+                *word = pack((*word >> 16) + 1, active);
+                shared.published.store(*word, Ordering::Release);
             });
             if active == self.threads {
                 // Each worker that wakes wakes the next one (chained, see the module docs).
@@ -414,9 +400,8 @@ impl core::fmt::Display for NpuRuns {
 
 impl<P: Port> Drop for Engine<P> {
     fn drop(&mut self) {
-        self.shared.state.lock(|s| {
-            s.shutdown = true;
-            s.generation += 1;
+        self.shared.state.lock(|word| {
+            *word = SHUTDOWN;
             self.shared.published.store(SHUTDOWN, Ordering::Release);
         });
         self.shared.state.notify_all();

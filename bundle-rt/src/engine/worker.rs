@@ -57,24 +57,30 @@ pub(super) fn worker<P: Port>(shared: &Shared<P>, me: usize) {
 /// the engine shuts down. Polls the published word for [`SPIN`] rounds (no lock: a layer wakes a
 /// spinning worker with one cache-line transfer), then sleeps on the monitor.
 fn next_layer<P: Port>(shared: &Shared<P>, me: usize, seen: u64) -> Option<(u64, usize)> {
-    let takes_part = |generation: u64, active: usize| generation != seen && me < active;
+    // The layer a word (not `SHUTDOWN`) publishes, when it is new and takes this worker in.
+    let new_layer = |word: u64| {
+        let (generation, active) = (word >> 16, (word & 0xffff) as usize);
+        (generation != seen && me < active).then_some((generation, active))
+    };
     for round in 0..SPIN {
         let word = shared.published.load(Ordering::Acquire);
         if word == SHUTDOWN {
             return None;
         }
-        let (generation, active) = (word >> 16, (word & 0xffff) as usize);
-        if takes_part(generation, active) {
-            return Some((generation, active));
+        if let Some(layer) = new_layer(word) {
+            return Some(layer);
         }
         shared.port.relax(round);
     }
-    let (shutdown, generation, active) = shared.state.wait_until(
-        |s| s.shutdown || takes_part(s.generation, s.active),
-        |s| (s.shutdown, s.generation, s.active),
-    );
+    let word = shared
+        .state
+        .wait_until(|&w| w == SHUTDOWN || new_layer(w).is_some(), |w| *w);
     // The lock ordered the caller's job write (made before it published) before this read.
-    (!shutdown).then_some((generation, active))
+    if word == SHUTDOWN {
+        None
+    } else {
+        new_layer(word)
+    }
 }
 
 /// Takes and runs tasks until the layer's tickets are gone; wakes the next worker after the first

@@ -38,12 +38,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // ymm0-3 accumulators, ymm4-7 inputs, ymm8 bias, ymm9 lo, ymm10 hi, ymm11 the broadcast tap, ymm12 the
     // input mask (tail), ymm13 the second-half mask, ymm14 the output mask, ymm15 scratch (second half, NaN).
-    if s.bias {
-        a.vbroadcastss(ymm8, dword_ptr(rcx)).map_err(e)?;
-    } else {
-        a.vxorps(ymm8, ymm8, ymm8).map_err(e)?;
-    }
-    let (lo, hi) = super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm9, ymm10]).map_err(e)?;
+    let (lo, hi) = prologue(&mut a, s).map_err(e)?;
     let mut table = a.create_label();
     let mut lanes = a.create_label();
     if st == 2 {
@@ -142,6 +137,17 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.db(&half).map_err(e)?;
     super::lane_table(&mut a, &mut lanes).map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// The row kernels' common setup (this one's and the edge rows' in `depthwise_avx2_edge.rs`): ymm8 the bias
+/// (`rcx`) broadcast, or +0.0 without one; ymm9 / ymm10 the clamp bounds, returned for `clamp_keep_nan`.
+pub(super) fn prologue(a: &mut CodeAssembler, s: &DwRowF32) -> Result<super::BoundsYmm, IcedError> {
+    if s.bias {
+        a.vbroadcastss(ymm8, dword_ptr(rcx))?;
+    } else {
+        a.vxorps(ymm8, ymm8, ymm8)?;
+    }
+    super::clamp_bounds_ymm(a, (s.lo, s.hi), [ymm9, ymm10])
 }
 
 /// The most vectors per row that rows mode takes in groups of rows (`grouped_step`).

@@ -81,6 +81,27 @@ impl Masks {
         }
         Ok(reg)
     }
+
+    /// A masked or zero `load` of `at` into `dst` (its mask in `slot`); `false`, emitting nothing, for a plain
+    /// one, which the caller takes as a memory operand.
+    fn load_reg(
+        &mut self,
+        a: &mut CodeAssembler,
+        load: Load,
+        slot: usize,
+        dst: AsmRegisterYmm,
+        at: AsmMemoryOperand,
+    ) -> Result<bool, IcedError> {
+        match load {
+            Load::Plain => return Ok(false),
+            Load::Masked(bits) => {
+                let m = self.load(a, slot, bits)?;
+                a.vmaskmovps(dst, m, at)?;
+            }
+            Load::Zero => a.vxorps(dst, dst, dst)?,
+        }
+        Ok(true)
+    }
 }
 
 /// Assembles the edge-row kernel; `Err` for a shape it does not take (no static count or rows, more than
@@ -111,12 +132,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // ymm0-7 accumulators, ymm8 bias, ymm9 lo, ymm10 hi, ymm11 the broadcast tap, ymm12-13 masks, ymm14-15
     // inputs.
-    if s.bias {
-        a.vbroadcastss(ymm8, dword_ptr(rcx)).map_err(e)?;
-    } else {
-        a.vxorps(ymm8, ymm8, ymm8).map_err(e)?;
-    }
-    let (lo, hi) = super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm9, ymm10]).map_err(e)?;
+    let (lo, hi) = super::depthwise_avx2::prologue(&mut a, s).map_err(e)?;
     let mut masks = Masks {
         labels: Vec::new(),
         held: [None; 2],
@@ -139,17 +155,11 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     let c0 = (o0 * st) as isize + kx - s.left as isize;
                     let acc = YMM[v];
                     if st == 1 {
-                        match load(c0, s.w, |i| i < n) {
-                            Load::Plain => a.vfmadd231ps(acc, ymm11, ptr(at))?,
-                            Load::Masked(bits) => {
-                                let m = masks.load(a, 0, bits)?;
-                                a.vmaskmovps(ymm14, m, ptr(at))?;
-                                a.vfmadd231ps(acc, ymm14, ymm11)?;
-                            }
-                            Load::Zero => {
-                                a.vxorps(ymm14, ymm14, ymm14)?;
-                                a.vfmadd231ps(acc, ymm14, ymm11)?;
-                            }
+                        let l = load(c0, s.w, |i| i < n);
+                        if masks.load_reg(a, l, 0, ymm14, ptr(at))? {
+                            a.vfmadd231ps(acc, ymm14, ymm11)?;
+                        } else {
+                            a.vfmadd231ps(acc, ymm11, ptr(at))?;
                         }
                         continue;
                     }
@@ -157,25 +167,13 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
                     // second for output 4 + i / 2.
                     let first = load(c0, s.w, |i| i % 2 == 0 && i / 2 < n);
                     let second = load(c0 + 8, s.w, |i| i % 2 == 0 && 4 + i / 2 < n);
-                    match first {
-                        Load::Plain => a.vmovups(ymm14, ptr(at))?,
-                        Load::Masked(bits) => {
-                            let m = masks.load(a, 0, bits)?;
-                            a.vmaskmovps(ymm14, m, ptr(at))?;
-                        }
-                        Load::Zero => a.vxorps(ymm14, ymm14, ymm14)?,
+                    if !masks.load_reg(a, first, 0, ymm14, ptr(at))? {
+                        a.vmovups(ymm14, ptr(at))?;
                     }
-                    match second {
-                        Load::Plain => a.vshufps(ymm14, ymm14, ptr(at + 32), 0x88)?,
-                        Load::Masked(bits) => {
-                            let m = masks.load(a, 1, bits)?;
-                            a.vmaskmovps(ymm15, m, ptr(at + 32))?;
-                            a.vshufps(ymm14, ymm14, ymm15, 0x88)?;
-                        }
-                        Load::Zero => {
-                            a.vxorps(ymm15, ymm15, ymm15)?;
-                            a.vshufps(ymm14, ymm14, ymm15, 0x88)?;
-                        }
+                    if masks.load_reg(a, second, 1, ymm15, ptr(at + 32))? {
+                        a.vshufps(ymm14, ymm14, ymm15, 0x88)?;
+                    } else {
+                        a.vshufps(ymm14, ymm14, ptr(at + 32), 0x88)?;
                     }
                     a.vfmadd231ps(acc, ymm14, ymm11)?;
                 }

@@ -98,8 +98,7 @@ pub fn emit_with(
     // which the entry function interleaves with it group by group, `codegen/interleave.rs`): then each group's
     // unit copies the block again.
     let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
-    let split = s.row_groups;
-    let row_group = match split {
+    let row_group = match s.row_groups {
         Some(g) => s.m.div_ceil(g.max(1)).next_multiple_of(mr),
         None if copies => s.m.next_multiple_of(mr),
         // Whole tiles, and whole 8-row panels where the column strip takes the tail.
@@ -120,7 +119,7 @@ pub fn emit_with(
         // block streams it again (ResNet-50's 14x14 and 7x7 layers: 1-9 MiB of weights; 8-15 % faster there),
         // else row groups within a column block, so a B block stays cached (small-weight nets: 2-3 % faster);
         // `row_groups` (a depthwise layer's feeder) takes its groups outermost too.
-        let (cb, rg) = if s.m * s.k * 4 > ROWS_OUTER_A_BYTES || split.is_some() {
+        let (cb, rg) = if s.m * s.k * 4 > ROWS_OUTER_A_BYTES || s.row_groups.is_some() {
             let (rg, cb) = kb.divmod(rest, ncb);
             (cb, rg)
         } else {
