@@ -1,6 +1,7 @@
 //! Test support for the machine-code kernels (Linux, x86-64): running assembled bytes, buffers that end on an
-//! inaccessible page so that a read past their end faults, the depthwise row kernels' reference checks, and the
-//! `fmax` and clamp references the kernels match, and the checks every variant of a row kernel passes. Mappings are leaked: tests only.
+//! inaccessible page so that a read past their end faults, the depthwise row kernels' reference checks (the
+//! checks every variant of a row kernel passes), and the `fmax` and clamp references the kernels match.
+//! Mappings are leaked: tests only.
 
 /// True (after a `SKIPPED` line naming `what`) when this CPU or OS cannot run AVX-512 kernels.
 pub fn skip_without_avx512(what: &str) -> bool {

@@ -115,15 +115,15 @@ fn edge_rows(s: &DepthwiseSpec, avx512: bool) -> Option<EdgeRows> {
         }
     };
     let buffers = [buf(y0), buf(oh - y1)];
-    // The row's last step: the masked tail, or the last vector when ow is a multiple of 16.
-    let last = match ow % 16 {
-        0 => 16,
-        r => r,
-    };
     let right = x1 < ow;
     // AVX2 lays every row out at compile time (`depthwise_avx2_edge.rs`), its masks per vector and tap, one
     // row per step: worth it on rows of more than four vectors, and on 3-wide stride-2 rows (see `plane_mode`).
     let columns_fit = if avx512 {
+        // The row's last step: the masked tail, or the last vector when ow is a multiple of 16.
+        let last = match ow % 16 {
+            0 => 16,
+            r => r,
+        };
         pl < 16 && (pl == 0 || ow != 16) && (!right || (ow >= last && x1 >= ow - last))
     } else {
         ow <= crate::codegen::kernels::depthwise_avx2_edge::MAX_COUNT

@@ -83,8 +83,8 @@ pub(super) fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> Depth
 
 /// Whether the channel-blocked depthwise kernel pays for `s` (which it takes, `c16`): on targets with machine-code
 /// kernels, everywhere on AVX-512; on AVX2 (eight channels per `ymm`, two halves per call, each tap's weights
-/// loaded per group of outputs) for output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0 at `x86-64-v3` (AMD EPYC Zen 5,
-/// paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
+/// loaded per group of outputs) for output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0
+/// at `x86-64-v3` (AMD EPYC Zen 5, paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
 /// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
 /// layers ran no faster than the row kernel at 1 thread and slower at 2.
 fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
