@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): Rust unit and end-to-end tests (tract oracle, C linking with cc),
-# the no_std build of bundle-rt, and the onnxruntime cross-check of Python-built models (single ops, a small CNN,
+# the no_std build of bundle-rt, the docs of every crate (private items too, warnings are errors), and the onnxruntime cross-check of Python-built models (single ops, a small CNN,
 # ResNet-50 in BatchNorm and folded forms, MobileNetV2, BERT-style encoders) linked into C programs, the ONNX
 # backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
 # exported by torch.onnx (scripts/torch_models.sh), and the NPU path of ResNet-50, MobileNetV2 and the encoder through
@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo build --workspace --bins
 cargo build -p bundle-rt --no-default-features
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 cargo test --workspace
 cargo test -p bundle-rt --features capi
 make -C examples/c-api run

@@ -159,7 +159,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
     }
 }
 
-/// Pushes the direct depthwise kernel: roles X, W, Bias, [Scale], Out.
+/// Pushes the direct depthwise kernel: roles X, W, Bias, \[Scale\], Out.
 fn depthwise(
     cx: &mut Ctx,
     n: NodeId,
@@ -209,7 +209,7 @@ fn depthwise(
     Ok(())
 }
 
-/// Pushes the integer GEMM kernel: roles A (packed weights), B, Out, Bias, [Scale]. `w` is the `rows x k` weight matrix;
+/// Pushes the integer GEMM kernel: roles A (packed weights), B, Out, Bias, \[Scale\]. `w` is the `rows x k` weight matrix;
 /// it is packed for the target (i16 pairs, or VNNI bytes with the activation zero point folded into the bias).
 #[allow(clippy::too_many_arguments)] // the node, its weights and the spec builder
 fn gemm(

@@ -110,7 +110,7 @@ fn offset(kb: &mut Kb, p: Value, start: Value, stride: usize) -> Value {
     }
 }
 
-/// out[i] = a[i*ia] op b[i*ib] for i in 0..len (len an i64 value).
+/// `out[i] = a[i*ia] op b[i*ib]` for `i` in `0..len` (`len` an i64 value).
 fn inner_run(kb: &mut Kb, s: &BinarySpec, a: Value, b: Value, o: Value, len: Value) {
     let zero = kb.iconst(0);
     let load = |kb: &mut Kb, ty: Type, p: Value, i: Value, stride: usize| -> Value {
