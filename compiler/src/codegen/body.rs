@@ -1,0 +1,204 @@
+//! A kernel function's body: the emitter of its `Body` (`ops/<family>.rs`) with the machine code it calls
+//! (`callees.rs`), or the Cranelift emitter alone where the kernel set has none (`emit_body`).
+
+use super::builder::Kb;
+use super::callees::Callees;
+use super::kernel::{Body, Kernel};
+use super::kernels::gemm_x86::Simd;
+use super::ops;
+
+/// Emits kernel `k`'s body with the machine code `c` it calls on kernel set `simd`. False when a body that
+/// exists only as machine code lacks it (a bundlec bug the caller reports).
+pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Simd>) -> bool {
+    match (&k.body, c.micro, c.qmicro) {
+        (Body::Gemm(s), m, _) if s.transpose_out.is_some() => match (m, c.transpose) {
+            (Some(m), Some(t)) => ops::gemm::emit_with(kb, s, k.tasks, Some(m), Some(t)),
+            _ => return false,
+        },
+        (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(kb, s, k.tasks, Some(m), None),
+        (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(kb, s, k.tasks, &mk),
+        (Body::WinogradIn(s), _, _) => match c.layout {
+            Some([Some(f), Some(copy), _]) => ops::winograd::emit_in(kb, s, k.tasks, f, copy),
+            _ => return false,
+        },
+        (Body::TransposeOut { n, t }, _, _) => match c.layout {
+            Some([Some(f), _, _]) => {
+                ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, f)
+            }
+            _ => return false,
+        },
+        (Body::DepthwiseC16(s), _, _) => match (c.layout, ops::depthwise::c16(s)) {
+            (Some([Some(f), _, _]), Some(spec)) => {
+                ops::depthwise::emit_c16(kb, s, &spec, k.tasks, f)
+            }
+            _ => return false,
+        },
+        (Body::ConvDirect { n, spec }, _, _) => match c.layout {
+            Some([Some(f), _, _]) => ops::conv::emit_direct(kb, *n, spec, k.tasks, f),
+            _ => return false,
+        },
+        (Body::WinogradOut(s), _, _) => match c.layout {
+            Some([Some(f2), f1, _]) => ops::winograd::emit_out(kb, s, k.tasks, f2, f1),
+            _ => return false,
+        },
+        (Body::Pool(s), _, _) if c.max_row.is_some() => {
+            ops::pool::emit_pool(kb, s, k.tasks, c.max_row, c.copy)
+        }
+        (Body::Im2col(s), _, _) if c.copy.is_some() => {
+            ops::conv::emit_im2col(kb, s, k.tasks, c.copy)
+        }
+        (
+            Body::Transpose {
+                out_shape,
+                in_strides,
+                elem,
+            },
+            _,
+            _,
+        ) if c.copy.is_some() => {
+            match (ops::data::block_plan(out_shape, in_strides, *elem), c.copy) {
+                (Some(plan), Some(f)) => ops::data::emit_transpose_blocks(kb, &plan, k.tasks, f),
+                _ => return false,
+            }
+        }
+        (Body::Softmax { outer, len, .. }, _, _) if let Some(f) = c.vmath => {
+            ops::nn::emit_softmax_rows(kb, *outer, *len, k.tasks, f)
+        }
+        (Body::Unary(op, len), _, _) if c.vmath.is_some() => {
+            ops::elementwise::emit_unary_with(kb, *op, *len, k.tasks, c.vmath)
+        }
+        (Body::Depthwise(s), _, _) if c.dw_f32.is_some() => {
+            let avx512 = simd == Some(Simd::Avx512);
+            ops::depthwise::emit_depthwise(kb, s, k.tasks, c.dw_f32, c.copy, avx512)
+        }
+        (Body::QDepthwise(s), _, _) if c.dw_row.is_some() => {
+            ops::qdepthwise::emit_with(kb, s, k.tasks, c.dw_row)
+        }
+        (Body::QGemm(s), _, None) if c.pair.is_some() => {
+            ops::qgemm::emit_with(kb, s, k.tasks, c.pair)
+        }
+        (
+            Body::QAdd {
+                params,
+                dtypes,
+                len,
+            },
+            _,
+            _,
+        ) if c.qadd.is_some() => {
+            ops::quant::emit_qadd_with(kb, params, *dtypes, *len, k.tasks, c.qadd)
+        }
+        _ => emit_body(kb, &k.body, k.tasks),
+    }
+    true
+}
+
+/// The Cranelift body of a kernel, calling no machine code.
+fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
+    match body {
+        Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
+        Body::QGemm(s) => ops::qgemm::emit(kb, s, tasks),
+        Body::Quantize(s) => ops::quant::emit_quantize(kb, s, tasks),
+        Body::QDepthwise(s) => ops::qdepthwise::emit(kb, s, tasks),
+        Body::QAdd {
+            params,
+            dtypes,
+            len,
+        } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
+        Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
+        Body::PackRows { n, k, p, panel } => {
+            ops::conv::emit_pack_rows(kb, [*n, *k, *p], *panel, tasks)
+        }
+        Body::Col2im(s) => ops::conv::emit_col2im(kb, s, tasks),
+        Body::SubsampleBlocks {
+            c,
+            hw,
+            strides,
+            out,
+        } => ops::conv::emit_subsample_blocks(kb, *c, [*hw, *strides, *out], tasks),
+        // Machine code only: `define_kernels` handles them (and fails without it) before reaching here.
+        Body::WinogradIn(_)
+        | Body::WinogradOut(_)
+        | Body::TransposeOut { .. }
+        | Body::DepthwiseC16(_)
+        | Body::ConvDirect { .. } => {}
+        Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),
+        Body::Logic {
+            kind,
+            out_shape,
+            strides,
+        } => ops::logic::emit_logic(kb, *kind, out_shape, strides, tasks),
+        Body::Binary(s) => ops::elementwise::emit_binary(kb, s, tasks),
+        Body::Unary(op, len) => ops::elementwise::emit_unary_with(kb, *op, *len, tasks, None),
+        Body::Affine { planes, c, inner } => {
+            ops::elementwise::emit_affine(kb, *planes, *c, *inner, tasks)
+        }
+        Body::Pool(s) => ops::pool::emit_pool(kb, s, tasks, None, None),
+        Body::GlobalAvg {
+            planes,
+            size,
+            blocked,
+        } => match blocked {
+            false => ops::pool::emit_global_avg(kb, *planes, *size, tasks),
+            true => ops::pool::emit_global_avg_blocked(kb, *planes, *size, tasks),
+        },
+        Body::Softmax {
+            outer,
+            len,
+            inner,
+            log,
+        } => ops::nn::emit_softmax(kb, *outer, *len, *inner, *log, tasks),
+        Body::Convert { from, to, len } => ops::data::emit_convert(kb, *from, *to, *len, tasks),
+        Body::IndexMap {
+            out_shape,
+            tab_at,
+            elem,
+            fill,
+            contig_from,
+        } => ops::data::emit_index_map(kb, out_shape, tab_at, *elem, *fill, *contig_from, tasks),
+        Body::Gather {
+            outer,
+            n,
+            k,
+            inner,
+            elem,
+            idx_elem,
+        } => ops::data::emit_gather(kb, *outer, *n, *k, *inner, *elem, *idx_elem, tasks),
+        Body::Reduce {
+            kind,
+            outer,
+            len,
+            inner,
+        } => ops::reduce::emit_reduce(kb, *kind, *outer, *len, *inner, tasks),
+        Body::ArgReduce {
+            max,
+            last,
+            outer,
+            len,
+            inner,
+        } => ops::reduce::emit_arg(kb, *max, *last, *outer, *len, *inner, tasks),
+        Body::Norm {
+            rows,
+            len,
+            eps,
+            rms,
+            channels,
+            has_bias,
+        } => ops::nn::emit_norm(kb, *rows, *len, *eps, *rms, *channels, *has_bias, tasks),
+        Body::Lrn { n, c, inner, attrs } => ops::nn::emit_lrn(kb, *n, *c, *inner, attrs, tasks),
+        Body::Resample {
+            outer,
+            n_in,
+            n_out,
+            inner,
+            taps,
+        } => ops::nn::emit_resample(kb, *outer, *n_in, *n_out, *inner, *taps, tasks),
+        Body::Copy(len) => ops::data::emit_copy(kb, *len, tasks),
+        Body::Transpose {
+            out_shape,
+            in_strides,
+            elem,
+        } => ops::data::emit_transpose(kb, out_shape, in_strides, *elem, tasks),
+        Body::Concat { outer, blocks } => ops::data::emit_concat(kb, *outer, blocks, tasks),
+    }
+}
