@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): Rust unit and end-to-end tests (tract oracle, C linking with cc),
-# the no_std build of bundle-rt, the docs of every crate (private items too, warnings are errors), and the onnxruntime cross-check of Python-built models (single ops, a small CNN,
-# ResNet-50 in BatchNorm and folded forms, MobileNetV2, BERT-style encoders) linked into C programs, the ONNX
+# the no_std build of bundle-rt, the docs of every crate (private items too, warnings are errors), and the
+# onnxruntime cross-check of Python-built models (single ops, a small CNN, ResNet-50 in BatchNorm and folded forms,
+# MobileNetV2, BERT-style encoders, one over 128 tokens) linked into C programs, the ONNX
 # backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
 # exported by torch.onnx (scripts/torch_models.sh), and the NPU path of ResNet-50, MobileNetV2 and the encoder through
 # the emulator (scripts/npu_models.sh), and the int8 path (scripts/int8_models.sh: pre-quantised ONNX against
@@ -28,6 +29,7 @@ python3 tests/py/gen_mobilenet.py target/pymodels/mobilenetv2_clip6_b2.onnx --re
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx
 python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.onnx --ln-form decomposed --gelu tanh --shape-chains
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
+python3 tests/py/gen_encoder.py target/pymodels/encoder_s128_b1.onnx --seq 128 --batch 1
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
 # The same models with this machine's widest kernels (AVX-512 GEMM epilogues, depthwise row kernels, GEMV).
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu native target/pymodels/*.onnx

@@ -100,12 +100,8 @@ pub fn case(
             ("un_exp", "_vmath", "the vector math map", BOTH),
             ("un_erf", "_vmath", "the vector math map", BOTH),
             ("un_gelu", "_vmath", "the vector math map", BOTH),
-            (
-                "softmax_rows",
-                "_softmax",
-                "the AVX-512 softmax row kernel",
-                V4,
-            ),
+            ("softmax_rows", "_softmax", "the softmax row kernel", BOTH),
+            ("softmax_long", "_softmax", "the softmax row kernel", BOTH),
             (
                 "matmul10",
                 "_avx512_0",

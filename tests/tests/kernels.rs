@@ -249,8 +249,9 @@ fn elementwise_broadcasts_and_odd_lengths() {
     }
 }
 
-/// Softmax: short contiguous rows (the AVX-512 row kernel: lengths 5, 16, 33 and 48, steps of three rows and
-/// the remainders), a row too long for it and a strided axis (the Cranelift kernel everywhere).
+/// Softmax: contiguous rows (the row kernels, AVX2 and AVX-512: short rows of 5, 16, 33 and 48 — the AVX-512
+/// kernel's steps of three rows and the remainders — and long ones of 100, 128 and 131, streamed), and a
+/// strided axis (the Cranelift kernel everywhere).
 #[test]
 fn softmax_rows_and_axes() {
     use bundlec::ir::Op;
@@ -260,6 +261,8 @@ fn softmax_rows_and_axes() {
         ("softmax_rows33", vec![4, 33], 1),
         ("softmax_rows48", vec![5, 48], 1),
         ("softmax_long", vec![3, 100], 1),
+        ("softmax_long128", vec![2, 2, 128], 2),
+        ("softmax_long131", vec![5, 131], 1),
         ("softmax_axis0", vec![6, 7], 0),
     ] {
         case(

@@ -29,8 +29,8 @@ fn layout_only(body: &Body) -> bool {
 }
 
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
-/// strided row copy), max pooling, the depthwise and QAdd kernels, gathering transposes and short-row
-/// softmaxes; the others are the same Cranelift code for every set.
+/// strided row copy), max pooling, the depthwise and QAdd kernels, gathering transposes and softmaxes over
+/// contiguous rows; the others are the same Cranelift code for every set.
 pub(super) fn uses_micro_kernels(body: &Body) -> bool {
     layout_only(body)
         || matches!(
@@ -49,8 +49,8 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
             if ops::data::block_plan(out_shape, in_strides, *elem).is_some())
 }
 
-/// Whether a Softmax kernel takes the AVX-512 row kernel (`kernels/softmax_x86.rs`) on that kernel set:
-/// contiguous rows short enough, not LogSoftmax.
+/// Whether a Softmax kernel takes the row kernel (`kernels/softmax_x86.rs`, on AVX2 `softmax_avx2.rs`):
+/// contiguous rows, not LogSoftmax.
 fn softmax_rows(body: &Body) -> bool {
     matches!(body, Body::Softmax { len, inner: 1, log: false, .. }
         if kernels::softmax_x86::supported(*len))
@@ -77,7 +77,7 @@ pub(super) struct Callees {
     /// A row copy: im2col's strided rows, a depthwise plane's rows, a padded max pooling's plane, or a
     /// gathering transpose's 2-D blocks.
     pub copy: Option<FuncRef>,
-    /// The vector math row kernel of a unary op, or the AVX-512 softmax row kernel.
+    /// The vector math row kernel of a unary op, or the softmax row kernel.
     pub vmath: Option<FuncRef>,
     /// The int8 depthwise row kernel (AVX-512).
     pub dw_row: Option<FuncRef>,
@@ -240,8 +240,11 @@ impl Callees {
                 let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
-            (Body::Softmax { len, .. }, Some(Simd::Avx512)) if softmax_rows(&k.body) => {
-                let code = kernels::softmax_x86::assemble(*len);
+            (Body::Softmax { len, .. }, Some(simd)) if softmax_rows(&k.body) => {
+                let code = match simd {
+                    Simd::Avx512 => kernels::softmax_x86::assemble(*len),
+                    Simd::Avx2 => kernels::softmax_avx2::assemble(*len),
+                };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_softmax"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }

@@ -29,6 +29,7 @@ pub mod maxpool_avx2;
 pub mod maxpool_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;
+pub mod softmax_avx2;
 pub mod softmax_x86;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 pub(crate) mod test_exec;

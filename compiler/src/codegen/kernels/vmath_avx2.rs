@@ -19,7 +19,7 @@ use iced_x86::code_asm::*;
 
 /// Register slots of the step's vector (as `vmath_x86`'s, one vector).
 #[derive(Clone, Copy)]
-enum S {
+pub(super) enum S {
     /// The input, kept to the end (sign, GELU's x).
     X = 0,
     A,
@@ -33,7 +33,7 @@ enum S {
 
 const YMM: [AsmRegisterYmm; 8] = [ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7];
 
-fn y(s: S) -> AsmRegisterYmm {
+pub(super) fn y(s: S) -> AsmRegisterYmm {
     YMM[s as usize]
 }
 
@@ -41,13 +41,13 @@ type Asm = CodeAssembler;
 type R = Result<(), IcedError>;
 
 /// The constant table being built: one 32-byte vector per constant, addressed from `r8`.
-struct Em {
-    consts: Vec<u32>,
+pub(super) struct Em {
+    pub(super) consts: Vec<u32>,
 }
 
 impl Em {
     /// The memory operand of the vector of constant `bits` (interned).
-    fn bits(&mut self, bits: u32) -> AsmMemoryOperand {
+    pub(super) fn bits(&mut self, bits: u32) -> AsmMemoryOperand {
         let i = match self.consts.iter().position(|&b| b == bits) {
             Some(i) => i,
             None => {
@@ -57,7 +57,7 @@ impl Em {
         };
         ymmword_ptr(r8 + (32 * i) as i32)
     }
-    fn f(&mut self, x: f32) -> AsmMemoryOperand {
+    pub(super) fn f(&mut self, x: f32) -> AsmMemoryOperand {
         self.bits(x.to_bits())
     }
     fn horner(&mut self, a: &mut Asm, d: S, x: S, coeffs: &[f32]) -> R {
@@ -73,7 +73,7 @@ impl Em {
     }
 
     /// `d = e^s` as `math::exp`; clobbers `s`, `T1`, `T2`.
-    fn exp(&mut self, a: &mut Asm, d: S, s: S) -> R {
+    pub(super) fn exp(&mut self, a: &mut Asm, d: S, s: S) -> R {
         let (x, t, n) = (y(s), y(S::T1), y(S::T2));
         a.vmaxps(x, ymm12, x)?;
         a.vminps(x, ymm13, x)?;
