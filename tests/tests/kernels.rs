@@ -175,7 +175,7 @@ fn transposes_coalesced_and_gathered() {
         ("tr_outer", vec![3, 4, 6, 2], vec![1, 0, 2, 3]),
         ("tr_ones", vec![1, 6, 1, 8], vec![2, 0, 3, 1]),
         ("tr_same", vec![4, 1, 5], vec![1, 0, 2]),
-        // 2-D blocks transposed in registers on AVX-512 (`data::block_plan`): an attention's Kᵀ from the
+        // 2-D blocks transposed in registers, AVX2 and AVX-512 (`data::block_plan`): an attention's Kᵀ from the
         // head split, tails in both block dims with batches, an NHWC layout change (3 rows), a 2-D one.
         ("tr_kt", vec![2, 16, 4, 32], vec![0, 2, 3, 1]),
         ("tr_tails", vec![3, 37, 41], vec![0, 2, 1]),

@@ -210,10 +210,14 @@ impl Callees {
                     in_strides,
                     elem,
                 },
-                Some(Simd::Avx512),
-            ) => match ops::data::block_plan(out_shape, in_strides, *elem)
-                .and_then(|p| kernels::transpose_x86::assemble_block(&p.t).ok())
-            {
+                Some(simd),
+            ) => match ops::data::block_plan(out_shape, in_strides, *elem).and_then(|p| {
+                match simd {
+                    Simd::Avx512 => kernels::transpose_x86::assemble_block(&p.t),
+                    Simd::Avx2 => kernels::transpose_avx2::assemble_block(&p.t),
+                }
+                .ok()
+            }) {
                 Some(code) => {
                     let fid =
                         define_machine_code(module, &format!("{name}__k{i}_tblock"), 2, Ok(code))?;

@@ -33,6 +33,7 @@ pub mod softmax_avx2;
 pub mod softmax_x86;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 pub(crate) mod test_exec;
+pub mod transpose_avx2;
 pub mod transpose_x86;
 pub mod vmath_avx2;
 pub mod vmath_x86;

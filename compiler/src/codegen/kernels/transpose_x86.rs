@@ -195,7 +195,7 @@ fn block(
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(crate) mod tests {
     use super::super::test_exec::exec;
     use super::*;
 
@@ -270,6 +270,12 @@ mod tests {
             eprintln!("SKIPPED: AVX-512 block transpose (this CPU or OS cannot run it)");
             return;
         }
+        check_block_transposes(|s| assemble_block(s).unwrap());
+    }
+
+    /// Checks the block transposes `build(spec)` (this file's and `transpose_avx2.rs`'s) over row and column
+    /// counts in every class of 8 and 16.
+    pub(crate) fn check_block_transposes(build: impl Fn(&BlockTranspose) -> Vec<u8>) {
         for (rows, cols) in [
             (1, 1),
             (5, 16),
@@ -279,12 +285,16 @@ mod tests {
             (17, 33),
             (40, 3),
             (3, 40),
+            (8, 8),
+            (9, 7),
+            (7, 9),
+            (24, 13),
         ] {
             let (ls, ld) = (cols + 3, rows + 5);
             let spec = BlockTranspose { rows, cols, ls, ld };
             type F = extern "sysv64" fn(*const u32, *mut u32);
             // SAFETY: the assembled kernel's System V signature.
-            let f: F = unsafe { std::mem::transmute(exec(&assemble_block(&spec).unwrap())) };
+            let f: F = unsafe { std::mem::transmute(exec(&build(&spec))) };
             // The source ends right after its last element, so that a read past it would be one past the
             // rows (caught by the wrong-element check, not a fault).
             let src: Vec<u32> = (0..(rows - 1) * ls + cols)
