@@ -1,5 +1,5 @@
-//! AVX-512 machine code for Softmax over short contiguous rows (`len` ≤ 48: an attention's scores at the
-//! sequence lengths of small encoders): each row lives in one to three `zmm` from load to store. A step takes
+//! AVX-512 machine code for Softmax over contiguous rows. Short ones (`len` ≤ 48: an attention's scores at the
+//! sequence lengths of small encoders) are held in registers: each row lives in one to three `zmm` from load to store. A step takes
 //! three rows of one vector (len ≤ 16) or one row of two or three, so that three independent chains overlap;
 //! the row's maximum is reduced across lanes with `vshuff32x4` / `vpermilps`; the exp is `vmath_x86`'s (the
 //! same operations as `codegen::math::exp`); the sum adds in the Cranelift kernel's order (four partial sums,

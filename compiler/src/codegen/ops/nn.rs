@@ -1,6 +1,7 @@
 //! Normalisation kernels. Softmax / LogSoftmax over the `[outer, len, inner]` geometry of
 //! `ir::ops::nn::softmax_geom` (max, exp and sum, then division, in a fixed order; contiguous rows vectorised,
-//! strided rows scalar; rows of up to 48 on AVX-512 one call of `kernels/softmax_x86.rs` per task); row
+//! strided rows scalar; contiguous rows on x86 one call of the row kernel per task, `kernels/softmax_x86.rs` or on
+//! AVX2 `softmax_avx2.rs`); row
 //! normalisation for LayerNorm / RMSNorm / InstanceNorm (reference: `ir::ops::nn::normalize_row`); LRN across
 //! channels; and one axis of a separable resample (Resize), reading the taps of `ir::ops::resize::axis_taps`.
 
