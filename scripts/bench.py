@@ -27,7 +27,9 @@ an AVX2-only CPU would have (onnxruntime has no such switch); it does not count 
 FLOPs are 2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul, with shapes from ONNX shape inference;
 GFLOP/s = FLOPs / bundlec 1t median. The peak is one core's f32 FMA throughput measured by tests/c/fma_peak.c
 (xmm, ymm with AVX2+FMA, zmm with AVX-512F, as supported); % of peak is against the widest supported width.
-The machine's CPU model, its avx2/fma/avx512f/avx512_vnni flags and the peaks are printed once, above the table.
+The machine's CPU model, its avx2/fma/avx512f/avx512_vnni flags and the peaks are printed once, above the table;
+the cache-line round trip between the two first CPUs (tests/c/core_pingpong.c, the host's phase) at the start and
+the end, and before every round (the last column: the rounds' minimum, median and maximum).
 
 --suite generates the speed issue's four models (and a fifth) into target/bench-models/ (kept and reused when
 present) and benchmarks them after any MODEL given: ResNet-50 v1 with folded BN (tests/py/gen_resnet.py --fold-bn), MobileNetV2
@@ -80,6 +82,12 @@ def round_trip(exe):
                        check=True)
     r = subprocess.run([exe], capture_output=True, text=True, check=True)
     return "; ".join(r.stdout.splitlines())
+
+
+def round_trip_ns(exe):
+    """The cache-line round trip between the first two CPUs in ns (the first figure `round_trip` prints)."""
+    m = re.search(r"round trip ([0-9.]+) ns", round_trip(exe))
+    return float(m.group(1)) if m else None
 
 
 def fma_peak(tmp):
@@ -359,7 +367,12 @@ def bench(model, args, peak, notes):
         # ranged over 2x) move a median of five far less than one run.
         env1 = dict(os.environ, BUNDLE_REPEAT=str(args.reps), BUNDLE_WARMUP_MS=str(WARMUP_MS), BUNDLE_PEAK_RSS="1")
         env_e = {th: dict(env1, BUNDLE_THREADS=str(th), BUNDLE_WARMUP="1") for th in (1, 2)}
+        trips = []
         for _ in range(args.runs):  # interleave so clock drift hits everyone alike
+            # The host's phase in this round (80 ms): 2-thread columns of rounds in a slow phase move together.
+            rt = round_trip_ns(args.pingpong)
+            if rt is not None:
+                trips.append(rt)
             for v in variants:
                 t, rss = run_child([v["exe"], v["weights"]] + ins + outs, env1)
                 v["t1"].append(statistics.median(t))
@@ -396,7 +409,8 @@ def bench(model, args, peak, notes):
             pct=100 * gflops / peak[width] if gflops and width else None,
             rss=v["rss"] * 1024 / 1e6 if v["rss"] else None,
             compile_s=v["compile_s"], first=v["first"] * 1e3, code=v["code"], wts=v["wts"], act=v["act"],
-            eff=v["eff"]))
+            eff=v["eff"],
+            trips=f"{min(trips):.0f}–{statistics.median(trips):.0f}–{max(trips):.0f}" if trips else None))
     return rows
 
 
@@ -418,6 +432,7 @@ def columns(peak_width):
         ("1t peak RSS MB", "rss", "{:.1f}"), ("compile s", "compile_s", "{:.2f}"),
         ("first result ms (fresh process)", "first", "{:.1f}"), ("code B", "code", "{}"), ("weights B", "wts", "{}"),
         ("activations B", "act", "{}"), ("planner efficiency", "eff", "{:.3f}"),
+        ("core round trip ns per round (min–median–max)", "trips", "{}"),
     ]
 
 
@@ -471,6 +486,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         peak, peak_line = fma_peak(d)
         pingpong = os.path.join(d, "core_pingpong")
+        a.pingpong = pingpong
         start = round_trip(pingpong)
         print_header(a.runs, a.reps, peak_line, widest(peak))
         # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the two
