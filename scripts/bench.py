@@ -326,8 +326,8 @@ def first_result(exe, argv):
     return time.perf_counter() - t0
 
 
-def bench(model, args, peak, notes):
-    """Table rows (dicts) of one model, one per --cpu variant."""
+def bench(model, args, peak, notes, pingpong):
+    """Table rows (dicts) of one model, one per --cpu variant; `pingpong` probes the host's phase per round."""
     m = onnx.load(model, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(0)
@@ -370,7 +370,7 @@ def bench(model, args, peak, notes):
         trips = []
         for _ in range(args.runs):  # interleave so clock drift hits everyone alike
             # The host's phase in this round (80 ms): 2-thread columns of rounds in a slow phase move together.
-            rt = round_trip_ns(args.pingpong)
+            rt = round_trip_ns(pingpong)
             if rt is not None:
                 trips.append(rt)
             for v in variants:
@@ -486,7 +486,6 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         peak, peak_line = fma_peak(d)
         pingpong = os.path.join(d, "core_pingpong")
-        a.pingpong = pingpong
         start = round_trip(pingpong)
         print_header(a.runs, a.reps, peak_line, widest(peak))
         # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the two
@@ -497,7 +496,7 @@ def main():
         print("| " + " | ".join(h for h, _, _ in cols) + " |")
         print("|" + "---|" * len(cols), flush=True)
         for m in models:
-            for r in bench(m, a, peak, notes):
+            for r in bench(m, a, peak, notes, pingpong):
                 print("| " + " | ".join("n/a" if r[k] is None else f.format(r[k]) for _, k, f in cols) + " |",
                       flush=True)
         print(f"core-to-core at the end: {round_trip(pingpong)}")

@@ -346,6 +346,16 @@ impl<'a> Kb<'a> {
     }
 }
 
+/// Starts a function body: creates its entry block with the function's parameters, switches to it and seals
+/// it; returns the parameters (the kernel functions, the entry functions and a fat bundle's dispatcher).
+pub fn begin_body(b: &mut FunctionBuilder) -> Vec<Value> {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    b.block_params(entry).to_vec()
+}
+
 /// Vector type used by the kernels.
 pub const VEC: Type = F32X4;
 /// Lanes in `VEC`.

@@ -73,11 +73,7 @@ fn define_dispatch(
     let mut fctx = FunctionBuilderContext::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        b.seal_block(entry);
-        let areas: Vec<_> = b.block_params(entry).to_vec();
+        let areas = super::builder::begin_body(&mut b);
         let [chk, f, s] = [check, fast, base].map(|id| module.declare_func_in_func(id, b.func));
         let call = b.ins().call(chk, &[]);
         let ok = b.inst_results(call)[0];

@@ -102,11 +102,7 @@ pub fn define_entry(
     let mut fctx = FunctionBuilderContext::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        b.seal_block(entry);
-        let mut areas: Vec<_> = b.block_params(entry).to_vec();
+        let mut areas = super::builder::begin_body(&mut b);
         if let Some(w) = embedded {
             let gv = module.declare_data_in_func(w, b.func);
             let addr = b.ins().symbol_value(I64, gv);

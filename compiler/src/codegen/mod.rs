@@ -96,11 +96,8 @@ pub fn define_kernels(
         let c = Callees::define(module, name, (i, k), simd, &mut ctx.func)?;
         {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let entry = b.create_block();
-            b.append_block_params_for_function_params(entry);
-            b.switch_to_block(entry);
-            b.seal_block(entry);
-            let (argv, task) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+            let params = builder::begin_body(&mut b);
+            let (argv, task) = (params[0], params[1]);
             let args = (k.args.iter().enumerate())
                 .map(|(i, a)| {
                     (

@@ -10,18 +10,13 @@
 //!
 //! `fn(x: *const f32, y: *mut f32, rows: u64)` (System V).
 
-use super::softmax_x86::{counted, supported};
-use super::vmath_avx2::{y, Em, S};
-use crate::codegen::math::{EXP_HI, EXP_LO};
+use super::softmax_x86::{counted, each_row, sum_partials, supported};
+use super::vmath_avx2::{begin, finish, y, Em, S};
+use super::xmm_of;
 use iced_x86::code_asm::*;
 
 type Asm = CodeAssembler;
 type R = Result<(), IcedError>;
-
-/// The `xmm` under slot `s`'s `ymm`.
-fn x(s: S) -> AsmRegisterXmm {
-    [xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7][s as usize]
-}
 
 /// Assembles the softmax of rows of `len` (`softmax_x86::supported`) elements.
 pub fn assemble(len: usize) -> Result<Vec<u8>, String> {
@@ -30,37 +25,27 @@ pub fn assemble(len: usize) -> Result<Vec<u8>, String> {
         return Err(format!("softmax: no AVX2 code for rows of {len}"));
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut m = Em { consts: Vec::new() };
-    let (mut table, mut lanes) = (a.create_label(), a.create_label());
-    a.lea(r8, ptr(table)).map_err(e)?;
-    rows(&mut a, &mut m, len, lanes).map_err(e)?;
-    a.vzeroupper().map_err(e)?;
-    a.ret().map_err(e)?;
-    super::lane_table(&mut a, &mut lanes).map_err(e)?;
-    a.set_label(&mut table).map_err(e)?;
-    let bytes: Vec<u8> = (m.consts.iter())
-        .flat_map(|c| std::iter::repeat_n(c.to_le_bytes(), 8).flatten())
-        .collect();
-    a.db(&bytes).map_err(e)?;
-    a.assemble(0).map_err(e)
+    let (mut m, labels) = begin(&mut a).map_err(e)?;
+    rows(&mut a, &mut m, len, labels.lanes).map_err(e)?;
+    finish(a, &m, labels)
 }
 
 /// The row loop. Registers: the exponential's slots `ymm0..7` (it uses X, B, T1 and T2), the row's maximum
 /// `ymm8` (then its sum), the tail's lane mask `ymm9`, the running sums `xmm10`, exp's clamp bounds
 /// `ymm12`/`ymm13`, scratch `ymm14`/`ymm15`; `r9`/`r10` walk the row's input and output, `ecx` counts.
 fn rows(a: &mut Asm, m: &mut Em, len: usize, lanes: CodeLabel) -> R {
-    a.vmovups(ymm12, m.f(EXP_LO))?;
-    a.vmovups(ymm13, m.f(EXP_HI))?;
-    let (full, tail) = (len / 8, len % 8);
+    let tail = len % 8;
     if tail > 0 {
         a.mov(eax, tail as u32)?;
         super::tail_masks_ymm(a, eax, 1, lanes, [ymm9, ymm9, ymm9])?;
     }
+    each_row(a, len, |a| row(a, m, len))
+}
+
+/// One row at `rdi` / `rsi`.
+fn row(a: &mut Asm, m: &mut Em, len: usize) -> R {
+    let (full, tail) = (len / 8, len % 8);
     let tail_at = (full * 32) as i32;
-    let (mut row, mut done) = (a.create_label(), a.create_label());
-    a.set_label(&mut row)?;
-    a.test(rdx, rdx)?;
-    a.jz(done)?;
     // The maximum (the tail over −∞).
     a.vmovups(ymm8, m.f(f32::NEG_INFINITY))?;
     a.mov(r9, rdi)?;
@@ -86,10 +71,7 @@ fn rows(a: &mut Asm, m: &mut Em, len: usize, lanes: CodeLabel) -> R {
         exp_step(a, m, tail)?;
     }
     // (s0 + s1) + (s2 + s3), then the elements past the last group of four (in the tail's `B`) one at a time.
-    a.vpermilps(xmm14, xmm10, 0xB1)?;
-    a.vaddps(xmm10, xmm10, xmm14)?;
-    a.vpermilps(xmm14, xmm10, 0x4E)?;
-    a.vaddps(xmm10, xmm10, xmm14)?;
+    sum_partials(a, xmm10, xmm14)?;
     a.vbroadcastss(ymm8, xmm10)?;
     for j in len / 4 * 4..len {
         a.vmovups(ymm14, m.bits((j % 8) as u32))?;
@@ -108,12 +90,7 @@ fn rows(a: &mut Asm, m: &mut Em, len: usize, lanes: CodeLabel) -> R {
         a.vdivps(ymm0, ymm0, ymm8)?;
         a.vmaskmovps(ptr(rsi + tail_at), ymm9, ymm0)?;
     }
-    let row_bytes = (len * 4) as i32;
-    a.add(rdi, row_bytes)?;
-    a.add(rsi, row_bytes)?;
-    a.dec(rdx)?;
-    a.jmp(row)?;
-    a.set_label(&mut done)
+    Ok(())
 }
 
 /// One vector of the exponential pass at `r9` (stored at `r10`); `tail` > 0 for the row's last, partial
@@ -133,7 +110,7 @@ fn exp_step(a: &mut Asm, m: &mut Em, tail: usize) -> R {
     }
     let groups = if tail > 0 { tail / 4 } else { 2 };
     if groups > 0 {
-        a.vaddps(xmm10, xmm10, x(S::B))?;
+        a.vaddps(xmm10, xmm10, xmm_of(y(S::B)))?;
     }
     if groups > 1 {
         a.vextractf128(xmm14, y(S::B), 1)?;

@@ -122,10 +122,7 @@ fn step(a: &mut Asm, m: &mut Em, rows: usize, len: usize) -> R {
                     a.vaddps(accx, accx, tx)?;
                 }
             }
-            a.vpermilps(tx, accx, 0xB1)?;
-            a.vaddps(accx, accx, tx)?;
-            a.vpermilps(tx, accx, 0x4E)?;
-            a.vaddps(accx, accx, tx)?;
+            sum_partials(a, accx, tx)?;
             a.vbroadcastss(acc, accx)?;
         } else {
             lane(a, m, acc, z(S::B, r), 0)?;
@@ -163,16 +160,18 @@ fn assemble_long(len: usize) -> Result<Vec<u8>, String> {
 fn long_rows(a: &mut Asm, m: &mut Em, len: usize) -> R {
     let ninf = m.off(f32::NEG_INFINITY.to_bits());
     a.vbroadcastss(zmm28, dword_ptr(r8 + ninf))?;
-    let (full, tail) = (len / 16, len % 16);
+    let tail = len % 16;
     if tail > 0 {
         a.mov(eax, (1u32 << tail) - 1)?;
         a.kmovw(k1, eax)?;
     }
+    each_row(a, len, |a| long_row(a, m, len))
+}
+
+/// One row of `long_rows` at `rdi` / `rsi`.
+fn long_row(a: &mut Asm, m: &mut Em, len: usize) -> R {
+    let (full, tail) = (len / 16, len % 16);
     let tail_at = (full * 64) as i32;
-    let (mut row, mut done) = (a.create_label(), a.create_label());
-    a.set_label(&mut row)?;
-    a.test(rdx, rdx)?;
-    a.jz(done)?;
     // The maximum.
     a.vmovaps(zmm24, zmm28)?;
     a.mov(r9, rdi)?;
@@ -202,10 +201,7 @@ fn long_rows(a: &mut Asm, m: &mut Em, len: usize) -> R {
         exp_step(a, m, 1, tail)?;
     }
     // (s0 + s1) + (s2 + s3) in every lane, then the elements past the last group of four one at a time.
-    a.vpermilps(xmm10, xmm9, 0xB1)?;
-    a.vaddps(xmm9, xmm9, xmm10)?;
-    a.vpermilps(xmm10, xmm9, 0x4E)?;
-    a.vaddps(xmm9, xmm9, xmm10)?;
+    sum_partials(a, xmm9, xmm10)?;
     a.vbroadcastss(zmm24, xmm9)?;
     for j in len / 4 * 4..len {
         lane(a, m, zmm27, z(S::B, 0), j % 16)?;
@@ -223,12 +219,31 @@ fn long_rows(a: &mut Asm, m: &mut Em, len: usize) -> R {
         a.vdivps(zmm0, zmm0, zmm24)?;
         a.vmovups(zmmword_ptr(rsi + tail_at).k1(), zmm0)?;
     }
+    Ok(())
+}
+
+/// The loop over `rdx` rows of `len` elements from `rdi` (input) and `rsi` (output), `row` emitting one.
+pub(super) fn each_row(a: &mut Asm, len: usize, mut row: impl FnMut(&mut Asm) -> R) -> R {
+    let (mut top, mut done) = (a.create_label(), a.create_label());
+    a.set_label(&mut top)?;
+    a.test(rdx, rdx)?;
+    a.jz(done)?;
+    row(a)?;
     let row_bytes = (len * 4) as i32;
     a.add(rdi, row_bytes)?;
     a.add(rsi, row_bytes)?;
     a.dec(rdx)?;
-    a.jmp(row)?;
+    a.jmp(top)?;
     a.set_label(&mut done)
+}
+
+/// `(s0 + s1) + (s2 + s3)` of the four partial sums in `acc`, in its lane 0 (and every lane); `t` is scratch.
+/// The Cranelift kernel's horizontal sum (`Kb::hsum`), in its order.
+pub(super) fn sum_partials(a: &mut Asm, acc: AsmRegisterXmm, t: AsmRegisterXmm) -> R {
+    a.vpermilps(t, acc, 0xB1)?;
+    a.vaddps(acc, acc, t)?;
+    a.vpermilps(t, acc, 0x4E)?;
+    a.vaddps(acc, acc, t)
 }
 
 /// One step of the exponential pass over `n` vectors at `r9` (stored at `r10`): `tail` > 0 for the row's

@@ -8,61 +8,20 @@
 //!
 //! `fn(src: *const u32, dst: *mut u32)` (System V).
 
-use super::transpose_x86::BlockTranspose;
+use super::transpose_x86::{block_loops, BlockTranspose};
 use super::{store_head_ymm, transpose8_ymm, YMM};
 use iced_x86::code_asm::*;
 
 /// Assembles a `BlockTranspose`; `Err` when a stride does not fit a 32-bit displacement.
 pub fn assemble_block(s: &BlockTranspose) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let disp = |elems: usize| super::disp("block transpose", elems);
-    let loads: Vec<i32> = (0..8).map(|r| disp(r * s.ls)).collect::<Result<_, _>>()?;
-    let stores: Vec<i32> = (0..8).map(|c| disp(c * s.ld)).collect::<Result<_, _>>()?;
-    let (row_step, col_step) = (disp(8 * s.ls)?, disp(8 * s.ld)?);
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut mask = a.create_label();
-    // (columns, whether the loads are masked) per kind of column block: the full ones, then the tail.
-    let mut col_blocks: Vec<(usize, bool)> = Vec::new();
-    if s.cols >= 8 {
-        col_blocks.push((8, false));
-    }
-    if !s.cols.is_multiple_of(8) {
-        col_blocks.push((s.cols % 8, true));
-    }
-    // r8 / r9: the current column block's first source element and output row; r10 / r11: the current block.
-    a.mov(r8, rdi).map_err(e)?;
-    a.mov(r9, rsi).map_err(e)?;
-    for (nc, masked) in col_blocks {
-        let load_mask = masked.then_some(mask);
-        // The full column blocks loop at run time (rdx counts them); the tail block runs once.
-        let mut col_top = a.create_label();
-        if !masked {
-            a.mov(rdx, (s.cols / 8) as u64).map_err(e)?;
-            a.set_label(&mut col_top).map_err(e)?;
-        }
-        a.mov(r10, r8).map_err(e)?;
-        a.mov(r11, r9).map_err(e)?;
-        if s.rows >= 8 {
-            let mut row_top = a.create_label();
-            a.mov(rcx, (s.rows / 8) as u64).map_err(e)?;
-            a.set_label(&mut row_top).map_err(e)?;
-            block(&mut a, &loads, &stores[..nc], load_mask, 8).map_err(e)?;
-            a.add(r10, row_step).map_err(e)?;
-            a.add(r11, 32).map_err(e)?;
-            a.dec(rcx).map_err(e)?;
-            a.jnz(row_top).map_err(e)?;
-        }
-        if !s.rows.is_multiple_of(8) {
-            let n = s.rows % 8;
-            block(&mut a, &loads[..n], &stores[..nc], load_mask, n).map_err(e)?;
-        }
-        if !masked {
-            a.add(r8, 32).map_err(e)?;
-            a.add(r9, col_step).map_err(e)?;
-            a.dec(rdx).map_err(e)?;
-            a.jnz(col_top).map_err(e)?;
-        }
-    }
+    let tail_rows = s.rows % 8;
+    block_loops(&mut a, s, 8, |a, loads, stores, tail_cols, tail_row| {
+        let lanes = if tail_row { tail_rows } else { 8 };
+        block(a, loads, stores, tail_cols.then_some(mask), lanes)
+    })?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     // The column tail's load mask: its lanes all ones.

@@ -102,10 +102,6 @@ pub struct BlockTranspose {
 /// Assembles a `BlockTranspose`; `Err` when a stride does not fit a 32-bit displacement.
 pub fn assemble_block(s: &BlockTranspose) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    let disp = |elems: usize| super::disp("block transpose", elems);
-    let loads: Vec<i32> = (0..16).map(|r| disp(r * s.ls)).collect::<Result<_, _>>()?;
-    let stores: Vec<i32> = (0..16).map(|c| disp(c * s.ld)).collect::<Result<_, _>>()?;
-    let (row_step, col_step) = (disp(16 * s.ls)?, disp(16 * s.ld)?);
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // k1: the tail column block's columns (loads); k2: the tail row block's rows (stores).
     for (k, n) in [(k1, s.cols % 16), (k2, s.rows % 16)] {
@@ -114,56 +110,67 @@ pub fn assemble_block(s: &BlockTranspose) -> Result<Vec<u8>, String> {
             a.kmovw(k, eax).map_err(e)?;
         }
     }
-    // r8 / r9: the current column block's first source element and output row; r10 / r11: the current block.
+    block_loops(&mut a, s, 16, block)?;
+    a.vzeroupper().map_err(e)?;
+    a.ret().map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// The loops of a `BlockTranspose` in `w`x`w` blocks (16 with `zmm`, 8 with `ymm`, `transpose_avx2.rs`), each
+/// emitted by `block(a, load displacements, store displacements, tail columns, tail rows)`: the full column blocks loop at run time, then the tail column block once; within
+/// each, the full row blocks loop, then the tail row block. `r8` / `r9`: the current column block's first
+/// source element and output row; `r10` / `r11`: the current block; `rdx` and `rcx` count.
+pub(super) fn block_loops(
+    a: &mut CodeAssembler,
+    s: &BlockTranspose,
+    w: usize,
+    mut block: impl FnMut(&mut CodeAssembler, &[i32], &[i32], bool, bool) -> Result<(), IcedError>,
+) -> Result<(), String> {
+    let e = |x: IcedError| x.to_string();
+    let disp = |elems: usize| super::disp("block transpose", elems);
+    let loads: Vec<i32> = (0..w).map(|r| disp(r * s.ls)).collect::<Result<_, _>>()?;
+    let stores: Vec<i32> = (0..w).map(|c| disp(c * s.ld)).collect::<Result<_, _>>()?;
+    let (row_step, col_step) = (disp(w * s.ls)?, disp(w * s.ld)?);
+    let bytes = (4 * w) as i32;
     let mut col_blocks: Vec<(usize, bool)> = Vec::new();
-    if s.cols >= 16 {
-        col_blocks.push((16, false));
+    if s.cols >= w {
+        col_blocks.push((w, false));
     }
-    if !s.cols.is_multiple_of(16) {
-        col_blocks.push((s.cols % 16, true));
+    if !s.cols.is_multiple_of(w) {
+        col_blocks.push((s.cols % w, true));
     }
     a.mov(r8, rdi).map_err(e)?;
     a.mov(r9, rsi).map_err(e)?;
     for (nc, load_mask) in col_blocks {
-        // The full column blocks loop at run time (rdx counts them); the tail block runs once.
         let full = !load_mask;
         let mut col_top = a.create_label();
         if full {
-            a.mov(rdx, (s.cols / 16) as u64).map_err(e)?;
+            a.mov(rdx, (s.cols / w) as u64).map_err(e)?;
             a.set_label(&mut col_top).map_err(e)?;
         }
         a.mov(r10, r8).map_err(e)?;
         a.mov(r11, r9).map_err(e)?;
-        if s.rows >= 16 {
+        if s.rows >= w {
             let mut row_top = a.create_label();
-            a.mov(rcx, (s.rows / 16) as u64).map_err(e)?;
+            a.mov(rcx, (s.rows / w) as u64).map_err(e)?;
             a.set_label(&mut row_top).map_err(e)?;
-            block(&mut a, &loads[..16], &stores[..nc], load_mask, false).map_err(e)?;
+            block(a, &loads, &stores[..nc], load_mask, false).map_err(e)?;
             a.add(r10, row_step).map_err(e)?;
-            a.add(r11, 64).map_err(e)?;
+            a.add(r11, bytes).map_err(e)?;
             a.dec(rcx).map_err(e)?;
             a.jnz(row_top).map_err(e)?;
         }
-        if !s.rows.is_multiple_of(16) {
-            block(
-                &mut a,
-                &loads[..s.rows % 16],
-                &stores[..nc],
-                load_mask,
-                true,
-            )
-            .map_err(e)?;
+        if !s.rows.is_multiple_of(w) {
+            block(a, &loads[..s.rows % w], &stores[..nc], load_mask, true).map_err(e)?;
         }
         if full {
-            a.add(r8, 64).map_err(e)?;
+            a.add(r8, bytes).map_err(e)?;
             a.add(r9, col_step).map_err(e)?;
             a.dec(rdx).map_err(e)?;
             a.jnz(col_top).map_err(e)?;
         }
     }
-    a.vzeroupper().map_err(e)?;
-    a.ret().map_err(e)?;
-    a.assemble(0).map_err(e)
+    Ok(())
 }
 
 /// One block at `r10` (source) / `r11` (output): `loads.len()` source rows (the others are left as they are:

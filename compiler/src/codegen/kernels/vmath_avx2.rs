@@ -42,7 +42,7 @@ type R = Result<(), IcedError>;
 
 /// The constant table being built: one 32-byte vector per constant, addressed from `r8`.
 pub(super) struct Em {
-    pub(super) consts: Vec<u32>,
+    consts: Vec<u32>,
 }
 
 impl Em {
@@ -193,13 +193,7 @@ pub fn assemble(op: UnOp) -> Result<Vec<u8>, String> {
         return Err(format!("vector math: no AVX2 code for {op:?}"));
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut m = Em { consts: Vec::new() };
-    let (mut table, mut lanes) = (a.create_label(), a.create_label());
-    a.lea(r8, ptr(table)).map_err(e)?;
-    // exp's clamp bounds, in registers so that the input can be the second operand.
-    let (lo, hi) = (m.f(EXP_LO), m.f(EXP_HI));
-    a.vmovups(ymm12, lo).map_err(e)?;
-    a.vmovups(ymm13, hi).map_err(e)?;
+    let (mut m, labels) = begin(&mut a).map_err(e)?;
     // In the tail ymm8 masks the outputs, ymm9 the inputs (`tail_masks_ymm`, which clobbers xmm15 and r9).
     let step = |a: &mut Asm, _n: usize, masked: bool| -> R {
         if masked {
@@ -215,13 +209,42 @@ pub fn assemble(op: UnOp) -> Result<Vec<u8>, String> {
         }
     };
     super::row_loop(&mut a, (rdx, rdi, rsi), 8, 1, (32, 32), step, |a| {
-        super::tail_masks_ymm(a, edx, 1, lanes, [ymm8, ymm9, ymm10])
+        super::tail_masks_ymm(a, edx, 1, labels.lanes, [ymm8, ymm9, ymm10])
     })
     .map_err(e)?;
+    finish(a, &m, labels)
+}
+
+/// The labels of a kernel begun with `begin`: its constant table and the lane indices of `tail_masks_ymm`.
+#[derive(Clone, Copy)]
+pub(super) struct Labels {
+    table: CodeLabel,
+    pub(super) lanes: CodeLabel,
+}
+
+/// The prologue of an AVX2 kernel that uses `Em`: `r8` at the constant table, exp's clamp bounds in
+/// `ymm12` / `ymm13` (in registers so that the input can be the second operand).
+pub(super) fn begin(a: &mut Asm) -> Result<(Em, Labels), IcedError> {
+    let mut m = Em { consts: Vec::new() };
+    let labels = Labels {
+        table: a.create_label(),
+        lanes: a.create_label(),
+    };
+    a.lea(r8, ptr(labels.table))?;
+    let (lo, hi) = (m.f(EXP_LO), m.f(EXP_HI));
+    a.vmovups(ymm12, lo)?;
+    a.vmovups(ymm13, hi)?;
+    Ok((m, labels))
+}
+
+/// The epilogue of a kernel begun with `begin`: return, then the lane indices and the constant table (each
+/// constant as a whole 32-byte vector); the assembled bytes.
+pub(super) fn finish(mut a: Asm, m: &Em, mut labels: Labels) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
-    super::lane_table(&mut a, &mut lanes).map_err(e)?;
-    a.set_label(&mut table).map_err(e)?;
+    super::lane_table(&mut a, &mut labels.lanes).map_err(e)?;
+    a.set_label(&mut labels.table).map_err(e)?;
     let bytes: Vec<u8> = (m.consts.iter())
         .flat_map(|c| std::iter::repeat_n(c.to_le_bytes(), 8).flatten())
         .collect();
