@@ -177,12 +177,31 @@ fn conv_shapes_pads_strides_groups() {
             1,
         ),
         // Tile counts that fill 32-column blocks badly (49; 16, a 7x7 plane; 2 x 49 = 98) with a multiple of 32
-        // output channels:
-        // the GEMM per ξ is computed transposed and the block-transposing kernel writes M back.
+        // output channels; with K >= 128 (`TRANSPOSED_MIN_K`) the GEMM per ξ is computed transposed and the
+        // block-transposing kernel writes M back, and the input transform writes V in the GEMM's row panels
+        // (56 tiles: two panels over the batch of 2; 8 tiles for a 7x7 plane's 16).
         (
             "wino_transposed",
             [1, 32, 14, 14],
             [32, 32, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_panels_batch",
+            [2, 128, 14, 14],
+            [64, 128, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        ),
+        (
+            "wino_panels_7x7",
+            [1, 128, 7, 7],
+            [64, 128, 3, 3],
             [1, 1, 1, 1],
             [1, 1],
             [1, 1],

@@ -223,7 +223,7 @@ pub(super) fn define_layout(
         Body::WinogradIn(s) => {
             let spec = WinoIn {
                 pw: s.plane()[1],
-                v_stride: s.c * s.tiles_all(),
+                v_stride: s.v_stride(),
             };
             let (tag, code, copy) = match (simd, s.tile) {
                 (Simd::Avx2, tile) => (
@@ -251,7 +251,7 @@ pub(super) fn define_layout(
                 .ok_or_else(|| Error::internal("codegen", "Winograd activation not a clamp"))?;
             let code = |rows| {
                 let spec = WinoOut {
-                    m_stride: s.m * s.tiles_all(),
+                    m_stride: s.m_stride(),
                     cols: s.out[1],
                     rows,
                     bias: s.has_bias,

@@ -39,6 +39,8 @@ pub(super) fn winograd_spec(
         has_bias: a.has_bias,
         act: a.epilogue.act,
         tile: 2,
+        v_panel: None,
+        pad_planes: false,
     };
     let f4 = WinogradSpec {
         tile: 4,
@@ -80,6 +82,10 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
     let (c, m, t, xis) = (s.c, s.m, s.tiles_all(), s.xis());
     let u = transform_weights(w, m, c, s.tile);
     let transposed = cx.opts.avx512 && transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
+    let s = WinogradSpec {
+        pad_planes: !transposed,
+        ..s
+    };
     let (u, u_shape) = if transposed {
         // Per ξ, Uᵀ [C, M] in column panels.
         let packed = (0..xis)
@@ -121,7 +127,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
             m,
             n: t,
             k: c,
-            batch: vec![[xis, m * c, c * t, m * t, 0]],
+            batch: vec![[xis, m * c, s.v_stride(), s.m_stride(), 0]],
             a: operand(Role::A, c),
             a_panel: None,
             a_k16: false,
