@@ -422,6 +422,27 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         tgt.simd,
         tgt.vnni,
     )?;
+    // The engine runs each interleaved pair as one op (no NPU segments: they own whole layers).
+    let mut pair_ops = Vec::new();
+    if segs.is_empty() {
+        for (at, groups) in codegen::interleave::pairs(&l, &s.order) {
+            let ab = (s.order[at], s.order[at + 1], groups);
+            let func = codegen::define_pair(&mut module, &opts.name, &l, ab, &funcs)?;
+            let fast = match &fast_funcs {
+                Some((f, _)) => {
+                    let n = format!("{}__fast", opts.name);
+                    Some(codegen::define_pair(&mut module, &n, &l, ab, f)?)
+                }
+                None => None,
+            };
+            pair_ops.push(codegen::PairOp {
+                at,
+                groups,
+                func,
+                fast,
+            });
+        }
+    }
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {
         name: &opts.name,
@@ -434,6 +455,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         segments: &segs,
         cpu_features,
         fast: fast_funcs.as_ref().map(|(f, bits)| (f, *bits)),
+        pairs: &pair_ops,
         flags: if opts.io_in_activations {
             config::FLAG_IO_IN_ACTIVATIONS
         } else {
@@ -476,7 +498,15 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         quantized_io: &report.quantized_io,
     });
     let npu_name = part.as_ref().map(|p| p.target.name.clone());
-    let rec = recipe::recipe(&opts.name, &g, &l, &s, &plan, &segs, npu_name.as_deref())?;
+    let rec = recipe::recipe(
+        &opts.name,
+        &g,
+        &l,
+        (&s, &pair_ops),
+        &plan,
+        &segs,
+        npu_name.as_deref(),
+    )?;
     let recipe =
         serde_json::to_string_pretty(&rec).map_err(|e| Error::internal("recipe", e))? + "\n";
     lap(&mut report, "emit");

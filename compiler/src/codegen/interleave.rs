@@ -7,8 +7,9 @@
 //! tasks reads. The 1-thread entry function then runs the two kernels group by group instead of one after the
 //! other, so a group's planes (MobileNetV2's 112x112 expansion: 16 of 96 channels, 800 KiB) are still in L2 when
 //! the depthwise kernel reads them, instead of 4.8 MiB streamed out to L3 and back. Every value is computed by
-//! the same code in the same order: the output is bitwise the same. The engine runs the kernels as two layers,
-//! as before; `align_tasks` only rounds their task counts to multiples of `G`.
+//! the same code in the same order: the output is bitwise the same. The engine runs each pair as one op of `G`
+//! tasks (`codegen::define_pair`: task g runs both kernels' share of group g); `align_tasks` rounds their task
+//! counts to multiples of `G`.
 
 use super::kernel::{Body, KernelId, Lowering, Role};
 

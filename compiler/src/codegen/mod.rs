@@ -137,3 +137,75 @@ pub fn define_kernels(
     }
     Ok(ids)
 }
+
+/// One interleaved pair (`interleave.rs`) as a single op of the engine's table: the kernels at positions `at`
+/// and `at + 1` of the schedule order, `groups` groups, and the wrapper functions (`define_pair`) of the base
+/// and (a fat bundle's) fast kernel sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairOp {
+    /// Position of the GEMM in the schedule order (the depthwise kernel follows it).
+    pub at: usize,
+    /// Groups `G`: the op's task count.
+    pub groups: usize,
+    /// The wrapper over the base kernel set.
+    pub func: FuncId,
+    /// The wrapper over a fat bundle's fast set.
+    pub fast: Option<FuncId>,
+}
+
+/// The op name of an interleaved pair: both kernels' names joined by `+`.
+pub fn pair_name(l: &Lowering, a: KernelId, b: KernelId) -> String {
+    format!("{}+{}", l.kernels[a].name, l.kernels[b].name)
+}
+
+/// Defines `NAME__kI_pair(args, g)` for the interleaved pair `(gemm, dw)` of `groups` groups over the kernel
+/// functions `funcs`: the GEMM's tasks of group `g`, then the depthwise kernel's, which reads its arguments
+/// after the GEMM's in `args`. One task of the engine then runs a group's expansion and its depthwise convolution on one
+/// core, as the entry function does on its thread (`define_entry`).
+pub fn define_pair(
+    module: &mut dyn Module,
+    name: &str,
+    l: &Lowering,
+    (gemm, dw, groups): (KernelId, KernelId, usize),
+    funcs: &PrimaryMap<KernelId, FuncId>,
+) -> Result<FuncId> {
+    let sig = kernel_signature(module);
+    let fname = format!("{name}__k{}_pair", gemm.index());
+    let id = module
+        .declare_function(&fname, Linkage::Local, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    let mut ctx = Context::new();
+    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let params = builder::begin_body(&mut b);
+        let (argv, group) = (params[0], params[1]);
+        let (fa, fb) = (
+            module.declare_func_in_func(funcs[gemm], b.func),
+            module.declare_func_in_func(funcs[dw], b.func),
+        );
+        let mut kb = Kb {
+            b,
+            args: vec![],
+            missing: Default::default(),
+            task: group,
+            has_fma: false,
+        };
+        let argv_b = (kb.b.ins()).iadd_imm_s(argv, (8 * l.kernels[gemm].args.len()) as i64);
+        for (f, k, args) in [(fa, gemm, argv), (fb, dw, argv_b)] {
+            let per = l.kernels[k].tasks as usize / groups.max(1);
+            let lo = kb.b.ins().imul_imm_s(group, per as i64);
+            let hi = kb.b.ins().iadd_imm_s(lo, per as i64);
+            kb.for_range(lo, hi, 1, |kb, t| {
+                kb.b.ins().call(f, &[args, t]);
+            });
+        }
+        kb.b.ins().return_(&[]);
+        kb.b.finalize(module.isa().frontend_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| Error::internal("codegen", format!("{fname}: {e:?}")))?;
+    Ok(id)
+}

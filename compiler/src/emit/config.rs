@@ -144,6 +144,9 @@ pub struct ConfigInput<'a> {
     /// A fat bundle's FAST kernel functions (indexed like `l.kernels`) and their `fastCpuFeatures`: a second op
     /// table, `fastOps`, that bundle-rt runs where the CPU has those features.
     pub fast: Option<(&'a PrimaryMap<KernelId, FuncId>, u64)>,
+    /// Interleaved pairs that run as one op each (`codegen::PairOp`): the GEMM's entry becomes the pair's
+    /// wrapper (both argument lists, `G` tasks, the GEMM's layer) and the depthwise kernel has none.
+    pub pairs: &'a [crate::codegen::PairOp],
     /// `flags` ([`FLAG_IO_IN_ACTIVATIONS`]).
     pub flags: u32,
 }
@@ -168,9 +171,12 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     };
     let sym_names: Vec<usize> = syms.iter().map(|s| intern(&s.name)).collect();
     let order = &c.s.order;
-    let op_names: Vec<usize> = order
-        .iter()
-        .map(|&k| intern(&c.l.kernels[k].name))
+    let pair_at = |pos: usize| c.pairs.iter().find(|p| p.at == pos);
+    let op_names: Vec<usize> = (order.iter().enumerate())
+        .map(|(pos, &k)| match pair_at(pos) {
+            Some(_) => intern(&crate::codegen::pair_name(c.l, k, order[pos + 1])),
+            None => intern(&c.l.kernels[k].name),
+        })
         .collect();
     let model_name = intern(c.name);
     let seg_names: Vec<usize> = c.segments.iter().map(|sg| intern(&sg.id)).collect();
@@ -203,37 +209,59 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     let mut ob = Blob::new();
     // `fastOps`: the same ops with FAST's functions (names, tasks, arguments and layers shared).
     let mut fb = Blob::new();
+    // Each op's layer, in table order.
+    let mut op_layers = Vec::with_capacity(order.len());
     for (pos, &ki) in order.iter().enumerate() {
-        let k = &c.l.kernels[ki];
-        let first_arg = ab.bytes.len();
-        for a in &k.args {
-            let loc = c.plan.loc.get(&a.buf).ok_or_else(|| {
-                let m = format!("kernel '{}' {:?} argument without location", k.name, a.role);
-                Error::internal("emit", m)
-            })?;
-            ab.u32(loc.area as u32);
-            ab.u32(0);
-            ab.u64(loc.offset as u64);
-            ab.u64(loc.size as u64);
+        if pos > 0 && pair_at(pos - 1).is_some() {
+            continue;
         }
+        let pair = pair_at(pos);
+        let kernels = match pair {
+            Some(_) => vec![ki, order[pos + 1]],
+            None => vec![ki],
+        };
+        let first_arg = ab.bytes.len();
+        let mut nargs = 0u32;
+        for &kk in &kernels {
+            let k = &c.l.kernels[kk];
+            for a in &k.args {
+                let loc = c.plan.loc.get(&a.buf).ok_or_else(|| {
+                    let m = format!("kernel '{}' {:?} argument without location", k.name, a.role);
+                    Error::internal("emit", m)
+                })?;
+                ab.u32(loc.area as u32);
+                ab.u32(0);
+                ab.u64(loc.offset as u64);
+                ab.u64(loc.size as u64);
+                nargs += 1;
+            }
+        }
+        let tasks = pair.map_or(c.l.kernels[ki].tasks, |p| p.groups as u32);
         let op = |blob: &mut Blob, func: FuncId| {
             blob.func(func);
             blob.ptr(strs, op_names[pos]);
-            blob.u32(k.tasks);
-            blob.u32(k.args.len() as u32);
+            blob.u32(tasks);
+            blob.u32(nargs);
             blob.ptr(args, first_arg);
             blob.u32(c.s.layer[ki]);
             blob.u32(0);
         };
-        op(&mut ob, c.funcs[ki]);
+        op(&mut ob, pair.map_or(c.funcs[ki], |p| p.func));
         if let Some((fast, _)) = c.fast {
-            op(&mut fb, fast[ki]);
+            let f = match pair {
+                Some(p) => p.fast.ok_or_else(|| {
+                    Error::internal("emit", "interleaved pair without its fast wrapper")
+                })?,
+                None => fast[ki],
+            };
+            op(&mut fb, f);
         }
+        op_layers.push(c.s.layer[ki]);
     }
     let mut lb = Blob::new();
     let mut first = 0u32;
     for layer in 0..c.s.num_layers {
-        let n = order.iter().filter(|&&k| c.s.layer[k] == layer).count() as u32;
+        let n = op_layers.iter().filter(|&&l| l == layer).count() as u32;
         lb.u32(first);
         lb.u32(n);
         first += n;
@@ -305,7 +333,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.ptr(tensors, 0);
     cb.u64(c.g.inputs.len() as u64);
     cb.u64(c.g.outputs.len() as u64);
-    cb.u64(order.len() as u64);
+    cb.u64(op_layers.len() as u64);
     cb.ptr(ops, 0);
     cb.u64(c.s.num_layers as u64);
     cb.ptr(layers, 0);

@@ -15,6 +15,7 @@
 
 use super::segments::{NpuCopy, SegmentLayout};
 use crate::codegen::kernel::Lowering;
+use crate::codegen::{pair_name, PairOp};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::plan::{Area, MemoryPlan, Schedule};
@@ -35,7 +36,7 @@ pub fn recipe(
     name: &str,
     g: &Graph,
     l: &Lowering,
-    s: &Schedule,
+    (s, pairs): (&Schedule, &[PairOp]),
     plan: &MemoryPlan,
     segments: &[SegmentLayout],
     target: Option<&str>,
@@ -94,7 +95,10 @@ pub fn recipe(
         Ok(json!({ "name": COPY_FN, "where": "cpu", "arguments": args }))
     };
     let mut done = vec![false; segments.len()];
-    for &ki in &s.order {
+    for (pos, &ki) in s.order.iter().enumerate() {
+        if pairs.iter().any(|p| p.at + 1 == pos) {
+            continue;
+        }
         if let Some(si) = segments
             .iter()
             .position(|sg| (sg.layers.0..sg.layers.0 + sg.layers.1).contains(&s.layer[ki]))
@@ -133,23 +137,32 @@ pub fn recipe(
             }
             continue;
         }
-        let k = &l.kernels[ki];
-        cpus.push(json!({ "name": k.name, "library_name": name }));
+        // An interleaved pair is one op of the table (`codegen::PairOp`): both kernels' arguments, G tasks.
+        let (op_name, kernels, tasks) = match pairs.iter().find(|p| p.at == pos) {
+            Some(p) => {
+                let (a, b) = (ki, s.order[pos + 1]);
+                (pair_name(l, a, b), vec![a, b], p.groups as u32)
+            }
+            None => (l.kernels[ki].name.clone(), vec![ki], l.kernels[ki].tasks),
+        };
+        cpus.push(json!({ "name": op_name, "library_name": name }));
         let mut args = Vec::new();
-        for (i, b) in k.args.iter().map(|a| &a.buf).enumerate() {
+        let bufs = kernels.iter().flat_map(|&k| &l.kernels[k].args);
+        for (i, b) in bufs.map(|a| &a.buf).enumerate() {
             let loc = plan.loc.get(b).ok_or_else(|| {
-                Error::internal("recipe", format!("kernel '{}' arg {i} unplaced", k.name))
+                Error::internal("recipe", format!("op '{op_name}' arg {i} unplaced"))
             })?;
             match io_names.get(b) {
                 Some(n) => args.push(json!({ "name": n, "argidx": i })),
                 None => args.push(area_arg(loc.area, loc.offset, loc.size, i)?),
             }
         }
+        let argc = args.len();
         runs.push(json!({
-            "name": k.name,
+            "name": op_name,
             "where": "cpu",
             "arguments": args,
-            "constants": [ { "value": k.tasks, "type": "int", "argidx": k.args.len() } ],
+            "constants": [ { "value": tasks, "type": "int", "argidx": argc } ],
         }));
     }
     let header = match (segments.is_empty(), target) {
