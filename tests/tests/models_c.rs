@@ -415,7 +415,9 @@ fn expansion_feeding_a_depthwise_conv_matches_tract() {
 /// intermediate tensors: the entry function runs it and the depthwise convolution after it group by group
 /// (`codegen/interleave.rs`), so the planner must keep the expansion's input alive until the depthwise layer
 /// ends (it would otherwise hand its bytes to the depthwise output, which the later groups' expansion reads
-/// over). Matches tract with each kernel set this CPU runs.
+/// over). Matches tract with each kernel set this CPU runs. Where the kernel set interleaves them, the op table
+/// and the recipe hold the pair as one op of 6 tasks (`codegen::PairOp`), and the engine at 1, 2 and 4 threads,
+/// the op table on one thread and the recipe Runner give the entry function's outputs bitwise.
 #[test]
 fn interleaved_expansion_and_depthwise_match_tract() {
     use bundlec_tests::onnx::{Attr, Model};
@@ -440,7 +442,60 @@ fn interleaved_expansion_and_depthwise_match_tract() {
     let model = g.bytes();
     let x = rand_vec(c * 1024, 25);
     let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
-    check_kernel_sets(&model, "inter_dw", &x, c * 1024, &want);
+    check_kernel_sets_with(&model, "inter_dw", &x, c * 1024, &want, |compiled, name| {
+        if name.ends_with("generic") {
+            return;
+        }
+        let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
+        let runs = recipe["execution"]["runs"].as_array().unwrap();
+        let pair = runs
+            .iter()
+            .find(|r| r["name"].as_str().unwrap().contains('+'));
+        let pair = pair.unwrap_or_else(|| panic!("{name}: no pair op in the recipe"));
+        assert_eq!(pair["constants"][0]["value"], 6, "{name}: the pair's tasks");
+        let loaded = bundlec_tests::loaded::Loaded::open(compiled);
+        // SAFETY: config and entry come from the bundle just compiled for them.
+        let b = unsafe {
+            bundle_rt::Bundle::new(loaded.config, loaded.entry, &compiled.bundle.weights)
+        }
+        .expect("bundle");
+        let view = *b.view();
+        let pair_ops = (0..view.ops().len()).filter(|&i| view.op_name(i).contains('+'));
+        assert_eq!(pair_ops.count(), 1, "{name}: pair ops in the op table");
+        let run = |how: usize| -> Vec<f32> {
+            let mut i = b.instance().expect("instance");
+            i.set_input("x", &x).expect("input");
+            match how {
+                0 => i.run().expect("entry"),
+                1 => i.run_ops().expect("op table"),
+                t => {
+                    let port = bundle_rt::engine::StdPort::new();
+                    let mut e = bundle_rt::engine::Engine::new(port, t).expect("engine");
+                    e.run(&mut i).expect("engine run");
+                }
+            }
+            i.output::<f32>("y").expect("output").to_vec()
+        };
+        let entry = run(0);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for how in [1, 2, 4] {
+            assert_eq!(
+                bits(&run(how)),
+                bits(&entry),
+                "{name}: run {how} vs the entry"
+            );
+        }
+        let mut out = vec![0f32; c * 1024];
+        {
+            let mut r =
+                bundle_rt::runner::Runner::new(&b, &compiled.bundle.recipe).expect("runner");
+            r.bind_input_typed("x", &x).expect("bind");
+            r.bind_output_typed("y", &mut out).expect("bind");
+            r.execute().expect("execute");
+            r.wait().expect("wait");
+        }
+        assert_eq!(bits(&out), bits(&entry), "{name}: Runner vs the entry");
+    });
 }
 
 /// Residual epilogues writing over their residual's buffer (`plan/in_place.rs`): a bottleneck block between two
