@@ -443,59 +443,74 @@ fn interleaved_expansion_and_depthwise_match_tract() {
     let x = rand_vec(c * 1024, 25);
     let want = tract_run(&model, &[(vec![1, c, 32, 32], x.clone())]);
     check_kernel_sets_with(&model, "inter_dw", &x, c * 1024, &want, |compiled, name| {
-        if name.ends_with("generic") {
-            return;
+        if !name.ends_with("generic") {
+            check_pair_op(compiled, name, &x);
         }
-        let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
-        let runs = recipe["execution"]["runs"].as_array().unwrap();
-        let pair = runs
-            .iter()
-            .find(|r| r["name"].as_str().unwrap().contains('+'));
-        let pair = pair.unwrap_or_else(|| panic!("{name}: no pair op in the recipe"));
-        assert_eq!(pair["constants"][0]["value"], 6, "{name}: the pair's tasks");
-        let loaded = bundlec_tests::loaded::Loaded::open(compiled);
-        // SAFETY: config and entry come from the bundle just compiled for them.
-        let b = unsafe {
-            bundle_rt::Bundle::new(loaded.config, loaded.entry, &compiled.bundle.weights)
-        }
-        .expect("bundle");
-        let view = *b.view();
-        let pair_ops = (0..view.ops().len()).filter(|&i| view.op_name(i).contains('+'));
-        assert_eq!(pair_ops.count(), 1, "{name}: pair ops in the op table");
-        let run = |how: usize| -> Vec<f32> {
-            let mut i = b.instance().expect("instance");
-            i.set_input("x", &x).expect("input");
-            match how {
-                0 => i.run().expect("entry"),
-                1 => i.run_ops().expect("op table"),
-                t => {
-                    let port = bundle_rt::engine::StdPort::new();
-                    let mut e = bundle_rt::engine::Engine::new(port, t).expect("engine");
-                    e.run(&mut i).expect("engine run");
-                }
-            }
-            i.output::<f32>("y").expect("output").to_vec()
-        };
-        let entry = run(0);
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        for how in [1, 2, 4] {
-            assert_eq!(
-                bits(&run(how)),
-                bits(&entry),
-                "{name}: run {how} vs the entry"
-            );
-        }
-        let mut out = vec![0f32; c * 1024];
-        {
-            let mut r =
-                bundle_rt::runner::Runner::new(&b, &compiled.bundle.recipe).expect("runner");
-            r.bind_input_typed("x", &x).expect("bind");
-            r.bind_output_typed("y", &mut out).expect("bind");
-            r.execute().expect("execute");
-            r.wait().expect("wait");
-        }
-        assert_eq!(bits(&out), bits(&entry), "{name}: Runner vs the entry");
     });
+    // A fat bundle: the pair's wrapper in both op tables (its base set needs AVX2 and FMA).
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        let mut o = bundlec::Options::new("inter_dw_fat");
+        o.cpu = "x86-64-v3,x86-64-v4".into();
+        let fat = bundlec_tests::harness::compile_with(&model, o);
+        check_pair_op(&fat, "inter_dw_fat", &x);
+    } else {
+        eprintln!("SKIPPED: inter_dw_fat (this CPU lacks AVX2 and FMA)");
+    }
+}
+
+/// The interleaved pair of `compiled` (the model of `interleaved_expansion_and_depthwise_match_tract`, input
+/// `x`) is one op of 6 tasks in the recipe and the op table, and the op table on one thread, the engine at 1, 2
+/// and 4 threads and the recipe Runner give the entry function's output bitwise.
+fn check_pair_op(compiled: &bundlec_tests::harness::Compiled, name: &str, x: &[f32]) {
+    let c = x.len() / 1024;
+    let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
+    let runs = recipe["execution"]["runs"].as_array().unwrap();
+    let pair = runs
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().contains('+'));
+    let pair = pair.unwrap_or_else(|| panic!("{name}: no pair op in the recipe"));
+    assert_eq!(pair["constants"][0]["value"], 6, "{name}: the pair's tasks");
+    let loaded = bundlec_tests::loaded::Loaded::open(compiled);
+    // SAFETY: config and entry come from the bundle just compiled for them.
+    let b =
+        unsafe { bundle_rt::Bundle::new(loaded.config, loaded.entry, &compiled.bundle.weights) }
+            .expect("bundle");
+    let view = *b.view();
+    let pair_ops = (0..view.ops().len()).filter(|&i| view.op_name(i).contains('+'));
+    assert_eq!(pair_ops.count(), 1, "{name}: pair ops in the op table");
+    let run = |how: usize| -> Vec<f32> {
+        let mut i = b.instance().expect("instance");
+        i.set_input("x", x).expect("input");
+        match how {
+            0 => i.run().expect("entry"),
+            1 => i.run_ops().expect("op table"),
+            t => {
+                let port = bundle_rt::engine::StdPort::new();
+                let mut e = bundle_rt::engine::Engine::new(port, t).expect("engine");
+                e.run(&mut i).expect("engine run");
+            }
+        }
+        i.output::<f32>("y").expect("output").to_vec()
+    };
+    let entry = run(0);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    for how in [1, 2, 4] {
+        assert_eq!(
+            bits(&run(how)),
+            bits(&entry),
+            "{name}: run {how} vs the entry"
+        );
+    }
+    let mut out = vec![0f32; c * 1024];
+    {
+        let mut r = bundle_rt::runner::Runner::new(&b, &compiled.bundle.recipe).expect("runner");
+        r.bind_input_typed("x", x).expect("bind");
+        r.bind_output_typed("y", &mut out).expect("bind");
+        r.execute().expect("execute");
+        r.wait().expect("wait");
+    }
+    assert_eq!(bits(&out), bits(&entry), "{name}: Runner vs the entry");
 }
 
 /// Residual epilogues writing over their residual's buffer (`plan/in_place.rs`): a bottleneck block between two
