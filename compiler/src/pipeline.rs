@@ -423,26 +423,12 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         tgt.vnni,
     )?;
     // The engine runs each interleaved pair as one op (no NPU segments: they own whole layers).
-    let mut pair_ops = Vec::new();
-    if segs.is_empty() {
-        for (at, groups) in codegen::interleave::pairs(&l, &s.order) {
-            let ab = (s.order[at], s.order[at + 1], groups);
-            let func = codegen::define_pair(&mut module, &opts.name, &l, ab, &funcs)?;
-            let fast = match &fast_funcs {
-                Some((f, _)) => {
-                    let n = format!("{}__fast", opts.name);
-                    Some(codegen::define_pair(&mut module, &n, &l, ab, f)?)
-                }
-                None => None,
-            };
-            pair_ops.push(codegen::PairOp {
-                at,
-                groups,
-                func,
-                fast,
-            });
-        }
-    }
+    let pair_ops = if segs.is_empty() {
+        let fast = fast_funcs.as_ref().map(|(f, _)| f);
+        codegen::define_pair_ops(&mut module, &opts.name, &l, &s.order, &funcs, fast)?
+    } else {
+        Vec::new()
+    };
     lap(&mut report, "codegen");
     let ci = config::ConfigInput {
         name: &opts.name,

@@ -25,6 +25,11 @@ pub struct Fat<'a> {
     pub embedded: Option<cranelift_module::DataId>,
 }
 
+/// The name prefix of a fat bundle's fast kernel set (`NAME__fast__kI...`).
+pub fn fast_name(name: &str) -> String {
+    format!("{name}__fast")
+}
+
 /// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local check
 /// `NAME__has_fast` and the exported dispatcher `NAME`. Returns FAST's kernel functions and feature bits, for
 /// the config's `fastOps` table (bundle-rt's engine runs them where the CPU has the features).
@@ -39,7 +44,7 @@ pub fn define_fat(
     let (f, local) = (fat.fast, Linkage::Local);
     let fast_kernels = super::define_kernels(
         module,
-        &format!("{name}__fast"),
+        &fast_name(name),
         l,
         f.has_fma,
         f.simd,

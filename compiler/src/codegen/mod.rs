@@ -153,16 +153,83 @@ pub struct PairOp {
     pub fast: Option<FuncId>,
 }
 
-/// The op name of an interleaved pair: both kernels' names joined by `+`.
-pub fn pair_name(l: &Lowering, a: KernelId, b: KernelId) -> String {
-    format!("{}+{}", l.kernels[a].name, l.kernels[b].name)
+/// One op of the engine's table (`emit/config.rs`) and the recipe's run for it: a kernel, or an interleaved
+/// pair's two kernels (`pair`), consecutive in the schedule order from position `at`.
+#[derive(Debug, Clone, Copy)]
+pub struct TableOp<'a> {
+    /// Position of its first kernel in the schedule order.
+    pub at: usize,
+    /// Its kernels: one, or a pair's GEMM and depthwise kernel (their arguments in a row).
+    pub kernels: &'a [KernelId],
+    /// The pair it runs, if any.
+    pub pair: Option<&'a PairOp>,
+}
+
+impl TableOp<'_> {
+    /// The op's name: its kernels' names joined by `+`.
+    pub fn name(&self, l: &Lowering) -> String {
+        let names: Vec<&str> = self
+            .kernels
+            .iter()
+            .map(|&k| l.kernels[k].name.as_str())
+            .collect();
+        names.join("+")
+    }
+    /// Its task count: the kernel's, or the pair's groups.
+    pub fn tasks(&self, l: &Lowering) -> u32 {
+        self.pair
+            .map_or(l.kernels[self.kernels[0]].tasks, |p| p.groups as u32)
+    }
+}
+
+/// The ops of the engine's table over the schedule `order`: each kernel alone, except that the two kernels of
+/// each of `pairs` make one op.
+pub fn table_ops<'a>(order: &'a [KernelId], pairs: &'a [PairOp]) -> Vec<TableOp<'a>> {
+    let mut ops = Vec::with_capacity(order.len());
+    let mut at = 0;
+    while at < order.len() {
+        let pair = pairs.iter().find(|p| p.at == at);
+        let n = if pair.is_some() { 2 } else { 1 };
+        let kernels = &order[at..(at + n).min(order.len())];
+        ops.push(TableOp { at, kernels, pair });
+        at += n;
+    }
+    ops
+}
+
+/// Defines the wrappers of the interleaved pairs (`interleave::pairs` over the schedule `order`) over the base
+/// kernel functions `funcs` and, in a fat bundle, the fast set's `fast` (`dispatch::fast_name`).
+pub fn define_pair_ops(
+    module: &mut dyn Module,
+    name: &str,
+    l: &Lowering,
+    order: &[KernelId],
+    funcs: &PrimaryMap<KernelId, FuncId>,
+    fast: Option<&PrimaryMap<KernelId, FuncId>>,
+) -> Result<Vec<PairOp>> {
+    let mut ops = Vec::new();
+    for (at, groups) in interleave::pairs(l, order) {
+        let ab = (order[at], order[at + 1], groups);
+        let func = define_pair(module, name, l, ab, funcs)?;
+        let fast = match fast {
+            Some(f) => Some(define_pair(module, &dispatch::fast_name(name), l, ab, f)?),
+            None => None,
+        };
+        ops.push(PairOp {
+            at,
+            groups,
+            func,
+            fast,
+        });
+    }
+    Ok(ops)
 }
 
 /// Defines `NAME__kI_pair(args, g)` for the interleaved pair `(gemm, dw)` of `groups` groups over the kernel
 /// functions `funcs`: the GEMM's tasks of group `g`, then the depthwise kernel's, which reads its arguments
 /// after the GEMM's in `args`. One task of the engine then runs a group's expansion and its depthwise convolution on one
 /// core, as the entry function does on its thread (`define_entry`).
-pub fn define_pair(
+fn define_pair(
     module: &mut dyn Module,
     name: &str,
     l: &Lowering,

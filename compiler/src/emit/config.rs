@@ -170,14 +170,8 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         at
     };
     let sym_names: Vec<usize> = syms.iter().map(|s| intern(&s.name)).collect();
-    let order = &c.s.order;
-    let pair_at = |pos: usize| c.pairs.iter().find(|p| p.at == pos);
-    let op_names: Vec<usize> = (order.iter().enumerate())
-        .map(|(pos, &k)| match pair_at(pos) {
-            Some(_) => intern(&crate::codegen::pair_name(c.l, k, order[pos + 1])),
-            None => intern(&c.l.kernels[k].name),
-        })
-        .collect();
+    let table = crate::codegen::table_ops(&c.s.order, c.pairs);
+    let op_names: Vec<usize> = table.iter().map(|op| intern(&op.name(c.l))).collect();
     let model_name = intern(c.name);
     let seg_names: Vec<usize> = c.segments.iter().map(|sg| intern(&sg.id)).collect();
 
@@ -209,20 +203,11 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     let mut ob = Blob::new();
     // `fastOps`: the same ops with FAST's functions (names, tasks, arguments and layers shared).
     let mut fb = Blob::new();
-    // Each op's layer, in table order.
-    let mut op_layers = Vec::with_capacity(order.len());
-    for (pos, &ki) in order.iter().enumerate() {
-        if pos > 0 && pair_at(pos - 1).is_some() {
-            continue;
-        }
-        let pair = pair_at(pos);
-        let kernels = match pair {
-            Some(_) => vec![ki, order[pos + 1]],
-            None => vec![ki],
-        };
+    for (t, &name) in table.iter().zip(&op_names) {
+        let ki = t.kernels[0];
         let first_arg = ab.bytes.len();
         let mut nargs = 0u32;
-        for &kk in &kernels {
+        for &kk in t.kernels {
             let k = &c.l.kernels[kk];
             for a in &k.args {
                 let loc = c.plan.loc.get(&a.buf).ok_or_else(|| {
@@ -236,19 +221,19 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
                 nargs += 1;
             }
         }
-        let tasks = pair.map_or(c.l.kernels[ki].tasks, |p| p.groups as u32);
+        let tasks = t.tasks(c.l);
         let op = |blob: &mut Blob, func: FuncId| {
             blob.func(func);
-            blob.ptr(strs, op_names[pos]);
+            blob.ptr(strs, name);
             blob.u32(tasks);
             blob.u32(nargs);
             blob.ptr(args, first_arg);
             blob.u32(c.s.layer[ki]);
             blob.u32(0);
         };
-        op(&mut ob, pair.map_or(c.funcs[ki], |p| p.func));
+        op(&mut ob, t.pair.map_or(c.funcs[ki], |p| p.func));
         if let Some((fast, _)) = c.fast {
-            let f = match pair {
+            let f = match t.pair {
                 Some(p) => p.fast.ok_or_else(|| {
                     Error::internal("emit", "interleaved pair without its fast wrapper")
                 })?,
@@ -256,12 +241,13 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
             };
             op(&mut fb, f);
         }
-        op_layers.push(c.s.layer[ki]);
     }
     let mut lb = Blob::new();
     let mut first = 0u32;
     for layer in 0..c.s.num_layers {
-        let n = op_layers.iter().filter(|&&l| l == layer).count() as u32;
+        let n = (table.iter())
+            .filter(|t| c.s.layer[t.kernels[0]] == layer)
+            .count() as u32;
         lb.u32(first);
         lb.u32(n);
         first += n;
@@ -333,7 +319,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
     cb.ptr(tensors, 0);
     cb.u64(c.g.inputs.len() as u64);
     cb.u64(c.g.outputs.len() as u64);
-    cb.u64(op_layers.len() as u64);
+    cb.u64(table.len() as u64);
     cb.ptr(ops, 0);
     cb.u64(c.s.num_layers as u64);
     cb.ptr(layers, 0);

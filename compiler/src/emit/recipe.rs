@@ -15,7 +15,7 @@
 
 use super::segments::{NpuCopy, SegmentLayout};
 use crate::codegen::kernel::Lowering;
-use crate::codegen::{pair_name, PairOp};
+use crate::codegen::{table_ops, PairOp};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::plan::{Area, MemoryPlan, Schedule};
@@ -95,10 +95,8 @@ pub fn recipe(
         Ok(json!({ "name": COPY_FN, "where": "cpu", "arguments": args }))
     };
     let mut done = vec![false; segments.len()];
-    for (pos, &ki) in s.order.iter().enumerate() {
-        if pairs.iter().any(|p| p.at + 1 == pos) {
-            continue;
-        }
+    for op in table_ops(&s.order, pairs) {
+        let ki = op.kernels[0];
         if let Some(si) = segments
             .iter()
             .position(|sg| (sg.layers.0..sg.layers.0 + sg.layers.1).contains(&s.layer[ki]))
@@ -138,16 +136,10 @@ pub fn recipe(
             continue;
         }
         // An interleaved pair is one op of the table (`codegen::PairOp`): both kernels' arguments, G tasks.
-        let (op_name, kernels, tasks) = match pairs.iter().find(|p| p.at == pos) {
-            Some(p) => {
-                let (a, b) = (ki, s.order[pos + 1]);
-                (pair_name(l, a, b), vec![a, b], p.groups as u32)
-            }
-            None => (l.kernels[ki].name.clone(), vec![ki], l.kernels[ki].tasks),
-        };
+        let (op_name, tasks) = (op.name(l), op.tasks(l));
         cpus.push(json!({ "name": op_name, "library_name": name }));
         let mut args = Vec::new();
-        let bufs = kernels.iter().flat_map(|&k| &l.kernels[k].args);
+        let bufs = op.kernels.iter().flat_map(|&k| &l.kernels[k].args);
         for (i, b) in bufs.map(|a| &a.buf).enumerate() {
             let loc = plan.loc.get(b).ok_or_else(|| {
                 Error::internal("recipe", format!("op '{op_name}' arg {i} unplaced"))

@@ -181,32 +181,20 @@ pub fn emit_in(kb: &mut Kb, s: &WinogradSpec, tasks: u32, f: FuncRef, copy: Func
         let xin = kb.addr(px, u, (h * w * 4) as i64);
         plane.load(kb, xin, [h, w], [pt, pl], Some(copy));
         let n = kb.iconst(tw as i64);
-        match s.v_panel {
-            // V + (ch·T + b·th·tw + ty·tw) floats for tile row ty.
-            None => {
-                let vc = kb.addr(pv, ch, (t_all * 4) as i64);
-                let vb = kb.addr(vc, b, (th * tw * 4) as i64);
-                kb.for_const(0, th, 1, |kb, ty| {
-                    let p = plane.row(kb, ty, s.tile);
-                    let v = kb.addr(vb, ty, (tw * 4) as i64);
-                    kb.b.ins().call(f, &[p, v, n]);
-                });
-            }
-            // Row panels: tile t = (b·th + ty)·tw of channel ch at V + ((t / rows)·C + ch)·rows + t % rows.
-            Some(rows) => {
-                let vc = kb.addr(pv, ch, (rows * 4) as i64);
-                let row0 = kb.b.ins().imul_imm_s(b, th as i64);
-                kb.for_const(0, th, 1, |kb, ty| {
-                    let p = plane.row(kb, ty, s.tile);
-                    let r = kb.b.ins().iadd(row0, ty);
-                    let t = kb.b.ins().imul_imm_s(r, tw as i64);
-                    let (q, o) = kb.divmod(t, rows);
-                    let vq = kb.addr(vc, q, (s.c * rows * 4) as i64);
-                    let v = kb.addr(vq, o, 4);
-                    kb.b.ins().call(f, &[p, v, n]);
-                });
-            }
-        }
+        // Tile t = (b·th + ty)·tw of channel ch at V + ((t / rows)·C + ch)·rows + t % rows: row panels of
+        // `rows` tiles, or without them one panel of all T (V + ch·T + t).
+        let rows = s.v_panel.unwrap_or(t_all);
+        let vc = kb.addr(pv, ch, (rows * 4) as i64);
+        let row0 = kb.b.ins().imul_imm_s(b, th as i64);
+        kb.for_const(0, th, 1, |kb, ty| {
+            let p = plane.row(kb, ty, s.tile);
+            let r = kb.b.ins().iadd(row0, ty);
+            let t = kb.b.ins().imul_imm_s(r, tw as i64);
+            let (q, o) = kb.divmod(t, rows);
+            let vq = kb.addr(vc, q, (s.c * rows * 4) as i64);
+            let v = kb.addr(vq, o, 4);
+            kb.b.ins().call(f, &[p, v, n]);
+        });
     });
 }
 

@@ -207,7 +207,7 @@ fn wino_writes(cx: &mut Ctx, t: &Transposed, rows: usize) -> Option<(Buf, usize,
     let Buf::Scratch(_) = t.a.0 else {
         return None;
     };
-    let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
+    let (id, k) = (cx.out.kernels.iter_mut()).find(|(_, k)| k.out() == Some(t.a.0))?;
     let Body::WinogradIn(s) = &mut k.body else {
         return None;
     };
@@ -221,8 +221,11 @@ fn wino_writes(cx: &mut Ctx, t: &Transposed, rows: usize) -> Option<(Buf, usize,
     s.v_panel = Some(rows);
     let (stride, bytes) = (s.v_stride(), s.v_bytes());
     let buf = cx.scratch(bytes);
-    let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
-    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
+    for a in cx.out.kernels[id]
+        .args
+        .iter_mut()
+        .filter(|a| a.role == Role::Out)
+    {
         a.buf = buf;
     }
     Some((buf, stride, rows))
