@@ -101,6 +101,33 @@ pub fn gelu_mlp(batch: usize) -> Vec<u8> {
     m.bytes()
 }
 
+/// Two attention blocks over x [1, 2, 37, 8] (2 heads, 37 tokens, 8 features each) with queries, keys and values
+/// all x: scores `x·xᵀ` divided by √8 (not a power of two) plus a constant mask row [1, 1, 1, 37], softmax,
+/// times x; then that context's scores scaled by a `Mul` with 0.125 on the left, softmax. Output the second
+/// softmax [1, 2, 37, 37]. `passes::fuse_epilogues` folds both scalings and the mask into the products.
+pub fn attention_scores() -> Vec<u8> {
+    let mut m = Model::new();
+    m.input("x", &[1, 2, 37, 8]).output("y", &[1, 2, 37, 37]);
+    let mask: Vec<f32> = (0..37)
+        .map(|j| if j % 5 == 4 { -1e4 } else { 0.0 })
+        .collect();
+    m.init("sqrt_d", &[], vec![8f32.sqrt()])
+        .init("eighth", &[1], vec![0.125])
+        .init("mask", &[1, 1, 1, 37], mask);
+    let swap = || vec![("perm", Attr::Ints(vec![0, 1, 3, 2]))];
+    m.node("Transpose", &["x"], &["xt"], swap())
+        .node("MatMul", &["x", "xt"], &["s1"], vec![])
+        .node("Div", &["s1", "sqrt_d"], &["d1"], vec![])
+        .node("Add", &["d1", "mask"], &["m1"], vec![])
+        .node("Softmax", &["m1"], &["p1"], vec![("axis", Attr::Int(-1))])
+        .node("MatMul", &["p1", "x"], &["c"], vec![])
+        .node("Transpose", &["c"], &["ct"], swap())
+        .node("MatMul", &["c", "ct"], &["s2"], vec![])
+        .node("Mul", &["eighth", "s2"], &["d2"], vec![])
+        .node("Softmax", &["d2"], &["y"], vec![("axis", Attr::Int(-1))]);
+    m.bytes()
+}
+
 /// LeNet-style: Conv+BN+Relu, MaxPool, Conv(bias)+Relu, AveragePool (count_include_pad 0 with padding), Flatten,
 /// Gemm, Relu, Gemm, Softmax. Input [n, 1, 28, 28].
 pub fn lenet(batch: usize) -> Vec<u8> {

@@ -60,6 +60,22 @@ fn mlp_matches_tract() {
     }
 }
 
+/// An attention's scaling (a `Div` by √d, a `Mul` by a constant on the left) and its mask row join the score
+/// products' epilogues, in every kernel set (the machine-code micro-kernels scale their accumulators).
+#[test]
+fn attention_scale_and_mask_fuse_and_match_tract() {
+    let model = models::attention_scores();
+    let x: Vec<f32> = rand_vec(2 * 37 * 8, 41).iter().map(|v| v * 2.0).collect();
+    let want = tract_run(&model, &[(vec![1, 2, 37, 8], x.clone())]);
+    check_kernel_sets_with(&model, "attention", &x, 2 * 37 * 37, &want, |c, name| {
+        let passes = &c.bundle.report.passes;
+        assert!(
+            passes.contains(&("fuse_epilogues", 3)),
+            "{name}: two scalings and the mask fused: {passes:?}"
+        );
+    });
+}
+
 #[test]
 fn gelu_spellings_fuse_and_match_tract() {
     for batch in [1, 5] {

@@ -70,6 +70,12 @@ fn fused(op: &Op) -> String {
     };
     let Some(e) = epi else { return String::new() };
     let mut v = Vec::new();
+    if e.scale != 1.0 {
+        v.push(format!("scale {}", e.scale));
+    }
+    if e.bias {
+        v.push("bias Add".to_string());
+    }
     if e.residual {
         v.push("residual Add".to_string());
     }

@@ -102,10 +102,13 @@ pub enum Activation {
     Clip(f32, f32),
 }
 
-/// What a conv / gemm / matmul does after accumulating: a MatMul's optional per-column bias, optional residual
-/// add (its last input), then activation.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// What a conv / gemm / matmul does after accumulating: a MatMul's scaling of the product and optional
+/// per-column bias, optional residual add (its last input), then activation.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Epilogue {
+    /// MatMul only (1 elsewhere): the product is multiplied by it before the bias — an attention's
+    /// `Div(QKᵀ, √d)` folded in (`fuse_epilogues`).
+    pub scale: f32,
     /// MatMul only (Conv and Gemm have their own bias inputs): input 2 holds N values (shape `[N]` or ones then
     /// `N`), added to every row of the product before the residual.
     pub bias: bool,
@@ -113,6 +116,17 @@ pub struct Epilogue {
     pub residual: bool,
     /// Activation applied last.
     pub act: Activation,
+}
+
+impl Default for Epilogue {
+    fn default() -> Self {
+        Epilogue {
+            scale: 1.0,
+            bias: false,
+            residual: false,
+            act: Activation::None,
+        }
+    }
 }
 
 /// 2-D convolution attributes. Inputs: x \[N,C,H,W\], w [M,C/group,KH,KW], optional bias \[M\], optional residual.

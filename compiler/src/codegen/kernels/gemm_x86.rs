@@ -169,9 +169,11 @@ impl MicroSpec {
     }
 }
 
-/// A fused epilogue: `act(acc + bias[row] + residual[row][col])`.
+/// A fused epilogue: `act(scale·acc + bias[row] + residual[row][col])`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MicroEpi {
+    /// Multiply the accumulators by this factor (f32 bits) first: a MatMul's `Epilogue::scale`.
+    pub scale: Option<u32>,
     /// Add `bias[r]` (pointer in `rcx`).
     pub bias: bool,
     /// Add `bias[j]` instead (per column, pointer in `rcx` at the tile's first column).
@@ -382,11 +384,17 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
     let d = |x: usize| disp(x).unwrap_or(0);
     match m.simd {
         Simd::Avx2 => {
-            // Accumulators use ymm0..mr*vecs (at most 12); ymm12 lo, ymm13 hi.
+            // Accumulators use ymm0..mr*vecs (at most 12); ymm12 lo, ymm13 hi, ymm15 the scale.
             let (lo, hi) = super::clamp_bounds_ymm(a, (epi.lo, epi.hi), [ymm12, ymm13])?;
+            if let Some(bits) = epi.scale {
+                super::broadcast_bits_ymm(a, ymm15, bits)?;
+            }
             for r in 0..mr {
                 for v in 0..vecs {
                     let x = YMM[r * vecs + v];
+                    if epi.scale.is_some() {
+                        a.vmulps(x, x, ymm15)?;
+                    }
                     if epi.bias {
                         // ymm14 is also the clamp's scratch, so the bias is broadcast again per vector.
                         a.vbroadcastss(ymm14, dword_ptr(rcx + d(r)))?;
@@ -403,14 +411,20 @@ fn epilogue(a: &mut CodeAssembler, m: &MicroSpec, epi: &MicroEpi) -> Result<(), 
             }
         }
         Simd::Avx512 => {
-            // Accumulators use zmm0..27 at most; zmm28 lo, zmm29 hi, zmm30 bias.
+            // Accumulators use zmm0..27 at most; zmm28 lo, zmm29 hi, zmm30 bias, zmm31 the scale.
             let (lo, hi) = super::clamp_bounds(a, (epi.lo, epi.hi), [zmm28, zmm29])?;
+            if let Some(bits) = epi.scale {
+                super::broadcast_bits(a, zmm31, bits)?;
+            }
             for r in 0..mr {
                 if epi.bias {
                     a.vbroadcastss(zmm30, dword_ptr(rcx + d(r)))?;
                 }
                 for v in 0..vecs {
                     let x = ZMM[r * vecs + v];
+                    if epi.scale.is_some() {
+                        a.vmulps(x, x, zmm31)?;
+                    }
                     if epi.bias {
                         a.vaddps(x, x, zmm30)?;
                     }
@@ -594,9 +608,9 @@ mod tests {
         }
     }
 
-    /// The fused epilogue: `clamp(acc + bias[r] + res[r][j])` with NaN kept and `max(-0, +0) = +0`, as the
-    /// Cranelift epilogue computes it.
-    fn check_epilogue(simd: Simd, mr: usize, res_block: usize) {
+    /// The fused epilogue: `clamp(scale·acc + bias[r] + res[r][j])` with NaN kept and `max(-0, +0) = +0`, as
+    /// the Cranelift epilogue computes it (a product, then the additions in order).
+    fn check_epilogue(simd: Simd, mr: usize, res_block: usize, scale: Option<f32>) {
         let ok = match simd {
             Simd::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
             Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
@@ -623,6 +637,7 @@ mod tests {
             c_rs,
             accumulate: false,
             epi: Some(MicroEpi {
+                scale: scale.map(f32::to_bits),
                 bias: true,
                 bias_col: false,
                 res_rs: Some(res_rs),
@@ -685,7 +700,7 @@ mod tests {
                 for p in 0..k {
                     acc = av[r * k + p].mul_add(bv[p * nr + j], acc);
                 }
-                let x = acc + bias[r] + res[res_of(r, j)];
+                let x = acc * scale.unwrap_or(1.0) + bias[r] + res[res_of(r, j)];
                 let want = if x.is_nan() {
                     x
                 } else if x <= 0.0 {
@@ -704,11 +719,13 @@ mod tests {
 
     #[test]
     fn fused_epilogues_clamp_and_keep_nan() {
-        check_epilogue(Simd::Avx2, 4, 0);
-        check_epilogue(Simd::Avx2, 4, 16 * 4 + 5);
-        for rows in [8, 14] {
-            check_epilogue(Simd::Avx512, rows, 0);
-            check_epilogue(Simd::Avx512, rows, 16 * rows + 3);
+        for scale in [None, Some(0.125), Some(1.0 / 3.0)] {
+            check_epilogue(Simd::Avx2, 4, 0, scale);
+            check_epilogue(Simd::Avx2, 4, 16 * 4 + 5, scale);
+            for rows in [8, 14] {
+                check_epilogue(Simd::Avx512, rows, 0, scale);
+                check_epilogue(Simd::Avx512, rows, 16 * rows + 3, scale);
+            }
         }
     }
 

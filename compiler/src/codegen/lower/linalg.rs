@@ -75,7 +75,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 a: operand(Role::A, a_rs),
                 b: operand(Role::B, b_rs),
                 c: operand(Role::Out, c_rs),
-                alpha: 1.0,
+                alpha: e.scale,
                 a_panel: None,
                 a_k16: false,
                 c_k16: false,

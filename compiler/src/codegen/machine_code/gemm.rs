@@ -375,13 +375,12 @@ const TILE_ROWS_AVX2_16: [usize; 2] = [4, 6];
 /// A tile's cost per step of K beyond its rows' FMAs, in cycles (`tile_rows`).
 const TILE_STEP_COST: usize = 2;
 
-/// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: bias per row
-/// (unscaled), the residual, and a clamp whose bounds are not signed zeros where `max`/`min` would pick the
-/// other zero; `None` when there is nothing to apply or it cannot be fused.
+/// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: the product's
+/// scale (`alpha`, a product then the additions, as there), bias per row or column (unscaled), the residual,
+/// and a clamp whose bounds are not signed zeros where `max`/`min` would pick the other zero; `None` when
+/// there is nothing to apply or it cannot be fused.
 pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
-    if s.alpha != 1.0 {
-        return None;
-    }
+    let scale = (s.alpha != 1.0).then(|| s.alpha.to_bits());
     let (bias, bias_col) = match &s.bias {
         None => (false, false),
         Some(b) if b.kind == ops::gemm::BiasKind::Row && b.scale == 1.0 => (true, false),
@@ -395,10 +394,11 @@ pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroE
         Some(_) => return None,
     };
     let (lo, hi) = clamp_bits(s.act)?;
-    if !bias && !bias_col && res_rs.is_none() && lo.is_none() && hi.is_none() {
+    if scale.is_none() && !bias && !bias_col && res_rs.is_none() && lo.is_none() && hi.is_none() {
         return None;
     }
     Some(gemm_x86::MicroEpi {
+        scale,
         bias,
         bias_col,
         res_rs,

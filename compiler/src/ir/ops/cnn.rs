@@ -58,6 +58,7 @@ pub(crate) fn infer_conv(
     if a.epilogue.bias {
         return Err("a bias epilogue on Conv (B is its bias)".into());
     }
+    super::linalg::unscaled(&a.epilogue)?;
     want_f32(inputs[0].0, "X")?;
     want_f32(inputs[1].0, "W")?;
     let (x, w) = (inputs[0].1, inputs[1].1);

@@ -92,8 +92,22 @@ pub(crate) fn infer_matmul(
             ));
         }
     }
+    if !e.scale.is_finite() {
+        return Err(format!("product scale {} is not finite", e.scale));
+    }
     check_residual(inputs, e, &g.out_shape)?;
     Ok(vec![(DType::F32, g.out_shape)])
+}
+
+/// Conv and Gemm epilogues never scale the product (`Epilogue::scale` is MatMul's).
+pub(crate) fn unscaled(e: &Epilogue) -> Result<(), String> {
+    if e.scale != 1.0 {
+        return Err(format!(
+            "epilogue scale {} on an op other than MatMul",
+            e.scale
+        ));
+    }
+    Ok(())
 }
 
 fn check_residual(inputs: &[(DType, &[usize])], e: &Epilogue, out: &[usize]) -> Result<(), String> {
@@ -136,7 +150,8 @@ pub(crate) fn eval_matmul(inputs: &[&Tensor], e: &Epilogue) -> Result<Vec<Tensor
                 for kk in 0..g.k {
                     acc += a[ao + i * g.k + kk] * b[bo + kk * g.n + j];
                 }
-                out[bi * g.m * g.n + i * g.n + j] = acc;
+                out[bi * g.m * g.n + i * g.n + j] =
+                    if e.scale != 1.0 { acc * e.scale } else { acc };
             }
         }
     }
@@ -200,6 +215,7 @@ pub(crate) fn infer_gemm(
             ));
         }
     }
+    unscaled(&attrs.epilogue)?;
     check_residual(inputs, &attrs.epilogue, &[m, n])?;
     Ok(vec![(DType::F32, vec![m, n])])
 }

@@ -42,7 +42,7 @@ constraints! {
     DILATION = "dilation", "Conv, MaxPool, AveragePool", "dilations are at most `ops[].max_dilation`";
     PADS = "pads", "Conv, MaxPool, AveragePool", "each pad is smaller than the kernel extent (no output row sees only padding)";
     CEIL = "ceil-mode", "MaxPool, AveragePool", "ceil_mode is 0";
-    GEMM_ATTRS = "gemm-attrs", "Gemm", "alpha = beta = 1, transA = 0, C has N elements (or 1)";
+    GEMM_ATTRS = "gemm-attrs", "Gemm, MatMul", "alpha = beta = 1 (a MatMul's fused scale 1), transA = 0, C has N elements (or 1)";
     BROADCAST = "broadcast", "Add, Mul", "operands have one shape, or the right (or left) operand is a constant scalar or varies along one axis";
     LOCAL_MEMORY = "local-memory", "all", "after tiling, the op's working set fits one tile's local memory";
 }
@@ -279,6 +279,9 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
                 return Err(no(&RANK, format!("right operand {:?} is not 2-D", b.shape)));
             }
             let w = f32_const(g, node.inputs[1], "right operand")?;
+            if e.scale != 1.0 {
+                return Err(no(&GEMM_ATTRS, format!("fused scale {}", e.scale)));
+            }
             residual_is_activation(g, n, e.residual)?;
             let (k, nn) = (b.shape[0], b.shape[1]);
             let bias = if e.bias {
