@@ -249,6 +249,53 @@ fn elementwise_broadcasts_and_odd_lengths() {
     }
 }
 
+/// LayerNorm over the last axis (the AVX-512 row kernel: groups of four rows and the remainders, rows with
+/// whole blocks of 16, 4-float vectors and scalars past them) and over the last two (one long row per batch),
+/// with and without a bias; InstanceNorm (per-channel parameters: the Cranelift kernel everywhere).
+#[test]
+fn layernorm_rows() {
+    use bundlec::ir::Op;
+    for (name, x, axis, bias) in [
+        ("ln_rows12", vec![2, 5, 12], 2usize, true),
+        ("ln_rows7_nobias", vec![9, 7], 1, false),
+        ("ln_rows40", vec![6, 40], 1, true),
+        ("ln_rows256", vec![1, 11, 256], 2, true),
+        ("ln_rows131_nobias", vec![5, 131], 1, false),
+        ("ln_last_two", vec![3, 6, 21], 1, true),
+    ] {
+        let p_shape: Vec<usize> = x[axis..].to_vec();
+        let mut inits = vec![("g", p_shape.clone())];
+        if bias {
+            inits.push(("b", p_shape));
+        }
+        case(
+            name,
+            "LayerNormalization",
+            vec![
+                ("axis", Attr::Int(axis as i64)),
+                ("epsilon", Attr::Float(1e-3)),
+            ],
+            &[("x", x.clone())],
+            &inits,
+            &Op::LayerNorm {
+                axis,
+                epsilon: 1e-3,
+                rms: false,
+            },
+            &x,
+        );
+    }
+    case(
+        "instnorm",
+        "InstanceNormalization",
+        vec![],
+        &[("x", vec![2, 3, 5, 6])],
+        &[("g", vec![3]), ("b", vec![3])],
+        &Op::InstanceNorm { epsilon: 1e-5 },
+        &[2, 3, 5, 6],
+    );
+}
+
 /// Softmax: contiguous rows (the row kernels, AVX2 and AVX-512: short rows of 5, 16, 33 and 48 — the AVX-512
 /// kernel's steps of three rows and the remainders — and long ones of 100, 128 and 131, streamed), and a
 /// strided axis (the Cranelift kernel everywhere).

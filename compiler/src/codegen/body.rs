@@ -64,6 +64,19 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         (Body::Softmax { outer, len, .. }, _, _) if let Some(f) = c.vmath => {
             ops::nn::emit_softmax_rows(kb, *outer, *len, k.tasks, f)
         }
+        (
+            Body::Norm {
+                rows,
+                len,
+                channels: None,
+                has_bias,
+                ..
+            },
+            _,
+            _,
+        ) if let Some(f) = c.vmath => {
+            ops::nn::emit_norm_rows(kb, *rows, *len, *has_bias, k.tasks, f)
+        }
         (Body::Unary(op, len), _, _) if c.vmath.is_some() => {
             ops::elementwise::emit_unary_with(kb, *op, *len, k.tasks, c.vmath)
         }

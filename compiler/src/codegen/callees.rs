@@ -45,6 +45,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
         )
         || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
         || softmax_rows(body)
+        || norm_rows(body)
         || matches!(body, Body::Transpose { out_shape, in_strides, elem }
             if ops::data::block_plan(out_shape, in_strides, *elem).is_some())
 }
@@ -54,6 +55,12 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
 fn softmax_rows(body: &Body) -> bool {
     matches!(body, Body::Softmax { len, inner: 1, log: false, .. }
         if kernels::softmax_x86::supported(*len))
+}
+
+/// Whether a LayerNorm / RMSNorm kernel takes the AVX-512 row kernel (`kernels/norm_x86.rs`): per-element
+/// scale and bias (not InstanceNorm's per-row ones).
+fn norm_rows(body: &Body) -> bool {
+    matches!(body, Body::Norm { len, channels: None, .. } if kernels::norm_x86::supported(*len))
 }
 
 /// The machine code one kernel's body calls, each declared in its function; `None` where the body does not
@@ -77,7 +84,7 @@ pub(super) struct Callees {
     /// A row copy: im2col's strided rows, a depthwise plane's rows, a padded max pooling's plane, or a
     /// gathering transpose's 2-D blocks.
     pub copy: Option<FuncRef>,
-    /// The vector math row kernel of a unary op, or the softmax row kernel.
+    /// The vector math row kernel of a unary op, the softmax row kernel, or the norm row kernel.
     pub vmath: Option<FuncRef>,
     /// The int8 depthwise row kernel (AVX-512).
     pub dw_row: Option<FuncRef>,
@@ -250,6 +257,26 @@ impl Callees {
                     Simd::Avx2 => kernels::softmax_avx2::assemble(*len),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_softmax"), 3, code)?;
+                Some(module.declare_func_in_func(fid, &mut *func))
+            }
+            (
+                Body::Norm {
+                    len,
+                    eps,
+                    rms,
+                    has_bias,
+                    ..
+                },
+                Some(Simd::Avx512),
+            ) if norm_rows(&k.body) => {
+                let spec = kernels::norm_x86::NormRows {
+                    len: *len,
+                    eps: *eps,
+                    rms: *rms,
+                    bias: *has_bias,
+                };
+                let code = kernels::norm_x86::assemble(&spec);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_norm"), 5, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
             _ => None,

@@ -23,6 +23,26 @@ pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: F
     kb.b.ins().call(f, &[x, y, rows]);
 }
 
+/// Emits a LayerNorm / RMSNorm over contiguous rows of `len` through the machine-code row kernel `f`
+/// (`kernels/norm_x86.rs`): args x, scale, \[bias\], out; each task one call over its rows (without a bias the
+/// kernel is handed the scale's pointer, which it does not read as a bias).
+pub fn emit_norm_rows(
+    kb: &mut Kb,
+    rows: usize,
+    len: usize,
+    has_bias: bool,
+    tasks: u32,
+    f: FuncRef,
+) {
+    let (lo, hi) = kb.task_range(rows, tasks);
+    let (px, ps, po) = (kb.arg(Role::X), kb.arg(Role::Scale), kb.arg(Role::Out));
+    let pb = if has_bias { kb.arg(Role::Bias) } else { ps };
+    let x = kb.addr(px, lo, (len * 4) as i64);
+    let y = kb.addr(po, lo, (len * 4) as i64);
+    let n = kb.b.ins().isub(hi, lo);
+    kb.b.ins().call(f, &[x, ps, pb, y, n]);
+}
+
 /// Emits a softmax kernel: args x, out.
 pub fn emit_softmax(
     kb: &mut Kb,
