@@ -1,18 +1,17 @@
-//! Machine-code kernels, assembled at compile time for the target's ISA and placed in the bundle's object beside
-//! the Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel
-//! calls for every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns;
-//! `qgemm_x86.rs`: the AVX2 and AVX-512 VNNI micro-kernels of the integer GEMM; `quant_x86.rs`: the AVX-512 QAdd
-//! and int8 depthwise row kernels; `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32
-//! depthwise row kernels (the AVX-512 one also max pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`:
-//! the AVX-512 and AVX2 channel-blocked depthwise kernels of small planes; `conv_direct_x86.rs` and
-//! `conv_direct_avx2.rs`: the AVX-512 and AVX2 direct convolution of few-channel inputs; `maxpool_x86.rs` and
-//! `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling; `norm_x86.rs`: the AVX-512
-//! LayerNorm rows; `copy_x86.rs`: the strided row copies of im2col; `transpose_x86.rs`: the block-transposing
-//! epilogue of the transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms,
-//! `winograd_avx2.rs` the AVX2 ones; `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the pieces several
-//! kernels share (the register tables, displacements, store column masks, a broadcast constant, the NaN-keeping
-//! clamp, `fmax`, the row loop and its multi-row wrapper, the 16x16 and 8x8 transposes, the AVX2 partial store,
-//! the 16-lane weight packing). Every other target keeps the Cranelift kernels.
+//! Machine-code kernels, assembled at compile time for the target's ISA and placed in the bundle's object beside the
+//! Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel calls for
+//! every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns; `qgemm_x86.rs`: the AVX2
+//! and AVX-512 VNNI micro-kernels of the integer GEMM; `quant_x86.rs`: the AVX-512 QAdd and int8 depthwise row kernels;
+//! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
+//! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
+//! of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the AVX-512 and AVX2 direct convolution of
+//! few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling;
+//! `norm_x86.rs`: the AVX-512 LayerNorm rows; `copy_x86.rs`: the strided row copies of im2col; `transpose_x86.rs`: the
+//! block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd
+//! F(2x2, 3x3) and F(4x4, 3x3) transforms, `winograd_avx2.rs` the AVX2 ones; `cpu_check.rs`: the exported
+//! `NAME_cpu_supported`. Here: the pieces several kernels share (the register tables, displacements, store column
+//! masks, a broadcast constant, the NaN-keeping clamp, `fmax`, the row loop and its multi-row wrapper, the 16x16 and
+//! 8x8 transposes, the AVX2 partial store, the 16-lane weight packing). Every other target keeps the Cranelift kernels.
 
 pub mod conv_direct_avx2;
 pub mod conv_direct_x86;
