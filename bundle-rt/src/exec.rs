@@ -81,7 +81,8 @@ impl OpCall {
     }
 }
 
-/// Runs every task of every op in `ops`, in table order, on this thread.
+/// Runs every task of every op in `ops` that an engine of `threads` threads runs (`BundleOp::tasks_on`), in table
+/// order, on this thread.
 ///
 /// # Safety
 /// As for [`OpCall::new`] and [`OpCall::call`], with no concurrent access to the areas at all; the
@@ -91,9 +92,14 @@ pub(crate) unsafe fn run_in_order(
     ops: Range<usize>,
     bases: &Bases,
     profiling: Profiling<'_>,
+    threads: usize,
 ) {
     for i in ops {
         let op = &view.ops()[i];
+        // A pair's other schedule (`BundleOp::tasks_on`).
+        if op.tasks_on(threads) == 0 {
+            continue;
+        }
         // SAFETY: forwarded from the caller.
         let Some(call) = (unsafe { OpCall::new(op, view.op_args(i), bases) }) else {
             continue;

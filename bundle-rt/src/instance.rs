@@ -293,7 +293,7 @@ impl<'b> Instance<'b> {
         let bases = self.bases();
         // SAFETY: the view is validated and the bases are this bundle's areas; `&mut self` excludes
         // other access; capacity checked above; kernels honour Bundle::new's contract.
-        unsafe { exec::run_in_order(&view, 0..view.ops().len(), &bases, profiling) };
+        unsafe { exec::run_in_order(&view, 0..view.ops().len(), &bases, profiling, 1) };
         Ok(())
     }
 
@@ -359,7 +359,7 @@ impl<'b> Instance<'b> {
             let ops = first..first + l.num_ops as usize;
             // SAFETY: as in `run_ops_inner`; the segment run above borrowed the areas through
             // `&mut self` and that borrow has ended, so no reference into them is live.
-            unsafe { exec::run_in_order(&view, ops, &bases, profiling) };
+            unsafe { exec::run_in_order(&view, ops, &bases, profiling, 1) };
             layer += 1;
         }
         Ok(())

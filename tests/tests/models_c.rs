@@ -476,8 +476,9 @@ fn interleaved_expansion_and_depthwise_match_tract() {
 }
 
 /// The interleaved pair of `compiled` (the model of `interleaved_expansion_and_depthwise_match_tract`, input
-/// `x`) is one op of 6 tasks in the recipe and the op table, and the op table on one thread, the engine at 1, 2
-/// and 4 threads and the recipe Runner give the entry function's output bitwise.
+/// `x`) is one op of 6 tasks in the recipe and the op table, followed in the table by its two kernels alone (for
+/// thread counts that do not divide 6), and the op table on one thread, the engine at 1, 2, 3 threads (the
+/// pair's op) and 4 and 8 (its kernels alone) and the recipe Runner give the entry function's output bitwise.
 fn check_pair_op(compiled: &bundlec_tests::harness::Compiled, name: &str, x: &[f32]) {
     let c = x.len() / 1024;
     let recipe: serde_json::Value = serde_json::from_str(&compiled.bundle.recipe).unwrap();
@@ -493,8 +494,39 @@ fn check_pair_op(compiled: &bundlec_tests::harness::Compiled, name: &str, x: &[f
         unsafe { bundle_rt::Bundle::new(loaded.config, loaded.entry, &compiled.bundle.weights) }
             .expect("bundle");
     let view = *b.view();
-    let pair_ops = (0..view.ops().len()).filter(|&i| view.op_name(i).contains('+'));
-    assert_eq!(pair_ops.count(), 1, "{name}: pair ops in the op table");
+    let pair_ops: Vec<usize> = (0..view.ops().len())
+        .filter(|&i| view.op_name(i).contains('+'))
+        .collect();
+    assert_eq!(pair_ops.len(), 1, "{name}: pair ops in the op table");
+    let p = pair_ops[0];
+    let pairing: Vec<u32> = view.ops()[p..p + 3].iter().map(|o| o.pairing).collect();
+    assert_eq!(
+        pairing,
+        [6 << 8 | 1, 6 << 8 | 2, 6 << 8 | 2],
+        "{name}: the pair and its kernels"
+    );
+    let halves: Vec<&str> = view.op_name(p).split('+').collect();
+    assert_eq!(
+        [view.op_name(p + 1), view.op_name(p + 2)],
+        [halves[0], halves[1]]
+    );
+    assert_eq!(
+        view.ops()[p + 2].layer,
+        view.ops()[p].layer + 1,
+        "{name}: depthwise layer"
+    );
+    for (threads, paired) in [(1, true), (2, true), (3, true), (4, false), (8, false)] {
+        let tasks: Vec<u32> = view.ops()[p..p + 3]
+            .iter()
+            .map(|o| o.tasks_on(threads))
+            .collect();
+        assert_eq!(tasks[0] > 0, paired, "{name}: {threads} threads");
+        assert_eq!(
+            tasks[1] > 0 && tasks[2] > 0,
+            !paired,
+            "{name}: {threads} threads"
+        );
+    }
     let run = |how: usize| -> Vec<f32> {
         let mut i = b.instance().expect("instance");
         i.set_input("x", x).expect("input");
@@ -511,7 +543,7 @@ fn check_pair_op(compiled: &bundlec_tests::harness::Compiled, name: &str, x: &[f
     };
     let entry = run(0);
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    for how in [1, 2, 4] {
+    for how in [1, 2, 3, 4, 8] {
         assert_eq!(
             bits(&run(how)),
             bits(&entry),

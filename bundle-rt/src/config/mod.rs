@@ -16,8 +16,9 @@ pub use view::{ByteRange, ConfigView, NpuCopyInfo, NpuSegmentInfo, TensorInfo};
 
 /// `BundleConfig.magic`: the bytes `"BUNDLC1\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = 0x0031_434C_444E_5542;
-/// The format version this runtime reads (2: the NPU segment table; 3: `cpuFeatures`; 4: `fastOps`).
-pub const VERSION: u32 = 4;
+/// The format version this runtime reads (2: the NPU segment table; 3: `cpuFeatures`; 4: `fastOps`; 5:
+/// `BundleOp.pairing`).
+pub const VERSION: u32 = 5;
 /// `flags` bit 1: inputs and outputs live in the activation area (`bundlec --inputs-in-activations`).
 pub const FLAG_IO_IN_ACTIVATIONS: u32 = 1;
 /// The most dimensions a tensor may have.
@@ -95,8 +96,39 @@ pub struct BundleOp {
     pub args: *const BundleArg,
     /// `layer`: BSP layer index.
     pub layer: u32,
-    /// `reserved`: 0 (not checked).
-    pub reserved: u32,
+    /// `pairing`: 0 (every schedule runs the op), or for an interleaved pair of `G` groups `G << 8 | 1` (the
+    /// pair's op, run when the thread count divides `G`) or `G << 8 | 2` (one of its two kernels alone, run
+    /// otherwise): [`BundleOp::tasks_on`].
+    pub pairing: u32,
+}
+
+/// `BundleOp.pairing`'s low byte: the pair's op.
+pub const PAIRED: u32 = 1;
+/// `BundleOp.pairing`'s low byte: one of a pair's kernels alone.
+pub const UNPAIRED: u32 = 2;
+
+/// Whether an engine of `threads` threads (the entry function's order: 1) runs an interleaved pair of `groups`
+/// groups as the pair's op: when every thread gets as many groups. Otherwise (16 threads on a pair of 6) the
+/// pair's kernels run as ops of their own, each with its full task count.
+pub fn pairs_on(threads: usize, groups: u32) -> bool {
+    (groups as usize).is_multiple_of(threads.max(1))
+}
+
+impl BundleOp {
+    /// The tasks this op runs on an engine of `threads` threads: `numTasks`, or 0 for the one of a pair's two
+    /// schedules that the thread count does not take (`pairing`, [`pairs_on`]).
+    pub fn tasks_on(&self, threads: usize) -> u32 {
+        let runs = match (self.pairing & 0xff, self.pairing >> 8) {
+            (PAIRED, g) => pairs_on(threads, g),
+            (UNPAIRED, g) => !pairs_on(threads, g),
+            _ => true,
+        };
+        if runs {
+            self.num_tasks
+        } else {
+            0
+        }
+    }
 }
 
 /// `struct BundleLayer` (8 bytes): `ops[firstOp .. firstOp + numOps]`.

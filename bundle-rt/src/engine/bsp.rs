@@ -84,6 +84,8 @@ pub(super) struct Job {
     pub(super) total: u64,
     /// Threads taking part in the layer: `0..active` (`min(threads, total)`).
     pub(super) active: usize,
+    /// The engine's threads, which choose an interleaved pair's schedule (`BundleOp::tasks_on`).
+    pub(super) threads: usize,
 }
 
 // SAFETY: addresses of data that the running `Engine::run` keeps alive and that the format contract
@@ -158,6 +160,7 @@ impl<P: Port> Engine<P> {
                 end: 0,
                 total: 0,
                 active: 0,
+                threads,
             })),
             barrier: port.barrier(threads),
             port,
@@ -269,6 +272,7 @@ impl<P: Port> Engine<P> {
             end: 0,
             total: 0,
             active: 0,
+            threads: self.threads,
         };
         let shared = &*self.shared;
         let start = shared.port.now_ns();
@@ -326,13 +330,13 @@ impl<P: Port> Engine<P> {
             let ops = first..first + layer.num_ops as usize;
             let tasks: u64 = view.ops()[ops.clone()]
                 .iter()
-                .map(|op| u64::from(op.num_tasks))
+                .map(|op| u64::from(op.tasks_on(self.threads)))
                 .sum();
             if self.threads == 1 || tasks <= 1 || tasks > u64::from(u32::MAX) {
                 // SAFETY: validated view, this instance's areas, `&mut instance` held for the whole
                 // run (no borrow of the areas from a segment run is live), argument capacity
                 // checked above.
-                unsafe { exec::run_in_order(&view, ops, &bases, profiling) };
+                unsafe { exec::run_in_order(&view, ops, &bases, profiling, self.threads) };
                 continue;
             }
             parallel_layers += 1;

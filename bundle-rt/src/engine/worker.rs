@@ -23,11 +23,11 @@ impl Cursor {
     ///
     /// # Safety
     /// `job.ops` must point to the op table, valid at least up to `job.end`, whose ops `first..end`
-    /// have `job.total` tasks together.
+    /// have `job.total` tasks together on `job.threads` threads (`BundleOp::tasks_on`).
     unsafe fn resolve(&mut self, job: &Job, ticket: u64) -> Option<(usize, u32)> {
         while self.op < job.end {
             // SAFETY: `self.op < job.end`, inside the table by the caller's contract.
-            let num_tasks = u64::from(unsafe { (*job.ops.add(self.op)).num_tasks });
+            let num_tasks = u64::from(unsafe { (*job.ops.add(self.op)).tasks_on(job.threads) });
             if ticket < self.base + num_tasks {
                 return u32::try_from(ticket - self.base).ok().map(|t| (self.op, t));
             }

@@ -72,7 +72,7 @@ fn header_fields() {
         check(|c| c.version = 1),
         Error::BadVersion {
             found: 1,
-            supported: 4
+            supported: 5
         }
     );
     assert_eq!(MAGIC.to_le_bytes(), *b"BUNDLC1\0");
@@ -244,6 +244,28 @@ fn symbol_names() {
     );
 }
 
+/// `pairing`: a known kind with at least one group, a pair's op with its groups as tasks; the schedule an
+/// engine of T threads takes (the pair's op when T divides G, else its kernels alone).
+#[test]
+fn pairing_values() {
+    let n = crate::config::BundleOp::tasks_on;
+    // An unknown kind, no groups, groups without a kind, a pair's op of 7 groups with another task count.
+    for pairing in [3, 1 << 8 | 3, 1, 2, 5 << 8, 7 << 8 | 1] {
+        let r = reject_tables(move |f| f.ops[1].pairing = pairing);
+        assert_eq!(r, at("ops[1].pairing", Why::UnknownCode), "{pairing:#x}");
+    }
+    let fx = Fixture::small();
+    let mut op = fx.ops[1];
+    op.num_tasks = 6;
+    op.pairing = 6 << 8 | 1;
+    let tasks = |op: &crate::config::BundleOp| [1, 2, 3, 4, 6, 8, 16].map(|t| n(op, t));
+    assert_eq!(tasks(&op), [6, 6, 6, 0, 6, 0, 0]);
+    op.pairing = 6 << 8 | 2;
+    assert_eq!(tasks(&op), [0, 0, 0, 6, 0, 6, 6]);
+    op.pairing = 0;
+    assert_eq!(tasks(&op), [6; 7]);
+}
+
 #[test]
 fn op_fields() {
     assert_eq!(
@@ -367,7 +389,7 @@ fn fast_ops_are_checked_and_used() {
     // Bit 40 is no feature this runtime knows: counted as missing, so the base table stays.
     assert_eq!(view_with(&fast, 1 << 40), Ok((false, fx.ops.as_ptr())));
     let name = fx.ops[0].name;
-    let cases: [(Edit, &str, Why); 5] = [
+    let cases: [(Edit, &str, Why); 6] = [
         (|op, _| op.func = None, "fastOps[1].fn", Why::Null),
         (
             |op, n| op.name = n,
@@ -387,6 +409,11 @@ fn fast_ops_are_checked_and_used() {
         (
             |op, _| op.layer += 1,
             "fastOps[1].layer",
+            Why::Mismatch { expected: 0 },
+        ),
+        (
+            |op, _| op.pairing = 6 << 8 | 2,
+            "fastOps[1].pairing",
             Why::Mismatch { expected: 0 },
         ),
     ];

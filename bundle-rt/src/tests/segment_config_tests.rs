@@ -34,7 +34,7 @@ fn one() -> Fixture {
 fn valid_table_is_exposed() {
     let fx = one();
     let cfg = fx.config();
-    assert_eq!(cfg.version, 4);
+    assert_eq!(cfg.version, 5);
     // SAFETY: points into `fx`.
     let view = unsafe { ConfigView::new(&cfg) }.expect("valid");
     assert_eq!(view.num_npu_segments(), 1);
@@ -106,7 +106,7 @@ fn version_and_table() {
         err,
         Error::BadVersion {
             found: 1,
-            supported: 4
+            supported: 5
         }
     );
     let mut cfg = fx.config();

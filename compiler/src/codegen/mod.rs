@@ -153,6 +153,31 @@ pub struct PairOp {
     pub fast: Option<FuncId>,
 }
 
+/// Which engine schedule runs a table op: every one, or for an interleaved pair of `G` groups either the pair's
+/// op (an engine whose thread count divides `G`, the entry function's schedule) or the pair's two kernels as
+/// ops of their own (any other thread count: 16 threads would leave all but `G` idle on a pair of `G` tasks).
+/// Written as `BundleOp.pairing` (format 5, `docs/bundle-format.md`): 0, or `G << 8 | 1` / `G << 8 | 2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alt {
+    /// Every schedule.
+    Always,
+    /// The pair's op, when the engine pairs.
+    Paired(u32),
+    /// One of the pair's kernels alone, when the engine does not pair.
+    Unpaired(u32),
+}
+
+impl Alt {
+    /// `BundleOp.pairing`.
+    pub fn bits(self) -> u32 {
+        match self {
+            Alt::Always => 0,
+            Alt::Paired(g) => g << 8 | 1,
+            Alt::Unpaired(g) => g << 8 | 2,
+        }
+    }
+}
+
 /// One op of the engine's table (`emit/config.rs`) and the recipe's run for it: a kernel, or an interleaved
 /// pair's two kernels (`pair`), consecutive in the schedule order from position `at`.
 #[derive(Debug, Clone, Copy)]
@@ -163,6 +188,8 @@ pub struct TableOp<'a> {
     pub kernels: &'a [KernelId],
     /// The pair it runs, if any.
     pub pair: Option<&'a PairOp>,
+    /// The schedules that run it.
+    pub alt: Alt,
 }
 
 impl TableOp<'_> {
@@ -182,17 +209,37 @@ impl TableOp<'_> {
     }
 }
 
-/// The ops of the engine's table over the schedule `order`: each kernel alone, except that the two kernels of
-/// each of `pairs` make one op.
+/// The ops of the engine's table over the schedule `order`: each kernel alone, except that each of `pairs`
+/// is its op (`Alt::Paired`) followed by its two kernels alone (`Alt::Unpaired`, the GEMM in its layer, the
+/// depthwise kernel in the next), sorted by layer as the order is.
 pub fn table_ops<'a>(order: &'a [KernelId], pairs: &'a [PairOp]) -> Vec<TableOp<'a>> {
-    let mut ops = Vec::with_capacity(order.len());
+    let mut ops = Vec::with_capacity(order.len() + 2 * pairs.len());
     let mut at = 0;
     while at < order.len() {
-        let pair = pairs.iter().find(|p| p.at == at);
-        let n = if pair.is_some() { 2 } else { 1 };
-        let kernels = &order[at..(at + n).min(order.len())];
-        ops.push(TableOp { at, kernels, pair });
-        at += n;
+        let one = |at: usize, alt| TableOp {
+            at,
+            kernels: &order[at..at + 1],
+            pair: None,
+            alt,
+        };
+        match pairs.iter().find(|p| p.at == at && at + 1 < order.len()) {
+            Some(p) => {
+                let g = p.groups as u32;
+                ops.push(TableOp {
+                    at,
+                    kernels: &order[at..at + 2],
+                    pair: Some(p),
+                    alt: Alt::Paired(g),
+                });
+                ops.push(one(at, Alt::Unpaired(g)));
+                ops.push(one(at + 1, Alt::Unpaired(g)));
+                at += 2;
+            }
+            None => {
+                ops.push(one(at, Alt::Always));
+                at += 1;
+            }
+        }
     }
     ops
 }

@@ -12,7 +12,7 @@ use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
 /// `magic` of the extension: the bytes "BUNDLC1\0".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BUNDLC1\0");
 /// Extension version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Size of `BundleConfig`.
 pub const CONFIG_SIZE: usize = 176;
 /// `flags` bit: inputs and outputs live in the activation area (`--inputs-in-activations`); their symbol
@@ -229,7 +229,7 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
             blob.u32(nargs);
             blob.ptr(args, first_arg);
             blob.u32(c.s.layer[ki]);
-            blob.u32(0);
+            blob.u32(t.alt.bits());
         };
         op(&mut ob, t.pair.map_or(c.funcs[ki], |p| p.func));
         if let Some((fast, _)) = c.fast {

@@ -243,6 +243,8 @@ pub struct OpInfo {
     pub layer: u32,
     /// Tasks.
     pub tasks: u32,
+    /// `pairing`: 0, or an interleaved pair's `G << 8 | 1` (its op) / `G << 8 | 2` (one of its kernels alone).
+    pub pairing: u32,
     /// Arguments.
     pub args: Vec<ArgInfo>,
 }
@@ -450,6 +452,7 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
                 function,
                 tasks: r.field_u32(o, 16, &fname("numTasks"))?,
                 layer: r.field_u32(o, 32, &fname("layer"))?,
+                pairing: r.field_u32(o, 36, &fname("pairing"))?,
                 args,
             });
         }

@@ -113,12 +113,17 @@ pub fn render(ins: &Inspection) -> String {
             .iter()
             .map(|x| format!("{}:{}+{}", &x.area[..1], x.offset, x.size))
             .collect();
+        let name = match (op.pairing & 0xff, op.pairing >> 8) {
+            (1, g) => format!("{} (pair, {g} groups)", op.name),
+            (2, g) => format!("{} (unpaired, {g} groups)", op.name),
+            _ => op.name.clone(),
+        };
         let _ = writeln!(
             o,
             "  {:>5} {:>5}  {:<40} {}",
             op.layer,
             op.tasks,
-            op.name,
+            name,
             args.join(" ")
         );
     }

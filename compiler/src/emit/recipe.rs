@@ -15,7 +15,7 @@
 
 use super::segments::{NpuCopy, SegmentLayout};
 use crate::codegen::kernel::Lowering;
-use crate::codegen::{table_ops, PairOp};
+use crate::codegen::{table_ops, Alt, PairOp};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::plan::{Area, MemoryPlan, Schedule};
@@ -95,7 +95,12 @@ pub fn recipe(
         Ok(json!({ "name": COPY_FN, "where": "cpu", "arguments": args }))
     };
     let mut done = vec![false; segments.len()];
-    for op in table_ops(&s.order, pairs) {
+    // The recipe runs the entry function's schedule: a pair's op, not its kernels alone.
+    let table = table_ops(&s.order, pairs);
+    for op in table
+        .iter()
+        .filter(|op| !matches!(op.alt, Alt::Unpaired(_)))
+    {
         let ki = op.kernels[0];
         if let Some(si) = segments
             .iter()

@@ -183,6 +183,7 @@ pub(super) fn fast_ops(view: &ConfigView<'_>, fast: &[BundleOp]) -> Result<()> {
         same("numArgs", f.num_args.into(), b.num_args.into())?;
         same("args", f.args as u64, b.args as u64)?;
         same("layer", f.layer.into(), b.layer.into())?;
+        same("pairing", f.pairing.into(), b.pairing.into())?;
     }
     Ok(())
 }
@@ -201,6 +202,17 @@ pub(super) unsafe fn op(view: &ConfigView<'_>, i: usize) -> Result<usize> {
     unsafe { read_name(op.name, at("name")) }?;
     if op.num_tasks == 0 {
         return Err(bad(at("numTasks"), 0, Why::Zero));
+    }
+    // `pairing`: 0, or a pair's op (whose tasks are its groups) or one of its kernels, of at least 1 group.
+    let (kind, groups) = (op.pairing & 0xff, op.pairing >> 8);
+    let valid = match kind {
+        0 => groups == 0,
+        super::super::PAIRED => groups >= 1 && groups == op.num_tasks,
+        super::super::UNPAIRED => groups >= 1,
+        _ => false,
+    };
+    if !valid {
+        return Err(bad(at("pairing"), op.pairing.into(), Why::UnknownCode));
     }
     if u64::from(op.num_args) > MAX_CONFIG_ARGS {
         let why = Why::TooLarge {
