@@ -249,7 +249,7 @@ fn elementwise_broadcasts_and_odd_lengths() {
     }
 }
 
-/// LayerNorm over the last axis (the AVX-512 row kernel: groups of four rows and the remainders, rows with
+/// LayerNorm over the last axis (the AVX-512 and AVX2 row kernels: groups of four or two rows and the rest, rows with
 /// whole blocks of 16, 4-float vectors and scalars past them) and over the last two (one long row per batch),
 /// with and without a bias; InstanceNorm (per-channel parameters: the Cranelift kernel everywhere).
 #[test]

@@ -57,8 +57,8 @@ fn softmax_rows(body: &Body) -> bool {
         if kernels::softmax_x86::supported(*len))
 }
 
-/// Whether a LayerNorm / RMSNorm kernel takes the AVX-512 row kernel (`kernels/norm_x86.rs`): per-element
-/// scale and bias (not InstanceNorm's per-row ones).
+/// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`kernels/norm_x86.rs`, on AVX2 `norm_avx2.rs`):
+/// per-element scale and bias (not InstanceNorm's per-row ones).
 fn norm_rows(body: &Body) -> bool {
     matches!(body, Body::Norm { len, channels: None, .. } if kernels::norm_x86::supported(*len))
 }
@@ -267,7 +267,7 @@ impl Callees {
                     has_bias,
                     ..
                 },
-                Some(Simd::Avx512),
+                Some(simd),
             ) if norm_rows(&k.body) => {
                 let spec = kernels::norm_x86::NormRows {
                     len: *len,
@@ -275,7 +275,10 @@ impl Callees {
                     rms: *rms,
                     bias: *has_bias,
                 };
-                let code = kernels::norm_x86::assemble(&spec);
+                let code = match simd {
+                    Simd::Avx512 => kernels::norm_x86::assemble(&spec),
+                    Simd::Avx2 => kernels::norm_avx2::assemble(&spec),
+                };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_norm"), 5, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }

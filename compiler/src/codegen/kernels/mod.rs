@@ -6,12 +6,13 @@
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
 //! of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the AVX-512 and AVX2 direct convolution of
 //! few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling;
-//! `norm_x86.rs`: the AVX-512 LayerNorm rows; `copy_x86.rs`: the strided row copies of im2col; `transpose_x86.rs`: the
-//! block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and `winograd4_x86.rs`: the AVX-512 Winograd
-//! F(2x2, 3x3) and F(4x4, 3x3) transforms, `winograd_avx2.rs` the AVX2 ones; `cpu_check.rs`: the exported
-//! `NAME_cpu_supported`. Here: the pieces several kernels share (the register tables, displacements, store column
-//! masks, a broadcast constant, the NaN-keeping clamp, `fmax`, the row loop and its multi-row wrapper, the 16x16 and
-//! 8x8 transposes, the AVX2 partial store, the 16-lane weight packing). Every other target keeps the Cranelift kernels.
+//! `norm_x86.rs` and `norm_avx2.rs`: the AVX-512 and AVX2 LayerNorm rows; `copy_x86.rs`: the strided row copies of
+//! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
+//! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms, `winograd_avx2.rs` the AVX2 ones;
+//! `cpu_check.rs`: the exported `NAME_cpu_supported`. Here: the pieces several kernels share (the register tables,
+//! displacements, store column masks, a broadcast constant, the NaN-keeping clamp, `fmax`, the row loop and its
+//! multi-row wrapper, the 16x16 and 8x8 transposes, the AVX2 partial store, the 16-lane weight packing). Every other
+//! target keeps the Cranelift kernels.
 
 pub mod conv_direct_avx2;
 pub mod conv_direct_x86;
@@ -26,6 +27,7 @@ pub mod gemm_strip_avx2;
 pub mod gemm_x86;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;
+pub mod norm_avx2;
 pub mod norm_x86;
 pub mod qgemm_x86;
 pub mod quant_x86;

@@ -253,7 +253,7 @@ fn reduce(a: &mut Asm, s: &NormRows, r: usize, mean: Option<AsmRegisterXmm>) -> 
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
-mod tests {
+pub(crate) mod tests {
     use super::super::test_exec::{exec, guarded, skip_without_avx512};
     use super::*;
     use crate::ir::ops::nn::normalize_row;
@@ -298,15 +298,19 @@ mod tests {
             .collect()
     }
 
-    /// Row lengths with every remainder (blocks of 16, 4-float vectors, scalars) over 1–9 rows (each group
-    /// size and its remainders), with and without a bias, LayerNorm and RMSNorm: bitwise the Cranelift
-    /// kernel's arithmetic, within 1e-5 of the reference, nothing read or written past the rows (guard pages
-    /// after x, scale, bias and y; the byte after the last row untouched).
     #[test]
     fn rows_match_the_cranelift_order() {
         if skip_without_avx512("norm rows") {
             return;
         }
+        check_rows(|s| assemble(s).unwrap());
+    }
+
+    /// Checks the row kernels `build(spec)` over row lengths with every remainder (blocks of 16, 4-float
+    /// vectors, scalars) and 1–9 rows (each group size and its remainders), with and without a bias, LayerNorm
+    /// and RMSNorm: bitwise the Cranelift kernel's arithmetic, within 1e-5 of the reference, nothing read or
+    /// written past the rows (guard pages after x, scale, bias and y; the float after the last row untouched).
+    pub(crate) fn check_rows(build: impl Fn(&NormRows) -> Vec<u8>) {
         for len in (1..=40).chain([47, 64, 100, 128, 131, 256, 768, 1000]) {
             for (bias, rms) in [(true, false), (false, false), (true, true)] {
                 let spec = NormRows {
@@ -316,7 +320,7 @@ mod tests {
                     bias,
                 };
                 // SAFETY: the kernel's System V signature.
-                let f: F = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };
+                let f: F = unsafe { std::mem::transmute(exec(&build(&spec))) };
                 for rows in [1usize, 2, 3, 4, 5, 7, 9] {
                     let n = rows * len;
                     let (x, sc, bi, y) = (guarded(n), guarded(len), guarded(len), guarded(n + 1));
