@@ -85,8 +85,10 @@ fn main() {
         let layer = &layers[li];
         let first = layer.first_op as usize;
         let ops = first..first + layer.num_ops as usize;
-        let tasks: u32 = view.ops()[ops.clone()].iter().map(|o| o.num_tasks).sum();
-        let names: Vec<&str> = ops.map(|o| view.op_name(o)).collect();
+        // The ops the 2-thread engine runs (an interleaved pair's op, not its kernels alone: `tasks_on`).
+        let runs = |o: &usize| view.ops()[*o].tasks_on(2) > 0;
+        let tasks: u32 = view.ops()[ops.clone()].iter().map(|o| o.tasks_on(2)).sum();
+        let names: Vec<&str> = ops.filter(runs).map(|o| view.op_name(o)).collect();
         println!(
             "| {li} | {:.1} | {:.1} | {:.2} | {:.2} | {tasks} | {} |",
             med[0][li],
