@@ -64,7 +64,7 @@ pub mod runner;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-pub use bundle::{fnv1a64, Bundle};
+pub use bundle::{checksum64, fnv1a64, Bundle};
 pub use config::{
     Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ByteRange,
     ConfigView, DType, EntryFn, NpuCopy, NpuCopyInfo, NpuSegment, NpuSegmentInfo, Role,

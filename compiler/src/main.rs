@@ -421,7 +421,7 @@ fn run() -> anyhow::Result<()> {
                 .iter()
                 .map(|s| s.parse::<InputSpec>())
                 .collect::<Result<Vec<_>, _>>()?;
-            po.model_hash = bundlec::emit::weights::fnv1a64(
+            po.model_hash = bundlec::emit::weights::checksum64(
                 &std::fs::read(&model).with_context(|| format!("reading {}", model.display()))?,
             );
             let g = bundlec::pipeline::optimized_graph(&model, &specs)?;

@@ -237,7 +237,7 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
             path: path.display().to_string(),
             error: e,
         })?;
-        npu.model_hash = crate::emit::weights::fnv1a64(&bytes);
+        npu.model_hash = crate::emit::weights::checksum64(&bytes);
     }
     let opts = &opts;
     let mut b = compile_graph(g, opts, &path.display().to_string())?;
@@ -376,7 +376,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     if let Some(p) = &part {
         segments::fill_weights(&mut w, p, &segs)?;
     }
-    let checksum = weights::fnv1a64(&w);
+    let checksum = weights::checksum64(&w);
     let triple = tgt.isa.triple().to_string();
     let builder = ObjectBuilder::new(
         tgt.isa,

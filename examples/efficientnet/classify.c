@@ -57,6 +57,29 @@ static uint8_t *area(uint64_t size, uint64_t align) {
 
 /* ---- weights ----------------------------------------------------------------------------------------------- */
 
+/* The bundle's weights checksum (docs/bundle-format.md): FNV-1a 64 in four lanes over 8-byte little-endian words
+   (word i to lane i % 4, a last partial word zero-padded), then byte-wise FNV-1a 64 over the four lanes and the
+   length in bytes. */
+static uint64_t fnv_bytes(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+static uint64_t checksum64(const uint8_t *p, size_t n) {
+  uint64_t lane[4], basis = 0xcbf29ce484222325ULL;
+  for (int j = 0; j < 4; j++) lane[j] = basis;
+  for (size_t i = 0; 8 * i < n; i++) {
+    uint64_t w = 0;
+    for (size_t b = 0; b < 8 && 8 * i + b < n; b++) w |= (uint64_t)p[8 * i + b] << (8 * b);
+    lane[i % 4] = (lane[i % 4] ^ w) * 0x100000001b3ULL;
+  }
+  uint8_t tail[40];
+  for (int j = 0; j < 5; j++) {
+    uint64_t v = j < 4 ? lane[j] : (uint64_t)n;
+    for (int b = 0; b < 8; b++) tail[8 * j + b] = (uint8_t)(v >> (8 * b));
+  }
+  return fnv_bytes(basis, tail, sizeof tail);
+}
+
 static void load_weights(const char *path, uint8_t *dst) {
   FILE *f = fopen(path, "rb");
   if (!f) die("cannot open weights %s: %s", path, strerror(errno));
@@ -68,10 +91,9 @@ static void load_weights(const char *path, uint8_t *dst) {
         (unsigned long long)EFFNET_CONSTANT_MEM_SIZE);
   if (fread(dst, 1, (size_t)size, f) != (size_t)size) die("short read from %s", path);
   fclose(f);
-  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64, as bundlec writes into the header */
-  for (long i = 0; i < size; i++) h = (h ^ dst[i]) * 0x100000001b3ULL;
+  uint64_t h = checksum64(dst, (size_t)size);
   if (h != EFFNET_WEIGHTS_CHECKSUM)
-    die("%s does not belong to this effnet bundle (FNV-1a 0x%016llx, the header says 0x%016llx)", path,
+    die("%s does not belong to this effnet bundle (checksum 0x%016llx, the header says 0x%016llx)", path,
         (unsigned long long)h, (unsigned long long)EFFNET_WEIGHTS_CHECKSUM);
 }
 

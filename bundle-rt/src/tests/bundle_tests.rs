@@ -9,7 +9,7 @@ use std::vec::Vec;
 use super::{bits, load};
 use crate::config::{Area, BundleArg};
 use crate::fixture::{failing_entry, Fixture};
-use crate::{fnv1a64, Bundle, DType, Error, Instance, OpTiming, ProfileTable, Role};
+use crate::{checksum64, fnv1a64, Bundle, DType, Error, Instance, OpTiming, ProfileTable, Role};
 
 #[repr(C, align(64))]
 struct Aligned([u8; 1024]);
@@ -23,6 +23,28 @@ fn fnv1a64_reference_values() {
     assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
     assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+}
+
+/// `checksum64`'s reference values (an independent Python model of the definition): the empty image, one
+/// byte, six, and 771 (24 whole 32-byte chunks, then three words, the last partial).
+#[test]
+fn checksum64_reference_values() {
+    let long: Vec<u8> = (0..771)
+        .map(|i| {
+            if i < 768 {
+                (i % 256) as u8
+            } else {
+                b"xyz"[i - 768]
+            }
+        })
+        .collect();
+    assert_eq!(checksum64(b""), 0x9f45_5a3c_21ea_74c5);
+    assert_eq!(checksum64(b"a"), 0x12b3_068d_d5da_d290);
+    assert_eq!(checksum64(b"foobar"), 0x483b_7b09_fc17_b38b);
+    assert_eq!(checksum64(&long), 0x3213_86a3_ebbc_15aa);
+    let mut flipped = long.clone();
+    flipped[770] ^= 0x80;
+    assert_ne!(checksum64(&flipped), checksum64(&long));
 }
 
 #[test]
@@ -74,8 +96,8 @@ fn weights_are_checked() {
     assert_eq!(
         err,
         Error::WeightsChecksum {
-            expected: fnv1a64(&fx.weights),
-            got: fnv1a64(&flipped)
+            expected: checksum64(&fx.weights),
+            got: checksum64(&flipped)
         }
     );
     assert!(err.to_string().contains("belongs to another build"));

@@ -504,7 +504,7 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
             let w = r
                 .bytes(p, const_bytes)
                 .ok_or("NAME_weights is shorter than constantWeightVarsMemSize")?;
-            let sum = format!("{:#018x}", super::weights::fnv1a64(w));
+            let sum = format!("{:#018x}", super::weights::checksum64(w));
             if sum == checksum {
                 Ok(())
             } else {

@@ -13,7 +13,7 @@ pub fn check_weights(ins: &Inspection, weights: &[u8]) -> Result<(), String> {
             ins.areas[0]
         ));
     }
-    let sum = format!("{:#018x}", super::weights::fnv1a64(weights));
+    let sum = format!("{:#018x}", super::weights::checksum64(weights));
     if sum != ins.weights_checksum {
         return Err(format!(
             "checksum {sum} differs from the config's {}: the file belongs to another build",
