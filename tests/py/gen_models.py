@@ -51,6 +51,11 @@ def main(d):
     single(d, "gemm_transa_alpha_beta", N("Gemm", ["x", "w", "b"], ["y"], transA=1, alpha=0.5, beta=2.0), [("x", [13, 5])], [5, 11], {"w": r(13, 11), "b": r(5, 1)})
     save(d, "gemm_runtime_b", [N("Gemm", ["x", "w"], ["y"], transB=1)], [("x", [6, 9]), ("w", [7, 9])], [("y", [6, 7])])
     single(d, "matmul_batched", N("MatMul", ["x", "w"], ["y"]), [("x", [2, 3, 5, 7])], [2, 3, 5, 9], {"w": r(7, 9)})
+    # A linear layer scaled by a Div (fuse_epilogues' Epilogue::scale on constant B: GEMV panels, micro-kernel tiles).
+    for name, (m, k, n) in {"matmul_div_bias_relu_gemv": (1, 300, 70), "matmul_div_bias_relu": (37, 70, 45)}.items():
+        save(d, name, [N("MatMul", ["x", "w"], ["p"]), N("Div", ["p", "c"], ["q"]), N("Add", ["q", "b"], ["s"]),
+                       N("Relu", ["s"], ["y"])], [("x", [m, k])], [("y", [m, n])],
+             {"w": r(k, n), "c": np.array(3.0, np.float32), "b": r(n)})
     save(d, "matmul_broadcast", [N("MatMul", ["a", "b"], ["y"])], [("a", [2, 1, 4, 6]), ("b", [3, 6, 5])], [("y", [2, 3, 4, 5])])
     single(d, "softmax_axis1", N("Softmax", ["x"], ["y"], axis=1), [("x", [3, 7, 5])], [3, 7, 5])
     single(d, "softmax_last", N("Softmax", ["x"], ["y"]), [("x", [3, 11])], [3, 11])
