@@ -107,6 +107,11 @@ pub const PAIRED: u32 = 1;
 /// `BundleOp.pairing`'s low byte: one of a pair's kernels alone.
 pub const UNPAIRED: u32 = 2;
 
+/// `BundleOp.pairing` as (kind: 0, [`PAIRED`] or [`UNPAIRED`] where valid; the pair's groups `G`).
+pub fn split_pairing(pairing: u32) -> (u32, u32) {
+    (pairing & 0xff, pairing >> 8)
+}
+
 /// Whether an engine of `threads` threads (the entry function's order: 1) runs an interleaved pair of `groups`
 /// groups as the pair's op: when every thread gets as many groups. Otherwise (16 threads on a pair of 6) the
 /// pair's kernels run as ops of their own, each with its full task count.
@@ -118,7 +123,7 @@ impl BundleOp {
     /// The tasks this op runs on an engine of `threads` threads: `numTasks`, or 0 for the one of a pair's two
     /// schedules that the thread count does not take (`pairing`, [`pairs_on`]).
     pub fn tasks_on(&self, threads: usize) -> u32 {
-        let runs = match (self.pairing & 0xff, self.pairing >> 8) {
+        let runs = match split_pairing(self.pairing) {
             (PAIRED, g) => pairs_on(threads, g),
             (UNPAIRED, g) => !pairs_on(threads, g),
             _ => true,

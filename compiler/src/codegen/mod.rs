@@ -156,43 +156,48 @@ pub struct PairOp {
 /// Which engine schedule runs a table op: every one, or for an interleaved pair of `G` groups either the pair's
 /// op (an engine whose thread count divides `G`, the entry function's schedule) or the pair's two kernels as
 /// ops of their own (any other thread count: 16 threads would leave all but `G` idle on a pair of `G` tasks).
-/// Written as `BundleOp.pairing` (format 5, `docs/bundle-format.md`): 0, or `G << 8 | 1` / `G << 8 | 2`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Alt {
+/// Written as `BundleOp.pairing` (format 5, `docs/bundle-format.md`): 0, or `G << 8 | PAIRED` /
+/// `G << 8 | UNPAIRED` (`bundle_rt::config`'s codes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Alt<'a> {
     /// Every schedule.
     Always,
     /// The pair's op, when the engine pairs.
-    Paired(u32),
-    /// One of the pair's kernels alone, when the engine does not pair.
+    Paired(&'a PairOp),
+    /// One of the pair's kernels alone (of a pair of this many groups), when the engine does not pair.
     Unpaired(u32),
 }
 
-impl Alt {
+impl Alt<'_> {
     /// `BundleOp.pairing`.
     pub fn bits(self) -> u32 {
+        use bundle_rt::config::{PAIRED, UNPAIRED};
         match self {
             Alt::Always => 0,
-            Alt::Paired(g) => g << 8 | 1,
-            Alt::Unpaired(g) => g << 8 | 2,
+            Alt::Paired(p) => (p.groups as u32) << 8 | PAIRED,
+            Alt::Unpaired(g) => g << 8 | UNPAIRED,
         }
     }
 }
 
 /// One op of the engine's table (`emit/config.rs`) and the recipe's run for it: a kernel, or an interleaved
-/// pair's two kernels (`pair`), consecutive in the schedule order from position `at`.
+/// pair's two kernels, consecutive in the schedule order.
 #[derive(Debug, Clone, Copy)]
 pub struct TableOp<'a> {
-    /// Position of its first kernel in the schedule order.
-    pub at: usize,
     /// Its kernels: one, or a pair's GEMM and depthwise kernel (their arguments in a row).
     pub kernels: &'a [KernelId],
-    /// The pair it runs, if any.
-    pub pair: Option<&'a PairOp>,
-    /// The schedules that run it.
-    pub alt: Alt,
+    /// The schedules that run it (and the pair it runs, if any).
+    pub alt: Alt<'a>,
 }
 
-impl TableOp<'_> {
+impl<'a> TableOp<'a> {
+    /// The pair whose op this is, if any.
+    pub fn pair(&self) -> Option<&'a PairOp> {
+        match self.alt {
+            Alt::Paired(p) => Some(p),
+            _ => None,
+        }
+    }
     /// The op's name: its kernels' names joined by `+`.
     pub fn name(&self, l: &Lowering) -> String {
         let names: Vec<&str> = self
@@ -204,7 +209,7 @@ impl TableOp<'_> {
     }
     /// Its task count: the kernel's, or the pair's groups.
     pub fn tasks(&self, l: &Lowering) -> u32 {
-        self.pair
+        self.pair()
             .map_or(l.kernels[self.kernels[0]].tasks, |p| p.groups as u32)
     }
 }
@@ -217,22 +222,17 @@ pub fn table_ops<'a>(order: &'a [KernelId], pairs: &'a [PairOp]) -> Vec<TableOp<
     let mut at = 0;
     while at < order.len() {
         let one = |at: usize, alt| TableOp {
-            at,
             kernels: &order[at..at + 1],
-            pair: None,
             alt,
         };
         match pairs.iter().find(|p| p.at == at && at + 1 < order.len()) {
             Some(p) => {
-                let g = p.groups as u32;
                 ops.push(TableOp {
-                    at,
                     kernels: &order[at..at + 2],
-                    pair: Some(p),
-                    alt: Alt::Paired(g),
+                    alt: Alt::Paired(p),
                 });
-                ops.push(one(at, Alt::Unpaired(g)));
-                ops.push(one(at + 1, Alt::Unpaired(g)));
+                ops.push(one(at, Alt::Unpaired(p.groups as u32)));
+                ops.push(one(at + 1, Alt::Unpaired(p.groups as u32)));
                 at += 2;
             }
             None => {

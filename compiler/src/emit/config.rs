@@ -144,8 +144,8 @@ pub struct ConfigInput<'a> {
     /// A fat bundle's FAST kernel functions (indexed like `l.kernels`) and their `fastCpuFeatures`: a second op
     /// table, `fastOps`, that bundle-rt runs where the CPU has those features.
     pub fast: Option<(&'a PrimaryMap<KernelId, FuncId>, u64)>,
-    /// Interleaved pairs that run as one op each (`codegen::PairOp`): the GEMM's entry becomes the pair's
-    /// wrapper (both argument lists, `G` tasks, the GEMM's layer) and the depthwise kernel has none.
+    /// Interleaved pairs (`codegen::PairOp`): each an op of its wrapper (both argument lists, `G` tasks, the
+    /// GEMM's layer) followed by its two kernels' own ops, for the other schedule (`codegen::table_ops`).
     pub pairs: &'a [crate::codegen::PairOp],
     /// `flags` ([`FLAG_IO_IN_ACTIVATIONS`]).
     pub flags: u32,
@@ -231,9 +231,9 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
             blob.u32(c.s.layer[ki]);
             blob.u32(t.alt.bits());
         };
-        op(&mut ob, t.pair.map_or(c.funcs[ki], |p| p.func));
+        op(&mut ob, t.pair().map_or(c.funcs[ki], |p| p.func));
         if let Some((fast, _)) = c.fast {
-            let f = match t.pair {
+            let f = match t.pair() {
                 Some(p) => p.fast.ok_or_else(|| {
                     Error::internal("emit", "interleaved pair without its fast wrapper")
                 })?,

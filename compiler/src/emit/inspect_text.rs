@@ -113,9 +113,9 @@ pub fn render(ins: &Inspection) -> String {
             .iter()
             .map(|x| format!("{}:{}+{}", &x.area[..1], x.offset, x.size))
             .collect();
-        let name = match (op.pairing & 0xff, op.pairing >> 8) {
-            (1, g) => format!("{} (pair, {g} groups)", op.name),
-            (2, g) => format!("{} (unpaired, {g} groups)", op.name),
+        let name = match bundle_rt::config::split_pairing(op.pairing) {
+            (bundle_rt::config::PAIRED, g) => format!("{} (pair, {g} groups)", op.name),
+            (bundle_rt::config::UNPAIRED, g) => format!("{} (unpaired, {g} groups)", op.name),
             _ => op.name.clone(),
         };
         let _ = writeln!(

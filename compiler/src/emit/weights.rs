@@ -1,6 +1,6 @@
 //! The weights file: the exact image of the constant area (`constantWeightVarsMemSize` bytes), each constant at
-//! its planned offset in its kernel-ready layout, gaps zero; and its FNV-1a 64 checksum, which `bundle-rt`
-//! verifies before running.
+//! its planned offset in its kernel-ready layout, gaps zero; and its checksum (`checksum64`, `bundle-rt`'s), which
+//! `bundle-rt` verifies before running.
 
 use crate::codegen::kernel::Buf;
 use crate::error::{Error, Result};
@@ -54,45 +54,9 @@ pub fn image(g: &Graph, plan: &MemoryPlan) -> Result<Vec<u8>> {
     Ok(img)
 }
 
-/// FNV-1a 64 of `bytes`, byte by byte (the last step of [`checksum64`]).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// `weightsChecksum` (format 5): FNV-1a 64 in four lanes over the image's 8-byte little-endian words (word `i`
-/// to lane `i % 4`, a last partial word zero-padded; each lane from the offset basis, `h = (h ^ w) · prime`),
-/// then byte-wise FNV-1a 64 ([`fnv1a64`]) over the four lanes and the image's length in bytes, nine
-/// little-endian `u64`. Four independent multiply chains over words: about 30x the byte-wise hash's speed
-/// (ResNet-50's 132 MB image took 0.13 s byte by byte, at every compile and every load), and any change of one
-/// word still changes the result (each step is a bijection of the lane).
-pub fn checksum64(bytes: &[u8]) -> u64 {
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut lanes = [0xcbf2_9ce4_8422_2325u64; 4];
-    let word = |w: &[u8]| {
-        let mut b = [0u8; 8];
-        b[..w.len()].copy_from_slice(w);
-        u64::from_le_bytes(b)
-    };
-    let mut chunks = bytes.chunks_exact(32);
-    for c in &mut chunks {
-        for (h, w) in lanes.iter_mut().zip(c.chunks_exact(8)) {
-            *h = (*h ^ word(w)).wrapping_mul(PRIME);
-        }
-    }
-    for (h, w) in lanes.iter_mut().zip(chunks.remainder().chunks(8)) {
-        *h = (*h ^ word(w)).wrapping_mul(PRIME);
-    }
-    let mut tail = [0u8; 40];
-    for (t, h) in tail.chunks_exact_mut(8).zip(lanes) {
-        t.copy_from_slice(&h.to_le_bytes());
-    }
-    tail[32..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-    fnv1a64(&tail)
-}
+/// The format's hashes, from `bundle-rt` (which verifies them): byte-wise FNV-1a 64, and `weightsChecksum`'s
+/// `checksum64` (`docs/bundle-format.md`).
+pub use bundle_rt::{checksum64, fnv1a64};
 
 /// The weights as a C array initialiser (for `--weights-as-c-array`).
 pub fn c_array(bytes: &[u8]) -> String {

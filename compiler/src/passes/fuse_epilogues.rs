@@ -7,7 +7,7 @@
 //! divisor is a power of two (√64 = 8 in BERT-base), within an ulp of the quotient otherwise.
 
 use super::single_use;
-use crate::ir::{Activation, BinOp, DType, Epilogue, Graph, NodeId, Op, TensorId, UnOp};
+use crate::ir::{numel, Activation, BinOp, DType, Epilogue, Graph, NodeId, Op, TensorId, UnOp};
 
 fn epilogue_mut(op: &mut Op) -> Option<&mut Epilogue> {
     match op {
@@ -99,7 +99,7 @@ fn scale_of(g: &Graph, op: BinOp, inputs: &[TensorId], out: TensorId) -> Option<
         return None;
     }
     let c = g.constant(other)?;
-    if c.dtype != DType::F32 || c.shape.iter().product::<usize>() != 1 {
+    if c.dtype != DType::F32 || numel(&c.shape) != 1 {
         return None;
     }
     let v = *c.as_f32()?.first()?;

@@ -204,7 +204,7 @@ pub(super) unsafe fn op(view: &ConfigView<'_>, i: usize) -> Result<usize> {
         return Err(bad(at("numTasks"), 0, Why::Zero));
     }
     // `pairing`: 0, or a pair's op (whose tasks are its groups) or one of its kernels, of at least 1 group.
-    let (kind, groups) = (op.pairing & 0xff, op.pairing >> 8);
+    let (kind, groups) = super::super::split_pairing(op.pairing);
     let valid = match kind {
         0 => groups == 0,
         super::super::PAIRED => groups >= 1 && groups == op.num_tasks,

@@ -57,41 +57,51 @@ fn xmm(i: usize) -> AsmRegisterXmm {
     X[i]
 }
 
-/// The constant table after the code (`r11`): the row length as f32, eps, 1.
-struct Consts {
-    n: i32,
-    eps: i32,
-    one: i32,
-}
+/// Byte offsets of the constants after the code (`r11`, `assemble_rows`): the row length as f32, eps, 1.
+pub(super) const N: i32 = 0;
+pub(super) const EPS: i32 = 4;
+pub(super) const ONE: i32 = 8;
 
 /// Assembles the row kernel of `s`.
 pub fn assemble(s: &NormRows) -> Result<Vec<u8>, String> {
+    let prologue = |a: &mut Asm| {
+        a.vxorps(zmm16, zmm16, zmm16)?;
+        let tail = s.len % 16;
+        if tail > 0 {
+            a.mov(eax, (1u32 << tail) - 1)?;
+            a.kmovw(k1, eax)?;
+        }
+        Ok(())
+    };
+    assemble_rows(s, "AVX-512", GROUP, prologue, |a, g| group(a, s, g))
+}
+
+/// The row kernel's frame, shared with `norm_avx2.rs`: `r11` at the constant table ([`N`], [`EPS`], [`ONE`]),
+/// `prologue`, then steps of `group` rows (`body(a, g)` over the `g` rows at `rdi` / `rcx`), then of fewer for
+/// the rest, down to one; `vzeroupper`, return, the table.
+pub(super) fn assemble_rows(
+    s: &NormRows,
+    set: &str,
+    group: usize,
+    prologue: impl FnOnce(&mut Asm) -> R,
+    mut body: impl FnMut(&mut Asm, usize) -> R,
+) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     if !supported(s.len) {
-        return Err(format!("norm: no AVX-512 code for rows of {}", s.len));
+        return Err(format!("norm: no {set} code for rows of {}", s.len));
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
     a.lea(r11, ptr(table)).map_err(e)?;
-    a.vxorps(zmm16, zmm16, zmm16).map_err(e)?;
-    let tail = s.len % 16;
-    if tail > 0 {
-        a.mov(eax, (1u32 << tail) - 1).map_err(e)?;
-        a.kmovw(k1, eax).map_err(e)?;
-    }
-    let c = Consts {
-        n: 0,
-        eps: 4,
-        one: 8,
-    };
+    prologue(&mut a).map_err(e)?;
     let rb = (s.len * 4) as i32;
-    let tiers: Vec<usize> = (1..=GROUP).rev().collect();
+    let tiers: Vec<usize> = (1..=group).rev().collect();
     let mut labels: Vec<CodeLabel> = (0..=tiers.len()).map(|_| a.create_label()).collect();
     for (i, &g) in tiers.iter().enumerate() {
         a.set_label(&mut labels[i]).map_err(e)?;
         a.cmp(r8, g as i32).map_err(e)?;
         a.jb(labels[i + 1]).map_err(e)?;
-        group(&mut a, s, &c, g).map_err(e)?;
+        body(&mut a, g).map_err(e)?;
         a.add(rdi, g as i32 * rb).map_err(e)?;
         a.add(rcx, g as i32 * rb).map_err(e)?;
         a.sub(r8, g as i32).map_err(e)?;
@@ -109,23 +119,27 @@ pub fn assemble(s: &NormRows) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
-/// `body(a, offset)` once per whole block of 16 floats of a row, the byte offset in `r9` (a counted loop).
-fn blocks(a: &mut Asm, len: usize, mut body: impl FnMut(&mut Asm) -> R) -> R {
-    let nb = len / 16;
-    if nb == 0 {
+/// `body` once per `step` bytes of a row, `count` times, the byte offset in `r9` (a counted loop).
+pub(super) fn steps(
+    a: &mut Asm,
+    count: usize,
+    step: i32,
+    mut body: impl FnMut(&mut Asm) -> R,
+) -> R {
+    if count == 0 {
         return Ok(());
     }
     let mut top = a.create_label();
     a.xor(r9d, r9d)?;
     a.set_label(&mut top)?;
     body(a)?;
-    a.add(r9, 64)?;
-    a.cmp(r9, (nb * 64) as i32)?;
+    a.add(r9, step)?;
+    a.cmp(r9, count as i32 * step)?;
     a.jb(top)
 }
 
 /// Rows `0..g` of the group at `rdi` / `rcx`.
-fn group(a: &mut Asm, s: &NormRows, c: &Consts, g: usize) -> R {
+fn group(a: &mut Asm, s: &NormRows, g: usize) -> R {
     let rb = (s.len * 4) as i32;
     let x = |r: usize| rdi + r9 + r as i32 * rb;
     // The mean (RMSNorm: +0.0).
@@ -136,7 +150,7 @@ fn group(a: &mut Asm, s: &NormRows, c: &Consts, g: usize) -> R {
         }
     }
     if !s.rms {
-        blocks(a, s.len, |a| {
+        steps(a, s.len / 16, 64, |a| {
             for r in 0..g {
                 a.vaddps(z(r), z(r), zmmword_ptr(x(r)))?;
             }
@@ -144,7 +158,7 @@ fn group(a: &mut Asm, s: &NormRows, c: &Consts, g: usize) -> R {
         })?;
         for r in 0..g {
             reduce(a, s, r, None)?;
-            a.vdivss(xmm(r), xmm(r), dword_ptr(r11 + c.n))?;
+            a.vdivss(xmm(r), xmm(r), dword_ptr(r11 + N))?;
             a.vbroadcastss(z(4 + r), xmm(r))?;
         }
     }
@@ -152,7 +166,7 @@ fn group(a: &mut Asm, s: &NormRows, c: &Consts, g: usize) -> R {
     for r in 0..g {
         a.vxorps(z(r), z(r), z(r))?;
     }
-    blocks(a, s.len, |a| {
+    steps(a, s.len / 16, 64, |a| {
         for r in 0..g {
             a.vmovups(T, zmmword_ptr(x(r)))?;
             a.vsubps(T, T, z(4 + r))?;
@@ -163,15 +177,11 @@ fn group(a: &mut Asm, s: &NormRows, c: &Consts, g: usize) -> R {
     })?;
     for r in 0..g {
         reduce(a, s, r, Some(xmm(4 + r)))?;
-        a.vdivss(xmm(r), xmm(r), dword_ptr(r11 + c.n))?;
-        a.vaddss(xmm(r), xmm(r), dword_ptr(r11 + c.eps))?;
-        a.vsqrtss(xmm(r), xmm(r), xmm(r))?;
-        a.vmovss(xmm(8 + r), dword_ptr(r11 + c.one))?;
-        a.vdivss(xmm(8 + r), xmm(8 + r), xmm(r))?;
+        inv_sigma(a, xmm(r), xmm(8 + r))?;
         a.vbroadcastss(z(8 + r), xmm(8 + r))?;
     }
     // ((v − mean) · inv) · scale + bias, whole blocks then the tail under `k1`.
-    blocks(a, s.len, |a| {
+    steps(a, s.len / 16, 64, |a| {
         for r in 0..g {
             a.vmovups(T, zmmword_ptr(x(r)))?;
             normalize(a, s, r, rsi + r9, rdx + r9, false)?;
@@ -212,40 +222,65 @@ fn normalize(
     }
 }
 
+/// `inv = 1 / √(v / n + eps)` from the variance's sum in lane 0 of `v` (which it clobbers), as the Cranelift
+/// kernel computes it.
+pub(super) fn inv_sigma(a: &mut Asm, v: AsmRegisterXmm, inv: AsmRegisterXmm) -> R {
+    a.vdivss(v, v, dword_ptr(r11 + N))?;
+    a.vaddss(v, v, dword_ptr(r11 + EPS))?;
+    a.vsqrtss(v, v, v)?;
+    a.vmovss(inv, dword_ptr(r11 + ONE))?;
+    a.vdivss(inv, inv, v)
+}
+
 /// Row `r`'s sum of its whole blocks (`zmm r`) completed in the Cranelift kernel's order into lane 0 of
-/// `xmm r`: the 4-float vectors past the last block into partials 0, 1, 2, `(p0 + p1) + (p2 + p3)`, the
-/// horizontal sum, then the scalar tail. `mean`: the elements are `(v − mean)²` (the variance pass).
+/// `xmm r` (`finish_sums`). `mean`: the elements are `(v − mean)²` (the variance pass).
 fn reduce(a: &mut Asm, s: &NormRows, r: usize, mean: Option<AsmRegisterXmm>) -> R {
-    let rb = (s.len * 4) as i32;
-    let row = |j: usize| rdi + (r as i32 * rb + (4 * j) as i32);
-    let (nblk, nvec) = (s.len / 16 * 16, s.len / 4 * 4);
     let p = [xmm(r), xmm12, xmm13, xmm14];
     for (k, &pk) in p.iter().enumerate().skip(1) {
         a.vextractf32x4(pk, z(r), k as u32)?;
     }
+    finish_sums(a, s, r, p, mean, [xmm15, xmm12])
+}
+
+/// Completes row `r`'s sums of its whole blocks of 16, held as the Cranelift kernel's four f32x4 partials in
+/// `p` (shared with `norm_avx2.rs`), in its order into lane 0 of `p[0]`: the 4-float vectors past the last
+/// block into partials 0, 1, 2, `(p0 + p1) + (p2 + p3)`, the horizontal sum, then the scalar tail. `mean`:
+/// the elements are `(v − mean)²` (the variance pass). `t`: scratch for the elements, and for the horizontal
+/// sum (which may reuse `p[1]`).
+pub(super) fn finish_sums(
+    a: &mut Asm,
+    s: &NormRows,
+    r: usize,
+    p: [AsmRegisterXmm; 4],
+    mean: Option<AsmRegisterXmm>,
+    [t, h]: [AsmRegisterXmm; 2],
+) -> R {
+    let rb = (s.len * 4) as i32;
+    let row = |j: usize| rdi + (r as i32 * rb + (4 * j) as i32);
+    let (nblk, nvec) = (s.len / 16 * 16, s.len / 4 * 4);
     for (k, j) in (nblk..nvec).step_by(4).enumerate() {
         match mean {
             None => a.vaddps(p[k], p[k], xmmword_ptr(row(j)))?,
             Some(m) => {
-                a.vmovups(xmm15, xmmword_ptr(row(j)))?;
-                a.vsubps(xmm15, xmm15, m)?;
-                a.vmulps(xmm15, xmm15, xmm15)?;
-                a.vaddps(p[k], p[k], xmm15)?;
+                a.vmovups(t, xmmword_ptr(row(j)))?;
+                a.vsubps(t, t, m)?;
+                a.vmulps(t, t, t)?;
+                a.vaddps(p[k], p[k], t)?;
             }
         }
     }
     a.vaddps(p[0], p[0], p[1])?;
     a.vaddps(p[2], p[2], p[3])?;
     a.vaddps(p[0], p[0], p[2])?;
-    super::softmax_x86::sum_partials(a, p[0], xmm12)?;
+    super::softmax_x86::sum_partials(a, p[0], h)?;
     for j in nvec..s.len {
         match mean {
             None => a.vaddss(p[0], p[0], dword_ptr(row(j)))?,
             Some(m) => {
-                a.vmovss(xmm15, dword_ptr(row(j)))?;
-                a.vsubss(xmm15, xmm15, m)?;
-                a.vmulss(xmm15, xmm15, xmm15)?;
-                a.vaddss(p[0], p[0], xmm15)?;
+                a.vmovss(t, dword_ptr(row(j)))?;
+                a.vsubss(t, t, m)?;
+                a.vmulss(t, t, t)?;
+                a.vaddss(p[0], p[0], t)?;
             }
         }
     }
