@@ -4,18 +4,22 @@
 //! lists every unsupported node at once.
 
 mod attrs;
+mod cnn_ops;
 mod data_ops;
 mod nn_ops;
 mod nodes;
 mod quant_ops;
+mod shape_ops;
 mod tensor;
 
-pub use nodes::reshape_target;
+pub use shape_ops::reshape_target;
 
 /// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
 pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     nodes::SUPPORTED
         .iter()
+        .chain(cnn_ops::SUPPORTED)
+        .chain(shape_ops::SUPPORTED)
         .chain(data_ops::SUPPORTED)
         .chain(nn_ops::SUPPORTED)
         .chain(quant_ops::SUPPORTED)

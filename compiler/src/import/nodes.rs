@@ -1,14 +1,12 @@
 //! ONNX node → IR op mapping, one arm per ONNX op type: attribute parsing, opset differences, and rejection
-//! reasons for unsupported forms. Nodes whose inputs are all constants are folded by the caller.
+//! reasons for unsupported forms. Here: the elementwise, logic and linear-algebra ops and Softmax, then each
+//! other family's file in turn (`cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `nn_ops.rs`, `quant_ops.rs`).
+//! Nodes whose inputs are all constants are folded by the caller.
 
 use super::attrs::Attrs;
-use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
-use crate::ir::{
-    numel, BinOp, CmpOp, ConvAttrs, DType, Epilogue, GemmAttrs, LogicOp, Op, PoolAttrs, PoolKind,
-    Tensor, TensorId, UnOp,
-};
+use crate::ir::{BinOp, CmpOp, DType, Epilogue, GemmAttrs, LogicOp, Op, Tensor, TensorId, UnOp};
 use tract_onnx::pb::NodeProto;
 
 /// What an ONNX node becomes.
@@ -79,33 +77,9 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "f32; transA, transB, alpha, beta; C broadcast to [M, N]",
     ),
     (
-        "Conv",
-        "2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
-    ),
-    (
-        "BatchNormalization",
-        "inference (training_mode = 0); folded into a preceding Conv",
-    ),
-    (
-        "MaxPool",
-        "2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
-    ),
-    (
-        "AveragePool",
-        "2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
-    ),
-    ("GlobalAveragePool", "rank >= 3"),
-    (
-        "Flatten, Reshape, Squeeze, Unsqueeze",
-        "shape / axes must be constant",
-    ),
-    ("Transpose", "any rank"),
-    ("Concat", "any rank, any axis"),
-    (
         "Softmax, LogSoftmax",
         "any axis; opset < 13 flattens the tail",
     ),
-    ("Constant, Shape, Size", "folded at compile time"),
 ];
 
 impl Importer<'_> {
@@ -134,7 +108,6 @@ impl Importer<'_> {
                 .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
         };
         let rank = |t: TensorId| self.g.tensors[t].shape.len();
-        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
         let un = |u: UnOp| -> Result<Lowered> { Ok(Lowered::Node(Op::Unary(u), vec![req(0)?])) };
         Ok(match op {
             "Add" | "Sub" | "Mul" | "Div" => {
@@ -295,154 +268,6 @@ impl Importer<'_> {
                 v.extend(c);
                 Lowered::Node(Op::Gemm(attrs), v)
             }
-            "Conv" => {
-                let (x, w) = (req(0)?, req(1)?);
-                let bias = ins.get(2).copied().flatten();
-                let attrs = self.conv_attrs(&a, op, x, w, bias.is_some())?;
-                let mut v = vec![x, w];
-                v.extend(bias);
-                Lowered::Node(Op::Conv(attrs), v)
-            }
-            "BatchNormalization" => {
-                if a.int("training_mode", 0) != 0 {
-                    return Err(Error::unsupported(name, op, "training_mode = 1"));
-                }
-                if self.extra_outputs_used(node) {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "running mean/var outputs are used (training only)",
-                    ));
-                }
-                Lowered::Node(
-                    Op::BatchNorm {
-                        epsilon: a.float("epsilon", 1e-5),
-                    },
-                    (0..5).map(req).collect::<Result<_>>()?,
-                )
-            }
-            "MaxPool" | "AveragePool" => {
-                let x = req(0)?;
-                if rank(x) != 4 {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        format!("only 2-D pooling is supported (input rank {})", rank(x)),
-                    ));
-                }
-                if op == "MaxPool" && self.extra_outputs_used(node) {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "the Indices output is not supported",
-                    ));
-                }
-                if a.int("storage_order", 0) != 0 {
-                    return Err(Error::unsupported(name, op, "storage_order = 1"));
-                }
-                let k = a.positive_usizes("kernel_shape", 2, 0)?;
-                if !a.has("kernel_shape") {
-                    return Err(Error::node(
-                        name,
-                        op,
-                        "attribute 'kernel_shape' is required",
-                    ));
-                }
-                let strides = a.positive_usizes("strides", 2, 1)?;
-                let dil = a.positive_usizes("dilations", 2, 1)?;
-                if op == "AveragePool" && dil != [1, 1] {
-                    return Err(Error::unsupported(name, op, "dilations on AveragePool"));
-                }
-                let kernel = [k[0], k[1]];
-                let xs = shape(x);
-                let pads = self.pads(&a, op, &xs[2..], &kernel, &strides, &dil)?;
-                let attrs = PoolAttrs {
-                    kernel,
-                    strides: [strides[0], strides[1]],
-                    pads,
-                    dilations: [dil[0], dil[1]],
-                    ceil_mode: a.int("ceil_mode", 0) != 0,
-                    count_include_pad: a.int("count_include_pad", 0) != 0,
-                };
-                let kind = if op == "MaxPool" {
-                    PoolKind::Max
-                } else {
-                    PoolKind::Average
-                };
-                Lowered::Node(Op::Pool(kind, attrs), vec![x])
-            }
-            "GlobalAveragePool" => Lowered::Node(Op::GlobalAveragePool, vec![req(0)?]),
-            "Flatten" => {
-                let x = req(0)?;
-                let s = shape(x);
-                let r = s.len() as i64;
-                let axis = a.int("axis", 1);
-                let axis = if axis < 0 { axis + r } else { axis };
-                if !(0..=r).contains(&axis) {
-                    return Err(Error::node(
-                        name,
-                        op,
-                        format!(
-                            "attribute 'axis': {} out of range for rank {r}",
-                            a.int("axis", 1)
-                        ),
-                    ));
-                }
-                let axis = axis as usize;
-                Lowered::Node(
-                    Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
-                    vec![x],
-                )
-            }
-            "Reshape" => {
-                let x = req(0)?;
-                let spec = self
-                    .const_ints(req(1)?)
-                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
-                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
-                    .map_err(|m| Error::node(name, op, m))?;
-                Lowered::Node(Op::Reshape(to), vec![x])
-            }
-            "Squeeze" | "Unsqueeze" => {
-                let x = req(0)?;
-                let axes: Option<Vec<i64>> =
-                    if self.opset < 13 {
-                        a.ints("axes").map(|v| v.to_vec())
-                    } else {
-                        match ins.get(1).copied().flatten() {
-                            None => None,
-                            Some(t) => Some(self.const_ints(t).ok_or_else(|| {
-                                super::data_ops::err_const(node, name, &[1], "axes")
-                            })?),
-                        }
-                    };
-                let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
-                    .map_err(|m| Error::node(name, op, m))?;
-                Lowered::Node(Op::Reshape(to), vec![x])
-            }
-            "Transpose" => {
-                let x = req(0)?;
-                let r = rank(x);
-                let perm = match a.ints("perm") {
-                    Some(p) => p
-                        .iter()
-                        .map(|&v| if v < 0 { usize::MAX } else { v as usize })
-                        .collect(),
-                    None => (0..r).rev().collect(),
-                };
-                Lowered::Node(Op::Transpose(perm), vec![x])
-            }
-            "Concat" => {
-                let list: Vec<TensorId> = ins.iter().flatten().copied().collect();
-                let first = *list
-                    .first()
-                    .ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
-                if !a.has("axis") {
-                    return Err(Error::node(name, op, "attribute 'axis' is required"));
-                }
-                let axis = a.axis("axis", 0, rank(first))?;
-                Lowered::Node(Op::Concat(axis), list)
-            }
             "Softmax" | "LogSoftmax" => {
                 let x = req(0)?;
                 let legacy = self.opset < 13;
@@ -456,35 +281,13 @@ impl Importer<'_> {
                     vec![x],
                 )
             }
-            "Constant" => {
-                if let Some(t) = a.tensor("value") {
-                    Lowered::Const(decode(t, self.model_dir)?)
-                } else if a.has("value_float") {
-                    Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)]))
-                } else if let Some(f) = a.floats("value_floats").filter(|_| a.has("value_floats")) {
-                    Lowered::Const(Tensor::f32(vec![f.len()], f.to_vec()))
-                } else if a.has("value_int") {
-                    Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)]))
-                } else if let Some(v) = a.ints("value_ints") {
-                    Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
-                } else {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "only tensor, float(s) and int(s) values are supported",
-                    ));
-                }
-            }
-            "Size" => Lowered::Const(Tensor::i64(vec![], vec![numel(&shape(req(0)?)) as i64])),
-            "Shape" => {
-                let s: Vec<i64> = shape(req(0)?).iter().map(|&d| d as i64).collect();
-                let r = s.len() as i64;
-                let clamp = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) } as usize;
-                let (start, end) = (clamp(a.int("start", 0)), clamp(a.int("end", r)));
-                let s = s[start..end.max(start)].to_vec();
-                Lowered::Const(Tensor::i64(vec![s.len()], s))
-            }
             _ => {
+                if let Some(l) = self.lower_cnn_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
+                if let Some(l) = self.lower_shape_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
                 if let Some(l) = self.lower_data_op(node, name, ins, &a)? {
                     return Ok(l);
                 }
@@ -499,49 +302,6 @@ impl Importer<'_> {
         })
     }
 
-    /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
-    pub(super) fn conv_attrs(
-        &self,
-        a: &Attrs,
-        op: &str,
-        x: TensorId,
-        w: TensorId,
-        has_bias: bool,
-    ) -> Result<ConvAttrs> {
-        let (xs, ws) = (
-            self.g.tensors[x].shape.clone(),
-            self.g.tensors[w].shape.clone(),
-        );
-        if xs.len() != 4 || ws.len() != 4 {
-            return Err(Error::unsupported(
-                a.name,
-                op,
-                format!(
-                    "only 2-D convolution is supported (input rank {})",
-                    xs.len()
-                ),
-            ));
-        }
-        let kernel = a.positive_usizes("kernel_shape", 2, 0)?;
-        let kernel = if a.has("kernel_shape") {
-            [kernel[0], kernel[1]]
-        } else {
-            [ws[2], ws[3]]
-        };
-        let strides = a.positive_usizes("strides", 2, 1)?;
-        let dil = a.positive_usizes("dilations", 2, 1)?;
-        let pads = self.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
-        Ok(ConvAttrs {
-            kernel,
-            strides: [strides[0], strides[1]],
-            pads,
-            dilations: [dil[0], dil[1]],
-            group: a.int("group", 1).max(0) as usize,
-            has_bias,
-            epilogue: Epilogue::default(),
-        })
-    }
-
     fn scalar_const(&self, t: TensorId) -> Option<f32> {
         let c = self.g.constant(t)?;
         (c.len() == 1).then(|| c.to_f32_vec()[0])
@@ -550,131 +310,5 @@ impl Importer<'_> {
     pub(super) fn const_ints(&self, t: TensorId) -> Option<Vec<i64>> {
         let c = self.g.constant(t)?;
         (c.dtype != DType::F32).then(|| c.to_i64_vec())
-    }
-
-    /// Explicit pads [top, left, bottom, right] from `pads` or `auto_pad`.
-    fn pads(
-        &self,
-        a: &Attrs,
-        op: &str,
-        spatial: &[usize],
-        k: &[usize; 2],
-        s: &[usize],
-        d: &[usize],
-    ) -> Result<[usize; 4]> {
-        let auto = a.string("auto_pad", "NOTSET")?;
-        match auto.as_str() {
-            "NOTSET" => {
-                let p = a.usizes("pads", 4, 0)?;
-                Ok([p[0], p[1], p[2], p[3]])
-            }
-            "VALID" => Ok([0; 4]),
-            "SAME_UPPER" | "SAME_LOWER" => {
-                let mut pads = [0usize; 4];
-                for i in 0..2 {
-                    let out = spatial[i].div_ceil(s[i].max(1));
-                    let eff = (k[i] - 1) * d[i] + 1;
-                    let total = ((out - 1) * s[i] + eff).saturating_sub(spatial[i]);
-                    let (small, big) = (total / 2, total - total / 2);
-                    let (begin, end) = if auto == "SAME_UPPER" {
-                        (small, big)
-                    } else {
-                        (big, small)
-                    };
-                    pads[i] = begin;
-                    pads[i + 2] = end;
-                }
-                Ok(pads)
-            }
-            other => Err(Error::node(
-                a.name,
-                op,
-                format!("attribute 'auto_pad': unknown value '{other}'"),
-            )),
-        }
-    }
-}
-
-/// Resolves an ONNX Reshape spec (0 copies, -1 infers).
-pub fn reshape_target(
-    input: &[usize],
-    spec: &[i64],
-    allow_zero: bool,
-) -> std::result::Result<Vec<usize>, String> {
-    let mut out = Vec::with_capacity(spec.len());
-    let mut infer = None;
-    for (i, &d) in spec.iter().enumerate() {
-        match d {
-            -1 if infer.is_none() => {
-                infer = Some(i);
-                out.push(1);
-            }
-            0 if !allow_zero => out.push(
-                *input
-                    .get(i)
-                    .ok_or(format!("shape[{i}] = 0 copies a missing input dim"))?,
-            ),
-            d if d >= 0 => out.push(d as usize),
-            _ => return Err(format!("invalid target shape {spec:?}")),
-        }
-    }
-    let total = numel(input);
-    if let Some(i) = infer {
-        let known = numel(&out);
-        if known == 0 || !total.is_multiple_of(known) {
-            return Err(format!("cannot infer -1 in {spec:?} for input {input:?}"));
-        }
-        out[i] = total / known;
-    }
-    if numel(&out) != total {
-        return Err(format!("cannot reshape {input:?} to {spec:?}"));
-    }
-    Ok(out)
-}
-
-fn squeeze_target(
-    input: &[usize],
-    axes: Option<&[i64]>,
-    unsqueeze: bool,
-) -> std::result::Result<Vec<usize>, String> {
-    let out_rank = if unsqueeze {
-        input.len() + axes.map_or(0, |a| a.len())
-    } else {
-        input.len()
-    } as i64;
-    let norm = |a: i64| if a < 0 { a + out_rank } else { a };
-    if unsqueeze {
-        let axes: Vec<i64> = axes
-            .ok_or("Unsqueeze needs axes")?
-            .iter()
-            .map(|&a| norm(a))
-            .collect();
-        let mut out = Vec::new();
-        let mut it = input.iter();
-        for i in 0..out_rank {
-            if axes.contains(&i) {
-                out.push(1);
-            } else {
-                out.push(*it.next().ok_or("invalid axes")?);
-            }
-        }
-        return Ok(out);
-    }
-    match axes {
-        None => Ok(input.iter().copied().filter(|&d| d != 1).collect()),
-        Some(a) => {
-            let axes: Vec<i64> = a.iter().map(|&x| norm(x)).collect();
-            for &x in &axes {
-                if x < 0 || x >= out_rank || input[x as usize] != 1 {
-                    return Err(format!("cannot squeeze axis {x} of {input:?}"));
-                }
-            }
-            Ok(input
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(&(*i as i64)))
-                .map(|(_, &d)| d)
-                .collect())
-        }
     }
 }

@@ -1,7 +1,8 @@
 //! The intermediate representation: static-shape tensors and nodes in typed arenas (`graph`), the operator set
-//! (`op`), element types and host tensors (`types`), each op family's reference semantics (`ops`), and the
-//! verifier (`verify`) that checks the graph invariants between passes.
+//! (`op`) and its typed attributes (`attrs`), element types and host tensors (`types`), each op family's
+//! reference semantics (`ops`), and the verifier (`verify`) that checks the graph invariants between passes.
 
+pub mod attrs;
 pub mod eval;
 pub mod graph;
 pub mod op;
@@ -9,10 +10,11 @@ pub mod ops;
 pub mod types;
 pub mod verify;
 
-pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
-pub use op::{
+pub use attrs::{
     Activation, BinOp, CmpOp, ConvAttrs, ConvTransposeAttrs, CoordMode, Epilogue, GemmAttrs,
-    IntProduct, LogicOp, LrnAttrs, NearestMode, Op, PadMode, PoolAttrs, PoolKind, QAddParams,
+    IntProduct, LogicOp, LrnAttrs, NearestMode, PadMode, PoolAttrs, PoolKind, QAddParams,
     QuantParams, ReduceKind, Requant, ResizeAttrs, ResizeMode, UnOp,
 };
+pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
+pub use op::Op;
 pub use types::{numel, shape_str, DType, Data, Shape, Tensor};

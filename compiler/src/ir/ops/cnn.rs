@@ -3,7 +3,7 @@
 
 use super::linalg::apply_epilogue;
 use super::{arity, f32s, want_f32};
-use crate::ir::op::{ConvAttrs, PoolAttrs, PoolKind};
+use crate::ir::attrs::{ConvAttrs, PoolAttrs, PoolKind};
 use crate::ir::types::{DType, Shape, Tensor};
 
 /// Output extent of a sliding window along one axis.

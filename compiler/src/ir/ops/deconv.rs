@@ -3,7 +3,7 @@
 //! window it maps to — which `codegen/ops/conv.rs`'s col2im kernel follows.
 
 use super::{arity, f32s, want_f32};
-use crate::ir::op::ConvTransposeAttrs;
+use crate::ir::attrs::ConvTransposeAttrs;
 use crate::ir::types::{DType, Shape, Tensor};
 
 /// Output length of one spatial axis: s·(in − 1) + output_padding + (k − 1)·d + 1 − pad_begin − pad_end.

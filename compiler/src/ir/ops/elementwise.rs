@@ -2,7 +2,7 @@
 //! and the broadcasting helper that codegen uses to walk inputs with per-dimension strides.
 
 use super::{arity, f32s, want_f32};
-use crate::ir::op::{BinOp, UnOp};
+use crate::ir::attrs::{BinOp, UnOp};
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
 /// The numpy broadcast of two shapes.

@@ -5,8 +5,8 @@
 
 use super::arity;
 use super::elementwise::{broadcast_shapes, broadcast_strides};
-use crate::ir::op::{Op, PadMode};
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
+use crate::ir::{Op, PadMode};
 
 /// Table entry for an output position that is filled rather than read (Pad's constant mode).
 pub const FILL: i64 = -(1 << 40);

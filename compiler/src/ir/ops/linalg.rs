@@ -3,7 +3,7 @@
 
 use super::elementwise::{broadcast_shapes, broadcast_strides};
 use super::{arity, f32s, want_f32};
-use crate::ir::op::{Epilogue, GemmAttrs};
+use crate::ir::attrs::{Epilogue, GemmAttrs};
 use crate::ir::types::{numel, strides, DType, Shape, Tensor};
 
 /// The batched-matmul geometry of two operand shapes.

@@ -4,8 +4,8 @@
 
 use super::arity;
 use super::elementwise::{broadcast_shapes, broadcast_strides};
-use crate::ir::op::{CmpOp, LogicOp, Op};
 use crate::ir::types::{numel, DType, Data, Shape, Tensor};
+use crate::ir::{CmpOp, LogicOp, Op};
 
 /// The broadcast output shape of several inputs and each input's strides over it.
 pub fn broadcast_all(shapes: &[&[usize]]) -> Result<(Shape, Vec<Vec<usize>>), String> {

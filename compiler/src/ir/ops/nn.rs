@@ -4,7 +4,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::{arity, f32s, want_f32};
-use crate::ir::op::LrnAttrs;
+use crate::ir::attrs::LrnAttrs;
 use crate::ir::types::{numel, DType, Shape, Tensor};
 
 pub(crate) fn infer_batchnorm(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {

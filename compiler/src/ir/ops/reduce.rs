@@ -4,7 +4,7 @@
 
 use super::arity;
 use super::shape::eval_transpose;
-use crate::ir::op::ReduceKind;
+use crate::ir::attrs::ReduceKind;
 use crate::ir::types::{numel, DType, Data, Shape, Tensor};
 
 /// The output shape of reducing `axes` of `shape`.

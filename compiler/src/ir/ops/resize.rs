@@ -5,7 +5,7 @@
 //! The kernel (`codegen/ops/nn.rs`) reads the same taps.
 
 use super::arity;
-use crate::ir::op::{CoordMode, NearestMode, ResizeAttrs, ResizeMode};
+use crate::ir::attrs::{CoordMode, NearestMode, ResizeAttrs, ResizeMode};
 use crate::ir::types::{numel, DType, Shape, Tensor};
 
 /// Per output coordinate: (input index, already clamped to the input, weight) pairs.

@@ -1,0 +1,218 @@
+//! ONNX → IR mapping of the CNN family (`ir/ops/cnn.rs`): Conv (2-D; pads, auto_pad, strides, dilations, groups,
+//! bias), BatchNormalization (inference; folded into a preceding Conv by a pass), MaxPool / AveragePool and
+//! GlobalAveragePool, and the Conv-like attributes and explicit pads that the integer convolutions
+//! (`quant_ops.rs`) share.
+
+use super::attrs::Attrs;
+use super::nodes::Lowered;
+use super::Importer;
+use crate::error::{Error, Result};
+use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
+use tract_onnx::pb::NodeProto;
+
+/// The ONNX ops this file maps, for `bundlec ops`.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    (
+        "Conv",
+        "2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
+    ),
+    (
+        "BatchNormalization",
+        "inference (training_mode = 0); folded into a preceding Conv",
+    ),
+    (
+        "MaxPool",
+        "2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
+    ),
+    (
+        "AveragePool",
+        "2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
+    ),
+    ("GlobalAveragePool", "rank >= 3"),
+];
+
+impl Importer<'_> {
+    /// Maps the CNN ops; `None` when `op` is not one of them.
+    pub(super) fn lower_cnn_op(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Option<Lowered>> {
+        let op = node.op_type.as_str();
+        let req = |i: usize| -> Result<TensorId> {
+            ins.get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+        };
+        let rank = |t: TensorId| self.g.tensors[t].shape.len();
+        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
+        Ok(Some(match op {
+            "Conv" => {
+                let (x, w) = (req(0)?, req(1)?);
+                let bias = ins.get(2).copied().flatten();
+                let attrs = self.conv_attrs(a, op, x, w, bias.is_some())?;
+                let mut v = vec![x, w];
+                v.extend(bias);
+                Lowered::Node(Op::Conv(attrs), v)
+            }
+            "BatchNormalization" => {
+                if a.int("training_mode", 0) != 0 {
+                    return Err(Error::unsupported(name, op, "training_mode = 1"));
+                }
+                if self.extra_outputs_used(node) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "running mean/var outputs are used (training only)",
+                    ));
+                }
+                Lowered::Node(
+                    Op::BatchNorm {
+                        epsilon: a.float("epsilon", 1e-5),
+                    },
+                    (0..5).map(req).collect::<Result<_>>()?,
+                )
+            }
+            "MaxPool" | "AveragePool" => {
+                let x = req(0)?;
+                if rank(x) != 4 {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        format!("only 2-D pooling is supported (input rank {})", rank(x)),
+                    ));
+                }
+                if op == "MaxPool" && self.extra_outputs_used(node) {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "the Indices output is not supported",
+                    ));
+                }
+                if a.int("storage_order", 0) != 0 {
+                    return Err(Error::unsupported(name, op, "storage_order = 1"));
+                }
+                let k = a.positive_usizes("kernel_shape", 2, 0)?;
+                if !a.has("kernel_shape") {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        "attribute 'kernel_shape' is required",
+                    ));
+                }
+                let strides = a.positive_usizes("strides", 2, 1)?;
+                let dil = a.positive_usizes("dilations", 2, 1)?;
+                if op == "AveragePool" && dil != [1, 1] {
+                    return Err(Error::unsupported(name, op, "dilations on AveragePool"));
+                }
+                let kernel = [k[0], k[1]];
+                let xs = shape(x);
+                let pads = self.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
+                let attrs = PoolAttrs {
+                    kernel,
+                    strides: [strides[0], strides[1]],
+                    pads,
+                    dilations: [dil[0], dil[1]],
+                    ceil_mode: a.int("ceil_mode", 0) != 0,
+                    count_include_pad: a.int("count_include_pad", 0) != 0,
+                };
+                let kind = if op == "MaxPool" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Average
+                };
+                Lowered::Node(Op::Pool(kind, attrs), vec![x])
+            }
+            "GlobalAveragePool" => Lowered::Node(Op::GlobalAveragePool, vec![req(0)?]),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
+    pub(super) fn conv_attrs(
+        &self,
+        a: &Attrs,
+        op: &str,
+        x: TensorId,
+        w: TensorId,
+        has_bias: bool,
+    ) -> Result<ConvAttrs> {
+        let (xs, ws) = (
+            self.g.tensors[x].shape.clone(),
+            self.g.tensors[w].shape.clone(),
+        );
+        if xs.len() != 4 || ws.len() != 4 {
+            return Err(Error::unsupported(
+                a.name,
+                op,
+                format!(
+                    "only 2-D convolution is supported (input rank {})",
+                    xs.len()
+                ),
+            ));
+        }
+        let kernel = a.positive_usizes("kernel_shape", 2, 0)?;
+        let kernel = if a.has("kernel_shape") {
+            [kernel[0], kernel[1]]
+        } else {
+            [ws[2], ws[3]]
+        };
+        let strides = a.positive_usizes("strides", 2, 1)?;
+        let dil = a.positive_usizes("dilations", 2, 1)?;
+        let pads = self.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
+        Ok(ConvAttrs {
+            kernel,
+            strides: [strides[0], strides[1]],
+            pads,
+            dilations: [dil[0], dil[1]],
+            group: a.int("group", 1).max(0) as usize,
+            has_bias,
+            epilogue: Epilogue::default(),
+        })
+    }
+
+    /// Explicit pads [top, left, bottom, right] from `pads` or `auto_pad`.
+    fn pads(
+        &self,
+        a: &Attrs,
+        op: &str,
+        spatial: &[usize],
+        k: &[usize; 2],
+        s: &[usize],
+        d: &[usize],
+    ) -> Result<[usize; 4]> {
+        let auto = a.string("auto_pad", "NOTSET")?;
+        match auto.as_str() {
+            "NOTSET" => {
+                let p = a.usizes("pads", 4, 0)?;
+                Ok([p[0], p[1], p[2], p[3]])
+            }
+            "VALID" => Ok([0; 4]),
+            "SAME_UPPER" | "SAME_LOWER" => {
+                let mut pads = [0usize; 4];
+                for i in 0..2 {
+                    let out = spatial[i].div_ceil(s[i].max(1));
+                    let eff = (k[i] - 1) * d[i] + 1;
+                    let total = ((out - 1) * s[i] + eff).saturating_sub(spatial[i]);
+                    let (small, big) = (total / 2, total - total / 2);
+                    let (begin, end) = if auto == "SAME_UPPER" {
+                        (small, big)
+                    } else {
+                        (big, small)
+                    };
+                    pads[i] = begin;
+                    pads[i + 2] = end;
+                }
+                Ok(pads)
+            }
+            other => Err(Error::node(
+                a.name,
+                op,
+                format!("attribute 'auto_pad': unknown value '{other}'"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! ONNX → IR mapping of the shape family (`ir/ops/shape.rs`): Flatten, Reshape, Squeeze and Unsqueeze (all one
+//! `Reshape` with a constant target), Transpose and Concat, and the ops folded at import (Constant, Shape, Size).
+//! Target shapes and axes must be constants, which shape-folded graphs have.
+
+use super::attrs::Attrs;
+use super::nodes::Lowered;
+use super::tensor::decode;
+use super::Importer;
+use crate::error::{Error, Result};
+use crate::ir::{numel, Op, Tensor, TensorId};
+use tract_onnx::pb::NodeProto;
+
+/// The ONNX ops this file maps, for `bundlec ops`.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    (
+        "Flatten, Reshape, Squeeze, Unsqueeze",
+        "shape / axes must be constant",
+    ),
+    ("Transpose", "any rank"),
+    ("Concat", "any rank, any axis"),
+    ("Constant, Shape, Size", "folded at compile time"),
+];
+
+impl Importer<'_> {
+    /// Maps the shape ops; `None` when `op` is not one of them.
+    pub(super) fn lower_shape_op(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+        a: &Attrs,
+    ) -> Result<Option<Lowered>> {
+        let op = node.op_type.as_str();
+        let req = |i: usize| -> Result<TensorId> {
+            ins.get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+        };
+        let rank = |t: TensorId| self.g.tensors[t].shape.len();
+        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
+        Ok(Some(match op {
+            "Flatten" => {
+                let x = req(0)?;
+                let s = shape(x);
+                let r = s.len() as i64;
+                let axis = a.int("axis", 1);
+                let axis = if axis < 0 { axis + r } else { axis };
+                if !(0..=r).contains(&axis) {
+                    return Err(Error::node(
+                        name,
+                        op,
+                        format!(
+                            "attribute 'axis': {} out of range for rank {r}",
+                            a.int("axis", 1)
+                        ),
+                    ));
+                }
+                let axis = axis as usize;
+                Lowered::Node(
+                    Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
+                    vec![x],
+                )
+            }
+            "Reshape" => {
+                let x = req(0)?;
+                let spec = self
+                    .const_ints(req(1)?)
+                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
+                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
+                    .map_err(|m| Error::node(name, op, m))?;
+                Lowered::Node(Op::Reshape(to), vec![x])
+            }
+            "Squeeze" | "Unsqueeze" => {
+                let x = req(0)?;
+                let axes: Option<Vec<i64>> =
+                    if self.opset < 13 {
+                        a.ints("axes").map(|v| v.to_vec())
+                    } else {
+                        match ins.get(1).copied().flatten() {
+                            None => None,
+                            Some(t) => Some(self.const_ints(t).ok_or_else(|| {
+                                super::data_ops::err_const(node, name, &[1], "axes")
+                            })?),
+                        }
+                    };
+                let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
+                    .map_err(|m| Error::node(name, op, m))?;
+                Lowered::Node(Op::Reshape(to), vec![x])
+            }
+            "Transpose" => {
+                let x = req(0)?;
+                let r = rank(x);
+                let perm = match a.ints("perm") {
+                    Some(p) => p
+                        .iter()
+                        .map(|&v| if v < 0 { usize::MAX } else { v as usize })
+                        .collect(),
+                    None => (0..r).rev().collect(),
+                };
+                Lowered::Node(Op::Transpose(perm), vec![x])
+            }
+            "Concat" => {
+                let list: Vec<TensorId> = ins.iter().flatten().copied().collect();
+                let first = *list
+                    .first()
+                    .ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
+                if !a.has("axis") {
+                    return Err(Error::node(name, op, "attribute 'axis' is required"));
+                }
+                let axis = a.axis("axis", 0, rank(first))?;
+                Lowered::Node(Op::Concat(axis), list)
+            }
+            "Constant" => {
+                if let Some(t) = a.tensor("value") {
+                    Lowered::Const(decode(t, self.model_dir)?)
+                } else if a.has("value_float") {
+                    Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)]))
+                } else if let Some(f) = a.floats("value_floats").filter(|_| a.has("value_floats")) {
+                    Lowered::Const(Tensor::f32(vec![f.len()], f.to_vec()))
+                } else if a.has("value_int") {
+                    Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)]))
+                } else if let Some(v) = a.ints("value_ints") {
+                    Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
+                } else {
+                    return Err(Error::unsupported(
+                        name,
+                        op,
+                        "only tensor, float(s) and int(s) values are supported",
+                    ));
+                }
+            }
+            "Size" => Lowered::Const(Tensor::i64(vec![], vec![numel(&shape(req(0)?)) as i64])),
+            "Shape" => {
+                let s: Vec<i64> = shape(req(0)?).iter().map(|&d| d as i64).collect();
+                let r = s.len() as i64;
+                let clamp = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) } as usize;
+                let (start, end) = (clamp(a.int("start", 0)), clamp(a.int("end", r)));
+                let s = s[start..end.max(start)].to_vec();
+                Lowered::Const(Tensor::i64(vec![s.len()], s))
+            }
+            _ => return Ok(None),
+        }))
+    }
+}
+
+/// Resolves an ONNX Reshape spec (0 copies, -1 infers).
+pub fn reshape_target(
+    input: &[usize],
+    spec: &[i64],
+    allow_zero: bool,
+) -> std::result::Result<Vec<usize>, String> {
+    let mut out = Vec::with_capacity(spec.len());
+    let mut infer = None;
+    for (i, &d) in spec.iter().enumerate() {
+        match d {
+            -1 if infer.is_none() => {
+                infer = Some(i);
+                out.push(1);
+            }
+            0 if !allow_zero => out.push(
+                *input
+                    .get(i)
+                    .ok_or(format!("shape[{i}] = 0 copies a missing input dim"))?,
+            ),
+            d if d >= 0 => out.push(d as usize),
+            _ => return Err(format!("invalid target shape {spec:?}")),
+        }
+    }
+    let total = numel(input);
+    if let Some(i) = infer {
+        let known = numel(&out);
+        if known == 0 || !total.is_multiple_of(known) {
+            return Err(format!("cannot infer -1 in {spec:?} for input {input:?}"));
+        }
+        out[i] = total / known;
+    }
+    if numel(&out) != total {
+        return Err(format!("cannot reshape {input:?} to {spec:?}"));
+    }
+    Ok(out)
+}
+
+fn squeeze_target(
+    input: &[usize],
+    axes: Option<&[i64]>,
+    unsqueeze: bool,
+) -> std::result::Result<Vec<usize>, String> {
+    let out_rank = if unsqueeze {
+        input.len() + axes.map_or(0, |a| a.len())
+    } else {
+        input.len()
+    } as i64;
+    let norm = |a: i64| if a < 0 { a + out_rank } else { a };
+    if unsqueeze {
+        let axes: Vec<i64> = axes
+            .ok_or("Unsqueeze needs axes")?
+            .iter()
+            .map(|&a| norm(a))
+            .collect();
+        let mut out = Vec::new();
+        let mut it = input.iter();
+        for i in 0..out_rank {
+            if axes.contains(&i) {
+                out.push(1);
+            } else {
+                out.push(*it.next().ok_or("invalid axes")?);
+            }
+        }
+        return Ok(out);
+    }
+    match axes {
+        None => Ok(input.iter().copied().filter(|&d| d != 1).collect()),
+        Some(a) => {
+            let axes: Vec<i64> = a.iter().map(|&x| norm(x)).collect();
+            for &x in &axes {
+                if x < 0 || x >= out_rank || input[x as usize] != 1 {
+                    return Err(format!("cannot squeeze axis {x} of {input:?}"));
+                }
+            }
+            Ok(input
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(&(*i as i64)))
+                .map(|(_, &d)| d)
+                .collect())
+        }
+    }
+}
