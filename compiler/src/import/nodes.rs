@@ -1,7 +1,7 @@
 //! ONNX node → IR op mapping, one arm per ONNX op type: attribute parsing, opset differences, and rejection
 //! reasons for unsupported forms. Here: the elementwise, logic and linear-algebra ops and Softmax, then each
-//! other family's file in turn (`cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `nn_ops.rs`, `quant_ops.rs`).
-//! Nodes whose inputs are all constants are folded by the caller.
+//! other family's file in turn (`cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `resize_ops.rs`, `nn_ops.rs`,
+//! `quant_ops.rs`). Nodes whose inputs are all constants are folded by the caller.
 
 use super::attrs::Attrs;
 use super::Importer;
@@ -289,6 +289,9 @@ impl Importer<'_> {
                     return Ok(l);
                 }
                 if let Some(l) = self.lower_data_op(node, name, ins, &a)? {
+                    return Ok(l);
+                }
+                if let Some(l) = self.lower_resize_op(node, name, ins, &a)? {
                     return Ok(l);
                 }
                 if let Some(l) = self.lower_nn_op(node, name, ins, &a)? {
