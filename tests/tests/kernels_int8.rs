@@ -284,6 +284,63 @@ fn qconv_shapes() {
             [2, 2],
             3,
         ),
+        // MobileNetV2's narrow planes (one masked step per row), stride 2 over 33 outputs (a full step and a
+        // one-output tail), a 5x5 stride-2 window with uneven pads, i8 at stride 2, and a plane too large for
+        // the row-kernel path's stack plane (the Cranelift path).
+        (
+            "dw_7x7",
+            [2, 20, 7, 7],
+            [20, 1, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            2,
+        ),
+        (
+            "dw_14x14",
+            [1, 17, 14, 14],
+            [17, 1, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            3,
+        ),
+        (
+            "dw_s2_33",
+            [1, 3, 9, 66],
+            [3, 1, 3, 3],
+            [1, 1, 1, 1],
+            [2, 2],
+            [1, 1],
+            2,
+        ),
+        (
+            "dw_5x5_s2",
+            [1, 6, 23, 29],
+            [6, 1, 5, 5],
+            [2, 1, 1, 2],
+            [2, 2],
+            [1, 1],
+            2,
+        ),
+        (
+            "dw_i8_s2",
+            [1, 4, 16, 64],
+            [4, 1, 3, 3],
+            [0, 1, 1, 0],
+            [2, 2],
+            [1, 1],
+            3,
+        ),
+        (
+            "dw_big_plane",
+            [1, 2, 130, 520],
+            [2, 1, 3, 3],
+            [1, 1, 1, 1],
+            [1, 1],
+            [1, 1],
+            2,
+        ),
     ] {
         conv(name, x, w, pads, st, dil, x[1] as i64, act);
     }

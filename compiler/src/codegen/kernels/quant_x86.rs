@@ -1,5 +1,5 @@
 //! Machine-code int8 kernels outside the GEMM, assembled with `iced-x86` (AVX-512BW): the QAdd / QMul
-//! elementwise kernel and the stride-1 depthwise row kernel. Both follow the reference of `ir/ops/quant.rs`
+//! elementwise kernel and the depthwise row kernel (stride 1 and 2, masked tails). Both follow the reference of `ir/ops/quant.rs`
 //! operation for operation (f32 chain, round half to even by `vcvtps2dq` under the default MXCSR), so their
 //! results equal the Cranelift paths' bit for bit.
 
@@ -71,18 +71,24 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.assemble(0).map_err(e)
 }
 
-/// The stride-1 depthwise row kernel (AVX-512BW): `fn(x, y, chunks, w, bias, scale)` computes `32 · chunks`
-/// consecutive outputs of one channel's output row. `x` points at the input byte under tap (0, 0) of the first
-/// output, `w` at the channel's `kh · kw` i8 taps, `bias` / `scale` at its i32 bias and f32 scale. Per chunk and
-/// tap: 32 bytes widened to i16 (`vpmov[sz]xbw`), minus the zero point, times the tap (`vpmullw`: exact, both fit
-/// and so does the product), widened to i32 and summed; then the requantisation of `qconv` and a narrowing
-/// store. Taps live in registers, so at most 16.
+/// The depthwise row kernel (AVX-512BW): `fn(x, y, n, w, bias, scale)` computes `n` consecutive outputs of one
+/// channel's output row at horizontal stride 1 or 2. `x` points at the input byte under tap (0, 0) of the first
+/// output (a row of a zero-point-padded plane: every tap of every output lies in it), `w` at the channel's
+/// `kh · kw` i8 taps, `bias` / `scale` at its i32 bias and f32 scale. Per 32 outputs and tap: 32 input bytes
+/// widened to i16 (`vpmov[sz]xbw` at stride 1; at stride 2 64 bytes whose even ones are the low halves of 32
+/// words, masked or shifted up and back), minus the zero point, times the tap (`vpmullw`: exact, both fit and so
+/// does the product), widened to i32 and summed; then the requantisation of `qconv` and a narrowing store. The
+/// last `n mod 32` outputs run once more under masks (loads of only the bytes they read, stores of only them).
+/// Taps live in registers, so at most 16. A full step at stride 2 loads one byte past the last one its outputs
+/// read: the plane keeps a byte of slack after its last row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DwRowSpec {
     /// Kernel (KH, KW), KH · KW ≤ 16.
     pub kernel: [usize; 2],
     /// Dilations.
     pub dilations: [usize; 2],
+    /// Horizontal stride, 1 or 2.
+    pub stride: usize,
     /// Input row stride in bytes.
     pub w: usize,
     /// i8 input (else u8) and its zero point.
@@ -98,13 +104,17 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     let taps = kh * kw;
     let span = ((kh - 1) * s.dilations[0])
         .checked_mul(s.w)
-        .and_then(|v| v.checked_add((kw - 1) * s.dilations[1] + 32));
-    if taps == 0 || taps > 16 || span.is_none_or(|v| i32::try_from(v).is_err()) {
+        .and_then(|v| v.checked_add((kw - 1) * s.dilations[1] + 64));
+    if taps == 0
+        || taps > 16
+        || !matches!(s.stride, 1 | 2)
+        || span.is_none_or(|v| i32::try_from(v).is_err())
+    {
         return Err(format!("depthwise row kernel shape out of range: {s:?}"));
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm6 = x zero point (words), zmm7/8 = lo - zp / hi - zp (f32), zmm9 = zp (dwords), zmm10.. = taps (words),
-    // zmm26 = bias, zmm27 = scale.
+    // zmm26 = bias, zmm27 = scale, zmm28 = 0x00ff in every word (stride 2, u8 input).
     a.mov(eax, s.x.1 as u32).map_err(e)?;
     a.vpbroadcastw(zmm6, eax).map_err(e)?;
     let (zp, (lo, hi), _) = s.y;
@@ -112,6 +122,7 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         (zmm7, ((lo as f64 - zp as f64) as f32).to_bits()),
         (zmm8, ((hi as f64 - zp as f64) as f32).to_bits()),
         (zmm9, zp as u32),
+        (zmm28, 0x00ff_00ff),
     ] {
         super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
     }
@@ -121,50 +132,110 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     }
     a.vpbroadcastd(zmm26, dword_ptr(r8)).map_err(e)?;
     a.vpbroadcastd(zmm27, dword_ptr(r9)).map_err(e)?;
-    let mut done = a.create_label();
-    a.test(rdx, rdx).map_err(e)?;
-    a.je(done).map_err(e)?;
-    let mut top = a.create_label();
-    a.set_label(&mut top).map_err(e)?;
-    a.vpxord(zmm0, zmm0, zmm0).map_err(e)?;
-    a.vpxord(zmm1, zmm1, zmm1).map_err(e)?;
-    for ky in 0..kh {
-        for kx in 0..kw {
-            let off = (ky * s.dilations[0] * s.w + kx * s.dilations[1]) as i32;
-            if s.x.0 {
-                a.vpmovsxbw(zmm2, ymmword_ptr(rdi + off)).map_err(e)?;
-            } else {
-                a.vpmovzxbw(zmm2, ymmword_ptr(rdi + off)).map_err(e)?;
+    // One step of 32 outputs; `masked`: k4 selects the input bytes to load, k2 / k3 the two halves' outputs.
+    let step = |a: &mut CodeAssembler, masked: bool| -> Result<(), IcedError> {
+        a.vpxord(zmm0, zmm0, zmm0)?;
+        a.vpxord(zmm1, zmm1, zmm1)?;
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let off = (ky * s.dilations[0] * s.w + kx * s.dilations[1]) as i32;
+                if s.stride == 1 {
+                    let src = ymmword_ptr(rdi + off);
+                    let bytes = if masked {
+                        a.vmovdqu8(ymm2.k4().z(), src)?;
+                        None
+                    } else {
+                        Some(src)
+                    };
+                    match (s.x.0, bytes) {
+                        (true, Some(m)) => a.vpmovsxbw(zmm2, m)?,
+                        (false, Some(m)) => a.vpmovzxbw(zmm2, m)?,
+                        (true, None) => a.vpmovsxbw(zmm2, ymm2)?,
+                        (false, None) => a.vpmovzxbw(zmm2, ymm2)?,
+                    }
+                } else {
+                    let src = zmmword_ptr(rdi + off);
+                    if masked {
+                        a.vmovdqu8(zmm2.k4().z(), src)?;
+                    } else {
+                        a.vmovdqu8(zmm2, src)?;
+                    }
+                    // The even bytes are the low halves of the 32 words (little-endian).
+                    if s.x.0 {
+                        a.vpsllw(zmm2, zmm2, 8)?;
+                        a.vpsraw(zmm2, zmm2, 8)?;
+                    } else {
+                        a.vpandd(zmm2, zmm2, zmm28)?;
+                    }
+                }
+                a.vpsubw(zmm2, zmm2, zmm6)?;
+                a.vpmullw(zmm2, zmm2, ZMM[10 + ky * kw + kx])?;
+                a.vpmovsxwd(zmm4, ymm2)?;
+                a.vextracti64x4(ymm5, zmm2, 1)?;
+                a.vpmovsxwd(zmm5, ymm5)?;
+                a.vpaddd(zmm0, zmm0, zmm4)?;
+                a.vpaddd(zmm1, zmm1, zmm5)?;
             }
-            a.vpsubw(zmm2, zmm2, zmm6).map_err(e)?;
-            a.vpmullw(zmm2, zmm2, ZMM[10 + ky * kw + kx]).map_err(e)?;
-            a.vpmovsxwd(zmm4, ymm2).map_err(e)?;
-            a.vextracti64x4(ymm5, zmm2, 1).map_err(e)?;
-            a.vpmovsxwd(zmm5, ymm5).map_err(e)?;
-            a.vpaddd(zmm0, zmm0, zmm4).map_err(e)?;
-            a.vpaddd(zmm1, zmm1, zmm5).map_err(e)?;
         }
-    }
-    for (h, x) in [zmm0, zmm1].into_iter().enumerate() {
-        a.vpaddd(x, x, zmm26).map_err(e)?;
-        a.vcvtdq2ps(x, x).map_err(e)?;
-        a.vmulps(x, x, zmm27).map_err(e)?;
-        a.vmaxps(x, x, zmm7).map_err(e)?;
-        a.vminps(x, x, zmm8).map_err(e)?;
-        a.vcvtps2dq(x, x).map_err(e)?;
-        a.vpaddd(x, x, zmm9).map_err(e)?;
-        let dst = xmmword_ptr(rsi + (h * 16) as i32);
-        if s.y.2 {
-            a.vpmovsdb(dst, x).map_err(e)?;
+        for (h, x) in [zmm0, zmm1].into_iter().enumerate() {
+            a.vpaddd(x, x, zmm26)?;
+            a.vcvtdq2ps(x, x)?;
+            a.vmulps(x, x, zmm27)?;
+            a.vmaxps(x, x, zmm7)?;
+            a.vminps(x, x, zmm8)?;
+            a.vcvtps2dq(x, x)?;
+            a.vpaddd(x, x, zmm9)?;
+            let dst = xmmword_ptr(rsi + (h * 16) as i32);
+            let dst = match (masked, h) {
+                (false, _) => dst,
+                (true, 0) => dst.k2(),
+                (true, _) => dst.k3(),
+            };
+            if s.y.2 {
+                a.vpmovsdb(dst, x)?;
+            } else {
+                a.vpmovusdb(dst, x)?;
+            }
+        }
+        Ok(())
+    };
+    let body = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        let mut tail = a.create_label();
+        let mut done = a.create_label();
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.cmp(rdx, 32)?;
+        a.jb(tail)?;
+        step(a, false)?;
+        a.add(rdi, 32 * s.stride as i32)?;
+        a.add(rsi, 32)?;
+        a.sub(rdx, 32)?;
+        a.jmp(top)?;
+        a.set_label(&mut tail)?;
+        a.test(rdx, rdx)?;
+        a.jz(done)?;
+        // k2 / k3: the first `n` of 32 outputs, split in halves; k4: the bytes they read (n, or 2n - 1 at
+        // stride 2).
+        a.mov(rcx, rdx)?;
+        a.mov(eax, 1u32)?;
+        a.shl(rax, cl)?;
+        a.dec(rax)?;
+        a.kmovd(k2, eax)?;
+        a.kshiftrd(k3, k2, 16)?;
+        if s.stride == 2 {
+            a.lea(rcx, ptr(rdx + rdx - 1))?;
+            a.mov(eax, 1u32)?;
+            a.shl(rax, cl)?;
+            a.dec(rax)?;
+            a.kmovq(k4, rax)?;
         } else {
-            a.vpmovusdb(dst, x).map_err(e)?;
+            a.kmovd(k4, eax)?;
         }
-    }
-    a.add(rdi, 32).map_err(e)?;
-    a.add(rsi, 32).map_err(e)?;
-    a.dec(rdx).map_err(e)?;
-    a.jne(top).map_err(e)?;
-    a.set_label(&mut done).map_err(e)?;
+        step(a, true)?;
+        a.set_label(&mut done)?;
+        a.zero_bytes()
+    };
+    body(&mut a).map_err(e)?;
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.assemble(0).map_err(e)

@@ -3,17 +3,20 @@
 //! input, computed at compile time) run eight at a time in i16 lanes — `x - x_zp` fits i16 (|·| ≤ 255) and so
 //! does its product with a weight (|·| ≤ 32 640), widened to i32 before summing — reading eight consecutive bytes
 //! per tap at stride 1, or sixteen and keeping the even ones (the low byte of each i16 lane) at stride 2, only
-//! where all sixteen lie in the row. Borders and other strides run a scalar path whose padding taps contribute 0. The epilogue adds the bias
+//! where all sixteen lie in the row. Borders and other strides run a scalar path whose padding taps contribute 0.
+//! With AVX-512 (`row_kernel`) the machine-code row kernel takes every output row instead, over a copy of the
+//! plane padded with the zero point (`emit_rows`). The epilogue adds the bias
 //! and requantises (or stores the i32 sums), exactly as the reference `qconv` does.
 
 use super::depthwise::interior;
+use super::plane::reach;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8, I8X16};
+use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
 
 /// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`), bias (i32 `[C]`),
 /// [scale (f32 `[C]`)], out.
@@ -43,36 +46,134 @@ pub struct QDepthwiseSpec {
     pub requant: Option<(i32, (i32, i32))>,
 }
 
-/// Whether the AVX-512 row kernel applies (stride 1, at most 16 taps, requantised output, and interior rows at
-/// least 32 wide), and its shape.
+/// Largest zero-point-padded plane (bytes) the row-kernel path keeps on a task's stack.
+const PLANE_LIMIT: usize = 64 << 10;
+
+/// Bytes after the padded plane: a full stride-2 step of the row kernel loads one byte past the last one it reads.
+const SLACK: usize = 64;
+
+/// The `[rows, cols]` of the zero-point-padded plane the row-kernel path copies each input plane into: every tap
+/// of every output inside it, and room for the whole input at `[top, left]`.
+fn padded(s: &QDepthwiseSpec) -> [usize; 2] {
+    let ([h, w], [kh, kw], [oh, ow]) = (s.hw, s.kernel, s.out);
+    [
+        reach(oh, kh, s.strides[0], s.dilations[0]).max(s.pads[0] + h),
+        reach(ow, kw, s.strides[1], s.dilations[1]).max(s.pads[1] + w),
+    ]
+}
+
+/// The AVX-512 row kernel's shape when it takes the whole convolution (requantised output, at most 16 taps,
+/// horizontal stride 1 or 2, a padded plane of at most `PLANE_LIMIT` bytes): each input plane is copied into
+/// a zero-point-padded plane on the stack and every output row is one call, borders included.
 pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
-    let (x0, x1) = interior(s.hw[1], s.out[1], kw, 1, s.dilations[1], s.pads[1]);
     let (zp, clamp) = s.requant?;
-    (s.strides == [1, 1] && kh * kw <= 16 && x1 - x0 >= 32).then_some(
+    let [rows, cols] = padded(s);
+    let fits = rows.checked_mul(cols).is_some_and(|b| b <= PLANE_LIMIT);
+    (matches!(s.strides[1], 1 | 2) && kh * kw <= 16 && fits).then_some(
         crate::codegen::kernels::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
-            w: s.hw[1] * s.x.0.size(),
+            stride: s.strides[1],
+            w: cols,
             x: (s.x.0 == DType::I8, s.x.1),
             y: (zp, clamp, s.y == DType::I8),
         },
     )
 }
 
-/// Emits the kernel.
-pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
-    emit_with(kb, s, tasks, None);
-}
-
-/// Emits the kernel; with `row` (AVX-512, see [`row_kernel`]) interior rows run 32 outputs at a time in the
-/// machine-code row kernel first.
+/// Emits the kernel; with `row` (AVX-512, see [`row_kernel`]) every output row is one call of the machine-code
+/// row kernel over a zero-point-padded copy of its plane.
 pub fn emit_with(
     kb: &mut Kb,
     s: &QDepthwiseSpec,
     tasks: u32,
     row: Option<cranelift_codegen::ir::FuncRef>,
 ) {
+    match row {
+        Some(f) => emit_rows(kb, s, tasks, f),
+        None => emit(kb, s, tasks),
+    }
+}
+
+/// The row-kernel path: per task a stack plane filled once with the input zero point (so padding taps
+/// contribute `(zp - zp) · w = 0`, as the reference's skipped taps do); per (batch, channel) the input rows
+/// copied into its interior, then one row-kernel call per output row.
+fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::ir::FuncRef) {
+    let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
+    let [rows, cols] = padded(s);
+    let taps = s.kernel[0] * s.kernel[1];
+    let xsz = s.x.0.size();
+    let (lo, hi) = kb.task_range(s.n * s.c, tasks);
+    let (px, pw, pb) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Bias));
+    let psc = kb.arg(Role::Scale);
+    let po = kb.arg(Role::Out);
+    let bytes = rows * cols + SLACK;
+    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        bytes as u32,
+        6,
+    ));
+    let plane = kb.b.ins().stack_addr(I64, slot, 0);
+    fill_bytes(kb, plane, bytes, s.x.1 as u8);
+    let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
+    let n = kb.iconst(ow as i64);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (_, ch) = kb.divmod(u, s.c);
+        let xin = kb.addr(px, u, (h * w * xsz) as i64);
+        kb.for_const(0, h, 1, |kb, iy| {
+            let from = kb.addr(xin, iy, (w * xsz) as i64);
+            let to = kb.addr(first, iy, cols as i64);
+            copy_bytes(kb, from, to, w * xsz);
+        });
+        let wp = kb.addr(pw, ch, taps as i64);
+        let bp = kb.addr(pb, ch, 4);
+        let sp = kb.addr(psc, ch, 4);
+        let out = kb.addr(po, u, (oh * ow) as i64);
+        kb.for_const(0, oh, 1, |kb, oy| {
+            let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
+            let yp = kb.addr(out, oy, ow as i64);
+            kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
+        });
+    });
+}
+
+/// Fills `n` (≥ 16) bytes at `p` with `byte`, 16 at a time, the last 16 overlapping.
+fn fill_bytes(kb: &mut Kb, p: Value, n: usize, byte: u8) {
+    let b = kb.b.ins().iconst(I8, i64::from(byte));
+    let v = kb.b.ins().splat(I8X16, b);
+    kb.for_const(0, n / 16, 1, |kb, i| {
+        let at = kb.addr(p, i, 16);
+        kb.store(v, at, 0);
+    });
+    kb.store(v, p, n as i64 - 16);
+}
+
+/// Copies `n` bytes from `src` to `dst`: 16 at a time with the last 16 overlapping, or in 8-, 4-, 2- and
+/// 1-byte pieces below 16.
+fn copy_bytes(kb: &mut Kb, src: Value, dst: Value, n: usize) {
+    if n >= 16 {
+        let offs = (0..n / 16)
+            .map(|i| i * 16)
+            .chain((n % 16 != 0).then_some(n - 16));
+        for off in offs {
+            let v = kb.load(I8X16, src, off as i64);
+            kb.store(v, dst, off as i64);
+        }
+        return;
+    }
+    let mut off = 0;
+    for (size, ty) in [(8, I64), (4, I32), (2, I16), (1, I8)] {
+        if n - off >= size {
+            let v = kb.load(ty, src, off as i64);
+            kb.store(v, dst, off as i64);
+            off += size;
+        }
+    }
+}
+
+/// Emits the kernel without machine code: direct i16-lane vectors inside, scalar borders.
+pub fn emit(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;
     let [oh, ow] = s.out;
@@ -186,10 +287,8 @@ pub fn emit_with(
         };
         kb.for_const(0, y0, 1, |kb, oy| generic_row(kb, oy));
         kb.for_const(y1, oh, 1, |kb, oy| generic_row(kb, oy));
-        // Interior columns the row kernel takes (32 at a time), then those that run eight at a time: all loaded
-        // bytes must lie in the row.
-        let chunks32 = if row.is_some() { (x1 - x0) / 32 } else { 0 };
-        let vx0 = x0 + 32 * chunks32;
+        // Interior columns that run eight at a time: all loaded bytes must lie in the row.
+        let vx0 = x0;
         let vec_end = match sw {
             1 => vx0 + (x1 - vx0) / 8 * 8,
             2 => {
@@ -216,18 +315,6 @@ pub fn emit_with(
                     kb.addr(xin, iy, (w * xdt.size()) as i64)
                 })
                 .collect();
-            if let (Some(f), true) = (row, chunks32 > 0) {
-                let xp = kb.b.ins().iadd_imm_s(rows[0], x0 as i64 - pl as i64);
-                let orow = kb.addr(out, oy, ow as i64 * ysz);
-                let yp = kb.b.ins().iadd_imm_s(orow, x0 as i64 * ysz);
-                let n = kb.iconst(chunks32 as i64);
-                let bp = kb.addr(pb, ch, 4);
-                let sp = match psc {
-                    Some(p) => kb.addr(p, ch, 4),
-                    None => bp,
-                };
-                kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
-            }
             kb.for_const(vx0, vec_end, 8, |kb, ox| {
                 let z = kb.b.ins().iconst(I32, 0);
                 let z = kb.b.ins().splat(I32X4, z);
