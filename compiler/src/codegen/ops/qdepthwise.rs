@@ -155,7 +155,7 @@ fn copy_bytes(kb: &mut Kb, src: Value, dst: Value, n: usize) {
     if n >= 16 {
         let offs = (0..n / 16)
             .map(|i| i * 16)
-            .chain((n % 16 != 0).then_some(n - 16));
+            .chain((!n.is_multiple_of(16)).then_some(n - 16));
         for off in offs {
             let v = kb.load(I8X16, src, off as i64);
             kb.store(v, dst, off as i64);
