@@ -216,6 +216,17 @@ fn qconv_shapes() {
         16,
         2,
     );
+    // A stride-2 stem: the byte im2col's 16-wide stride-2 copies, their scalar tails and clipped columns.
+    conv(
+        "stem_s2",
+        [1, 3, 21, 75],
+        [8, 3, 3, 3],
+        [1, 1, 0, 1],
+        [2, 2],
+        [1, 1],
+        1,
+        2,
+    );
     conv(
         "pointwise",
         [1, 24, 5, 7],

@@ -189,7 +189,17 @@ fn im2col_row(
                 let n = kb.iconst((x_hi - x_lo) as i64);
                 kb.b.ins().call(f, &[s, d, n]);
             } else if e == 1 {
-                copy_bytes(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
+                let avail = (w as i64 - src0).max(0) as usize;
+                copy_bytes(
+                    kb,
+                    dst,
+                    x_lo,
+                    src_row,
+                    src0,
+                    x_hi - x_lo,
+                    s.strides[1],
+                    avail,
+                );
             } else {
                 copy_run(kb, dst, x_lo, src_row, src0, x_hi - x_lo, s.strides[1]);
             }
@@ -344,23 +354,57 @@ fn fill_bytes(kb: &mut Kb, ptr: Value, from: usize, to: usize, z: u8) {
     }
 }
 
-/// Byte version of `copy_run`: stride 1 copies eight bytes at a time.
-fn copy_bytes(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize, stride: usize) {
-    use cranelift_codegen::ir::types::{I64, I8};
+/// Byte version of `copy_run`: stride 1 copies eight bytes at a time; stride 2 sixteen, from 32 source bytes
+/// whose even ones are the low halves of two `i16x8` (masked, then packed by an unsigned narrow: exact, every
+/// value is below 256) while those 32 bytes lie within the `avail` bytes readable from `src + s0`.
+#[allow(clippy::too_many_arguments)] // destination, source, count, stride and the readable extent
+fn copy_bytes(
+    kb: &mut Kb,
+    dst: Value,
+    d0: usize,
+    src: Value,
+    s0: i64,
+    len: usize,
+    stride: usize,
+    avail: usize,
+) {
+    use cranelift_codegen::ir::types::{I16, I16X8, I64, I8};
     let dst = kb.b.ins().iadd_imm_s(dst, d0 as i64);
     let src = kb.b.ins().iadd_imm_s(src, s0);
-    let words = if stride == 1 { len / 8 } else { 0 };
-    kb.for_const(0, words * 8, 8, |kb, t| {
-        let s = kb.b.ins().iadd(src, t);
-        let v = kb.load(I64, s, 0);
-        let d = kb.b.ins().iadd(dst, t);
-        kb.store(v, d, 0);
-    });
-    let rest = len - words * 8;
+    let done = match stride {
+        1 => {
+            let words = len / 8;
+            kb.for_const(0, words * 8, 8, |kb, t| {
+                let s = kb.b.ins().iadd(src, t);
+                let v = kb.load(I64, s, 0);
+                let d = kb.b.ins().iadd(dst, t);
+                kb.store(v, d, 0);
+            });
+            words * 8
+        }
+        2 => {
+            let blocks = (len / 16).min(avail / 32);
+            let m = kb.b.ins().iconst(I16, 0xff);
+            let m = kb.b.ins().splat(I16X8, m);
+            kb.for_const(0, blocks * 16, 16, |kb, t| {
+                let s = kb.addr(src, t, 2);
+                let lo = kb.load(I16X8, s, 0);
+                let hi = kb.load(I16X8, s, 16);
+                let lo = kb.b.ins().band(lo, m);
+                let hi = kb.b.ins().band(hi, m);
+                let v = kb.b.ins().unarrow(lo, hi);
+                let d = kb.b.ins().iadd(dst, t);
+                kb.store(v, d, 0);
+            });
+            blocks * 16
+        }
+        _ => 0,
+    };
+    let rest = len - done;
     if rest > 0 {
         let (s_base, d_base) = (
-            kb.b.ins().iadd_imm_s(src, (words * 8 * stride) as i64),
-            kb.b.ins().iadd_imm_s(dst, (words * 8) as i64),
+            kb.b.ins().iadd_imm_s(src, (done * stride) as i64),
+            kb.b.ins().iadd_imm_s(dst, done as i64),
         );
         kb.for_const(0, rest, 1, |kb, t| {
             let s = kb.addr(s_base, t, stride as i64);
