@@ -98,7 +98,7 @@ pub fn emit_with(
 
 /// The row-kernel path: per task a stack plane filled once with the input zero point (so padding taps
 /// contribute `(zp - zp) · w = 0`, as the reference's skipped taps do); per (batch, channel) the input rows
-/// copied into its interior, then one row-kernel call per output row.
+/// copied into its interior, then one row-kernel call per output row, or one over the whole plane ([`flat`]).
 fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::ir::FuncRef) {
     let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
     let [rows, cols] = padded(s);
@@ -117,7 +117,16 @@ fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::
     let plane = kb.b.ins().stack_addr(I64, slot, 0);
     fill_bytes(kb, plane, bytes, s.x.1 as u8);
     let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
-    let n = kb.iconst(ow as i64);
+    let flat = flat(s);
+    let n = kb.iconst(flat.unwrap_or(ow) as i64);
+    let staged = flat.map(|nf| {
+        let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            nf as u32,
+            6,
+        ));
+        kb.b.ins().stack_addr(I64, slot, 0)
+    });
     kb.for_range(lo, hi, 1, |kb, u| {
         let (_, ch) = kb.divmod(u, s.c);
         let xin = kb.addr(px, u, (h * w * xsz) as i64);
@@ -130,12 +139,35 @@ fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::
         let bp = kb.addr(pb, ch, 4);
         let sp = kb.addr(psc, ch, 4);
         let out = kb.addr(po, u, (oh * ow) as i64);
-        kb.for_const(0, oh, 1, |kb, oy| {
-            let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
-            let yp = kb.addr(out, oy, ow as i64);
-            kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
-        });
+        match staged {
+            // One call over the flattened plane into the staging rows, then each row's outputs out of them.
+            Some(rows_at) => {
+                kb.b.ins().call(f, &[plane, rows_at, n, wp, bp, sp]);
+                kb.for_const(0, oh, 1, |kb, oy| {
+                    let from = kb.addr(rows_at, oy, cols as i64);
+                    let to = kb.addr(out, oy, ow as i64);
+                    copy_bytes(kb, from, to, ow);
+                });
+            }
+            None => kb.for_const(0, oh, 1, |kb, oy| {
+                let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
+                let yp = kb.addr(out, oy, ow as i64);
+                kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
+            }),
+        }
     });
+}
+
+/// The output count of one row-kernel call over the whole padded plane taken as a single row of pitch `cols`,
+/// when the strides are equal (then output `(oy, ox)` at `oy·cols + ox` reads exactly the bytes its taps read in
+/// the plane; the `cols - ow` outputs between rows are computed and dropped) and that takes fewer 32-output
+/// steps than a call per output row: narrow planes (MobileNetV2's 7x7: 2 steps instead of 7), not stride-2
+/// rows that already fill their steps (half of a flattened stride-2 row is dropped outputs).
+fn flat(s: &QDepthwiseSpec) -> Option<usize> {
+    let [_, cols] = padded(s);
+    let [oh, ow] = s.out;
+    let n = (oh.max(1) - 1) * cols + ow;
+    (s.strides[0] == s.strides[1] && n.div_ceil(32) < oh * ow.div_ceil(32)).then_some(n)
 }
 
 /// Fills `n` (≥ 16) bytes at `p` with `byte`, 16 at a time, the last 16 overlapping.
