@@ -84,6 +84,9 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             let avx512 = simd == Some(Simd::Avx512);
             ops::depthwise::emit_depthwise(kb, s, k.tasks, c.dw_f32, c.copy, avx512)
         }
+        (Body::Quantize(s), _, _) if c.quantize.is_some() => {
+            ops::quant::emit_quantize_with(kb, s, k.tasks, c.quantize)
+        }
         (Body::QDepthwise(s), _, _) if c.dw_row.is_some() => {
             ops::qdepthwise::emit_with(kb, s, k.tasks, c.dw_row)
         }

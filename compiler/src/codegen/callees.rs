@@ -29,7 +29,7 @@ fn layout_only(body: &Body) -> bool {
 }
 
 /// Whether a kernel's code depends on the machine-code micro-kernel set (`simd`): the GEMMs, im2col (its
-/// strided row copy), max pooling, the depthwise and QAdd kernels, gathering transposes and softmaxes over
+/// strided row copy), max pooling, the depthwise, QAdd and QuantizeLinear kernels, gathering transposes and softmaxes over
 /// contiguous rows; the others are the same Cranelift code for every set.
 pub(super) fn uses_micro_kernels(body: &Body) -> bool {
     layout_only(body)
@@ -43,6 +43,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::Depthwise(_)
                 | Body::QDepthwise(_)
         )
+        || matches!(body, Body::Quantize(q) if !q.dequantize)
         || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
         || softmax_rows(body)
         || norm_rows(body)
@@ -88,6 +89,8 @@ pub(super) struct Callees {
     pub vmath: Option<FuncRef>,
     /// The int8 depthwise row kernel (AVX-512).
     pub dw_row: Option<FuncRef>,
+    /// The QuantizeLinear row kernel (AVX-512).
+    pub quantize: Option<FuncRef>,
     /// The f32 GEMM's micro-kernels.
     pub micro: Option<ops::gemm::Micro>,
 }
@@ -132,6 +135,14 @@ impl Callees {
                 let signed = dtypes.map(|d| d == crate::ir::DType::I8);
                 let code = kernels::quant_x86::assemble_qadd(params, signed);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_qadd"), 4, code)?;
+                Some(module.declare_func_in_func(fid, &mut *func))
+            }
+            _ => None,
+        };
+        let quantize = match (&k.body, simd) {
+            (Body::Quantize(q), Some(Simd::Avx512)) if !q.dequantize => {
+                let code = kernels::quant_x86::assemble_quantize(q.dtype);
+                let fid = define_machine_code(module, &format!("{name}__k{i}_quant"), 5, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
             _ => None,
@@ -324,6 +335,7 @@ impl Callees {
             copy,
             vmath,
             dw_row,
+            quantize,
             micro,
         })
     }

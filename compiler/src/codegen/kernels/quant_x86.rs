@@ -1,5 +1,5 @@
 //! Machine-code int8 kernels outside the GEMM, assembled with `iced-x86` (AVX-512BW): the QAdd / QMul
-//! elementwise kernel and the depthwise row kernel (stride 1 and 2, masked tails). Both follow the reference of `ir/ops/quant.rs`
+//! elementwise kernel, the depthwise row kernel (stride 1 and 2, masked tails) and the QuantizeLinear row kernel. Both follow the reference of `ir/ops/quant.rs`
 //! operation for operation (f32 chain, round half to even by `vcvtps2dq` under the default MXCSR), so their
 //! results equal the Cranelift paths' bit for bit.
 
@@ -239,4 +239,155 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// The QuantizeLinear row kernel (AVX-512): `fn(x: *const f32, y: *mut u8, n: u64, scale: *const f32, zp:
+/// *const i32)` quantises `n` floats with one scale and zero point, 16 per step and the last `n mod 16` under
+/// masks: `x / scale` (`vdivps`, the reference's IEEE division), clamped to `[lo - 255, hi + 255]`, rounded
+/// half to even (`vcvtps2dq`), plus the zero point, clamped to `[lo, hi]`, NaN lanes set to the zero point,
+/// narrowed to `dtype` (u8 or i8) — `ops::quant::emit_quantize`'s Cranelift chain, bit for bit.
+pub fn assemble_quantize(dtype: crate::ir::DType) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let (lo, hi) = crate::ir::ops::quant::range_of(dtype).unwrap_or((0, 255));
+    let signed = dtype == crate::ir::DType::I8;
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        // zmm16 = scale, zmm17 = zero point, zmm18 / zmm19 = the f32 clamp, zmm20 / zmm21 = the integer one.
+        a.vbroadcastss(zmm16, dword_ptr(rcx))?;
+        a.vpbroadcastd(zmm17, dword_ptr(r8))?;
+        for (reg, bits) in [
+            (zmm18, ((lo - 255) as f32).to_bits()),
+            (zmm19, ((hi + 255) as f32).to_bits()),
+            (zmm20, lo as u32),
+            (zmm21, hi as u32),
+        ] {
+            super::broadcast_bits(a, reg, bits)?;
+        }
+        let step = |a: &mut CodeAssembler, masked: bool| -> Result<(), IcedError> {
+            a.vdivps(zmm0, zmm0, zmm16)?;
+            a.vcmpps(k1, zmm0, zmm0, 7)?; // ordered: not NaN
+            a.vmaxps(zmm0, zmm0, zmm18)?;
+            a.vminps(zmm0, zmm0, zmm19)?;
+            a.vcvtps2dq(zmm0, zmm0)?;
+            a.vpaddd(zmm0, zmm0, zmm17)?;
+            a.vpmaxsd(zmm0, zmm0, zmm20)?;
+            a.vpminsd(zmm0, zmm0, zmm21)?;
+            a.vpblendmd(zmm0.k1(), zmm17, zmm0)?;
+            let dst = if masked {
+                xmmword_ptr(rsi).k2()
+            } else {
+                xmmword_ptr(rsi)
+            };
+            if signed {
+                a.vpmovsdb(dst, zmm0)
+            } else {
+                a.vpmovusdb(dst, zmm0)
+            }
+        };
+        let mut top = a.create_label();
+        let mut tail = a.create_label();
+        let mut done = a.create_label();
+        a.set_label(&mut top)?;
+        a.cmp(rdx, 16)?;
+        a.jb(tail)?;
+        a.vmovups(zmm0, zmmword_ptr(rdi))?;
+        step(a, false)?;
+        a.add(rdi, 64)?;
+        a.add(rsi, 16)?;
+        a.sub(rdx, 16)?;
+        a.jmp(top)?;
+        a.set_label(&mut tail)?;
+        a.test(rdx, rdx)?;
+        a.jz(done)?;
+        a.mov(rcx, rdx)?;
+        a.mov(eax, 1u32)?;
+        a.shl(eax, cl)?;
+        a.dec(eax)?;
+        a.kmovw(k2, eax)?;
+        a.vmovups(zmm0.k2().z(), zmmword_ptr(rdi))?;
+        step(a, true)?;
+        a.set_label(&mut done)?;
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::super::test_exec::{exec, skip_without_avx512};
+    use crate::ir::ops::quant::quantize_one;
+    use crate::ir::DType;
+
+    /// The QuantizeLinear row kernel against `quantize_one`, bitwise: NaNs, infinities, signed zeros, ties at
+    /// every scale (x.5 steps), values past both saturation points and far past the f32 clamp, random values;
+    /// u8 and i8 with zero points at and inside the ends; every count up to 40 (full steps and masked tails,
+    /// the byte after the last output untouched).
+    #[test]
+    fn quantize_row_matches_the_reference() {
+        if skip_without_avx512("QuantizeLinear row kernel") {
+            return;
+        }
+        type F = extern "sysv64" fn(*const f32, *mut u8, u64, *const f32, *const i32);
+        let mut xs = vec![
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e30,
+            -1e30,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+        ];
+        for k in -600..600 {
+            xs.push(k as f32 * 0.5);
+        }
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..500 {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            xs.push(((r >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 700.0);
+        }
+        for (dtype, zps) in [(DType::U8, [0, 128, 255]), (DType::I8, [-128, 0, 127])] {
+            let f: F = unsafe {
+                // SAFETY: the assembled function's System V signature.
+                std::mem::transmute(exec(&super::assemble_quantize(dtype).unwrap()))
+            };
+            let signed = dtype == DType::I8;
+            for scale in [1.0f32, 0.5, 0.1, 3.0, 1e-3] {
+                for zp in zps {
+                    let mut out = vec![0xa5u8; xs.len() + 1];
+                    f(xs.as_ptr(), out.as_mut_ptr(), xs.len() as u64, &scale, &zp);
+                    for (i, &x) in xs.iter().enumerate() {
+                        let want = quantize_one(x, scale, zp, signed);
+                        let got = if signed {
+                            out[i] as i8 as i32
+                        } else {
+                            out[i] as i32
+                        };
+                        assert_eq!(got, want, "{x} / {scale} + {zp} ({dtype:?})");
+                    }
+                    assert_eq!(out[xs.len()], 0xa5, "wrote past the end");
+                    for n in 0..40usize {
+                        let mut out = vec![0xa5u8; n + 1];
+                        f(xs.as_ptr(), out.as_mut_ptr(), n as u64, &scale, &zp);
+                        for i in 0..n {
+                            let want = quantize_one(xs[i], scale, zp, signed);
+                            let got = if signed {
+                                out[i] as i8 as i32
+                            } else {
+                                out[i] as i32
+                            };
+                            assert_eq!(got, want, "n = {n}, lane {i}");
+                        }
+                        assert_eq!(out[n], 0xa5, "n = {n}: wrote past the end");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@ use crate::codegen::kernel::Role;
 use crate::ir::ops::quant::range_of;
 use crate::ir::DType;
 use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4, I8, I8X16};
-use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 
 /// One QuantizeLinear / DequantizeLinear kernel over `[planes / n, n, inner]`: args x, scale (f32 \[n\]), zero
 /// point (i32 \[n\]), y.
@@ -118,6 +118,12 @@ pub fn store1(kb: &mut Kb, v: Value, ptr: Value, off: i64, dtype: DType) {
 
 /// Emits a quantize / dequantize kernel.
 pub fn emit_quantize(kb: &mut Kb, s: &QuantSpec, tasks: u32) {
+    emit_quantize_with(kb, s, tasks, None);
+}
+
+/// Emits a quantize / dequantize kernel; a quantize with `row` (the AVX-512 row kernel,
+/// `kernels::quant_x86::assemble_quantize`) calls it once per plane, `(x, y, inner, &scale[c], &zp[c])`.
+pub fn emit_quantize_with(kb: &mut Kb, s: &QuantSpec, tasks: u32, row: Option<FuncRef>) {
     let (lo, hi) = kb.task_range(s.planes, tasks);
     let (x, sc, zp, y) = (
         kb.arg(Role::X),
@@ -131,6 +137,17 @@ pub fn emit_quantize(kb: &mut Kb, s: &QuantSpec, tasks: u32) {
         (4, s.dtype.size() as i64)
     };
     let (qlo, qhi) = range_of(s.dtype).unwrap_or((0, 255));
+    if let (Some(f), false) = (row, s.dequantize) {
+        let n = kb.iconst(s.inner as i64);
+        kb.for_range(lo, hi, 1, |kb, u| {
+            let (_, c) = kb.divmod(u, s.n);
+            let xp = kb.addr(x, u, s.inner as i64 * in_sz);
+            let yp = kb.addr(y, u, s.inner as i64 * out_sz);
+            let (scp, zpp) = (kb.addr(sc, c, 4), kb.addr(zp, c, 4));
+            kb.b.ins().call(f, &[xp, yp, n, scp, zpp]);
+        });
+        return;
+    }
     kb.for_range(lo, hi, 1, |kb, u| {
         let (_, c) = kb.divmod(u, s.n);
         let scale = {
