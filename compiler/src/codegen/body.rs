@@ -88,7 +88,7 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             ops::quant::emit_quantize_with(kb, s, k.tasks, c.quantize)
         }
         (Body::QDepthwise(s), _, _) if c.dw_row.is_some() => {
-            ops::qdepthwise::emit_with(kb, s, k.tasks, c.dw_row)
+            ops::qdepthwise::emit_with(kb, s, k.tasks, c.dw_row, simd == Some(Simd::Avx2))
         }
         (Body::QGemm(s), _, None) if c.pair.is_some() => {
             ops::qgemm::emit_with(kb, s, k.tasks, c.pair)

@@ -87,7 +87,7 @@ pub(super) struct Callees {
     pub copy: Option<FuncRef>,
     /// The vector math row kernel of a unary op, the softmax row kernel, or the norm row kernel.
     pub vmath: Option<FuncRef>,
-    /// The int8 depthwise row kernel (AVX-512).
+    /// The int8 depthwise row kernel (AVX-512 or AVX2).
     pub dw_row: Option<FuncRef>,
     /// The QuantizeLinear row kernel (AVX-512).
     pub quantize: Option<FuncRef>,
@@ -296,14 +296,20 @@ impl Callees {
             _ => None,
         };
         let dw_row = match (&k.body, simd) {
-            (Body::QDepthwise(s), Some(Simd::Avx512)) => match ops::qdepthwise::row_kernel(s) {
-                Some(spec) => {
-                    let code = kernels::quant_x86::assemble_dw_row(&spec);
-                    let fid = define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;
-                    Some(module.declare_func_in_func(fid, &mut *func))
+            (Body::QDepthwise(s), Some(simd)) => {
+                match ops::qdepthwise::row_kernel(s, simd == Simd::Avx512) {
+                    Some(spec) => {
+                        let code = match simd {
+                            Simd::Avx512 => kernels::quant_x86::assemble_dw_row(&spec),
+                            Simd::Avx2 => kernels::quant_avx2::assemble_dw_row(&spec),
+                        };
+                        let fid =
+                            define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;
+                        Some(module.declare_func_in_func(fid, &mut *func))
+                    }
+                    None => None,
                 }
-                None => None,
-            },
+            }
             _ => None,
         };
         let micro = match (&k.body, simd) {

@@ -49,7 +49,8 @@ pub struct QDepthwiseSpec {
 /// Largest zero-point-padded plane (bytes) the row-kernel path keeps on a task's stack.
 const PLANE_LIMIT: usize = 64 << 10;
 
-/// Bytes after the padded plane: a full stride-2 step of the row kernel loads one byte past the last one it reads.
+/// Bytes after the padded plane: a full stride-2 step of the AVX-512 row kernel loads one byte past the last one
+/// it reads, and the AVX2 kernel's whole last step up to 31 bytes past the last output's.
 const SLACK: usize = 64;
 
 /// The `[rows, cols]` of the zero-point-padded plane the row-kernel path copies each input plane into: every tap
@@ -62,15 +63,24 @@ fn padded(s: &QDepthwiseSpec) -> [usize; 2] {
     ]
 }
 
-/// The AVX-512 row kernel's shape when it takes the whole convolution (requantised output, at most 16 taps,
-/// horizontal stride 1 or 2, a padded plane of at most `PLANE_LIMIT` bytes): each input plane is copied into
-/// a zero-point-padded plane on the stack and every output row is one call, borders included.
-pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::quant_x86::DwRowSpec> {
+/// The machine-code row kernel's shape when it takes the whole convolution (requantised output, horizontal
+/// stride 1 or 2, a padded plane of at most `PLANE_LIMIT` bytes, at most 16 taps on AVX-512 and 9 on AVX2):
+/// each input plane is copied into a zero-point-padded plane on the stack and every output row is one call,
+/// borders included.
+pub fn row_kernel(
+    s: &QDepthwiseSpec,
+    avx512: bool,
+) -> Option<crate::codegen::kernels::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
     let (zp, clamp) = s.requant?;
     let [rows, cols] = padded(s);
     let fits = rows.checked_mul(cols).is_some_and(|b| b <= PLANE_LIMIT);
-    (matches!(s.strides[1], 1 | 2) && kh * kw <= 16 && fits).then_some(
+    let taps = if avx512 {
+        16
+    } else {
+        crate::codegen::kernels::quant_avx2::MAX_TAPS
+    };
+    (matches!(s.strides[1], 1 | 2) && kh * kw <= taps && fits).then_some(
         crate::codegen::kernels::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
@@ -82,16 +92,18 @@ pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::codegen::kernels::quant_x
     )
 }
 
-/// Emits the kernel; with `row` (AVX-512, see [`row_kernel`]) every output row is one call of the machine-code
-/// row kernel over a zero-point-padded copy of its plane.
+/// Emits the kernel; with `row` (see [`row_kernel`]) every output row is one call of the machine-code row
+/// kernel over a zero-point-padded copy of its plane. `whole_steps`: the kernel (AVX2) writes whole steps of
+/// 16 outputs, so each call writes into staging rows that the outputs are copied out of.
 pub fn emit_with(
     kb: &mut Kb,
     s: &QDepthwiseSpec,
     tasks: u32,
     row: Option<cranelift_codegen::ir::FuncRef>,
+    whole_steps: bool,
 ) {
     match row {
-        Some(f) => emit_rows(kb, s, tasks, f),
+        Some(f) => emit_rows(kb, s, tasks, f, whole_steps),
         None => emit(kb, s, tasks),
     }
 }
@@ -99,7 +111,13 @@ pub fn emit_with(
 /// The row-kernel path: per task a stack plane filled once with the input zero point (so padding taps
 /// contribute `(zp - zp) · w = 0`, as the reference's skipped taps do); per (batch, channel) the input rows
 /// copied into its interior, then one row-kernel call per output row, or one over the whole plane ([`flat`]).
-fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::ir::FuncRef) {
+fn emit_rows(
+    kb: &mut Kb,
+    s: &QDepthwiseSpec,
+    tasks: u32,
+    f: cranelift_codegen::ir::FuncRef,
+    whole_steps: bool,
+) {
     let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
     let [rows, cols] = padded(s);
     let taps = s.kernel[0] * s.kernel[1];
@@ -119,10 +137,16 @@ fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::
     let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
     let flat = flat(s);
     let n = kb.iconst(flat.unwrap_or(ow) as i64);
-    let staged = flat.map(|nf| {
+    // Staging: the flattened call's rows, or (whole steps) one output row rounded up to the step.
+    let stage_bytes = match (flat, whole_steps) {
+        (Some(nf), _) => Some(nf.next_multiple_of(16)),
+        (None, true) => Some(ow.next_multiple_of(16)),
+        (None, false) => None,
+    };
+    let staged = stage_bytes.map(|b| {
         let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
-            nf as u32,
+            b as u32,
             6,
         ));
         kb.b.ins().stack_addr(I64, slot, 0)
@@ -139,9 +163,9 @@ fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::
         let bp = kb.addr(pb, ch, 4);
         let sp = kb.addr(psc, ch, 4);
         let out = kb.addr(po, u, (oh * ow) as i64);
-        match staged {
+        match (staged, flat) {
             // One call over the flattened plane into the staging rows, then each row's outputs out of them.
-            Some(rows_at) => {
+            (Some(rows_at), Some(_)) => {
                 kb.b.ins().call(f, &[plane, rows_at, n, wp, bp, sp]);
                 kb.for_const(0, oh, 1, |kb, oy| {
                     let from = kb.addr(rows_at, oy, cols as i64);
@@ -149,7 +173,13 @@ fn emit_rows(kb: &mut Kb, s: &QDepthwiseSpec, tasks: u32, f: cranelift_codegen::
                     copy_bytes(kb, from, to, ow);
                 });
             }
-            None => kb.for_const(0, oh, 1, |kb, oy| {
+            (Some(row_at), None) => kb.for_const(0, oh, 1, |kb, oy| {
+                let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
+                kb.b.ins().call(f, &[xp, row_at, n, wp, bp, sp]);
+                let yp = kb.addr(out, oy, ow as i64);
+                copy_bytes(kb, row_at, yp, ow);
+            }),
+            (None, _) => kb.for_const(0, oh, 1, |kb, oy| {
                 let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
                 let yp = kb.addr(out, oy, ow as i64);
                 kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
