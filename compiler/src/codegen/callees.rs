@@ -119,13 +119,14 @@ impl Callees {
         };
         let pair = match (&k.body, simd) {
             (Body::QGemm(s), Some(_)) if !s.vnni => {
-                let ids = define_qpair(module, name, i, s)?;
+                let (ids, direct) = define_qpair(module, name, i, s)?;
                 Some(ops::qgemm::PairMicro {
                     funcs: ids.map(|x| {
                         x.map(|y| {
                             y.map(|id| id.map(|id| module.declare_func_in_func(id, &mut *func)))
                         })
                     }),
+                    direct: direct.map(|id| module.declare_func_in_func(id, &mut *func)),
                 })
             }
             _ => None,

@@ -152,19 +152,28 @@ pub const MR_AVX2: usize = 8;
 /// c: *mut i32)` computes `rows x 8` sums over `kp` pair steps — per step one ymm of B (eight columns of
 /// `(B[2p, j] - zb, B[2p+1, j] - zb)`), A's pair word broadcast per row, `vpmaddwd` (exact: both factors fit
 /// i16 and no pair sum reaches 2^31) and `vpaddd` — and stores (or adds to) the tile at `c` (row stride 8 i32).
-/// `a_rs` is A's row stride in words.
+/// `a_rs` is A's row stride in words. With `epilogue` (one K block, contiguous C) it ends instead with the
+/// requantising store of [`QEpilogue`], `fn(a, b, c, bias, scale)`: per row the bias and scale broadcast, the
+/// clamp, `vcvtps2dq`, the zero point, and eight bytes stored at `c + r · c_rs`.
 pub fn assemble_avx2(
     rows: usize,
     kp: usize,
     a_rs: usize,
     accumulate: bool,
+    epilogue: Option<QEpilogue>,
 ) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let ok = (1..=MR_AVX2).contains(&rows)
         && kp >= 1
         && a_rs
             .checked_mul(4 * MR_AVX2)
-            .is_some_and(|x| i32::try_from(x).is_ok());
+            .is_some_and(|x| i32::try_from(x).is_ok())
+        && epilogue.is_none_or(|q| {
+            !accumulate
+                && q.c_rs
+                    .checked_mul(MR_AVX2)
+                    .is_some_and(|x| i32::try_from(x).is_ok())
+        });
     if !ok {
         return Err(format!(
             "AVX2 pair micro-kernel shape out of range: rows {rows} kp {kp} a_rs {a_rs}"
@@ -197,9 +206,49 @@ pub fn assemble_avx2(
     a.add(rdi, 4).map_err(e)?;
     a.dec(r9).map_err(e)?;
     a.jne(top).map_err(e)?;
-    for (r, &y) in Y.iter().enumerate().take(rows) {
-        a.vmovdqu(ymmword_ptr(rdx + (r * 32) as i32), y)
-            .map_err(e)?;
+    match epilogue {
+        None => {
+            for (r, &y) in Y.iter().enumerate().take(rows) {
+                a.vmovdqu(ymmword_ptr(rdx + (r * 32) as i32), y)
+                    .map_err(e)?;
+            }
+        }
+        Some(q) => {
+            // rcx = bias (i32 per row), r8 = scale (f32 per row); ymm8..10 hold lo - zp, hi - zp, zp.
+            let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
+            let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
+            for (reg, bits) in [
+                (Y[8], lo.to_bits()),
+                (Y[9], hi.to_bits()),
+                (Y[10], q.zero_point as u32),
+            ] {
+                super::broadcast_bits_ymm(&mut a, reg, bits).map_err(e)?;
+            }
+            for (r, &y) in Y.iter().enumerate().take(rows) {
+                let x = super::xmm_of(y);
+                a.vpbroadcastd(Y[15], dword_ptr(rcx + (r * 4) as i32))
+                    .map_err(e)?;
+                a.vpaddd(y, y, Y[15]).map_err(e)?;
+                a.vcvtdq2ps(y, y).map_err(e)?;
+                a.vbroadcastss(Y[15], dword_ptr(r8 + (r * 4) as i32))
+                    .map_err(e)?;
+                a.vmulps(y, y, Y[15]).map_err(e)?;
+                a.vmaxps(y, y, Y[8]).map_err(e)?;
+                a.vminps(y, y, Y[9]).map_err(e)?;
+                a.vcvtps2dq(y, y).map_err(e)?;
+                a.vpaddd(y, y, Y[10]).map_err(e)?;
+                // Eight dwords in range: the high half beside the low, packed to words, then to bytes.
+                a.vextracti128(xmm15, y, 1).map_err(e)?;
+                a.vpackssdw(x, x, xmm15).map_err(e)?;
+                if q.signed {
+                    a.vpacksswb(x, x, x).map_err(e)?;
+                } else {
+                    a.vpackuswb(x, x, x).map_err(e)?;
+                }
+                a.vmovq(qword_ptr(rdx + (r * q.c_rs) as i32), x)
+                    .map_err(e)?;
+            }
+        }
     }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;

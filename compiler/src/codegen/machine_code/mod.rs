@@ -306,10 +306,19 @@ pub(super) fn define_qpair(
     name: &str,
     i: usize,
     s: &ops::qgemm::QGemmSpec,
-) -> Result<[[[Option<FuncId>; 2]; 2]; 2]> {
+) -> Result<([[[Option<FuncId>; 2]; 2]; 2], Option<FuncId>)> {
     use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
     let (nb, full, last) = ops::qgemm::pair_blocks(s);
     let mut ids = [[[None; 2]; 2]; 2];
+    // The requantising variant of full-row tiles (`ops::qgemm::pair_direct`).
+    let direct = match ops::qgemm::pair_direct(s) {
+        Some(q) if s.m >= MR_AVX2 => {
+            let fname = format!("{name}__k{i}_pairs_rq");
+            let code = assemble_avx2(MR_AVX2, last, s.kp(), false, Some(q));
+            Some(define_machine_code(module, &fname, 5, code)?)
+        }
+        _ => None,
+    };
     for (rk, rows) in [(0, MR_AVX2), (1, s.m % MR_AVX2)] {
         if rows == 0 || (rk == 0 && s.m < MR_AVX2) {
             continue;
@@ -325,11 +334,11 @@ pub(super) fn define_qpair(
                 continue;
             }
             let fname = format!("{name}__k{i}_pairs_{rk}{bk}{acc}");
-            let code = assemble_avx2(rows, kp, s.kp(), acc == 1);
+            let code = assemble_avx2(rows, kp, s.kp(), acc == 1, None);
             ids[rk][bk][acc] = Some(define_machine_code(module, &fname, 3, code)?);
         }
     }
-    Ok(ids)
+    Ok((ids, direct))
 }
 
 /// The VNNI micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and requantising
