@@ -299,14 +299,18 @@ pub(super) fn define_layout(
     }
 }
 
+/// The AVX2 pair micro-kernels of one integer GEMM: i32-storing ones `[rows][block][accumulate]` and the
+/// requantising one for full-row tiles (`ops::qgemm::pair_direct`).
+pub(super) type QPairIds = ([[[Option<FuncId>; 2]; 2]; 2], Option<FuncId>);
+
 /// Defines the AVX2 pair micro-kernels integer GEMM `i` calls, `[full rows | tail rows][full block | last
-/// block][zeroing | accumulating]` (only those it uses).
+/// block][zeroing | accumulating]` (only those it uses), and the requantising one of full-row tiles.
 pub(super) fn define_qpair(
     module: &mut dyn Module,
     name: &str,
     i: usize,
     s: &ops::qgemm::QGemmSpec,
-) -> Result<([[[Option<FuncId>; 2]; 2]; 2], Option<FuncId>)> {
+) -> Result<QPairIds> {
     use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
     let (nb, full, last) = ops::qgemm::pair_blocks(s);
     let mut ids = [[[None; 2]; 2]; 2];
