@@ -70,34 +70,3 @@ pub fn c_array(bytes: &[u8]) -> String {
     s.push('\n');
     s
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn fnv_known_values() {
-        assert_eq!(super::fnv1a64(b""), 0xcbf29ce484222325);
-        assert_eq!(super::fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
-    }
-
-    /// `checksum64`'s reference values (an independent Python model of the definition): the empty image, one
-    /// byte, six, and 771 (24 whole 32-byte chunks, then three words, the last partial).
-    #[test]
-    fn checksum64_reference_values() {
-        let long: Vec<u8> = (0..771)
-            .map(|i| {
-                if i < 768 {
-                    (i % 256) as u8
-                } else {
-                    b"xyz"[i - 768]
-                }
-            })
-            .collect();
-        assert_eq!(super::checksum64(b""), 0x9f45_5a3c_21ea_74c5);
-        assert_eq!(super::checksum64(b"a"), 0x12b3_068d_d5da_d290);
-        assert_eq!(super::checksum64(b"foobar"), 0x483b_7b09_fc17_b38b);
-        assert_eq!(super::checksum64(&long), 0x3213_86a3_ebbc_15aa);
-        let mut flipped = long.clone();
-        flipped[770] ^= 0x80;
-        assert_ne!(super::checksum64(&flipped), super::checksum64(&long));
-    }
-}

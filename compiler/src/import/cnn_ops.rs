@@ -4,7 +4,7 @@
 //! (`quant_ops.rs`) share.
 
 use super::attrs::Attrs;
-use super::nodes::Lowered;
+use super::nodes::{required, Lowered};
 use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
@@ -41,12 +41,7 @@ impl Importer<'_> {
         a: &Attrs,
     ) -> Result<Option<Lowered>> {
         let op = node.op_type.as_str();
-        let req = |i: usize| -> Result<TensorId> {
-            ins.get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         let rank = |t: TensorId| self.g.tensors[t].shape.len();
         let shape = |t: TensorId| self.g.tensors[t].shape.clone();
         Ok(Some(match op {

@@ -3,7 +3,7 @@
 //! shapes) must be constants, which shape-folded graphs have.
 
 use super::attrs::Attrs;
-use super::nodes::Lowered;
+use super::nodes::{required, Lowered};
 use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
@@ -65,9 +65,7 @@ impl Importer<'_> {
     ) -> Result<Option<Lowered>> {
         let op = node.op_type.as_str();
         let input = |i: usize| ins.get(i).copied().flatten();
-        let req = |i: usize| -> Result<TensorId> {
-            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         let shape = |t: TensorId| self.g.tensors[t].shape.clone();
         let ints = |i: usize, what: &str| -> Result<Option<Vec<i64>>> {
             match input(i) {

@@ -4,7 +4,7 @@
 //! output_padding).
 
 use super::attrs::Attrs;
-use super::nodes::Lowered;
+use super::nodes::{required, Lowered};
 use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
@@ -59,9 +59,7 @@ impl Importer<'_> {
     ) -> Result<Option<Lowered>> {
         let op = node.op_type.as_str();
         let input = |i: usize| ins.get(i).copied().flatten();
-        let req = |i: usize| -> Result<TensorId> {
-            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         let unused_extra_outputs = |what: &str| -> Result<()> {
             if self.extra_outputs_used(node) {
                 return Err(Error::unsupported(

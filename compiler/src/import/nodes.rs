@@ -26,6 +26,19 @@ pub enum Lowered {
     Seq(Vec<Op>, Vec<TensorId>),
 }
 
+/// Input `i` of a node (`ins`: None for an omitted optional input), or the error naming the node that lacks it.
+pub(super) fn required(
+    ins: &[Option<TensorId>],
+    name: &str,
+    op: &str,
+    i: usize,
+) -> Result<TensorId> {
+    ins.get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
+}
+
 /// Every ONNX op type the importer maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
     (
@@ -101,12 +114,7 @@ impl Importer<'_> {
                 format!("domain '{}' is not supported", node.domain),
             ));
         }
-        let req = |i: usize| -> Result<TensorId> {
-            ins.get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         let rank = |t: TensorId| self.g.tensors[t].shape.len();
         let un = |u: UnOp| -> Result<Lowered> { Ok(Lowered::Node(Op::Unary(u), vec![req(0)?])) };
         Ok(match op {

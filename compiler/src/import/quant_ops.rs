@@ -6,7 +6,7 @@
 //! with zero point 0 or 255) are kept as "wide" i32 weights, which only the i16-pair GEMM kernels take.
 
 use super::attrs::Attrs;
-use super::nodes::Lowered;
+use super::nodes::{required, Lowered};
 use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::range_of;
@@ -50,9 +50,7 @@ impl Importer<'_> {
     ) -> Result<Option<Lowered>> {
         let op = node.op_type.as_str();
         let input = |i: usize| ins.get(i).copied().flatten();
-        let req = |i: usize| -> Result<TensorId> {
-            input(i).ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         if a.int("block_size", 0) != 0 {
             return Err(Error::unsupported(
                 name,

@@ -3,7 +3,7 @@
 //! Target shapes and axes must be constants, which shape-folded graphs have.
 
 use super::attrs::Attrs;
-use super::nodes::Lowered;
+use super::nodes::{required, Lowered};
 use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
@@ -31,12 +31,7 @@ impl Importer<'_> {
         a: &Attrs,
     ) -> Result<Option<Lowered>> {
         let op = node.op_type.as_str();
-        let req = |i: usize| -> Result<TensorId> {
-            ins.get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| Error::node(name, op, format!("missing input {i}")))
-        };
+        let req = |i: usize| required(ins, name, op, i);
         let rank = |t: TensorId| self.g.tensors[t].shape.len();
         let shape = |t: TensorId| self.g.tensors[t].shape.clone();
         Ok(Some(match op {

@@ -18,20 +18,9 @@ pub const MAX_TAPS: usize = 9;
 /// round half to even (`vcvtps2dq`), plus the zero point, and a narrowing store of 16 bytes.
 pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
+    s.check(MAX_TAPS, "AVX2 depthwise row kernel")?;
     let [kh, kw] = s.kernel;
     let taps = kh * kw;
-    let span = ((kh - 1) * s.dilations[0])
-        .checked_mul(s.w)
-        .and_then(|v| v.checked_add((kw - 1) * s.dilations[1] + 64));
-    if taps == 0
-        || taps > MAX_TAPS
-        || !matches!(s.stride, 1 | 2)
-        || span.is_none_or(|v| i32::try_from(v).is_err())
-    {
-        return Err(format!(
-            "AVX2 depthwise row kernel shape out of range: {s:?}"
-        ));
-    }
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let (zp, (lo, hi), y_signed) = s.y;
     let mut consts = [a.create_label(), a.create_label(), a.create_label()];

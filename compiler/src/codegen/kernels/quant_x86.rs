@@ -97,21 +97,29 @@ pub struct DwRowSpec {
     pub y: (i32, (i32, i32), bool),
 }
 
+impl DwRowSpec {
+    /// `Err` naming `kernel` unless the shape has 1 to `max_taps` taps, stride 1 or 2, and every tap's offset
+    /// (plus a step's 64-byte load) fits a 32-bit displacement.
+    pub fn check(&self, max_taps: usize, kernel: &str) -> Result<(), String> {
+        let [kh, kw] = self.kernel;
+        let taps = kh * kw;
+        let span = ((kh.max(1) - 1) * self.dilations[0])
+            .checked_mul(self.w)
+            .and_then(|v| v.checked_add((kw.max(1) - 1) * self.dilations[1] + 64));
+        let ok = (1..=max_taps).contains(&taps)
+            && matches!(self.stride, 1 | 2)
+            && span.is_some_and(|v| i32::try_from(v).is_ok());
+        ok.then_some(())
+            .ok_or_else(|| format!("{kernel} shape out of range: {self:?}"))
+    }
+}
+
 /// Assembles the depthwise row kernel.
 pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
+    s.check(16, "depthwise row kernel")?;
     let [kh, kw] = s.kernel;
     let taps = kh * kw;
-    let span = ((kh - 1) * s.dilations[0])
-        .checked_mul(s.w)
-        .and_then(|v| v.checked_add((kw - 1) * s.dilations[1] + 64));
-    if taps == 0
-        || taps > 16
-        || !matches!(s.stride, 1 | 2)
-        || span.is_none_or(|v| i32::try_from(v).is_err())
-    {
-        return Err(format!("depthwise row kernel shape out of range: {s:?}"));
-    }
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm6 = x zero point (words), zmm7/8 = lo - zp / hi - zp (f32), zmm9 = zp (dwords), zmm10.. = taps (words),
     // zmm26 = bias, zmm27 = scale, zmm28 = 0x00ff in every word (stride 2, u8 input).
@@ -216,21 +224,21 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         a.jz(done)?;
         // k2 / k3: the first `n` of 32 outputs, split in halves; k4: the bytes they read (n, or 2n - 1 at
         // stride 2).
+        // rax = 2^rcx - 1 (rcx < 64).
+        let ones = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+            a.mov(eax, 1u32)?;
+            a.shl(rax, cl)?;
+            a.dec(rax)
+        };
         a.mov(rcx, rdx)?;
-        a.mov(eax, 1u32)?;
-        a.shl(rax, cl)?;
-        a.dec(rax)?;
+        ones(a)?;
         a.kmovd(k2, eax)?;
         a.kshiftrd(k3, k2, 16)?;
         if s.stride == 2 {
             a.lea(rcx, ptr(rdx + rdx - 1))?;
-            a.mov(eax, 1u32)?;
-            a.shl(rax, cl)?;
-            a.dec(rax)?;
-            a.kmovq(k4, rax)?;
-        } else {
-            a.kmovd(k4, eax)?;
+            ones(a)?;
         }
+        a.kmovq(k4, rax)?;
         step(a, true)?;
         a.set_label(&mut done)?;
         a.zero_bytes()
@@ -299,11 +307,7 @@ pub fn assemble_quantize(dtype: crate::ir::DType) -> Result<Vec<u8>, String> {
         a.set_label(&mut tail)?;
         a.test(rdx, rdx)?;
         a.jz(done)?;
-        a.mov(rcx, rdx)?;
-        a.mov(eax, 1u32)?;
-        a.shl(eax, cl)?;
-        a.dec(eax)?;
-        a.kmovw(k2, eax)?;
+        super::low_mask(a, k2, edx)?;
         a.vmovups(zmm0.k2().z(), zmmword_ptr(rdi))?;
         step(a, true)?;
         a.set_label(&mut done)?;

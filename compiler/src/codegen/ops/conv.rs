@@ -334,7 +334,7 @@ fn copy_run(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize,
 }
 
 /// Sets bytes [from, to) at `ptr` to `z`, eight at a time.
-fn fill_bytes(kb: &mut Kb, ptr: Value, from: usize, to: usize, z: u8) {
+pub(super) fn fill_bytes(kb: &mut Kb, ptr: Value, from: usize, to: usize, z: u8) {
     use cranelift_codegen::ir::types::{I64, I8};
     if from >= to {
         return;

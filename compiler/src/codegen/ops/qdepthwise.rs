@@ -8,6 +8,8 @@
 //! plane padded with the zero point (`emit_rows`). The epilogue adds the bias
 //! and requantises (or stores the i32 sums), exactly as the reference `qconv` does.
 
+use super::conv::fill_bytes;
+use super::data::copy_bytes;
 use super::depthwise::interior;
 use super::plane::reach;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
@@ -15,7 +17,7 @@ use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8, I8X16};
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
 use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
 
 /// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`), bias (i32 `[C]`),
@@ -133,7 +135,7 @@ fn emit_rows(
         6,
     ));
     let plane = kb.b.ins().stack_addr(I64, slot, 0);
-    fill_bytes(kb, plane, bytes, s.x.1 as u8);
+    fill_bytes(kb, plane, 0, bytes, s.x.1 as u8);
     let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
     let flat = flat(s);
     let n = kb.iconst(flat.unwrap_or(ow) as i64);
@@ -157,7 +159,7 @@ fn emit_rows(
         kb.for_const(0, h, 1, |kb, iy| {
             let from = kb.addr(xin, iy, (w * xsz) as i64);
             let to = kb.addr(first, iy, cols as i64);
-            copy_bytes(kb, from, to, w * xsz);
+            copy_bytes(kb, to, from, w * xsz);
         });
         let wp = kb.addr(pw, ch, taps as i64);
         let bp = kb.addr(pb, ch, 4);
@@ -170,14 +172,14 @@ fn emit_rows(
                 kb.for_const(0, oh, 1, |kb, oy| {
                     let from = kb.addr(rows_at, oy, cols as i64);
                     let to = kb.addr(out, oy, ow as i64);
-                    copy_bytes(kb, from, to, ow);
+                    copy_bytes(kb, to, from, ow);
                 });
             }
             (Some(row_at), None) => kb.for_const(0, oh, 1, |kb, oy| {
                 let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
                 kb.b.ins().call(f, &[xp, row_at, n, wp, bp, sp]);
                 let yp = kb.addr(out, oy, ow as i64);
-                copy_bytes(kb, row_at, yp, ow);
+                copy_bytes(kb, yp, row_at, ow);
             }),
             (None, _) => kb.for_const(0, oh, 1, |kb, oy| {
                 let xp = kb.addr(plane, oy, (s.strides[0] * cols) as i64);
@@ -198,40 +200,6 @@ fn flat(s: &QDepthwiseSpec) -> Option<usize> {
     let [oh, ow] = s.out;
     let n = (oh.max(1) - 1) * cols + ow;
     (s.strides[0] == s.strides[1] && n.div_ceil(32) < oh * ow.div_ceil(32)).then_some(n)
-}
-
-/// Fills `n` (≥ 16) bytes at `p` with `byte`, 16 at a time, the last 16 overlapping.
-fn fill_bytes(kb: &mut Kb, p: Value, n: usize, byte: u8) {
-    let b = kb.b.ins().iconst(I8, i64::from(byte));
-    let v = kb.b.ins().splat(I8X16, b);
-    kb.for_const(0, n / 16, 1, |kb, i| {
-        let at = kb.addr(p, i, 16);
-        kb.store(v, at, 0);
-    });
-    kb.store(v, p, n as i64 - 16);
-}
-
-/// Copies `n` bytes from `src` to `dst`: 16 at a time with the last 16 overlapping, or in 8-, 4-, 2- and
-/// 1-byte pieces below 16.
-fn copy_bytes(kb: &mut Kb, src: Value, dst: Value, n: usize) {
-    if n >= 16 {
-        let offs = (0..n / 16)
-            .map(|i| i * 16)
-            .chain((!n.is_multiple_of(16)).then_some(n - 16));
-        for off in offs {
-            let v = kb.load(I8X16, src, off as i64);
-            kb.store(v, dst, off as i64);
-        }
-        return;
-    }
-    let mut off = 0;
-    for (size, ty) in [(8, I64), (4, I32), (2, I16), (1, I8)] {
-        if n - off >= size {
-            let v = kb.load(ty, src, off as i64);
-            kb.store(v, dst, off as i64);
-            off += size;
-        }
-    }
 }
 
 /// Emits the kernel without machine code: direct i16-lane vectors inside, scalar borders.

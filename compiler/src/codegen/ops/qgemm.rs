@@ -324,14 +324,7 @@ fn unit_micro_direct(
         let a_el = kb.b.ins().iadd(a_el, g.offs[0]);
         let a = kb.addr(a_base, a_el, 4);
         if rows == MR_MICRO {
-            let c_el = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
-            let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
-            let c_el = kb.b.ins().iadd(c_el, g.j0);
-            let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
-            let c = kb.addr(kb.arg(s.c.arg), c_el, s.c_dtype.size() as i64);
-            let ch = kb.b.ins().iadd(i, g.offs[3]);
-            let bias = kb.addr(kb.arg(Role::Bias), ch, 4);
-            let scale = kb.addr(kb.arg(Role::Scale), ch, 4);
+            let [c, bias, scale] = direct_args(kb, s, g, i);
             kb.b.ins().call(f, &[a, g.panel, c, bias, scale]);
             return;
         }
@@ -347,6 +340,20 @@ fn unit_micro_direct(
             epilogue(kb, s, g, ir, NR, &[vals]);
         }
     });
+}
+
+/// The pointers a requantising micro-kernel (`fn(a, b, c, bias, scale)`) takes for the tile at row `i` of the
+/// unit's columns (contiguous C): C's first element, the row's bias and its scale.
+pub(super) fn direct_args(kb: &mut Kb, s: &QGemmSpec, g: &Unit, i: Value) -> [Value; 3] {
+    let c_el = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
+    let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
+    let c_el = kb.b.ins().iadd(c_el, g.j0);
+    let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
+    let c = kb.addr(kb.arg(s.c.arg), c_el, s.c_dtype.size() as i64);
+    let ch = kb.b.ins().iadd(i, g.offs[3]);
+    let bias = kb.addr(kb.arg(Role::Bias), ch, 4);
+    let scale = kb.addr(kb.arg(Role::Scale), ch, 4);
+    [c, bias, scale]
 }
 
 /// The epilogue of every row of the unit from a stack buffer of i32 sums, `row_len` per row.

@@ -8,7 +8,7 @@
 //! each buffered row.
 
 use super::qgemm::{
-    decode_unit, epilogue, epilogue_buffered, for_row_tiles, slot, QGemmSpec, Unit,
+    decode_unit, direct_args, epilogue, epilogue_buffered, for_row_tiles, slot, QGemmSpec, Unit,
 };
 use crate::codegen::builder::Kb;
 use crate::codegen::kernel::Role;
@@ -142,15 +142,8 @@ fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro
         let a_el = kb.b.ins().iadd(a_el, g.offs[0]);
         let a = kb.b.ins().iadd(a_base, a_el);
         match (mk.direct[rk], &s.requant) {
-            (Some(f), Some(q)) if cols == NR && direct(s) => {
-                let c_el = kb.b.ins().imul_imm_s(i, s.c.rs as i64);
-                let c_el = kb.b.ins().iadd(c_el, g.offs[2]);
-                let c_el = kb.b.ins().iadd(c_el, g.j0);
-                let c_el = kb.b.ins().iadd_imm_s(c_el, s.c.off as i64);
-                let c = kb.addr(kb.arg(s.c.arg), c_el, s.c_dtype.size() as i64);
-                let ch = kb.b.ins().iadd(i, g.offs[3]);
-                let bias = kb.addr(kb.arg(Role::Bias), ch, 4);
-                let scale = kb.addr(kb.arg(Role::Scale), ch, 4);
+            (Some(f), Some(_)) if cols == NR && direct(s) => {
+                let [c, bias, scale] = direct_args(kb, s, g, i);
                 kb.b.ins().call(f, &[a, g.panel, c, bias, scale]);
             }
             _ => {
