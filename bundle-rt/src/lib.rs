@@ -64,6 +64,12 @@ pub mod runner;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
+/// The transaction header's device generation byte of the virtual NPU (`'V'`).
+pub const TXN_GEN_VNPU: u8 = 0x56;
+/// Every device generation byte a transaction header may carry: the ones `npu`'s decoder reads. An NPU target
+/// description (bundlec's `--npu FILE`) must name one of these.
+pub const TXN_GENERATIONS: &[u8] = &[TXN_GEN_VNPU];
+
 pub use bundle::{checksum64, fnv1a64, Bundle};
 pub use config::{
     Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ByteRange,

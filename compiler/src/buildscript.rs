@@ -4,6 +4,7 @@
 //! (include it with `include!(concat!(env!("OUT_DIR"), "/NAME.rs"))`) that names the inputs and outputs with
 //! their shapes and builds a `bundle_rt::Bundle` with the weights embedded.
 
+use crate::emit::ident::{comment_text, Case, Idents};
 use crate::error::{Error, Result};
 use crate::import::InputSpec;
 use crate::ir::DType;
@@ -35,57 +36,18 @@ fn io(p: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// Rust keywords (strict and reserved, 2021 edition) and the generated module's own items: a tensor-derived
-/// function name equal to one of them gets a `_` suffix.
-const RESERVED: &[&str] = &[
-    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
-    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
-    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
-    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
-    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen", "_", "bundle",
-    "entry", "config", "weights", "inputs", "outputs",
+/// The generated module's own items: no tensor-derived function may take one of these names.
+const MODULE_ITEMS: &[&str] = &[
+    "bundle", "entry", "config", "weights", "inputs", "outputs", "CONFIG", "WEIGHTS",
 ];
 
-/// Legal, unique Rust function names for tensor names: ASCII alphanumerics kept (lower-cased), anything else
-/// `_`, a name that is empty or starts with a digit prefixed with `_`, keywords and the module's own items
-/// suffixed with `_`, and repeats numbered (`_2`, `_3`, ...).
-#[derive(Default)]
-struct Idents {
-    used: std::collections::HashSet<String>,
-}
-
-impl Idents {
-    fn get(&mut self, prefix: &str, tensor: &str) -> String {
-        let mut id: String = tensor
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
-            id.insert(0, '_');
-        }
-        let mut id = format!("{prefix}{id}");
-        if RESERVED.contains(&id.as_str()) {
-            id.push('_');
-        }
-        let base = id.clone();
-        let mut n = 2;
-        while !self.used.insert(id.clone()) {
-            id = format!("{base}_{n}");
-            n += 1;
-        }
-        id
+/// Function names for tensor names ([`Idents`] in lower case), with the module's own items reserved.
+fn module_idents() -> Idents {
+    let mut ids = Idents::new(Case::Lower);
+    for item in MODULE_ITEMS {
+        ids.reserve(*item);
     }
-}
-
-/// A tensor name for a `///` comment: control characters (a newline would end the comment) escaped.
-fn doc_name(s: &str) -> String {
-    s.chars().flat_map(char::escape_default).take(200).collect()
+    ids
 }
 
 impl BuildScript {
@@ -187,19 +149,19 @@ fn rust_module(name: &str, b: &crate::Bundle) -> String {
             items.join(", ")
         );
     }
-    let mut ids = Idents::default();
+    let mut ids = module_idents();
     for (n, sh, _) in b.inputs.iter().filter(|t| t.2 == DType::F32) {
         let len: usize = sh.iter().product();
         let _ = writeln!(
             s,
             "    /// Sets input `{}` (shape {sh:?}, {len} f32).",
-            doc_name(n)
+            comment_text(n)
         );
-        let _ = writeln!(s, "    pub fn {}(i: &mut bundle_rt::Instance<'_>, v: &[f32; {len}]) -> bundle_rt::Result<()> {{ i.set_input({n:?}, v) }}", ids.get("set_", n));
+        let _ = writeln!(s, "    pub fn {}(i: &mut bundle_rt::Instance<'_>, v: &[f32; {len}]) -> bundle_rt::Result<()> {{ i.set_input({n:?}, v) }}", ids.unique("set_", n, &[]));
     }
     for (n, sh, _) in b.outputs.iter().filter(|t| t.2 == DType::F32) {
-        let _ = writeln!(s, "    /// Output `{}` (shape {sh:?}).", doc_name(n));
-        let _ = writeln!(s, "    pub fn {}<'i>(i: &'i bundle_rt::Instance<'_>) -> bundle_rt::Result<&'i [f32]> {{ i.output({n:?}) }}", ids.get("", n));
+        let _ = writeln!(s, "    /// Output `{}` (shape {sh:?}).", comment_text(n));
+        let _ = writeln!(s, "    pub fn {}<'i>(i: &'i bundle_rt::Instance<'_>) -> bundle_rt::Result<&'i [f32]> {{ i.output({n:?}) }}", ids.unique("", n, &[]));
     }
     let _ = writeln!(s, "    /// The bundle, with its weights checked.");
     let _ = writeln!(s, "    pub fn bundle() -> bundle_rt::Result<bundle_rt::Bundle<'static>> {{\n        // SAFETY: CONFIG and entry are the symbols of the bundle this module was generated for.\n        unsafe {{ bundle_rt::Bundle::new(&*core::ptr::addr_of!(CONFIG), entry, WEIGHTS) }}\n    }}\n}}");
@@ -208,26 +170,24 @@ fn rust_module(name: &str, b: &crate::Bundle) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{doc_name, Idents};
+    use super::module_idents;
 
     #[test]
     fn idents_are_legal_and_unique() {
-        let mut ids = Idents::default();
+        let mut ids = module_idents();
         let got: Vec<String> = [
-            "type", "a.b", "a_b", "A-B", "7up", "", "_", "bundle", "x", "x", "é",
+            "type", "a.b", "a_b", "A-B", "7up", "", "_", "bundle", "x", "x", "é", "fn",
         ]
         .iter()
-        .map(|n| ids.get("", n))
+        .map(|n| ids.unique("", n, &[]))
         .collect();
         assert_eq!(
             got,
             [
-                "type_", "a_b", "a_b_2", "a_b_3", "_7up", "__", "___2", "bundle_", "x", "x_2",
-                "___3"
+                "type_2", "a_b", "a_b_2", "a_b_3", "_7up", "__2", "__3", "bundle_2", "x", "x_2",
+                "__4", "fn_2"
             ]
         );
-        assert_eq!(ids.get("set_", "self"), "set_self");
-        assert_eq!(doc_name("a\n}fn x(){"), "a\\n}fn x(){");
-        assert_eq!(doc_name("a\nb"), "a\\nb");
+        assert_eq!(ids.unique("set_", "self", &[]), "set_self");
     }
 }

@@ -7,6 +7,7 @@ pub mod buildscript;
 pub mod codegen;
 pub mod emit;
 pub mod error;
+pub mod fsio;
 pub mod import;
 pub mod ir;
 pub mod npu;

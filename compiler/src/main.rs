@@ -7,7 +7,7 @@ use bundlec::npu::ops::CONSTRAINTS;
 use bundlec::partition::PartitionOptions;
 use bundlec::profile::histogram::Calibration;
 use bundlec::profile::inputs::{ImageMode, ImageOptions};
-use bundlec::{import::supported_ops, InputSpec, Options};
+use bundlec::{fsio, import::supported_ops, InputSpec, Options};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -228,7 +228,7 @@ fn main() {
 /// `bundlec inspect NAME.o`: the config as text or JSON, and the weights check.
 fn inspect(object: &std::path::Path, weights: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     use bundlec::emit::{inspect, inspect_text};
-    let bytes = std::fs::read(object).with_context(|| format!("reading {}", object.display()))?;
+    let bytes = fsio::read_bounded(object, fsio::MAX_OBJECT_BYTES, "a bundle object")?;
     let ins = inspect::inspect(&object.display().to_string(), &bytes)?;
     let implicit = object.with_extension("weights");
     let wfile = weights
@@ -236,7 +236,7 @@ fn inspect(object: &std::path::Path, weights: Option<PathBuf>, json: bool) -> an
         .or_else(|| implicit.exists().then_some(implicit));
     let check = match &wfile {
         Some(w) => {
-            let b = std::fs::read(w).with_context(|| format!("reading {}", w.display()))?;
+            let b = fsio::read_bounded(w, fsio::MAX_OBJECT_BYTES, "a weights file")?;
             Some(inspect_text::check_weights(&ins, &b))
         }
         None => None,
@@ -392,8 +392,7 @@ fn run() -> anyhow::Result<()> {
             );
         }
         Cmd::Inspect { txn: Some(txn), .. } => {
-            let bytes =
-                std::fs::read(&txn).with_context(|| format!("reading {}", txn.display()))?;
+            let bytes = fsio::read_bounded(&txn, fsio::MAX_OBJECT_BYTES, "a transaction binary")?;
             let text = bundlec::npu::disasm::disassemble(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", txn.display()))?;
             print!("{text}");
@@ -421,9 +420,11 @@ fn run() -> anyhow::Result<()> {
                 .iter()
                 .map(|s| s.parse::<InputSpec>())
                 .collect::<Result<Vec<_>, _>>()?;
-            po.model_hash = bundlec::emit::weights::checksum64(
-                &std::fs::read(&model).with_context(|| format!("reading {}", model.display()))?,
-            );
+            po.model_hash = bundlec::emit::weights::checksum64(&fsio::read_bounded(
+                &model,
+                fsio::MAX_MODEL_BYTES,
+                "an ONNX model",
+            )?);
             let g = bundlec::pipeline::optimized_graph(&model, &specs)?;
             let p = bundlec::partition::partition(&g, &po)?;
             if json {
@@ -497,6 +498,9 @@ fn run() -> anyhow::Result<()> {
             let b = bundlec::compile_file(&model, &opts);
             spin.finish_and_clear();
             let b = b?;
+            for w in &b.report.warnings {
+                eprintln!("warning: {w}");
+            }
             if opts.npu.is_some() && b.report.segments.is_empty() {
                 eprintln!(
                     "warning: --npu {}: nothing was placed on the NPU; the bundle runs entirely on the CPU (run with -v or `bundlec partition` for the reasons)",

@@ -117,6 +117,8 @@ pub struct Report {
     pub kept_f32: Vec<(String, String)>,
     /// `--quantized-io`: the integer inputs and outputs with their scale and zero point.
     pub quantized_io: Vec<(String, f32, i32)>,
+    /// Warnings about the model (docs/fuzzing.md: attributes that make some outputs NaN or infinite).
+    pub warnings: Vec<String>,
 }
 
 /// A compiled bundle, in memory.
@@ -186,44 +188,11 @@ impl Bundle {
     }
 }
 
-/// C keywords and C library functions a bundle's entry symbol would clash with when linked (the entry is an
-/// exported function called NAME).
-const RESERVED: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "main", "abs", "labs", "exp", "exp2",
-    "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "cbrt", "sin", "cos", "tan", "asin",
-    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc", "floor", "ceil", "round",
-    "trunc", "fabs", "fmod", "fmin", "fmax", "fma", "rint", "lround", "gamma", "lgamma", "tgamma",
-    "j0", "j1", "y0", "y1", "div", "rand", "srand", "malloc", "calloc", "realloc", "free", "exit",
-    "abort", "atexit", "memcpy", "memmove", "memset", "memcmp", "strlen", "strcpy", "strcmp",
-    "printf", "fprintf", "sprintf", "puts", "putchar", "getchar", "read", "write", "open", "close",
-    "time", "clock", "signal", "raise", "select", "poll", "index", "link", "send", "recv",
-    "connect", "socket", "remove", "rename", "system", "qsort", "bsearch", "atoi", "atof", "sleep",
-    "kill", "wait", "fork", "pipe", "dup", "stat",
-];
-
 fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if !ok {
-        return Err(Error::InvalidArgument {
-            what: "--name".into(),
-            message: format!("'{name}' is not a C identifier"),
-        });
-    }
-    if RESERVED.contains(&name) {
-        return Err(Error::InvalidArgument {
-            what: "--name".into(),
-            message: format!(
-                "'{name}' is a C keyword or C library function; the bundle's entry symbol would clash with it \
-                 when linked (try '{name}_net')"
-            ),
-        });
-    }
-    Ok(())
+    crate::emit::ident::check_bundle_name(name).map_err(|message| Error::InvalidArgument {
+        what: "--name".into(),
+        message,
+    })
 }
 
 /// Compiles an ONNX file.
@@ -233,10 +202,7 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
     let g = import::import_file(path, &opts.inputs)?;
     let mut opts = opts.clone();
     if let Some(npu) = &mut opts.npu {
-        let bytes = std::fs::read(path).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            error: e,
-        })?;
+        let bytes = crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")?;
         npu.model_hash = crate::emit::weights::checksum64(&bytes);
     }
     let opts = &opts;
@@ -303,7 +269,10 @@ pub fn optimized_graph(path: &Path, inputs: &[InputSpec]) -> Result<Graph> {
 /// Compiles an imported graph; `model` names the source in the header.
 pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle> {
     check_name(&opts.name)?;
-    let mut report = Report::default();
+    let mut report = Report {
+        warnings: std::mem::take(&mut g.warnings),
+        ..Report::default()
+    };
     let mut clock = Instant::now();
     let mut lap = |report: &mut Report, stage: &'static str| {
         report

@@ -23,7 +23,7 @@ use crate::Result;
 /// Header bytes.
 pub(crate) const HEADER_BYTES: usize = 16;
 /// The device generation byte of the virtual NPU (`'V'`).
-pub(crate) const GENERATION: u8 = 0x56;
+pub(crate) const GENERATION: u8 = crate::TXN_GEN_VNPU;
 
 /// One decoded op.
 #[derive(Clone, Copy, Debug)]

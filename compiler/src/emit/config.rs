@@ -243,11 +243,14 @@ pub fn emit_config(module: &mut dyn Module, c: &ConfigInput) -> Result<()> {
         }
     }
     let mut lb = Blob::new();
+    let mut counts = vec![0u32; c.s.num_layers as usize];
+    for t in &table {
+        if let Some(n) = counts.get_mut(c.s.layer[t.kernels[0]] as usize) {
+            *n += 1;
+        }
+    }
     let mut first = 0u32;
-    for layer in 0..c.s.num_layers {
-        let n = (table.iter())
-            .filter(|t| c.s.layer[t.kernels[0]] == layer)
-            .count() as u32;
+    for n in counts {
         lb.u32(first);
         lb.u32(n);
         first += n;

@@ -3,6 +3,7 @@
 //! and the `extern` config and entry prototype.
 
 use super::config::Symbol;
+use super::ident::{comment_text, Case, Idents};
 use crate::ir::shape_str;
 
 const TEMPLATE: &str = include_str!("../../../templates/bundle.h.tmpl");
@@ -43,22 +44,24 @@ pub struct HeaderInfo<'a> {
     pub io_in_activations: bool,
 }
 
-/// Upper-case C macro form of a name: non-alphanumerics become `_`.
+/// The macros the template defines after `PREFIX_`: no tensor-derived macro may equal one of them.
+const OWN_MACROS: &[&str] = &[
+    "CONSTANT_MEM_SIZE",
+    "MUTABLE_MEM_SIZE",
+    "ACTIVATIONS_MEM_SIZE",
+    "MEM_ALIGN",
+    "WEIGHTS_CHECKSUM",
+    "NUM_NPU_SEGMENTS",
+    "IO_IN_ACTIVATIONS",
+    "WEIGHTS_EMBEDDED",
+];
+
+/// The suffixes each input or output macro is used with.
+const IO_SUFFIXES: &[&str] = &["_OFFSET", "_SIZE", "_SCALE", "_ZERO_POINT"];
+
+/// Upper-case C macro form of the bundle name (already a checked identifier).
 pub fn macro_name(s: &str) -> String {
-    let mut m: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if m.starts_with(|c: char| c.is_ascii_digit()) {
-        m.insert(0, '_');
-    }
-    m
+    Idents::new(Case::Upper).legal("", s)
 }
 
 /// Renders the header.
@@ -66,7 +69,11 @@ pub fn render(h: &HeaderInfo) -> String {
     let prefix = macro_name(h.name);
     let mut comments = String::new();
     let mut io = String::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut ids = Idents::new(Case::Upper);
+    for m in OWN_MACROS {
+        ids.reserve(format!("{prefix}_{m}"));
+    }
+    ids.reserve(format!("BUNDLEC_{prefix}_H"));
     for s in h.symbols {
         let role = ["constant", "input", "output"][s.role as usize];
         let area = match (s.role, h.io_in_activations) {
@@ -76,20 +83,17 @@ pub fn render(h: &HeaderInfo) -> String {
         };
         comments.push_str(&format!(
             " *   {role:<8} {:<40} {} {:<16} {:>10} bytes  {area}+{}\n",
-            s.name.replace("*/", "*_/"),
+            comment_text(&s.name),
             s.dtype,
             shape_str(&s.shape),
             s.elems * s.dtype.size(),
             s.offset
         ));
         if s.role != 0 {
-            let mut m = format!("{prefix}_{}", macro_name(&s.name));
-            while !seen.insert(m.clone()) {
-                m.push('_');
-            }
+            let m = ids.unique(&format!("{prefix}_"), &s.name, IO_SUFFIXES);
             io.push_str(&format!(
                 "/* {role} '{}': {} {} */\n",
-                s.name.replace("*/", "*_/"),
+                comment_text(&s.name),
                 s.dtype,
                 shape_str(&s.shape)
             ));
@@ -131,7 +135,7 @@ pub fn render(h: &HeaderInfo) -> String {
     } else {
         let mut t = format!("{} ops\n", h.int8.len());
         for n in h.int8 {
-            t.push_str(&format!(" *     {}\n", n.replace("*/", "*_/")));
+            t.push_str(&format!(" *     {}\n", comment_text(n)));
         }
         t
     };
@@ -177,7 +181,7 @@ pub fn render(h: &HeaderInfo) -> String {
         ("NAME", h.name.to_string()),
         ("PREFIX", prefix.clone()),
         ("VERSION", env!("CARGO_PKG_VERSION").to_string()),
-        ("MODEL", h.model.replace("*/", "*_/")),
+        ("MODEL", comment_text(h.model)),
         ("CONST_SIZE", h.sizes[0].to_string()),
         ("MUTABLE_SIZE", h.sizes[1].to_string()),
         ("ACT_SIZE", h.sizes[2].to_string()),
@@ -186,15 +190,38 @@ pub fn render(h: &HeaderInfo) -> String {
         ("CHECKSUM", format!("0x{:016x}", h.checksum)),
         ("NUM_OPS", h.ops_layers[0].to_string()),
         ("NUM_LAYERS", h.ops_layers[1].to_string()),
-        ("TARGET", h.target[0].to_string()),
-        ("CPU", h.target[1].to_string()),
+        ("TARGET", comment_text(h.target[0])),
+        ("CPU", comment_text(h.target[1])),
         ("ALIGN", crate::plan::ALIGN.to_string()),
         ("TENSOR_COMMENTS", comments),
         ("IO_MACROS", io),
     ];
-    let mut out = TEMPLATE.to_string();
-    for (k, v) in vars {
-        out = out.replace(&format!("{{{{{k}}}}}"), &v);
+    substitute(TEMPLATE, &vars)
+}
+
+/// Replaces each `{{KEY}}` of `template` with its value in one pass: a value is never scanned again, so text
+/// from a model that looks like a placeholder stays text.
+fn substitute(template: &str, vars: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() * 2);
+    let mut rest = template;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        match after.find("}}").and_then(|end| {
+            vars.iter()
+                .find(|(k, _)| *k == &after[..end])
+                .map(|kv| (end, kv))
+        }) {
+            Some((end, (_, v))) => {
+                out.push_str(v);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
     }
+    out.push_str(rest);
     out
 }

@@ -3,7 +3,7 @@
 //! GlobalAveragePool, and the Conv-like attributes and explicit pads that the integer convolutions
 //! (`quant_ops.rs`) share.
 
-use super::attrs::Attrs;
+use super::attrs::{Attrs, MAX_WINDOW};
 use super::nodes::{required, Lowered};
 use super::Importer;
 use crate::error::{Error, Result};
@@ -54,7 +54,7 @@ impl Importer<'_> {
                 Lowered::Node(Op::Conv(attrs), v)
             }
             "BatchNormalization" => {
-                if a.int("training_mode", 0) != 0 {
+                if a.int("training_mode", 0)? != 0 {
                     return Err(Error::unsupported(name, op, "training_mode = 1"));
                 }
                 if self.extra_outputs_used(node) {
@@ -66,7 +66,7 @@ impl Importer<'_> {
                 }
                 Lowered::Node(
                     Op::BatchNorm {
-                        epsilon: a.float("epsilon", 1e-5),
+                        epsilon: self.batchnorm_epsilon(a, ins)?,
                     },
                     (0..5).map(req).collect::<Result<_>>()?,
                 )
@@ -87,7 +87,7 @@ impl Importer<'_> {
                         "the Indices output is not supported",
                     ));
                 }
-                if a.int("storage_order", 0) != 0 {
+                if a.int("storage_order", 0)? != 0 {
                     return Err(Error::unsupported(name, op, "storage_order = 1"));
                 }
                 let k = a.positive_usizes("kernel_shape", 2, 0)?;
@@ -111,8 +111,8 @@ impl Importer<'_> {
                     strides: [strides[0], strides[1]],
                     pads,
                     dilations: [dil[0], dil[1]],
-                    ceil_mode: a.int("ceil_mode", 0) != 0,
-                    count_include_pad: a.int("count_include_pad", 0) != 0,
+                    ceil_mode: a.int("ceil_mode", 0)? != 0,
+                    count_include_pad: a.int("count_include_pad", 0)? != 0,
                 };
                 let kind = if op == "MaxPool" {
                     PoolKind::Max
@@ -127,6 +127,41 @@ impl Importer<'_> {
     }
 
     /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
+    /// BatchNormalization's epsilon under the NaN policy, and with constant statistics every channel checked:
+    /// a channel whose variance + epsilon is not positive, or whose scale, bias or mean is not finite, would
+    /// make every output of that channel NaN or infinite.
+    fn batchnorm_epsilon(&self, a: &Attrs, ins: &[Option<TensorId>]) -> Result<f32> {
+        let eps = a.epsilon(1e-5)?;
+        let constant = |i: usize| {
+            let t = ins.get(i).copied().flatten()?;
+            let v = self.g.constant(t)?;
+            Some((v.to_f32_vec(), self.g.tensors[t].name.as_str()))
+        };
+        for (i, what) in [(1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")] {
+            let Some((v, tensor)) = constant(i) else {
+                continue;
+            };
+            for (c, &x) in v.iter().enumerate() {
+                let bad = !x.is_finite() || (i == 4 && !(x + eps > 0.0));
+                if bad {
+                    let why = if i == 4 && x.is_finite() {
+                        format!("variance {x} + epsilon {eps} is not positive")
+                    } else {
+                        format!("{what} {x} is not finite")
+                    };
+                    return Err(Error::node(
+                        a.name,
+                        "BatchNormalization",
+                        format!(
+                            "channel {c} of '{tensor}': {why}, so every output of the channel would be NaN or infinite"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(eps)
+    }
+
     pub(super) fn conv_attrs(
         &self,
         a: &Attrs,
@@ -163,7 +198,7 @@ impl Importer<'_> {
             strides: [strides[0], strides[1]],
             pads,
             dilations: [dil[0], dil[1]],
-            group: a.int("group", 1).max(0) as usize,
+            group: a.int_in("group", 1, 1..=MAX_WINDOW as i64)? as usize,
             has_bias,
             epilogue: Epilogue::default(),
         })

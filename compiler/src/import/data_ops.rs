@@ -7,6 +7,7 @@ use super::nodes::{required, Lowered};
 use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
+use crate::ir::types::{checked_numel, MAX_RANK};
 use crate::ir::{numel, DType, Op, PadMode, Tensor, TensorId};
 use tract_onnx::pb::NodeProto;
 
@@ -80,7 +81,7 @@ impl Importer<'_> {
             "Cast" | "CastLike" => {
                 let x = req(0)?;
                 let to = if op == "Cast" {
-                    let code = a.int("to", 0) as i32;
+                    let code = a.int("to", 0)? as i32;
                     DType::from_onnx(code).ok_or_else(|| {
                         Error::unsupported(name, op, format!("target ONNX data type {code}"))
                     })?
@@ -103,12 +104,12 @@ impl Importer<'_> {
                     ));
                 }
                 let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-                check_const(name, op, &shape)?;
-                let n = numel(&shape);
-                let v = match a.tensor("value") {
-                    Some(t) => decode(t, self.model_dir)?,
+                let v = match a.tensor("value")? {
+                    Some(t) => decode(t, self.model_dir, &mut self.budget)?,
                     None => Tensor::f32(vec![1], vec![0.0]),
                 };
+                self.check_const(name, op, &shape, v.dtype)?;
+                let n = numel(&shape);
                 if v.len() != 1 {
                     return Err(a.err(
                         "value",
@@ -152,7 +153,7 @@ impl Importer<'_> {
                         ));
                     }
                     let n = ((v[1] - v[0]) / v[2]).ceil().max(0.0) as usize;
-                    check_const(name, op, &[n])?;
+                    self.check_const(name, op, &[n], DType::F32)?;
                     Lowered::Const(Tensor::f32(
                         vec![n],
                         (0..n).map(|i| v[0] + i as f32 * v[2]).collect(),
@@ -162,10 +163,20 @@ impl Importer<'_> {
                     if v[2] == 0 {
                         return Err(Error::node(name, op, "delta is 0"));
                     }
-                    let n = ((v[1] as f64 - v[0] as f64) / v[2] as f64).ceil().max(0.0) as usize;
-                    check_const(name, op, &[n])?;
-                    let mut t =
-                        Tensor::i64(vec![n], (0..n as i64).map(|i| v[0] + i * v[2]).collect());
+                    // Exact in i128: the count, and every value (each lies between start and limit).
+                    let (s, l, d) = (v[0] as i128, v[1] as i128, v[2] as i128);
+                    let span = l - s;
+                    let n = if (span > 0) == (d > 0) && span != 0 {
+                        (span + d - d.signum()) / d
+                    } else {
+                        0
+                    };
+                    let n = usize::try_from(n).unwrap_or(usize::MAX);
+                    self.check_const(name, op, &[n], vals[0].dtype)?;
+                    let mut t = Tensor::i64(
+                        vec![n],
+                        (0..n as i128).map(|i| (s + i * d) as i64).collect(),
+                    );
                     t.dtype = vals[0].dtype;
                     Lowered::Const(t)
                 }
@@ -175,9 +186,9 @@ impl Importer<'_> {
                 let xs = shape(x);
                 let (starts, ends, axes, steps) = if self.opset < 10 {
                     (
-                        a.ints("starts").map(<[i64]>::to_vec),
-                        a.ints("ends").map(<[i64]>::to_vec),
-                        a.ints("axes").map(<[i64]>::to_vec),
+                        a.ints("starts")?.map(<[i64]>::to_vec),
+                        a.ints("ends")?.map(<[i64]>::to_vec),
+                        a.ints("axes")?.map(<[i64]>::to_vec),
                         None,
                     )
                 } else {
@@ -256,9 +267,9 @@ impl Importer<'_> {
                 let mode_s = a.string("mode", "constant")?;
                 let (pads, value, axes) = if self.opset < 11 {
                     let p = a
-                        .ints("pads")
+                        .ints("pads")?
                         .ok_or_else(|| Error::node(name, op, "attribute 'pads' is required"))?;
-                    (p.to_vec(), a.float("value", 0.0) as f64, None)
+                    (p.to_vec(), a.float("value", 0.0)? as f64, None)
                 } else {
                     let p = ints(1, "pads")?
                         .ok_or_else(|| Error::node(name, op, "missing input 'pads'"))?;
@@ -331,16 +342,21 @@ impl Importer<'_> {
                 let d = xs[axis];
                 let outs = node.output.len();
                 let sizes: Vec<i64> = if let Some(s) = if self.opset < 13 {
-                    a.ints("split").map(<[i64]>::to_vec)
+                    a.ints("split")?.map(<[i64]>::to_vec)
                 } else {
                     ints(1, "split")?
                 } {
                     s
                 } else {
                     let k = if a.has("num_outputs") {
-                        let k = a.int("num_outputs", 1);
-                        if k < 1 || k as usize > d.max(1) {
-                            return Err(a.err("num_outputs", format!("{k} is not in 1..={d}")));
+                        let k = a.int("num_outputs", 1)?;
+                        if k < 1 || k as usize > d.max(1) || k as usize != outs {
+                            return Err(a.err(
+                                "num_outputs",
+                                format!(
+                                    "{k} is not in 1..={d} or does not match the {outs} outputs"
+                                ),
+                            ));
                         }
                         k as usize
                     } else {
@@ -437,16 +453,22 @@ impl Importer<'_> {
     }
 }
 
-/// A constant materialised at compile time may hold at most 2^27 elements (the limit keeps hostile shapes from
-/// exhausting the compiler's memory; real shape tensors are tiny).
-fn check_const(name: &str, op: &str, shape: &[usize]) -> Result<()> {
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    match n {
-        Some(n) if n <= 1 << 27 => Ok(()),
-        _ => Err(Error::node(
-            name,
-            op,
-            format!("a compile-time constant of shape {shape:?} exceeds 2^27 elements"),
-        )),
+impl Importer<'_> {
+    /// A constant an op materialises at compile time (ConstantOfShape, Range): at most [`MAX_RANK`] dims and
+    /// 2^27 elements (real shape tensors are tiny), charged to the constant budget before it is built.
+    fn check_const(&mut self, name: &str, op: &str, shape: &[usize], dtype: DType) -> Result<()> {
+        let err = |m: String| Error::node(name, op, m);
+        if shape.len() > MAX_RANK {
+            return Err(err(format!(
+                "a compile-time constant of rank {} exceeds the rank limit of {MAX_RANK}",
+                shape.len()
+            )));
+        }
+        match checked_numel(shape) {
+            Some(n) if n <= 1 << 27 => self.budget.take(n, dtype).map_err(err),
+            _ => Err(err(format!(
+                "a compile-time constant of shape {shape:?} exceeds 2^27 elements"
+            ))),
+        }
     }
 }

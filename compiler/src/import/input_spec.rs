@@ -84,6 +84,38 @@ impl std::str::FromStr for InputSpec {
     }
 }
 
+/// The flag a spec came from, for errors.
+pub(super) fn flag(spec: &InputSpec) -> &'static str {
+    if spec.value.is_some() {
+        "--freeze"
+    } else {
+        "--input"
+    }
+}
+
+/// Refuses specs that name the same input twice: a repeated `--input` or `--freeze`, or both for one input.
+pub fn check_unique(specs: &[InputSpec]) -> Result<()> {
+    let mut seen: std::collections::HashMap<&str, &InputSpec> = std::collections::HashMap::new();
+    for s in specs {
+        if let Some(first) = seen.insert(s.name.as_str(), s) {
+            let (a, b) = (flag(first), flag(s));
+            let message = if a == b {
+                format!("{a} is given twice for input '{}'", s.name)
+            } else {
+                format!(
+                    "--input and --freeze both name input '{}': an input is either fixed or frozen",
+                    s.name
+                )
+            };
+            return Err(Error::InvalidArgument {
+                what: format!("{b} {}", s.name),
+                message,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The `NAME:DIMxDIM...xDTYPE` part of an input spec; `bad` names the flag in errors.
 fn parse_type(s: &str, bad: &dyn Fn(&str) -> Error) -> Result<InputSpec> {
     let (name, rest) = s

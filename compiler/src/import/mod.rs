@@ -39,10 +39,7 @@ use tract_onnx::prelude::Framework;
 
 /// Reads and imports an ONNX file.
 pub fn import_file(path: &Path, specs: &[InputSpec]) -> Result<Graph> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        error: e,
-    })?;
+    let bytes = crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")?;
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
     import_bytes(
         &bytes,
@@ -91,12 +88,52 @@ pub fn import_bytes(
         opset,
         model_dir,
         used,
+        budget: ir::ConstBudget::default(),
+        warnings: attrs::Warnings::default(),
     };
+    check_names(graph)?;
     imp.inputs(graph, specs)?;
     imp.nodes(graph)?;
     imp.outputs(graph, label)?;
+    imp.g.warnings = std::mem::take(&mut *imp.warnings.borrow_mut());
     ir::verify::verify(&imp.g, "import")?;
     Ok(imp.g)
+}
+
+/// Refuses names holding a NUL byte: the config stores tensor and node names as C strings, where two names that
+/// differ only after a NUL would read the same (and `set_input` would find the wrong tensor).
+fn check_names(graph: &pb::GraphProto) -> Result<()> {
+    let nul = |n: &str| n.contains('\0');
+    let bad = |n: &str| {
+        Error::tensor(
+            &n.escape_debug().to_string(),
+            "name holds a NUL byte (names are stored as C strings)",
+        )
+    };
+    let tensors = graph
+        .input
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(graph.output.iter().map(|v| v.name.as_str()))
+        .chain(graph.initializer.iter().map(|t| t.name.as_str()));
+    for n in tensors {
+        if nul(n) {
+            return Err(bad(n));
+        }
+    }
+    for node in &graph.node {
+        if let Some(n) = node.input.iter().chain(&node.output).find(|n| nul(n)) {
+            return Err(bad(n));
+        }
+        if nul(&node.name) {
+            return Err(Error::node(
+                &node.name.escape_debug().to_string(),
+                &node.op_type,
+                "node name holds a NUL byte (names are stored as C strings)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Import state: the graph being built and the ONNX name → tensor map.
@@ -106,6 +143,10 @@ pub(crate) struct Importer<'a> {
     opset: i64,
     model_dir: Option<&'a Path>,
     used: HashSet<String>,
+    /// Every compile-time constant (initializers, `Constant` nodes, folds) is charged here.
+    budget: ir::ConstBudget,
+    /// Warnings from attributes (the NaN policy), moved into the graph at the end.
+    warnings: attrs::Warnings,
 }
 
 impl Importer<'_> {
@@ -122,28 +163,43 @@ impl Importer<'_> {
     }
 
     fn inputs(&mut self, graph: &pb::GraphProto, specs: &[InputSpec]) -> Result<()> {
+        input_spec::check_unique(specs)?;
+        let mut listed: HashSet<&str> = HashSet::new();
+        for vi in &graph.input {
+            if !listed.insert(vi.name.as_str()) {
+                return Err(Error::tensor(&vi.name, "graph input is listed twice"));
+            }
+        }
+        let spec_of = |name: &str| specs.iter().find(|s| s.name == name);
         for init in &graph.initializer {
-            let t = tensor::decode(init, self.model_dir)?;
+            // An initializer listed as a graph input is the input's default (ONNX before IR 4): a spec overrides it.
+            if listed.contains(init.name.as_str()) && spec_of(&init.name).is_some() {
+                continue;
+            }
+            if self.names.contains_key(&init.name) {
+                return Err(Error::tensor(&init.name, "initializer is defined twice"));
+            }
+            let t = tensor::decode(init, self.model_dir, &mut self.budget)?;
             let id = self.g.add_constant(init.name.clone(), t);
             self.names.insert(init.name.clone(), id);
         }
         for spec in specs {
-            if !graph.input.iter().any(|i| i.name == spec.name) {
+            if !listed.contains(spec.name.as_str()) {
                 let known: Vec<&str> = graph
                     .input
                     .iter()
                     .filter(|i| !self.names.contains_key(&i.name))
                     .map(|i| i.name.as_str())
                     .collect();
-                let flag = if spec.value.is_some() {
-                    "--freeze"
+                let what = if graph.initializer.iter().any(|i| i.name == spec.name) {
+                    "has an initializer but no input".to_string()
                 } else {
-                    "--input"
+                    "has no input".to_string()
                 };
                 return Err(Error::InvalidArgument {
-                    what: format!("{flag} {}", spec.name),
+                    what: format!("{} {}", input_spec::flag(spec), spec.name),
                     message: format!(
-                        "the model has no input named '{}' (inputs: {})",
+                        "the model {what} named '{}' (inputs: {})",
                         spec.name,
                         known.join(", ")
                     ),
@@ -152,10 +208,13 @@ impl Importer<'_> {
         }
         for vi in &graph.input {
             if self.names.contains_key(&vi.name) {
-                continue; // an initializer listed as input (pre-IR-4 style)
+                continue; // an initializer listed as input (pre-IR-4 style), without a spec
             }
-            let (dtype, shape) = match specs.iter().find(|s| s.name == vi.name) {
+            let (dtype, shape) = match spec_of(&vi.name) {
                 Some(InputSpec { value: Some(v), .. }) => {
+                    self.budget
+                        .take(v.len(), v.dtype)
+                        .map_err(|m| Error::tensor(&vi.name, m))?;
                     let id = self.g.add_constant(vi.name.clone(), v.clone());
                     self.names.insert(vi.name.clone(), id);
                     continue;
@@ -347,6 +406,9 @@ impl Importer<'_> {
         // DequantizeLinear of a constant stays a node until `passes::fold_qdq` has seen the integer weights and
         // biases (fold_constants folds what it leaves).
         if all_const && !matches!(op, Op::Dequantize(_)) {
+            self.budget
+                .take(ir::numel(&shape), dtype)
+                .map_err(|m| Error::node(name, onnx_op, m))?;
             let vals: Vec<&ir::Tensor> =
                 inputs.iter().filter_map(|&t| self.g.constant(t)).collect();
             let v = ir::ops::eval(&op, &vals)

@@ -3,7 +3,7 @@
 //! RMSNormalization, InstanceNormalization, LRN, and ConvTranspose (pads, auto_pad, output_shape,
 //! output_padding).
 
-use super::attrs::Attrs;
+use super::attrs::{Attrs, MAX_WINDOW};
 use super::nodes::{required, Lowered};
 use super::Importer;
 use crate::error::{Error, Result};
@@ -75,7 +75,7 @@ impl Importer<'_> {
             let r = self.g.tensors[x].shape.len();
             let axes_input = if op == "ReduceSum" { 13 } else { 18 };
             let axes = if self.opset < axes_input {
-                a.ints("axes").map(<[i64]>::to_vec)
+                a.ints("axes")?.map(<[i64]>::to_vec)
             } else {
                 match input(1) {
                     None => None,
@@ -86,7 +86,7 @@ impl Importer<'_> {
                 }
             };
             let axes = axes.unwrap_or_default();
-            if axes.is_empty() && a.int("noop_with_empty_axes", 0) != 0 {
+            if axes.is_empty() && a.int("noop_with_empty_axes", 0)? != 0 {
                 return Ok(Some(Lowered::Alias(x)));
             }
             let mut axes: Vec<usize> = if axes.is_empty() {
@@ -116,7 +116,7 @@ impl Importer<'_> {
                     "zero-sized tensors are not supported",
                 ));
             }
-            let keepdims = a.int("keepdims", 1) != 0;
+            let keepdims = a.int("keepdims", 1)? != 0;
             return Ok(Some(Lowered::Node(
                 Op::Reduce {
                     kind,
@@ -134,8 +134,8 @@ impl Importer<'_> {
                     Op::ArgReduce {
                         max: op == "ArgMax",
                         axis,
-                        keepdims: a.int("keepdims", 1) != 0,
-                        select_last: a.int("select_last_index", 0) != 0,
+                        keepdims: a.int("keepdims", 1)? != 0,
+                        select_last: a.int("select_last_index", 0)? != 0,
                     },
                     vec![x],
                 )
@@ -166,7 +166,7 @@ impl Importer<'_> {
                 Lowered::Node(
                     Op::LayerNorm {
                         axis,
-                        epsilon: a.float("epsilon", 1e-5),
+                        epsilon: a.epsilon(1e-5)?,
                         rms: op == "RMSNormalization",
                     },
                     v,
@@ -174,21 +174,22 @@ impl Importer<'_> {
             }
             "InstanceNormalization" => Lowered::Node(
                 Op::InstanceNorm {
-                    epsilon: a.float("epsilon", 1e-5),
+                    epsilon: a.epsilon(1e-5)?,
                 },
                 vec![req(0)?, req(1)?, req(2)?],
             ),
             "LRN" => {
-                let size = a.int("size", 0);
-                if size < 1 {
-                    return Err(Error::node(name, op, "attribute 'size' must be >= 1"));
+                let size = a.int_in("size", 0, 1..=MAX_WINDOW as i64)?;
+                let bias = a.float_policy("bias", 1.0, true, |_| false)?;
+                if bias <= 0.0 {
+                    a.warn("bias", format!("{bias} is not positive: outputs are infinite or NaN where a window is all zeros"));
                 }
                 Lowered::Node(
                     Op::Lrn(LrnAttrs {
                         size: size as usize,
-                        alpha: a.float("alpha", 1e-4),
-                        beta: a.float("beta", 0.75),
-                        bias: a.float("bias", 1.0),
+                        alpha: a.float_policy("alpha", 1e-4, true, |_| false)?,
+                        beta: a.float_policy("beta", 0.75, true, |_| false)?,
+                        bias,
                     }),
                     vec![req(0)?],
                 )
@@ -220,7 +221,7 @@ impl Importer<'_> {
                 let mut out_pad = a.usizes("output_padding", 2, 0)?;
                 let auto = a.string("auto_pad", "NOTSET")?;
                 let out_shape = a
-                    .ints("output_shape")
+                    .ints("output_shape")?
                     .map(|v| v[v.len().saturating_sub(2)..].to_vec());
                 let mut pads = [0usize; 4];
                 // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
@@ -268,7 +269,7 @@ impl Importer<'_> {
                     pads,
                     dilations: [dil[0], dil[1]],
                     output_padding: [out_pad[0], out_pad[1]],
-                    group: a.int("group", 1).max(0) as usize,
+                    group: a.int_in("group", 1, 1..=MAX_WINDOW as i64)? as usize,
                     has_bias: bias.is_some(),
                 };
                 let mut v = vec![x, w];

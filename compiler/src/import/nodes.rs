@@ -104,7 +104,7 @@ impl Importer<'_> {
         ins: &[Option<TensorId>],
     ) -> Result<Lowered> {
         let op = node.op_type.as_str();
-        let a = Attrs::new(node, name);
+        let a = Attrs::new(node, name, self.warnings.clone());
         let contrib = node.domain == "com.microsoft"
             && matches!(op, "QLinearAdd" | "QLinearMul" | "QLinearGlobalAveragePool");
         if !node.domain.is_empty() && node.domain != "ai.onnx" && !contrib {
@@ -119,7 +119,7 @@ impl Importer<'_> {
         let un = |u: UnOp| -> Result<Lowered> { Ok(Lowered::Node(Op::Unary(u), vec![req(0)?])) };
         Ok(match op {
             "Add" | "Sub" | "Mul" | "Div" => {
-                if a.has("axis") || a.int("broadcast", 0) != 0 && self.opset < 7 {
+                if a.has("axis") || a.int("broadcast", 0)? != 0 && self.opset < 7 {
                     return Err(Error::unsupported(
                         name,
                         op,
@@ -157,7 +157,7 @@ impl Importer<'_> {
             "Not" => Lowered::Node(Op::Not, vec![req(0)?]),
             "Where" => Lowered::Node(Op::Where, vec![req(0)?, req(1)?, req(2)?]),
             "Mod" => {
-                let b = if a.int("fmod", 0) != 0 {
+                let b = if a.int("fmod", 0)? != 0 {
                     BinOp::FMod
                 } else {
                     BinOp::Mod
@@ -173,8 +173,10 @@ impl Importer<'_> {
             "Softplus" => un(UnOp::Softplus)?,
             "Softsign" => un(UnOp::Softsign)?,
             "Mish" => un(UnOp::Mish)?,
-            "ThresholdedRelu" => un(UnOp::ThresholdedRelu(a.float("alpha", 1.0)))?,
-            "Celu" => un(UnOp::Celu(a.float("alpha", 1.0)))?,
+            "ThresholdedRelu" => un(UnOp::ThresholdedRelu(a.not_nan("alpha", 1.0)?))?,
+            "Celu" => un(UnOp::Celu(
+                a.float_policy("alpha", 1.0, true, |v| v == 0.0)?,
+            ))?,
             "Gelu" => match a.string("approximate", "none")?.as_str() {
                 "none" => un(UnOp::Gelu { tanh: false })?,
                 "tanh" => un(UnOp::Gelu { tanh: true })?,
@@ -208,16 +210,21 @@ impl Importer<'_> {
             "Sqrt" => un(UnOp::Sqrt)?,
             "Reciprocal" => un(UnOp::Reciprocal)?,
             "Identity" => Lowered::Alias(req(0)?),
-            "LeakyRelu" => un(UnOp::LeakyRelu(a.float("alpha", 0.01)))?,
+            "LeakyRelu" => un(UnOp::LeakyRelu(a.float_policy(
+                "alpha",
+                0.01,
+                false,
+                |_| false,
+            )?))?,
             "HardSigmoid" => un(UnOp::HardSigmoid(
-                a.float("alpha", 0.2),
-                a.float("beta", 0.5),
+                a.float_policy("alpha", 0.2, true, |_| false)?,
+                a.float_policy("beta", 0.5, true, |_| false)?,
             ))?,
             "HardSwish" => un(UnOp::HardSwish)?,
-            "Elu" => un(UnOp::Elu(a.float("alpha", 1.0)))?,
+            "Elu" => un(UnOp::Elu(a.float_policy("alpha", 1.0, false, |_| false)?))?,
             "Selu" => un(UnOp::Selu(
-                a.float("alpha", 1.673_263_2),
-                a.float("gamma", 1.050_701),
+                a.float_policy("alpha", 1.673_263_2, false, |_| false)?,
+                a.float_policy("gamma", 1.050_701, true, |_| false)?,
             ))?,
             "Dropout" => {
                 if self.extra_outputs_used(node) {
@@ -240,22 +247,33 @@ impl Importer<'_> {
             }
             "Clip" => {
                 let (lo, hi) = if self.opset < 11 {
-                    (a.float("min", f32::MIN), a.float("max", f32::MAX))
+                    (a.not_nan("min", f32::MIN)?, a.not_nan("max", f32::MAX)?)
                 } else {
                     let bound = |i: usize, d: f32| -> Result<f32> {
-                        match ins.get(i).copied().flatten() {
-                            None => Ok(d),
-                            Some(t) => self.scalar_const(t).ok_or_else(|| {
-                                Error::unsupported(
-                                    name,
-                                    op,
-                                    format!(
-                                        "input '{}' (bound {i}) must be constant (a scalar)",
-                                        node.input[i]
-                                    ),
-                                )
-                            }),
+                        let Some(t) = ins.get(i).copied().flatten() else {
+                            return Ok(d);
+                        };
+                        let v = self.scalar_const(t).ok_or_else(|| {
+                            Error::unsupported(
+                                name,
+                                op,
+                                format!(
+                                    "input '{}' (bound {i}) must be constant (a scalar)",
+                                    node.input[i]
+                                ),
+                            )
+                        })?;
+                        if v.is_nan() {
+                            return Err(Error::node(
+                                name,
+                                op,
+                                format!(
+                                    "bound '{}' is NaN, which makes every output NaN",
+                                    node.input[i]
+                                ),
+                            ));
                         }
+                        Ok(v)
                     };
                     (bound(1, f32::MIN)?, bound(2, f32::MAX)?)
                 };
@@ -265,10 +283,10 @@ impl Importer<'_> {
             "Gemm" => {
                 let c = ins.get(2).copied().flatten();
                 let attrs = GemmAttrs {
-                    alpha: a.float("alpha", 1.0),
-                    beta: a.float("beta", 1.0),
-                    trans_a: a.int("transA", 0) != 0,
-                    trans_b: a.int("transB", 0) != 0,
+                    alpha: a.float_policy("alpha", 1.0, true, |_| false)?,
+                    beta: a.float_policy("beta", 1.0, true, |_| false)?,
+                    trans_a: a.int("transA", 0)? != 0,
+                    trans_b: a.int("transB", 0)? != 0,
                     has_c: c.is_some(),
                     epilogue: Epilogue::default(),
                 };

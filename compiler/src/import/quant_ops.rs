@@ -51,7 +51,7 @@ impl Importer<'_> {
         let op = node.op_type.as_str();
         let input = |i: usize| ins.get(i).copied().flatten();
         let req = |i: usize| required(ins, name, op, i);
-        if a.int("block_size", 0) != 0 {
+        if a.int("block_size", 0)? != 0 {
             return Err(Error::unsupported(
                 name,
                 op,
@@ -102,7 +102,7 @@ impl Importer<'_> {
                 let default = if deq {
                     self.g.tensors[x].dtype
                 } else {
-                    match a.int("output_dtype", 0) {
+                    match a.int("output_dtype", 0)? {
                         0 => DType::U8,
                         c => DType::from_onnx(c as i32).ok_or_else(|| {
                             a.err("output_dtype", format!("unknown type code {c}"))
@@ -200,7 +200,7 @@ impl Importer<'_> {
                 )
             }
             "QLinearGlobalAveragePool" => {
-                if a.int("channels_last", 0) != 0 {
+                if a.int("channels_last", 0)? != 0 {
                     return Err(Error::unsupported(name, op, "channels_last = 1"));
                 }
                 let x = req(0)?;

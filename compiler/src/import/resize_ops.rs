@@ -51,7 +51,7 @@ impl Importer<'_> {
         let legacy = op == "Upsample" || self.opset < 11;
         let (scales_t, sizes_t) = if op == "Upsample" && self.opset < 9 {
             (
-                a.floats("scales")
+                a.floats("scales")?
                     .map(|f| Tensor::f32(vec![f.len()], f.to_vec())),
                 None,
             )
@@ -74,7 +74,7 @@ impl Importer<'_> {
         {
             return Err(err_const(node, name, &[1, 2, 3], "scales / sizes"));
         }
-        if a.int("antialias", 0) != 0 {
+        if a.int("antialias", 0)? != 0 {
             return Err(Error::unsupported(name, op, "antialias = 1"));
         }
         let policy = a.string("keep_aspect_ratio_policy", "stretch")?;
@@ -86,14 +86,14 @@ impl Importer<'_> {
             ));
         }
         if let Some(&bad) = a
-            .ints("axes")
+            .ints("axes")?
             .unwrap_or(&[])
             .iter()
             .find(|&&x| x < -(r as i64) || x >= r as i64)
         {
             return Err(a.err("axes", format!("axis {bad} is out of range for rank {r}")));
         }
-        let axes: Vec<usize> = match a.ints("axes") {
+        let axes: Vec<usize> = match a.ints("axes")? {
             None => (0..r).collect(),
             Some(v) => v
                 .iter()
@@ -201,8 +201,8 @@ impl Importer<'_> {
                 scales,
                 mode,
                 coord,
-                cubic_a: a.float("cubic_coeff_a", -0.75),
-                exclude_outside: a.int("exclude_outside", 0) != 0,
+                cubic_a: a.float_policy("cubic_coeff_a", -0.75, true, |_| false)?,
+                exclude_outside: a.int("exclude_outside", 0)? != 0,
             }),
             vec![x],
         ))

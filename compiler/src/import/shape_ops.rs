@@ -7,6 +7,7 @@ use super::nodes::{required, Lowered};
 use super::tensor::decode;
 use super::Importer;
 use crate::error::{Error, Result};
+use crate::ir::types::checked_numel;
 use crate::ir::{numel, Op, Tensor, TensorId};
 use tract_onnx::pb::NodeProto;
 
@@ -39,7 +40,7 @@ impl Importer<'_> {
                 let x = req(0)?;
                 let s = shape(x);
                 let r = s.len() as i64;
-                let axis = a.int("axis", 1);
+                let axis = a.int("axis", 1)?;
                 let axis = if axis < 0 { axis + r } else { axis };
                 if !(0..=r).contains(&axis) {
                     return Err(Error::node(
@@ -47,7 +48,7 @@ impl Importer<'_> {
                         op,
                         format!(
                             "attribute 'axis': {} out of range for rank {r}",
-                            a.int("axis", 1)
+                            a.int("axis", 1)?
                         ),
                     ));
                 }
@@ -62,7 +63,7 @@ impl Importer<'_> {
                 let spec = self
                     .const_ints(req(1)?)
                     .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
-                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0) != 0)
+                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0)? != 0)
                     .map_err(|m| Error::node(name, op, m))?;
                 Lowered::Node(Op::Reshape(to), vec![x])
             }
@@ -70,7 +71,7 @@ impl Importer<'_> {
                 let x = req(0)?;
                 let axes: Option<Vec<i64>> =
                     if self.opset < 13 {
-                        a.ints("axes").map(|v| v.to_vec())
+                        a.ints("axes")?.map(|v| v.to_vec())
                     } else {
                         match ins.get(1).copied().flatten() {
                             None => None,
@@ -86,7 +87,7 @@ impl Importer<'_> {
             "Transpose" => {
                 let x = req(0)?;
                 let r = rank(x);
-                let perm = match a.ints("perm") {
+                let perm = match a.ints("perm")? {
                     Some(p) => p
                         .iter()
                         .map(|&v| if v < 0 { usize::MAX } else { v as usize })
@@ -107,15 +108,16 @@ impl Importer<'_> {
                 Lowered::Node(Op::Concat(axis), list)
             }
             "Constant" => {
-                if let Some(t) = a.tensor("value") {
-                    Lowered::Const(decode(t, self.model_dir)?)
+                if let Some(t) = a.tensor("value")? {
+                    Lowered::Const(decode(t, self.model_dir, &mut self.budget)?)
                 } else if a.has("value_float") {
-                    Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)]))
-                } else if let Some(f) = a.floats("value_floats").filter(|_| a.has("value_floats")) {
+                    Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)?]))
+                } else if let Some(f) = a.floats("value_floats")?.filter(|_| a.has("value_floats"))
+                {
                     Lowered::Const(Tensor::f32(vec![f.len()], f.to_vec()))
                 } else if a.has("value_int") {
-                    Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)]))
-                } else if let Some(v) = a.ints("value_ints") {
+                    Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)?]))
+                } else if let Some(v) = a.ints("value_ints")? {
                     Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
                 } else {
                     return Err(Error::unsupported(
@@ -130,7 +132,7 @@ impl Importer<'_> {
                 let s: Vec<i64> = shape(req(0)?).iter().map(|&d| d as i64).collect();
                 let r = s.len() as i64;
                 let clamp = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) } as usize;
-                let (start, end) = (clamp(a.int("start", 0)), clamp(a.int("end", r)));
+                let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", r)?));
                 let s = s[start..end.max(start)].to_vec();
                 Lowered::Const(Tensor::i64(vec![s.len()], s))
             }
@@ -162,15 +164,19 @@ pub fn reshape_target(
             _ => return Err(format!("invalid target shape {spec:?}")),
         }
     }
-    let total = numel(input);
+    let over = || format!("target shape {spec:?} overflows");
+    if out.len() > crate::ir::types::MAX_RANK {
+        return Err(format!("target shape {spec:?} exceeds the rank limit"));
+    }
+    let total = checked_numel(input).ok_or_else(over)?;
     if let Some(i) = infer {
-        let known = numel(&out);
+        let known = checked_numel(&out).ok_or_else(over)?;
         if known == 0 || !total.is_multiple_of(known) {
             return Err(format!("cannot infer -1 in {spec:?} for input {input:?}"));
         }
         out[i] = total / known;
     }
-    if numel(&out) != total {
+    if checked_numel(&out) != Some(total) {
         return Err(format!("cannot reshape {input:?} to {spec:?}"));
     }
     Ok(out)
@@ -188,11 +194,11 @@ fn squeeze_target(
     } as i64;
     let norm = |a: i64| if a < 0 { a + out_rank } else { a };
     if unsqueeze {
-        let axes: Vec<i64> = axes
-            .ok_or("Unsqueeze needs axes")?
-            .iter()
-            .map(|&a| norm(a))
-            .collect();
+        let axes = axes.ok_or("Unsqueeze needs axes")?;
+        if axes.len() > crate::ir::types::MAX_RANK {
+            return Err(format!("{} axes exceed the rank limit", axes.len()));
+        }
+        let axes: Vec<i64> = axes.iter().map(|&a| norm(a)).collect();
         let mut out = Vec::new();
         let mut it = input.iter();
         for i in 0..out_rank {

@@ -4,7 +4,7 @@
 //! shapes and dtypes agree with each op's shape rule.
 
 use super::op::Op;
-use super::types::{numel, DType, Shape, Tensor};
+use super::types::{numel, ConstBudget, DType, Shape, Tensor};
 use cranelift_entity::{entity_impl, PrimaryMap};
 
 /// A tensor in the graph.
@@ -85,6 +85,8 @@ pub struct Graph {
     pub inputs: Vec<TensorId>,
     /// Model outputs, in ONNX order.
     pub outputs: Vec<TensorId>,
+    /// Warnings about the model (attributes that make some outputs NaN or infinite), naming node and attribute.
+    pub warnings: Vec<String>,
 }
 
 impl Graph {
@@ -162,6 +164,26 @@ impl Graph {
     }
     /// Removes nodes from the order.
     pub fn remove_nodes(&mut self, dead: &[NodeId]) {
-        self.order.retain(|n| !dead.contains(n));
+        match dead {
+            [] => {}
+            [one] => self.order.retain(|n| n != one),
+            _ => {
+                let dead: std::collections::HashSet<NodeId> = dead.iter().copied().collect();
+                self.order.retain(|n| !dead.contains(n));
+            }
+        }
+    }
+    /// The constant budget charged with every constant the graph holds (dead ones included: a conservative
+    /// count), for a pass that folds more.
+    pub fn const_budget(&self) -> ConstBudget {
+        let mut b = ConstBudget::default();
+        for t in self.tensors.values() {
+            if let TensorKind::Constant(v) = &t.kind {
+                // The constants are already held, so the charge can only fail past the limit, which the
+                // importer's own budget already refused.
+                let _ = b.take(v.len(), v.dtype);
+            }
+        }
+        b
     }
 }

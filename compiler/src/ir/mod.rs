@@ -17,4 +17,4 @@ pub use attrs::{
 };
 pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
 pub use op::Op;
-pub use types::{numel, shape_str, DType, Data, Shape, Tensor};
+pub use types::{numel, shape_str, ConstBudget, DType, Data, Shape, Tensor};

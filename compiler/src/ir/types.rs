@@ -126,6 +126,53 @@ pub fn check_bytes(dtype: DType, shape: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
+/// Largest total of compile-time constant data held at once, in host bytes (2^32): initializers, `Constant`
+/// nodes and every folded result together, counted as the host holds them (4 bytes per `f32`, 8 per integer).
+pub const MAX_CONST_BYTES: u64 = 1 << 32;
+
+/// The one budget for compile-time constants ([`MAX_CONST_BYTES`]). The importer starts one at zero and charges
+/// every initializer and fold to it; a pass that folds starts one from the graph's current constants
+/// (`Graph::const_budget`), so the total never exceeds the limit whatever the mix.
+#[derive(Debug, Clone, Default)]
+pub struct ConstBudget {
+    used: u64,
+}
+
+impl ConstBudget {
+    /// Host bytes of `n` elements of `dtype`.
+    pub fn host_bytes(n: usize, dtype: DType) -> u64 {
+        let per = if dtype == DType::F32 { 4 } else { 8 };
+        (n as u64).saturating_mul(per)
+    }
+    /// Bytes charged so far.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+    /// Charges a constant of `n` elements of `dtype` before it is built; the error is a plain message for the
+    /// caller to attach the tensor's or node's name to.
+    pub fn take(&mut self, n: usize, dtype: DType) -> Result<(), String> {
+        let add = Self::host_bytes(n, dtype);
+        match self.used.checked_add(add) {
+            Some(total) if total <= MAX_CONST_BYTES => {
+                self.used = total;
+                Ok(())
+            }
+            _ => Err(format!(
+                "compile-time constants would take {} MiB in all, over the limit of {} MiB (this constant: {} \
+                 elements of {dtype})",
+                self.used.saturating_add(add) >> 20,
+                MAX_CONST_BYTES >> 20,
+                n
+            )),
+        }
+    }
+}
+
+/// Number of elements of a shape, or `None` where the product overflows `usize`.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
 /// Number of elements of a shape.
 pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()

@@ -27,7 +27,7 @@ const KERNELS: [&str; 7] = ["?", "CONV", "GEMM", "EPILOGUE", "ELTWISE", "POOL", 
 const BUFFERS: [&str; 5] = ["in", "out", "scratch", "const", "super_instr"];
 
 /// The device generation byte of the virtual NPU (`'V'`).
-const GENERATION: u8 = 0x56;
+const GENERATION: u8 = bundle_rt::TXN_GEN_VNPU;
 
 /// Where an opcode keeps its size field and the size it requires (`None`: BLOCKWRITE, `16 + 4n`); `None` for an
 /// opcode the format does not define.

@@ -210,10 +210,11 @@ impl NpuTarget {
         if spec == "vnpu" {
             return NpuTarget::parse(VNPU_JSON, "vnpu");
         }
-        let text = std::fs::read_to_string(Path::new(spec)).map_err(|e| Error::Io {
-            path: spec.into(),
-            error: e,
-        })?;
+        let text = crate::fsio::read_text_bounded(
+            Path::new(spec),
+            crate::fsio::MAX_TEXT_BYTES,
+            "an NPU target description",
+        )?;
         NpuTarget::parse(&text, spec)
     }
     /// Parses and checks a description; `file` names it in errors. A value of the wrong type, an unknown, missing
@@ -252,6 +253,21 @@ impl NpuTarget {
                 file,
                 "name",
                 format!("must be 1 to {MAX_NAME} characters [A-Za-z0-9_-]"),
+            ));
+        }
+        if !bundle_rt::TXN_GENERATIONS.contains(&self.generation) {
+            let known: Vec<String> = bundle_rt::TXN_GENERATIONS
+                .iter()
+                .map(|g| format!("{g} (0x{g:02x})"))
+                .collect();
+            return Err(bad(
+                file,
+                "generation",
+                format!(
+                    "{} is not a device generation bundle-rt's transaction decoder reads (known: {})",
+                    self.generation,
+                    known.join(", ")
+                ),
             ));
         }
         pos(self.cols as u64, "cols")?;

@@ -140,10 +140,8 @@ pub fn load(
         field,
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
-        path: file.clone(),
-        error: e,
-    })?;
+    let text =
+        crate::fsio::read_text_bounded(path, crate::fsio::MAX_TEXT_BYTES, "a partition cache")?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("line {}", e.line()), e.to_string()))?;
     if v.get("version").and_then(Value::as_u64) != Some(VERSION) {

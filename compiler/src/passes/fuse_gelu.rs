@@ -14,8 +14,9 @@ use crate::ir::{numel, BinOp, DType, Graph, NodeId, Op, TensorId, UnOp};
 /// Fuses every matched GELU; returns how many.
 pub fn fuse_gelu(g: &mut Graph) -> usize {
     let mut fused = 0;
+    let mut removed = std::collections::HashSet::new();
     for &erf in &g.order.clone() {
-        if !g.order.contains(&erf) || g.nodes[erf].op != Op::Unary(UnOp::Erf) {
+        if g.nodes[erf].op != Op::Unary(UnOp::Erf) || removed.contains(&erf) {
             continue;
         }
         let Some((x, last, absorbed)) = match_gelu(g, erf) else {
@@ -27,8 +28,11 @@ pub fn fuse_gelu(g: &mut Graph) -> usize {
         }
         g.nodes[last].op = Op::Unary(UnOp::Gelu { tanh: false });
         g.nodes[last].inputs = vec![x];
-        g.order.retain(|n| !absorbed.contains(n));
+        removed.extend(absorbed);
         fused += 1;
+    }
+    if !removed.is_empty() {
+        g.order.retain(|n| !removed.contains(n));
     }
     fused
 }

@@ -16,6 +16,7 @@ pub struct Item {
 }
 
 impl Item {
+    #[cfg(test)]
     fn overlaps(&self, o: &Item) -> bool {
         self.first <= o.last && o.first <= self.last
     }
@@ -73,20 +74,26 @@ pub fn lower_bound(items: &[Item]) -> usize {
     layer_loads(items).into_iter().max().unwrap_or(0)
 }
 
-/// Bytes live in each layer.
+/// Bytes live in each layer (a difference array: O(items + layers)).
 fn layer_loads(items: &[Item]) -> Vec<usize> {
     let layers = items
         .iter()
         .map(|it| it.last as usize + 1)
         .max()
         .unwrap_or(0);
-    let mut live = vec![0usize; layers];
+    let mut delta = vec![0isize; layers + 1];
     for it in items {
-        for l in it.first..=it.last {
-            live[l as usize] += it.size;
-        }
+        delta[it.first as usize] += it.size as isize;
+        delta[it.last as usize + 1] -= it.size as isize;
     }
-    live
+    let mut at = 0isize;
+    delta[..layers]
+        .iter()
+        .map(|d| {
+            at += d;
+            at as usize
+        })
+        .collect()
 }
 
 /// Where a buffer goes among the gaps left by the buffers it overlaps in time.
@@ -127,35 +134,51 @@ fn orders(items: &[Item]) -> Vec<Vec<usize>> {
     let live = layer_loads(items);
     let mut busiest: Vec<u32> = (0..live.len() as u32).collect();
     busiest.sort_by_key(|&l| (std::cmp::Reverse(live[l as usize]), l));
-    let mut by_breadth = Vec::with_capacity(items.len());
-    let mut taken = vec![false; items.len()];
-    for l in busiest {
-        let mut here: Vec<usize> = idx
-            .iter()
-            .copied()
-            .filter(|&i| !taken[i] && items[i].first <= l && l <= items[i].last)
-            .collect();
-        here.sort_by_key(|&i| (std::cmp::Reverse(items[i].size), i));
-        for i in here {
-            taken[i] = true;
-            by_breadth.push(i);
-        }
+    // A buffer is taken at the busiest layer of its lifetime: sort by that layer's rank, then largest first.
+    let mut rank = vec![0u32; live.len()];
+    for (r, &l) in busiest.iter().enumerate() {
+        rank[l as usize] = r as u32;
     }
+    let first_rank: Vec<u32> = items
+        .iter()
+        .map(|it| {
+            rank[it.first as usize..=it.last as usize]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut by_breadth = idx;
+    by_breadth.sort_by_key(|&i| (first_rank[i], std::cmp::Reverse(items[i].size), i));
     vec![by_size, by_breadth, by_span, by_start]
 }
 
 /// Places `items` in `order` with `fit`, each among the already placed items whose lifetime overlaps its own.
 fn place(items: &[Item], order: &[usize], fit: Fit) -> (Vec<usize>, usize) {
     let mut offs = vec![usize::MAX; items.len()];
-    let mut placed: Vec<usize> = Vec::with_capacity(items.len());
+    // The placed items live in each layer: an item meets only the ones in its own layers (O(span + overlaps)
+    // per item instead of a scan of everything placed).
+    let layers = items
+        .iter()
+        .map(|it| it.last as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut by_layer: Vec<Vec<u32>> = vec![Vec::new(); layers];
+    let mut seen = vec![usize::MAX; items.len()];
     let mut total = 0;
     for (k, &i) in order.iter().enumerate() {
         let it = items[i];
-        let mut busy: Vec<(usize, usize)> = placed
-            .iter()
-            .filter(|&&j| items[j].overlaps(&it))
-            .map(|&j| (offs[j], offs[j] + items[j].size))
-            .collect();
+        let mut busy: Vec<(usize, usize)> = Vec::new();
+        for l in it.first..=it.last {
+            for &j in &by_layer[l as usize] {
+                let j = j as usize;
+                if seen[j] != k {
+                    seen[j] = k;
+                    busy.push((offs[j], offs[j] + items[j].size));
+                }
+            }
+        }
         busy.sort_unstable();
         // Gaps between the merged busy ranges, then the unbounded space above them.
         let mut gaps = Vec::new();
@@ -186,7 +209,9 @@ fn place(items: &[Item], order: &[usize], fit: Fit) -> (Vec<usize>, usize) {
         };
         offs[i] = off;
         total = total.max(off + it.size);
-        placed.push(i);
+        for l in it.first..=it.last {
+            by_layer[l as usize].push(i as u32);
+        }
     }
     (offs, total)
 }

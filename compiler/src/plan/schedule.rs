@@ -84,21 +84,30 @@ impl Schedule {
         let mut layer = vec![0u32; nk];
         let mut segments = vec![(0u32, 0u32); num_segments];
         let mut next = 0u32;
-        for lv in 0..=max_level {
-            let cpu: Vec<usize> = (0..nk)
-                .filter(|&k| segment[k].is_none() && level[k] == lv)
-                .collect();
+        // CPU kernels bucketed by level, segment kernels by segment and segments by level, each in kernel
+        // order: one pass over the kernels instead of one per level.
+        let mut cpu_at: Vec<Vec<usize>> = vec![Vec::new(); max_level as usize + 1];
+        let mut seg_kernels: Vec<Vec<usize>> = vec![Vec::new(); num_segments];
+        for k in 0..nk {
+            match segment[k] {
+                None => cpu_at[level[k] as usize].push(k),
+                Some(s) => seg_kernels[s].push(k),
+            }
+        }
+        let mut seg_at: Vec<Vec<usize>> = vec![Vec::new(); max_level as usize + 1];
+        for s in 0..num_segments {
+            seg_at[level[nk + s] as usize].push(s);
+        }
+        for lv in 0..=max_level as usize {
+            let cpu = std::mem::take(&mut cpu_at[lv]);
             if !cpu.is_empty() {
                 for k in cpu {
                     layer[k] = next;
                 }
                 next += 1;
             }
-            for s in 0..num_segments {
-                if level[nk + s] != lv {
-                    continue;
-                }
-                let ks: Vec<usize> = (0..nk).filter(|&k| segment[k] == Some(s)).collect();
+            for &s in &seg_at[lv] {
+                let ks = std::mem::take(&mut seg_kernels[s]);
                 if ks.is_empty() {
                     continue;
                 }

@@ -106,8 +106,12 @@ pub fn load(
     };
     match ext.as_str() {
         "npy" => {
-            let bytes = std::fs::read(path).map_err(|e| err(path, e))?;
             let (_, shape, dtype) = single()?;
+            let cap = (numel(shape) as u64)
+                .saturating_mul(8)
+                .saturating_add(NPY_HEADER_SLACK);
+            let bytes =
+                crate::fsio::read_bounded(path, cap, "an .npy sample of this model's input")?;
             Ok(vec![conform(
                 path,
                 parse_npy(&bytes).map_err(|m| err(path, m))?,
@@ -116,7 +120,7 @@ pub fn load(
             )?])
         }
         "npz" => {
-            let f = std::fs::File::open(path).map_err(|e| err(path, e))?;
+            let (f, _) = crate::fsio::open_regular(path)?;
             let mut z = zip::ZipArchive::new(f).map_err(|e| err(path, e))?;
             inputs
                 .iter()
@@ -166,6 +170,9 @@ pub fn load(
 
 /// Room for an `.npy` header in an `.npz` member, beyond the array data itself.
 const NPY_HEADER_SLACK: u64 = 64 << 10;
+
+/// Largest image file read as a calibration sample.
+pub const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;
 
 /// Largest `--resize` (pixels on the shorter side).
 pub const MAX_RESIZE: usize = 1 << 14;
@@ -281,7 +288,13 @@ pub fn parse_npy(b: &[u8]) -> std::result::Result<Tensor, String> {
 
 /// Decodes, resizes (shorter side), centre-crops to the input's spatial size and normalises an image.
 fn image(path: &Path, shape: &[usize], o: &ImageOptions) -> Result<Tensor> {
-    let img = image::open(path).map_err(|e| err(path, e))?.to_rgb8();
+    let bytes = crate::fsio::read_bounded(path, MAX_IMAGE_FILE_BYTES, "a calibration image")?;
+    let img = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| err(path, e))?
+        .decode()
+        .map_err(|e| err(path, e))?
+        .to_rgb8();
     let (c, h, w) = if o.nhwc {
         (shape[3], shape[1], shape[2])
     } else {

@@ -12,7 +12,6 @@ use crate::ir::{Graph, Tensor, TensorId};
 use histogram::{Histogram, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::Path;
 
 /// The profile document.
@@ -133,16 +132,7 @@ impl Profile {
             what: format!("profile '{}'", path.display()),
             message: m,
         };
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
-            .map_err(|e| bad(e.to_string()))?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            return Err(bad(format!(
-                "larger than the limit of {} MiB",
-                MAX_FILE_BYTES >> 20
-            )));
-        }
+        let text = crate::fsio::read_text_bounded(path, MAX_FILE_BYTES, "a profile")?;
         check_flow_depth(&text).map_err(bad)?;
         let p: Profile = serde_yaml_ng::from_str(&text).map_err(|e| bad(e.to_string()))?;
         if p.version != VERSION {

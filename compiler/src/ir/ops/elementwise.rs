@@ -8,6 +8,14 @@ use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 /// The numpy broadcast of two shapes.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Shape, String> {
     let rank = a.len().max(b.len());
+    if rank > crate::ir::types::MAX_RANK {
+        return Err(format!(
+            "broadcasting {} and {} dims exceeds the rank limit of {}",
+            a.len(),
+            b.len(),
+            crate::ir::types::MAX_RANK
+        ));
+    }
     let mut out = vec![0; rank];
     for i in 0..rank {
         let da = if i + a.len() >= rank {

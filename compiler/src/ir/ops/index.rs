@@ -11,9 +11,13 @@ use crate::ir::{Op, PadMode};
 /// Table entry for an output position that is filled rather than read (Pad's constant mode).
 pub const FILL: i64 = -(1 << 40);
 
-/// The output shape and, per output axis, the input element offset of every coordinate (or `FILL`).
-pub fn offset_tables(op: &Op, input: &[usize]) -> Result<(Shape, Vec<Vec<i64>>), String> {
-    let st = strides(input);
+/// Most entries the offset tables of one op may hold together (the sum of the output's dims): the tables are
+/// built on the host and become a constant of the bundle.
+pub const MAX_TABLE_ENTRIES: usize = 1 << 26;
+
+/// The output shape of an index-mapping op, with checked arithmetic and without building any table (shape
+/// inference runs on every node before sizes are checked, so it must not allocate by the output's size).
+pub fn mapped_shape(op: &Op, input: &[usize]) -> Result<Shape, String> {
     let r = input.len();
     let check_rank = |n: usize, what: &str| {
         if n != r {
@@ -27,78 +31,119 @@ pub fn offset_tables(op: &Op, input: &[usize]) -> Result<(Shape, Vec<Vec<i64>>),
             check_rank(starts.len(), "starts")?;
             check_rank(steps.len(), "steps")?;
             check_rank(out.len(), "output shape")?;
-            let mut tabs = Vec::with_capacity(r);
             for d in 0..r {
-                let t: Vec<i64> = (0..out[d] as i64)
-                    .map(|o| starts[d] + o * steps[d])
-                    .collect();
-                if t.iter().any(|&i| i < 0 || i >= input[d] as i64) {
+                if out[d] == 0 {
+                    continue;
+                }
+                // The coordinates are linear in the output index: the two ends bound them all.
+                let last = starts[d] as i128 + (out[d] as i128 - 1) * steps[d] as i128;
+                let n = input[d] as i128;
+                if !(0..n).contains(&(starts[d] as i128)) || !(0..n).contains(&last) {
                     return Err(format!(
                         "slice of axis {d} (start {}, step {}, {} elements) leaves the input's {} elements",
                         starts[d], steps[d], out[d], input[d]
                     ));
                 }
-                tabs.push(t.iter().map(|&i| i * st[d] as i64).collect());
             }
-            Ok((out.clone(), tabs))
+            Ok(out.clone())
         }
-        Op::Pad { begins, ends, mode } => {
+        Op::Pad { begins, ends, .. } => {
             check_rank(begins.len(), "pads (begin)")?;
             check_rank(ends.len(), "pads (end)")?;
-            let mut out = Vec::with_capacity(r);
-            let mut tabs = Vec::with_capacity(r);
-            for d in 0..r {
-                let n = input[d] as i64;
-                let len = n + begins[d] + ends[d];
-                if len < 0 {
-                    return Err(format!("pads crop axis {d} of length {n} below zero"));
-                }
-                if n == 0 && len > 0 && !matches!(mode, PadMode::Constant(_)) {
-                    return Err(format!("cannot {mode:?}-pad the empty axis {d}"));
-                }
-                let t: Vec<i64> = (0..len)
-                    .map(|o| {
-                        let i = o - begins[d];
-                        let i = if (0..n).contains(&i) {
-                            i
-                        } else {
-                            match mode {
-                                PadMode::Constant(_) => return FILL,
-                                PadMode::Edge => i.clamp(0, n - 1),
-                                PadMode::Wrap => i.rem_euclid(n),
-                                PadMode::Reflect => reflect(i, n),
-                            }
-                        };
-                        i * st[d] as i64
-                    })
-                    .collect();
-                out.push(len as usize);
-                tabs.push(t);
-            }
-            Ok((out, tabs))
+            (0..r)
+                .map(|d| {
+                    let len = input[d] as i128 + begins[d] as i128 + ends[d] as i128;
+                    if len < 0 {
+                        return Err(format!(
+                            "pads crop axis {d} of length {} below zero",
+                            input[d]
+                        ));
+                    }
+                    usize::try_from(len).map_err(|_| format!("padded axis {d} is too long"))
+                })
+                .collect()
         }
-        Op::Expand(shape) => {
-            let out = broadcast_shapes(input, shape)?;
-            let bs = broadcast_strides(input, &out);
-            let tabs = (0..out.len())
-                .map(|d| (0..out[d]).map(|o| (o * bs[d]) as i64).collect())
-                .collect();
-            Ok((out, tabs))
-        }
+        Op::Expand(shape) => broadcast_shapes(input, shape),
         Op::Tile(reps) => {
             check_rank(reps.len(), "repeats")?;
-            let out: Shape = input.iter().zip(reps).map(|(a, b)| a * b).collect();
-            let tabs = (0..r)
-                .map(|d| {
-                    (0..out[d])
-                        .map(|o| ((o % input[d].max(1)) * st[d]) as i64)
-                        .collect()
+            input
+                .iter()
+                .zip(reps)
+                .enumerate()
+                .map(|(d, (a, b))| {
+                    a.checked_mul(*b)
+                        .ok_or_else(|| format!("axis {d}: {a} x {b} repeats overflows"))
                 })
-                .collect();
-            Ok((out, tabs))
+                .collect()
         }
         _ => Err(format!("{} is not an index-mapping op", op.name())),
     }
+}
+
+/// The output shape and, per output axis, the input element offset of every coordinate (or `FILL`). The
+/// tables hold one entry per output coordinate of each axis, at most [`MAX_TABLE_ENTRIES`] together.
+pub fn offset_tables(op: &Op, input: &[usize]) -> Result<(Shape, Vec<Vec<i64>>), String> {
+    let out = mapped_shape(op, input)?;
+    let entries = out.iter().try_fold(0usize, |a, &d| a.checked_add(d));
+    if entries.is_none_or(|e| e > MAX_TABLE_ENTRIES) {
+        return Err(format!(
+            "output shape {out:?} needs index tables of more than {MAX_TABLE_ENTRIES} entries"
+        ));
+    }
+    let st = strides(input);
+    let r = input.len();
+    let tabs: Vec<Vec<i64>> = match op {
+        Op::Slice { starts, steps, .. } => (0..r)
+            .map(|d| {
+                (0..out[d] as i64)
+                    .map(|o| (starts[d] + o * steps[d]) * st[d] as i64)
+                    .collect()
+            })
+            .collect(),
+        Op::Pad { begins, mode, .. } => {
+            for d in 0..r {
+                if input[d] == 0 && out[d] > 0 && !matches!(mode, PadMode::Constant(_)) {
+                    return Err(format!("cannot {mode:?}-pad the empty axis {d}"));
+                }
+            }
+            (0..r)
+                .map(|d| {
+                    let n = input[d] as i64;
+                    (0..out[d] as i64)
+                        .map(|o| {
+                            let i = o - begins[d];
+                            let i = if (0..n).contains(&i) {
+                                i
+                            } else {
+                                match mode {
+                                    PadMode::Constant(_) => return FILL,
+                                    PadMode::Edge => i.clamp(0, n - 1),
+                                    PadMode::Wrap => i.rem_euclid(n),
+                                    PadMode::Reflect => reflect(i, n),
+                                }
+                            };
+                            i * st[d] as i64
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+        Op::Expand(_) => {
+            let bs = broadcast_strides(input, &out);
+            (0..out.len())
+                .map(|d| (0..out[d]).map(|o| (o * bs[d]) as i64).collect())
+                .collect()
+        }
+        Op::Tile(_) => (0..r)
+            .map(|d| {
+                (0..out[d])
+                    .map(|o| ((o % input[d].max(1)) * st[d]) as i64)
+                    .collect()
+            })
+            .collect(),
+        _ => return Err(format!("{} is not an index-mapping op", op.name())),
+    };
+    Ok((out, tabs))
 }
 
 /// Reflects an out-of-range coordinate into [0, n) without repeating the edge (numpy 'reflect').
@@ -120,8 +165,7 @@ pub(crate) fn infer_mapped(
     inputs: &[(DType, &[usize])],
 ) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
-    let (out, _) = offset_tables(op, inputs[0].1)?;
-    Ok(vec![(inputs[0].0, out)])
+    Ok(vec![(inputs[0].0, mapped_shape(op, inputs[0].1)?)])
 }
 
 fn map_values<T: Copy>(src: &[T], out: &[usize], tabs: &[Vec<i64>], fill: T) -> Vec<T> {

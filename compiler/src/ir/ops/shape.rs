@@ -9,7 +9,8 @@ pub(crate) fn infer_reshape(
     to: &[usize],
 ) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
-    if numel(inputs[0].1) != numel(to) {
+    let n = crate::ir::types::checked_numel;
+    if n(inputs[0].1).is_none() || n(inputs[0].1) != n(to) {
         return Err(format!("cannot reshape {:?} to {to:?}", inputs[0].1));
     }
     Ok(vec![(inputs[0].0, to.to_vec())])
@@ -104,7 +105,9 @@ pub(crate) fn infer_concat(
                 "input {i} of shape {s:?} does not match {first:?} off axis {axis}"
             ));
         }
-        out[axis] += s[axis];
+        out[axis] = out[axis]
+            .checked_add(s[axis])
+            .ok_or_else(|| format!("concatenated axis {axis} overflows"))?;
     }
     Ok(vec![(inputs[0].0, out)])
 }
