@@ -43,6 +43,7 @@ python3 tests/py/light_models.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_models.py --bundlec target/debug/bundlec
 python3 tests/py/doc_commands.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_files.py --bundlec target/debug/bundlec
+python3 tests/py/hostile_limits.py --bundlec target/debug/bundlec
 python3 examples/efficientnet/test_pth_to_onnx.py
 python3 tests/py/report_check.py --bundlec target/debug/bundlec target/pymodels/resnet50_folded.onnx target/pymodels/mobilenetv2.onnx
 bash scripts/fuzz.sh 45

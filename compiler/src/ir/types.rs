@@ -126,9 +126,9 @@ pub fn check_bytes(dtype: DType, shape: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
-/// Largest total of compile-time constant data held at once, in host bytes (2^32): initializers, `Constant`
+/// Largest total of compile-time constant data held at once, in host bytes (2^31): initializers, `Constant`
 /// nodes and every folded result together, counted as the host holds them (4 bytes per `f32`, 8 per integer).
-pub const MAX_CONST_BYTES: u64 = 1 << 32;
+pub const MAX_CONST_BYTES: u64 = 1 << 31;
 
 /// The one budget for compile-time constants ([`MAX_CONST_BYTES`]). The importer starts one at zero and charges
 /// every initializer and fold to it; a pass that folds starts one from the graph's current constants
