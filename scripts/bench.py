@@ -41,7 +41,9 @@ skipped with a note if that fails) and the 2-layer, hidden-128 BERT-style encode
 sequences of 16 tokens); then the same encoder at hidden 256 over one sequence of 128 tokens, whose attention
 rows are 8 times longer (not in the issue's goals).
 
-usage: bench.py [--runs 10] [--reps 5] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [MODEL.onnx ...]"""
+--scaling prints the compile-time scaling rows first (scripts/bench_scaling.py: chains of 1k to 100k nodes).
+
+usage: bench.py [--runs 10] [--reps 5] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [--scaling] [MODEL.onnx ...]"""
 import argparse, importlib.util, math, os, re, statistics, subprocess, sys, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 
@@ -499,10 +501,19 @@ def main():
     ap.add_argument("--cpu", default="x86-64-v3,native", help="comma-separated --cpu values to compare")
     ap.add_argument("--suite", action="store_true", help="also the four models of the speed issue, generated into "
                     "target/bench-models/ when missing")
+    ap.add_argument("--scaling", action="store_true", help="also the compile-time scaling rows: chains of 1k to 100k "
+                    "nodes against onnxruntime's and OpenVINO's session creation (scripts/bench_scaling.py)")
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
+    if a.scaling:
+        spec = importlib.util.spec_from_file_location("bench_scaling", os.path.join(ROOT, "scripts/bench_scaling.py"))
+        scaling = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(scaling)
+        scaling.main(["--bundlec", a.bundlec])
+        if not a.models and not a.suite:
+            return
     if not a.models and not a.suite:
-        ap.error("give MODEL.onnx paths or --suite")
+        ap.error("give MODEL.onnx paths, --suite or --scaling")
     if a.reps < 1 or a.runs < 1:
         ap.error("--runs and --reps must be at least 1")
     notes = []

@@ -8,7 +8,8 @@
 # the emulator (scripts/npu_models.sh), and the int8 path (scripts/int8_models.sh: pre-quantised ONNX against
 # onnxruntime, --quantized-io, the profile-guided flow's accuracy; its QDQ models then go through the NPU too),
 # the hostile-input suites, the docs' runnable command blocks, and 45 s of coverage-guided fuzzing per bundle-rt
-# target (scripts/fuzz.sh; the compiler target's corpus is replayed by tests/tests/fuzz_corpus.rs).
+# target and of the compiler target built without a sanitizer (scripts/fuzz.sh --compiler-smoke; the compiler
+# target's corpus is also replayed by tests/tests/fuzz_corpus.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -46,5 +47,5 @@ python3 tests/py/hostile_files.py --bundlec target/debug/bundlec
 python3 tests/py/hostile_limits.py --bundlec target/debug/bundlec
 python3 examples/efficientnet/test_pth_to_onnx.py
 python3 tests/py/report_check.py --bundlec target/debug/bundlec target/pymodels/resnet50_folded.onnx target/pymodels/mobilenetv2.onnx
-bash scripts/fuzz.sh 45
+bash scripts/fuzz.sh --compiler-smoke 45
 bash scripts/torch_models.sh
