@@ -2,25 +2,25 @@
 //! parameters, is folded into the Conv: W'\[m\] = W\[m\] * s\[m\], b'\[m\] = b\[m\] * s\[m\] + t\[m\], where (s, t) is the
 //! per-channel affine form of the normalisation. The Conv takes over the BatchNorm's output tensor.
 
-use super::{producer, single_use};
 use crate::ir::ops::nn::batchnorm_affine;
-use crate::ir::{Graph, Op, Tensor};
+use crate::ir::{Graph, Op, Tensor, Uses};
 
 /// Folds eligible BatchNorms; returns how many.
 pub fn fold_batchnorm(g: &mut Graph) -> usize {
     let mut removed = Vec::new();
+    let mut uses = Uses::new(g);
     for &bn in &g.order.clone() {
         let Op::BatchNorm { epsilon } = g.nodes[bn].op else {
             continue;
         };
         let x = g.nodes[bn].inputs[0];
-        let Some(conv) = producer(g, x) else {
+        let Some(conv) = uses.producer(x) else {
             continue;
         };
         let Op::Conv(attrs) = g.nodes[conv].op.clone() else {
             continue;
         };
-        if single_use(g, x) != Some(bn) || attrs.epilogue != Default::default() {
+        if uses.single_use(x) != Some(bn) || attrs.epilogue != Default::default() {
             continue;
         }
         let params: Option<Vec<Vec<f32>>> = g.nodes[bn].inputs[1..]
@@ -50,14 +50,13 @@ pub fn fold_batchnorm(g: &mut Graph) -> usize {
         let wid = g.add_constant(format!("{name}.W_bn"), Tensor::f32(w.shape.clone(), wv));
         let bid = g.add_constant(format!("{name}.B_bn"), Tensor::f32(vec![m], bv));
         let out = g.nodes[bn].outputs[0];
-        let node = &mut g.nodes[conv];
-        node.inputs.truncate(2);
-        node.inputs[1] = wid;
-        node.inputs.push(bid);
-        if let Op::Conv(a) = &mut node.op {
+        uses.remove_node(g, bn);
+        let inputs = vec![g.nodes[conv].inputs[0], wid, bid];
+        uses.set_inputs(g, conv, inputs);
+        if let Op::Conv(a) = &mut g.nodes[conv].op {
             a.has_bias = true;
         }
-        node.outputs = vec![out];
+        uses.set_outputs(g, conv, vec![out]);
         removed.push(bn);
     }
     g.remove_nodes(&removed);

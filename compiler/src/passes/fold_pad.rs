@@ -3,18 +3,18 @@
 //! the padded tensor's only reader. Zero padding is exactly what Conv pads mean, so the result is unchanged, and
 //! the copy the Pad made disappears (the depthwise and im2col kernels read padding for free).
 
-use super::{producer, single_use};
-use crate::ir::{Graph, Op, PadMode};
+use crate::ir::{Graph, Op, PadMode, Uses};
 
 /// Folds eligible Pads into their Conv; returns how many.
 pub fn fold_pad(g: &mut Graph) -> usize {
     let mut folded = 0;
+    let mut uses = Uses::new(g);
     for &conv in &g.order.clone() {
         let Op::Conv(attrs) = &g.nodes[conv].op else {
             continue;
         };
         let x = g.nodes[conv].inputs[0];
-        let Some(pad) = producer(g, x) else {
+        let Some(pad) = uses.producer(x) else {
             continue;
         };
         let Op::Pad { begins, ends, mode } = &g.nodes[pad].op else {
@@ -26,7 +26,7 @@ pub fn fold_pad(g: &mut Graph) -> usize {
             && begins[..2] == [0, 0]
             && ends[..2] == [0, 0]
             && begins.iter().chain(ends).all(|&p| p >= 0);
-        if !zero || !spatial_only || single_use(g, x) != Some(conv) {
+        if !zero || !spatial_only || uses.single_use(x) != Some(conv) {
             continue;
         }
         let add = [begins[2], begins[3], ends[2], ends[3]].map(|p| p as usize);
@@ -35,7 +35,7 @@ pub fn fold_pad(g: &mut Graph) -> usize {
             *p += q;
         }
         let src = g.nodes[pad].inputs[0];
-        g.nodes[conv].inputs[0] = src;
+        uses.set_input(g, conv, 0, src);
         g.nodes[conv].op = Op::Conv(a);
         folded += 1;
     }

@@ -6,8 +6,8 @@
 //! over its output tensor. A division becomes a multiplication by the reciprocal: the same numbers when the
 //! divisor is a power of two (√64 = 8 in BERT-base), within an ulp of the quotient otherwise.
 
-use super::single_use;
 use crate::ir::{numel, Activation, BinOp, DType, Epilogue, Graph, NodeId, Op, TensorId, UnOp};
+use std::collections::{HashMap, HashSet};
 
 fn epilogue_mut(op: &mut Op) -> Option<&mut Epilogue> {
     match op {
@@ -18,32 +18,45 @@ fn epilogue_mut(op: &mut Op) -> Option<&mut Epilogue> {
     }
 }
 
-/// Fuses epilogues; returns the number of absorbed nodes.
+/// Fuses epilogues; returns the number of absorbed nodes. One pass over the products in order, each absorbing
+/// what follows it until nothing more fits; readers are kept in an index updated as nodes are absorbed, and the
+/// order is rebuilt once at the end (O(nodes) instead of a rescan per fusion).
 pub fn fuse_epilogues(g: &mut Graph) -> usize {
+    let mut readers: HashMap<TensorId, Vec<NodeId>> = HashMap::new();
+    for &n in &g.order {
+        for &i in &g.nodes[n].inputs {
+            readers.entry(i).or_default().push(n);
+        }
+    }
+    let outputs: HashSet<TensorId> = g.outputs.iter().copied().collect();
+    // The sole reader of `t`, reading it once, when `t` is not a model output.
+    let single = |readers: &HashMap<TensorId, Vec<NodeId>>, t: TensorId| match readers.get(&t) {
+        Some(r) if r.len() == 1 && !outputs.contains(&t) => Some(r[0]),
+        _ => None,
+    };
+    // product -> the absorbed node whose place in the order it takes; places it left.
+    let mut slot: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut dropped: HashSet<NodeId> = HashSet::new();
     let mut absorbed = 0;
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for &p in &g.order.clone() {
-            let Some(e) = epilogue_mut(&mut g.nodes[p].op).copied() else {
-                continue;
-            };
+    for p in g.order.clone() {
+        while let Some(e) = epilogue_mut(&mut g.nodes[p].op).copied() {
             let out = g.nodes[p].outputs[0];
-            let Some(next) = single_use(g, out) else {
-                continue;
+            let Some(next) = single(&readers, out) else {
+                break;
             };
             let next_node = g.nodes[next].clone();
             let out_shape = g.tensors[out].shape.clone();
             let is_matmul = matches!(g.nodes[p].op, Op::MatMul(_));
+            let mut extra = None;
             let fused = match &next_node.op {
                 Op::Binary(op @ (BinOp::Mul | BinOp::Div))
                     if is_matmul && e == Epilogue::default() =>
                 {
                     let Some(scale) = scale_of(g, *op, &next_node.inputs, out) else {
-                        continue;
+                        break;
                     };
                     if g.tensors[next_node.outputs[0]].shape != out_shape {
-                        continue;
+                        break;
                     }
                     Epilogue { scale, ..e }
                 }
@@ -52,17 +65,17 @@ pub fn fuse_epilogues(g: &mut Graph) -> usize {
                 {
                     let other = other_input(&next_node.inputs, out);
                     if other == out || !is_row(g, other, &out_shape) {
-                        continue;
+                        break;
                     }
-                    g.nodes[p].inputs.push(other);
+                    extra = Some(other);
                     Epilogue { bias: true, ..e }
                 }
                 Op::Binary(BinOp::Add) if !e.residual && e.act == Activation::None => {
                     let other = other_input(&next_node.inputs, out);
                     if g.tensors[other].shape != out_shape || other == out {
-                        continue;
+                        break;
                     }
-                    g.nodes[p].inputs.push(other);
+                    extra = Some(other);
                     Epilogue {
                         residual: true,
                         ..e
@@ -76,17 +89,38 @@ pub fn fuse_epilogues(g: &mut Graph) -> usize {
                     act: Activation::Clip(*lo, *hi),
                     ..e
                 },
-                _ => continue,
+                _ => break,
             };
             if let Some(ep) = epilogue_mut(&mut g.nodes[p].op) {
                 *ep = fused;
             }
+            // `next` leaves: it no longer reads its inputs; `p` reads the extra operand in its place.
+            for i in &next_node.inputs {
+                if let Some(r) = readers.get_mut(i) {
+                    if let Some(at) = r.iter().position(|&n| n == next) {
+                        r.swap_remove(at);
+                    }
+                }
+            }
+            if let Some(other) = extra {
+                g.nodes[p].inputs.push(other);
+                readers.entry(other).or_default().push(p);
+            }
             g.nodes[p].outputs = next_node.outputs.clone();
-            move_to(g, p, next);
+            dropped.insert(slot.insert(p, next).unwrap_or(p));
             absorbed += 1;
-            changed = true;
-            break;
         }
+    }
+    if absorbed > 0 {
+        let at: HashMap<NodeId, NodeId> = slot.iter().map(|(&p, &s)| (s, p)).collect();
+        g.order = g
+            .order
+            .iter()
+            .filter_map(|n| match at.get(n) {
+                Some(&p) => Some(p),
+                None => (!dropped.contains(n)).then_some(*n),
+            })
+            .collect();
     }
     absorbed
 }
@@ -124,14 +158,6 @@ fn is_row(g: &Graph, t: TensorId, out: &[usize]) -> bool {
         && s.len() <= out.len()
         && s.last() == out.last()
         && s.iter().rev().skip(1).all(|&d| d == 1)
-}
-
-/// Removes `absorbed` from the order and puts `p` in its place.
-fn move_to(g: &mut Graph, p: NodeId, absorbed: NodeId) {
-    g.order.retain(|&n| n != p);
-    if let Some(pos) = g.order.iter().position(|&n| n == absorbed) {
-        g.order[pos] = p;
-    }
 }
 
 #[cfg(test)]

@@ -4,24 +4,24 @@
 //! it is one `[B, S, H, D] → [B, H, D, S]` gather instead of a copy of K and a gather of the copy. Data
 //! movement only: results are bitwise the same.
 
-use super::{producer, single_use};
-use crate::ir::{Graph, Op};
+use crate::ir::{Graph, Op, Uses};
 
 /// Fuses every Transpose pair; returns how many.
 pub fn fuse_transposes(g: &mut Graph) -> usize {
-    let mut fused = 0;
+    let mut removed = Vec::new();
+    let mut uses = Uses::new(g);
     for &second in &g.order.clone() {
         let Op::Transpose(p2) = &g.nodes[second].op else {
             continue;
         };
         let mid = g.nodes[second].inputs[0];
-        let Some(first) = producer(g, mid) else {
+        let Some(first) = uses.producer(mid) else {
             continue;
         };
         let Op::Transpose(p1) = &g.nodes[first].op else {
             continue;
         };
-        if single_use(g, mid) != Some(second) || p1.len() != p2.len() {
+        if uses.single_use(mid) != Some(second) || p1.len() != p2.len() {
             continue;
         }
         // Output dim i of the second is dim p2[i] of the middle tensor, which is dim p1[p2[i]] of the input.
@@ -33,11 +33,13 @@ pub fn fuse_transposes(g: &mut Graph) -> usize {
             continue;
         };
         g.nodes[second].op = Op::Transpose(perm);
-        g.nodes[second].inputs[0] = g.nodes[first].inputs[0];
-        g.order.retain(|&n| n != first);
-        fused += 1;
+        let src = g.nodes[first].inputs[0];
+        uses.set_input(g, second, 0, src);
+        uses.remove_node(g, first);
+        removed.push(first);
     }
-    fused
+    g.remove_nodes(&removed);
+    removed.len()
 }
 
 #[cfg(test)]

@@ -127,7 +127,7 @@ fn transposed_reader(
     out: crate::ir::TensorId,
     nb: usize,
 ) -> Option<(NodeId, crate::ir::TensorId, Vec<usize>)> {
-    let tn = crate::passes::single_use(cx.g, out)?;
+    let tn = cx.uses.single_use(out)?;
     let Op::Transpose(perm) = &cx.g.nodes[tn].op else {
         return None;
     };

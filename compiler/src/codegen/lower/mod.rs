@@ -90,6 +90,8 @@ pub(super) struct Ctx<'g> {
     /// Tensors kept as channel blocks `[N, ld/16, P, 16]` in a scratch buffer (`cnn/blocked.rs`): the buffer and
     /// `ld`.
     pub(super) blocked: std::collections::HashMap<TensorId, (Buf, usize)>,
+    /// Producers and readers of the graph's tensors (lowering adds constants but never rewires nodes).
+    pub(super) uses: crate::ir::Uses,
 }
 
 /// What the target's kernels change in the lowering.
@@ -231,7 +233,9 @@ pub const ROW_PANEL: usize = 56;
 /// `lower` for a target (`opts`).
 pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
     let order = g.order.clone();
+    let uses = crate::ir::Uses::new(g);
     let mut cx = Ctx {
+        uses,
         g,
         out: Lowering::default(),
         opts,

@@ -37,7 +37,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             if !cx.opts.keep_reshapes
                 && perm.len() >= 2
                 && perm[perm.len() - 1] == perm.len() - 1
-                && read_only_as_matmul_operand(cx.g, out)
+                && read_only_as_matmul_operand(cx.g, &cx.uses, out)
             {
                 let src = cx.alias(ins[0]);
                 cx.views.insert(out, (src, in_strides));
@@ -79,8 +79,12 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 }
 
 /// Whether `t` is no model output and every live reader of it is an f32 MatMul reading it as A or B only.
-fn read_only_as_matmul_operand(g: &crate::ir::Graph, t: crate::ir::TensorId) -> bool {
-    let readers = crate::passes::consumers(g, t);
+fn read_only_as_matmul_operand(
+    g: &crate::ir::Graph,
+    uses: &crate::ir::Uses,
+    t: crate::ir::TensorId,
+) -> bool {
+    let readers = uses.consumers(t);
     !g.outputs.contains(&t)
         && g.tensors[t].dtype == crate::ir::DType::F32
         && !readers.is_empty()

@@ -21,7 +21,6 @@ use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::machine_code::{clamp_bits, fuses_transpose};
 use crate::codegen::ops::gemm::Operand;
 use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, TensorId};
-use crate::passes::consumers;
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
 /// cover every row (`machine_code::fuses_transpose`).
@@ -126,7 +125,7 @@ pub(super) fn strided_columns(
 
 /// Whether every reader of `x` takes it in blocks (`reads_blocks`) and no graph output is `x`.
 fn accepts(cx: &Ctx, x: TensorId, c: usize, p: usize) -> bool {
-    let readers = consumers(cx.g, x);
+    let readers = cx.uses.consumers(x);
     !cx.g.outputs.contains(&x)
         && !readers.is_empty()
         && readers.iter().all(|&n| reads_blocks(cx, n, x, c, p))

@@ -19,7 +19,6 @@ use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
 use crate::codegen::ops::pool::PoolSpec;
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
-use crate::passes::consumers;
 use direct::{direct_spec, lower_direct};
 use transposed::{lower_conv_transposed, transposed_wins, NR};
 use winograd::{lower_winograd, winograd_spec};
@@ -221,7 +220,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         residual,
         act: a.epilogue.act,
         transpose_out: None,
-        row_groups: (g == 1 && splits_channels(cx.g, node.outputs[0], p, [kk, mg], a))
+        row_groups: (g == 1 && splits_channels(cx, node.outputs[0], p, [kk, mg], a))
             .then(|| feed_groups(mg)),
     };
     let work = spec.macs();
@@ -253,9 +252,9 @@ const FEED_MIN_PIXELS: usize = 1024;
 /// many planes it writes are its cost: ResNet-50's first 64 → 256 downsample, with the 64 → 64 conv1 in its layer,
 /// 1165 → 910 µs at 1 thread and 620 → 520 at 2, paired, session 15). Its 64 → 256 conv3 layers, read by the next
 /// block's pixel-split convolutions, ran slower at 2 threads that way; the residual epilogue marks them.
-fn splits_channels(g: &Graph, t: TensorId, p: usize, [k, m]: [usize; 2], a: &ConvAttrs) -> bool {
+fn splits_channels(cx: &Ctx, t: TensorId, p: usize, [k, m]: [usize; 2], a: &ConvAttrs) -> bool {
     let widens = !a.epilogue.residual && 4 * k <= m;
-    p >= FEED_MIN_PIXELS && (widens || feeds_depthwise(g, t))
+    p >= FEED_MIN_PIXELS && (widens || feeds_depthwise(cx.g, &cx.uses, t))
 }
 
 /// Whether a convolution's output `t` is read only by depthwise convolutions (an inverted residual's expansion),
@@ -266,7 +265,7 @@ fn splits_channels(g: &Graph, t: TensorId, p: usize, [k, m]: [usize; 2], a: &Con
 /// percentiles): MobileNetV2's 112x112 expansion 925 → 555 µs at 1 thread, 510 → 280 at 2, the depthwise layers
 /// after 56x56 expansions 15–25 % faster at 2 threads; the model 5–6 % at 1 and 6–8 % at 2, bitwise equal.
 /// ResNet-50's 56x56 1x1 layers (read by 1x1 convolutions and residual adds) were slower that way at 2 threads.
-fn feeds_depthwise(g: &Graph, t: TensorId) -> bool {
+fn feeds_depthwise(g: &Graph, uses: &crate::ir::Uses, t: TensorId) -> bool {
     if g.outputs.contains(&t) {
         return false;
     }
@@ -277,7 +276,7 @@ fn feeds_depthwise(g: &Graph, t: TensorId) -> bool {
         }
         _ => false,
     };
-    let readers = consumers(g, t);
+    let readers = uses.consumers(t);
     !readers.is_empty() && readers.into_iter().all(depthwise)
 }
 

@@ -9,7 +9,6 @@ use crate::codegen::ops::depthwise::C16Out;
 use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 use crate::error::{Error, Result};
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
-use crate::passes::single_use;
 
 /// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
 pub(super) const NR: usize = 32;
@@ -172,7 +171,7 @@ fn c16_feeder<'a>(
     let Buf::Tensor(x) = t.a.0 else {
         return None;
     };
-    if cx.opts.keep_reshapes || single_use(cx.g, x).is_none() {
+    if cx.opts.keep_reshapes || cx.uses.single_use(x).is_none() {
         return None;
     }
     let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
