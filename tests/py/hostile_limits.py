@@ -102,6 +102,9 @@ compile_case("expand_huge", model([N("Expand", ["x", "s"], ["y"])], [X], [Y], [i
 compile_case("expand_rank_huge", model([N("Expand", ["x", "s"], ["y"])], [X], [Y], [i64("s", [1] * 100000)]), ERR("rank"))
 compile_case("reshape_wrapping_product", model([N("Reshape", ["x", "s"], ["y"])], [vi("x", T.FLOAT, [4])], [Y],
                                                [i64("s", [(1 << 62) + 1, 4])]), ERR("reshape"))
+for nm, st, en, sp in [("slice_step_i64_max", 0, 4, (1 << 63) - 1), ("slice_step_i64_min", -1, -100, -(1 << 63))]:
+    compile_case(nm, model([N("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], [X], [Y],
+                           [i64("st", [st]), i64("en", [en]), i64("ax", [3]), i64("sp", [sp])]), OK())
 rng = [i64("s", -(1 << 63)), i64("l", (1 << 63) - 1), i64("d", (1 << 62) + 1)]
 compile_case("range_i64_extremes", model([N("Range", ["s", "l", "d"], ["r"]), N("Cast", ["r"], ["rf"], to=T.FLOAT),
                                           N("Add", ["x", "rf"], ["y"])], [vi("x", T.FLOAT, [4])], [Y], rng), OK())

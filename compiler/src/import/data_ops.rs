@@ -234,12 +234,17 @@ impl Importer<'_> {
                     }
                     let norm = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
                     let (s, e) = (norm(starts[i]), norm(ends[i]));
+                    // In i128: a step near i64::MAX or i64::MIN must not overflow the count.
                     let (s, len) = if step > 0 {
                         let (s, e) = (s.clamp(0, d), e.clamp(0, d));
-                        (s, ((e - s).max(0) + step - 1) / step)
+                        let (a, b) = ((e - s).max(0) as i128, step as i128);
+                        let n = (a + b - 1) / b;
+                        (s, n as i64)
                     } else {
                         let (s, e) = (s.clamp(0, d - 1), e.clamp(-1, d - 1));
-                        (s, ((s - e).max(0) + (-step) - 1) / (-step))
+                        let (a, b) = ((s - e).max(0) as i128, -(step as i128));
+                        let n = (a + b - 1) / b;
+                        (s, n as i64)
                     };
                     st[ax as usize] = s;
                     sp[ax as usize] = step;

@@ -428,6 +428,7 @@ impl Importer<'_> {
     }
 
     fn outputs(&mut self, graph: &pb::GraphProto, label: &str) -> Result<()> {
+        let mut taken: HashSet<TensorId> = HashSet::new();
         for vi in &graph.output {
             let t = *self.names.get(&vi.name).ok_or_else(|| Error::Malformed {
                 path: label.into(),
@@ -437,7 +438,7 @@ impl Importer<'_> {
             let td = &self.g.tensors[t];
             let t = if td.name != vi.name
                 || !matches!(td.kind, TensorKind::Value)
-                || self.g.outputs.contains(&t)
+                || taken.contains(&t)
             {
                 let (dtype, shape) = (td.dtype, td.shape.clone());
                 let o = self
@@ -455,6 +456,7 @@ impl Importer<'_> {
             } else {
                 t
             };
+            taken.insert(t);
             self.g.outputs.push(t);
         }
         Ok(())
