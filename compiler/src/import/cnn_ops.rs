@@ -142,7 +142,7 @@ impl Importer<'_> {
                 continue;
             };
             for (c, &x) in v.iter().enumerate() {
-                let bad = !x.is_finite() || (i == 4 && !(x + eps > 0.0));
+                let bad = !x.is_finite() || (i == 4 && x + eps <= 0.0);
                 if bad {
                     let why = if i == 4 && x.is_finite() {
                         format!("variance {x} + epsilon {eps} is not positive")
