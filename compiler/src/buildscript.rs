@@ -106,7 +106,7 @@ impl BuildScript {
         println!("cargo:rustc-link-search=native={}", dir.display());
         println!("cargo:rustc-link-lib=static={name}");
         let module = dir.join(format!("{name}.rs"));
-        std::fs::write(&module, rust_module(name, &b)).map_err(|e| io(&module, e))?;
+        crate::fsio::write_file(&module, rust_module(name, &b).as_bytes())?;
         Ok(Generated { dir, module })
     }
 }

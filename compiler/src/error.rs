@@ -117,6 +117,22 @@ fn format_unsupported(nodes: &[UnsupportedNode]) -> String {
     s
 }
 
+/// Longest name an error message echoes: a model's names may be megabytes long, and an error must stay
+/// readable (the cut is marked with the name's length in bytes).
+pub const MAX_ECHOED_NAME: usize = 256;
+
+/// A name from a model for an error message: at most [`MAX_ECHOED_NAME`] bytes (cut at a character boundary).
+pub fn clip_name(name: &str) -> String {
+    if name.len() <= MAX_ECHOED_NAME {
+        return name.to_string();
+    }
+    let mut end = MAX_ECHOED_NAME;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &name[..end], name.len())
+}
+
 impl Error {
     /// Shorthand for [`Error::Internal`].
     pub fn internal(stage: &'static str, message: impl fmt::Display) -> Self {
@@ -128,23 +144,23 @@ impl Error {
     /// One unsupported node (the importer merges these into a single list).
     pub fn unsupported(node: &str, op: &str, reason: impl Into<String>) -> Self {
         Error::Unsupported(vec![UnsupportedNode {
-            node: node.to_string(),
-            op: op.to_string(),
+            node: clip_name(node),
+            op: clip_name(op),
             reason: reason.into(),
         }])
     }
     /// Shorthand for [`Error::InvalidNode`].
     pub fn node(node: &str, op: &str, message: impl fmt::Display) -> Self {
         Error::InvalidNode {
-            node: node.to_string(),
-            op: op.to_string(),
+            node: clip_name(node),
+            op: clip_name(op),
             message: message.to_string(),
         }
     }
     /// Shorthand for [`Error::InvalidTensor`].
     pub fn tensor(tensor: &str, message: impl fmt::Display) -> Self {
         Error::InvalidTensor {
-            tensor: tensor.to_string(),
+            tensor: clip_name(tensor),
             message: message.to_string(),
         }
     }

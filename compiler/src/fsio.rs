@@ -116,6 +116,43 @@ pub fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Writes `bytes` to `path`, creating or truncating a regular file. An existing FIFO, device, socket or directory
+/// there is refused (opening never blocks: a FIFO without a reader fails instead of waiting for one).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let ft = meta.file_type();
+        if !ft.is_file() {
+            return Err(refuse(
+                path,
+                format!(
+                    "{} is in the way (only regular files are written)",
+                    kind_name(&ft)
+                ),
+            ));
+        }
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let mut f = opts.open(path).map_err(|e| io_err(path, e))?;
+    let ft = f.metadata().map_err(|e| io_err(path, e))?.file_type();
+    if !ft.is_file() {
+        return Err(refuse(
+            path,
+            format!(
+                "{} is in the way (only regular files are written)",
+                kind_name(&ft)
+            ),
+        ));
+    }
+    f.write_all(bytes).map_err(|e| io_err(path, e))
+}
+
 /// [`read_bounded`] for UTF-8 text.
 pub fn read_text_bounded(path: &Path, limit: u64, what: &str) -> Result<String> {
     let bytes = read_bounded(path, limit, what)?;

@@ -211,6 +211,26 @@ impl NpuArgs {
     }
 }
 
+/// Longest error text printed: a hostile model can make the list of unsupported nodes, or a message quoting its
+/// names, arbitrarily long.
+const MAX_ERROR_TEXT: usize = 16 << 10;
+
+/// `text` cut at [`MAX_ERROR_TEXT`] bytes (at a character boundary), the cut marked with how much was left out.
+fn clip_message(text: &str) -> String {
+    if text.len() <= MAX_ERROR_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n... ({} more bytes of this error left out)",
+        &text[..end],
+        text.len() - end
+    )
+}
+
 fn main() {
     // Die quietly when stdout is a closed pipe (`bundlec ops | head`), like other Unix tools, instead of
     // panicking in `println!`.
@@ -220,7 +240,7 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     if let Err(e) = run() {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", clip_message(&format!("{e:#}")));
         std::process::exit(1);
     }
 }
@@ -382,8 +402,7 @@ fn run() -> anyhow::Result<()> {
                 &mut |n| bar.set_position(n as u64),
             )?;
             bar.finish_and_clear();
-            std::fs::write(&out, p.to_yaml()?)
-                .with_context(|| format!("writing {}", out.display()))?;
+            fsio::write_file(&out, p.to_yaml()?.as_bytes())?;
             eprintln!(
                 "profile: {} tensors over {} samples -> {}",
                 p.tensors.len(),
@@ -513,8 +532,7 @@ fn run() -> anyhow::Result<()> {
                 b.write_weights_c_array(&out)?;
             }
             if let (Some(path), Some(html)) = (&report, &b.report_html) {
-                std::fs::write(path, html)
-                    .with_context(|| format!("writing report {}", path.display()))?;
+                fsio::write_file(path, html.as_bytes())?;
             }
             if verbose {
                 let r = &b.report;

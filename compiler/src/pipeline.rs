@@ -170,21 +170,18 @@ impl Bundle {
         }
         for (ext, bytes) in files {
             let p = dir.join(format!("{}.{ext}", self.name));
-            std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+            crate::fsio::write_file(&p, bytes)?;
         }
         for (id, bytes) in &self.txns {
             let p = dir.join(format!("{}.{id}.txn", self.name));
-            std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+            crate::fsio::write_file(&p, bytes)?;
         }
         Ok(())
     }
     /// Writes `NAME.weights.txt`, the weights as a C array initialiser.
     pub fn write_weights_c_array(&self, dir: &Path) -> Result<()> {
         let p = dir.join(format!("{}.weights.txt", self.name));
-        std::fs::write(&p, weights::c_array(&self.weights)).map_err(|e| Error::Io {
-            path: p.display().to_string(),
-            error: e,
-        })
+        crate::fsio::write_file(&p, weights::c_array(&self.weights).as_bytes())
     }
 }
 

@@ -81,7 +81,7 @@ impl Importer<'_> {
             "Cast" | "CastLike" => {
                 let x = req(0)?;
                 let to = if op == "Cast" {
-                    let code = a.int("to", 0)? as i32;
+                    let code = a.int_in("to", 0, 0..=i32::MAX as i64)? as i32;
                     DType::from_onnx(code).ok_or_else(|| {
                         Error::unsupported(name, op, format!("target ONNX data type {code}"))
                     })?

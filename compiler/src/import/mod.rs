@@ -29,7 +29,7 @@ pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static 
         .chain(quant_ops::SUPPORTED)
 }
 
-use crate::error::{Error, Result, UnsupportedNode};
+use crate::error::{clip_name, Error, Result, UnsupportedNode};
 use crate::ir::{self, DType, Graph, NodeData, Op, TensorId, TensorKind, UnOp};
 use nodes::Lowered;
 use std::collections::{HashMap, HashSet};
@@ -254,7 +254,7 @@ impl Importer<'_> {
                     return Err(Error::node(
                         &name,
                         &node.op_type,
-                        format!("input '{i}' is not defined before this node"),
+                        format!("input '{}' is not defined before this node", clip_name(i)),
                     ));
                 }
             }
@@ -262,8 +262,8 @@ impl Importer<'_> {
                 // Downstream of an unsupported node: only check the op type is known.
                 if !supported_ops().any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type)) {
                     unsupported.push(UnsupportedNode {
-                        node: name,
-                        op: node.op_type.clone(),
+                        node: clip_name(&name),
+                        op: clip_name(&node.op_type),
                         reason: "op is not supported".into(),
                     });
                 }
@@ -295,7 +295,7 @@ impl Importer<'_> {
                 return Err(Error::node(
                     name,
                     &node.op_type,
-                    format!("output '{o}' is already defined (by an earlier node, an initializer or a graph input)"),
+                    format!("output '{}' is already defined (by an earlier node, an initializer or a graph input)", clip_name(o)),
                 ));
             }
         }
@@ -379,7 +379,8 @@ impl Importer<'_> {
                 let td = &self.g.tensors[t];
                 let reason = format!(
                     "input '{}' is {}: only f32 is computed at run time",
-                    td.name, td.dtype
+                    clip_name(&td.name),
+                    td.dtype
                 );
                 return Err(Error::unsupported(name, onnx_op, reason));
             }
@@ -432,7 +433,10 @@ impl Importer<'_> {
         for vi in &graph.output {
             let t = *self.names.get(&vi.name).ok_or_else(|| Error::Malformed {
                 path: label.into(),
-                message: format!("graph output '{}' is not produced by any node", vi.name),
+                message: format!(
+                    "graph output '{}' is not produced by any node",
+                    clip_name(&vi.name)
+                ),
             })?;
             // Outputs must be written by a kernel under their own name: copy inputs, constants and aliases.
             let td = &self.g.tensors[t];
@@ -467,7 +471,7 @@ impl Importer<'_> {
 fn input_type(vi: &pb::ValueInfoProto) -> Result<(DType, Vec<usize>)> {
     use pb::tensor_shape_proto::dimension::Value as Dim;
     use pb::type_proto::Value as Ty;
-    let hint = format!("fix it with --input {}:DIMxDIM...xf32", vi.name);
+    let hint = format!("fix it with --input {}:DIMxDIM...xf32", clip_name(&vi.name));
     let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
         Some(Ty::TensorType(tt)) => tt,
         // prost decodes only tensor types; a sequence, map or optional type arrives here as no value.

@@ -259,7 +259,7 @@ impl Importer<'_> {
                                 op,
                                 format!(
                                     "input '{}' (bound {i}) must be constant (a scalar)",
-                                    node.input[i]
+                                    crate::error::clip_name(&node.input[i])
                                 ),
                             )
                         })?;
@@ -269,7 +269,7 @@ impl Importer<'_> {
                                 op,
                                 format!(
                                     "bound '{}' is NaN, which makes every output NaN",
-                                    node.input[i]
+                                    crate::error::clip_name(&node.input[i])
                                 ),
                             ));
                         }

@@ -203,10 +203,7 @@ pub fn partition(g: &Graph, opts: &PartitionOptions) -> Result<Partition> {
         if !from_cache {
             let text = serde_json::to_string_pretty(&cache::to_json(g, &p))
                 .map_err(|e| Error::internal("partition", e))?;
-            std::fs::write(path, text + "\n").map_err(|e| Error::Io {
-                path: path.display().to_string(),
-                error: e,
-            })?;
+            crate::fsio::write_file(path, (text + "\n").as_bytes())?;
         }
     }
     if opts.strict {
