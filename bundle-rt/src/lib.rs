@@ -64,11 +64,13 @@ pub mod runner;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-/// The transaction header's device generation byte of the virtual NPU (`'V'`).
-pub const TXN_GEN_VNPU: u8 = 0x56;
+/// aie-rt's device generation of the first Ryzen AI NPUs (`XAIE_DEV_GEN_AIE2IPU`: Phoenix, Hawk Point; NPU1).
+pub const TXN_GEN_AIE2IPU: u8 = 3;
+/// aie-rt's device generation of the second (`XAIE_DEV_GEN_AIE2P`: Strix, Krackan; NPU2).
+pub const TXN_GEN_AIE2P: u8 = 4;
 /// Every device generation byte a transaction header may carry: the ones `npu`'s decoder reads. An NPU target
 /// description (bundlec's `--npu FILE`) must name one of these.
-pub const TXN_GENERATIONS: &[u8] = &[TXN_GEN_VNPU];
+pub const TXN_GENERATIONS: &[u8] = &[TXN_GEN_AIE2IPU, TXN_GEN_AIE2P];
 
 pub use bundle::{checksum64, fnv1a64, Bundle};
 pub use config::{

@@ -229,3 +229,61 @@ fn cli_partition_ops_and_bad_targets() {
     assert_eq!(rc, 1);
     assert!(err.starts_with("error:"), "{err}");
 }
+
+/// The MAC utilisation column of a placement table, in percent.
+fn utilisations(table: &str) -> Vec<f64> {
+    table
+        .lines()
+        .filter(|l| l.trim_start().starts_with("| ") && l.trim_end().ends_with("% |"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            cells
+                .get(cells.len() - 2)?
+                .trim_end_matches('%')
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Utilisation is measured against the MAC rate of the op's own type: an int8 convolution against the int8 rate
+/// (8x the f32 one on vnpu), so no op can show more than 100%; an f32 one against the f32 rate.
+#[test]
+fn mac_utilisation_uses_the_ops_own_rate() {
+    let d = scratch("npu-int8-util");
+    let mut m = Model::new();
+    m.input("x", &[1, 16, 16, 16]).output("y", &[1, 32, 16, 16]);
+    m.init("xs", &[], vec![0.02]);
+    m.init_ints("xz", &[], 2, &[128]);
+    let w: Vec<i64> = (0..32 * 16 * 9).map(|i| (i * 7 % 255) - 127).collect();
+    m.init_ints("w", &[32, 16, 3, 3], 3, &w);
+    m.init("ws", &[32], vec![0.004; 32]);
+    m.init_ints("wz", &[32], 3, &[0; 32]);
+    m.init("ys", &[], vec![0.3]);
+    m.init_ints("yz", &[], 2, &[10]);
+    m.node("QuantizeLinear", &["x", "xs", "xz"], &["xq"], vec![])
+        .node(
+            "QLinearConv",
+            &["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+            &["yq"],
+            vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
+    let path = d.join("qconv.onnx");
+    std::fs::write(&path, m.bytes()).unwrap();
+    let g = bundlec::pipeline::optimized_graph(&path, &[]).unwrap();
+    let p = partition(&g, &opts(-1.0, None)).unwrap();
+    let table = bundlec::partition::report::table(&g, &p);
+    let util = utilisations(&table);
+    assert!(!util.is_empty(), "{table}");
+    assert!(util.iter().all(|&u| (0.0..=100.0).contains(&u)), "{table}");
+    let lenet = bundlec::pipeline::optimized_graph(&lenet_file(&d), &[]).unwrap();
+    let lp = partition(&lenet, &opts(-0.9, None)).unwrap();
+    let lt = bundlec::partition::report::table(&lenet, &lp);
+    let lu = utilisations(&lt);
+    assert!(
+        !lu.is_empty() && lu.iter().all(|&u| (0.0..=100.0).contains(&u)),
+        "{lt}"
+    );
+    assert!(lu.iter().any(|&u| u > 0.0), "{lt}");
+}

@@ -179,6 +179,11 @@ pub enum NpuWhy {
         /// The size the opcode requires; `None` for BLOCKWRITE (`16 + 4n`).
         expected: Option<u32>,
     },
+    /// An op the format defines but the emulator does not model (LOADPDI: loading a partial device image).
+    NotModelled {
+        /// The opcode.
+        opcode: u8,
+    },
     /// An opcode the virtual NPU does not execute.
     UnknownOpcode {
         /// The opcode.
@@ -307,9 +312,13 @@ impl fmt::Display for NpuWhy {
                 size,
                 expected: None,
             } => write!(f, "opcode {opcode} has size {size}, expected 16 + 4n"),
+            NpuWhy::NotModelled { opcode } => write!(
+                f,
+                "opcode {opcode} (LOADPDI) is a real aie-rt op that the emulator does not model"
+            ),
             NpuWhy::UnknownOpcode { opcode } => write!(
                 f,
-                "unknown opcode {opcode} (the virtual NPU runs 0, 1, 3, 4, 129, 144, 145)"
+                "unknown opcode {opcode} (the emulator reads 0, 1, 3-8, 128, 129, 131, 132, 144, 145)"
             ),
             NpuWhy::BadField { field, value } => {
                 write!(f, "field `{field}` has the invalid value {value}")

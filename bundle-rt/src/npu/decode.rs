@@ -1,8 +1,12 @@
-//! Decoding a transaction binary: the 16-byte aie-rt v0.1 container header and its ops, into a
-//! `Vec<Op>` with every address already resolved to a tile and a register or data-memory word.
+//! Decoding a transaction binary: the 16-byte aie-rt container header and its ops, in the plain v0.1
+//! layout or the "optimized" v1.0 one (4-byte op headers, 12-byte writes, 24-byte DDR_PATCH records),
+//! into a `Vec<Op>` with every address already resolved to a tile and a register or data-memory word.
+//! Real producers' quirks are read as they come: zeroed DDR_PATCH `op_base` and size, 28-byte
+//! MASKWRITEs, junk in pad bytes, and the NOOP, PREEMPT, TCT, MERGE_SYNC and RECORD_TIMER ops (no-ops for
+//! an emulator that completes every command before the next); LOADPDI is refused as not modelled.
 //!
 //! Everything that can be checked from the file and the target alone is checked here, before any op
-//! runs: header fields (version, generation, geometry equal to the target's, pad, total size), each
+//! runs: header fields (version, generation, geometry equal to the target's, total size), each
 //! op's opcode and size, that the ops exactly fill `total size` and number `op count`, every
 //! register address (tile inside the array and not in the shim row, offset a register of that tile
 //! or an aligned data-memory word), DDR_PATCH and VNPU_DMA fields, the local side of every DMA,
@@ -22,8 +26,15 @@ use crate::Result;
 
 /// Header bytes.
 pub(crate) const HEADER_BYTES: usize = 16;
-/// The device generation byte of the virtual NPU (`'V'`).
-pub(crate) const GENERATION: u8 = crate::TXN_GEN_VNPU;
+
+/// The container layout, from the header's version bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Major 0, minor 1: aie-rt's plain serialisation.
+    V01,
+    /// Major 1, minor 0: aie-rt's "optimized" serialisation.
+    V10,
+}
 
 /// One decoded op.
 #[derive(Clone, Copy, Debug)]
@@ -34,8 +45,11 @@ pub(crate) enum OpKind<'t> {
     BlockWrite { first: u64, payload: &'t [u8] },
     /// MASKWRITE (3).
     MaskWrite { at: Addr, value: u32, mask: u32 },
-    /// MASKPOLL (4).
+    /// MASKPOLL (4) and MASKPOLL_BUSY (7).
     MaskPoll { at: Addr, value: u32, mask: u32 },
+    /// NOOP (5), PREEMPT (6), TCT (128), RECORD_TIMER (131), MERGE_SYNC (132): nothing to do when every
+    /// command completes before the next (a TCT's token is already there).
+    Nop,
     /// DDR_PATCH (129): BD `bd` of `tile` gets the address of `buffer` + `argplus`.
     DdrPatch {
         tile: Tile,
@@ -87,8 +101,8 @@ fn header_err(offset: u32, why: NpuWhy) -> Error {
     Error::NpuHeader { offset, why }
 }
 
-/// Checks the container header against the target; returns the op count.
-fn header(txn: &[u8], target: &NpuTarget) -> Result<u32> {
+/// Checks the container header against the target; returns the op count and the layout.
+fn header(txn: &[u8], target: &NpuTarget) -> Result<(u32, Layout)> {
     let len = txn.len() as u64;
     let h: Option<[u8; 8]> = txn.get(..8).and_then(|h| h.try_into().ok());
     let (Some(h), Some(count), Some(total)) = (h, u32_at(txn, 8), u32_at(txn, 12)) else {
@@ -98,15 +112,23 @@ fn header(txn: &[u8], target: &NpuTarget) -> Result<u32> {
         };
         return Err(header_err(0, why));
     };
-    let pad = u64::from(u16::from_le_bytes([h[6], h[7]]));
-    let fields: [(u32, &str, u64, u64); 7] = [
-        (0, "major", h[0].into(), 0),
-        (1, "minor", h[1].into(), 1),
-        (2, "device generation", h[2].into(), GENERATION.into()),
+    let (layout, minor) = match h[0] {
+        1 => (Layout::V10, 0),
+        _ => (Layout::V01, 1),
+    };
+    // A generation aie-rt defines that the decoder reads; the message names the first one.
+    let generation = if crate::TXN_GENERATIONS.contains(&h[2]) {
+        h[2]
+    } else {
+        crate::TXN_GEN_AIE2IPU
+    };
+    let fields: [(u32, &str, u64, u64); 6] = [
+        (0, "major", h[0].into(), if h[0] == 1 { 1 } else { 0 }),
+        (1, "minor", h[1].into(), minor),
+        (2, "device generation", h[2].into(), generation.into()),
         (3, "rows", h[3].into(), target.rows.into()),
         (4, "cols", h[4].into(), target.cols.into()),
         (5, "mem-tile rows", h[5].into(), target.mem_tile_rows.into()),
-        (6, "pad", pad, 0),
     ];
     for (offset, field, value, expected) in fields {
         if value != expected {
@@ -130,28 +152,50 @@ fn header(txn: &[u8], target: &NpuTarget) -> Result<u32> {
         };
         return Err(header_err(12, why));
     }
-    Ok(count)
+    Ok((count, layout))
 }
 
-/// Where an opcode keeps its size field, and the size it requires (`None`: BLOCKWRITE).
-fn size_rule(opcode: u8) -> Option<(usize, Option<u32>)> {
-    Some(match opcode {
-        0 => (20, Some(24)),
-        1 => (12, None),
-        3 | 4 => (24, Some(32)),
-        129 => (4, Some(48)),
-        144 => (4, Some(40)),
-        145 => (4, Some(24)),
+/// How an op's size is known.
+#[derive(Clone, Copy)]
+enum SizeRule {
+    /// A fixed size, no size field (NOOP, PREEMPT, LOADPDI, and v1.0's WRITE and MASK ops).
+    Fixed(u32),
+    /// A size field at this offset holding one of these sizes.
+    Field(usize, &'static [u32]),
+    /// BLOCKWRITE: a size field at this offset, at least `min` and `min + 4n`.
+    Block(usize, u32),
+}
+
+/// The size rule of `opcode` in `layout`; `None` for an opcode the format does not define.
+fn size_rule(layout: Layout, opcode: u8) -> Option<SizeRule> {
+    use Layout::{V01, V10};
+    use SizeRule::{Block, Field, Fixed};
+    Some(match (layout, opcode) {
+        (V01, 0) => Field(20, &[24]),
+        (V10, 0) => Fixed(12),
+        (V01, 1) => Block(12, 16),
+        (V10, 1) => Block(8, 12),
+        // aie-rt writes 32-byte MASKWRITE/MASKPOLL records, mlir-aie 28-byte ones (no tail pad).
+        (V01, 3 | 4 | 7) => Field(24, &[32, 28]),
+        (V10, 3 | 4 | 7) => Fixed(16),
+        (_, 5 | 6) => Fixed(4),
+        (_, 8) => Fixed(16),
+        (_, 128 | 132) => Field(4, &[16]),
+        (_, 131) => Field(4, &[12]),
+        (V01, 129) => Field(4, &[48]),
+        (V10, 129) => Field(4, &[24]),
+        (_, 144) => Field(4, &[40]),
+        (_, 145) => Field(4, &[24]),
         _ => return None,
     })
 }
 
 /// Decodes and checks the whole transaction against `target`.
 pub(crate) fn decode<'t>(txn: &'t [u8], target: &NpuTarget) -> Result<Vec<Op<'t>>> {
-    let count = header(txn, target)?;
+    let (count, layout) = header(txn, target)?;
     let len = txn.len();
-    // Every op is at least 16 bytes, so this is the most ops the loop can push: no reallocation.
-    let most = (count as usize).min(len / 16);
+    // Every op is at least 4 bytes, so this is the most ops the loop can push: no reallocation.
+    let most = (count as usize).min(len / 4);
     let mut ops = Vec::new();
     ops.try_reserve_exact(most)
         .map_err(|_| Error::OutOfMemory {
@@ -176,10 +220,10 @@ pub(crate) fn decode<'t>(txn: &'t [u8], target: &NpuTarget) -> Result<Vec<Op<'t>
             };
             return Err(err(why));
         }
-        let size = op_size(txn, at).map_err(err)?;
+        let size = op_size(txn, at, layout).map_err(err)?;
         let end = at + size as usize; // `size` ≤ 2^32 and `at` < 2^32: no overflow on 64-bit.
         let body = txn.get(at..end).unwrap_or(&[]);
-        let kind = op_kind(body, target).map_err(err)?;
+        let kind = op_kind(body, target, layout).map_err(err)?;
         ops.push(Op { kind, offset });
         at = end;
         index = index.saturating_add(1);
@@ -195,18 +239,27 @@ pub(crate) fn decode<'t>(txn: &'t [u8], target: &NpuTarget) -> Result<Vec<Op<'t>
 }
 
 /// The size of the op at `at`, checked against its opcode and the end of the file.
-fn op_size(txn: &[u8], at: usize) -> core::result::Result<u32, NpuWhy> {
+fn op_size(txn: &[u8], at: usize, layout: Layout) -> core::result::Result<u32, NpuWhy> {
     let len = txn.len() as u64;
     let opcode = txn.get(at).copied().unwrap_or(0);
-    let (field, expected) = size_rule(opcode).ok_or(NpuWhy::UnknownOpcode { opcode })?;
-    let field_at = at + field;
-    let size = u32_at(txn, field_at).ok_or(NpuWhy::Truncated {
-        needed: field_at as u64 + 4,
-        len,
-    })?;
-    let ok = match expected {
-        Some(e) => size == e,
-        None => size >= 16 && size % 4 == 0,
+    let rule = size_rule(layout, opcode).ok_or(NpuWhy::UnknownOpcode { opcode })?;
+    let field = |field: usize| {
+        let field_at = at + field;
+        u32_at(txn, field_at).ok_or(NpuWhy::Truncated {
+            needed: field_at as u64 + 4,
+            len,
+        })
+    };
+    let (size, ok, expected) = match rule {
+        SizeRule::Fixed(n) => (n, true, Some(n)),
+        SizeRule::Field(f, allowed) => {
+            let size = field(f)?;
+            (size, allowed.contains(&size), allowed.first().copied())
+        }
+        SizeRule::Block(f, min) => {
+            let size = field(f)?;
+            (size, size >= min && size % 4 == 0, None)
+        }
     };
     if !ok {
         return Err(NpuWhy::OpSize {
@@ -240,18 +293,32 @@ fn expect(
 }
 
 /// Decodes one op whose size was checked (`b` is exactly its bytes).
-fn op_kind<'t>(b: &'t [u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>, NpuWhy> {
+fn op_kind<'t>(
+    b: &'t [u8],
+    target: &NpuTarget,
+    layout: Layout,
+) -> core::result::Result<OpKind<'t>, NpuWhy> {
     // The op's size was checked against its opcode, so every fixed-offset read below is inside `b`.
     let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
     let w64 = |at: usize| u64_at(b, at).unwrap_or(0);
+    let v10 = layout == Layout::V10;
+    // v0.1 ops carry a u64 register offset at 8, v1.0 ops a u32 at 4; the fields after it follow.
+    let (reg, after) = if v10 {
+        (u64::from(w32(4)), 8)
+    } else {
+        (w64(8), 16)
+    };
     Ok(match b.first().copied().unwrap_or(0) {
         0 => OpKind::Write {
-            at: word_at(target, w64(8))?,
-            value: w32(16),
+            at: word_at(target, reg)?,
+            value: w32(after),
         },
         1 => {
-            let first = u64::from(w32(8));
-            let payload = b.get(16..).unwrap_or(&[]);
+            let (first, payload) = if v10 {
+                (u64::from(w32(4)), b.get(12..).unwrap_or(&[]))
+            } else {
+                (u64::from(w32(8)), b.get(16..).unwrap_or(&[]))
+            };
             // The start must be valid even when no words follow.
             word_at(target, first)?;
             for k in 1..payload.len() / 4 {
@@ -259,20 +326,64 @@ fn op_kind<'t>(b: &'t [u8], target: &NpuTarget) -> core::result::Result<OpKind<'
             }
             OpKind::BlockWrite { first, payload }
         }
-        opcode @ (3 | 4) => {
-            let (at, value, mask) = (word_at(target, w64(8))?, w32(16), w32(20));
+        opcode @ (3 | 4 | 7) => {
+            let (at, value, mask) = (word_at(target, reg)?, w32(after), w32(after + 4));
             if opcode == 3 {
                 OpKind::MaskWrite { at, value, mask }
             } else {
                 OpKind::MaskPoll { at, value, mask }
             }
         }
+        5 | 131 | 132 => OpKind::Nop,
+        6 => {
+            // aie-rt's preemption levels: NOOP 0, MEM_TILE 1, AIE_TILE 2, AIE_REGISTERS 3.
+            let level = u32::from(b.get(1).copied().unwrap_or(0));
+            if level > 3 {
+                let value = level.into();
+                return Err(NpuWhy::BadField {
+                    field: "preempt level",
+                    value,
+                });
+            }
+            OpKind::Nop
+        }
+        8 => return Err(NpuWhy::NotModelled { opcode: 8 }),
+        128 => {
+            // TCT: word = direction | row << 8 | col << 16; the tile must be in the array.
+            let word = w32(8);
+            let (dir, row, col) = (word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF);
+            for (field, value, limit) in [
+                ("direction", dir, 2),
+                ("row", row, u32::from(target.rows)),
+                ("column", col, u32::from(target.cols)),
+            ] {
+                if value >= limit {
+                    let value = value.into();
+                    return Err(NpuWhy::BadField { field, value });
+                }
+            }
+            OpKind::Nop
+        }
         129 => {
-            expect(b, 8, "type", 0)?;
-            expect(b, 12, "size_in_bytes", 40)?;
-            expect(b, 16, "action", 0)?;
-            let (tile, bd) = bd_at(target, w64(24))?;
-            let argidx = w64(32);
+            // Real producers zero `op_base` (type and size) and `action`; bundlec writes 40 as the size.
+            let (regaddr, argidx, argplus) = if v10 {
+                (
+                    u64::from(w32(8)),
+                    u64::from(b.get(12).copied().unwrap_or(0)),
+                    w64(16),
+                )
+            } else {
+                expect(b, 8, "type", 0)?;
+                let size = w32(12);
+                if size != 0 && size != 40 {
+                    let value = size.into();
+                    let field = "size_in_bytes";
+                    return Err(NpuWhy::BadField { field, value });
+                }
+                expect(b, 16, "action", 0)?;
+                (w64(24), w64(32), w64(40))
+            };
+            let (tile, bd) = bd_at(target, regaddr)?;
             let buffer = NpuBuffer::from_argidx(argidx).ok_or(NpuWhy::BadField {
                 field: "argidx",
                 value: argidx,
@@ -281,7 +392,7 @@ fn op_kind<'t>(b: &'t [u8], target: &NpuTarget) -> core::result::Result<OpKind<'
                 tile,
                 bd,
                 buffer,
-                argplus: w64(40),
+                argplus,
             }
         }
         144 => OpKind::Dma(dma(b, target)?),

@@ -266,6 +266,7 @@ impl State {
                 regs.set(Reg::BdLo(bd), addr as u32);
                 regs.set(Reg::BdHi(bd), (addr >> 32) as u32);
             }
+            OpKind::Nop => {}
             OpKind::Dma(d) => self.dma(&d, bufs, pass)?,
             OpKind::Compute {
                 tile,

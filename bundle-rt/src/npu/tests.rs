@@ -10,6 +10,7 @@ use std::vec::Vec;
 use super::{Device, Emulator, NpuBuffers, NpuTarget};
 use crate::Result;
 
+mod containers;
 mod hostile;
 mod kernels;
 mod kernels_map;
@@ -143,7 +144,16 @@ impl Txn {
     /// The container for `t`.
     pub fn finish_for(&self, t: &NpuTarget) -> Vec<u8> {
         let total = 16 + self.body.len() as u32;
-        let mut v = vec![0, 1, 0x56, t.rows, t.cols, t.mem_tile_rows, 0, 0];
+        let mut v = vec![
+            0,
+            1,
+            crate::TXN_GEN_AIE2IPU,
+            t.rows,
+            t.cols,
+            t.mem_tile_rows,
+            0,
+            0,
+        ];
         v.extend_from_slice(&self.ops.to_le_bytes());
         v.extend_from_slice(&total.to_le_bytes());
         v.extend_from_slice(&self.body);

@@ -66,7 +66,7 @@ impl Txn {
     /// The container for the vnpu (6 rows, 4 columns, 1 memory-tile row).
     fn finish(&self) -> Vec<u8> {
         let total = 16 + self.body.len() as u32;
-        let mut v = vec![0, 1, 0x56, 6, 4, 1, 0, 0];
+        let mut v = vec![0, 1, crate::TXN_GEN_AIE2IPU, 6, 4, 1, 0, 0];
         v.extend_from_slice(&self.ops.to_le_bytes());
         v.extend_from_slice(&total.to_le_bytes());
         v.extend_from_slice(&self.body);

@@ -38,7 +38,6 @@ pub fn table(g: &Graph, p: &Partition) -> String {
             "WARNING: nothing was placed on the NPU; the whole model runs on the CPU"
         );
     }
-    let peak = (t.core_tiles().len() as u64 * t.macs_per_cycle.f32 as u64) as f64;
     for seg in &p.segments {
         let f = &seg.fused;
         let _ = writeln!(
@@ -70,8 +69,10 @@ pub fn table(g: &Graph, p: &Partition) -> String {
         );
         let _ = writeln!(s, "  |---|---|---|---|---|---|---|---|");
         for ((&n, op), c) in seg.nodes.iter().zip(&seg.ops).zip(&f.op_costs) {
-            let util = if c.cycles() > 0 {
-                c.macs as f64 / (c.cycles() as f64 * peak)
+            // Against the array's MAC rate in the op's own type: int8 ops run 8x the f32 MACs per cycle.
+            let rate = op.elem().map_or(0, |e| e.macs_per_cycle(t)) * t.core_tiles().len() as u64;
+            let util = if c.cycles() > 0 && rate > 0 {
+                c.macs as f64 / (c.cycles() as f64 * rate as f64)
             } else {
                 0.0
             };

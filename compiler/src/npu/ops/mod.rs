@@ -235,6 +235,18 @@ impl NpuOp {
             NpuOp::Copy(o) => o.program(t),
         }
     }
+    /// The element type its multiply-accumulates run in (`None` for a copy, which has none): the MAC rate
+    /// utilisation is measured against.
+    pub fn elem(&self) -> Option<Elem> {
+        match self {
+            NpuOp::Conv(o) => Some(o.elem),
+            NpuOp::Pool(o) => Some(o.elem),
+            NpuOp::Gap(o) => Some(o.elem),
+            NpuOp::Gemm(o) => Some(o.elem),
+            NpuOp::Eltwise(o) => Some(o.elem),
+            NpuOp::Copy(_) => None,
+        }
+    }
     /// Short kernel name for tables.
     pub fn kind(&self) -> &'static str {
         match self {
