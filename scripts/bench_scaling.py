@@ -68,8 +68,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",")]
     print(f"compile-time scaling on {cpu_model()} ({os.cpu_count()} CPUs), bundlec {a.bundlec}")
-    print("| nodes | bundlec s | us/node | import | passes | codegen | emit (ms) | onnxruntime s | vs ort | OpenVINO s | vs OpenVINO |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| nodes | bundlec s | us/node | import | passes | lower+plan | codegen | emit (ms) | onnxruntime s | vs ort | OpenVINO s | vs OpenVINO |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     per_node = []
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:
@@ -81,7 +81,7 @@ def main(argv=None):
             ratio = lambda p: "n/a" if not p else f"{wall / p:.2f}"
             fmt = lambda p: "n/a" if p is None else f"{p:.2f}"
             print(f"| {n} | {wall:.2f} | {wall / n * 1e6:.0f} | " +
-                  " | ".join(f"{st.get(k, 0):.0f}" for k in ("import", "passes", "codegen", "emit")) +
+                  " | ".join(f"{st.get(k, 0):.0f}" for k in ("import", "passes", "lower+plan", "codegen", "emit")) +
                   f" | {fmt(o)} | {ratio(o)} | {fmt(v)} | {ratio(v)} |", flush=True)
             os.remove(m)
     spread = max(per_node) / min(per_node)

@@ -8,18 +8,18 @@
 //! tensor, the others leave the order. The result differs from the unfused ops by a few ulp (one rounding of
 //! the scaling instead of a division), within the elementwise tolerance.
 
-use super::{producer, single_use};
-use crate::ir::{numel, BinOp, DType, Graph, NodeId, Op, TensorId, UnOp};
+use crate::ir::{numel, BinOp, DType, Graph, NodeId, Op, TensorId, UnOp, Uses};
 
 /// Fuses every matched GELU; returns how many.
 pub fn fuse_gelu(g: &mut Graph) -> usize {
     let mut fused = 0;
     let mut removed = std::collections::HashSet::new();
+    let mut uses = Uses::new(g);
     for &erf in &g.order.clone() {
         if g.nodes[erf].op != Op::Unary(UnOp::Erf) || removed.contains(&erf) {
             continue;
         }
-        let Some((x, last, absorbed)) = match_gelu(g, erf) else {
+        let Some((x, last, absorbed)) = match_gelu(g, &uses, erf) else {
             continue;
         };
         let out = g.nodes[last].outputs[0];
@@ -27,7 +27,10 @@ pub fn fuse_gelu(g: &mut Graph) -> usize {
             continue;
         }
         g.nodes[last].op = Op::Unary(UnOp::Gelu { tanh: false });
-        g.nodes[last].inputs = vec![x];
+        for &n in &absorbed {
+            uses.remove_node(g, n);
+        }
+        uses.set_inputs(g, last, vec![x]);
         removed.extend(absorbed);
         fused += 1;
     }
@@ -38,7 +41,9 @@ pub fn fuse_gelu(g: &mut Graph) -> usize {
 }
 
 /// The GELU around `erf`: (its input x, the node that computes the result, the other nodes of the pattern).
-fn match_gelu(g: &Graph, erf: NodeId) -> Option<(TensorId, NodeId, Vec<NodeId>)> {
+fn match_gelu(g: &Graph, uses: &Uses, erf: NodeId) -> Option<(TensorId, NodeId, Vec<NodeId>)> {
+    let producer = |_: &Graph, t| uses.producer(t);
+    let single_use = |_: &Graph, t| uses.single_use(t);
     // x / √2 or x · (1/√2).
     let s = g.nodes[erf].inputs[0];
     let scale = producer(g, s)?;

@@ -23,14 +23,6 @@ pub(crate) fn consumers(g: &Graph, t: TensorId) -> Vec<NodeId> {
         .collect()
 }
 
-/// The live node that writes `t`, if any.
-pub(crate) fn producer(g: &Graph, t: TensorId) -> Option<NodeId> {
-    g.order
-        .iter()
-        .copied()
-        .find(|&n| g.nodes[n].outputs.contains(&t))
-}
-
 /// Whether `t` has exactly one reader, which is a node, and is not a model output.
 pub(crate) fn single_use(g: &Graph, t: TensorId) -> Option<NodeId> {
     if g.outputs.contains(&t) {
