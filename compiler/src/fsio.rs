@@ -120,17 +120,19 @@ pub fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
 /// there is refused (opening never blocks: a FIFO without a reader fails instead of waiting for one).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    if let Ok(meta) = std::fs::metadata(path) {
-        let ft = meta.file_type();
-        if !ft.is_file() {
-            return Err(refuse(
-                path,
-                format!(
-                    "{} is in the way (only regular files are written)",
-                    kind_name(&ft)
-                ),
-            ));
+    let in_the_way = |ft: std::fs::FileType| -> Result<()> {
+        if ft.is_file() {
+            return Ok(());
         }
+        let what = kind_name(&ft);
+        Err(refuse(
+            path,
+            format!("{what} is in the way (only regular files are written)"),
+        ))
+    };
+    // Checked before opening too: opening a device can have effects of its own.
+    if let Ok(meta) = std::fs::metadata(path) {
+        in_the_way(meta.file_type())?;
     }
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
@@ -140,16 +142,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
     }
     let mut f = opts.open(path).map_err(|e| io_err(path, e))?;
-    let ft = f.metadata().map_err(|e| io_err(path, e))?.file_type();
-    if !ft.is_file() {
-        return Err(refuse(
-            path,
-            format!(
-                "{} is in the way (only regular files are written)",
-                kind_name(&ft)
-            ),
-        ));
-    }
+    in_the_way(f.metadata().map_err(|e| io_err(path, e))?.file_type())?;
     f.write_all(bytes).map_err(|e| io_err(path, e))
 }
 
