@@ -219,13 +219,16 @@ impl<'a> TableOp<'a> {
 /// depthwise kernel in the next), sorted by layer as the order is.
 pub fn table_ops<'a>(order: &'a [KernelId], pairs: &'a [PairOp]) -> Vec<TableOp<'a>> {
     let mut ops = Vec::with_capacity(order.len() + 2 * pairs.len());
+    // The pair starting at each position of the order (one lookup per position, not a scan of the pairs).
+    let starts: std::collections::HashMap<usize, &PairOp> =
+        pairs.iter().rev().map(|p| (p.at, p)).collect();
     let mut at = 0;
     while at < order.len() {
         let one = |at: usize, alt| TableOp {
             kernels: &order[at..at + 1],
             alt,
         };
-        match pairs.iter().find(|p| p.at == at && at + 1 < order.len()) {
+        match starts.get(&at).copied().filter(|_| at + 1 < order.len()) {
             Some(p) => {
                 ops.push(TableOp {
                     kernels: &order[at..at + 2],

@@ -59,6 +59,7 @@ pub fn pairs(
             }
         }
     }
+    let interleaved: std::collections::HashSet<KernelId> = interleaved.iter().copied().collect();
     let mut root: HashMap<Buf, Buf> = HashMap::new();
     for &ki in &s.order {
         let k = &l.kernels[ki];
