@@ -80,6 +80,15 @@ impl Uses {
             self.producer.insert(o, node);
         }
     }
+    /// Records `node`'s current reads and writes (after it was rewritten in place following [`Uses::remove_node`]).
+    pub fn add_node(&mut self, g: &Graph, node: NodeId) {
+        for &i in &g.nodes[node].inputs {
+            self.readers.entry(i).or_default().push(node);
+        }
+        for &o in &g.nodes[node].outputs {
+            self.producer.insert(o, node);
+        }
+    }
     /// Records that `node` left the order (the caller removes it): it reads and writes nothing any more.
     pub fn remove_node(&mut self, g: &Graph, node: NodeId) {
         for &i in &g.nodes[node].inputs {

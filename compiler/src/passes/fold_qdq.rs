@@ -8,28 +8,51 @@
 //! connections of a quantised ResNet). It runs first, before constant folding can fold the weights' DequantizeLinear away; the
 //! DequantizeLinear nodes it leaves unread are removed by `eliminate_dead_nodes`.
 
-use super::single_use;
 use crate::ir::ops::quant::{quantize_one, range_of};
 use crate::ir::{
     DType, Data, Graph, IntProduct, NodeData, NodeId, Op, QuantParams, Requant, Tensor, TensorId,
-    UnOp,
+    UnOp, Uses,
 };
+use std::collections::{HashMap, HashSet};
 
 /// Folds QDQ patterns; returns the number of integer ops created plus the Q/DQ pairs removed.
 pub fn fold_qdq(g: &mut Graph) -> usize {
     // Producer lookups are only ever of Dequantize outputs, which neither phase changes: one map per phase.
+    // Readers are asked through `Uses`, kept in step as nodes are folded; absorbed nodes leave the order at the
+    // end of each phase, in one pass.
     let p = g.producers();
+    let mut uses = Uses::new(g);
+    let mut absorbed = Vec::new();
     let mut count = 0;
     for n in g.order.clone() {
-        if fold_product(g, &p, n)
-            .or_else(|| fold_add(g, &p, n))
+        if fold_product(g, &p, &mut uses, &mut absorbed, n)
+            .or_else(|| fold_add(g, &p, &mut uses, &mut absorbed, n))
             .is_some()
         {
             count += 1;
         }
     }
+    g.remove_nodes(&absorbed);
     let p = g.producers();
     count + remove_round_trips(g, &p)
+}
+
+/// Rewrites node `n` into `node`, absorbing `gone` (kept in `uses`; the order is cleaned up by the caller).
+fn replace(
+    g: &mut Graph,
+    uses: &mut Uses,
+    absorbed: &mut Vec<NodeId>,
+    n: NodeId,
+    node: NodeData,
+    gone: Vec<NodeId>,
+) {
+    for &a in &gone {
+        uses.remove_node(g, a);
+    }
+    uses.remove_node(g, n);
+    g.nodes[n] = node;
+    uses.add_node(g, n);
+    absorbed.extend(gone);
 }
 
 /// Each tensor's live producer (`Graph::producers`).
@@ -128,11 +151,11 @@ fn quantize_bias(b: &[f32], acc_scale: &[f32]) -> Option<Vec<i32>> {
 type Tail = (Vec<NodeId>, (f32, f32), QuantParams, TensorId);
 
 /// What follows the product: an optional Relu / Clip, then a per-tensor Quantize.
-fn tail(g: &Graph, y: TensorId) -> Option<Tail> {
+fn tail(g: &Graph, uses: &Uses, y: TensorId) -> Option<Tail> {
     let mut nodes = vec![];
     let mut t = y;
     let mut bounds = (f32::NEG_INFINITY, f32::INFINITY);
-    let mut next = single_use(g, t)?;
+    let mut next = uses.single_use(t)?;
     match g.nodes[next].op {
         Op::Unary(UnOp::Relu) => bounds = (0.0, f32::INFINITY),
         Op::Unary(UnOp::Clip(lo, hi)) => bounds = (lo, hi),
@@ -141,7 +164,7 @@ fn tail(g: &Graph, y: TensorId) -> Option<Tail> {
     if bounds != (f32::NEG_INFINITY, f32::INFINITY) {
         nodes.push(next);
         t = g.nodes[next].outputs[0];
-        next = single_use(g, t)?;
+        next = uses.single_use(t)?;
     }
     let Op::Quantize(q) = &g.nodes[next].op else {
         return None;
@@ -153,7 +176,13 @@ fn tail(g: &Graph, y: TensorId) -> Option<Tail> {
     Some((nodes, bounds, q.clone(), g.nodes[next].outputs[0]))
 }
 
-fn fold_product(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
+fn fold_product(
+    g: &mut Graph,
+    p: &Producers,
+    uses: &mut Uses,
+    absorbed_all: &mut Vec<NodeId>,
+    n: NodeId,
+) -> Option<()> {
     let node = g.nodes[n].clone();
     // (weight axis of the output channels, bias input, Gemm transB)
     let (axis, bias_in, trans_b) = match &node.op {
@@ -195,7 +224,7 @@ fn fold_product(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
         Some(b) => bias(g, p, b, &acc_scale)?,
         None => vec![0; sw.len()],
     };
-    let (absorbed, bounds, yq, y) = tail(g, node.outputs[0])?;
+    let (absorbed, bounds, yq, y) = tail(g, uses, node.outputs[0])?;
     let (sy, zy) = (yq.scale[0], yq.zero_point[0]);
     let clamp = clamp_of(bounds, &yq)?;
     let product = IntProduct {
@@ -227,14 +256,14 @@ fn fold_product(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
         return None;
     }
     let wid = g.add_constant(format!("{}::w_s8", node.name), w);
-    g.nodes[n] = NodeData {
+    let new = NodeData {
         name: node.name.clone(),
         onnx_op: node.onnx_op.clone(),
         op,
         inputs: vec![x, wid],
         outputs: vec![y],
     };
-    g.remove_nodes(&absorbed);
+    replace(g, uses, absorbed_all, n, new, absorbed);
     Some(())
 }
 
@@ -260,7 +289,13 @@ fn clamp_of((lo, hi): (f32, f32), yq: &QuantParams) -> Option<(i32, i32)> {
 
 /// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` (or Mul) of same-shaped per-tensor operands becomes `QAdd(a, b)`
 /// (the same f32 operations, fused: the result is identical).
-fn fold_add(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
+fn fold_add(
+    g: &mut Graph,
+    p: &Producers,
+    uses: &mut Uses,
+    absorbed_all: &mut Vec<NodeId>,
+    n: NodeId,
+) -> Option<()> {
     let node = g.nodes[n].clone();
     let mul = match node.op {
         Op::Binary(crate::ir::BinOp::Add) => false,
@@ -281,9 +316,9 @@ fn fold_add(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
         ins.push(g.nodes[d].inputs[0]);
         params.push((q.scale[0], q.zero_point[0]));
     }
-    let (absorbed, bounds, yq, y) = tail(g, node.outputs[0])?;
+    let (absorbed, bounds, yq, y) = tail(g, uses, node.outputs[0])?;
     let clamp = clamp_of(bounds, &yq)?;
-    g.nodes[n] = NodeData {
+    let new = NodeData {
         name: node.name.clone(),
         onnx_op: node.onnx_op.clone(),
         op: Op::QAdd(crate::ir::QAddParams {
@@ -297,20 +332,24 @@ fn fold_add(g: &mut Graph, p: &Producers, n: NodeId) -> Option<()> {
         inputs: ins,
         outputs: vec![y],
     };
-    g.remove_nodes(&absorbed);
+    replace(g, uses, absorbed_all, n, new, absorbed);
     Some(())
 }
 
 /// Replaces `Quantize(Dequantize(t))` with identical parameters by `t` (exact: `(q - z) * s / s` rounds back to
 /// `q - z`); returns how many.
 fn remove_round_trips(g: &mut Graph, p: &Producers) -> usize {
-    let mut count = 0;
+    let outputs: HashSet<TensorId> = g.outputs.iter().copied().collect();
+    // Each removed Quantize's output and the tensor that replaces it, already resolved: in order, a replacement
+    // that was itself replaced (Q(DQ(Q(DQ(t))))) is looked up once when recorded.
+    let mut to: HashMap<TensorId, TensorId> = HashMap::new();
+    let mut removed = Vec::new();
     for n in g.order.clone() {
         let Op::Quantize(q) = &g.nodes[n].op else {
             continue;
         };
         let out = g.nodes[n].outputs[0];
-        if g.outputs.contains(&out) {
+        if outputs.contains(&out) {
             continue;
         }
         let Some((d, dq)) = dequantize_of(g, p, g.nodes[n].inputs[0]) else {
@@ -318,10 +357,18 @@ fn remove_round_trips(g: &mut Graph, p: &Producers) -> usize {
         };
         if dq == *q {
             let src = g.nodes[d].inputs[0];
-            g.replace_uses(out, src);
-            g.remove_nodes(&[n]);
-            count += 1;
+            to.insert(out, to.get(&src).copied().unwrap_or(src));
+            removed.push(n);
         }
     }
-    count
+    if removed.is_empty() {
+        return 0;
+    }
+    g.remove_nodes(&removed);
+    for &n in &g.order {
+        for i in g.nodes[n].inputs.iter_mut() {
+            *i = to.get(i).copied().unwrap_or(*i);
+        }
+    }
+    removed.len()
 }
