@@ -211,6 +211,9 @@ impl NpuArgs {
     }
 }
 
+/// Most warnings printed by one compile.
+const MAX_WARNINGS: usize = 20;
+
 /// Longest error text printed: a hostile model can make the list of unsupported nodes, or a message quoting its
 /// names, arbitrarily long.
 const MAX_ERROR_TEXT: usize = 16 << 10;
@@ -517,8 +520,15 @@ fn run() -> anyhow::Result<()> {
             let b = bundlec::compile_file(&model, &opts);
             spin.finish_and_clear();
             let b = b?;
-            for w in &b.report.warnings {
+            // A model can draw a warning per node: the first MAX_WARNINGS are printed, the rest counted.
+            for w in b.report.warnings.iter().take(MAX_WARNINGS) {
                 eprintln!("warning: {w}");
+            }
+            if b.report.warnings.len() > MAX_WARNINGS {
+                eprintln!(
+                    "warning: ... and {} more warnings of the same kinds",
+                    b.report.warnings.len() - MAX_WARNINGS
+                );
             }
             if opts.npu.is_some() && b.report.segments.is_empty() {
                 eprintln!(

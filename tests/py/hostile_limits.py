@@ -225,6 +225,8 @@ rm = N("ReduceMean", ["x"], ["y"])
 rm.attribute.append(h.make_attribute("axes", 1))
 compile_case("attr_int_for_ints", model([rm], [X], [Y], opset=13), ERR("'axes'", "INTS"))
 compile_case("leakyrelu_alpha_nan", model([N("LeakyRelu", ["x"], ["y"], alpha=float("nan"))], [X], [Y]), OK("'alpha'", "NaN"))
+chain = [N("LeakyRelu", ["x" if i == 0 else f"l{i - 1}"], ["y" if i == 499 else f"l{i}"], alpha=float("nan")) for i in range(500)]
+compile_case("many_warnings_are_capped", model(chain, [X], [Y]), OK("'alpha'", "more warnings"))
 compile_case("elu_alpha_inf", model([N("Elu", ["x"], ["y"], alpha=float("inf"))], [X], [Y]), OK("'alpha'", "inf"))
 compile_case("selu_gamma_nan", model([N("Selu", ["x"], ["y"], gamma=float("nan"))], [X], [Y]), ERR("'gamma'", "every output"))
 compile_case("celu_alpha_zero", model([N("Celu", ["x"], ["y"], alpha=0.0)], [X], [Y]), ERR("'alpha'"))
@@ -292,6 +294,8 @@ def judge(rc, err, exp):
         if bad in err:
             return why
     missing = [w for w in words if w not in err]
+    if len(err) > 64 << 10:
+        return f"{len(err)} bytes on stderr (floods the terminal)"
     if kind == "ok":
         if rc != 0:
             return f"exit {rc}, expected 0: {lines[0][:200] if lines else ''}"

@@ -31,7 +31,8 @@ impl<'a> Attrs<'a> {
     pub fn warn(&self, key: &str, msg: impl std::fmt::Display) {
         self.warnings.borrow_mut().push(format!(
             "node '{}' ({}): attribute '{key}': {msg}",
-            self.name, self.node.op_type
+            crate::error::clip_name(self.name),
+            crate::error::clip_name(&self.node.op_type)
         ));
     }
     fn get(&self, key: &str) -> Option<&'a AttributeProto> {

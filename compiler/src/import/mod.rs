@@ -192,9 +192,9 @@ impl Importer<'_> {
                     .map(|i| i.name.as_str())
                     .collect();
                 let what = if graph.initializer.iter().any(|i| i.name == spec.name) {
-                    "has an initializer but no input".to_string()
+                    "has an initializer but no input"
                 } else {
-                    "has no input".to_string()
+                    "has no input"
                 };
                 return Err(Error::InvalidArgument {
                     what: format!("{} {}", input_spec::flag(spec), spec.name),
