@@ -21,38 +21,42 @@ pub fn fold_qdq(g: &mut Graph) -> usize {
     // Readers are asked through `Uses`, kept in step as nodes are folded; absorbed nodes leave the order at the
     // end of each phase, in one pass.
     let p = g.producers();
-    let mut uses = Uses::new(g);
-    let mut absorbed = Vec::new();
+    let mut f = Folding {
+        uses: Uses::new(g),
+        absorbed: Vec::new(),
+    };
     let mut count = 0;
     for n in g.order.clone() {
-        if fold_product(g, &p, &mut uses, &mut absorbed, n)
-            .or_else(|| fold_add(g, &p, &mut uses, &mut absorbed, n))
+        if fold_product(g, &p, &mut f, n)
+            .or_else(|| fold_add(g, &p, &mut f, n))
             .is_some()
         {
             count += 1;
         }
     }
-    g.remove_nodes(&absorbed);
+    g.remove_nodes(&f.absorbed);
     let p = g.producers();
     count + remove_round_trips(g, &p)
 }
 
-/// Rewrites node `n` into `node`, absorbing `gone` (kept in `uses`; the order is cleaned up by the caller).
-fn replace(
-    g: &mut Graph,
-    uses: &mut Uses,
-    absorbed: &mut Vec<NodeId>,
-    n: NodeId,
-    node: NodeData,
-    gone: Vec<NodeId>,
-) {
-    for &a in &gone {
-        uses.remove_node(g, a);
+/// What the product and Add folds share: the reader index, kept in step, and the nodes absorbed so far (they
+/// leave the order at the end of the phase).
+struct Folding {
+    uses: Uses,
+    absorbed: Vec<NodeId>,
+}
+
+impl Folding {
+    /// Rewrites node `n` into `node`, absorbing `gone`.
+    fn replace(&mut self, g: &mut Graph, n: NodeId, node: NodeData, gone: Vec<NodeId>) {
+        for &a in &gone {
+            self.uses.remove_node(g, a);
+        }
+        self.uses.remove_node(g, n);
+        g.nodes[n] = node;
+        self.uses.add_node(g, n);
+        self.absorbed.extend(gone);
     }
-    uses.remove_node(g, n);
-    g.nodes[n] = node;
-    uses.add_node(g, n);
-    absorbed.extend(gone);
 }
 
 /// Each tensor's live producer (`Graph::producers`).
@@ -176,13 +180,7 @@ fn tail(g: &Graph, uses: &Uses, y: TensorId) -> Option<Tail> {
     Some((nodes, bounds, q.clone(), g.nodes[next].outputs[0]))
 }
 
-fn fold_product(
-    g: &mut Graph,
-    p: &Producers,
-    uses: &mut Uses,
-    absorbed_all: &mut Vec<NodeId>,
-    n: NodeId,
-) -> Option<()> {
+fn fold_product(g: &mut Graph, p: &Producers, f: &mut Folding, n: NodeId) -> Option<()> {
     let node = g.nodes[n].clone();
     // (weight axis of the output channels, bias input, Gemm transB)
     let (axis, bias_in, trans_b) = match &node.op {
@@ -224,7 +222,7 @@ fn fold_product(
         Some(b) => bias(g, p, b, &acc_scale)?,
         None => vec![0; sw.len()],
     };
-    let (absorbed, bounds, yq, y) = tail(g, uses, node.outputs[0])?;
+    let (absorbed, bounds, yq, y) = tail(g, &f.uses, node.outputs[0])?;
     let (sy, zy) = (yq.scale[0], yq.zero_point[0]);
     let clamp = clamp_of(bounds, &yq)?;
     let product = IntProduct {
@@ -263,7 +261,7 @@ fn fold_product(
         inputs: vec![x, wid],
         outputs: vec![y],
     };
-    replace(g, uses, absorbed_all, n, new, absorbed);
+    f.replace(g, n, new, absorbed);
     Some(())
 }
 
@@ -289,13 +287,7 @@ fn clamp_of((lo, hi): (f32, f32), yq: &QuantParams) -> Option<(i32, i32)> {
 
 /// `Quantize(act(Add(Dequantize(a), Dequantize(b))))` (or Mul) of same-shaped per-tensor operands becomes `QAdd(a, b)`
 /// (the same f32 operations, fused: the result is identical).
-fn fold_add(
-    g: &mut Graph,
-    p: &Producers,
-    uses: &mut Uses,
-    absorbed_all: &mut Vec<NodeId>,
-    n: NodeId,
-) -> Option<()> {
+fn fold_add(g: &mut Graph, p: &Producers, f: &mut Folding, n: NodeId) -> Option<()> {
     let node = g.nodes[n].clone();
     let mul = match node.op {
         Op::Binary(crate::ir::BinOp::Add) => false,
@@ -316,7 +308,7 @@ fn fold_add(
         ins.push(g.nodes[d].inputs[0]);
         params.push((q.scale[0], q.zero_point[0]));
     }
-    let (absorbed, bounds, yq, y) = tail(g, uses, node.outputs[0])?;
+    let (absorbed, bounds, yq, y) = tail(g, &f.uses, node.outputs[0])?;
     let clamp = clamp_of(bounds, &yq)?;
     let new = NodeData {
         name: node.name.clone(),
@@ -332,7 +324,7 @@ fn fold_add(
         inputs: ins,
         outputs: vec![y],
     };
-    replace(g, uses, absorbed_all, n, new, absorbed);
+    f.replace(g, n, new, absorbed);
     Some(())
 }
 
