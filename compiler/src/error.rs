@@ -121,16 +121,27 @@ fn format_unsupported(nodes: &[UnsupportedNode]) -> String {
 /// readable (the cut is marked with the name's length in bytes).
 pub const MAX_ECHOED_NAME: usize = 256;
 
-/// A name from a model for an error message: at most [`MAX_ECHOED_NAME`] bytes (cut at a character boundary).
-pub fn clip_name(name: &str) -> String {
-    if name.len() <= MAX_ECHOED_NAME {
-        return name.to_string();
-    }
-    let mut end = MAX_ECHOED_NAME;
-    while !name.is_char_boundary(end) {
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}... ({} bytes)", &name[..end], name.len())
+    &text[..end]
+}
+
+/// A name from a model for an error message: at most `max` bytes, the cut marked with the name's length.
+pub fn clip_to(name: &str, max: usize) -> String {
+    let head = prefix(name, max);
+    if head.len() == name.len() {
+        return name.to_string();
+    }
+    format!("{head}... ({} bytes)", name.len())
+}
+
+/// [`clip_to`] at [`MAX_ECHOED_NAME`] bytes.
+pub fn clip_name(name: &str) -> String {
+    clip_to(name, MAX_ECHOED_NAME)
 }
 
 impl Error {

@@ -56,11 +56,12 @@ fn kind_name(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// Opens `path` for reading without blocking (a FIFO with no writer would block a plain open) and returns the
-/// file with its size; anything but a regular file is refused, naming what it is.
-pub fn open_regular(path: &Path) -> Result<(File, u64)> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.read(true);
+/// Opens `path` with `opts` without blocking (a FIFO with no writer, or for writing no reader, would block a
+/// plain open) and without taking a terminal; returns the file and its metadata.
+fn open_nonblocking(
+    path: &Path,
+    opts: &mut std::fs::OpenOptions,
+) -> Result<(File, std::fs::Metadata)> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -68,13 +69,22 @@ pub fn open_regular(path: &Path) -> Result<(File, u64)> {
     }
     let f = opts.open(path).map_err(|e| io_err(path, e))?;
     let meta = f.metadata().map_err(|e| io_err(path, e))?;
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        return Err(refuse(
-            path,
-            format!("{} (only regular files are read)", kind_name(&ft)),
-        ));
+    Ok((f, meta))
+}
+
+/// Refuses anything but a regular file, naming what it is; `role` ends the message.
+fn regular(path: &Path, ft: std::fs::FileType, role: &str) -> Result<()> {
+    if ft.is_file() {
+        return Ok(());
     }
+    Err(refuse(path, format!("{}{role}", kind_name(&ft))))
+}
+
+/// Opens `path` for reading without blocking and returns the file with its size; anything but a regular file is
+/// refused, naming what it is.
+pub fn open_regular(path: &Path) -> Result<(File, u64)> {
+    let (f, meta) = open_nonblocking(path, std::fs::OpenOptions::new().read(true))?;
+    regular(path, meta.file_type(), " (only regular files are read)")?;
     Ok((f, meta.len()))
 }
 
@@ -120,29 +130,14 @@ pub fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
 /// there is refused (opening never blocks: a FIFO without a reader fails instead of waiting for one).
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let in_the_way = |ft: std::fs::FileType| -> Result<()> {
-        if ft.is_file() {
-            return Ok(());
-        }
-        let what = kind_name(&ft);
-        Err(refuse(
-            path,
-            format!("{what} is in the way (only regular files are written)"),
-        ))
-    };
+    const ROLE: &str = " is in the way (only regular files are written)";
     // Checked before opening too: opening a device can have effects of its own.
     if let Ok(meta) = std::fs::metadata(path) {
-        in_the_way(meta.file_type())?;
+        regular(path, meta.file_type(), ROLE)?;
     }
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-    }
-    let mut f = opts.open(path).map_err(|e| io_err(path, e))?;
-    in_the_way(f.metadata().map_err(|e| io_err(path, e))?.file_type())?;
+    let (mut f, meta) = open_nonblocking(path, opts.write(true).create(true).truncate(true))?;
+    regular(path, meta.file_type(), ROLE)?;
     f.write_all(bytes).map_err(|e| io_err(path, e))
 }
 

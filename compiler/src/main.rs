@@ -220,17 +220,13 @@ const MAX_ERROR_TEXT: usize = 16 << 10;
 
 /// `text` cut at [`MAX_ERROR_TEXT`] bytes (at a character boundary), the cut marked with how much was left out.
 fn clip_message(text: &str) -> String {
-    if text.len() <= MAX_ERROR_TEXT {
+    let head = bundlec::error::prefix(text, MAX_ERROR_TEXT);
+    if head.len() == text.len() {
         return text.to_string();
     }
-    let mut end = MAX_ERROR_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
-        "{}\n... ({} more bytes of this error left out)",
-        &text[..end],
-        text.len() - end
+        "{head}\n... ({} more bytes of this error left out)",
+        text.len() - head.len()
     )
 }
 
@@ -442,12 +438,12 @@ fn run() -> anyhow::Result<()> {
                 .iter()
                 .map(|s| s.parse::<InputSpec>())
                 .collect::<Result<Vec<_>, _>>()?;
-            po.model_hash = bundlec::emit::weights::checksum64(&fsio::read_bounded(
-                &model,
-                fsio::MAX_MODEL_BYTES,
-                "an ONNX model",
-            )?);
-            let g = bundlec::pipeline::optimized_graph(&model, &specs)?;
+            // One read serves the import and the model hash.
+            let bytes = bundlec::import::read_model(&model)?;
+            po.model_hash = bundlec::emit::weights::checksum64(&bytes);
+            let g = bundlec::import::import_read_file(&model, &bytes, &specs)?;
+            drop(bytes);
+            let g = bundlec::pipeline::optimized(g)?;
             let p = bundlec::partition::partition(&g, &po)?;
             if json {
                 println!(

@@ -196,12 +196,14 @@ fn check_name(name: &str) -> Result<()> {
 pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
     check_name(&opts.name)?;
     let t = Instant::now();
-    let g = import::import_file(path, &opts.inputs)?;
+    // One read serves the import and the partition cache's model hash.
+    let bytes = import::read_model(path)?;
+    let g = import::import_read_file(path, &bytes, &opts.inputs)?;
     let mut opts = opts.clone();
     if let Some(npu) = &mut opts.npu {
-        let bytes = crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")?;
         npu.model_hash = crate::emit::weights::checksum64(&bytes);
     }
+    drop(bytes);
     let opts = &opts;
     let mut b = compile_graph(g, opts, &path.display().to_string())?;
     b.report.timings.insert(
@@ -257,7 +259,11 @@ pub fn optimize_with(
 
 /// Imports a model and runs the passes: the graph the partitioner and lowering see.
 pub fn optimized_graph(path: &Path, inputs: &[InputSpec]) -> Result<Graph> {
-    let mut g = import::import_file(path, inputs)?;
+    optimized(import::import_file(path, inputs)?)
+}
+
+/// Runs the passes on an imported graph and verifies the result.
+pub fn optimized(mut g: Graph) -> Result<Graph> {
     optimize(&mut g)?;
     verify(&g, "passes")?;
     Ok(g)

@@ -106,21 +106,24 @@ impl<'a> Attrs<'a> {
             .typed(key, AttributeType::Float)?
             .map_or(default, |a| a.f))
     }
-    /// A FLOAT attribute under the NaN policy (docs/fuzzing.md): NaN or infinite is an error when `all` (every
-    /// output would be NaN or infinite whatever the input), else a warning that outputs can be; `bad_domain`
-    /// marks finite values outside the op's domain, with the same rule.
-    pub fn float_policy(
-        &self,
-        key: &str,
-        default: f32,
-        all: bool,
-        bad_domain: impl Fn(f32) -> bool,
-    ) -> Result<f32> {
+    /// A FLOAT attribute that must be finite (NaN policy, docs/fuzzing.md): where a NaN or infinite value makes
+    /// every output NaN or infinite whatever the input, it is an error.
+    pub fn finite(&self, key: &str, default: f32) -> Result<f32> {
         let v = self.float(key, default)?;
-        if !v.is_finite() || bad_domain(v) {
-            if all {
-                return Err(self.err(key, format!("{v} makes every output NaN or infinite")));
-            }
+        if !v.is_finite() {
+            return Err(self.every_output(key, v));
+        }
+        Ok(v)
+    }
+    /// The NaN policy's error: `v` makes every output NaN or infinite.
+    pub fn every_output(&self, key: &str, v: f32) -> Error {
+        self.err(key, format!("{v} makes every output NaN or infinite"))
+    }
+    /// A FLOAT attribute whose NaN or infinite value makes only some outputs NaN or infinite (NaN policy): a
+    /// warning, and the value is kept.
+    pub fn finite_or_warn(&self, key: &str, default: f32) -> Result<f32> {
+        let v = self.float(key, default)?;
+        if !v.is_finite() {
             self.warn(key, format!("{v} makes some outputs NaN or infinite"));
         }
         Ok(v)

@@ -39,10 +39,19 @@ use tract_onnx::prelude::Framework;
 
 /// Reads and imports an ONNX file.
 pub fn import_file(path: &Path, specs: &[InputSpec]) -> Result<Graph> {
-    let bytes = crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")?;
+    import_read_file(path, &read_model(path)?, specs)
+}
+
+/// Reads an ONNX file's bytes (a regular file of at most `fsio::MAX_MODEL_BYTES`).
+pub fn read_model(path: &Path) -> Result<Vec<u8>> {
+    crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")
+}
+
+/// Imports the `bytes` already read from `path` (named after its stem, external data beside it).
+pub fn import_read_file(path: &Path, bytes: &[u8], specs: &[InputSpec]) -> Result<Graph> {
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
     import_bytes(
-        &bytes,
+        bytes,
         &path.display().to_string(),
         name,
         specs,

@@ -180,15 +180,15 @@ impl Importer<'_> {
             ),
             "LRN" => {
                 let size = a.int_in("size", 0, 1..=MAX_WINDOW as i64)?;
-                let bias = a.float_policy("bias", 1.0, true, |_| false)?;
+                let bias = a.finite("bias", 1.0)?;
                 if bias <= 0.0 {
                     a.warn("bias", format!("{bias} is not positive: outputs are infinite or NaN where a window is all zeros"));
                 }
                 Lowered::Node(
                     Op::Lrn(LrnAttrs {
                         size: size as usize,
-                        alpha: a.float_policy("alpha", 1e-4, true, |_| false)?,
-                        beta: a.float_policy("beta", 0.75, true, |_| false)?,
+                        alpha: a.finite("alpha", 1e-4)?,
+                        beta: a.finite("beta", 0.75)?,
                         bias,
                     }),
                     vec![req(0)?],

@@ -174,9 +174,14 @@ impl Importer<'_> {
             "Softsign" => un(UnOp::Softsign)?,
             "Mish" => un(UnOp::Mish)?,
             "ThresholdedRelu" => un(UnOp::ThresholdedRelu(a.not_nan("alpha", 1.0)?))?,
-            "Celu" => un(UnOp::Celu(
-                a.float_policy("alpha", 1.0, true, |v| v == 0.0)?,
-            ))?,
+            "Celu" => {
+                // x / alpha: 0 is as bad as NaN.
+                let alpha = a.finite("alpha", 1.0)?;
+                if alpha == 0.0 {
+                    return Err(a.every_output("alpha", alpha));
+                }
+                un(UnOp::Celu(alpha))?
+            }
             "Gelu" => match a.string("approximate", "none")?.as_str() {
                 "none" => un(UnOp::Gelu { tanh: false })?,
                 "tanh" => un(UnOp::Gelu { tanh: true })?,
@@ -210,21 +215,16 @@ impl Importer<'_> {
             "Sqrt" => un(UnOp::Sqrt)?,
             "Reciprocal" => un(UnOp::Reciprocal)?,
             "Identity" => Lowered::Alias(req(0)?),
-            "LeakyRelu" => un(UnOp::LeakyRelu(a.float_policy(
-                "alpha",
-                0.01,
-                false,
-                |_| false,
-            )?))?,
+            "LeakyRelu" => un(UnOp::LeakyRelu(a.finite_or_warn("alpha", 0.01)?))?,
             "HardSigmoid" => un(UnOp::HardSigmoid(
-                a.float_policy("alpha", 0.2, true, |_| false)?,
-                a.float_policy("beta", 0.5, true, |_| false)?,
+                a.finite("alpha", 0.2)?,
+                a.finite("beta", 0.5)?,
             ))?,
             "HardSwish" => un(UnOp::HardSwish)?,
-            "Elu" => un(UnOp::Elu(a.float_policy("alpha", 1.0, false, |_| false)?))?,
+            "Elu" => un(UnOp::Elu(a.finite_or_warn("alpha", 1.0)?))?,
             "Selu" => un(UnOp::Selu(
-                a.float_policy("alpha", 1.673_263_2, false, |_| false)?,
-                a.float_policy("gamma", 1.050_701, true, |_| false)?,
+                a.finite_or_warn("alpha", 1.673_263_2)?,
+                a.finite("gamma", 1.050_701)?,
             ))?,
             "Dropout" => {
                 if self.extra_outputs_used(node) {
@@ -283,8 +283,8 @@ impl Importer<'_> {
             "Gemm" => {
                 let c = ins.get(2).copied().flatten();
                 let attrs = GemmAttrs {
-                    alpha: a.float_policy("alpha", 1.0, true, |_| false)?,
-                    beta: a.float_policy("beta", 1.0, true, |_| false)?,
+                    alpha: a.finite("alpha", 1.0)?,
+                    beta: a.finite("beta", 1.0)?,
                     trans_a: a.int("transA", 0)? != 0,
                     trans_b: a.int("transB", 0)? != 0,
                     has_c: c.is_some(),

@@ -201,7 +201,7 @@ impl Importer<'_> {
                 scales,
                 mode,
                 coord,
-                cubic_a: a.float_policy("cubic_coeff_a", -0.75, true, |_| false)?,
+                cubic_a: a.finite("cubic_coeff_a", -0.75)?,
                 exclude_outside: a.int("exclude_outside", 0)? != 0,
             }),
             vec![x],

@@ -164,14 +164,11 @@ impl Graph {
     }
     /// Removes nodes from the order.
     pub fn remove_nodes(&mut self, dead: &[NodeId]) {
-        match dead {
-            [] => {}
-            [one] => self.order.retain(|n| n != one),
-            _ => {
-                let dead: std::collections::HashSet<NodeId> = dead.iter().copied().collect();
-                self.order.retain(|n| !dead.contains(n));
-            }
+        if dead.is_empty() {
+            return;
         }
+        let dead: std::collections::HashSet<NodeId> = dead.iter().copied().collect();
+        self.order.retain(|n| !dead.contains(n));
     }
     /// The constant budget charged with every constant the graph holds (dead ones included: a conservative
     /// count), for a pass that folds more.

@@ -140,13 +140,9 @@ pub struct ConstBudget {
 
 impl ConstBudget {
     /// Host bytes of `n` elements of `dtype`.
-    pub fn host_bytes(n: usize, dtype: DType) -> u64 {
+    fn host_bytes(n: usize, dtype: DType) -> u64 {
         let per = if dtype == DType::F32 { 4 } else { 8 };
         (n as u64).saturating_mul(per)
-    }
-    /// Bytes charged so far.
-    pub fn used(&self) -> u64 {
-        self.used
     }
     /// Charges a constant of `n` elements of `dtype` before it is built; the error is a plain message for the
     /// caller to attach the tensor's or node's name to.

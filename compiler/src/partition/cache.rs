@@ -39,15 +39,12 @@ pub fn key(g: &Graph, o: &PartitionOptions) -> u64 {
     fnv1a64(s.as_bytes())
 }
 
-/// Longest name echoed back in an error, in characters.
+/// Longest name echoed back in an error, in bytes.
 const MAX_ECHOED_NAME: usize = 64;
 
-/// A name for an error message: at most [`MAX_ECHOED_NAME`] characters, marked when cut.
+/// A name for an error message: at most [`MAX_ECHOED_NAME`] bytes, marked when cut.
 fn shorten(name: &str) -> String {
-    match name.char_indices().nth(MAX_ECHOED_NAME) {
-        Some((at, _)) => format!("{}... ({} bytes)", &name[..at], name.len()),
-        None => name.to_string(),
-    }
+    crate::error::clip_to(name, MAX_ECHOED_NAME)
 }
 
 fn first_output(g: &Graph, n: NodeId) -> &str {

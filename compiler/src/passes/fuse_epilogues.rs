@@ -6,7 +6,9 @@
 //! over its output tensor. A division becomes a multiplication by the reciprocal: the same numbers when the
 //! divisor is a power of two (√64 = 8 in BERT-base), within an ulp of the quotient otherwise.
 
-use crate::ir::{numel, Activation, BinOp, DType, Epilogue, Graph, NodeId, Op, TensorId, UnOp};
+use crate::ir::{
+    numel, Activation, BinOp, DType, Epilogue, Graph, NodeId, Op, TensorId, UnOp, Uses,
+};
 use std::collections::{HashMap, HashSet};
 
 fn epilogue_mut(op: &mut Op) -> Option<&mut Epilogue> {
@@ -19,21 +21,10 @@ fn epilogue_mut(op: &mut Op) -> Option<&mut Epilogue> {
 }
 
 /// Fuses epilogues; returns the number of absorbed nodes. One pass over the products in order, each absorbing
-/// what follows it until nothing more fits; readers are kept in an index updated as nodes are absorbed, and the
-/// order is rebuilt once at the end (O(nodes) instead of a rescan per fusion).
+/// what follows it until nothing more fits; readers are asked through `ir::Uses`, kept in step as nodes are
+/// absorbed, and the order is rebuilt once at the end (O(nodes) instead of a rescan per fusion).
 pub fn fuse_epilogues(g: &mut Graph) -> usize {
-    let mut readers: HashMap<TensorId, Vec<NodeId>> = HashMap::new();
-    for &n in &g.order {
-        for &i in &g.nodes[n].inputs {
-            readers.entry(i).or_default().push(n);
-        }
-    }
-    let outputs: HashSet<TensorId> = g.outputs.iter().copied().collect();
-    // The sole reader of `t`, reading it once, when `t` is not a model output.
-    let single = |readers: &HashMap<TensorId, Vec<NodeId>>, t: TensorId| match readers.get(&t) {
-        Some(r) if r.len() == 1 && !outputs.contains(&t) => Some(r[0]),
-        _ => None,
-    };
+    let mut uses = Uses::new(g);
     // product -> the absorbed node whose place in the order it takes; places it left.
     let mut slot: HashMap<NodeId, NodeId> = HashMap::new();
     let mut dropped: HashSet<NodeId> = HashSet::new();
@@ -41,7 +32,7 @@ pub fn fuse_epilogues(g: &mut Graph) -> usize {
     for p in g.order.clone() {
         while let Some(e) = epilogue_mut(&mut g.nodes[p].op).copied() {
             let out = g.nodes[p].outputs[0];
-            let Some(next) = single(&readers, out) else {
+            let Some(next) = uses.single_use(out) else {
                 break;
             };
             let next_node = g.nodes[next].clone();
@@ -94,19 +85,14 @@ pub fn fuse_epilogues(g: &mut Graph) -> usize {
             if let Some(ep) = epilogue_mut(&mut g.nodes[p].op) {
                 *ep = fused;
             }
-            // `next` leaves: it no longer reads its inputs; `p` reads the extra operand in its place.
-            for i in &next_node.inputs {
-                if let Some(r) = readers.get_mut(i) {
-                    if let Some(at) = r.iter().position(|&n| n == next) {
-                        r.swap_remove(at);
-                    }
-                }
-            }
+            // `next` leaves: it no longer reads its inputs; `p` reads the extra operand and writes its output.
+            uses.remove_node(g, next);
             if let Some(other) = extra {
-                g.nodes[p].inputs.push(other);
-                readers.entry(other).or_default().push(p);
+                let mut inputs = g.nodes[p].inputs.clone();
+                inputs.push(other);
+                uses.set_inputs(g, p, inputs);
             }
-            g.nodes[p].outputs = next_node.outputs.clone();
+            uses.set_outputs(g, p, next_node.outputs.clone());
             dropped.insert(slot.insert(p, next).unwrap_or(p));
             absorbed += 1;
         }

@@ -47,7 +47,7 @@ pub fn mapped_shape(op: &Op, input: &[usize]) -> Result<Shape, String> {
             }
             Ok(out.clone())
         }
-        Op::Pad { begins, ends, .. } => {
+        Op::Pad { begins, ends, mode } => {
             check_rank(begins.len(), "pads (begin)")?;
             check_rank(ends.len(), "pads (end)")?;
             (0..r)
@@ -58,6 +58,9 @@ pub fn mapped_shape(op: &Op, input: &[usize]) -> Result<Shape, String> {
                             "pads crop axis {d} of length {} below zero",
                             input[d]
                         ));
+                    }
+                    if input[d] == 0 && len > 0 && !matches!(mode, PadMode::Constant(_)) {
+                        return Err(format!("cannot {mode:?}-pad the empty axis {d}"));
                     }
                     usize::try_from(len).map_err(|_| format!("padded axis {d} is too long"))
                 })
@@ -100,34 +103,27 @@ pub fn offset_tables(op: &Op, input: &[usize]) -> Result<(Shape, Vec<Vec<i64>>),
                     .collect()
             })
             .collect(),
-        Op::Pad { begins, mode, .. } => {
-            for d in 0..r {
-                if input[d] == 0 && out[d] > 0 && !matches!(mode, PadMode::Constant(_)) {
-                    return Err(format!("cannot {mode:?}-pad the empty axis {d}"));
-                }
-            }
-            (0..r)
-                .map(|d| {
-                    let n = input[d] as i64;
-                    (0..out[d] as i64)
-                        .map(|o| {
-                            let i = o - begins[d];
-                            let i = if (0..n).contains(&i) {
-                                i
-                            } else {
-                                match mode {
-                                    PadMode::Constant(_) => return FILL,
-                                    PadMode::Edge => i.clamp(0, n - 1),
-                                    PadMode::Wrap => i.rem_euclid(n),
-                                    PadMode::Reflect => reflect(i, n),
-                                }
-                            };
-                            i * st[d] as i64
-                        })
-                        .collect()
-                })
-                .collect()
-        }
+        Op::Pad { begins, mode, .. } => (0..r)
+            .map(|d| {
+                let n = input[d] as i64;
+                (0..out[d] as i64)
+                    .map(|o| {
+                        let i = o - begins[d];
+                        let i = if (0..n).contains(&i) {
+                            i
+                        } else {
+                            match mode {
+                                PadMode::Constant(_) => return FILL,
+                                PadMode::Edge => i.clamp(0, n - 1),
+                                PadMode::Wrap => i.rem_euclid(n),
+                                PadMode::Reflect => reflect(i, n),
+                            }
+                        };
+                        i * st[d] as i64
+                    })
+                    .collect()
+            })
+            .collect(),
         Op::Expand(_) => {
             let bs = broadcast_strides(input, &out);
             (0..out.len())
