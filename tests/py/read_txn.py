@@ -5,7 +5,7 @@ Written from docs/npu-transaction-format.md alone (no bundlec source), to show t
 it parses the header and every op, checks every rule the page states that needs no bound buffer or data memory
 (sizes, op count, trailing bytes, opcodes, fixed field values, register addresses and tiles, DDR_PATCH records,
 DMA local sides and store permissions, COMPUTE tiles, kernels and parameter-block placement), replays the
-register file (BD address words and the DMA_LOAD_DONE / DMA_STORE_DONE / CORE_DONE counters, all starting at 0)
+register file (shim BD words and the DMA_LOAD_DONE / DMA_STORE_DONE / CORE_DONE counters, all starting at 0)
 and checks that every MASKPOLL on a register is satisfied. MASKPOLLs on data words depend on data and are only
 counted. Not checkable statically: bound buffer sizes (argplus / DDR rows vs. buffer size) and parameter blocks.
 
@@ -21,19 +21,19 @@ import sys
 
 OPS = {0: 'WRITE', 1: 'BLOCKWRITE', 3: 'MASKWRITE', 4: 'MASKPOLL', 129: 'DDR_PATCH', 144: 'VNPU_DMA',
        145: 'VNPU_COMPUTE'}
-FIXED_SIZE = {0: 24, 3: 32, 4: 32, 129: 48, 144: 40, 145: 24}
+FIXED_SIZE = {0: 24, 3: 32, 4: 32, 129: 48, 144: 44, 145: 24}
 SIZE_FIELD_AT = {0: 20, 1: 12, 3: 24, 4: 24, 129: 4, 144: 4, 145: 4}
 KERNELS = {1: ('CONV', 80), 2: ('GEMM', 36), 3: ('EPILOGUE', 52), 4: ('ELTWISE', 68), 5: ('POOL', 68),
            6: ('GAP', 24)}
 BUFFERS = ('in', 'out', 'scratch', 'const', 'super_instr')
 READ_ONLY = (0, 3, 4)
 CORE_LOCAL, MEM_LOCAL = 64 * 1024, 512 * 1024          # vnpu local_memory_bytes / mem_tile_bytes
-BD_BASE, BD_STRIDE, BD_COUNT = 0x1D000, 0x20, 16
+BD_BASE, BD_STRIDE, BD_COUNT, BD_WORDS = 0x1D000, 0x20, 16, 8   # shim tile buffer descriptors
 LOAD_DONE, STORE_DONE, CORE_DONE = 0x1DF00, 0x1DF04, 0x32000
 M32, DDR_SPAN = 0xFFFFFFFF, 1 << 40
 FMT = {k: struct.Struct(v) for k, v in {
     'hdr': '<BBBBBBHII', 'u32': '<I', 'write': '<BBB5xQII', 'block': '<BBB5xII', 'mask': '<BBB5xQIII4x',
-    'patch': '<B3xIiII4xQQQ', 'dma': '<B3xIIIIIIIII', 'compute': '<B3xIIIII'}.items()}
+    'patch': '<B3xIiII4xQQQ', 'dma': '<B3xIIIIIIIIII', 'compute': '<B3xIIIII'}.items()}
 
 
 class TxnError(Exception):
@@ -72,21 +72,22 @@ class Reader:
         if col >= self.cols or row >= self.rows:
             self.fail(f'{what} 0x{addr:x}: tile (col {col}, row {row}) is outside the {self.cols}-column '
                       f'{self.rows}-row array')
-        if row == 0:
-            self.fail(f'{what} 0x{addr:x}: tile (col {col}, row 0) is a shim tile (no registers, no memory)')
-        self.tiles.add((col, row))
+        if row > 0:
+            self.tiles.add((col, row))
         return col, row, offset
 
     def reg_name(self, row, offset):
-        if BD_BASE <= offset < BD_BASE + BD_STRIDE * BD_COUNT and (offset - BD_BASE) % BD_STRIDE in (0, 4):
-            i, hi = divmod(offset - BD_BASE, BD_STRIDE)
-            return f'BD[{i}].ADDR_{"HI" if hi else "LO"}'
+        if row == 0:                                     # the shim tile: its BDs' 8 words, nothing else
+            if BD_BASE <= offset < BD_BASE + BD_STRIDE * BD_COUNT and offset % 4 == 0:
+                i, rel = divmod(offset - BD_BASE, BD_STRIDE)
+                return f'BD[{i}].w{rel // 4}'
+            return None
         if offset == CORE_DONE and row <= self.mem_rows:  # a memory tile's 0x32000 is a data word
             return None
         return {LOAD_DONE: 'DMA_LOAD_DONE', STORE_DONE: 'DMA_STORE_DONE', CORE_DONE: 'CORE_DONE'}.get(offset)
 
     def local_size(self, row):
-        return MEM_LOCAL if row <= self.mem_rows else CORE_LOCAL
+        return 0 if row == 0 else MEM_LOCAL if row <= self.mem_rows else CORE_LOCAL
 
     def resolve(self, addr, what):
         """Return ((col, row, offset), register name or None for a data word); reject anything else."""
@@ -97,10 +98,11 @@ class Reader:
                       f'nor a 4-aligned word of its {self.local_size(row)}-byte data memory')
         return (col, row, offset), name
 
-    def bd_lo(self, addr, what):
+    def shim_bd(self, addr, what, word):
         key, name = self.resolve(addr, what)
-        if name is None or not name.endswith('ADDR_LO'):
-            self.fail(f'{what} 0x{addr:x} is {name or "a data word"}, not a BD[i].ADDR_LO register')
+        if key[1] != 0 or not name.endswith(f'.w{word}'):
+            self.fail(f'{what} 0x{addr:x} is {name or "a data word"} of tile ({key[0]},{key[1]}), not word {word} '
+                      'of a shim tile BD[i]')
         return key, name
 
     def bump(self, key):
@@ -181,19 +183,26 @@ class Reader:
         _, _, typ, size_in_bytes, action, regaddr, argidx, argplus = self.unpack('patch', off)
         for field, got, want in (('type', typ, 0), ('size_in_bytes', size_in_bytes, 40), ('action', action, 0)):
             self.expect(field, got, want)
-        (col, row, offset), _ = self.bd_lo(regaddr, 'regaddr')
+        (col, row, offset), _ = self.shim_bd(regaddr, 'regaddr', 1)
         if argidx > 4:
             self.fail(f'argidx {argidx} is not a fused buffer (0..4)')
-        if argplus >= DDR_SPAN:
-            self.fail(f'argplus 0x{argplus:x} is not below 2^40')
+        if argplus >= DDR_SPAN or argplus % 4:
+            self.fail(f'argplus 0x{argplus:x} is not a multiple of 4 below 2^40')
         ddr = ((argidx + 1) << 40) + argplus
         self.regs[(col, row, offset)] = ddr & M32
-        self.regs[(col, row, offset + 4)] = ddr >> 32
+        high = (col, row, offset + 4)
+        self.regs[high] = (self.regs.get(high, 0) & ~0xFFFF & M32) | (ddr >> 32)
 
     def op_vnpu_dma(self, off, size):
-        _, _, bd, direction, local, row_bytes, rows, ddr_stride, local_stride, reserved = self.unpack('dma', off)
-        self.expect('reserved', reserved, 0)
-        (col, row, offset), name = self.bd_lo(bd, 'bd')
+        _, _, bd, direction, local, row_bytes, rows, ddr_stride, local_stride, tile, skip = self.unpack('dma', off)
+        (scol, srow, offset), name = self.shim_bd(bd, 'bd', 0)
+        if tile & 0xFFFFF:
+            self.fail(f'tile 0x{tile:x}: low 20 bits must be zero')
+        col, row, _ = self.tile(tile, 'tile')
+        if row == 0:
+            self.fail(f'tile ({col},0) is a shim tile, which has no data memory')
+        if skip > 3:
+            self.fail(f'DDR byte offset {skip} is not 0..3')
         if direction not in (0, 1):
             self.fail(f'direction {direction} is neither 0 (load) nor 1 (store)')
         if rows < 1 or row_bytes < 1:
@@ -205,16 +214,18 @@ class Reader:
         kind = ('load', 'store')[direction]
         if rows > 1 and (local_stride if direction == 0 else ddr_stride) < row_bytes:  # destination overlap
             self.fail(f'{kind} destination rows overlap: stride < row bytes {row_bytes}')
-        ddr = self.regs.get((col, row, offset + 4), 0) << 32 | self.regs.get((col, row, offset), 0)
+        word = lambda w: self.regs.get((scol, srow, offset + 4 * w), 0)
+        ddr = (word(2) & 0xFFFF) << 32 | (word(1) & ~3 & M32)
         buf = (ddr >> 40) - 1
         if not 0 <= buf <= 4:
-            self.fail(f'{name} of tile ({col},{row}) holds 0x{ddr:x}, not a fused-buffer address '
+            self.fail(f'{name[:-3]} of shim tile ({scol},0) holds 0x{ddr:x}, not a fused-buffer address '
                       '(never patched?)')
+        ddr += skip
         ddr_end = (ddr & (DDR_SPAN - 1)) + (rows - 1) * ddr_stride + row_bytes
         if ddr_end > DDR_SPAN:
             self.fail(f'DDR rows end at offset 0x{ddr_end:x} of buffer {buf}, past 2^40')
         if direction == 1 and buf in READ_ONLY:
-            self.fail(f'store into read-only buffer {buf} ({BUFFERS[buf]}) through {name} of tile ({col},{row})')
+            self.fail(f'store into read-only buffer {buf} ({BUFFERS[buf]}) through {name[:-3]} of shim tile ({scol},0)')
         moved, bname = self.dma_bytes[kind], BUFFERS[buf]
         moved[bname] = moved.get(bname, 0) + rows * row_bytes
         self.dma_cmds[kind] += 1
@@ -298,9 +309,11 @@ def selftest(path):
                      ('total size', 12, '<I', len(data) - 1)],
               129: [('type', 8, '<i', 1), ('size_in_bytes', 12, '<I', 48), ('action', 16, '<I', 1),
                     ('argidx', 32, '<Q', 5), ('argidx', 32, '<Q', 1 << 32), ('argplus', 40, '<Q', DDR_SPAN),
-                    ('regaddr', 24, '<Q', 0x1D000), ('regaddr', 24, '<Q', lambda v: v + 4)],
+                    ('regaddr', 24, '<Q', 0x1D000), ('regaddr', 24, '<Q', lambda v: v + 4),
+                    ('regaddr', 24, '<Q', lambda v: v | 2 << 20), ('argplus', 40, '<Q', lambda v: v + 2)],
               144: [('direction', 12, '<I', 2), ('row bytes', 20, '<I', 0), ('rows', 24, '<I', 0),
-                    ('reserved', 36, '<I', 1), ('local', 16, '<I', 1 << 31), ('bd', 8, '<I', lambda v: v + 8)],
+                    ('tile', 36, '<I', 0), ('tile', 36, '<I', lambda v: v | 8), ('DDR byte offset', 40, '<I', 4),
+                    ('local', 16, '<I', 1 << 31), ('bd', 8, '<I', lambda v: v + 4)],
               145: [('kernel', 12, '<I', 0), ('kernel', 12, '<I', 7), ('param bytes', 20, '<I', lambda v: v + 4),
                     ('param addr', 16, '<I', lambda v: v + 2), ('tile', 8, '<I', lambda v: v | 4),
                     ('tile', 8, '<I', 1 << 20), ('tile', 8, '<I', 0)]}
@@ -315,9 +328,9 @@ def selftest(path):
         if opcode == 129:
             last_patch[get('<Q', off + 24)] = off
         elif opcode == 144 and get('<I', off + 12) == 1:
-            if get('<I', off + 8) in last_patch:
+            if get('<I', off + 8) + 4 in last_patch:
                 cases += [(f'store through a BD patched with argidx {a}',
-                           put(data, last_patch[get('<I', off + 8)] + 32, '<Q', a)) for a in READ_ONLY]
+                           put(data, last_patch[get('<I', off + 8) + 4] + 32, '<Q', a)) for a in READ_ONLY]
             break
     for off, opcode in reader.ops:                       # an unsatisfiable poll on a counter
         if opcode == 4 and reader.reg_name((get('<Q', off + 8) >> 20) & 31, get('<Q', off + 8) & 0xFFFFF):
@@ -328,20 +341,22 @@ def selftest(path):
     W = lambda a, v: struct.pack('<BBB5xQII', 0, 0, 0, a, v, 24)
     BW = lambda a, ws, n=None: struct.pack(f'<BBB5xII{len(ws)}I', 1, 0, 0, a, n or 16 + 4 * len(ws), *ws)
     MASK = lambda op, a, v, m: struct.pack('<BBB5xQIII4x', op, 0, 0, a, v, m, 32)
-    DMA = lambda bd, d: struct.pack('<B3xIIIIIIIII', 144, 40, bd, d, 0, 4, 1, 4, 4, 0)
-    bd15, done = core + BD_BASE + 15 * BD_STRIDE, core + STORE_DONE
-    good = [W(done, 7), BW(core, []), BW(bd15, [0x100, 2 << 8]), DMA(bd15, 1), MASK(4, done, 8, M32),
+    DMA = lambda bd, d: struct.pack('<B3xIIIIIIIIII', 144, 44, bd, d, 0, 4, 1, 4, 4, core, 0)
+    bd15, done = BD_BASE + 15 * BD_STRIDE, core + STORE_DONE     # shim tile (0,0) BD 15
+    good = [W(done, 7), BW(core, []), BW(bd15 + 4, [0x100, 2 << 8]), DMA(bd15, 1), MASK(4, done, 8, M32),
             MASK(3, done, 0x100, 0xF00), MASK(4, done, 0x108, 0xFFF), BW(core + 0xFFF8, [1, 2]),
             W(mem + CORE_DONE, 5)]
     append = lambda ops: put(data + b''.join(ops), 8, '<I', n_ops + len(ops), fix_total=True)
     bad = {'store counter not bumped by the DMA': {4: MASK(4, done, 7, M32)},
            'MASKWRITE ignored by the poll': {6: MASK(4, done, 8, 0xFFF)},
-           'BLOCKWRITE BD to buffer 0, then a store': {2: BW(bd15, [0x100, 1 << 8])},
+           'BLOCKWRITE BD to buffer 0, then a store': {2: BW(bd15 + 4, [0x100, 1 << 8])},
            'BLOCKWRITE n=0 at an unaligned word': {1: BW(core + 2, [])},
            'BLOCKWRITE size 17': {1: BW(core, [], 17)},
            'BLOCKWRITE running past data memory': {7: BW(core + 0xFFFC, [1, 2])},
            'WRITE to an unknown register': {0: W(core + 0x1DF08, 0)},
-           'DMA through a BD holding 0': {2: BW(bd15, [0, 0])}}
+           'DMA through a BD holding 0': {2: BW(bd15 + 4, [0, 0])},
+           'BLOCKWRITE past the shim BDs': {1: BW(BD_BASE + 16 * BD_STRIDE - 4, [0, 0])},
+           'WRITE to shim data memory': {0: W(0, 0)}}
     cases += [(f'appended ops, {label}', append([swap.get(i, op) for i, op in enumerate(good)]))
               for label, swap in bad.items()]
     rng = random.Random(0)

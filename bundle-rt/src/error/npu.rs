@@ -197,7 +197,15 @@ pub enum NpuWhy {
         /// The value found.
         value: u64,
     },
-    /// The address names a tile outside the array or in the shim row (row 0).
+    /// A field that must be 4-byte aligned is not (DDR_PATCH's `argplus`: a shim buffer
+    /// descriptor holds address bits 31:2).
+    Misaligned {
+        /// The field, as in the format page.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+    },
+    /// The address names a tile outside the array.
     BadTile {
         /// The register address.
         addr: u64,
@@ -325,7 +333,11 @@ impl fmt::Display for NpuWhy {
             }
             NpuWhy::BadTile { addr, col, row } => write!(
                 f,
-                "address {addr:#x} names tile (col {col}, row {row}), which is outside the array or in the shim row"
+                "address {addr:#x} names tile (col {col}, row {row}), which is outside the array"
+            ),
+            NpuWhy::Misaligned { field, value } => write!(
+                f,
+                "field `{field}` is {value}, which is not a multiple of 4 (shim buffer descriptors hold word addresses)"
             ),
             NpuWhy::NotCoreTile { col, row } => write!(
                 f,

@@ -8,9 +8,10 @@
 //! Everything that can be checked from the file and the target alone is checked here, before any op
 //! runs: header fields (version, generation, geometry equal to the target's, total size), each
 //! op's opcode and size, that the ops exactly fill `total size` and number `op count`, every
-//! register address (tile inside the array and not in the shim row, offset a register of that tile
-//! or an aligned data-memory word), DDR_PATCH and VNPU_DMA fields, the local side of every DMA,
-//! and each VNPU_COMPUTE's tile, kernel and parameter-block placement. Errors name the op index and
+//! register address (tile inside the array, offset a register of that tile or an aligned
+//! data-memory word), DDR_PATCH fields (`regaddr` word 1 of a shim buffer descriptor, `argplus`
+//! 4-byte aligned), VNPU_DMA fields and the local side of every DMA, and each VNPU_COMPUTE's
+//! tile, kernel and parameter-block placement. Errors name the op index and
 //! its byte offset. Register offsets win over data memory where a memory tile's data memory
 //! (larger than `0x1D000`) overlaps the register map.
 
@@ -19,7 +20,8 @@ use alloc::vec::Vec;
 use super::device::NpuTarget;
 use super::params::Kernel;
 use super::regs::{
-    bd_at, check_local, tile_of, u32_at, u64_at, word_at, Addr, Tile, TILE_OFFSET_BITS,
+    bd_at, check_local, tile_of, u32_at, u64_at, word_at, Addr, Tile, TileKind, BD_ADDR_LOW,
+    TILE_OFFSET_BITS,
 };
 use crate::error::{Error, NpuBuffer, NpuWhy};
 use crate::Result;
@@ -50,9 +52,9 @@ pub(crate) enum OpKind<'t> {
     /// NOOP (5), PREEMPT (6), TCT (128), RECORD_TIMER (131), MERGE_SYNC (132): nothing to do when every
     /// command completes before the next (a TCT's token is already there).
     Nop,
-    /// DDR_PATCH (129): BD `bd` of `tile` gets the address of `buffer` + `argplus`.
+    /// DDR_PATCH (129): BD `bd` of shim tile `shim` gets the address of `buffer` + `argplus`.
     DdrPatch {
-        tile: Tile,
+        shim: Tile,
         bd: u8,
         buffer: NpuBuffer,
         argplus: u64,
@@ -70,10 +72,14 @@ pub(crate) enum OpKind<'t> {
 /// A VNPU_DMA command; its local side is checked against the tile's data memory.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Dma {
-    /// The tile the transfer serves.
-    pub tile: Tile,
-    /// Its buffer descriptor.
+    /// The shim tile whose buffer descriptor holds the DDR address.
+    pub shim: Tile,
+    /// That buffer descriptor.
     pub bd: u8,
+    /// The memory or core tile the transfer serves.
+    pub tile: Tile,
+    /// Bytes past the descriptor's (4-byte aligned) address where row 0 starts: 0..=3.
+    pub skip: u32,
     /// Tile → DDR (else DDR → tile).
     pub store: bool,
     /// Local byte offset of row 0.
@@ -184,7 +190,7 @@ fn size_rule(layout: Layout, opcode: u8) -> Option<SizeRule> {
         (_, 131) => Field(4, &[12]),
         (V01, 129) => Field(4, &[48]),
         (V10, 129) => Field(4, &[24]),
-        (_, 144) => Field(4, &[40]),
+        (_, 144) => Field(4, &[44]),
         (_, 145) => Field(4, &[24]),
         _ => return None,
     })
@@ -383,13 +389,20 @@ fn op_kind<'t>(
                 expect(b, 16, "action", 0)?;
                 (w64(24), w64(32), w64(40))
             };
-            let (tile, bd) = bd_at(target, regaddr)?;
+            let (shim, bd) = bd_at(target, regaddr, BD_ADDR_LOW)?;
+            if argplus % 4 != 0 {
+                let field = "argplus";
+                return Err(NpuWhy::Misaligned {
+                    field,
+                    value: argplus,
+                });
+            }
             let buffer = NpuBuffer::from_argidx(argidx).ok_or(NpuWhy::BadField {
                 field: "argidx",
                 value: argidx,
             })?;
             OpKind::DdrPatch {
-                tile,
+                shim,
                 bd,
                 buffer,
                 argplus,
@@ -404,7 +417,22 @@ fn op_kind<'t>(
 /// Decodes a VNPU_DMA and checks its local side.
 fn dma(b: &[u8], target: &NpuTarget) -> core::result::Result<Dma, NpuWhy> {
     let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
-    let (tile, bd) = bd_at(target, w32(8).into())?;
+    let (shim, bd) = bd_at(target, w32(8).into(), 0)?;
+    let raw = w32(36);
+    let tile = tile_of(target, raw.into())?;
+    if raw & ((1 << TILE_OFFSET_BITS) - 1) != 0 || tile.kind == TileKind::Shim {
+        let value = raw.into();
+        return Err(NpuWhy::BadField {
+            field: "tile",
+            value,
+        });
+    }
+    let skip = w32(40);
+    if skip > 3 {
+        let value = skip.into();
+        let field = "DDR byte offset";
+        return Err(NpuWhy::BadField { field, value });
+    }
     let store = match w32(12) {
         0 => false,
         1 => true,
@@ -422,7 +450,6 @@ fn dma(b: &[u8], target: &NpuTarget) -> core::result::Result<Dma, NpuWhy> {
             return Err(NpuWhy::BadField { field, value: 0 });
         }
     }
-    expect(b, 36, "reserved", 0)?;
     // The destination rows must not overlap (a later row would overwrite an earlier one). This
     // also bounds a transfer by its destination's size, so no DMA copies more than that.
     let (dst_field, dst_stride) = if store {
@@ -438,8 +465,10 @@ fn dma(b: &[u8], target: &NpuTarget) -> core::result::Result<Dma, NpuWhy> {
         });
     }
     let d = Dma {
-        tile,
+        shim,
         bd,
+        tile,
+        skip,
         store,
         local,
         row_bytes,
@@ -466,7 +495,7 @@ fn compute<'t>(b: &[u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>,
         });
     }
     let tile = tile_of(target, raw.into())?;
-    if !tile.core {
+    if !tile.core() {
         let (col, row) = (tile.col, tile.row);
         return Err(NpuWhy::NotCoreTile { col, row });
     }

@@ -1,5 +1,7 @@
-//! Executing decoded ops: the emulator's per-tile state (data memory and registers: 16 buffer
-//! descriptor address pairs, `DMA_LOAD_DONE`, `DMA_STORE_DONE`, `CORE_DONE`) and the cycle count.
+//! Executing decoded ops: the emulator's per-tile state (data memory and registers: a shim tile's 16
+//! buffer descriptors of 8 words, a memory or core tile's `DMA_LOAD_DONE`, `DMA_STORE_DONE`,
+//! `CORE_DONE`) and the cycle count. A VNPU_DMA takes its DDR address from the shim buffer descriptor
+//! it names (words 1 and 2, as a DDR_PATCH leaves them) and moves data to or from the tile it serves.
 //!
 //! A run replays the ops twice from a reset state. The *check* pass moves no data: it simulates
 //! only the registers (which no op derives from data), so every DDR_PATCH bound, buffer descriptor
@@ -16,28 +18,46 @@ use super::decode::{Dma, Op, OpKind};
 use super::device::{NpuBuffers, NpuCycles, NpuTarget};
 use super::kernels;
 use super::params::{Kernel, Params};
-use super::regs::{self, Addr, Reg, Tile, Word, NUM_BDS};
+use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW, BD_WORDS, NUM_BDS};
 use crate::error::{Error, Name, NpuBuffer, NpuRegion, NpuWhy};
 use crate::Result;
 
 /// Bits of a DDR address that are the offset inside its buffer.
 const DDR_OFFSET_BITS: u32 = 40;
 
-/// The registers of one tile.
-#[derive(Clone, Copy, Debug, Default)]
+/// Words of a shim tile's buffer descriptors.
+const BD_TABLE: usize = (NUM_BDS * BD_WORDS) as usize;
+
+/// The registers of one tile (a shim tile uses `bd`, the others the counters).
+#[derive(Clone, Copy, Debug)]
 struct Regs {
-    /// `BD[i].ADDR_LO` at `2i`, `BD[i].ADDR_HI` at `2i + 1`.
-    bd: [u32; 2 * NUM_BDS as usize],
+    /// Word `w` of BD `i` at `8i + w`.
+    bd: [u32; BD_TABLE],
     load_done: u32,
     store_done: u32,
     core_done: u32,
 }
 
+impl Default for Regs {
+    fn default() -> Regs {
+        Regs {
+            bd: [0; BD_TABLE],
+            load_done: 0,
+            store_done: 0,
+            core_done: 0,
+        }
+    }
+}
+
+/// The index of word `word` of BD `bd` in [`Regs::bd`].
+fn bd_word(bd: u8, word: u8) -> usize {
+    usize::from(bd) * BD_WORDS as usize + usize::from(word)
+}
+
 impl Regs {
     fn get(&self, reg: Reg) -> u32 {
         match reg {
-            Reg::BdLo(i) => self.bd.get(2 * usize::from(i)).copied().unwrap_or(0),
-            Reg::BdHi(i) => self.bd.get(2 * usize::from(i) + 1).copied().unwrap_or(0),
+            Reg::Bd { bd, word } => self.bd.get(bd_word(bd, word)).copied().unwrap_or(0),
             Reg::LoadDone => self.load_done,
             Reg::StoreDone => self.store_done,
             Reg::CoreDone => self.core_done,
@@ -46,8 +66,7 @@ impl Regs {
 
     fn set(&mut self, reg: Reg, v: u32) {
         let slot = match reg {
-            Reg::BdLo(i) => self.bd.get_mut(2 * usize::from(i)),
-            Reg::BdHi(i) => self.bd.get_mut(2 * usize::from(i) + 1),
+            Reg::Bd { bd, word } => self.bd.get_mut(bd_word(bd, word)),
             Reg::LoadDone => Some(&mut self.load_done),
             Reg::StoreDone => Some(&mut self.store_done),
             Reg::CoreDone => Some(&mut self.core_done),
@@ -57,11 +76,33 @@ impl Regs {
         }
     }
 
-    /// The DDR address in BD `i`.
-    fn bd_addr(&self, i: u8) -> u64 {
-        let lo = u64::from(self.get(Reg::BdLo(i)));
-        let hi = u64::from(self.get(Reg::BdHi(i)));
-        hi << 32 | lo
+    /// The 48-bit DDR address in BD `bd`: bits 31:2 from word 1, bits 47:32 from word 2's low half.
+    fn bd_addr(&self, bd: u8) -> u64 {
+        let low = self.get(Reg::Bd {
+            bd,
+            word: BD_ADDR_LOW,
+        }) & !3;
+        let high = self.get(Reg::Bd {
+            bd,
+            word: BD_ADDR_HIGH,
+        }) & 0xFFFF;
+        u64::from(high) << 32 | u64::from(low)
+    }
+
+    /// Writes `addr` (4-byte aligned, below 2^48) into BD `bd` as a DDR_PATCH does: word 1, and
+    /// word 2's low half (its other bits are kept).
+    fn patch_bd(&mut self, bd: u8, addr: u64) {
+        let high = Reg::Bd {
+            bd,
+            word: BD_ADDR_HIGH,
+        };
+        let word2 = (self.get(high) & !0xFFFF) | ((addr >> 32) as u32 & 0xFFFF);
+        self.set(high, word2);
+        let low = Reg::Bd {
+            bd,
+            word: BD_ADDR_LOW,
+        };
+        self.set(low, addr as u32);
     }
 }
 
@@ -140,7 +181,7 @@ impl State {
         ops: &[Op<'_>],
         mut bufs: NpuBuffers<'_>,
     ) -> Result<NpuCycles> {
-        let tiles = usize::from(target.cols) * usize::from(target.rows.saturating_sub(1));
+        let tiles = regs::tile_count(target);
         for pass in [Pass::Check, Pass::Execute] {
             self.reset(tiles)?;
             for (index, op) in ops.iter().enumerate() {
@@ -245,7 +286,7 @@ impl State {
                 }
             }
             OpKind::DdrPatch {
-                tile,
+                shim,
                 bd,
                 buffer,
                 argplus,
@@ -262,9 +303,7 @@ impl State {
                     return Err(OpErr::Why(why));
                 }
                 let addr = (u64::from(buffer.argidx()) + 1) << DDR_OFFSET_BITS | argplus;
-                let regs = self.regs(tile)?;
-                regs.set(Reg::BdLo(bd), addr as u32);
-                regs.set(Reg::BdHi(bd), (addr >> 32) as u32);
+                self.regs(shim)?.patch_bd(bd, addr);
             }
             OpKind::Nop => {}
             OpKind::Dma(d) => self.dma(&d, bufs, pass)?,
@@ -290,7 +329,8 @@ impl State {
         bufs: &mut NpuBuffers<'_>,
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
-        let addr = self.regs(d.tile)?.bd_addr(d.bd);
+        // The BD's address is below 2^48 and `skip` ≤ 3: no overflow.
+        let addr = self.regs(d.shim)?.bd_addr(d.bd) + u64::from(d.skip);
         let buffer = (addr >> DDR_OFFSET_BITS)
             .checked_sub(1)
             .and_then(NpuBuffer::from_argidx)

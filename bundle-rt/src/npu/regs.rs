@@ -1,22 +1,32 @@
 //! The register map of the virtual NPU: a register address `col << 25 | row << 20 | offset` names a
-//! [`Tile`] (a memory or core tile of the target; never the shim row) and, inside it, a [`Reg`]
-//! (16 buffer-descriptor address pairs, `DMA_LOAD_DONE`, `DMA_STORE_DONE`, and `CORE_DONE` on core
-//! tiles) or an aligned data-memory [`Word`]; plus the little-endian readers the decoder and the
+//! [`Tile`] of the target (the shim tile in row 0, memory tiles, core tiles) and, inside it, a
+//! [`Reg`] or an aligned data-memory [`Word`]; plus the little-endian readers the decoder and the
 //! kernels share.
+//!
+//! The shim tile's registers are AIE-ML's: 16 DMA buffer descriptors of 8 words at
+//! `0x1D000 + 0x20·i` (word 1 holds address bits 31:2, word 2 bits 47:32 in its low 16 bits), the
+//! words a real DDR_PATCH patches. Memory and core tiles have the virtual NPU's completion counters
+//! (`DMA_LOAD_DONE`, `DMA_STORE_DONE`, and `CORE_DONE` on core tiles) and their data memory; the
+//! shim tile has no data memory.
 //!
 //! Invariant: a [`Tile`] or [`Addr`] exists only for a tile inside the target's array, and an
 //! [`Addr`]'s data word lies wholly inside that tile's data memory. Register offsets win where a
-//! memory tile's data memory (512 KiB on the vnpu, past `0x1D000`) overlaps the register map, so
-//! those data bytes are reachable by DMA only; `CORE_DONE`'s offset, not a memory-tile register, is
-//! a data word there.
+//! memory tile's data memory (512 KiB on the vnpu) overlaps the counters, so those data bytes are
+//! reachable by DMA only; `CORE_DONE`'s offset, not a memory-tile register, is a data word there.
 
 use super::device::NpuTarget;
 use crate::error::{NpuRegion, NpuWhy};
 
-/// Buffer descriptors per tile.
+/// Buffer descriptors of a shim tile.
 pub(crate) const NUM_BDS: u32 = 16;
-/// Register offset of `BD[0].ADDR_LO`; BD `i` is `0x20 * i` further.
+/// Words of one shim buffer descriptor.
+pub(crate) const BD_WORDS: u32 = 8;
+/// Register offset of shim `BD[0]` word 0; BD `i` is `0x20 * i` further.
 pub(crate) const BD_BASE: u32 = 0x1D000;
+/// The BD word holding address bits 31:2 (what DDR_PATCH's `regaddr` names).
+pub(crate) const BD_ADDR_LOW: u8 = 1;
+/// The BD word whose low 16 bits hold address bits 47:32.
+pub(crate) const BD_ADDR_HIGH: u8 = 2;
 /// Register offset of `DMA_LOAD_DONE`.
 pub(crate) const DMA_LOAD_DONE: u32 = 0x1DF00;
 /// Register offset of `DMA_STORE_DONE`.
@@ -26,28 +36,44 @@ pub(crate) const CORE_DONE: u32 = 0x32000;
 /// Bits of a register address below the tile fields.
 pub(crate) const TILE_OFFSET_BITS: u32 = 20;
 
-/// A memory or core tile of the array.
+/// What a tile is, from its row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TileKind {
+    /// Row 0: the shim tile (DMA to DDR; no data memory).
+    Shim,
+    /// A memory tile (rows 1..=mem-tile rows).
+    Mem,
+    /// A core tile.
+    Core,
+}
+
+/// A tile of the array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Tile {
     /// Column.
     pub col: u8,
-    /// Row (≥ 1).
+    /// Row.
     pub row: u8,
-    /// Index into per-tile state: `col * (rows - 1) + row - 1`.
+    /// Index into per-tile state: `col * rows + row`.
     pub index: usize,
-    /// Whether it is a core tile (else a memory tile).
-    pub core: bool,
-    /// Bytes of its data memory.
+    /// Its kind.
+    pub kind: TileKind,
+    /// Bytes of its data memory (0 for the shim tile).
     pub local: u32,
+}
+
+impl Tile {
+    /// Whether it is a core tile (it computes).
+    pub(crate) fn core(&self) -> bool {
+        self.kind == TileKind::Core
+    }
 }
 
 /// A register of a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reg {
-    /// `BD[i].ADDR_LO`.
-    BdLo(u8),
-    /// `BD[i].ADDR_HI`.
-    BdHi(u8),
+    /// Word `word` (0..8) of shim buffer descriptor `bd`.
+    Bd { bd: u8, word: u8 },
     /// `DMA_LOAD_DONE`.
     LoadDone,
     /// `DMA_STORE_DONE`.
@@ -90,48 +116,51 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(bytes))
 }
 
+/// Tiles of the array (the per-tile state's length).
+pub(crate) fn tile_count(target: &NpuTarget) -> usize {
+    usize::from(target.cols) * usize::from(target.rows)
+}
+
 /// The tile named by the upper bits of a register address.
 pub(crate) fn tile_of(target: &NpuTarget, addr: u64) -> core::result::Result<Tile, NpuWhy> {
     let col = addr >> 25;
     let row = (addr >> TILE_OFFSET_BITS) & 0x1F;
-    let bad = NpuWhy::BadTile { addr, col, row };
-    if col >= u64::from(target.cols) || row == 0 || row >= u64::from(target.rows) {
-        return Err(bad);
+    if col >= u64::from(target.cols) || row >= u64::from(target.rows) {
+        return Err(NpuWhy::BadTile { addr, col, row });
     }
     // Both fit u8: they are below `cols` / `rows`.
     let (col, row) = (col as u8, row as u8);
-    let per_col = usize::from(target.rows) - 1;
-    let index = usize::from(col) * per_col + usize::from(row) - 1;
-    let core = row > target.mem_tile_rows;
-    let local = if core {
-        target.local_bytes
+    let index = usize::from(col) * usize::from(target.rows) + usize::from(row);
+    let (kind, local) = if row == 0 {
+        (TileKind::Shim, 0)
+    } else if row <= target.mem_tile_rows {
+        (TileKind::Mem, target.mem_tile_bytes)
     } else {
-        target.mem_tile_bytes
+        (TileKind::Core, target.local_bytes)
     };
     Ok(Tile {
         col,
         row,
         index,
-        core,
+        kind,
         local,
     })
 }
 
-/// The register at tile offset `off`, if the tile has one there.
-fn reg_at(off: u32, core: bool) -> Option<Reg> {
-    if let Some(rel) = off.checked_sub(BD_BASE) {
-        let (i, within) = (rel / 0x20, rel % 0x20);
-        if i < NUM_BDS && within == 0 {
-            return Some(Reg::BdLo(i as u8));
-        }
-        if i < NUM_BDS && within == 4 {
-            return Some(Reg::BdHi(i as u8));
-        }
+/// The register at tile offset `off`, if a tile of this kind has one there.
+fn reg_at(off: u32, kind: TileKind) -> Option<Reg> {
+    if kind == TileKind::Shim {
+        let rel = off.checked_sub(BD_BASE)?;
+        let (bd, within) = (rel / 0x20, rel % 0x20);
+        return (bd < NUM_BDS && within % 4 == 0).then_some(Reg::Bd {
+            bd: bd as u8,
+            word: (within / 4) as u8,
+        });
     }
     match off {
         DMA_LOAD_DONE => Some(Reg::LoadDone),
         DMA_STORE_DONE => Some(Reg::StoreDone),
-        CORE_DONE if core => Some(Reg::CoreDone),
+        CORE_DONE if kind == TileKind::Core => Some(Reg::CoreDone),
         _ => None,
     }
 }
@@ -140,7 +169,7 @@ fn reg_at(off: u32, core: bool) -> Option<Reg> {
 pub(crate) fn word_at(target: &NpuTarget, raw: u64) -> core::result::Result<Addr, NpuWhy> {
     let tile = tile_of(target, raw)?;
     let off = (raw & ((1 << TILE_OFFSET_BITS) - 1)) as u32;
-    let word = if let Some(reg) = reg_at(off, tile.core) {
+    let word = if let Some(reg) = reg_at(off, tile.kind) {
         Word::Reg(reg)
     } else if off.is_multiple_of(4) && off.checked_add(4).is_some_and(|e| e <= tile.local) {
         Word::Data(off)
@@ -150,14 +179,18 @@ pub(crate) fn word_at(target: &NpuTarget, raw: u64) -> core::result::Result<Addr
     Ok(Addr { raw, tile, word })
 }
 
-/// Resolves the address of a `BD[i].ADDR_LO` register.
-pub(crate) fn bd_at(target: &NpuTarget, raw: u64) -> core::result::Result<(Tile, u8), NpuWhy> {
+/// Resolves the address of word `word` of a shim buffer descriptor: the shim tile and the BD.
+pub(crate) fn bd_at(
+    target: &NpuTarget,
+    raw: u64,
+    word: u8,
+) -> core::result::Result<(Tile, u8), NpuWhy> {
     match word_at(target, raw)? {
         Addr {
             tile,
-            word: Word::Reg(Reg::BdLo(i)),
+            word: Word::Reg(Reg::Bd { bd, word: w }),
             ..
-        } => Ok((tile, i)),
+        } if w == word => Ok((tile, bd)),
         _ => Err(NpuWhy::BadRegister { addr: raw }),
     }
 }

@@ -16,9 +16,14 @@ mod kernels;
 mod kernels_map;
 mod program;
 
-/// `BD[i].ADDR_LO` offset.
+/// Offset of word 0 of shim buffer descriptor `i` (word 1, 4 bytes on, holds address bits 31:2;
+/// word 2 bits 47:32 in its low half).
 pub(super) const fn bd(i: u32) -> u32 {
     0x1D000 + 0x20 * i
+}
+/// Register base of the shim tile of tile `t`'s column.
+pub(super) const fn shim(t: u32) -> u32 {
+    t & (0x7F << 25)
 }
 pub(super) const LOAD_DONE: u32 = 0x1DF00;
 pub(super) const STORE_DONE: u32 = 0x1DF04;
@@ -107,18 +112,48 @@ impl Txn {
         self.u64(argplus);
         self
     }
-    /// VNPU_DMA: `[local, row bytes, rows, ddr stride, local stride]`.
-    pub fn dma(&mut self, bd_reg: u32, store: bool, rows: [u32; 5]) -> &mut Txn {
-        self.custom(144, 40);
+    /// VNPU_DMA through the shim BD at `bd_reg` for tile `t`, starting `skip` bytes past the BD's
+    /// address: `[local, row bytes, rows, ddr stride, local stride]`.
+    pub fn dma_raw(
+        &mut self,
+        bd_reg: u32,
+        t: u32,
+        skip: u32,
+        store: bool,
+        rows: [u32; 5],
+    ) -> &mut Txn {
+        self.custom(144, 44);
         self.u32(bd_reg);
         self.u32(store.into());
         for v in rows {
             self.u32(v);
         }
-        self.u32(0);
+        self.u32(t);
+        self.u32(skip);
         self
     }
-    /// Patch BD `i` of tile `t` to `argidx` + `argplus`, then a one-row DMA of `len` bytes at `local`.
+    /// VNPU_DMA for tile `t` through BD `i` of its column's shim tile.
+    pub fn dma(&mut self, t: u32, i: u32, store: bool, rows: [u32; 5]) -> &mut Txn {
+        self.dma_raw(shim(t) | bd(i), t, 0, store, rows)
+    }
+    /// DDR_PATCH of BD `i` of tile `t`'s shim tile (word 1).
+    pub fn patch(&mut self, t: u32, i: u32, argidx: u64, argplus: u64) -> &mut Txn {
+        self.ddr_patch((shim(t) | (bd(i) + 4)).into(), argidx, argplus)
+    }
+    /// Patch BD `i` of `t`'s shim tile with `off` rounded down to 4, then a VNPU_DMA from `off`.
+    pub fn transfer(
+        &mut self,
+        t: u32,
+        i: u32,
+        store: bool,
+        (argidx, off): (u64, u64),
+        rows: [u32; 5],
+    ) -> &mut Txn {
+        self.patch(t, i, argidx, off & !3);
+        self.dma_raw(shim(t) | bd(i), t, (off & 3) as u32, store, rows)
+    }
+    /// Patch BD `i` of tile `t`'s shim tile to `argidx` + `argplus`, then a one-row DMA of `len` bytes
+    /// at `local`.
     #[allow(clippy::too_many_arguments)] // one per field of the two ops
     pub fn move_bytes(
         &mut self,
@@ -130,8 +165,7 @@ impl Txn {
         local: u32,
         len: u32,
     ) -> &mut Txn {
-        self.ddr_patch((t | bd(i)).into(), argidx, argplus);
-        self.dma(t | bd(i), store, [local, len, 1, 0, 0])
+        self.transfer(t, i, store, (argidx, argplus), [local, len, 1, 0, 0])
     }
     pub fn compute(&mut self, t: u32, kernel: u32, param_addr: u32, param_bytes: u32) -> &mut Txn {
         self.custom(145, 24);

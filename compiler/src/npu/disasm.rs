@@ -17,11 +17,20 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-/// A register's name where the map is known: the AIE-ML DMA buffer descriptors and shim task queues, and the
-/// virtual NPU's counters.
-fn reg_name(off: u64) -> Option<String> {
+/// A register's name where the map is known: the AIE-ML DMA buffer descriptors (in the shim row, word 1 holds
+/// address bits 31:2 and word 2 bits 47:32) and shim task queues, and the virtual NPU's counters.
+fn reg_name(row: u64, off: u64) -> Option<String> {
     Some(match off {
-        0x1D000..=0x1D1FF => format!("BD{}.w{}", (off - 0x1D000) / 0x20, (off % 0x20) / 4),
+        0x1D000..=0x1D1FF => {
+            let (bd, word) = ((off - 0x1D000) / 0x20, (off % 0x20) / 4);
+            let what = match (row, word) {
+                (0, 0) => ".length",
+                (0, 1) => ".addr_low",
+                (0, 2) => ".addr_high",
+                _ => "",
+            };
+            format!("BD{bd}.w{word}{what}")
+        }
         0x1D204 => "S2MM0_TASK_QUEUE".into(),
         0x1D20C => "S2MM1_TASK_QUEUE".into(),
         0x1D214 => "MM2S0_TASK_QUEUE".into(),
@@ -33,14 +42,15 @@ fn reg_name(off: u64) -> Option<String> {
     })
 }
 
+/// `tile(col,row)` of a register address.
+fn tile_name(reg: u64) -> String {
+    format!("tile({},{})", (reg >> 25) & 0x7f, (reg >> 20) & 0x1f)
+}
+
 fn tile(reg: u64) -> String {
     let off = reg & 0xfffff;
-    let name = reg_name(off).map_or(String::new(), |n| format!(" {n}"));
-    format!(
-        "tile({},{})+0x{off:05x}{name}",
-        (reg >> 25) & 0x7f,
-        (reg >> 20) & 0x1f,
-    )
+    let name = reg_name((reg >> 20) & 0x1f, off).map_or(String::new(), |n| format!(" {n}"));
+    format!("{}+0x{off:05x}{name}", tile_name(reg))
 }
 
 const KERNELS: [&str; 7] = ["?", "CONV", "GEMM", "EPILOGUE", "ELTWISE", "POOL", "GAP"];
@@ -90,7 +100,7 @@ fn rule(v10: bool, op: u8) -> Option<(Size, &'static str)> {
         (true, 129) => (Field(4, &[24]), "DDR_PATCH"),
         (_, 131) => (Field(4, &[12]), "RECORD_TIMER"),
         (_, 132) => (Field(4, &[16]), "MERGE_SYNC"),
-        (_, 144) => (Field(4, &[40]), "VNPU_DMA"),
+        (_, 144) => (Field(4, &[44]), "VNPU_DMA"),
         (_, 145) => (Field(4, &[24]), "VNPU_COMPUTE"),
         _ => return None,
     })
@@ -232,8 +242,10 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                 let w = |k: usize| w32(8 + 4 * k);
                 let dir = if w(1)? == 0 { "load" } else { "store" };
                 format!(
-                    "{} {dir} local 0x{:x}: {} rows x {} B, strides ddr {} local {}",
+                    "{} {dir} via {} (+{}) local 0x{:x}: {} rows x {} B, strides ddr {} local {}",
+                    tile_name(w(7)?.into()),
                     tile(w(0)?.into()),
+                    w(8)?,
                     w(2)?,
                     w(4)?,
                     w(3)?,
@@ -247,7 +259,7 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                 let k = KERNELS.get(w(1)? as usize).copied().unwrap_or("?");
                 format!(
                     "{} {k} params @0x{:x} ({} B)",
-                    tile(w(0)?.into()),
+                    tile_name(w(0)?.into()),
                     w(2)?,
                     w(3)?
                 )

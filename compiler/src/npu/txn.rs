@@ -27,11 +27,13 @@ pub const OP_VNPU_DMA: u8 = 144;
 /// Virtual NPU compute command.
 pub const OP_VNPU_COMPUTE: u8 = 145;
 
-/// Tile register offset of buffer descriptor `i`'s low address word.
+/// Shim tile register offset of buffer descriptor `i` (word 0; AIE-ML's shim DMA BDs are 8 words).
 pub const fn bd_addr(i: u32) -> u32 {
     0x1D000 + 0x20 * i
 }
-/// Buffer descriptors per tile.
+/// The BD word DDR_PATCH patches: address bits 31:2 (word 2 holds bits 47:32).
+pub const BD_ADDR_LOW: u32 = 4;
+/// Buffer descriptors per shim tile.
 pub const NUM_BDS: u32 = 16;
 /// Completed DDR → tile transfers.
 pub const DMA_LOAD_DONE: u32 = 0x1DF00;
@@ -86,7 +88,7 @@ pub struct TxnBody {
     pub ops: u32,
     /// Expected (load, store, core) counters per tile index.
     counters: Vec<[u32; 3]>,
-    /// Next BD per tile index.
+    /// Next shim BD per column.
     next_bd: Vec<u32>,
 }
 
@@ -97,7 +99,6 @@ impl TxnBody {
         let (ti, col, row) = tile;
         if self.counters.len() <= ti {
             self.counters.resize(ti + 1, [u32::MAX; 3]);
-            self.next_bd.resize(ti + 1, 0);
         }
         if self.counters[ti][0] == u32::MAX {
             self.counters[ti] = [0; 3];
@@ -138,18 +139,21 @@ impl TxnBody {
         self.u32(0);
         self.ops += 1;
     }
-    /// DDR_PATCH: BD `bd` of the tile gets the address of `buf` + `offset`.
-    pub fn ddr_patch(&mut self, col: u8, row: u8, bd: u32, buf: Xrt, offset: u64) {
+    /// DDR_PATCH: word 1 of BD `bd` of column `col`'s shim tile gets the address of `buf` + `offset`
+    /// (`offset` 4-byte aligned).
+    pub fn ddr_patch(&mut self, col: u8, bd: u32, buf: Xrt, offset: u64) {
         self.custom(OP_DDR_PATCH, 48);
         self.u32(0); // type
         self.u32(40); // size_in_bytes
         self.u32(0); // action
         self.u32(0);
-        self.u64((tile_base(col, row) | bd_addr(bd)) as u64);
+        self.u64((tile_base(col, 0) | bd_addr(bd) | BD_ADDR_LOW) as u64);
         self.u64(buf as u64);
         self.u64(offset);
     }
-    /// A DMA between `buf` + `offset` and the tile's local memory: patch + VNPU_DMA. `store` moves tile → DDR.
+    /// A DMA between `buf` + `offset` and the tile's local memory: a DDR_PATCH of the next shim BD of
+    /// the tile's column with the 4-byte aligned address, then a VNPU_DMA naming that BD, the tile and
+    /// the bytes past the aligned address. `store` moves tile → DDR.
     #[allow(clippy::too_many_arguments)] // one field per word of the command
     pub fn dma(
         &mut self,
@@ -163,17 +167,23 @@ impl TxnBody {
         ddr_stride: u32,
         local_stride: u32,
     ) {
-        let (ti, col, row) = tile;
+        let (_, col, row) = tile;
         self.counters(tile)[store as usize] += 1;
-        let bd = self.next_bd[ti];
-        self.next_bd[ti] = (bd + 1) % NUM_BDS;
-        self.ddr_patch(col, row, bd, buf, offset);
-        self.custom(OP_VNPU_DMA, 40);
-        self.u32(tile_base(col, row) | bd_addr(bd));
+        let c = usize::from(col);
+        if self.next_bd.len() <= c {
+            self.next_bd.resize(c + 1, 0);
+        }
+        let bd = self.next_bd[c];
+        self.next_bd[c] = (bd + 1) % NUM_BDS;
+        self.ddr_patch(col, bd, buf, offset & !3);
+        self.custom(OP_VNPU_DMA, 44);
+        self.u32(tile_base(col, 0) | bd_addr(bd));
         self.u32(store as u32);
-        for v in [local, row_bytes, rows, ddr_stride, local_stride, 0] {
+        for v in [local, row_bytes, rows, ddr_stride, local_stride] {
             self.u32(v);
         }
+        self.u32(tile_base(col, row));
+        self.u32((offset & 3) as u32);
     }
     /// VNPU_COMPUTE of `kernel` with its parameter block at `param_addr`.
     pub fn compute(

@@ -299,15 +299,15 @@ fn unknown_opcodes_and_wrong_sizes() {
         }
     );
     let (_, why) = second_op(|t| {
-        t.dma(CORE | bd(0), false, [0, 1, 1, 0, 0]);
+        t.dma(CORE, 0, false, [0, 1, 1, 0, 0]);
         let n = t.body.len();
-        t.body[n - 36] = 44;
+        t.body[n - 40] = 48;
     });
     assert!(matches!(
         why,
         NpuWhy::OpSize {
             opcode: 144,
-            size: 44,
+            size: 48,
             ..
         } | NpuWhy::Truncated { .. }
     ));
@@ -315,8 +315,15 @@ fn unknown_opcodes_and_wrong_sizes() {
 
 #[test]
 fn bad_registers_and_tiles() {
-    let cases: [(u64, &str); 8] = [
-        ((CORE | 0x1D008).into(), "between BD words"),
+    let cases: [(u64, &str); 12] = [
+        ((CORE | 0x1D004).into(), "a core tile has no shim BDs"),
+        ((shim(CORE) | 0x1D002).into(), "between shim BD words"),
+        ((shim(CORE) | 0x1D200).into(), "shim BD 16"),
+        (
+            (shim(CORE) | LOAD_DONE).into(),
+            "the shim tile has no counters",
+        ),
+        (shim(CORE).into(), "the shim tile has no data memory"),
         ((CORE | 0x1DF08).into(), "past the counters"),
         ((CORE | 0x1D200).into(), "BD 16"),
         ((CORE | 0x10000).into(), "just past core data memory"),
@@ -335,7 +342,7 @@ fn bad_registers_and_tiles() {
         assert_eq!(why, NpuWhy::BadRegister { addr }, "{what}");
     }
     for (addr, col, row) in [
-        (u64::from(tile(0, 0) | LOAD_DONE), 0, 0),
+        (u64::from(tile(4, 0) | bd(0)), 4, 0),
         (u64::from(tile(4, 2) | LOAD_DONE), 4, 2),
         (u64::from(tile(1, 6) | LOAD_DONE), 1, 6),
         (1u64 << 40 | u64::from(CORE), 1 << 15, 2),
@@ -351,41 +358,55 @@ fn bad_registers_and_tiles() {
     let mem_word = u64::from(tile(0, 1) | CORE_DONE);
     t.write(mem_word, 5).maskpoll(mem_word, 5, u32::MAX);
     Bufs::default().run(&t.finish()).unwrap();
-    // BLOCKWRITE: every word must be valid; a run across BD[15].ADDR_HI into nothing fails.
+    // BLOCKWRITE: every word must be valid; a run past shim BD 15's last word into nothing fails.
     let (_, why) = second_op(|t| {
-        t.blockwrite(CORE | bd(15), &[1, 2, 3]);
+        t.blockwrite(shim(CORE) | (bd(15) + 24), &[1, 2, 3]);
     });
     assert_eq!(
         why,
         NpuWhy::BadRegister {
-            addr: (CORE | (bd(15) + 8)).into()
+            addr: (shim(CORE) | (bd(15) + 32)).into()
         }
     );
-    // DDR_PATCH must target a BD low word; DMA likewise.
-    let (_, why) = second_op(|t| {
-        t.ddr_patch((CORE | (bd(0) + 4)).into(), 0, 0);
-    });
-    assert_eq!(
-        why,
-        NpuWhy::BadRegister {
-            addr: (CORE | (bd(0) + 4)).into()
-        }
-    );
-    let (_, why) = second_op(|t| {
-        t.dma(CORE | LOAD_DONE, false, [0, 4, 1, 0, 0]);
-    });
-    assert_eq!(
-        why,
-        NpuWhy::BadRegister {
-            addr: (CORE | LOAD_DONE).into()
-        }
-    );
+    // DDR_PATCH must target word 1 of a shim BD, VNPU_DMA word 0 of one.
+    for regaddr in [
+        shim(CORE) | bd(0),
+        shim(CORE) | (bd(0) + 8),
+        CORE | (bd(0) + 4),
+    ] {
+        let (_, why) = second_op(|t| {
+            t.ddr_patch(regaddr.into(), 0, 0);
+        });
+        let addr = regaddr.into();
+        assert_eq!(why, NpuWhy::BadRegister { addr });
+    }
+    for bd_reg in [CORE | LOAD_DONE, shim(CORE) | (bd(0) + 4), CORE | bd(0)] {
+        let (_, why) = second_op(|t| {
+            t.dma_raw(bd_reg, CORE, 0, false, [0, 4, 1, 0, 0]);
+        });
+        let addr = bd_reg.into();
+        assert_eq!(why, NpuWhy::BadRegister { addr });
+    }
+    // The tile a DMA serves has data memory: not the shim tile, no offset bits.
+    for served in [shim(CORE), CORE | 4] {
+        let (_, why) = second_op(|t| {
+            t.dma_raw(shim(CORE) | bd(0), served, 0, false, [0, 4, 1, 0, 0]);
+        });
+        let value = served.into();
+        assert_eq!(
+            why,
+            NpuWhy::BadField {
+                field: "tile",
+                value
+            }
+        );
+    }
 }
 
 #[test]
 fn ddr_patch_fields() {
     let (_, why) = second_op(|t| {
-        t.ddr_patch((CORE | bd(0)).into(), 5, 0);
+        t.patch(CORE, 0, 5, 0);
     });
     assert_eq!(
         why,
@@ -395,7 +416,7 @@ fn ddr_patch_fields() {
         }
     );
     let (_, why) = second_op(|t| {
-        t.ddr_patch((CORE | bd(0)).into(), 2, 64);
+        t.patch(CORE, 0, 2, 64);
     });
     let region = NpuRegion::Buffer(NpuBuffer::Scratch);
     assert_eq!(
@@ -409,7 +430,7 @@ fn ddr_patch_fields() {
     );
     for (at, field) in [(8, "type"), (12, "size_in_bytes"), (16, "action")] {
         let (_, why) = second_op(|t| {
-            t.ddr_patch((CORE | bd(0)).into(), 0, 0);
+            t.patch(CORE, 0, 0, 0);
             let n = t.body.len() - 48;
             t.body[n + at] ^= 0x10;
         });
@@ -418,20 +439,22 @@ fn ddr_patch_fields() {
             "{why:?}"
         );
     }
+    // A shim BD holds address bits 31:2: the patched offset must be 4-byte aligned.
+    let (_, why) = second_op(|t| {
+        t.patch(CORE, 0, 0, 6);
+    });
+    let field = "argplus";
+    assert_eq!(why, NpuWhy::Misaligned { field, value: 6 });
 }
 
 #[test]
 fn dma_faults() {
-    let patch = |t: &mut Txn, argidx: u64, off: u64| {
-        t.ddr_patch((CORE | bd(1)).into(), argidx, off);
-    };
     // Rows with strides against a 64-byte buffer: the last row ends exactly at 64 from offset
     // 8 (8 + 3 * 16 + 8), one byte further is out of bounds.
     let strided = |off: u64| {
         let mut t = Txn::default();
         t.write((CORE | LOAD_DONE).into(), 0);
-        patch(&mut t, 0, off);
-        t.dma(CORE | bd(1), false, [0, 8, 4, 16, 8]);
+        t.transfer(CORE, 1, false, (0, off), [0, 8, 4, 16, 8]);
         let mut b = Bufs {
             input: vec![0; 64],
             ..Bufs::default()
@@ -450,7 +473,7 @@ fn dma_faults() {
     // Past local memory (checked when decoding).
     for (rows, local, stride) in [(1, 0xFFFC, 0), (2, 0x8000, 0x8000), (u32::MAX, 0, u32::MAX)] {
         let (_, why) = second_op(|t| {
-            t.dma(CORE | bd(1), false, [local, 8, rows, 0, stride]);
+            t.dma(CORE, 1, false, [local, 8, rows, 0, stride]);
         });
         assert!(
             matches!(
@@ -470,8 +493,8 @@ fn dma_faults() {
         (4, NpuBuffer::Params),
     ] {
         let mut t = Txn::default();
-        patch(&mut t, argidx, 0);
-        t.dma(CORE | bd(1), true, [0, 4, 1, 0, 0]);
+        t.patch(CORE, 1, argidx, 0)
+            .dma(CORE, 1, true, [0, 4, 1, 0, 0]);
         let mut b = Bufs {
             input: vec![0; 8],
             constants: vec![0; 8],
@@ -485,25 +508,26 @@ fn dma_faults() {
     }
     // A BD that was never patched (address 0), or patched by hand to a bad address.
     let (_, why) = second_op(|t| {
-        t.dma(CORE | bd(5), false, [0, 4, 1, 0, 0]);
+        t.dma(CORE, 5, false, [0, 4, 1, 0, 0]);
     });
     assert_eq!(why, NpuWhy::BadAddress { addr: 0 });
+    // Words 1 and 2 written by hand: address bits 47:32 = 6 << 8 name no buffer.
     let mut t = Txn::default();
-    t.write((CORE | bd(5)).into(), 0)
-        .write((CORE | (bd(5) + 4)).into(), 6 << 8);
-    t.dma(CORE | bd(5), false, [0, 4, 1, 0, 0]);
+    t.write((shim(CORE) | (bd(5) + 4)).into(), 0)
+        .write((shim(CORE) | (bd(5) + 8)).into(), 6 << 8);
+    t.dma(CORE, 5, false, [0, 4, 1, 0, 0]);
     let e = Bufs::default().run(&t.finish()).unwrap_err();
     assert_eq!(op_err(e), (2, 64, NpuWhy::BadAddress { addr: 6 << 40 }));
-    // Zero rows, zero row bytes, bad direction, non-zero reserved word.
+    // Zero rows, zero row bytes, bad direction, a DDR byte offset past 3.
     for (i, v, field) in [
         (5usize, 0u32, "row bytes"),
         (6, 0, "rows"),
         (3, 2, "direction"),
-        (9, 1, "reserved"),
+        (10, 4, "DDR byte offset"),
     ] {
         let (_, why) = second_op(|t| {
-            t.dma(CORE | bd(1), false, [0, 4, 1, 0, 0]);
-            let n = t.body.len() - 40;
+            t.dma(CORE, 1, false, [0, 4, 1, 0, 0]);
+            let n = t.body.len() - 44;
             t.body[n + 4 * i..n + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
         });
         assert_eq!(
@@ -763,6 +787,10 @@ fn bad_compute_commands() {
     }
     let (_, why) = second_op(|t| {
         t.compute(tile(0, 0), 1, 0, 80);
+    });
+    assert_eq!(why, NpuWhy::NotCoreTile { col: 0, row: 0 });
+    let (_, why) = second_op(|t| {
+        t.compute(tile(0, 6), 1, 0, 80);
     });
     assert!(matches!(why, NpuWhy::BadTile { .. }));
 }

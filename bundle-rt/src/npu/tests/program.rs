@@ -176,8 +176,7 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
     let mut dma = |t: &mut Txn, ti: usize, store: bool, argidx: u64, off: usize, rows: [u32; 5]| {
         let bdi = next_bd[ti];
         next_bd[ti] = (bdi + 1) % 16;
-        t.ddr_patch((tiles[ti] | bd(bdi)).into(), argidx, off as u64);
-        t.dma(tiles[ti] | bd(bdi), store, rows);
+        t.transfer(tiles[ti], bdi, store, (argidx, off as u64), rows);
         moved += u64::from(rows[1]) * u64::from(rows[2]);
     };
     for ti in 0..2 {
@@ -376,10 +375,8 @@ fn strided_dma_rows_both_ways() {
         ..Bufs::default()
     };
     let mut t = Txn::default();
-    t.ddr_patch((CORE | bd(3)).into(), 0, 8 * 2 + 1)
-        .dma(CORE | bd(3), false, [16, 4, 3, 8, 4])
-        .ddr_patch((CORE | bd(4)).into(), 1, 1)
-        .dma(CORE | bd(4), true, [16, 4, 3, 5, 4]);
+    t.transfer(CORE, 3, false, (0, 8 * 2 + 1), [16, 4, 3, 8, 4])
+        .transfer(CORE, 4, true, (1, 1), [16, 4, 3, 5, 4]);
     let c = b.run(&t.finish()).unwrap();
     let mut want = vec![0xFF; 20];
     for r in 0..3 {

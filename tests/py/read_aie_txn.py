@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Independent reader and checker for AMD aie-rt transaction ("TXN") binaries.
+
+Written only from public sources, without looking at this project's own
+encoder, decoder or format notes:
+  * Xilinx/aie-rt  driver/src/global/xaiegbl.h      (XAie_TxnHeader, op headers,
+                   *_opt structs, patch_op_t, tct_op_t; branch release/main_aig)
+  * Xilinx/aie-rt  driver/src/common/xaie_txn.h     (XAie_TxnOpcode numbers)
+  * Xilinx/aie-rt  driver/src/common/xaie_helper.c  (how records are serialised:
+                   versions 0.1 / 1.0, Size fields, NumOps, 4-aligned TxnSize)
+  * Xilinx/aie-rt  driver/src/global/xaiegbl_defs.h (XAIE_DEV_GEN_* numbers)
+  * Xilinx/aie-rt  driver/src/global/xaiemlgbl_params.h and xaie2pgbl_params.h
+                   (AIE-ML / AIE2P register offsets), xaiemlgbl_reginit.c (memory sizes)
+  * Xilinx/mlir-aie lib/Targets/AIETargetNPU.cpp (TXN writer, v0.1 and the
+                   older 1.0 writer) and tests under test/Targets/NPU/ (expected words)
+  * nod-ai/iree-amd-aie runtime/src/iree-amd-aie/aie_runtime/test/test_transaction.cc
+                   (aie-rt's own serialisation of a small transaction, as decoded fields)
+
+Usage:  read_aie_txn.py [--check] [--quiet] [--dump] FILE.txn ...
+        read_aie_txn.py --selftest
+"""
+import struct
+import sys
+from collections import Counter
+
+
+class TxnError(Exception):
+    """The bytes are not a well-formed TXN container."""
+
+
+# --- Header. Xilinx/aie-rt driver/src/global/xaiegbl.h (XAie_TxnHeader):
+# u8 Major, Minor, DevGen, NumRows, NumCols, NumMemTileRows; u16 pad; u32 NumOps;
+# u32 TxnSize (bytes incl. header, rounded up to 4: aie-rt driver/src/common/xaie_helper.c).
+HEADER = struct.Struct('<6BHII')
+VERSIONS = {(0, 1): 'v0.1', (1, 0): 'v1.0'}  # xaie_helper.c: *_Major/Minor and *_opt
+# aie-rt driver/src/global/xaiegbl_defs.h
+DEV_GEN = {0: 'GENERIC', 1: 'AIE', 2: 'AIEML', 3: 'AIE2IPU', 4: 'AIE2P', 6: 'S100',
+           7: 'S200', 8: 'AIE2P_STRIX_A0', 9: 'AIE2P_STRIX_B0'}
+
+# --- Opcodes. Xilinx/aie-rt driver/src/common/xaie_txn.h (XAie_TxnOpcode). Values
+# 9..15 differ between aie-rt releases (LOAD_PM_START.. vs CONFIG_SHIMDMA_BD..)
+# and have no published record layout here, so they are rejected.
+OPCODES = {0: 'WRITE', 1: 'BLOCKWRITE', 2: 'BLOCKSET', 3: 'MASKWRITE', 4: 'MASKPOLL',
+           5: 'NOOP', 6: 'PREEMPT', 7: 'MASKPOLL_BUSY', 8: 'LOADPDI',
+           128: 'TCT', 129: 'DDR_PATCH', 130: 'READ_REGS', 131: 'RECORD_TIMER',
+           132: 'MERGE_SYNC'}
+OPC = {v: k for k, v in OPCODES.items()}
+CUSTOM_BEGIN = 128
+ADDR_OPS = ('WRITE', 'BLOCKWRITE', 'MASKWRITE', 'MASKPOLL', 'MASKPOLL_BUSY')
+
+# --- Record layouts (little-endian, natural C alignment), aie-rt xaiegbl.h.
+# v0.1: XAie_OpHdr {u8 Op, Col, Row}; Write32Hdr: RegOff u64 @8, Value @16, Size @20
+# (24 bytes). MaskWrite32Hdr / MaskPoll32Hdr: RegOff u64 @8, Value @16, Mask @20,
+# Size @24: aie-rt writes Size=sizeof=32, mlir-aie AIETargetNPU.cpp writes 28.
+# BlockWrite32Hdr: OpHdr, u8 Col @3, Row @4, RegOff u32 @8, Size @12, payload.
+# NoOpHdr / PreemptHdr {Op, level, u16}: 4 bytes. LoadPdiHdr {Op, pad, u16 PdiId,
+# u32 PdiSize, u64 PdiAddress}: 16. CustomOpHdr {OpHdr, u32 Size @4}, payload.
+W01 = struct.Struct('<3B5xQII')
+M01 = struct.Struct('<3B5xQIII')
+B01 = struct.Struct('<3B2B3xII')
+# v1.0 ("_opt"): XAie_OpHdr_opt {u8 Op, pad[3]}; Write32Hdr_opt RegOff u32, Value
+# (12 bytes); MaskWrite/MaskPoll32Hdr_opt + Mask (16); BlockWrite32Hdr_opt RegOff,
+# Size (12 + payload); CustomOpHdr_opt {Op, pad[3], Size} (8 + payload).
+W10 = struct.Struct('<B3xII')
+M10 = struct.Struct('<B3xIII')
+B10 = struct.Struct('<B3xII')
+NOOP = struct.Struct('<B3x')
+PREEMPT = struct.Struct('<BBH')
+LOADPDI = struct.Struct('<BBHIQ')
+CUSTOM = struct.Struct('<B3xI')
+# Custom payloads. tct_op_t {u32 word, u32 config}; field packing per mlir-aie
+# AIETargetNPU.cpp appendSync: word = dir | row<<8 | col<<16,
+# config = row_num<<8 | col_num<<16 | channel<<24.
+TCT = struct.Struct('<II')
+# patch_op_t {op_base{u32 type, u32 size_in_bytes}, u32 action, (pad), u64 regaddr,
+# u64 argidx, u64 argplus} = 40 bytes; patch_op_opt_t {u32 regaddr, u8 argidx,
+# pad[3], u64 argplus} = 16 bytes.  (aie-rt xaiegbl.h)
+PATCH01 = struct.Struct('<IIIIQQQ')
+PATCH10 = struct.Struct('<IB3xQ')
+PATCHBD_OP = 4  # e_PATCHBD_OP in aie-rt's OP_LIST (xaiegbl.h); producers write 0
+
+
+def _u32s(b):
+    return list(struct.unpack_from('<%dI' % (len(b) // 4), b))
+
+
+def _decode_custom(op, payload, opt, where):
+    name = op['name']
+    if name == 'TCT':
+        if len(payload) != TCT.size:
+            raise TxnError('%s: TCT payload is %d bytes, expected 8' % (where, len(payload)))
+        word, cfg = TCT.unpack(payload)
+        op.update(direction=word & 0xFF, row=(word >> 8) & 0xFF, col=(word >> 16) & 0xFF,
+                  row_num=(cfg >> 8) & 0xFF, col_num=(cfg >> 16) & 0xFF, channel=cfg >> 24,
+                  tct_word=word, tct_config=cfg)
+    elif name == 'DDR_PATCH':
+        want = PATCH10 if opt else PATCH01
+        if len(payload) != want.size:
+            raise TxnError('%s: DDR_PATCH payload is %d bytes, expected %d'
+                           % (where, len(payload), want.size))
+        if opt:
+            op['regaddr'], op['argidx'], op['argplus'] = want.unpack(payload)
+        else:
+            typ, sib, action, _pad, regaddr, argidx, argplus = want.unpack(payload)
+            if sib not in (0, PATCH01.size):
+                raise TxnError('%s: DDR_PATCH size_in_bytes=%d (expected 0 or 40)' % (where, sib))
+            if typ not in (0, PATCHBD_OP):
+                raise TxnError('%s: DDR_PATCH op_base.type=%d (expected 0 or %d)'
+                               % (where, typ, PATCHBD_OP))
+            op.update(op_type=typ, size_in_bytes=sib, action=action, regaddr=regaddr,
+                      argidx=argidx, argplus=argplus)
+    elif name == 'READ_REGS' and len(payload) >= 4:
+        op['count'] = struct.unpack_from('<I', payload)[0]
+        op['words'] = _u32s(payload[4:])
+    elif name == 'RECORD_TIMER' and len(payload) >= 4:
+        op['id'] = struct.unpack_from('<I', payload)[0]
+    else:  # MERGE_SYNC and private custom ops: skipped by their declared size
+        op['raw'] = bytes(payload)
+
+
+def _decode_op(data, off, end, idx, opt):
+    code = data[off]
+    name = OPCODES.get(code, 'CUSTOM_%d' % code if code >= CUSTOM_BEGIN else None)
+    where = 'op %d (%s) at byte %d' % (idx, name or 'opcode %d' % code, off)
+    if name is None:
+        raise TxnError('%s: unknown opcode %d' % (where, code))
+
+    def need(n):
+        if off + n > end:
+            raise TxnError('%s: record needs %d bytes, only %d left' % (where, n, end - off))
+
+    def sized(size, lo, step, exact=None):
+        if (exact is not None and size not in exact) or size < lo or (size - lo) % step:
+            raise TxnError('%s: bad size field %d' % (where, size))
+        need(size)
+        return size
+
+    op = {'index': idx, 'offset': off, 'opcode': code, 'name': name}
+    if name == 'WRITE':
+        if opt:
+            need(W10.size)
+            _, op['addr'], op['value'] = W10.unpack_from(data, off)
+            op['size'] = W10.size
+        else:
+            need(W01.size)
+            _, op['hdr_col'], op['hdr_row'], op['addr'], op['value'], size = W01.unpack_from(data, off)
+            op['size'] = sized(size, 24, 4, exact=(24,))
+    elif name in ('MASKWRITE', 'MASKPOLL', 'MASKPOLL_BUSY'):
+        if opt:
+            need(M10.size)
+            _, op['addr'], op['value'], op['mask'] = M10.unpack_from(data, off)
+            op['size'] = M10.size
+        else:
+            need(M01.size)
+            _, op['hdr_col'], op['hdr_row'], op['addr'], op['value'], op['mask'], size = \
+                M01.unpack_from(data, off)
+            op['size'] = sized(size, 28, 4, exact=(28, 32))
+    elif name == 'BLOCKWRITE':
+        st = B10 if opt else B01
+        need(st.size)
+        if opt:
+            _, op['addr'], size = st.unpack_from(data, off)
+        else:
+            _, op['hdr_col'], op['hdr_row'], _c, _r, op['addr'], size = st.unpack_from(data, off)
+        op['size'] = sized(size, st.size, 4)
+        op['data'] = _u32s(data[off + st.size:off + size])
+    elif name == 'BLOCKSET':
+        raise TxnError('%s: BLOCKSET has no serialised layout (aie-rt emits BLOCKWRITE)' % where)
+    elif name == 'NOOP':
+        need(NOOP.size)
+        op['size'] = NOOP.size
+    elif name == 'PREEMPT':
+        need(PREEMPT.size)
+        _, op['level'], op['reserved'] = PREEMPT.unpack_from(data, off)
+        op['size'] = PREEMPT.size
+    elif name == 'LOADPDI':
+        need(LOADPDI.size)
+        _, _p, op['pdi_id'], op['pdi_size'], op['pdi_address'] = LOADPDI.unpack_from(data, off)
+        op['size'] = LOADPDI.size
+    else:  # custom op (>= 128): XAie_CustomOpHdr(_opt)
+        need(CUSTOM.size)
+        op['size'] = sized(CUSTOM.unpack_from(data, off)[1], CUSTOM.size, 1)
+        _decode_custom(op, data[off + CUSTOM.size:off + op['size']], opt, where)
+    return op
+
+
+def decode(data):
+    """Decode a TXN container: returns (header dict, list of op dicts)."""
+    data = bytes(data)
+    if len(data) < HEADER.size:
+        raise TxnError('truncated: %d bytes, the header alone is 16' % len(data))
+    f = HEADER.unpack_from(data)
+    hdr = dict(zip(('major', 'minor', 'dev_gen', 'num_rows', 'num_cols', 'num_mem_tile_rows',
+                    'padding', 'num_ops', 'txn_size'), f))
+    ver = VERSIONS.get((hdr['major'], hdr['minor']))
+    if ver is None:
+        raise TxnError('unsupported TXN version %d.%d' % (hdr['major'], hdr['minor']))
+    hdr['version'] = ver
+    size = hdr['txn_size']
+    if size != len(data):
+        raise TxnError('header TxnSize=%d disagrees with the %d bytes given' % (size, len(data)))
+    ops, off = [], HEADER.size
+    for i in range(hdr['num_ops']):
+        if off >= size:
+            raise TxnError('op %d at byte %d: data ends, but header NumOps=%d'
+                           % (i, off, hdr['num_ops']))
+        op = _decode_op(data, off, size, i, ver == 'v1.0')
+        ops.append(op)
+        off += op['size']
+    tail = data[off:]
+    if tail and (off % 4 == 0 or off + len(tail) != (off + 3) // 4 * 4 or any(tail)):
+        raise TxnError('%d bytes left at byte %d after the %d ops of header NumOps'
+                       % (len(tail), off, hdr['num_ops']))
+    return hdr, ops
+
+
+# --- AIE-ML addressing: Xilinx/aie-rt xaiemlgbl_params.h users (XAIE2IPU_COL_SHIFT 25,
+# ROW_SHIFT 20 in nod-ai/iree-amd-aie test_transaction.cc; col<<25 | row<<20 | offset
+# in mlir-aie AIETargetNPU.cpp).
+COL_SHIFT, ROW_SHIFT = 25, 20
+
+
+def split_addr(addr):
+    return addr >> COL_SHIFT, (addr >> ROW_SHIFT) & 0x1F, addr & 0xFFFFF
+
+
+def tile_kind(row, mem_rows=1):
+    return 'shim' if row == 0 else 'mem' if row <= mem_rows else 'core'
+
+
+# BD word contents: field names of XAIEMLGBL_{NOC,MEM_TILE,MEMORY}_MODULE_DMA_BD0_<w>_*
+# in aie-rt driver/src/global/xaiemlgbl_params.h (same offsets in xaie2pgbl_params.h).
+SHIM_BD = ('buffer length', 'base address low', 'packet / base address high',
+           'D0 wrap/stepsize', 'D1 wrap/stepsize, burst length', 'D2 stepsize, SMID/AxCache/AxQoS',
+           'iteration', 'next BD / valid / locks')
+MEM_BD = ('packet / buffer length', 'next BD / base address', 'D0 wrap/stepsize',
+          'D1 wrap/stepsize', 'D2 wrap/stepsize', 'D3 stepsize / zero after', 'iteration',
+          'valid / locks')
+CORE_BD = ('base address / buffer length', 'packet', 'D0/D1 stepsize',
+           'D0/D1 wrap, D2 stepsize', 'iteration', 'next BD / valid / locks')
+# kind: (BD base, BD count, words, ctrl base, channels per dir, queue name,
+#        S2MM status base, MM2S status base, lock base, locks, data memory size)
+TILES = {'shim': (0x1D000, 16, SHIM_BD, 0x1D200, 2, 'TASK_QUEUE', 0x1D220, 0x1D228, 0x14000, 16, 0),
+         'mem': (0xA0000, 48, MEM_BD, 0xA0600, 6, 'START_QUEUE', 0xA0660, 0xA0680, 0xC0000, 64, 0x80000),
+         'core': (0x1D000, 16, CORE_BD, 0x1DE00, 2, 'START_QUEUE', 0x1DF00, 0x1DF10, 0x1F000, 16, 0x10000)}
+SINGLE = {'shim': {0x1F000: 'MUX_CONFIG', 0x1F004: 'DEMUX_CONFIG', 0x36030: 'TILE_CONTROL'},
+          'mem': {0x96030: 'TILE_CONTROL', 0xFFF00: 'MODULE_CLOCK_CONTROL',
+                  0xFFF10: 'MODULE_RESET_CONTROL'},
+          'core': {0x32000: 'CORE_CONTROL', 0x32004: 'CORE_STATUS', 0x32008: 'ENABLE_EVENTS',
+                   0x36030: 'TILE_CONTROL', 0x60000: 'MODULE_CLOCK_CONTROL',
+                   0x60010: 'MODULE_RESET_CONTROL'}}
+SWITCH_BASE = {'shim': 0x3F000, 'mem': 0xB0000, 'core': 0x3F000}
+
+
+def name_offset(kind, off):
+    bd, nbd, words, ctrl, nch, queue, s_st, m_st, lock, nlock, dmem = TILES[kind]
+    if bd <= off < bd + 0x20 * nbd and (off - bd) % 0x20 < 4 * len(words):
+        i, w = (off - bd) // 0x20, (off - bd) % 0x20 // 4
+        return 'DMA_BD%d word%d (%s)' % (i, w, words[w])
+    if ctrl <= off < ctrl + 16 * nch:
+        k, r = divmod(off - ctrl, 8)
+        d = 'S2MM' if k < nch else 'MM2S'
+        return 'DMA_%s_%d_%s' % (d, k % nch, queue if r == 4 else 'CTRL')
+    for base, d in ((s_st, 'S2MM'), (m_st, 'MM2S')):
+        if base <= off < base + 4 * nch:
+            return 'DMA_%s_STATUS_%d' % (d, (off - base) // 4)
+    if lock <= off < lock + 0x10 * nlock and off % 0x10 == 0:
+        return 'LOCK%d_VALUE' % ((off - lock) // 0x10)
+    if off < dmem:
+        return 'DATA_MEMORY+0x%X' % off
+    if kind == 'core' and 0x20000 <= off < 0x24000:
+        return 'PROGRAM_MEMORY+0x%X' % (off - 0x20000)
+    sw = SWITCH_BASE[kind]
+    for base, what in ((sw, 'MASTER_CONFIG'), (sw + 0x100, 'SLAVE_CONFIG'), (sw + 0x200, 'SLAVE_SLOT')):
+        if base <= off < base + (0x200 if what == 'SLAVE_SLOT' else 0x100):
+            return 'STREAM_SWITCH_%s+0x%X' % (what, off - base)
+    return SINGLE[kind].get(off)
+
+
+def name_register(addr, mem_rows=1):
+    """e.g. 0x1D024 -> 'shim(0,0) DMA_BD1 word1 (base address low)'."""
+    col, row, off = split_addr(addr)
+    kind = tile_kind(row, mem_rows)
+    return '%s(%d,%d) %s' % (kind, col, row, name_offset(kind, off) or 'offset 0x%05X' % off)
+
+
+def check(hdr, ops):
+    """Project rules. Returns a list of problem strings (empty: all good)."""
+    bad = []
+    if hdr['dev_gen'] not in (3, 4):
+        bad.append('header DevGen=%d, expected 3 (AIE2IPU) or 4 (AIE2P)' % hdr['dev_gen'])
+    cols, rows, mrows = hdr['num_cols'], hdr['num_rows'], hdr['num_mem_tile_rows']
+
+    def in_array(op, addr, what):
+        col, row, off = split_addr(addr)
+        if addr >> 32 or col >= cols or row >= rows:
+            bad.append('op %d (%s) at byte %d: %s 0x%X is tile (%d,%d), outside the %dx%d array'
+                       % (op['index'], op['name'], op['offset'], what, addr, col, row, cols, rows))
+            return False
+        return True
+
+    for op in ops:
+        at = 'op %d (%s) at byte %d' % (op['index'], op['name'], op['offset'])
+        if op['name'] in ADDR_OPS:
+            a = op['addr']
+            if a % 4:
+                bad.append('%s: address 0x%X is not 4-byte aligned' % (at, a))
+            in_array(op, a, 'address')
+            if op['name'] == 'BLOCKWRITE' and op['data']:
+                last = a + 4 * len(op['data']) - 4
+                if split_addr(last)[:2] != split_addr(a)[:2]:
+                    bad.append('%s: block write 0x%X..0x%X crosses a tile' % (at, a, last))
+        elif op['name'] == 'DDR_PATCH':
+            r = op['regaddr']
+            if in_array(op, r, 'regaddr'):
+                col, row, off = split_addr(r)
+                if row != 0 or not (0x1D004 <= off < 0x1D004 + 0x20 * 16 and (off - 0x1D004) % 0x20 == 0):
+                    bad.append('%s: regaddr 0x%X = %s is not word 1 of a shim DMA BD'
+                               % (at, r, name_register(r, mrows)))
+            if op['argplus'] % 4:
+                bad.append('%s: argplus 0x%X is not 4-byte aligned' % (at, op['argplus']))
+        elif op['name'] == 'TCT' and (op['col'] >= cols or op['row'] >= rows):
+            bad.append('%s: sync on tile (%d,%d) outside the array' % (at, op['col'], op['row']))
+    return bad
+
+
+def summary(hdr, ops):
+    counts = Counter(op['name'] for op in ops)
+    return '%s %s %dx%d (mem rows %d), %d ops, %d bytes: %s' % (
+        hdr['version'], DEV_GEN.get(hdr['dev_gen'], 'gen%d' % hdr['dev_gen']), hdr['num_cols'],
+        hdr['num_rows'], hdr['num_mem_tile_rows'], len(ops), hdr['txn_size'],
+        ' '.join('%s=%d' % kv for kv in sorted(counts.items())))
+
+
+def describe(op, mem_rows):
+    s = '#%d @%d %s' % (op['index'], op['offset'], op['name'])
+    if 'addr' in op:
+        s += ' %s [0x%08X]' % (name_register(op['addr'], mem_rows), op['addr'])
+    if 'regaddr' in op:
+        s += ' %s [0x%X] arg%d+0x%X' % (name_register(op['regaddr'], mem_rows), op['regaddr'],
+                                        op['argidx'], op['argplus'])
+    for k in ('value', 'mask', 'level', 'pdi_id', 'col', 'row', 'channel', 'direction', 'count'):
+        if k in op:
+            s += ' %s=0x%X' % (k, op[k])
+    if 'data' in op:
+        s += ' words=%d' % len(op['data'])
+    return s
+
+
+# ---------------------------------------------------------------- self-test
+def _w(text):
+    """Hex words (as printed by `aie-translate -aie-output-binary=false`) to bytes."""
+    ws = [int(t, 16) for t in text.split()]
+    return struct.pack('<%dI' % len(ws), *ws)
+
+
+BW8 = '00000064 00000065 00000066 00000067 00000068 00000069 0000006A 0000006B'
+# Xilinx/mlir-aie test/Targets/NPU/npu_instgen.mlir (npu1, TXN 0.1), every CHECK word.
+PUB_NPU1 = ('06030100 00000104 00000007 000000DC'
+            ' 00000000 00000000 06400DEF 00000000 00000042 00000018'
+            ' 00000000 00000000 ABC00DEF 00000000 00000314 00000018'
+            ' 00000001 00000000 12345679 00000030 ' + BW8 +
+            ' 00000001 00000101 02100064 00000030 ' + BW8 +
+            ' 00000003 00000000 0430567A 00000000 00001001 F00FF00F 0000001C'
+            ' 00000080 00000010 00030401 05010200'
+            ' 00020008 00000400 12345678 00000ABC')
+# Xilinx/mlir-aie test/Targets/NPU/npu2_instgen.mlir: same ops on npu2, PREEMPT last.
+PUB_NPU2 = ('06040100 00000108 00000007 000000D0' + PUB_NPU1[35:].rsplit(' 00020008', 1)[0]
+            + ' 00000306')
+# Xilinx/mlir-aie test/Targets/NPU/npu_blockwrite_instgen.mlir (TXN 0.1): mem-tile BD6.
+PUB_BD = ('06030100 00000104 00000003 00000068'
+          ' 00000001 00000000 061A00C0 00000030 00000001 00580002 000C0005 00100007'
+          ' 00000009 00000000 059A000C 84038201'
+          ' 00000000 00000000 06400DEF 00000000 00000042 00000018'
+          ' 00000080 00000010 00030401 05010200')
+# The 2024 version of the same test (`--aie-npu-instgen`, TXN 1.0 header 06030001).
+# Its CHECK lines skip the BLOCKWRITE opcode word and the TCT opcode/size words; they
+# are filled in from the 1.0 writer of mlir-aie lib/Targets/AIETargetNPU.cpp of that
+# time (opcode word, then Size = 16); TxnSize 0x58 pins the total.
+PUB_BD_V10 = ('06030001 00000104 00000003 00000058'
+              ' 00000001 061A00C0 0000002C 00000001 00580002 000C0005 00100007'
+              ' 00000009 00000000 059A000C 84038201'
+              ' 00000000 06400DEF 00000042'
+              ' 00000080 00000010 00030401 05010200')
+# Xilinx/mlir-aie test/Targets/NPU/npu_read_reg_instgen.mlir (npu2, READ_REGS 0x82).
+PUB_READREG = '06040100 00000108 00000001 00000020 00000082 00000010 00000001 04300100'
+# DDR_PATCH words 6..11 from Xilinx/mlir-aie test/Targets/NPU/
+# npu_address_patch_arg_plus_64bit.mlir (and arg_idx 4/5 words from
+# npu_address_patch_ddr_offset.mlir, FOLD prefix); words 0..5 are opcode, Size 48
+# and zeros (op_base, action) as written by mlir-aie AIETargetNPU.cpp.
+PATCH_PRE = ' 00000081 00000030 00000000 00000000 00000000 00000000 '
+PUB_PATCH = [('00012340 00000000 00000000 00000000 FFFFFFFF 00000000', 0, 0xFFFFFFFF),
+             ('00012340 00000000 00000000 00000000 00000000 00000001', 0, 1 << 32),
+             ('00012340 00000000 00000000 00000000 00000100 00000002', 0, 0x200000100),
+             ('00012340 00000000 00000004 00000000 00000100 00000000', 4, 0x100),
+             ('00012340 00000000 00000005 00000000 80000100 00000000', 5, 0x80000100)]
+# nod-ai/iree-amd-aie runtime/src/iree-amd-aie/aie_runtime/test/test_transaction.cc:
+# aie-rt's own export, printed field by field: header 0.1, DevGen 2, (cols, rows,
+# mem rows) = (5, 6, 1), TxnSize 352, NumOps 12; (op, Col, Row, RegOff, Value, Mask, Size).
+IREE_OPS = [(op, 2, row, base + off, v, m, sz) for base in (0x0232000 - 0x32000, 0x2232000 - 0x32000,
+                                                            0x4232000 - 0x32000)
+            for op, row, off, v, m, sz in ((3, 0, 0x32000, 2, 2, 32), (3, 0, 0x32000, 0, 2, 32),
+                                           (0, 0, 0x1F000, 1, 0, 24), (0, 16, 0x1F010, 0, 0, 24))]
+
+
+def _hdr(major, minor, body, n, gen=3, rows=6, cols=4, mrows=1):
+    return HEADER.pack(major, minor, gen, rows, cols, mrows, 0, n, 16 + len(body)) + body
+
+
+def _addr(col, row, off):
+    return col << COL_SHIFT | row << ROW_SHIFT | off
+
+
+def _hand_built(opt):
+    """One of each record, laid out from the aie-rt structs (all addresses valid)."""
+    a_core, a_shim_q, a_bd = _addr(0, 2, 0x32000), _addr(1, 0, 0x1D214), _addr(3, 0, 0x1D000)
+    bd = struct.pack('<8I', 0x800, 0, 0, 0x2000000, 0x8200003F, 0x7FF, 0, 0x2000000)
+    patch = (lambda r, i, p, sib=0: CUSTOM.pack(129, 24) + PATCH10.pack(r, i, p)) if opt else \
+        (lambda r, i, p, sib=0: CUSTOM.pack(129, 48) + PATCH01.pack(0, sib, 0, 0, r, i, p))
+    recs = [W10.pack(0, a_core, 1) if opt else W01.pack(0, 0, 2, a_core, 1, 24),
+            M10.pack(3, a_shim_q, 5, 0xF) if opt else M01.pack(3, 1, 0, a_shim_q, 5, 0xF, 28),
+            M10.pack(4, a_core, 1, 3) if opt else M01.pack(4, 0, 2, a_core, 1, 3, 32) + bytes(4),
+            M10.pack(7, a_core, 2, 2) if opt else M01.pack(7, 0, 2, a_core, 2, 2, 28),
+            (B10.pack(1, a_bd, 44) if opt else B01.pack(1, 3, 0, 0, 0, a_bd, 48)) + bd,
+            NOOP.pack(5), PREEMPT.pack(6, 2, 0), LOADPDI.pack(8, 0, 7, 0x400, 0xABC12345678),
+            CUSTOM.pack(128, 16) + TCT.pack(0x00030001, 0x05010100),
+            patch(_addr(1, 0, 0x1D004 + 0x20 * 3), 2, 0x40),
+            patch(_addr(0, 0, 0x1D004), 0, 0, 40),
+            CUSTOM.pack(144, 20) + bytes(range(12))]
+    names = ['WRITE', 'MASKWRITE', 'MASKPOLL', 'MASKPOLL_BUSY', 'BLOCKWRITE', 'NOOP', 'PREEMPT',
+             'LOADPDI', 'TCT', 'DDR_PATCH', 'DDR_PATCH', 'CUSTOM_144']
+    return _hdr(1 if opt else 0, 0 if opt else 1, b''.join(recs), len(recs)), names
+
+
+def selftest():
+    fails = []
+
+    def ok(cond, what):
+        if not cond:
+            fails.append(what)
+
+    def rejects(data, needle, what):
+        try:
+            decode(data)
+        except TxnError as e:
+            ok(needle in str(e), '%s: message %r lacks %r' % (what, str(e), needle))
+        else:
+            fails.append('%s: corrupt container accepted' % what)
+
+    def pick(op, *keys):
+        return tuple(op.get(k) for k in keys)
+
+    try:
+        for text, gen, cols, last in ((PUB_NPU1, 3, 4, 'LOADPDI'), (PUB_NPU2, 4, 8, 'PREEMPT')):
+            h, ops = decode(_w(text))
+            ok(pick(h, 'version', 'dev_gen', 'num_rows', 'num_cols', 'num_mem_tile_rows',
+                    'num_ops') == ('v0.1', gen, 6, cols, 1, 7), 'instgen header %r' % h)
+            ok([o['name'] for o in ops] == ['WRITE', 'WRITE', 'BLOCKWRITE', 'BLOCKWRITE',
+                                            'MASKWRITE', 'TCT', last], 'instgen op names')
+            ok(pick(ops[0], 'addr', 'value', 'size') == (0x06400DEF, 0x42, 24), 'write32 col3 row4')
+            ok(split_addr(ops[0]['addr'])[:2] == (3, 4), 'write32 tile (3,4)')
+            ok(pick(ops[1], 'addr', 'value') == (0xABC00DEF, 0x314), 'write32 raw address')
+            ok(ops[2]['addr'] == 0x12345679 and ops[2]['data'] == list(range(100, 108)), 'blockwrite')
+            ok(split_addr(ops[3]['addr']) == (1, 1, 100), 'blockwrite col1 row1 addr 100')
+            ok(pick(ops[4], 'addr', 'value', 'mask', 'size') == (0x0430567A, 0x1001, 0xF00FF00F, 28),
+               'maskwrite (mlir-aie 28-byte record)')
+            ok(pick(ops[5], 'col', 'row', 'direction', 'channel', 'col_num', 'row_num') ==
+               (3, 4, 1, 5, 1, 2), 'npu.sync -> TCT fields')
+            if last == 'LOADPDI':
+                ok(pick(ops[6], 'pdi_id', 'pdi_size', 'pdi_address') == (2, 1024, 0xABC12345678),
+                   'load_pdi fields')
+            else:
+                ok(ops[6]['level'] == 3, 'preempt level')
+        for text, ver, size in ((PUB_BD, 'v0.1', 48), (PUB_BD_V10, 'v1.0', 44)):
+            h, ops = decode(_w(text))
+            ok(h['version'] == ver and [o['name'] for o in ops] == ['BLOCKWRITE', 'WRITE', 'TCT'],
+               'writebd %s ops' % ver)
+            ok(pick(ops[0], 'addr', 'size') == (0x061A00C0, size), 'writebd %s record' % ver)
+            ok(ops[0]['data'][-1] == 0x84038201 and len(ops[0]['data']) == 8, 'writebd payload')
+            ok(name_register(ops[0]['addr']) == 'mem(3,1) DMA_BD6 word0 (packet / buffer length)',
+               'mem-tile BD name: %s' % name_register(ops[0]['addr']))
+            ok(pick(ops[1], 'addr', 'value') == (0x06400DEF, 0x42), 'writebd %s write32' % ver)
+        h, ops = decode(_w(PUB_READREG))
+        ok(pick(ops[0], 'name', 'count', 'words') == ('READ_REGS', 1, [0x04300100]), 'read_reg')
+        ok(name_register(0x04300100) == 'core(2,3) DATA_MEMORY+0x100', 'core data memory name')
+        body = b''.join(_w(PATCH_PRE + t) for t, _, _ in PUB_PATCH)
+        h, ops = decode(_hdr(0, 1, body, len(PUB_PATCH), gen=4, cols=8))
+        ok([pick(o, 'regaddr', 'argidx', 'argplus', 'size_in_bytes', 'size') for o in ops] ==
+           [(0x12340, i, p, 0, 48) for _, i, p in PUB_PATCH], 'address_patch fields')
+        body = b''.join(struct.pack('<3B5xQII' if op == 0 else '<3B5xQIII4x', op, c, r, a, v,
+                                    *((sz,) if op == 0 else (m, sz)))
+                        for op, c, r, a, v, m, sz in IREE_OPS)
+        data = _hdr(0, 1, body, 12, gen=2, rows=6, cols=5)
+        ok(len(data) == 352, 'iree test_transaction TxnSize 352')
+        h, ops = decode(data)
+        ok([(o['opcode'], o['hdr_col'], o['hdr_row'], o['addr'], o['value'], o.get('mask', 0),
+             o['size']) for o in ops] == IREE_OPS, 'iree test_transaction ops')
+        ok([name_register(a) for a in (2301952, 2224128, 2224144)] ==
+           ['core(0,2) CORE_CONTROL', 'core(0,2) LOCK0_VALUE', 'core(0,2) LOCK1_VALUE'],
+           'core tile names')
+        ok(check(h, ops) == ['header DevGen=2, expected 3 (AIE2IPU) or 4 (AIE2P)'], 'devgen rule')
+        # Xilinx/mlir-aie test/Targets/NPU/npu_dma_memcpy.mlir: blockwrite @118784,
+        # address_patch @118788 (arg 0, +16384), write32 @119316 (npu1_1col: 1 column).
+        names = [name_register(a) for a in (118784, 118788, 119316)]
+        ok(names == ['shim(0,0) DMA_BD0 word0 (buffer length)',
+                     'shim(0,0) DMA_BD0 word1 (base address low)',
+                     'shim(0,0) DMA_MM2S_0_TASK_QUEUE'], 'shim names %r' % names)
+        bd = struct.pack('<8i', 2048, 0, 0, 33554432, -2113929153, 2047, 0, 33554432)
+        body = (B01.pack(1, 0, 0, 0, 0, 118784, 48) + bd + CUSTOM.pack(129, 48) +
+                PATCH01.pack(0, 0, 0, 0, 118788, 0, 16384) + W01.pack(0, 0, 0, 119316, 0, 24))
+        h, ops = decode(_hdr(0, 1, body, 3, cols=1))
+        ok(check(h, ops) == [], 'dma_memcpy lowering passes --check: %r' % check(h, ops))
+
+        for opt in (False, True):
+            tag = 'v1.0' if opt else 'v0.1'
+            data, names = _hand_built(opt)
+            h, ops = decode(data)
+            ok([o['name'] for o in ops] == names, '%s hand-built names' % tag)
+            ok(check(h, ops) == [], '%s hand-built --check: %r' % (tag, check(h, ops)))
+            ok(pick(ops[0], 'addr', 'value') == (_addr(0, 2, 0x32000), 1), tag + ' write')
+            ok(pick(ops[1], 'value', 'mask') == (5, 0xF), tag + ' maskwrite')
+            ok(ops[2]['size'] == (16 if opt else 32), tag + ' 32-byte maskpoll')
+            ok(ops[4]['data'][0] == 0x800 and len(ops[4]['data']) == 8, tag + ' blockwrite')
+            ok(pick(ops[6], 'level') == (2,) and ops[7]['pdi_id'] == 7, tag + ' preempt/loadpdi')
+            ok(pick(ops[8], 'col', 'row', 'channel') == (3, 0, 5), tag + ' tct')
+            ok(pick(ops[9], 'regaddr', 'argidx', 'argplus', 'size') ==
+               (_addr(1, 0, 0x1D064), 2, 0x40, 24 if opt else 48), tag + ' ddr_patch')
+            ok(ops[11]['raw'] == bytes(range(12)), tag + ' private custom op skipped')
+            first = 16 + ops[0]['size']  # byte offset of op 1
+            rejects(data[:-1], 'TxnSize', tag + ' truncated file')
+            cut = bytearray(data[:-4])
+            struct.pack_into('<I', cut, 12, len(cut))
+            rejects(bytes(cut), 'op 11 (CUSTOM_144)', tag + ' truncated record')
+            for n, needle in ((13, 'NumOps=13'), (11, 'after the 11 ops')):
+                bad = bytearray(data)
+                struct.pack_into('<I', bad, 8, n)
+                rejects(bytes(bad), needle, '%s NumOps %d' % (tag, n))
+            for off, val, needle in ((first, 0x30, 'unknown opcode 48'), (first, 2, 'BLOCKSET'),
+                                     (0, 2, 'unsupported TXN version')):
+                bad = bytearray(data)
+                bad[off] = val
+                rejects(bytes(bad), needle, '%s byte %d = %d' % (tag, off, val))
+            bw = 16 + sum(o['size'] for o in ops[:4])
+            bad = bytearray(data)
+            struct.pack_into('<I', bad, bw + (8 if opt else 12), 46)
+            rejects(bytes(bad), 'op 4 (BLOCKWRITE) at byte %d: bad size' % bw, tag + ' bw size')
+            cst = ops[11]['offset']
+            bad = bytearray(data)
+            struct.pack_into('<I', bad, cst + 4, 4)
+            rejects(bytes(bad), 'bad size field 4', tag + ' custom size < 8')
+            if not opt:
+                bad = bytearray(data)
+                struct.pack_into('<I', bad, 16 + 20, 20)
+                rejects(bytes(bad), 'op 0 (WRITE) at byte 16: bad size field 20', 'v0.1 write size')
+                bad = bytearray(data)
+                struct.pack_into('<I', bad, ops[10]['offset'] + 12, 7)
+                rejects(bytes(bad), 'size_in_bytes=7', 'v0.1 patch size_in_bytes')
+            # --check must catch: core-tile patch target, odd argplus, odd address, column.
+            ops[9]['regaddr'], ops[9]['argplus'] = _addr(0, 2, 0x1D000), 2
+            ops[0]['addr'] += 2
+            ops[1]['addr'] = _addr(4, 0, 0x1D214)
+            probs = ' | '.join(check(h, ops))
+            for needle in ('not word 1 of a shim DMA BD', 'argplus 0x2', 'not 4-byte aligned',
+                           'tile (4,0), outside the 4x6 array'):
+                ok(needle in probs, '%s --check misses %r' % (tag, needle))
+    except (TxnError, KeyError, IndexError, struct.error) as e:
+        fails.append('unexpected %s: %s' % (type(e).__name__, e))
+    for f in fails:
+        print('selftest FAIL: ' + f)
+    print('selftest: %s' % ('FAILED (%d)' % len(fails) if fails else 'OK'))
+    return 1 if fails else 0
+
+
+def main(argv):
+    flags = {a for a in argv if a.startswith('--')}
+    files = [a for a in argv if not a.startswith('--')]
+    unknown = flags - {'--check', '--quiet', '--dump', '--selftest'}
+    if unknown or (not files and '--selftest' not in flags):
+        print('\n'.join(__doc__.strip().splitlines()[-2:]), file=sys.stderr)
+        return 2
+    if '--selftest' in flags:
+        return selftest()
+    status = 0
+    for path in files:
+        try:
+            with open(path, 'rb') as fh:
+                hdr, ops = decode(fh.read())
+        except (OSError, TxnError) as e:
+            print('%s: ERROR %s' % (path, e))
+            status = 1
+            continue
+        problems = check(hdr, ops) if '--check' in flags else []
+        if problems:
+            status = 1
+            print('%s: FAIL %d problem(s); %s' % (path, len(problems), summary(hdr, ops)))
+            for p in problems[:20]:
+                print('  ' + p)
+            if len(problems) > 20:
+                print('  ... %d more' % (len(problems) - 20))
+        elif '--quiet' not in flags:
+            print('%s: %s%s' % (path, 'OK ' if '--check' in flags else '', summary(hdr, ops)))
+        if '--dump' in flags:
+            for op in ops:
+                print('  ' + describe(op, hdr['num_mem_tile_rows']))
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
