@@ -71,6 +71,12 @@ pub const TXN_GEN_AIE2P: u8 = 4;
 /// Every device generation byte a transaction header may carry: the ones `npu`'s decoder reads. An NPU target
 /// description (bundlec's `--npu FILE`) must name one of these.
 pub const TXN_GENERATIONS: &[u8] = &[TXN_GEN_AIE2IPU, TXN_GEN_AIE2P];
+/// The XRT DPU kernel's opcode (kernel argument 0) for an instruction buffer that holds an aie-rt v0.1
+/// transaction, as DynamicDispatch passes it.
+pub const NPU_OPCODE_TXN: u64 = 2;
+/// Bytes before the transaction in DynamicDispatch's instruction buffer (kernel argument 1): `u32 0`, then
+/// `u32` the transaction's bytes + 8. Kernel argument 2 is the whole buffer's size in 32-bit words.
+pub const NPU_INSTR_HEADER_BYTES: usize = 8;
 
 pub use bundle::{checksum64, fnv1a64, Bundle};
 pub use config::{

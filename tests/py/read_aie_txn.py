@@ -44,7 +44,6 @@ OPCODES = {0: 'WRITE', 1: 'BLOCKWRITE', 2: 'BLOCKSET', 3: 'MASKWRITE', 4: 'MASKP
            5: 'NOOP', 6: 'PREEMPT', 7: 'MASKPOLL_BUSY', 8: 'LOADPDI',
            128: 'TCT', 129: 'DDR_PATCH', 130: 'READ_REGS', 131: 'RECORD_TIMER',
            132: 'MERGE_SYNC'}
-OPC = {v: k for k, v in OPCODES.items()}
 CUSTOM_BEGIN = 128
 ADDR_OPS = ('WRITE', 'BLOCKWRITE', 'MASKWRITE', 'MASKPOLL', 'MASKPOLL_BUSY')
 
@@ -143,7 +142,8 @@ def _decode_op(data, off, end, idx, opt):
             op['size'] = W10.size
         else:
             need(W01.size)
-            _, op['hdr_col'], op['hdr_row'], op['addr'], op['value'], size = W01.unpack_from(data, off)
+            _, op['hdr_col'], op['hdr_row'], op['addr'], op['value'], size = \
+                W01.unpack_from(data, off)
             op['size'] = sized(size, 24, 4, exact=(24,))
     elif name in ('MASKWRITE', 'MASKPOLL', 'MASKPOLL_BUSY'):
         if opt:
@@ -240,9 +240,11 @@ CORE_BD = ('base address / buffer length', 'packet', 'D0/D1 stepsize',
            'D0/D1 wrap, D2 stepsize', 'iteration', 'next BD / valid / locks')
 # kind: (BD base, BD count, words, ctrl base, channels per dir, queue name,
 #        S2MM status base, MM2S status base, lock base, locks, data memory size)
-TILES = {'shim': (0x1D000, 16, SHIM_BD, 0x1D200, 2, 'TASK_QUEUE', 0x1D220, 0x1D228, 0x14000, 16, 0),
-         'mem': (0xA0000, 48, MEM_BD, 0xA0600, 6, 'START_QUEUE', 0xA0660, 0xA0680, 0xC0000, 64, 0x80000),
-         'core': (0x1D000, 16, CORE_BD, 0x1DE00, 2, 'START_QUEUE', 0x1DF00, 0x1DF10, 0x1F000, 16, 0x10000)}
+TILES = {
+    'shim': (0x1D000, 16, SHIM_BD, 0x1D200, 2, 'TASK_QUEUE', 0x1D220, 0x1D228, 0x14000, 16, 0),
+    'mem': (0xA0000, 48, MEM_BD, 0xA0600, 6, 'START_QUEUE', 0xA0660, 0xA0680, 0xC0000, 64, 0x80000),
+    'core': (0x1D000, 16, CORE_BD, 0x1DE00, 2, 'START_QUEUE', 0x1DF00, 0x1DF10, 0x1F000, 16,
+             0x10000)}
 SINGLE = {'shim': {0x1F000: 'MUX_CONFIG', 0x1F004: 'DEMUX_CONFIG', 0x36030: 'TILE_CONTROL'},
           'mem': {0x96030: 'TILE_CONTROL', 0xFFF00: 'MODULE_CLOCK_CONTROL',
                   0xFFF10: 'MODULE_RESET_CONTROL'},
@@ -271,7 +273,8 @@ def name_offset(kind, off):
     if kind == 'core' and 0x20000 <= off < 0x24000:
         return 'PROGRAM_MEMORY+0x%X' % (off - 0x20000)
     sw = SWITCH_BASE[kind]
-    for base, what in ((sw, 'MASTER_CONFIG'), (sw + 0x100, 'SLAVE_CONFIG'), (sw + 0x200, 'SLAVE_SLOT')):
+    for base, what in ((sw, 'MASTER_CONFIG'), (sw + 0x100, 'SLAVE_CONFIG'),
+                       (sw + 0x200, 'SLAVE_SLOT')):
         if base <= off < base + (0x200 if what == 'SLAVE_SLOT' else 0x100):
             return 'STREAM_SWITCH_%s+0x%X' % (what, off - base)
     return SINGLE[kind].get(off)
@@ -314,7 +317,8 @@ def check(hdr, ops):
             r = op['regaddr']
             if in_array(op, r, 'regaddr'):
                 col, row, off = split_addr(r)
-                if row != 0 or not (0x1D004 <= off < 0x1D004 + 0x20 * 16 and (off - 0x1D004) % 0x20 == 0):
+                bd, word = divmod(off - 0x1D000, 0x20)
+                if row != 0 or not (0 <= bd < 16 and word == 4):
                     bad.append('%s: regaddr 0x%X = %s is not word 1 of a shim DMA BD'
                                % (at, r, name_register(r, mrows)))
             if op['argplus'] % 4:
@@ -364,9 +368,15 @@ PUB_NPU1 = ('06030100 00000104 00000007 000000DC'
             ' 00000003 00000000 0430567A 00000000 00001001 F00FF00F 0000001C'
             ' 00000080 00000010 00030401 05010200'
             ' 00020008 00000400 12345678 00000ABC')
-# Xilinx/mlir-aie test/Targets/NPU/npu2_instgen.mlir: same ops on npu2, PREEMPT last.
-PUB_NPU2 = ('06040100 00000108 00000007 000000D0' + PUB_NPU1[35:].rsplit(' 00020008', 1)[0]
-            + ' 00000306')
+# Xilinx/mlir-aie test/Targets/NPU/npu2_instgen.mlir (npu2): same ops, PREEMPT last.
+PUB_NPU2 = ('06040100 00000108 00000007 000000D0'
+            ' 00000000 00000000 06400DEF 00000000 00000042 00000018'
+            ' 00000000 00000000 ABC00DEF 00000000 00000314 00000018'
+            ' 00000001 00000000 12345679 00000030 ' + BW8 +
+            ' 00000001 00000101 02100064 00000030 ' + BW8 +
+            ' 00000003 00000000 0430567A 00000000 00001001 F00FF00F 0000001C'
+            ' 00000080 00000010 00030401 05010200'
+            ' 00000306')
 # Xilinx/mlir-aie test/Targets/NPU/npu_blockwrite_instgen.mlir (TXN 0.1): mem-tile BD6.
 PUB_BD = ('06030100 00000104 00000003 00000068'
           ' 00000001 00000000 061A00C0 00000030 00000001 00580002 000C0005 00100007'
@@ -397,10 +407,12 @@ PUB_PATCH = [('00012340 00000000 00000000 00000000 FFFFFFFF 00000000', 0, 0xFFFF
 # nod-ai/iree-amd-aie runtime/src/iree-amd-aie/aie_runtime/test/test_transaction.cc:
 # aie-rt's own export, printed field by field: header 0.1, DevGen 2, (cols, rows,
 # mem rows) = (5, 6, 1), TxnSize 352, NumOps 12; (op, Col, Row, RegOff, Value, Mask, Size).
-IREE_OPS = [(op, 2, row, base + off, v, m, sz) for base in (0x0232000 - 0x32000, 0x2232000 - 0x32000,
-                                                            0x4232000 - 0x32000)
-            for op, row, off, v, m, sz in ((3, 0, 0x32000, 2, 2, 32), (3, 0, 0x32000, 0, 2, 32),
-                                           (0, 0, 0x1F000, 1, 0, 24), (0, 16, 0x1F010, 0, 0, 24))]
+IREE_OPS = [(3, 2, 0, 2301952, 2, 2, 32), (3, 2, 0, 2301952, 0, 2, 32),
+            (0, 2, 0, 2224128, 1, 0, 24), (0, 2, 16, 2224144, 0, 0, 24),
+            (3, 2, 0, 35856384, 2, 2, 32), (3, 2, 0, 35856384, 0, 2, 32),
+            (0, 2, 0, 35778560, 1, 0, 24), (0, 2, 16, 35778576, 0, 0, 24),
+            (3, 2, 0, 69410816, 2, 2, 32), (3, 2, 0, 69410816, 0, 2, 32),
+            (0, 2, 0, 69332992, 1, 0, 24), (0, 2, 16, 69333008, 0, 0, 24)]
 
 
 def _hdr(major, minor, body, n, gen=3, rows=6, cols=4, mrows=1):
@@ -460,10 +472,11 @@ def selftest():
             ok(pick(ops[0], 'addr', 'value', 'size') == (0x06400DEF, 0x42, 24), 'write32 col3 row4')
             ok(split_addr(ops[0]['addr'])[:2] == (3, 4), 'write32 tile (3,4)')
             ok(pick(ops[1], 'addr', 'value') == (0xABC00DEF, 0x314), 'write32 raw address')
-            ok(ops[2]['addr'] == 0x12345679 and ops[2]['data'] == list(range(100, 108)), 'blockwrite')
+            ok(ops[2]['addr'] == 0x12345679 and ops[2]['data'] == list(range(100, 108)),
+               'blockwrite')
             ok(split_addr(ops[3]['addr']) == (1, 1, 100), 'blockwrite col1 row1 addr 100')
-            ok(pick(ops[4], 'addr', 'value', 'mask', 'size') == (0x0430567A, 0x1001, 0xF00FF00F, 28),
-               'maskwrite (mlir-aie 28-byte record)')
+            ok(pick(ops[4], 'addr', 'value', 'mask', 'size') ==
+               (0x0430567A, 0x1001, 0xF00FF00F, 28), 'maskwrite (mlir-aie 28-byte record)')
             ok(pick(ops[5], 'col', 'row', 'direction', 'channel', 'col_num', 'row_num') ==
                (3, 4, 1, 5, 1, 2), 'npu.sync -> TCT fields')
             if last == 'LOADPDI':

@@ -49,7 +49,31 @@ fn check(model: &[u8], name: &str) -> usize {
         .filter(|r| r["where"] == "npu")
         .collect();
     assert_eq!(npu_runs.len(), segs);
-    assert_eq!(npu_runs[0]["constants"][0]["value"], 2);
+    // DynamicDispatch's call: opcode 2, arg1 the segment's `weight` instruction buffer (u32 0, u32 bytes + 8,
+    // the .txn file), arg2 its size in words; `DPU` kernels without `ctrlcode`.
+    for (run, (id, txn)) in npu_runs.iter().zip(&c.bundle.txns) {
+        assert_eq!(run["name"], id.as_str());
+        assert_eq!(
+            run["constants"][0],
+            serde_json::json!({"argidx": 0, "type": "int", "value": 2})
+        );
+        let instr = &run["arguments"][0];
+        assert_eq!(instr["argidx"], 1);
+        let buf = recipe["resources"]["buffers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == instr["name"])
+            .expect("instruction buffer declared");
+        assert_eq!(buf["type"], "weight");
+        assert_eq!(buf["size"], txn.len() + 8);
+        assert_eq!(run["constants"][1]["argidx"], 2);
+        assert_eq!(run["constants"][1]["value"], (txn.len() + 8) / 4);
+    }
+    for k in recipe["resources"]["kernels"].as_array().unwrap() {
+        assert_eq!(k["instance"], "DPU");
+        assert!(k.get("ctrlcode").is_none(), "{k}");
+    }
 
     let l = Loaded::open(&c);
     // SAFETY: config and entry come from the bundle just compiled for them.
@@ -137,6 +161,38 @@ fn conv_single_node() {
         vec![("strides", ints(&[2, 2])), ("pads", ints(&[1, 1, 2, 1]))],
     );
     assert_eq!(check(&m, "npu_conv"), 1);
+}
+
+/// Model tensors named like the recipe's own buffers (`weights`, `activations`, `npu0.instr`): the recipe gives
+/// its buffers other names, and the Runner still matches the CPU bundle.
+#[test]
+fn tensors_named_like_recipe_buffers() {
+    let mut m = Model::new();
+    m.input("npu0.instr", &[1, 4, 9, 9])
+        .input("activations", &[1, 4, 9, 9]);
+    m.init("w", &[8, 4, 3, 3], rand_vec(8 * 4 * 9, 61));
+    m.output("weights", &[1, 8, 9, 9]);
+    m.node("Add", &["npu0.instr", "activations"], &["s"], vec![]);
+    let pads = vec![("pads", ints(&[1, 1, 1, 1]))];
+    m.node("Conv", &["s", "w"], &["weights"], pads);
+    check(&m.bytes(), "npu_names");
+    let c = compile_npu(&m.bytes(), "npu_names");
+    let recipe: serde_json::Value = serde_json::from_str(&c.bundle.recipe).unwrap();
+    let names: Vec<&str> = recipe["resources"]["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    let want = [
+        "npu0.instr",
+        "activations",
+        "weights",
+        "weights_1",
+        "activations_1",
+        "npu0.instr_1",
+    ];
+    assert_eq!(names, want);
 }
 
 #[test]

@@ -218,6 +218,11 @@ pub enum RecipeWhy {
         /// The other argument's `argidx`.
         argidx: u64,
     },
+    /// An npu run's instruction buffer (argidx 1) is misused; `why` says how.
+    Instructions {
+        /// What is wrong.
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for RecipeWhy {
@@ -260,7 +265,7 @@ impl fmt::Display for RecipeWhy {
                 write!(f, "offset is not a multiple of the bundle's alignment {align}")
             }
             RecipeWhy::ReadOnly => f.write_str(
-                "the weights buffer is read-only, but this argument may be written (not a constant)",
+                "`weight` buffers are read-only, but this argument may be written (not a constant)",
             ),
             RecipeWhy::UnknownSegment => {
                 f.write_str("the bundle's NPU segment table has no segment of this name")
@@ -272,6 +277,7 @@ impl fmt::Display for RecipeWhy {
                 f,
                 "its bytes overlap those of argidx {argidx}, and one of the two is written"
             ),
+            RecipeWhy::Instructions { why } => write!(f, "instruction buffer: {why}"),
         }
     }
 }

@@ -12,7 +12,12 @@
 //!
 //! Runs that are not bundle ops — the runtime's `bundlert_copy` and npu runs — are resolved in
 //! `npu_runs.rs`, which argues their safety: every region they touch lies inside its buffer, and no
-//! written region overlaps another region of the same run or lies in `weights`.
+//! written region overlaps another region of the same run or lies in a `weight` buffer.
+//!
+//! A `weight` buffer is the bundle's constant area, unless npu runs name it as their instruction
+//! buffer (argidx 1, DynamicDispatch's convention): then the runner fills it with that segment's
+//! instruction buffer (`u32 0`, `u32` transaction bytes + 8, the transaction embedded in the
+//! bundle, which is `NAME.<segment>.txn`), and no other argument may name it.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -30,6 +35,12 @@ use crate::Result;
 pub(super) enum Slot {
     /// A `weight` buffer: the bundle's constant area (read-only).
     Weights,
+    /// A `weight` buffer holding NPU segment `segment`'s instruction buffer (read-only; only npu
+    /// runs of that segment name it, as argidx 1).
+    Instr {
+        data: AreaBuf<'static>,
+        segment: usize,
+    },
     /// An internal buffer, owned and zeroed.
     Internal(AreaBuf<'static>),
     /// An input: the runner's copy of the bound bytes (symbol `tensor`).
@@ -51,11 +62,26 @@ impl Slot {
     pub(super) fn len(&self, bundle: &Bundle<'_>) -> usize {
         match self {
             Slot::Weights => bundle.area_size(Area::Constant),
-            Slot::Internal(data) | Slot::Input { data, .. } | Slot::Output { data, .. } => {
-                data.bytes().len()
-            }
+            Slot::Internal(data)
+            | Slot::Instr { data, .. }
+            | Slot::Input { data, .. }
+            | Slot::Output { data, .. } => data.bytes().len(),
         }
     }
+
+    /// Whether it is a `weight` buffer (no run may write it).
+    pub(super) fn read_only(&self) -> bool {
+        matches!(self, Slot::Weights | Slot::Instr { .. })
+    }
+}
+
+/// The error for argument `j` of run `r` naming an instruction buffer where it may not.
+pub(super) fn instr_misuse(r: usize, run: &Run, j: usize) -> Error {
+    let at = RecipePath::run_item(r, RunList::Arguments, j, "name");
+    let why = RecipeWhy::Instructions {
+        why: "only argidx 1 of its segment's npu runs may name it",
+    };
+    entry_err(at, &run.name, why)
 }
 
 /// One argument of a call: `offset` bytes into the buffer of slot `slot`.
@@ -76,9 +102,10 @@ pub(super) enum Call {
     /// A `bundlert_copy` run: `src.len` bytes from `src` to `dst` (equal lengths, disjoint, `dst`
     /// not in `weights`).
     Copy { src: Region, dst: Region },
-    /// An npu run of NPU segment `segment`: `in`, `out`, `scratch`, `const`, `super_instr` (argidx
-    /// 3..7; `out` and `scratch` disjoint from the others and not in `weights`).
-    Npu { segment: usize, bufs: [Region; 5] },
+    /// An npu run: its segment's instruction buffer in slot `instr` (argidx 1), and `in`, `out`,
+    /// `scratch`, `const`, `super_instr` (argidx 3..7; `out` and `scratch` disjoint from the
+    /// others and not in a `weight` buffer).
+    Npu { instr: usize, bufs: [Region; 5] },
 }
 
 /// What a cpu resource stands for.
@@ -121,7 +148,7 @@ pub(super) fn cpu_kinds(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<CpuK
 }
 
 /// The NPU segment of each kernel resource: the segment of the bundle with the kernel's name (its
-/// transaction is embedded in the bundle; `ctrlcode` is not read).
+/// transaction is embedded in the bundle and fills its instruction buffer).
 pub(super) fn kernel_segments(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<usize>> {
     let mut segments = Vec::with_capacity(recipe.kernels.len());
     for (i, kernel) in recipe.kernels.iter().enumerate() {
@@ -137,14 +164,78 @@ pub(super) fn kernel_segments(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Ve
     Ok(segments)
 }
 
-/// One slot per buffer of `recipe`; checks external buffers against `bundle`.
-pub(super) fn slots(bundle: &Bundle<'_>, recipe: &Recipe) -> Result<Vec<Slot>> {
+/// The NPU segment whose instruction buffer each recipe buffer is: the buffer an npu run names as
+/// argidx 1 (a `weight` buffer, the same for every run of the segment and for no other segment).
+/// `kernels` is [`kernel_segments`].
+pub(super) fn instr_buffers(recipe: &Recipe, kernels: &[usize]) -> Result<Vec<Option<usize>>> {
+    let mut instr = vec![None; recipe.buffers.len()];
+    for (r, run) in recipe.runs.iter().enumerate() {
+        let kernel = recipe.kernels.iter().position(|k| k.name == run.name);
+        let segment = kernel.and_then(|k| kernels.get(k)).copied();
+        let (Where::Npu, Some(segment)) = (run.location, segment) else {
+            continue;
+        };
+        let Some(j) = run.arguments.iter().position(|a| a.argidx == 1) else {
+            continue; // `npu_runs::npu_call` reports the missing argument.
+        };
+        let buffer = run.arguments[j].buffer;
+        let at = RecipePath::run_item(r, RunList::Arguments, j, "name");
+        let why = match (recipe.buffers[buffer].kind, instr[buffer]) {
+            (BufferKind::Weight, None) => None,
+            (BufferKind::Weight, Some(other)) if other == segment => None,
+            (BufferKind::Weight, Some(_)) => Some("it holds another NPU segment's instructions"),
+            _ => Some("it must be a `weight` buffer, which the runner fills"),
+        };
+        if let Some(why) = why {
+            let why = RecipeWhy::Instructions { why };
+            return Err(entry_err(at, &run.name, why));
+        }
+        instr[buffer] = Some(segment);
+    }
+    Ok(instr)
+}
+
+/// Segment `segment`'s instruction buffer, in DynamicDispatch's layout: `u32 0`, `u32` transaction
+/// bytes + 8, the transaction.
+fn instr_slot(bundle: &Bundle<'_>, segment: usize, align: usize, name: &str) -> Result<Slot> {
+    let txn = bundle
+        .view()
+        .npu_segment(segment)
+        .map_or(&[][..], |s| s.txn);
+    let len = txn.len().saturating_add(crate::NPU_INSTR_HEADER_BYTES);
+    let mut data = AreaBuf::owned(len, align, name)?;
+    let (head, body) = data
+        .bytes_mut()
+        .split_at_mut(crate::NPU_INSTR_HEADER_BYTES.min(len));
+    if let Some(size) = head.get_mut(4..8) {
+        // Word 1: the transaction's bytes + 8 (DynamicDispatch writes the header's total size + 8;
+        // a device refuses a container whose total size is not its length).
+        size.copy_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
+    }
+    body.copy_from_slice(txn);
+    Ok(Slot::Instr { data, segment })
+}
+
+/// One slot per buffer of `recipe`; checks external buffers against `bundle`. `instr` is
+/// [`instr_buffers`].
+pub(super) fn slots(
+    bundle: &Bundle<'_>,
+    recipe: &Recipe,
+    instr: &[Option<usize>],
+) -> Result<Vec<Slot>> {
     let align = area_alignment(bundle.view());
     let mut slots = Vec::with_capacity(recipe.buffers.len());
     for (i, buf) in recipe.buffers.iter().enumerate() {
         let at = |field| RecipePath::entry(RecipeTable::Buffers, i, field);
         let (slot, len) = match buf.kind {
-            BufferKind::Weight => (Slot::Weights, bundle.area_size(Area::Constant)),
+            BufferKind::Weight => match instr.get(i).copied().flatten() {
+                Some(segment) => {
+                    let slot = instr_slot(bundle, segment, align, &buf.name)?;
+                    let len = slot.len(bundle);
+                    (slot, len)
+                }
+                None => (Slot::Weights, bundle.area_size(Area::Constant)),
+            },
             BufferKind::Internal => {
                 // The recipe requires a size for internal buffers.
                 let bytes = buf.size.unwrap_or(0);
@@ -271,6 +362,9 @@ fn op_call(
             return Err(err("argidx", why));
         };
         let expected = &op_args[index];
+        if matches!(slots[arg.buffer], Slot::Instr { .. }) {
+            return Err(instr_misuse(r, run, j));
+        }
         let limit = slots[arg.buffer].len(bundle) as u64;
         // XRT's rule: a sub-buffer only when 0 < size < buffer size, else the whole buffer.
         let (offset, size) = match arg.slice {

@@ -6,14 +6,15 @@
 //!
 //! - `bundlert_copy`: argument 0 (source) and argument 1 (destination), sub-buffers of equal size,
 //!   no constants. The destination may not be `weights`; source and destination may not overlap.
-//! - npu run (XRT DPU convention): buffer arguments argidx 3 `in`, 4 `out`, 5 `scratch`, 6 `const`,
-//!   7 `super_instr` (DDR_PATCH argidx 0..4 of the transaction); `int` constants argidx 0 = 2 (the
-//!   opcode of an aie-rt v0.1 transaction container, as DynamicDispatch passes it), argidx 1 = 0 (the
-//!   instruction buffer, which the runner binds to the segment's embedded transaction) and argidx 2
-//!   = the transaction's size in 32-bit words. A sub-buffer of `size` 0 is an *empty* buffer here
-//!   (XRT would bind the whole buffer, which would alias the others; a transaction never touches a
-//!   buffer its segment does not have, so the two bindings run the same). `out` and `scratch` may
-//!   not be `weights`, and must not overlap any other buffer of the run.
+//! - npu run (DynamicDispatch's call of the XRT DPU kernel): buffer arguments argidx 1, the
+//!   segment's instruction buffer (a whole `weight` buffer the runner fills, see `build.rs`), and
+//!   argidx 3 `in`, 4 `out`, 5 `scratch`, 6 `const`, 7 `super_instr` (DDR_PATCH argidx 0..4 of the
+//!   transaction); `int` constants argidx 0 = 2 (the opcode of an aie-rt v0.1 transaction) and
+//!   argidx 2 = the instruction buffer's size in 32-bit words. A sub-buffer of `size` 0 is an
+//!   *empty* buffer here (XRT would bind the whole buffer, which would alias the others; a
+//!   transaction never touches a buffer its segment does not have, so the two bindings run the
+//!   same). `out` and `scratch` may not be `weight` buffers, and must not overlap any other buffer
+//!   of the run. The transaction the device runs is the one in the instruction buffer.
 //!
 //! Safety: every [`Region`] lies inside its slot's buffer (checked here against the buffer's size),
 //! so `base + offset .. + len` stays inside one allocation. The regions a run writes are disjoint
@@ -22,7 +23,7 @@
 //! and the `&[u8]` for the read-only ones are only read while they live. The runner holds
 //! `&mut self` while executing, so no other reference into its buffers exists.
 
-use super::build::{Call, Slot};
+use super::build::{instr_misuse, Call, Slot};
 use super::recipe::{check_slice, entry_err, Argument, Run};
 use crate::bundle::Bundle;
 use crate::error::{Error, Name, Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
@@ -33,8 +34,8 @@ use crate::Result;
 pub(super) const COPY_FN: &str = "bundlert_copy";
 /// The `library_name` of the runtime's functions.
 pub(super) const BUILTIN_LIBRARY: &str = "bundlert";
-/// Constant argidx 0 of an npu run: an aie-rt v0.1 transaction container.
-pub(super) const OPCODE_TXN_V01: u64 = 2;
+/// Buffer argidx of the instruction buffer.
+const INSTR_ARGIDX: u64 = 1;
 /// Buffer argidx of the five fused buffers, in `NpuBuffers` order.
 const NPU_ARGIDX: [u64; 5] = [3, 4, 5, 6, 7];
 /// Which of the five the transaction may write (`out`, `scratch`).
@@ -123,9 +124,12 @@ pub(super) fn copy_call(bundle: &Bundle<'_>, r: usize, run: &Run, slots: &[Slot]
             };
             return Err(entry_err(arg_at(j, "argidx"), &run.name, why));
         };
+        if matches!(slots.get(arg.buffer), Some(Slot::Instr { .. })) {
+            return Err(instr_misuse(r, run, j));
+        }
         let region = region(bundle, slots, arg, false)
             .map_err(|why| entry_err(arg_at(j, "size"), &run.name, why))?;
-        if index == 1 && matches!(slots.get(arg.buffer), Some(Slot::Weights)) {
+        if index == 1 && slots.get(arg.buffer).is_some_and(Slot::read_only) {
             return Err(entry_err(arg_at(j, "name"), &run.name, RecipeWhy::ReadOnly));
         }
         if let Some(slot) = found.get_mut(index) {
@@ -151,7 +155,8 @@ pub(super) fn copy_call(bundle: &Bundle<'_>, r: usize, run: &Run, slots: &[Slot]
     Ok(Call::Copy { src, dst })
 }
 
-/// Npu run `r` of segment `segment`: the five buffers and the three constants of the convention.
+/// Npu run `r` of segment `segment`: the instruction buffer, the five buffers and the two constants
+/// of the convention.
 pub(super) fn npu_call(
     bundle: &Bundle<'_>,
     r: usize,
@@ -161,35 +166,46 @@ pub(super) fn npu_call(
 ) -> Result<Call> {
     let at = |field| RecipePath::entry(RecipeTable::Runs, r, field);
     let arg_at = |j, field| RecipePath::run_item(r, RunList::Arguments, j, field);
-    if run.arguments.len() != NPU_ARGIDX.len() {
+    if run.arguments.len() != NPU_ARGIDX.len() + 1 {
         let why = RecipeWhy::ArgCount {
-            expected: NPU_ARGIDX.len() as u32,
+            expected: NPU_ARGIDX.len() as u32 + 1,
             got: run.arguments.len() as u32,
         };
         return Err(entry_err(at("arguments"), &run.name, why));
     }
     // For each of the five buffers: the argument's position in the run and its region.
     let mut found: [Option<(usize, Region)>; 5] = [None; 5];
+    let mut instr = None;
     for (j, arg) in run.arguments.iter().enumerate() {
+        if arg.argidx == INSTR_ARGIDX {
+            instr = Some(instr_arg(bundle, r, run, j, slots, segment)?);
+            continue;
+        }
         let Some(k) = NPU_ARGIDX.iter().position(|&a| a == arg.argidx) else {
-            let expected = "3, 4, 5, 6, 7 (in, out, scratch, const, super_instr)";
+            let expected = "1, 3, 4, 5, 6, 7 (instructions, in, out, scratch, const, super_instr)";
             return Err(quote(
                 arg_at(j, "argidx"),
                 arg.argidx,
                 RecipeWhy::UnknownValue { expected },
             ));
         };
+        if matches!(slots.get(arg.buffer), Some(Slot::Instr { .. })) {
+            return Err(instr_misuse(r, run, j));
+        }
         let region = region(bundle, slots, arg, true)
             .map_err(|why| entry_err(arg_at(j, "size"), &run.name, why))?;
-        if NPU_WRITTEN[k] && matches!(slots.get(arg.buffer), Some(Slot::Weights)) {
+        if NPU_WRITTEN[k] && slots.get(arg.buffer).is_some_and(Slot::read_only) {
             return Err(entry_err(arg_at(j, "name"), &run.name, RecipeWhy::ReadOnly));
         }
         found[k] = Some((j, region));
     }
+    // Six arguments with distinct argidx (checked by `Recipe::parse`), each one of the six.
+    let Some((instr, words)) = instr else {
+        return Err(entry_err(at("arguments"), &run.name, RecipeWhy::Missing));
+    };
     let mut bufs = [Region::default(); 5];
     let mut positions = [0usize; 5];
     for (k, entry) in found.iter().enumerate() {
-        // Five arguments with distinct argidx (checked by `Recipe::parse`), each one of the five.
         let Some((j, region)) = *entry else {
             return Err(entry_err(at("arguments"), &run.name, RecipeWhy::Missing));
         };
@@ -208,43 +224,68 @@ pub(super) fn npu_call(
             }
         }
     }
-    let words = bundle
-        .view()
-        .npu_segment(segment)
-        .map_or(0, |s| s.txn.len() as u64 / 4);
     check_npu_constants(r, run, words)?;
-    Ok(Call::Npu { segment, bufs })
+    Ok(Call::Npu { instr, bufs })
 }
 
-/// The constants of an npu run: exactly argidx 0 = [`OPCODE_TXN_V01`], 1 = 0, 2 = `words`.
+/// Argument `j` of npu run `r` (argidx 1): the whole instruction buffer of `segment`. Returns its
+/// slot and its size in 32-bit words.
+fn instr_arg(
+    bundle: &Bundle<'_>,
+    r: usize,
+    run: &Run,
+    j: usize,
+    slots: &[Slot],
+    segment: usize,
+) -> Result<(usize, u64)> {
+    let arg = &run.arguments[j];
+    let at = |field| RecipePath::run_item(r, RunList::Arguments, j, field);
+    // `build::instr_buffers` made argidx 1 of every npu run its segment's instruction buffer.
+    let Some(Slot::Instr { segment: s, .. }) = slots.get(arg.buffer) else {
+        let why = RecipeWhy::Instructions {
+            why: "it must be a `weight` buffer, which the runner fills",
+        };
+        return Err(entry_err(at("name"), &run.name, why));
+    };
+    let whole =
+        region(bundle, slots, arg, false).map_err(|why| entry_err(at("size"), &run.name, why))?;
+    let len = slots[arg.buffer].len(bundle);
+    if *s != segment || whole.offset != 0 || whole.len != len {
+        let why = RecipeWhy::Instructions {
+            why: "an npu run binds its segment's whole instruction buffer",
+        };
+        return Err(entry_err(at(bytes_field(arg)), &run.name, why));
+    }
+    Ok((arg.buffer, len.div_ceil(4) as u64))
+}
+
+/// The constants of an npu run: exactly argidx 0 = [`crate::NPU_OPCODE_TXN`] and 2 = `words`.
 fn check_npu_constants(r: usize, run: &Run, words: u64) -> Result<()> {
     let at = |j, field| RecipePath::run_item(r, RunList::Constants, j, field);
-    let expected = [OPCODE_TXN_V01, 0, words];
-    let mut seen: [Option<usize>; 3] = [None; 3];
+    // (argidx, required value, first constant seen with it)
+    let mut wanted: [(u64, u64, Option<usize>); 2] =
+        [(0, crate::NPU_OPCODE_TXN, None), (2, words, None)];
     for (j, c) in run.constants.iter().enumerate() {
-        let Some(slot) = usize::try_from(c.argidx).ok().and_then(|i| seen.get_mut(i)) else {
-            let why = RecipeWhy::UnknownValue {
-                expected: "0, 1, 2",
-            };
+        let Some((_, want, seen)) = wanted.iter_mut().find(|w| w.0 == c.argidx) else {
+            let why = RecipeWhy::UnknownValue { expected: "0, 2" };
             return Err(quote(at(j, "argidx"), c.argidx, why));
         };
-        if let Some(first) = *slot {
+        if let Some(first) = *seen {
             let why = RecipeWhy::Duplicate {
                 first: first as u32,
             };
             return Err(entry_err(at(j, "argidx"), &run.name, why));
         }
-        *slot = Some(j);
-        let want = expected.get(c.argidx as usize).copied().unwrap_or(0);
-        if c.value != want {
+        *seen = Some(j);
+        if c.value != *want {
             let why = RecipeWhy::Mismatch {
-                expected: want,
+                expected: *want,
                 got: c.value,
             };
             return Err(entry_err(at(j, "value"), &run.name, why));
         }
     }
-    if seen.iter().any(Option::is_none) {
+    if wanted.iter().any(|w| w.2.is_none()) {
         let at = RecipePath::entry(RecipeTable::Runs, r, "constants");
         return Err(entry_err(at, &run.name, RecipeWhy::Missing));
     }

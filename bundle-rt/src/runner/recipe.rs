@@ -10,7 +10,9 @@
 //! - `version` is `"1.0"`; buffer, cpu and kernel names are unique within their lists;
 //! - every buffer has a known `type`; every buffer other than `input`, `output` and `weight` (the
 //!   external ones) has a `size`;
-//! - every kernel has a `name`; `instance` and `ctrlcode` are optional strings;
+//! - every kernel has a `name` and no `ctrlcode` (XRT loads it as ELF control code, which this
+//!   runtime does not run: an npu run's transaction is its instruction buffer, argidx 1);
+//!   `instance` is an optional string;
 //! - every run has a `name` naming a cpu resource (`where: "cpu"`) or a kernel resource (`"npu"`);
 //! - every argument names a declared buffer, has an `argidx` unique within its run, and gives
 //!   `offset` and `size` together or not at all; a sub-buffer of a buffer of declared size lies inside
@@ -90,11 +92,8 @@ pub struct Cpu {
 pub struct Kernel {
     /// The kernel's name: the name of a segment in the bundle's segment table (`npu0`).
     pub name: String,
-    /// `instance` (the target, e.g. `vnpu`), if given; not used by the runner.
+    /// `instance` (the xclbin kernel, `DPU`), if given; not used by the runner.
     pub instance: Option<String>,
-    /// `ctrlcode` (the `.txn` file), if given; the runner uses the transaction embedded in the
-    /// bundle instead.
-    pub ctrlcode: Option<String>,
 }
 
 /// Where a run executes.
@@ -336,10 +335,13 @@ fn kernels(raw: Vec<RawKernel>) -> Result<Vec<Kernel>> {
         let at = RecipePath::entry(RecipeTable::Kernels, i, "name");
         let name = k.name.ok_or_else(|| missing(at, ""))?;
         unique(&mut seen, &name, i, at)?;
+        if k.ctrlcode.is_some() {
+            let at = RecipePath::entry(RecipeTable::Kernels, i, "ctrlcode");
+            return Err(entry_err(at, &name, RecipeWhy::Unsupported));
+        }
         out.push(Kernel {
             name,
             instance: k.instance,
-            ctrlcode: k.ctrlcode,
         });
     }
     Ok(out)

@@ -67,7 +67,8 @@ impl<'b, 'io> Runner<'b, 'io> {
         let recipe = Recipe::parse(recipe_json)?;
         let cpus = build::cpu_kinds(bundle, &recipe)?;
         let kernels = build::kernel_segments(bundle, &recipe)?;
-        let slots = build::slots(bundle, &recipe)?;
+        let instr = build::instr_buffers(&recipe, &kernels)?;
+        let slots = build::slots(bundle, &recipe, &instr)?;
         let calls = build::calls(bundle, &recipe, &slots, &cpus, &kernels)?;
         let widest = calls
             .iter()
@@ -215,7 +216,7 @@ impl<'b, 'io> Runner<'b, 'io> {
             let unbound = match slot {
                 Slot::Input { bound, .. } => !bound,
                 Slot::Output { target, .. } => target.is_none(),
-                Slot::Weights | Slot::Internal(_) => false,
+                Slot::Weights | Slot::Instr { .. } | Slot::Internal(_) => false,
             };
             if unbound {
                 return Err(Error::Unbound {
@@ -237,9 +238,10 @@ impl<'b, 'io> Runner<'b, 'io> {
         self.bases.clear();
         self.bases.extend(self.slots.iter().map(|slot| match slot {
             Slot::Weights => constants,
-            Slot::Internal(data) | Slot::Input { data, .. } | Slot::Output { data, .. } => {
-                data.base()
-            }
+            Slot::Internal(data)
+            | Slot::Instr { data, .. }
+            | Slot::Input { data, .. }
+            | Slot::Output { data, .. } => data.base(),
         }));
         self.cycles.clear();
         for call in &self.calls {
@@ -264,12 +266,16 @@ impl<'b, 'io> Runner<'b, 'io> {
                 // SAFETY: `npu_runs::copy_call` resolved the regions against these buffers; `&mut
                 // self` excludes any other access.
                 Call::Copy { src, dst } => unsafe { npu_runs::run_copy(&self.bases, src, dst) },
-                Call::Npu { segment, bufs } => {
-                    let txn = self
-                        .bundle
-                        .view()
-                        .npu_segment(*segment)
-                        .map_or(&[][..], |s| s.txn);
+                Call::Npu { instr, bufs, .. } => {
+                    // The transaction in the instruction buffer the run binds (the runner filled it
+                    // from the bundle; no run writes a `weight` buffer).
+                    let txn = match self.slots.get(*instr) {
+                        Some(Slot::Instr { data, .. }) => data
+                            .bytes()
+                            .get(crate::NPU_INSTR_HEADER_BYTES..)
+                            .unwrap_or(&[]),
+                        _ => &[],
+                    };
                     let Some(device) = self.device.as_deref_mut() else {
                         continue;
                     };

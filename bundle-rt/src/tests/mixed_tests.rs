@@ -67,8 +67,7 @@ fn mixed_recipe_on_the_emulator() {
         recipe.kernels,
         [Kernel {
             name: "npu0".to_string(),
-            instance: Some("vnpu".to_string()),
-            ctrlcode: Some("fixture.npu0.txn".to_string()),
+            instance: Some("DPU".to_string()),
         }]
     );
     assert_eq!(recipe.runs[2].location, Where::Npu);
@@ -128,7 +127,8 @@ fn at(path: &str, name: &str, why: RecipeWhy) -> (String, String, RecipeWhy) {
     (path.to_string(), name.to_string(), why)
 }
 
-/// Runs 0, 1: copy-ins (x, c); 2: the npu run; 3, 4: copy-outs (t1, t2); 5, 6: cpu ops.
+/// Runs 0, 1: copy-ins (x, c); 2: the npu run (arguments: instructions, in, out, scratch, const,
+/// super_instr; constants: opcode, words); 3, 4: copy-outs (t1, t2); 5, 6: cpu ops.
 #[test]
 fn npu_run_errors() {
     assert_eq!(
@@ -143,12 +143,12 @@ fn npu_run_errors() {
         )
     );
     assert_eq!(
-        bad(|r| r["execution"]["runs"][2]["arguments"][4]["argidx"] = json!(2)),
+        bad(|r| r["execution"]["runs"][2]["arguments"][5]["argidx"] = json!(2)),
         at(
-            "execution.runs[2].arguments[4].argidx",
+            "execution.runs[2].arguments[5].argidx",
             "2",
             RecipeWhy::UnknownValue {
-                expected: "3, 4, 5, 6, 7 (in, out, scratch, const, super_instr)"
+                expected: "1, 3, 4, 5, 6, 7 (instructions, in, out, scratch, const, super_instr)"
             }
         )
     );
@@ -163,16 +163,17 @@ fn npu_run_errors() {
             "execution.runs[2].arguments",
             "npu0",
             RecipeWhy::ArgCount {
-                expected: 5,
-                got: 4
+                expected: 6,
+                got: 5
             }
         )
     );
-    let words = layer0(2.0).txns[0].len() as u64 / 4;
+    // The instruction buffer's words: 8 header bytes and the transaction.
+    let words = (layer0(2.0).txns[0].len() as u64 + 8) / 4;
     assert_eq!(
-        bad(|r| r["execution"]["runs"][2]["constants"][2]["value"] = json!(words + 1)),
+        bad(|r| r["execution"]["runs"][2]["constants"][1]["value"] = json!(words + 1)),
         at(
-            "execution.runs[2].constants[2].value",
+            "execution.runs[2].constants[1].value",
             "npu0",
             RecipeWhy::Mismatch {
                 expected: words,
@@ -209,28 +210,26 @@ fn npu_run_errors() {
         at("execution.runs[2].constants", "npu0", RecipeWhy::Missing)
     );
     assert_eq!(
-        bad(|r| r["execution"]["runs"][2]["constants"][2]["argidx"] = json!(5)),
+        bad(|r| r["execution"]["runs"][2]["constants"][1]["argidx"] = json!(1)),
         at(
-            "execution.runs[2].constants[2].argidx",
-            "5",
-            RecipeWhy::UnknownValue {
-                expected: "0, 1, 2"
-            }
+            "execution.runs[2].constants[1].argidx",
+            "1",
+            RecipeWhy::UnknownValue { expected: "0, 2" }
         )
     );
     assert_eq!(
-        bad(|r| r["execution"]["runs"][2]["arguments"][1]["name"] = json!("weights")),
+        bad(|r| r["execution"]["runs"][2]["arguments"][2]["name"] = json!("weights")),
         at(
-            "execution.runs[2].arguments[1].name",
+            "execution.runs[2].arguments[2].name",
             "npu0",
             RecipeWhy::ReadOnly
         )
     );
     // `out` moved onto `in`: a written buffer overlapping another.
     assert_eq!(
-        bad(|r| r["execution"]["runs"][2]["arguments"][1]["offset"] = json!(192)),
+        bad(|r| r["execution"]["runs"][2]["arguments"][2]["offset"] = json!(192)),
         at(
-            "execution.runs[2].arguments[1].size",
+            "execution.runs[2].arguments[2].size",
             "npu0",
             RecipeWhy::Overlaps { argidx: 3 }
         )
@@ -238,14 +237,14 @@ fn npu_run_errors() {
     // A scratch of the whole activation buffer (no offset and size) overlaps everything.
     assert_eq!(
         bad(|r| {
-            let arg = r["execution"]["runs"][2]["arguments"][2]
+            let arg = r["execution"]["runs"][2]["arguments"][3]
                 .as_object_mut()
                 .unwrap();
             arg.remove("offset");
             arg.remove("size");
         }),
         at(
-            "execution.runs[2].arguments[1].size",
+            "execution.runs[2].arguments[2].size",
             "npu0",
             RecipeWhy::Overlaps { argidx: 5 }
         )
@@ -255,10 +254,83 @@ fn npu_run_errors() {
     let cfg = fx.config();
     let bundle = load(&fx, &cfg).unwrap();
     let mut r = mixed(&fx);
-    r["execution"]["runs"][2]["arguments"][3] =
+    r["execution"]["runs"][2]["arguments"][4] =
         json!({ "name": "weights", "argidx": 6, "offset": 0, "size": 0 });
-    r["execution"]["runs"][2]["arguments"][4] = json!({ "name": "weights", "argidx": 7 });
+    r["execution"]["runs"][2]["arguments"][5] = json!({ "name": "weights", "argidx": 7 });
     assert!(Runner::new(&bundle, &text(&r)).is_ok());
+}
+
+/// The instruction buffer `npu0.instr` (buffer 5): a whole `weight` buffer, named only by argidx 1
+/// of its segment's npu runs, of the bundle's size; no `ctrlcode`.
+#[test]
+fn instruction_buffer_errors() {
+    let not_weight = RecipeWhy::Instructions {
+        why: "it must be a `weight` buffer, which the runner fills",
+    };
+    assert_eq!(
+        bad(|r| r["execution"]["runs"][2]["arguments"][0]["name"] = json!("activations")),
+        at("execution.runs[2].arguments[0].name", "npu0", not_weight)
+    );
+    let whole = RecipeWhy::Instructions {
+        why: "an npu run binds its segment's whole instruction buffer",
+    };
+    assert_eq!(
+        bad(|r| {
+            r["execution"]["runs"][2]["arguments"][0] =
+                json!({ "name": "npu0.instr", "argidx": 1, "offset": 8, "size": 16 });
+        }),
+        at("execution.runs[2].arguments[0].size", "npu0", whole)
+    );
+    // Naming the constant area as the instruction buffer takes it from every other run.
+    let misuse = RecipeWhy::Instructions {
+        why: "only argidx 1 of its segment's npu runs may name it",
+    };
+    assert_eq!(
+        bad(|r| {
+            r["execution"]["runs"][2]["arguments"][0]["name"] = json!("weights");
+            r["resources"]["buffers"][5]
+                .as_object_mut()
+                .unwrap()
+                .remove("size");
+        }),
+        at(
+            "execution.runs[1].arguments[0].name",
+            "bundlert_copy",
+            misuse
+        )
+    );
+    assert_eq!(
+        bad(|r| r["execution"]["runs"][2]["arguments"][4]["name"] = json!("npu0.instr")),
+        at("execution.runs[2].arguments[4].name", "npu0", misuse)
+    );
+    assert_eq!(
+        bad(|r| r["execution"]["runs"][3]["arguments"][1]["name"] = json!("npu0.instr")),
+        at(
+            "execution.runs[3].arguments[1].name",
+            "bundlert_copy",
+            misuse
+        )
+    );
+    let size = (layer0(2.0).txns[0].len() + 8) as u64;
+    assert_eq!(
+        bad(|r| r["resources"]["buffers"][5]["size"] = json!(size + 4)),
+        at(
+            "resources.buffers[5].size",
+            "npu0.instr",
+            RecipeWhy::Mismatch {
+                expected: size,
+                got: size + 4
+            }
+        )
+    );
+    assert_eq!(
+        bad(|r| r["resources"]["kernels"][0]["ctrlcode"] = json!("npu0.elf")),
+        at(
+            "resources.kernels[0].ctrlcode",
+            "npu0",
+            RecipeWhy::Unsupported
+        )
+    );
 }
 
 #[test]

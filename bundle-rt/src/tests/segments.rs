@@ -20,8 +20,9 @@ struct Txn {
 
 /// The first core tile of the vnpu: column 0, row 2.
 const CORE: u32 = 2 << 20;
-/// `BD[0].ADDR_LO` of [`CORE`].
-const BD0: u32 = CORE | 0x1D000;
+/// Word 0 of `BD[0]` of the shim tile of [`CORE`]'s column (column 0, row 0); word 1 holds the
+/// address.
+const BD0: u32 = 0x1D000;
 
 impl Txn {
     fn u32(&mut self, v: u32) {
@@ -39,18 +40,18 @@ impl Txn {
         self.ops += 1;
     }
 
-    /// DDR_PATCH of `BD[0]` to fused buffer `argidx` at `argplus`, then a one-row VNPU_DMA of
-    /// `len` bytes between it and `local`.
+    /// DDR_PATCH of shim `BD[0]` to fused buffer `argidx` at `argplus` (4-aligned), then a one-row
+    /// VNPU_DMA of `len` bytes between it and `local` of [`CORE`].
     fn transfer(&mut self, store: bool, argidx: u64, argplus: u64, local: u32, len: u32) {
         self.custom(129, 48);
         for v in [0, 40, 0, 0] {
             self.u32(v);
         }
-        self.u64(BD0.into());
+        self.u64((BD0 + 4).into());
         self.u64(argidx);
         self.u64(argplus);
-        self.custom(144, 40);
-        for v in [BD0, store.into(), local, len, 1, 0, 0, 0] {
+        self.custom(144, 44);
+        for v in [BD0, store.into(), local, len, 1, 0, 0, CORE, 0] {
             self.u32(v);
         }
     }

@@ -5,13 +5,17 @@
 //! arguments are the kernel's buffers in order, as sub-buffers where they are slices, followed by an `int`
 //! constant holding the task count.
 //!
-//! With NPU segments (SPEC §7–8), `header.xclbin` names the target description instead of `header.program`,
-//! `resources.kernels` lists one kernel per segment (`instance` = the target, `ctrlcode` = `NAME.<segment>.txn`),
-//! and the runs of a segment's layers are replaced by: `bundlert_copy` cpu runs filling its fused `in` staging
-//! buffer, one npu run in the XRT DPU convention (arg0 opcode 2 = an aie-rt v0.1 transaction container, arg1
-//! the instruction buffer bound from `ctrlcode`, arg2 its size in 32-bit words, args 3..7 the fused `in`, `out`,
+//! With NPU segments (SPEC §7–8), `header.xclbin` names the device configuration (the target description)
+//! instead of `header.program`, `resources.kernels` lists one kernel per segment (`instance` "DPU", the XRT kernel
+//! of Ryzen AI's xclbins; no `ctrlcode`, which XRT loads as ELF control code), each segment has an external
+//! `weight` buffer `<segment>.instr` (its instruction buffer: `u32 0`, `u32` bytes + 8, `NAME.<segment>.txn`,
+//! which the runtime fills), and the runs of a segment's layers are replaced by: `bundlert_copy` cpu runs filling
+//! its fused `in` staging buffer, one npu run in DynamicDispatch's convention (arg0 = opcode 2, an aie-rt v0.1
+//! transaction; arg1 the instruction buffer; arg2 its size in 32-bit words; args 3..7 the fused `in`, `out`,
 //! `scratch`, `const`, `super_instr` buffers), and copy runs draining `out`. `bundlert_copy` is a function of the
-//! runtime itself (`library_name` "bundlert"): it copies argument 0 into argument 1.
+//! runtime itself (`library_name` "bundlert"): it copies argument 0 into argument 1. `resources.kernels` is
+//! always present (XRT's runner requires it). Buffer names are unique: a reserved name that a model tensor
+//! already has gets a numeric suffix.
 
 use super::segments::{NpuCopy, SegmentLayout};
 use crate::codegen::kernel::Lowering;
@@ -27,9 +31,20 @@ pub const WEIGHTS: &str = "weights";
 pub const ACTIVATIONS: &str = "activations";
 /// The runtime's built-in copy function.
 pub const COPY_FN: &str = "bundlert_copy";
-/// The NPU run opcode: an aie-rt v0.1 transaction container (DynamicDispatch passes 2 for it; 3 is its newer
-/// "opt" container, which bundlec does not write).
-pub const OPCODE_TXN_V01: u32 = 2;
+/// The kernel `instance` of npu runs: the DPU kernel of Ryzen AI's xclbins, which DynamicDispatch calls.
+pub const DPU_INSTANCE: &str = "DPU";
+
+/// `base`, or `base_1`, `base_2`, ... : the first that `taken` does not hold (it is then added).
+fn unique_name(taken: &mut std::collections::HashSet<String>, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut k = 0;
+    while taken.contains(&name) {
+        k += 1;
+        name = format!("{base}_{k}");
+    }
+    taken.insert(name.clone());
+    name
+}
 
 /// Builds the recipe document.
 pub fn recipe(
@@ -42,6 +57,18 @@ pub fn recipe(
     target: Option<&str>,
 ) -> Result<Value> {
     let mut buffers = Vec::new();
+    let mut taken: std::collections::HashSet<String> = g
+        .inputs
+        .iter()
+        .chain(&g.outputs)
+        .map(|&t| g.tensors[t].name.clone())
+        .collect();
+    let weights = unique_name(&mut taken, WEIGHTS);
+    let activations = unique_name(&mut taken, ACTIVATIONS);
+    let instr_names: Vec<String> = segments
+        .iter()
+        .map(|sg| unique_name(&mut taken, &format!("{}.instr", sg.id)))
+        .collect();
     let mut mutable_names = std::collections::HashMap::new();
     // Model inputs and outputs are the recipe's bound buffers wherever the plan put them (the mutable area, or
     // the activation area with --inputs-in-activations).
@@ -60,8 +87,12 @@ pub fn recipe(
             n.clone(),
         );
     }
-    buffers.push(json!({ "name": WEIGHTS, "type": "weight" }));
-    buffers.push(json!({ "name": ACTIVATIONS, "type": "internal", "size": plan.activation_size }));
+    buffers.push(json!({ "name": weights, "type": "weight" }));
+    buffers.push(json!({ "name": activations, "type": "internal", "size": plan.activation_size }));
+    for (sg, n) in segments.iter().zip(&instr_names) {
+        let size = sg.txn.len() + bundle_rt::NPU_INSTR_HEADER_BYTES;
+        buffers.push(json!({ "name": n, "type": "weight", "size": size }));
+    }
     let mut cpus = Vec::new();
     let mut runs = Vec::new();
     let mut kernels = Vec::new();
@@ -77,16 +108,16 @@ pub fn recipe(
                 json!({ "name": n, "argidx": argidx })
             }
             Area::Constant => {
-                json!({ "name": WEIGHTS, "argidx": argidx, "offset": offset, "size": size })
+                json!({ "name": weights, "argidx": argidx, "offset": offset, "size": size })
             }
             Area::Activations => {
-                json!({ "name": ACTIVATIONS, "argidx": argidx, "offset": offset, "size": size })
+                json!({ "name": activations, "argidx": argidx, "offset": offset, "size": size })
             }
         })
     };
     let copy_run = |c: &NpuCopy, staging: usize, into: bool| -> Result<Value> {
         let tensor = area_arg(c.area, c.offset, c.size, if into { 0 } else { 1 })?;
-        let fused = json!({ "name": ACTIVATIONS, "argidx": if into { 1 } else { 0 }, "offset": staging + c.fused, "size": c.size });
+        let fused = json!({ "name": activations, "argidx": if into { 1 } else { 0 }, "offset": staging + c.fused, "size": c.size });
         let args = if into {
             vec![tensor, fused]
         } else {
@@ -111,28 +142,26 @@ pub fn recipe(
             }
             done[si] = true;
             let sg = &segments[si];
-            let ctrl = format!("{name}.{}.txn", sg.id);
-            kernels.push(
-                json!({ "name": sg.id, "instance": target.unwrap_or("vnpu"), "ctrlcode": ctrl }),
-            );
+            kernels.push(json!({ "name": sg.id, "instance": DPU_INSTANCE }));
             for c in &sg.copy_in {
                 runs.push(copy_run(c, sg.staging[0].offset, true)?);
             }
-            let act = |j: usize, loc: &crate::plan::Location| json!({ "name": ACTIVATIONS, "argidx": j, "offset": loc.offset, "size": loc.size });
+            let act = |j: usize, loc: &crate::plan::Location| json!({ "name": activations, "argidx": j, "offset": loc.offset, "size": loc.size });
+            let instr_words = (sg.txn.len() + bundle_rt::NPU_INSTR_HEADER_BYTES).div_ceil(4);
             runs.push(json!({
                 "name": sg.id,
                 "where": "npu",
                 "arguments": [
+                    { "name": instr_names[si], "argidx": 1 },
                     act(3, &sg.staging[0]),
                     act(4, &sg.staging[1]),
                     act(5, &sg.staging[2]),
-                    { "name": WEIGHTS, "argidx": 6, "offset": sg.consts.0, "size": sg.consts.1.max(1) },
-                    { "name": WEIGHTS, "argidx": 7, "offset": sg.params.0, "size": sg.params.1.max(1) },
+                    { "name": weights, "argidx": 6, "offset": sg.consts.0, "size": sg.consts.1.max(1) },
+                    { "name": weights, "argidx": 7, "offset": sg.params.0, "size": sg.params.1.max(1) },
                 ],
                 "constants": [
-                    { "value": OPCODE_TXN_V01, "type": "int", "argidx": 0 },
-                    { "value": 0, "type": "int", "argidx": 1 },
-                    { "value": sg.txn.len() / 4, "type": "int", "argidx": 2 },
+                    { "value": bundle_rt::NPU_OPCODE_TXN, "type": "int", "argidx": 0 },
+                    { "value": instr_words, "type": "int", "argidx": 2 },
                 ],
             }));
             for c in &sg.copy_out {
@@ -166,14 +195,10 @@ pub fn recipe(
         (false, Some(t)) => json!({ "xclbin": format!("{t}.json") }),
         _ => json!({ "program": format!("{name}.o") }),
     };
-    let mut resources = json!({ "buffers": buffers, "cpus": cpus });
-    if !kernels.is_empty() {
-        resources["kernels"] = Value::Array(kernels);
-    }
     Ok(json!({
         "version": "1.0",
         "header": header,
-        "resources": resources,
+        "resources": { "buffers": buffers, "kernels": kernels, "cpus": cpus },
         "execution": { "runs": runs },
     }))
 }
