@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The NPU half of the test command: whole models compiled with --npu vnpu. For each model: the bundle's
 # transactions are read by the independent reader written from docs/npu-transaction-format.md alone
-# (tests/py/read_txn.py, plus its mutation self-test on the first file), disassembled by `bundlec inspect --txn`,
+# (tests/py/read_txn.py, plus its mutation self-test on the first file) and by the second one written from aie-rt's
+# and mlir-aie's public sources alone (tests/py/read_aie_txn.py --check: generation, tiles, DDR_PATCH onto shim BD
+# word 1; its self-test decodes mlir-aie's published instruction words), disassembled by `bundlec inspect --txn`,
 # the mixed recipe is validated against XRT's schema, and npu_check runs the model through the entry function
 # (CPU fallback, bitwise equal to the CPU-only bundle), the op table, the BSP engine at 1 and 2 threads and the
 # recipe Runner with the emulator (within 1e-4 of the CPU-only bundle); then the int8 QDQ models bit for bit.
@@ -17,8 +19,10 @@ for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
   rm -rf "$out"
   ./target/debug/bundlec compile "$model" -o "$out" --name "$m" --npu vnpu --npu-strict
   python3 tests/py/read_txn.py --quiet --device 6,4,1 "$out"/*.txn
+  python3 tests/py/read_aie_txn.py --check --quiet "$out"/*.txn
   if [ $first = 1 ]; then
     python3 tests/py/read_txn.py --selftest "$(ls "$out"/*.txn | head -1)"
+    python3 tests/py/read_aie_txn.py --selftest
     first=0
   fi
   ./target/debug/bundlec inspect --txn "$(ls "$out"/*.txn | head -1)" | tail -1

@@ -13,10 +13,12 @@ use core::fmt;
 use crate::config::{DType, Role};
 
 mod fields;
+mod meta;
 mod npu;
 mod recipe;
 
 pub use fields::{FieldPath, Name, Why, NAME_CAPACITY};
+pub use meta::MetaWhy;
 pub use npu::{kernel_name, NpuBuffer, NpuRegion, NpuWhy, ParamWhy};
 pub use recipe::{Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 
@@ -183,6 +185,16 @@ pub enum Error {
         /// What is wrong.
         why: RecipeWhy,
     },
+    /// Caller error: a DynamicDispatch meta JSON (`NAME.<segment>.meta.json`) is not valid, or
+    /// does not describe the segment it is checked against.
+    BadMeta {
+        /// The field (`fused_tensors.buffer_size`, `tensor_map.offset`, ...).
+        field: &'static str,
+        /// The entry (a buffer label, tensor or op name), or the JSON parser's message.
+        name: Name,
+        /// What is wrong.
+        why: MetaWhy,
+    },
     /// Caller error: the recipe has a run `where: "npu"`, and the runner has no NPU device (it
     /// was taken with `Runner::take_device`).
     NoNpuDevice {
@@ -316,6 +328,13 @@ impl fmt::Display for Error {
             } => {
                 write!(f, "bad recipe field {at}")?;
                 recipe::fmt_quoted(f, at, *quoted, name)?;
+                write!(f, ": {why}")
+            }
+            Error::BadMeta { field, name, why } => {
+                write!(f, "bad DynamicDispatch meta field `{field}`")?;
+                if !name.as_str().is_empty() {
+                    write!(f, " (`{name}`)")?;
+                }
                 write!(f, ": {why}")
             }
             Error::NoNpuDevice { run } => write!(

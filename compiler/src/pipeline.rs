@@ -140,6 +140,8 @@ pub struct Bundle {
     pub recipe: String,
     /// `NAME.<segment>.txn` files: (segment id, bytes).
     pub txns: Vec<(String, Vec<u8>)>,
+    /// `NAME.<segment>.meta.json` files (DynamicDispatch's meta JSON): (segment id, text).
+    pub metas: Vec<(String, String)>,
     /// Model inputs: (name, shape, dtype).
     pub inputs: Vec<(String, Vec<usize>, crate::ir::DType)>,
     /// Model outputs: (name, shape, dtype).
@@ -150,7 +152,8 @@ pub struct Bundle {
 
 impl Bundle {
     /// Writes `NAME.o`, `NAME.weights` (unless the weights are embedded: then a stale one is removed), `NAME.h`
-    /// and `NAME.recipe.json` into `dir` (created if missing).
+    /// and `NAME.recipe.json` into `dir` (created if missing), and per NPU segment `NAME.<segment>.txn` and
+    /// `NAME.<segment>.meta.json`.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let io = |p: &Path, e| Error::Io {
             path: p.display().to_string(),
@@ -175,6 +178,10 @@ impl Bundle {
         for (id, bytes) in &self.txns {
             let p = dir.join(format!("{}.{id}.txn", self.name));
             crate::fsio::write_file(&p, bytes)?;
+        }
+        for (id, text) in &self.metas {
+            let p = dir.join(format!("{}.{id}.meta.json", self.name));
+            crate::fsio::write_file(&p, text.as_bytes())?;
         }
         Ok(())
     }
@@ -509,6 +516,18 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         .iter()
         .map(|sg| (sg.id.clone(), sg.txn.clone()))
         .collect();
+    let mut metas = Vec::new();
+    if let Some(p) = &part {
+        for sg in &segs {
+            let seg = &p.segments[sg.index];
+            let [i, o, t] = sg.staging.map(|l| l.size);
+            let sizes = [i, o, t, sg.consts.1, sg.params.1];
+            let meta = crate::npu::meta::dd_meta(&g, &seg.nodes, &seg.fused, sizes);
+            let text =
+                serde_json::to_string_pretty(&meta).map_err(|e| Error::internal("meta", e))?;
+            metas.push((sg.id.clone(), text + "\n"));
+        }
+    }
     let io = |ts: &[crate::ir::TensorId]| {
         ts.iter()
             .map(|&t| {
@@ -530,6 +549,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         header: hdr,
         recipe,
         txns,
+        metas,
         inputs,
         outputs,
         report,

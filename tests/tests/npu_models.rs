@@ -113,6 +113,14 @@ fn check(model: &[u8], name: &str) -> usize {
     let mut bufs: Vec<Vec<f32>> = outs.iter().map(|(_, n)| vec![0.0; *n]).collect();
     {
         let mut r = bundle_rt::runner::Runner::new(&b, &c.bundle.recipe).expect("runner");
+        // DynamicDispatch's meta JSON beside each transaction, read by the Runner against its segment.
+        assert_eq!(c.bundle.metas.len(), segs);
+        for (id, _) in &c.bundle.txns {
+            let text = std::fs::read_to_string(c.dir.join(format!("{name}.{id}.meta.json")))
+                .expect("meta file");
+            let meta = r.check_meta(id, &text).expect("meta matches the segment");
+            assert!(!meta.ops.is_empty() && !meta.tensors.is_empty());
+        }
         for (n, v) in &ins {
             r.bind_input_typed(n, v).expect("bind");
         }

@@ -73,7 +73,9 @@ impl Status {
             Error::EntryFailed { .. } => Status::RunFailed,
             Error::TooManyArgs { .. } | Error::CpuFeatures { .. } => Status::Unsupported,
             Error::BadThreadCount { .. } | Error::Spawn { .. } => Status::Threads,
-            Error::RecipeSyntax { .. } | Error::BadRecipe { .. } => Status::BadRecipe,
+            Error::RecipeSyntax { .. } | Error::BadRecipe { .. } | Error::BadMeta { .. } => {
+                Status::BadRecipe
+            }
             Error::NoNpuDevice { .. } => Status::NoDevice,
             Error::Unbound { .. } => Status::Unbound,
             // A transaction the NPU device rejected or could not run.

@@ -26,6 +26,7 @@ use core::ptr::NonNull;
 use alloc::boxed::Box;
 
 use super::build::{self, Call, Slot};
+use super::meta::DdMeta;
 use super::npu_runs;
 use super::recipe::Recipe;
 use crate::bundle::Bundle;
@@ -127,6 +128,24 @@ impl<'b, 'io> Runner<'b, 'io> {
     /// The checked recipe.
     pub fn recipe(&self) -> &Recipe {
         &self.recipe
+    }
+
+    /// Reads DynamicDispatch's meta JSON of the NPU segment that kernel `kernel` runs
+    /// (`NAME.<segment>.meta.json`) and checks it against the bundle's segment: buffer sizes, and
+    /// the packed `in` and `out` tensors against the segment's copies. Returns the checked document.
+    pub fn check_meta(&self, kernel: &str, meta_json: &str) -> Result<DdMeta> {
+        let meta = DdMeta::parse(meta_json)?;
+        let declared = self.recipe.kernels.iter().any(|k| k.name == kernel);
+        let segment = self.bundle.view().find_npu_segment(kernel);
+        let (true, Some(segment)) = (declared, segment) else {
+            return Err(Error::BadMeta {
+                field: "kernel",
+                name: Name::new(kernel),
+                why: crate::error::MetaWhy::UnknownKernel,
+            });
+        };
+        meta.check_segment(&segment)?;
+        Ok(meta)
     }
 
     /// Copies `data` into input buffer `name`; `data` must be exactly the tensor's size in bytes.

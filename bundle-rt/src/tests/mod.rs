@@ -11,6 +11,7 @@ mod config_tests;
 mod device_tests;
 mod engine_tests;
 mod log_tests;
+mod meta_tests;
 mod mixed_tests;
 mod recipe_tests;
 mod runner_tests;

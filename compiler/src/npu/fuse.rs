@@ -26,6 +26,11 @@ pub struct FusedSegment {
     pub inputs: Vec<(TensorId, usize)>,
     /// Segment outputs and their offsets in `out`.
     pub outputs: Vec<(TensorId, usize)>,
+    /// Tensors internal to the segment and their offsets in `scratch` (offsets reused once dead).
+    pub scratch: Vec<(TensorId, usize)>,
+    /// Per op, in segment order: (offset, bytes) of its constants in `const` and of its parameter
+    /// blocks in `super_instr`.
+    pub op_blobs: Vec<[(usize, usize); 2]>,
     /// Estimated cycles: instruction transfer (with dispatch), data transfer, compute.
     pub cycles: [u64; 3],
     /// Vela-style total: instruction + Σ over ops of max(compute, DMA).
@@ -102,6 +107,7 @@ pub fn fuse(
         placed.push((from, to, off, size));
         f.sizes[2] = f.sizes[2].max(off + size);
         loc.insert(o, (Xrt::Scratch, off));
+        f.scratch.push((o, off));
     }
     let mut body = TxnBody::default();
     let (mut data, mut compute, mut work) = (0u64, 0u64, 0u64);
@@ -113,6 +119,8 @@ pub fn fuse(
         let param_base = f.params.len();
         f.params.extend_from_slice(&p.params);
         f.params.resize(a64(f.params.len()), 0);
+        f.op_blobs
+            .push([(const_base, p.consts.len()), (param_base, p.params.len())]);
         let acts: Vec<TensorId> = node
             .inputs
             .iter()

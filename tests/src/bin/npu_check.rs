@@ -180,6 +180,12 @@ fn main() {
     let mut bufs: Vec<Vec<u8>> = bn.outputs().map(|t| vec![0u8; t.size_bytes]).collect();
     {
         let mut r = bundle_rt::runner::Runner::new(&bn, &npu.bundle.recipe).expect("runner");
+        for (id, meta) in &npu.bundle.metas {
+            let m = r
+                .check_meta(id, meta)
+                .expect("meta JSON matches its segment");
+            assert!(!m.ops.is_empty(), "{id}: empty op_list");
+        }
         for (n, b) in &ins {
             r.bind_input(n, b).expect("bind input");
         }
