@@ -155,7 +155,7 @@ impl DdMeta {
         let buffer_sizes = fused_tensors(doc, &tensors)?;
         for t in &tensors {
             let limit = buffer_sizes[t.buffer];
-            let end = t.offset.checked_add(t.size).unwrap_or(u64::MAX);
+            let end = t.offset.saturating_add(t.size);
             if end > limit {
                 let why = MetaWhy::OutOfRange { end, limit };
                 return Err(bad("tensor_map.offset", &t.name, why));
