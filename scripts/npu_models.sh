@@ -4,6 +4,7 @@
 # (tests/py/read_txn.py, plus its mutation self-test on the first file) and by the second one written from aie-rt's
 # and mlir-aie's public sources alone (tests/py/read_aie_txn.py --check: generation, tiles, DDR_PATCH onto shim BD
 # word 1; its self-test decodes mlir-aie's published instruction words), disassembled by `bundlec inspect --txn`,
+# the partition cache's segments are parsed as VAIP's MetaDefProto with protobuf (tests/py/check_metadef.py),
 # the mixed recipe is validated against XRT's schema, and npu_check runs the model through the entry function
 # (CPU fallback, bitwise equal to the CPU-only bundle), the op table, the BSP engine at 1 and 2 threads and the
 # recipe Runner with the emulator (within 1e-4 of the CPU-only bundle); then the int8 QDQ models bit for bit.
@@ -17,7 +18,9 @@ for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
   model=target/pymodels/$m.onnx
   out=target/npu/$m
   rm -rf "$out"
-  ./target/debug/bundlec compile "$model" -o "$out" --name "$m" --npu vnpu --npu-strict
+  ./target/debug/bundlec compile "$model" -o "$out" --name "$m" --npu vnpu --npu-strict \
+    --partition-cache "$out.partition.json"
+  python3 tests/py/check_metadef.py "$out.partition.json"
   python3 tests/py/read_txn.py --quiet --device 6,4,1 "$out"/*.txn
   python3 tests/py/read_aie_txn.py --check --quiet "$out"/*.txn
   if [ $first = 1 ]; then

@@ -82,11 +82,14 @@ fn cache_is_written_reused_and_rewritten() {
         "nodes",
         "constant_initializers",
         "device",
-        "estimated_cycles",
-        "bytes",
+        "generic_param",
     ] {
         assert!(seg.get(k).is_some(), "segment field {k} missing: {seg}");
     }
+    // MetaDefProto's fields only (tests/py/check_metadef.py parses it with protobuf); extras are strings.
+    assert_eq!(seg.as_object().unwrap().len(), 7, "{seg}");
+    let total = seg["generic_param"]["cycles.total"].as_str().unwrap();
+    assert_eq!(total, p1.segments[0].fused.total_cycles.to_string());
     assert_eq!(doc, cache::to_json(&g, &p1));
     let p2 = partition(&g, &opts(-0.9, Some(file.clone()))).unwrap();
     assert!(p2.from_cache);
@@ -97,6 +100,15 @@ fn cache_is_written_reused_and_rewritten() {
     let doc3: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_ne!(doc3["key"], doc["key"]);
+    // A cache of the previous format (version 1) is rewritten, not refused.
+    let mut old = doc3.clone();
+    old["version"] = 1.into();
+    std::fs::write(&file, old.to_string()).unwrap();
+    let p4 = partition(&g, &opts(-0.8, Some(file.clone()))).unwrap();
+    assert!(!p4.from_cache);
+    let doc4: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(doc4["version"], cache::VERSION);
 }
 
 #[test]

@@ -1,9 +1,11 @@
-//! The partition cache (`--partition-cache FILE`): VAIP's MetaDef shape with snake_case keys — per segment `id`,
-//! `inputs`, `outputs`, `nodes` (each node named by its first output), `constant_initializers`, `device`, plus
-//! estimated cycles and bytes moved — and per CPU node the constraint and reason. The key hashes the model, the
-//! target description and the flags; a file with another key is rewritten, a file with this key is re-validated
-//! (known nodes, each accepted by the op library, at most one segment each, convex groups) and its assignment
-//! reused. Errors name the field at fault.
+//! The partition cache (`--partition-cache FILE`). Each `segments[]` entry is the protobuf JSON of VAIP's
+//! `vaip_core.MetaDefProto` (capability.proto's field names): `id`, `inputs`, `outputs`, `nodes` (each node named
+//! by its first output), `constant_initializers`, `device`, and bundlec's estimates as strings in `generic_param`
+//! (`cycles.instruction`, `bytes.in`, ...). The file level holds `version`, `key`, `target` and per CPU node the
+//! constraint and reason. The key hashes the model, the target description and the flags; a file with another key,
+//! or of an older version, is rewritten; a file with this key is re-validated (known nodes, each accepted by the
+//! op library, at most one segment each, convex groups) and its assignment reused. Errors name the field at
+//! fault.
 
 use super::{assign, Partition, PartitionOptions};
 use crate::emit::weights::fnv1a64;
@@ -13,8 +15,8 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-/// Cache format version.
-pub const VERSION: u64 = 1;
+/// Cache format version (2: segments as MetaDefProto JSON).
+pub const VERSION: u64 = 2;
 
 /// The cache key of a model, target and flags.
 pub fn key(g: &Graph, o: &PartitionOptions) -> u64 {
@@ -75,30 +77,36 @@ pub fn to_json(g: &Graph, p: &Partition) -> Value {
                 .collect();
             consts.sort();
             consts.dedup();
+            let f = &s.fused;
+            let dma: u64 = f.op_costs.iter().map(|c| c.dma_bytes).sum();
+            let extras: [(&str, u64); 13] = [
+                ("cycles.instruction", f.cycles[0]),
+                ("cycles.data", f.cycles[1]),
+                ("cycles.compute", f.cycles[2]),
+                ("cycles.total", f.total_cycles),
+                ("cycles.cpu", s.cpu_cycles.round() as u64),
+                ("cycles.transfer", s.transfer_cycles.round() as u64),
+                ("bytes.in", f.sizes[0] as u64),
+                ("bytes.out", f.sizes[1] as u64),
+                ("bytes.scratch", f.sizes[2] as u64),
+                ("bytes.const", f.consts.len() as u64),
+                ("bytes.params", f.params.len() as u64),
+                ("bytes.dma", dma),
+                ("bytes.txn", f.txn.len() as u64),
+            ];
+            // protobuf JSON of a map<string, string>: every value a string.
+            let generic: serde_json::Map<String, Value> = extras
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect();
             json!({
                 "id": s.id,
-                "inputs": names(&s.fused.inputs),
-                "outputs": names(&s.fused.outputs),
+                "inputs": names(&f.inputs),
+                "outputs": names(&f.outputs),
                 "nodes": s.nodes.iter().map(|&n| first_output(g, n)).collect::<Vec<_>>(),
                 "constant_initializers": consts,
                 "device": p.target.name,
-                "estimated_cycles": {
-                    "instruction": s.fused.cycles[0],
-                    "data": s.fused.cycles[1],
-                    "compute": s.fused.cycles[2],
-                    "total": s.fused.total_cycles,
-                    "cpu": s.cpu_cycles.round() as u64,
-                    "transfer": s.transfer_cycles.round() as u64,
-                },
-                "bytes": {
-                    "in": s.fused.sizes[0],
-                    "out": s.fused.sizes[1],
-                    "scratch": s.fused.sizes[2],
-                    "const": s.fused.consts.len(),
-                    "params": s.fused.params.len(),
-                    "dma": s.fused.op_costs.iter().map(|c| c.dma_bytes).sum::<u64>(),
-                    "txn": s.fused.txn.len(),
-                },
+                "generic_param": generic,
             })
         })
         .collect();
@@ -141,8 +149,11 @@ pub fn load(
         crate::fsio::read_text_bounded(path, crate::fsio::MAX_TEXT_BYTES, "a partition cache")?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("line {}", e.line()), e.to_string()))?;
-    if v.get("version").and_then(Value::as_u64) != Some(VERSION) {
-        return Err(bad("version".into(), format!("expected {VERSION}")));
+    match v.get("version").and_then(Value::as_u64) {
+        Some(VERSION) => {}
+        // An older bundlec's cache: rewritten like one of another model.
+        Some(old) if old < VERSION => return Ok(None),
+        _ => return Err(bad("version".into(), format!("expected {VERSION}"))),
     }
     let k = v
         .get("key")
