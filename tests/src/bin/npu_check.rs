@@ -194,6 +194,7 @@ fn main() {
         }
         r.execute().expect("execute");
         r.wait().expect("wait");
+        compare_cycles(&bn, &r, &npu.bundle.report.segments);
     }
     let dtypes: Vec<DType> = bn.outputs().map(|t| t.dtype).collect();
     let got = bufs
@@ -215,5 +216,56 @@ fn main() {
     report("recipe Runner (mixed recipe) + emulator", got, false);
     if failed {
         std::process::exit(1);
+    }
+}
+
+/// The compiler's per-segment estimate against the cycles the emulator counted running the same transaction:
+/// each term of the segment table's `est_cycles` (instruction, data, compute), their total
+/// `instruction + max(data, compute)`, and the report's per-op ("Vela-style") total must be within 10%.
+/// Both count from the same transaction with the target's rates: the compiler sums per-op DMA cycles (each
+/// rounded up) and per-op busiest-tile compute, the emulator rounds all DMA bytes once and sums per tile;
+/// the report's total overlaps DMA and compute op by op, the emulator's over the whole segment. What
+/// neither counts is what a real array adds: DMA contention, lock and stream stalls, instruction decode.
+fn compare_cycles(
+    bn: &Bundle<'_>,
+    r: &bundle_rt::runner::Runner<'_, '_>,
+    report: &[(String, usize, u64)],
+) {
+    let runs = r
+        .recipe()
+        .runs
+        .iter()
+        .filter(|run| run.location == bundle_rt::runner::Where::Npu);
+    let rel = |e: u64, g: u64| (e as f64 - g as f64).abs() / (g.max(1) as f64);
+    for (run, got) in runs.zip(r.npu_cycles()) {
+        let seg = bn.view().find_npu_segment(&run.name).expect("segment");
+        let est = seg.est_cycles;
+        let vela = report
+            .iter()
+            .find(|(id, _, _)| *id == run.name)
+            .map_or(0, |s| s.2);
+        let terms = [
+            ("instruction", est[0], got.instruction),
+            ("data", est[1], got.data),
+            ("compute", est[2], got.compute),
+            ("total", est[0] + est[1].max(est[2]), got.total()),
+            ("report total", vela, got.total()),
+        ];
+        let text: Vec<String> = terms
+            .iter()
+            .map(|(n, e, g)| format!("{n} {e} / {g} ({:.2}%)", 100.0 * rel(*e, *g)))
+            .collect();
+        println!(
+            "  {}: cycles estimated / emulated: {}",
+            run.name,
+            text.join(", ")
+        );
+        for (n, e, g) in terms {
+            assert!(
+                rel(e, g) <= 0.10,
+                "{}: the {n} estimate {e} is not within 10% of the emulated {g}",
+                run.name
+            );
+        }
     }
 }
