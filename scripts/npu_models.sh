@@ -39,6 +39,11 @@ done
 for model in target/pymodels/q/qdq_cnn.onnx target/pymodels/q/mobilenetv2_qdq.onnx target/pymodels/q/q_qlinearadd.onnx \
   target/pymodels/q/q_qlinearmul.onnx; do
   if [ -f "$model" ]; then
+    q=target/npu/int8_$(basename "$model" .onnx)
+    rm -rf "$q"
+    ./target/debug/bundlec compile "$model" -o "$q" --name q --npu vnpu --npu-min-gain -1 >/dev/null
+    python3 tests/py/read_txn.py --quiet --device 6,4,1 "$q"/*.txn
+    python3 tests/py/read_aie_txn.py --check --quiet "$q"/*.txn
     ./target/debug/npu_check "$model" --min-gain -1 --tol 0
   else
     echo "npu int8: $model missing (run scripts/int8_models.sh first)" >&2
