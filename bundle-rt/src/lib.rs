@@ -40,6 +40,7 @@ extern crate std;
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("bundle-rt mirrors the LP64 layout of NAME_config and needs a 64-bit target");
 
+pub mod aie;
 mod buf;
 pub mod bundle;
 #[cfg(feature = "capi")]

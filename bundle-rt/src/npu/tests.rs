@@ -10,6 +10,7 @@ use std::vec::Vec;
 use super::{Device, Emulator, NpuBuffers, NpuTarget};
 use crate::Result;
 
+mod aie;
 mod containers;
 mod hostile;
 mod kernels;

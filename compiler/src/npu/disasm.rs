@@ -7,6 +7,7 @@
 //! producers leave junk there). Written from `docs/npu-transaction-format.md` alone, like any third-party
 //! reader.
 
+use bundle_rt::aie::bd::{Bd, BdKind};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -17,29 +18,98 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-/// A register's name where the map is known: the AIE-ML DMA buffer descriptors (in the shim row, word 1 holds
-/// address bits 31:2 and word 2 bits 47:32) and shim task queues, and the virtual NPU's counters.
-fn reg_name(row: u64, off: u64) -> Option<String> {
-    Some(match off {
-        0x1D000..=0x1D1FF => {
-            let (bd, word) = ((off - 0x1D000) / 0x20, (off % 0x20) / 4);
-            let what = match (row, word) {
-                (0, 0) => ".length",
-                (0, 1) => ".addr_low",
-                (0, 2) => ".addr_high",
-                _ => "",
-            };
-            format!("BD{bd}.w{word}{what}")
+/// The BD layout of a tile in row `row` of an array with `mem_rows` memory-tile rows.
+fn bd_kind(row: u64, mem_rows: u64) -> BdKind {
+    match row {
+        0 => BdKind::Shim,
+        r if r <= mem_rows => BdKind::MemTile,
+        _ => BdKind::Core,
+    }
+}
+
+/// A register's name where the map is known (docs/aie-ml-facts.md): the AIE-ML DMA buffer descriptors of each
+/// tile kind (in the shim row, word 1 holds address bits 31:2 and word 2 bits 47:32), the DMA channels' control,
+/// queue and status registers, the lock values, and the virtual NPU's counters.
+fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
+    let kind = bd_kind(row, mem_rows);
+    let off32 = u32::try_from(off).ok()?;
+    if let Some((bd, word)) = kind.bd_at(off32) {
+        let what = match (kind, word) {
+            (BdKind::Shim, 0) => ".length",
+            (BdKind::Shim, 1) => ".addr_low",
+            (BdKind::Shim, 2) => ".addr_high",
+            _ => "",
+        };
+        return Some(format!("BD{bd}.w{word}{what}"));
+    }
+    match off {
+        0x1DF00 if row > 0 => return Some("DMA_LOAD_DONE(vnpu)".into()),
+        0x1DF04 if row > 0 => return Some("DMA_STORE_DONE(vnpu)".into()),
+        0x32000 if kind == BdKind::Core => return Some("CORE_DONE(vnpu)".into()),
+        _ => {}
+    }
+    // (channel control base, channels per direction, MM2S offset, status base, MM2S status offset, locks
+    // base, locks, queue name)
+    let (ctrl, n, mm2s, status, mm2s_status, locks, nlocks, queue) = match kind {
+        BdKind::Shim => (0x1D200, 2, 0x10, 0x1D220, 0x8, 0x14000, 16, "TASK_QUEUE"),
+        BdKind::MemTile => (0xA0600, 6, 0x30, 0xA0660, 0x20, 0xC0000, 64, "START_QUEUE"),
+        BdKind::Core => (0x1DE00, 2, 0x10, 0x1DF00, 0x10, 0x1F000, 16, "START_QUEUE"),
+    };
+    for (dir, base, sbase) in [
+        ("S2MM", ctrl, status),
+        ("MM2S", ctrl + mm2s, status + mm2s_status),
+    ] {
+        if (base..base + 8 * n).contains(&off) && off.is_multiple_of(4) {
+            let (ch, reg) = ((off - base) / 8, (off - base) % 8);
+            let reg = if reg == 0 { "CTRL" } else { queue };
+            return Some(format!("{dir}{ch}_{reg}"));
         }
-        0x1D204 => "S2MM0_TASK_QUEUE".into(),
-        0x1D20C => "S2MM1_TASK_QUEUE".into(),
-        0x1D214 => "MM2S0_TASK_QUEUE".into(),
-        0x1D21C => "MM2S1_TASK_QUEUE".into(),
-        0x1DF00 => "DMA_LOAD_DONE(vnpu)".into(),
-        0x1DF04 => "DMA_STORE_DONE(vnpu)".into(),
-        0x32000 => "CORE_DONE(vnpu)".into(),
-        _ => return None,
-    })
+        if (sbase..sbase + 4 * n).contains(&off) && off.is_multiple_of(4) {
+            return Some(format!("{dir}{}_STATUS", (off - sbase) / 4));
+        }
+    }
+    if (locks..locks + 0x10 * nlocks).contains(&off) && off.is_multiple_of(0x10) {
+        return Some(format!("LOCK{}", (off - locks) / 0x10));
+    }
+    None
+}
+
+/// A BLOCKWRITE of a whole buffer descriptor, decoded (`: BD3 valid, 64 words at 0x100, ...`); empty for
+/// any other block.
+fn bd_text(first: u32, mem_rows: u64, payload: &[u32]) -> String {
+    let kind = bd_kind(u64::from(first >> 20) & 0x1f, mem_rows);
+    let Some((index, 0)) = kind.bd_at(first & 0xfffff) else {
+        return String::new();
+    };
+    if payload.len() != kind.words() {
+        return String::new();
+    }
+    let bd = Bd::decode(kind, payload);
+    let mut t = format!(
+        ": BD{index} {}, {} words at 0x{:x}",
+        if bd.valid { "valid" } else { "not valid" },
+        bd.len,
+        bd.addr
+    );
+    let dims: Vec<String> = bd
+        .dims
+        .iter()
+        .filter(|d| d.wrap > 0)
+        .map(|d| format!("{}x{}", d.wrap, d.step))
+        .collect();
+    if !dims.is_empty() {
+        let _ = write!(t, ", dims (wrap x step words) {}", dims.join(" "));
+    }
+    if let Some(a) = bd.acquire {
+        let _ = write!(t, ", acquire lock {} {}", a.id, a.value);
+    }
+    if let Some(r) = bd.release {
+        let _ = write!(t, ", release lock {} {:+}", r.id, r.value);
+    }
+    if let Some(n) = bd.next {
+        let _ = write!(t, ", next BD{n}");
+    }
+    t
 }
 
 /// `tile(col,row)` of a register address.
@@ -47,9 +117,10 @@ fn tile_name(reg: u64) -> String {
     format!("tile({},{})", (reg >> 25) & 0x7f, (reg >> 20) & 0x1f)
 }
 
-fn tile(reg: u64) -> String {
+fn tile(reg: u64, mem_rows: u64) -> String {
     let off = reg & 0xfffff;
-    let name = reg_name((reg >> 20) & 0x1f, off).map_or(String::new(), |n| format!(" {n}"));
+    let name =
+        reg_name((reg >> 20) & 0x1f, mem_rows, off).map_or(String::new(), |n| format!(" {n}"));
     format!("{}+0x{off:05x}{name}", tile_name(reg))
 }
 
@@ -149,6 +220,7 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
         b[4],
         b[5]
     );
+    let mem_rows = u64::from(b[5]);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let mut at = 16;
     for i in 0..ops {
@@ -192,15 +264,20 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
             (w64(8), 16)
         };
         let text = match op {
-            0 => format!("{} = 0x{:x}", tile(reg?), w32(next)?),
+            0 => format!("{} = 0x{:x}", tile(reg?, mem_rows), w32(next)?),
             1 => {
                 let first = if v10 { w32(4)? } else { w32(8)? };
-                let words = (size - if v10 { 12 } else { 16 }) / 4;
-                format!("{} <- {words} words", tile(first.into()))
+                let start = if v10 { 12 } else { 16 };
+                let words = (size - start) / 4;
+                let head = format!("{} <- {words} words", tile(first.into(), mem_rows));
+                let payload: Vec<u32> = (0..words)
+                    .filter_map(|k| u32_at(o, start + 4 * k))
+                    .collect();
+                head + &bd_text(first, mem_rows, &payload)
             }
             3 | 4 | 7 => format!(
                 "{} value 0x{:x} mask 0x{:x}",
-                tile(reg?),
+                tile(reg?, mem_rows),
                 w32(next)?,
                 w32(next + 4)?
             ),
@@ -235,7 +312,7 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                     (w64(24)?, w64(32)?, w64(40)?)
                 };
                 let buf = BUFFERS.get(idx as usize).copied().unwrap_or("?");
-                format!("{} <- arg {idx} ({buf}) + {plus}", tile(reg))
+                format!("{} <- arg {idx} ({buf}) + {plus}", tile(reg, mem_rows))
             }
             131 => format!("timer id {}", w32(8)?),
             144 => {
@@ -244,7 +321,7 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                 format!(
                     "{} {dir} via {} (+{}) local 0x{:x}: {} rows x {} B, strides ddr {} local {}",
                     tile_name(w(7)?.into()),
-                    tile(w(0)?.into()),
+                    tile(w(0)?.into(), mem_rows),
                     w(8)?,
                     w(2)?,
                     w(4)?,
@@ -282,4 +359,89 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
             .join(", ")
     );
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disassemble;
+
+    /// Little-endian bytes of words.
+    fn bytes(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// mlir-aie's test/Targets/NPU/npu_blockwrite_instgen.mlir publishes this transaction: a BLOCKWRITE of
+    /// memory-tile BD 6 of tile (3, 1), a WRITE and a TCT. The disassembly decodes the BD and names registers.
+    #[test]
+    fn published_blockwrite_of_a_memory_tile_bd() {
+        let txn = bytes(&[
+            0x0603_0100,
+            0x0000_0104,
+            3,
+            0x68,
+            1,
+            0,
+            0x061A_00C0,
+            0x30,
+            0x0000_0001,
+            0x0058_0002,
+            0x000C_0005,
+            0x0010_0007,
+            0x0000_0009,
+            0x0000_0000,
+            0x059A_000C,
+            0x8403_8201,
+            0,
+            0,
+            0x0640_0DEF,
+            0,
+            0x42,
+            0x18,
+            0x80,
+            0x10,
+            0x0003_0401,
+            0x0501_0200,
+        ]);
+        let text = disassemble(&txn).unwrap();
+        let want = "tile(3,1)+0xa00c0 BD6.w0 <- 8 words: BD6 valid, 1 words at 0x8, dims (wrap x step words) \
+                    6x6 8x8, acquire lock 1 2, release lock 3 +4, next BD5";
+        assert!(text.contains(want), "{text}");
+        assert!(text.contains("TCT"), "{text}");
+    }
+
+    #[test]
+    fn registers_of_each_tile_kind_are_named() {
+        let txn = bytes(&[
+            0x0603_0100,
+            0x0000_0104,
+            3,
+            16 + 3 * 24,
+            0,
+            0,
+            0x0001_D214, // shim (0,0) MM2S0 task queue
+            0,
+            5,
+            24,
+            0,
+            0,
+            0x001C_0030, // memory tile (0,1) lock 3
+            0,
+            1,
+            24,
+            0,
+            0,
+            0x0021_DE14, // core (0,2) MM2S0 start queue
+            0,
+            2,
+            24,
+        ]);
+        let text = disassemble(&txn).unwrap();
+        for name in [
+            "MM2S0_TASK_QUEUE",
+            "tile(0,1)+0xc0030 LOCK3",
+            "tile(0,2)+0x1de14 MM2S0_START_QUEUE",
+        ] {
+            assert!(text.contains(name), "{name}: {text}");
+        }
+    }
 }
