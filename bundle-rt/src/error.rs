@@ -19,7 +19,7 @@ mod recipe;
 
 pub use fields::{FieldPath, Name, Why, NAME_CAPACITY};
 pub use meta::MetaWhy;
-pub use npu::{kernel_name, NpuBuffer, NpuRegion, NpuWhy, ParamWhy};
+pub use npu::{kernel_name, DmaStall, NpuBuffer, NpuRegion, NpuWhy, ParamWhy};
 pub use recipe::{Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 
 /// Every failure of `bundle-rt`.

@@ -10,11 +10,24 @@ encoder, decoder or format notes:
                    versions 0.1 / 1.0, Size fields, NumOps, 4-aligned TxnSize)
   * Xilinx/aie-rt  driver/src/global/xaiegbl_defs.h (XAIE_DEV_GEN_* numbers)
   * Xilinx/aie-rt  driver/src/global/xaiemlgbl_params.h and xaie2pgbl_params.h
-                   (AIE-ML / AIE2P register offsets), xaiemlgbl_reginit.c (memory sizes)
-  * Xilinx/mlir-aie lib/Targets/AIETargetNPU.cpp (TXN writer, v0.1 and the
-                   older 1.0 writer) and tests under test/Targets/NPU/ (expected words)
+                   (AIE-ML / AIE2P register offsets, BD and queue fields), xaiemlgbl_reginit.c
+                   (memory sizes, lock counts), driver/src/dma/xaie_dma*.c (BD encoding)
+  * Xilinx/mlir-aie lib/Targets/AIETargetNPU.cpp (TXN writer, v0.1 and the older 1.0 writer),
+                   AIETargetModel.cpp (mem-tile neighbour windows, BD/channel parity) and
+                   tests under test/Targets/NPU/ (expected words; npu_blockwrite_instgen.mlir)
   * nod-ai/iree-amd-aie runtime/src/iree-amd-aie/aie_runtime/test/test_transaction.cc
                    (aie-rt's own serialisation of a small transaction, as decoded fields)
+  * docs/aie-ml-facts.md (this project's table of the public facts above, with sources)
+
+--check: DevGen 3/4; 4-aligned addresses inside the header's array; block writes within a
+tile; DDR_PATCH only onto shim BD word 1 with 4-aligned argplus; TCT tiles in the array. It
+tracks WRITE/BLOCKWRITE/MASKWRITE per tile (DDR_PATCH does not program a BD) and decodes every
+programmed BD at each queue push naming it and at the end: VALID BDs need BUFFER_LENGTH > 0,
+NEXT_BD (if used) and used lock IDs in range (shim/core 16; mem 192, west/east ranges only
+where that neighbour exists), and mem/core BDs' base + D0..D3 reach inside the DMA window
+(core 64 KiB; mem 0x180000 bytes, less the west or east 0x80000 at an array edge). Pushes need
+START_BD_ID < #BDs, a VALID BD if this transaction wrote it, and mem BD 0-23/24-47 on
+even/odd channels.
 
 Usage:  read_aie_txn.py [--check] [--quiet] [--dump] FILE.txn ...
         read_aie_txn.py --selftest
@@ -289,16 +302,17 @@ def name_register(addr, mem_rows=1):
 
 # --- BD fields, "word.lsb.width NAME": docs/aie-ml-facts.md §1a, i.e. the BD0 *_LSB and *_WIDTH
 # macros of aie-rt driver/src/global/xaiemlgbl_params.h. Shim and core share two words' layouts.
-PKT_W = '{w}.30.1 ENABLE_PACKET {w}.24.6 OUT_OF_ORDER_BD_ID {w}.19.5 PACKET_ID {w}.16.3 PACKET_TYPE '
-LOCK_W = ('{w}.31.1 TLAST_SUPPRESS {w}.27.4 NEXT_BD {w}.26.1 USE_NEXT_BD {w}.25.1 VALID_BD {w}.18.7'
-          ' LOCK_REL_VALUE {w}.13.4 LOCK_REL_ID {w}.12.1 LOCK_ACQ_ENABLE {w}.5.7 LOCK_ACQ_VALUE'
-          ' {w}.0.4 LOCK_ACQ_ID')
+PKT_W = ('{w}.30.1 ENABLE_PACKET {w}.24.6 OUT_OF_ORDER_BD_ID {w}.19.5 PACKET_ID'
+         ' {w}.16.3 PACKET_TYPE ')
+LOCK_W = ('{w}.31.1 TLAST_SUPPRESS {w}.27.4 NEXT_BD {w}.26.1 USE_NEXT_BD {w}.25.1 VALID_BD'
+          ' {w}.18.7 LOCK_REL_VALUE {w}.13.4 LOCK_REL_ID {w}.12.1 LOCK_ACQ_ENABLE'
+          ' {w}.5.7 LOCK_ACQ_VALUE {w}.0.4 LOCK_ACQ_ID')
 BD_FIELDS = {k: {name: tuple(int(x) for x in pos.split('.'))
                  for pos, name in zip(v.split()[::2], v.split()[1::2])} for k, v in {
     'shim': '0.0.32 BUFFER_LENGTH 1.2.30 BASE_ADDRESS_LOW 2.0.16 BASE_ADDRESS_HIGH '
             + PKT_W.format(w=2) + '3.30.1 SECURE_ACCESS 3.20.10 D0_WRAP 3.0.20 D0_STEPSIZE 4.30.2'
-            ' BURST_LENGTH 4.20.10 D1_WRAP 4.0.20 D1_STEPSIZE 5.28.4 SMID 5.24.4 AXCACHE 5.20.4 AXQOS'
-            ' 5.0.20 D2_STEPSIZE 6.26.6 ITERATION_CURRENT 6.20.6 ITERATION_WRAP 6.0.20'
+            ' BURST_LENGTH 4.20.10 D1_WRAP 4.0.20 D1_STEPSIZE 5.28.4 SMID 5.24.4 AXCACHE'
+            ' 5.20.4 AXQOS 5.0.20 D2_STEPSIZE 6.26.6 ITERATION_CURRENT 6.20.6 ITERATION_WRAP 6.0.20'
             ' ITERATION_STEPSIZE ' + LOCK_W.format(w=7),
     'mem': '0.31.1 ENABLE_PACKET 0.28.3 PACKET_TYPE 0.23.5 PACKET_ID 0.17.6 OUT_OF_ORDER_BD_ID'
            ' 0.0.17 BUFFER_LENGTH 1.26.6 D0_ZERO_BEFORE 1.20.6 NEXT_BD 1.19.1 USE_NEXT_BD 1.0.19'
@@ -312,7 +326,6 @@ BD_FIELDS = {k: {name: tuple(int(x) for x in pos.split('.'))
             + PKT_W.format(w=1) + '2.13.13 D1_STEPSIZE 2.0.13 D0_STEPSIZE 3.21.8 D1_WRAP 3.13.8'
             ' D0_WRAP 3.0.13 D2_STEPSIZE 4.19.6 ITERATION_CURRENT 4.13.6 ITERATION_WRAP 4.0.13'
             ' ITERATION_STEPSIZE ' + LOCK_W.format(w=5)}.items()}
-BD_LOCKS = {'shim': 16, 'mem': 192, 'core': 16}  # lock IDs a BD can name (facts §1a.1)
 MEM_TILE_BYTES = 0x80000  # one memory tile; its DMA sees west, own, east (facts §4)
 
 
@@ -323,24 +336,22 @@ def bd_fields(kind, words):
 
 
 def bd_reach(kind, f):
-    """Furthest word offset from BASE_ADDRESS that BUFFER_LENGTH words reach. Stepsizes hold
-    stride - 1, wraps the count (facts §1a.1); D0..D2 may wrap, the outermost (D2 shim/core,
-    D3 mem tile) does not. A wrap of 0 makes its dimension the outermost (linear BDs leave all
-    wraps and steps 0, facts §2.1). Iteration (repeat) offsets are not counted."""
-    dims, radix, step = ('D0', 'D1', 'D2', 'D3')[:4 if kind == 'mem' else 3], [], []
-    for d in dims[:-1]:
-        if not f[d + '_WRAP']:
+    """Furthest word offset from BASE_ADDRESS that BUFFER_LENGTH words reach. Steps hold
+    stride - 1, wraps the count (facts §1a.1). The first dimension without a wrap (D2 shim and
+    core, D3 mem tile, or any with wrap 0: linear BDs leave all 0, facts §2.1) is the
+    unbounded outermost. Iteration (repeat) offsets are not counted."""
+    radix, step = [], []
+    for d in ('D0', 'D1', 'D2', 'D3')[:4 if kind == 'mem' else 3]:
+        step.append(f[d + '_STEPSIZE'] + 1)
+        if not f.get(d + '_WRAP'):
             break
         radix.append(f[d + '_WRAP'])
-        step.append(f[d + '_STEPSIZE'] + 1)
-    step.append(f[dims[len(radix)] + '_STEPSIZE'] + 1)
     k, digits = max(f['BUFFER_LENGTH'] - 1, 0), []
     for r in radix:
         digits.append(k % r)
         k //= r
-    # strides are positive: the maximum is at the last index or, for a digit j of it that
-    # is not 0, at digit j one lower with every digit below j at its top value
-    digits.append(k)
+    digits.append(k)  # strides > 0: the maximum is at the last index or, for a digit j != 0
+    # of it, at digit j one lower with every digit below j at its top value
     cands = [digits] + [[r - 1 for r in radix[:j]] + [digits[j] - 1] + digits[j + 1:]
                         for j in range(len(digits)) if digits[j]]
     return max(sum(d * s for d, s in zip(c, step)) for c in cands)
@@ -350,7 +361,7 @@ def bd_problems(kind, f, col, cols):
     """Field problems of one decoded BD (none unless VALID_BD is set)."""
     if not f['VALID_BD']:
         return []
-    p, nbd, nlock = [], TILES[kind][1], BD_LOCKS[kind]
+    p, nbd, nlock = [], TILES[kind][1], 192 if kind == 'mem' else 16  # facts §1a.1
     if f['BUFFER_LENGTH'] == 0:
         p.append('BUFFER_LENGTH is 0 but VALID_BD is set')
     if f['USE_NEXT_BD'] and f['NEXT_BD'] >= nbd:
@@ -374,23 +385,15 @@ def bd_problems(kind, f, col, cols):
     return p
 
 
-def queue_channel(kind, off):
-    """The channel number when `off` is a DMA channel's queue register, else None."""
-    ctrl, nch = TILES[kind][3], TILES[kind][4]
-    if ctrl <= off < ctrl + 16 * nch and (off - ctrl) % 8 == 4:
-        return (off - ctrl) // 8 % nch
-    return None
-
-
 def check(hdr, ops):
     """Project rules. Returns a list of problem strings (empty: all good)."""
     bad = []
     if hdr['dev_gen'] not in (3, 4):
         bad.append('header DevGen=%d, expected 3 (AIE2IPU) or 4 (AIE2P)' % hdr['dev_gen'])
     cols, rows, mrows = hdr['num_cols'], hdr['num_rows'], hdr['num_mem_tile_rows']
-    # register state written so far: (col,row) -> {offset: value} (unwritten words read 0);
-    # (col,row,bd) -> the op that last wrote a word of that BD ("programmed"); DDR_PATCH
-    # only relocates an address and does not count. seen: BD problems already reported.
+    # regs: (col,row) -> {offset: value} written so far (unwritten words read 0); writer:
+    # (col,row,bd) -> last op writing a word of that BD, i.e. the BD is "programmed" (a
+    # DDR_PATCH only relocates an address: it does not count); seen: BD problems reported.
     regs, writer, seen = {}, {}, set()
 
     def in_array(op, addr, what):
@@ -400,21 +403,6 @@ def check(hdr, ops):
                        % (op['index'], op['name'], op['offset'], what, addr, col, row, cols, rows))
             return False
         return True
-
-    def write(op, addr, value, mask):
-        col, row, off = split_addr(addr)
-        if addr >> 32 or col >= cols or row >= rows:
-            return None
-        kind = tile_kind(row, mrows)
-        if off < TILES[kind][10]:  # data memory, not a register
-            return None
-        r = regs.setdefault((col, row), {})
-        r[off] = r.get(off, 0) & ~mask | value & mask
-        base, nbd, words = TILES[kind][:3]
-        bd, w = divmod(off - base, 0x20)
-        if off >= base and bd < nbd and w < 4 * len(words):
-            writer[(col, row, bd)] = op
-        return (col, row, off) if queue_channel(kind, off) is not None else None
 
     def bd_check(op, col, row, bd):
         kind = tile_kind(row, mrows)
@@ -427,18 +415,19 @@ def check(hdr, ops):
                            % (op['index'], op['name'], op['offset'], kind, col, row, bd, m))
         return f
 
-    def queue(op, at, col, row, off):
+    def queue(op, at, col, row, off):  # judge a queue push once the whole op is applied
         kind = tile_kind(row, mrows)
-        ch = queue_channel(kind, off)
+        ctrl, nbd, nch = TILES[kind][3], TILES[kind][1], TILES[kind][4]
+        if not (ctrl <= off < ctrl + 16 * nch and (off - ctrl) % 8 == 4):
+            return
         bd = regs[(col, row)][off] & (0x3F if kind == 'mem' else 0xF)
         q = '%s: %s(%d,%d) %s START_BD_ID %d' % (at, kind, col, row, name_offset(kind, off), bd)
-        if bd >= TILES[kind][1]:
-            bad.append('%s is not a BD (this tile has %d)' % (q, TILES[kind][1]))
-            return
-        if kind == 'mem' and bd // 24 != ch % 2:
+        if bd >= nbd:
+            bad.append('%s is not a BD (this tile has %d)' % (q, nbd))
+        elif kind == 'mem' and bd // 24 != (off - ctrl) // 8 % 2:
             bad.append('%s: BDs 0-23 serve even channels only, 24-47 odd ones' % q)
         # a BD this transaction did not write may have been set up before it: not judged
-        if (col, row, bd) in writer and not bd_check(op, col, row, bd)['VALID_BD']:
+        if bd < nbd and (col, row, bd) in writer and not bd_check(op, col, row, bd)['VALID_BD']:
             bad.append('%s: BD%d is not VALID' % (q, bd))
 
     for op in ops:
@@ -452,13 +441,21 @@ def check(hdr, ops):
                 last = a + 4 * len(op['data']) - 4
                 if split_addr(last)[:2] != split_addr(a)[:2]:
                     bad.append('%s: block write 0x%X..0x%X crosses a tile' % (at, a, last))
-            if op['name'] in ('WRITE', 'BLOCKWRITE', 'MASKWRITE') and not a % 4:
-                vals = op['data'] if op['name'] == 'BLOCKWRITE' else [op['value']]
-                qs = [write(op, a + 4 * i, v, op.get('mask', 0xFFFFFFFF))
-                      for i, v in enumerate(vals)]
-                for q in qs:  # queues are judged after the whole op has been applied
-                    if q:
-                        queue(op, at, *q)
+            if op['name'] not in ('WRITE', 'BLOCKWRITE', 'MASKWRITE') or a % 4:
+                continue
+            done, mask = [], op.get('mask', 0xFFFFFFFF)
+            for i, v in enumerate(op['data'] if op['name'] == 'BLOCKWRITE' else [op['value']]):
+                col, row, off = split_addr(a + 4 * i)  # col takes every bit above 2^25
+                kind = tile_kind(row, mrows)
+                if col < cols and row < rows and off >= TILES[kind][10]:  # not data memory
+                    r = regs.setdefault((col, row), {})
+                    r[off] = r.get(off, 0) & ~mask | v & mask
+                    bd, w = divmod(off - TILES[kind][0], 0x20)
+                    if 0 <= bd < TILES[kind][1] and w < 4 * len(TILES[kind][2]):
+                        writer[(col, row, bd)] = op
+                    done.append((col, row, off))
+            for t in done:
+                queue(op, at, *t)
         elif op['name'] == 'DDR_PATCH':
             r = op['regaddr']
             if in_array(op, r, 'regaddr'):
@@ -471,9 +468,8 @@ def check(hdr, ops):
                 bad.append('%s: argplus 0x%X is not 4-byte aligned' % (at, op['argplus']))
         elif op['name'] == 'TCT' and (op['col'] >= cols or op['row'] >= rows):
             bad.append('%s: sync on tile (%d,%d) outside the array' % (at, op['col'], op['row']))
-    # every BD the transaction programmed, as it stands at the end
     for (col, row, bd), op in sorted(writer.items(), key=lambda kv: (kv[1]['index'], kv[0])):
-        bd_check(op, col, row, bd)
+        bd_check(op, col, row, bd)  # every programmed BD as the transaction leaves it
     return bad
 
 
@@ -541,17 +537,14 @@ PUB_BD_V10 = ('06030001 00000104 00000003 00000058'
               ' 00000009 00000000 059A000C 84038201'
               ' 00000000 06400DEF 00000042'
               ' 00000080 00000010 00030401 05010200')
-# The aiex.npu.writebd attributes of that test (mlir-aie passes them to the fields as
-# given: stepsizes, iteration size/stride already "minus 1"). d2_size = 1 and ddr_id = 10
-# have no field that mlir-aie writes for a mem tile (facts §1a.2), so D2_WRAP reads 0;
-# TLAST_SUPPRESS and ENABLE_COMPRESSION are no writebd attributes and stay 0.
-PUB_BD_FIELDS = dict(TLAST_SUPPRESS=0, ENABLE_COMPRESSION=0,
-    BUFFER_LENGTH=1, BASE_ADDRESS=2, ENABLE_PACKET=0, OUT_OF_ORDER_BD_ID=0, PACKET_ID=0,
-    PACKET_TYPE=0, D0_STEPSIZE=5, D0_WRAP=6, D0_ZERO_AFTER=0, D0_ZERO_BEFORE=0, D1_STEPSIZE=7,
-    D1_WRAP=8, D1_ZERO_AFTER=0, D1_ZERO_BEFORE=0, D2_STEPSIZE=9, D2_WRAP=0, D2_ZERO_AFTER=0,
-    D2_ZERO_BEFORE=0, D3_STEPSIZE=0, ITERATION_CURRENT=11, ITERATION_STEPSIZE=12,
-    ITERATION_WRAP=13, LOCK_ACQ_ENABLE=1, LOCK_ACQ_ID=1, LOCK_ACQ_VALUE=2, LOCK_REL_ID=3,
-    LOCK_REL_VALUE=4, NEXT_BD=5, USE_NEXT_BD=1, VALID_BD=1)
+# The nonzero aiex.npu.writebd attributes of that test (mlir-aie stores them as given:
+# stepsizes and iteration size/stride are already "minus 1"); all other fields are 0:
+# d2_size = 1 and ddr_id = 10 have no mem-tile field mlir-aie writes (facts §1a.2).
+PUB_BD_FIELDS = dict(
+    BUFFER_LENGTH=1, BASE_ADDRESS=2, D0_STEPSIZE=5, D0_WRAP=6, D1_STEPSIZE=7, D1_WRAP=8,
+    D2_STEPSIZE=9, ITERATION_CURRENT=11, ITERATION_STEPSIZE=12, ITERATION_WRAP=13,
+    LOCK_ACQ_ENABLE=1, LOCK_ACQ_ID=1, LOCK_ACQ_VALUE=2, LOCK_REL_ID=3, LOCK_REL_VALUE=4,
+    NEXT_BD=5, USE_NEXT_BD=1, VALID_BD=1)
 # Xilinx/mlir-aie test/Targets/NPU/npu_read_reg_instgen.mlir (npu2, READ_REGS 0x82).
 PUB_READREG = '06040100 00000108 00000001 00000020 00000082 00000010 00000001 04300100'
 # DDR_PATCH words 6..11 from Xilinx/mlir-aie test/Targets/NPU/
@@ -583,65 +576,38 @@ def _addr(col, row, off):
     return col << COL_SHIFT | row << ROW_SHIFT | off
 
 
-# Hand-built BDs that pass --check (tile-local words, packed per facts §1a):
-# shim(0,0) BD2: 16 words at byte 0x1000, AxCache 2, valid, no locks.
-SHIM_OK = [16, 0x1000, 0, 0, 0, 2 << 24, 0, 1 << 25]
-# mem(1,1) BD30: 256 words from byte 0x80000 (own memory) as 16 x 16 (D0 stride 1, D1
-# stride 16), next BD31, acquire-GE 1 on own lock 65 (value -1), release +1 on lock 66.
-MEM_OK = [256, 31 << 20 | 1 << 19 | 0x20000, 16 << 17, 16 << 17 | 15, 0, 0, 0,
-          1 << 31 | 1 << 24 | 66 << 16 | 1 << 15 | 0x7F << 8 | 65]
-# core(2,2) BD3: 1024 words at byte 0x1000, acquire-GE 1 on lock 0, release +1 on lock 1.
-CORE_OK = [0x400 << 14 | 1024, 0, 0, 0, 0, 1 << 25 | 1 << 18 | 1 << 13 | 1 << 12 | 0x7F << 5]
+# Hand-built BDs that pass --check (facts §1a packing). shim(0,0) BD2: 16 words at byte
+# 0x1000, AxCache 2. mem(1,1) BD30: 256 words from byte 0x80000 (own memory) as 16 x 16
+# (D0 stride 1, D1 stride 16), next BD31, acquire-GE 1 (value -1) on own lock 65, release
+# +1 on lock 66. core(2,2) BD3: 1024 words at byte 0x1000, acquire lock 0, release lock 1.
+BD_OK = {'shim': [16, 0x1000, 0, 0, 0, 2 << 24, 0, 1 << 25],
+         'mem': [256, 31 << 20 | 1 << 19 | 0x20000, 16 << 17, 16 << 17 | 15, 0, 0, 0,
+                 1 << 31 | 1 << 24 | 66 << 16 | 1 << 15 | 0x7F << 8 | 65],
+         'core': [0x400 << 14 | 1024, 0, 0, 0, 0,
+                  1 << 25 | 1 << 18 | 1 << 13 | 1 << 12 | 0x7F << 5]}
 
 
-def _bd_recs(shim=SHIM_OK, mem=MEM_OK, core=CORE_OK, mem_q=0xA060C):
-    """The three BDs and a queue push for each; the core BD by block write, write and
-    mask write (VALID_BD set last)."""
-    return [(_addr(0, 0, 0x1D040), shim), (_addr(0, 0, 0x1D214), 2),
-            (_addr(1, 1, 0xA03C0), mem), (_addr(1, 1, mem_q), 30),
-            (_addr(2, 2, 0x1D060), core[:4]), (_addr(2, 2, 0x1D070), core[4]),
-            (_addr(2, 2, 0x1D074), core[5] & ~(1 << 25)), (_addr(2, 2, 0x1D074), core[5], 1 << 25),
-            (_addr(2, 2, 0x1DE14), 1 << 31 | 3)]
+def _bd_recs(kind=None, word=0, value=0):
+    """BD_OK (one word changed), each pushed; mem word 7 by a write, then VALID_BD masked in."""
+    w = {k: list(v) for k, v in BD_OK.items()}
+    if kind:
+        w[kind][word] = value
+    m, c = w['mem'], w['core']
+    return [(_addr(0, 0, 0x1D040), w['shim']), (_addr(0, 0, 0x1D214), 2),
+            (_addr(1, 1, 0xA03C0), m[:7]), (_addr(1, 1, 0xA03DC), m[7] & ~(1 << 31)),
+            (_addr(1, 1, 0xA03DC), m[7], 1 << 31), (_addr(1, 1, 0xA060C), 30),
+            (_addr(2, 2, 0x1D060), c[:4]), (_addr(2, 2, 0x1D070), c[4]),
+            (_addr(2, 2, 0x1D074), c[5]), (_addr(2, 2, 0x1DE14), 1 << 31 | 3)]
 
 
 def _txn(recs, cols=4):
-    """Decoded v0.1 transaction of (addr, value) WRITE, (addr, [words]) BLOCKWRITE,
-    (addr, value, mask) MASKWRITE records and raw record bytes."""
-    body = b''
-    for r in recs:
-        if isinstance(r, bytes):
-            body += r
-        elif isinstance(r[1], list):
-            body += B01.pack(1, 0, 0, 0, 0, r[0], 16 + 4 * len(r[1])) + struct.pack(
-                '<%dI' % len(r[1]), *r[1])
-        else:
-            body += M01.pack(3, 0, 0, r[0], r[1], r[2], 28) if len(r) == 3 else \
-                W01.pack(0, 0, 0, r[0], r[1], 24)
-    return decode(_hdr(0, 1, body, len(recs), cols=cols))
-
-
-def _mod(words, i, v):
-    return words[:i] + [v] + words[i + 1:]
-
-
-# One corruption each: (_bd_recs changes, op index of the complaint, its text; None: a
-# change that must still pass).
-BD_BAD = [
-    (dict(shim=_mod(SHIM_OK, 0, 0)), 1, 'shim(0,0) BD2 BUFFER_LENGTH is 0 but VALID_BD is set'),
-    (dict(mem=_mod(MEM_OK, 7, MEM_OK[7] & ~0xFF | 200)), 3,
-     'mem(1,1) BD30 LOCK_ACQ_ID 200 is out of range (< 192)'),
-    (dict(core=_mod(CORE_OK, 0, 0x3F00 << 14 | 1024)), 8,
-     'core(2,2) BD3 BASE_ADDRESS: bytes 0xFC00..0x10BFF leave the DMA window 0x0..0xFFFF'),
-    (dict(mem=_mod(MEM_OK, 7, MEM_OK[7] & ~0xFF0000 | 150 << 16)), 3, None),  # east lock
-    (dict(mem=_mod(MEM_OK, 1, MEM_OK[1] & ~(0x3F << 20) | 50 << 20)), 3,
-     'mem(1,1) BD30 NEXT_BD 50 is not a BD (this tile has 48)'),
-    (dict(core=_mod(CORE_OK, 5, CORE_OK[5] & ~(1 << 25))), 8,
-     'core(2,2) DMA_MM2S_0_START_QUEUE START_BD_ID 3: BD3 is not VALID'),
-    (dict(mem_q=0xA0604), 3, 'mem(1,1) DMA_S2MM_0_START_QUEUE START_BD_ID 30: '
-     'BDs 0-23 serve even channels only, 24-47 odd ones'),
-    (dict(mem=_mod(MEM_OK, 1, MEM_OK[1] & ~0x7FFFF | 0x5FFF0)), 3,
-     'mem(1,1) BD30 BASE_ADDRESS: bytes 0x17FFC0..0x1803BF leave the DMA window 0x0..0x17FFFF')]
-
+    """v0.1 of records (addr, value) WRITE, (addr, [words]) BLOCKWRITE, (addr, value, mask)
+    MASKWRITE, or raw bytes; decoded."""
+    pack = lambda r: r if isinstance(r, bytes) else (  # noqa: E731
+        B01.pack(1, 0, 0, 0, 0, r[0], 16 + 4 * len(r[1])) + struct.pack('<%dI' % len(r[1]), *r[1])
+        if isinstance(r[1], list) else M01.pack(3, 0, 0, r[0], r[1], r[2], 28) if len(r) == 3
+        else W01.pack(0, 0, 0, r[0], r[1], 24))
+    return decode(_hdr(0, 1, b''.join(map(pack, recs)), len(recs), cols=cols))
 
 def _hand_built(opt):
     """One of each record, laid out from the aie-rt structs (all addresses valid)."""
@@ -709,30 +675,16 @@ def selftest():
             ok(h['version'] == ver and [o['name'] for o in ops] == ['BLOCKWRITE', 'WRITE', 'TCT'],
                'writebd %s ops' % ver)
             ok(pick(ops[0], 'addr', 'size') == (0x061A00C0, size), 'writebd %s record' % ver)
-            ok(ops[0]['data'][-1] == 0x84038201 and len(ops[0]['data']) == 8, 'writebd payload')
             ok(name_register(ops[0]['addr']) == 'mem(3,1) DMA_BD6 word0 (packet / buffer length)',
                'mem-tile BD name: %s' % name_register(ops[0]['addr']))
             ok(pick(ops[1], 'addr', 'value') == (0x06400DEF, 0x42), 'writebd %s write32' % ver)
             f = bd_fields('mem', ops[0]['data'])
-            ok(f == PUB_BD_FIELDS, 'writebd %s fields %r' % (ver, sorted(
-                (k, v, PUB_BD_FIELDS.get(k)) for k, v in f.items() if PUB_BD_FIELDS.get(k) != v)))
+            ok(f == dict(dict.fromkeys(f, 0), **PUB_BD_FIELDS), 'writebd %s fields %r' % (
+                ver, [(k, v) for k, v in f.items() if PUB_BD_FIELDS.get(k, 0) != v]))
         # D0 wrap 6 stride 6, D1 wrap 8 stride 8, D2 stride 10: furthest word, brute force
         ok(all(bd_reach('mem', dict(f, BUFFER_LENGTH=n)) ==
                max(k % 6 * 6 + k // 6 % 8 * 8 + k // 48 * 10 for k in range(n))
                for n in range(1, 150)), 'bd_reach against brute force')
-        data, q6 = ops[0]['data'], (_addr(3, 1, 0xA0634), 6)  # MM2S_0 starts BD6
-        h, ops = _txn([(0x061A00C0, data), q6])
-        ok(check(h, ops) == [], 'published BD6 at mem(3,1) --check: %r' % check(h, ops))
-        h, ops = _txn([(0x061A00C0, data), (_addr(3, 1, 0xA063C), 6)])
-        ok(check(h, ops) == ['op 1 (WRITE) at byte 64: mem(3,1) DMA_MM2S_1_START_QUEUE START_BD_ID'
-                             ' 6: BDs 0-23 serve even channels only, 24-47 odd ones'],
-           'BD6 on an odd channel: %r' % check(h, ops))
-        h, ops = _txn([(_addr(0, 1, 0xA00C0), data)])  # column 0: no west neighbour
-        ok(check(h, ops) == ['op 0 (BLOCKWRITE) at byte 16: mem(0,1) BD6 ' + m for m in (
-            'LOCK_ACQ_ID 1 is a west-neighbour lock, but column 0 has no such neighbour',
-            'LOCK_REL_ID 3 is a west-neighbour lock, but column 0 has no such neighbour',
-            'BASE_ADDRESS: bytes 0x8..0xB leave the DMA window 0x80000..0x17FFFF')],
-           'published BD6 at column 0: %r' % check(h, ops))
         h, ops = decode(_w(PUB_READREG))
         ok(pick(ops[0], 'name', 'count', 'words') == ('READ_REGS', 1, [0x04300100]), 'read_reg')
         ok(name_register(0x04300100) == 'core(2,3) DATA_MEMORY+0x100', 'core data memory name')
@@ -764,26 +716,44 @@ def selftest():
         h, ops = decode(_hdr(0, 1, body, 3, cols=1))
         ok(check(h, ops) == [], 'dma_memcpy lowering passes --check: %r' % check(h, ops))
 
-        h, ops = _txn(_bd_recs())
-        ok(check(h, ops) == [], 'hand-built shim/mem/core BDs --check: %r' % check(h, ops))
-        ok(pick(bd_fields('core', CORE_OK), 'BASE_ADDRESS', 'BUFFER_LENGTH', 'LOCK_ACQ_VALUE',
-                'LOCK_REL_ID') == (0x400, 1024, 0x7F, 1), 'core BD fields')
-        ok(bd_reach('mem', bd_fields('mem', MEM_OK)) == 255, 'mem BD reach')
-        for change, i, text in BD_BAD:
-            h, ops = _txn(_bd_recs(**change))
-            want = [] if text is None else \
-                ['op %d (%s) at byte %d: %s' % (i, ops[i]['name'], ops[i]['offset'], text)]
-            ok(check(h, ops) == want, 'BD case %r: %r' % (text, check(h, ops)))
-        h, ops = _txn(_bd_recs(shim=_mod(SHIM_OK, 0, 0))[:1])  # never queued: end of txn
-        ok(check(h, ops) == ['op 0 (BLOCKWRITE) at byte 16: shim(0,0) BD2 BUFFER_LENGTH is 0 but'
-                             ' VALID_BD is set'], 'unqueued BD: %r' % check(h, ops))
-        # DDR_PATCH of word 1 does not program BD5, so its queue push is not judged
-        h, ops = _txn([CUSTOM.pack(129, 48) + PATCH01.pack(0, 0, 0, 0, 0x1D0A4, 0, 0),
-                       (0x1D214, 5)])
-        ok(check(h, ops) == [], 'patched-only BD: %r' % check(h, ops))
-        h, ops = _txn([(_addr(1, 1, 0xA0604), 50)])
-        ok(check(h, ops) == ['op 0 (WRITE) at byte 16: mem(1,1) DMA_S2MM_0_START_QUEUE '
-                             'START_BD_ID 50 is not a BD (this tile has 48)'], 'queue BD 50')
+        bd6, q, m1, m7 = _u32s(_w(PUB_BD))[8:16], _bd_recs(), BD_OK['mem'][1], BD_OK['mem'][7]
+        west = 'is a west-neighbour lock, but column 0 has no such neighbour'
+        par = ': BDs 0-23 serve even channels only, 24-47 odd ones'
+        sq, win = '_START_QUEUE START_BD_ID ', ' leave the DMA window '
+        cases = [  # (records, op index, its complaints): BD and queue rules, facts §1a-§1c
+            (q, 0, []), (q[:5] + [(_addr(1, 1, 0xA0604), 30)] + q[6:], 5,
+                         ['mem(1,1) DMA_S2MM_0' + sq + '30' + par]),
+            ([(0x061A00C0, bd6), (_addr(3, 1, 0xA0634), 6)], 0, []),  # published BD, MM2S_0
+            ([(0x061A00C0, bd6), (_addr(3, 1, 0xA063C), 6)], 1,
+             ['mem(3,1) DMA_MM2S_1' + sq + '6' + par]),
+            ([(0x061A00C0, bd6[:1] + [bd6[1] | 0x40000] + bd6[2:])], 0,  # column 3: no east
+             ['mem(3,1) BD6 BASE_ADDRESS: bytes 0x100008..0x10000B' + win + '0x0..0xFFFFF']),
+            ([(_addr(0, 1, 0xA00C0), bd6)], 0,  # column 0 has no west neighbour
+             ['mem(0,1) BD6 LOCK_ACQ_ID 1 ' + west, 'mem(0,1) BD6 LOCK_REL_ID 3 ' + west,
+              'mem(0,1) BD6 BASE_ADDRESS: bytes 0x8..0xB' + win + '0x80000..0x17FFFF']),
+            (_bd_recs('shim', 0, 0), 1, ['shim(0,0) BD2 BUFFER_LENGTH is 0 but VALID_BD is set']),
+            ([(_addr(0, 0, 0x1D040), [0] * 8)], 0, []),  # cleared BD: not VALID, not judged
+            (_bd_recs('shim', 0, 0)[:1], 0,  # never queued: judged at the end
+             ['shim(0,0) BD2 BUFFER_LENGTH is 0 but VALID_BD is set']),
+            (_bd_recs('mem', 7, m7 & ~0xFF | 200), 5,
+             ['mem(1,1) BD30 LOCK_ACQ_ID 200 is out of range (< 192)']),
+            (_bd_recs('mem', 7, m7 & ~0xFF0000 | 150 << 16), 5, []),  # east lock, column 1
+            (_bd_recs('core', 0, 0x3F00 << 14 | 1024), 9,
+             ['core(2,2) BD3 BASE_ADDRESS: bytes 0xFC00..0x10BFF' + win + '0x0..0xFFFF']),
+            (_bd_recs('mem', 1, m1 & ~(0x3F << 20) | 50 << 20), 5,
+             ['mem(1,1) BD30 NEXT_BD 50 is not a BD (this tile has 48)']),
+            (_bd_recs('mem', 1, m1 & ~0x7FFFF | 0x5FFF0), 5,
+             ['mem(1,1) BD30 BASE_ADDRESS: bytes 0x17FFC0..0x1803BF' + win + '0x0..0x17FFFF']),
+            (_bd_recs('core', 5, BD_OK['core'][5] & ~(1 << 25)), 9,
+             ['core(2,2) DMA_MM2S_0' + sq + '3: BD3 is not VALID']),
+            ([(_addr(1, 1, 0xA0604), 50)], 0,
+             ['mem(1,1) DMA_S2MM_0' + sq + '50 is not a BD (this tile has 48)']),
+            # DDR_PATCH of word 1 does not program BD5: its queue push is not judged
+            ([CUSTOM.pack(129, 48) + PATCH01.pack(0, 0, 0, 0, 0x1D0A4, 0, 0), (0x1D214, 5)], 0, [])]
+        for n, (recs, i, texts) in enumerate(cases):
+            h, ops = _txn(recs)
+            at = 'op %d (%s) at byte %d: ' % (i, ops[i]['name'], ops[i]['offset'])
+            ok(check(h, ops) == [at + t for t in texts], 'BD case %d: %r' % (n, check(h, ops)))
 
         for opt in (False, True):
             tag = 'v1.0' if opt else 'v0.1'

@@ -292,6 +292,115 @@ pub enum NpuWhy {
         /// Output column.
         col: u32,
     },
+    /// A DMA start queue already holds its 4 tasks.
+    QueueOverflow {
+        /// 0 S2MM, 1 MM2S.
+        dir: u8,
+        /// The channel.
+        channel: u8,
+    },
+    /// A DMA channel started a buffer descriptor it cannot run.
+    BadBd {
+        /// Column of the tile.
+        col: u8,
+        /// Row of the tile.
+        row: u8,
+        /// The BD.
+        bd: u8,
+        /// What is wrong (not valid, no such BD, a lock id past the tile's locks, ...).
+        why: &'static str,
+    },
+    /// A BD's lock release would leave the lock's 0..=63 range.
+    LockFault {
+        /// Column of the tile whose BD released it.
+        col: u8,
+        /// Row of that tile.
+        row: u8,
+        /// The lock id as the BD names it.
+        lock: u8,
+        /// The lock's value.
+        value: u8,
+        /// The amount released.
+        delta: i8,
+    },
+    /// The DMA channels do not settle (a chain of buffer descriptors without locks that never
+    /// ends).
+    DmaUnsettled,
+    /// The host waits for a DMA channel (a TCT, or a MASKPOLL on its status) that can never
+    /// finish: it is stuck as `stall` says.
+    DmaDeadlock {
+        /// Column of the tile.
+        col: u8,
+        /// Row of the tile.
+        row: u8,
+        /// 0 S2MM, 1 MM2S.
+        dir: u8,
+        /// The channel.
+        channel: u8,
+        /// What the channel waits for.
+        stall: DmaStall,
+    },
+}
+
+/// Why a DMA channel cannot finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaStall {
+    /// Its BD waits for a lock that nothing will release.
+    Lock {
+        /// The BD.
+        bd: u8,
+        /// The lock id as the BD names it.
+        lock: u8,
+        /// The lock's value.
+        value: u8,
+        /// The acquire value (`-v`: at least `v`; `+v`: exactly `v`).
+        wants: i8,
+    },
+    /// Its BD waits for the other end of its stream (no BD there, or one waiting itself).
+    Stream {
+        /// The BD.
+        bd: u8,
+        /// Words moved.
+        done: u32,
+        /// Words of the BD.
+        len: u32,
+    },
+    /// It is idle and has issued no task-completion token for the TCT to take.
+    NoToken,
+}
+
+impl fmt::Display for DmaStall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DmaStall::Lock {
+                bd,
+                lock,
+                value,
+                wants,
+            } => {
+                let cond = if wants < 0 { ">=" } else { "==" };
+                write!(
+                    f,
+                    "BD {bd} waits for lock {lock} {cond} {} (it holds {value}) and nothing releases it",
+                    wants.unsigned_abs()
+                )
+            }
+            DmaStall::Stream { bd, done, len } => write!(
+                f,
+                "BD {bd} moved {done} of {len} words and its stream's other end has no BD ready"
+            ),
+            DmaStall::NoToken => f.write_str("no task with a completion token finished on it"),
+        }
+    }
+}
+
+/// `S2MM` or `MM2S`.
+fn dir_name(dir: u8) -> &'static str {
+    if dir == 0 {
+        "S2MM"
+    } else {
+        "MM2S"
+    }
 }
 
 impl fmt::Display for NpuWhy {
@@ -397,6 +506,38 @@ impl fmt::Display for NpuWhy {
             NpuWhy::EmptyWindow { row, col } => write!(
                 f,
                 "POOL window of output (row {row}, col {col}) covers no input position"
+            ),
+            NpuWhy::QueueOverflow { dir, channel } => write!(
+                f,
+                "the start queue of {} channel {channel} already holds 4 tasks",
+                dir_name(dir)
+            ),
+            NpuWhy::BadBd { col, row, bd, why } => {
+                write!(f, "BD {bd} of tile (col {col}, row {row}): {why}")
+            }
+            NpuWhy::LockFault {
+                col,
+                row,
+                lock,
+                value,
+                delta,
+            } => write!(
+                f,
+                "a BD of tile (col {col}, row {row}) releases lock {lock} by {delta:+} from {value}, leaving 0..=63"
+            ),
+            NpuWhy::DmaUnsettled => f.write_str(
+                "the DMA channels do not settle (a chain of BDs without locks that never ends)",
+            ),
+            NpuWhy::DmaDeadlock {
+                col,
+                row,
+                dir,
+                channel,
+                stall,
+            } => write!(
+                f,
+                "deadlock: the host waits for {} channel {channel} of tile (col {col}, row {row}), but {stall}",
+                dir_name(dir)
             ),
         }
     }

@@ -49,9 +49,19 @@ pub(crate) enum OpKind<'t> {
     MaskWrite { at: Addr, value: u32, mask: u32 },
     /// MASKPOLL (4) and MASKPOLL_BUSY (7).
     MaskPoll { at: Addr, value: u32, mask: u32 },
-    /// NOOP (5), PREEMPT (6), TCT (128), RECORD_TIMER (131), MERGE_SYNC (132): nothing to do when every
-    /// command completes before the next (a TCT's token is already there).
+    /// NOOP (5), PREEMPT (6), RECORD_TIMER (131), MERGE_SYNC (132): nothing to do when every
+    /// command completes before the next.
     Nop,
+    /// TCT (128): wait for a task-completion token from channel `channel` (`dir` 0 S2MM, 1 MM2S)
+    /// of each tile of the `cols` x `rows` block at (`col`, `row`).
+    Tct {
+        col: u8,
+        row: u8,
+        cols: u8,
+        rows: u8,
+        dir: u8,
+        channel: u8,
+    },
     /// DDR_PATCH (129): BD `bd` of shim tile `shim` gets the address of `buffer` + `argplus`.
     DdrPatch {
         shim: Tile,
@@ -355,8 +365,9 @@ fn op_kind<'t>(
         }
         8 => return Err(NpuWhy::NotModelled { opcode: 8 }),
         128 => {
-            // TCT: word = direction | row << 8 | col << 16; the tile must be in the array.
-            let word = w32(8);
+            // TCT: word = direction | row << 8 | col << 16, config = rows << 8 | cols << 16 |
+            // channel << 24; the tile must be in the array.
+            let (word, config) = (w32(8), w32(12));
             let (dir, row, col) = (word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF);
             for (field, value, limit) in [
                 ("direction", dir, 2),
@@ -368,7 +379,14 @@ fn op_kind<'t>(
                     return Err(NpuWhy::BadField { field, value });
                 }
             }
-            OpKind::Nop
+            OpKind::Tct {
+                col: col as u8,
+                row: row as u8,
+                rows: (config >> 8) as u8,
+                cols: (config >> 16) as u8,
+                dir: dir as u8,
+                channel: (config >> 24) as u8,
+            }
         }
         129 => {
             // Real producers zero `op_base` (type and size) and `action`; bundlec writes 40 as the size.

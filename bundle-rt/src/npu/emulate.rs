@@ -1,7 +1,10 @@
-//! Executing decoded ops: the emulator's per-tile state (data memory and registers: a shim tile's 16
-//! buffer descriptors of 8 words, a memory or core tile's `DMA_LOAD_DONE`, `DMA_STORE_DONE`,
-//! `CORE_DONE`) and the cycle count. A VNPU_DMA takes its DDR address from the shim buffer descriptor
-//! it names (words 1 and 2, as a DDR_PATCH leaves them) and moves data to or from the tile it serves.
+//! Executing decoded ops: the emulator's per-tile state (data memories, the DMA state of `dma.rs`:
+//! buffer descriptors, channels and locks, and a memory or core tile's `DMA_LOAD_DONE`,
+//! `DMA_STORE_DONE`, `CORE_DONE`) and the cycle count. A write to a start queue or a lock value
+//! lets the DMA engine run until it settles; a TCT takes a task-completion token and a MASKPOLL on
+//! a channel's status waits for it, and either that cannot be satisfied is a deadlock naming the
+//! channel. A VNPU_DMA takes its DDR address from the shim buffer descriptor it names (words 1 and
+//! 2, as a DDR_PATCH leaves them) and moves data to or from the tile it serves.
 //!
 //! A run replays the ops twice from a reset state. The *check* pass moves no data: it simulates
 //! only the registers (which no op derives from data), so every DDR_PATCH bound, buffer descriptor
@@ -14,106 +17,32 @@
 
 use alloc::vec::Vec;
 
-use super::decode::{Dma, Op, OpKind};
+use super::decode::{Dma as DmaCmd, Op, OpKind};
 use super::device::{NpuBuffers, NpuCycles, NpuTarget};
+use super::dma::{Dir, Dma};
 use super::kernels;
+use super::memory::{buf, buf_len, buf_mut, ddr, oom, DmaMem, Memories, OpErr, DDR_OFFSET_BITS};
 use super::params::{Kernel, Params};
-use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW, BD_WORDS, NUM_BDS};
-use crate::error::{Error, Name, NpuBuffer, NpuRegion, NpuWhy};
+use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW};
+use crate::error::{DmaStall, NpuRegion, NpuWhy};
 use crate::Result;
 
-/// Bits of a DDR address that are the offset inside its buffer.
-const DDR_OFFSET_BITS: u32 = 40;
-
-/// Words of a shim tile's buffer descriptors.
-const BD_TABLE: usize = (NUM_BDS * BD_WORDS) as usize;
-
-/// The registers of one tile (a shim tile uses `bd`, the others the counters).
-#[derive(Clone, Copy, Debug)]
+/// The virtual NPU's counters of one memory or core tile.
+#[derive(Clone, Copy, Debug, Default)]
 struct Regs {
-    /// Word `w` of BD `i` at `8i + w`.
-    bd: [u32; BD_TABLE],
     load_done: u32,
     store_done: u32,
     core_done: u32,
-}
-
-impl Default for Regs {
-    fn default() -> Regs {
-        Regs {
-            bd: [0; BD_TABLE],
-            load_done: 0,
-            store_done: 0,
-            core_done: 0,
-        }
-    }
-}
-
-/// The index of word `word` of BD `bd` in [`Regs::bd`].
-fn bd_word(bd: u8, word: u8) -> usize {
-    usize::from(bd) * BD_WORDS as usize + usize::from(word)
-}
-
-impl Regs {
-    fn get(&self, reg: Reg) -> u32 {
-        match reg {
-            Reg::Bd { bd, word } => self.bd.get(bd_word(bd, word)).copied().unwrap_or(0),
-            Reg::LoadDone => self.load_done,
-            Reg::StoreDone => self.store_done,
-            Reg::CoreDone => self.core_done,
-        }
-    }
-
-    fn set(&mut self, reg: Reg, v: u32) {
-        let slot = match reg {
-            Reg::Bd { bd, word } => self.bd.get_mut(bd_word(bd, word)),
-            Reg::LoadDone => Some(&mut self.load_done),
-            Reg::StoreDone => Some(&mut self.store_done),
-            Reg::CoreDone => Some(&mut self.core_done),
-        };
-        if let Some(slot) = slot {
-            *slot = v;
-        }
-    }
-
-    /// The 48-bit DDR address in BD `bd`: bits 31:2 from word 1, bits 47:32 from word 2's low half.
-    fn bd_addr(&self, bd: u8) -> u64 {
-        let low = self.get(Reg::Bd {
-            bd,
-            word: BD_ADDR_LOW,
-        }) & !3;
-        let high = self.get(Reg::Bd {
-            bd,
-            word: BD_ADDR_HIGH,
-        }) & 0xFFFF;
-        u64::from(high) << 32 | u64::from(low)
-    }
-
-    /// Writes `addr` (4-byte aligned, below 2^48) into BD `bd` as a DDR_PATCH does: word 1, and
-    /// word 2's low half (its other bits are kept).
-    fn patch_bd(&mut self, bd: u8, addr: u64) {
-        let high = Reg::Bd {
-            bd,
-            word: BD_ADDR_HIGH,
-        };
-        let word2 = (self.get(high) & !0xFFFF) | ((addr >> 32) as u32 & 0xFFFF);
-        self.set(high, word2);
-        let low = Reg::Bd {
-            bd,
-            word: BD_ADDR_LOW,
-        };
-        self.set(low, addr as u32);
-    }
 }
 
 /// Per-tile state, reused across runs.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     regs: Vec<Regs>,
-    /// Data memory per tile index (empty until first used).
-    mems: Vec<Vec<u8>>,
-    /// Whether the tile's memory is zeroed for this run.
-    clean: Vec<bool>,
+    /// Data memories.
+    memories: Memories,
+    /// Buffer descriptors, channels, locks.
+    dma: Dma,
     /// Compute cycles per tile in this run.
     busy: Vec<u64>,
     /// Bytes moved by VNPU_DMA in this run.
@@ -130,14 +59,6 @@ enum Pass {
 }
 
 type R<T> = core::result::Result<T, NpuWhy>;
-
-/// Turns an allocation failure into [`Error::OutOfMemory`].
-fn oom(bytes: usize) -> Error {
-    Error::OutOfMemory {
-        what: Name::new("NPU tile data memory"),
-        bytes: bytes as u64,
-    }
-}
 
 /// `ceil(a / b)`, with a rate of 0 counted as 1.
 fn cycles(a: u64, rate: u32) -> u64 {
@@ -159,16 +80,19 @@ impl State {
         State::default()
     }
 
-    /// Resets registers, counters and cycle sums for a pass over an array of `tiles` tiles.
-    fn reset(&mut self, tiles: usize) -> Result<()> {
+    /// Resets registers, counters, DMA state and cycle sums for a pass over `target`.
+    fn reset(&mut self, target: &NpuTarget) -> Result<()> {
+        let tiles = regs::tile_count(target);
         resize(&mut self.regs, tiles, Regs::default())?;
-        resize(&mut self.clean, tiles, false)?;
+        resize(&mut self.memories.clean, tiles, false)?;
         resize(&mut self.busy, tiles, 0)?;
-        if self.mems.len() < tiles {
-            let more = tiles - self.mems.len();
-            self.mems.try_reserve(more).map_err(|_| oom(tiles))?;
-            self.mems.resize_with(tiles, Vec::new);
+        let mems = &mut self.memories.mems;
+        if mems.len() < tiles {
+            let more = tiles - mems.len();
+            mems.try_reserve(more).map_err(|_| oom(tiles))?;
+            mems.resize_with(tiles, Vec::new);
         }
+        self.dma.reset(target);
         self.dma_bytes = 0;
         Ok(())
     }
@@ -181,9 +105,8 @@ impl State {
         ops: &[Op<'_>],
         mut bufs: NpuBuffers<'_>,
     ) -> Result<NpuCycles> {
-        let tiles = regs::tile_count(target);
         for pass in [Pass::Check, Pass::Execute] {
-            self.reset(tiles)?;
+            self.reset(target)?;
             for (index, op) in ops.iter().enumerate() {
                 self.op(target, op, &mut bufs, pass)
                     .map_err(|e| e.at(index as u32, op.offset))?;
@@ -192,31 +115,17 @@ impl State {
         let instr = cycles(txn.len() as u64, target.instr_bytes_per_cycle);
         Ok(NpuCycles {
             instruction: instr.saturating_add(target.dispatch_cycles.into()),
-            data: cycles(self.dma_bytes, target.dma_bytes_per_cycle),
+            data: cycles(
+                self.dma_bytes.saturating_add(self.dma.ddr_bytes),
+                target.dma_bytes_per_cycle,
+            ),
             compute: self.busy.iter().copied().max().unwrap_or(0),
         })
     }
 
     /// The tile's data memory, allocated and zeroed for this run.
     fn mem(&mut self, tile: Tile) -> core::result::Result<&mut [u8], OpErr> {
-        let size = tile.local as usize;
-        let (Some(mem), Some(clean)) = (
-            self.mems.get_mut(tile.index),
-            self.clean.get_mut(tile.index),
-        ) else {
-            return Ok(&mut []);
-        };
-        if !*clean {
-            if mem.len() != size {
-                *mem = Vec::new();
-                mem.try_reserve_exact(size).map_err(|_| OpErr::Oom(size))?;
-                mem.resize(size, 0);
-            } else {
-                mem.fill(0);
-            }
-            *clean = true;
-        }
-        Ok(mem)
+        self.memories.tile(tile.index, tile.local as usize)
     }
 
     fn regs(&mut self, tile: Tile) -> R<&mut Regs> {
@@ -226,28 +135,140 @@ impl State {
             .ok_or(NpuWhy::NotCoreTile { col, row })
     }
 
-    /// The word `at` names; `None` for a data word in the check pass.
-    fn read(&mut self, at: &Addr, pass: Pass) -> core::result::Result<Option<u32>, OpErr> {
-        Ok(match at.word {
-            Word::Reg(reg) => Some(self.regs(at.tile)?.get(reg)),
-            Word::Data(off) if pass == Pass::Execute => {
-                regs::u32_at(self.mem(at.tile)?, off as usize)
-            }
-            Word::Data(_) => None,
-        })
+    /// Runs the DMA engine until it settles.
+    fn settle(
+        &mut self,
+        target: &NpuTarget,
+        bufs: &mut NpuBuffers<'_>,
+        pass: Pass,
+    ) -> core::result::Result<(), OpErr> {
+        let mut mem = DmaMem {
+            target,
+            memories: &mut self.memories,
+            bufs,
+            execute: pass == Pass::Execute,
+        };
+        self.dma.run(target, &mut mem)
     }
 
-    /// Writes the word `at` names (data words only in the execute pass).
-    fn write(&mut self, at: &Addr, value: u32, pass: Pass) -> core::result::Result<(), OpErr> {
-        match at.word {
-            Word::Reg(reg) => self.regs(at.tile)?.set(reg, value),
-            Word::Data(off) if pass == Pass::Execute => {
-                let off = off as usize;
-                if let Some(d) = self.mem(at.tile)?.get_mut(off..off + 4) {
-                    d.copy_from_slice(&value.to_le_bytes());
+    /// The word `at` names; `None` for a data word in the check pass.
+    fn read(&mut self, at: &Addr, pass: Pass) -> core::result::Result<Option<u32>, OpErr> {
+        let Word::Reg(reg) = at.word else {
+            let Word::Data(off) = at.word else {
+                return Ok(None);
+            };
+            if pass == Pass::Check {
+                return Ok(None);
+            }
+            return Ok(regs::u32_at(self.mem(at.tile)?, off as usize));
+        };
+        let t = at.tile.index;
+        Ok(Some(match reg {
+            Reg::LoadDone => self.regs(at.tile)?.load_done,
+            Reg::StoreDone => self.regs(at.tile)?.store_done,
+            Reg::CoreDone => self.regs(at.tile)?.core_done,
+            other => {
+                let Some(d) = self.dma.tile_ref(t) else {
+                    return Ok(Some(0));
+                };
+                match other {
+                    Reg::Bd { bd, word } => d.bd_word(bd, word),
+                    Reg::Lock(id) => d.lock(usize::from(id)),
+                    Reg::Ctrl { dir, ch } => d.ctrl(dir_of(dir), usize::from(ch)),
+                    Reg::Status { dir, ch } => d.status(dir_of(dir), usize::from(ch)),
+                    _ => 0, // a start queue reads 0
                 }
             }
-            Word::Data(_) => {}
+        }))
+    }
+
+    /// Writes the word `at` names (data words only in the execute pass); a task queued or a lock
+    /// set lets the DMA engine run.
+    fn write(
+        &mut self,
+        target: &NpuTarget,
+        at: &Addr,
+        value: u32,
+        bufs: &mut NpuBuffers<'_>,
+        pass: Pass,
+    ) -> core::result::Result<(), OpErr> {
+        let reg = match at.word {
+            Word::Reg(reg) => reg,
+            Word::Data(off) => {
+                if pass == Pass::Execute {
+                    let off = off as usize;
+                    if let Some(d) = self.mem(at.tile)?.get_mut(off..off + 4) {
+                        d.copy_from_slice(&value.to_le_bytes());
+                    }
+                }
+                return Ok(());
+            }
+        };
+        let t = at.tile.index;
+        let mut settle = false;
+        match reg {
+            Reg::LoadDone => self.regs(at.tile)?.load_done = value,
+            Reg::StoreDone => self.regs(at.tile)?.store_done = value,
+            Reg::CoreDone => self.regs(at.tile)?.core_done = value,
+            other => {
+                let Some(d) = self.dma.tile(t) else {
+                    return Ok(());
+                };
+                match other {
+                    Reg::Bd { bd, word } => d.set_bd_word(bd, word, value),
+                    Reg::Lock(id) => {
+                        d.set_lock(usize::from(id), value);
+                        settle = true;
+                    }
+                    Reg::Ctrl { dir, ch } => d.set_ctrl(dir_of(dir), usize::from(ch), value),
+                    Reg::Queue { dir, ch } => {
+                        d.push(dir_of(dir), usize::from(ch), value)?;
+                        settle = true;
+                    }
+                    _ => {} // status registers are read-only
+                }
+            }
+        }
+        if settle {
+            self.settle(target, bufs, pass)?;
+        }
+        Ok(())
+    }
+
+    /// A TCT: takes one task-completion token of channel `ch` (`dir`) from each tile of the
+    /// `cols` x `rows` block at (`col`, `row`); a missing one is a deadlock naming the channel.
+    #[allow(clippy::too_many_arguments)] // the TCT's fields
+    fn tct(
+        &mut self,
+        target: &NpuTarget,
+        (col, row): (u8, u8),
+        (cols, rows): (u8, u8),
+        dir: u8,
+        ch: u8,
+    ) -> core::result::Result<(), OpErr> {
+        for c in col..col.saturating_add(cols.max(1)) {
+            for r in row..row.saturating_add(rows.max(1)) {
+                if c >= target.cols || r >= target.rows {
+                    continue;
+                }
+                let t = usize::from(c) * usize::from(target.rows) + usize::from(r);
+                let Some(d) = self.dma.tile(t) else {
+                    continue;
+                };
+                if !d.take_token(dir_of(dir), usize::from(ch)) {
+                    let stall = d
+                        .stall(dir_of(dir), usize::from(ch))
+                        .unwrap_or(DmaStall::NoToken);
+                    return Err(NpuWhy::DmaDeadlock {
+                        col: c,
+                        row: r,
+                        dir,
+                        channel: ch,
+                        stall,
+                    }
+                    .into());
+                }
+            }
         }
         Ok(())
     }
@@ -260,22 +281,39 @@ impl State {
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
         match op.kind {
-            OpKind::Write { at, value } => self.write(&at, value, pass)?,
+            OpKind::Write { at, value } => self.write(target, &at, value, bufs, pass)?,
             OpKind::BlockWrite { first, payload } => {
                 for (k, word) in payload.chunks_exact(4).enumerate() {
                     let at = regs::word_at(target, first + 4 * k as u64)?;
                     let value = regs::u32_at(word, 0).unwrap_or(0);
-                    self.write(&at, value, pass)?;
+                    self.write(target, &at, value, bufs, pass)?;
                 }
             }
             OpKind::MaskWrite { at, value, mask } => {
                 if let Some(old) = self.read(&at, pass)? {
-                    self.write(&at, (old & !mask) | (value & mask), pass)?;
+                    let new = (old & !mask) | (value & mask);
+                    self.write(target, &at, new, bufs, pass)?;
                 }
             }
             OpKind::MaskPoll { at, value, mask } => {
                 if let Some(actual) = self.read(&at, pass)? {
                     if actual & mask != value {
+                        // A channel that cannot finish is named with what it waits for.
+                        if let Word::Reg(Reg::Status { dir, ch }) = at.word {
+                            let stall = self
+                                .dma
+                                .tile_ref(at.tile.index)
+                                .and_then(|d| d.stall(dir_of(dir), usize::from(ch)));
+                            if let Some(stall) = stall {
+                                return Err(OpErr::Why(NpuWhy::DmaDeadlock {
+                                    col: at.tile.col,
+                                    row: at.tile.row,
+                                    dir,
+                                    channel: ch,
+                                    stall,
+                                }));
+                            }
+                        }
                         return Err(OpErr::Why(NpuWhy::PollTimeout {
                             reg: at.raw,
                             mask,
@@ -303,9 +341,23 @@ impl State {
                     return Err(OpErr::Why(why));
                 }
                 let addr = (u64::from(buffer.argidx()) + 1) << DDR_OFFSET_BITS | argplus;
-                self.regs(shim)?.patch_bd(bd, addr);
+                // Word 1 gets address bits 31:0 (argplus is 4-byte aligned), word 2's low half
+                // bits 47:32; its other bits are kept.
+                if let Some(d) = self.dma.tile(shim.index) {
+                    let high = d.bd_word(bd, BD_ADDR_HIGH) & !0xFFFF;
+                    d.set_bd_word(bd, BD_ADDR_HIGH, high | ((addr >> 32) as u32 & 0xFFFF));
+                    d.set_bd_word(bd, BD_ADDR_LOW, addr as u32);
+                }
             }
             OpKind::Nop => {}
+            OpKind::Tct {
+                col,
+                row,
+                cols,
+                rows,
+                dir,
+                channel,
+            } => self.tct(target, (col, row), (cols, rows), dir, channel)?,
             OpKind::Dma(d) => self.dma(&d, bufs, pass)?,
             OpKind::Compute {
                 tile,
@@ -325,20 +377,21 @@ impl State {
     /// A VNPU_DMA: checks the DDR side (the local side was checked by decode), then copies.
     fn dma(
         &mut self,
-        d: &Dma,
+        d: &DmaCmd,
         bufs: &mut NpuBuffers<'_>,
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
-        // The BD's address is below 2^48 and `skip` ≤ 3: no overflow.
-        let addr = self.regs(d.shim)?.bd_addr(d.bd) + u64::from(d.skip);
-        let buffer = (addr >> DDR_OFFSET_BITS)
-            .checked_sub(1)
-            .and_then(NpuBuffer::from_argidx)
-            .ok_or(NpuWhy::BadAddress { addr })?;
+        // The BD's address (bits 31:2 of word 1, 47:32 in word 2's low half) is below 2^48 and
+        // `skip` ≤ 3: no overflow.
+        let base = self.dma.tile_ref(d.shim.index).map_or(0, |t| {
+            u64::from(t.bd_word(d.bd, BD_ADDR_HIGH) & 0xFFFF) << 32
+                | u64::from(t.bd_word(d.bd, BD_ADDR_LOW) & !3)
+        });
+        let addr = base + u64::from(d.skip);
+        let (buffer, start) = ddr(addr)?;
         if d.store && !buffer.is_writable() {
             return Err(OpErr::Why(NpuWhy::ReadOnlyBuffer { buffer }));
         }
-        let start = addr & ((1 << DDR_OFFSET_BITS) - 1);
         let size = buf_len(bufs, buffer);
         // All in u64 from u32 factors: (2^32)^2 + 2^40 + 2^32 < 2^64, no overflow.
         let span = u64::from(d.rows - 1) * u64::from(d.ddr_stride) + u64::from(d.row_bytes);
@@ -417,50 +470,11 @@ impl State {
     }
 }
 
-/// The length of a bound buffer.
-fn buf_len(bufs: &NpuBuffers<'_>, b: NpuBuffer) -> u64 {
-    buf(bufs, b).len() as u64
-}
-
-/// A bound buffer, read-only.
-fn buf<'s>(bufs: &'s NpuBuffers<'_>, b: NpuBuffer) -> &'s [u8] {
-    match b {
-        NpuBuffer::Input => bufs.input,
-        NpuBuffer::Output => bufs.output,
-        NpuBuffer::Scratch => bufs.scratch,
-        NpuBuffer::Constants => bufs.constants,
-        NpuBuffer::Params => bufs.params,
-    }
-}
-
-/// A writable bound buffer (`out`, `scratch`).
-fn buf_mut<'s>(bufs: &'s mut NpuBuffers<'_>, b: NpuBuffer) -> Option<&'s mut [u8]> {
-    match b {
-        NpuBuffer::Output => Some(bufs.output),
-        NpuBuffer::Scratch => Some(bufs.scratch),
-        _ => None,
-    }
-}
-
-/// An op's failure before it is located: a [`NpuWhy`], or a tile memory of this many bytes that
-/// could not be allocated.
-enum OpErr {
-    Why(NpuWhy),
-    Oom(usize),
-}
-
-impl From<NpuWhy> for OpErr {
-    fn from(why: NpuWhy) -> OpErr {
-        OpErr::Why(why)
-    }
-}
-
-impl OpErr {
-    /// Locates the failure at op `op`, byte `offset`.
-    fn at(self, op: u32, offset: u32) -> Error {
-        match self {
-            OpErr::Why(why) => Error::Npu { op, offset, why },
-            OpErr::Oom(bytes) => oom(bytes),
-        }
+/// The channel direction of a register's `dir` field (0 S2MM).
+fn dir_of(dir: u8) -> Dir {
+    if dir == 0 {
+        Dir::S2mm
+    } else {
+        Dir::Mm2s
     }
 }

@@ -22,8 +22,10 @@
 
 mod decode;
 mod device;
+mod dma;
 mod emulate;
 mod kernels;
+mod memory;
 mod params;
 mod regs;
 #[cfg(all(test, feature = "std"))]

@@ -3,11 +3,14 @@
 //! [`Reg`] or an aligned data-memory [`Word`]; plus the little-endian readers the decoder and the
 //! kernels share.
 //!
-//! The shim tile's registers are AIE-ML's: 16 DMA buffer descriptors of 8 words at
-//! `0x1D000 + 0x20·i` (word 1 holds address bits 31:2, word 2 bits 47:32 in its low 16 bits), the
-//! words a real DDR_PATCH patches. Memory and core tiles have the virtual NPU's completion counters
-//! (`DMA_LOAD_DONE`, `DMA_STORE_DONE`, and `CORE_DONE` on core tiles) and their data memory; the
-//! shim tile has no data memory.
+//! Every tile has AIE-ML's DMA registers (docs/aie-ml-facts.md): its buffer descriptors (shim: 16
+//! of 8 words at `0x1D000`, word 1 holding address bits 31:2 and word 2 bits 47:32, the words a
+//! real DDR_PATCH patches; memory tile: 48 of 8 words at `0xA0000`; core: 16 of 6 words at
+//! `0x1D000`), its DMA channels' control, start-queue and status registers, and its lock values.
+//! Memory and core tiles also have the virtual NPU's completion counters (`DMA_LOAD_DONE`,
+//! `DMA_STORE_DONE`, and `CORE_DONE` on core tiles), which sit where a core tile has its S2MM
+//! status registers and Core_Control and win there until the virtual NPU's DMA and compute
+//! commands are gone. The shim tile has no data memory.
 //!
 //! Invariant: a [`Tile`] or [`Addr`] exists only for a tile inside the target's array, and an
 //! [`Addr`]'s data word lies wholly inside that tile's data memory. Register offsets win where a
@@ -15,14 +18,9 @@
 //! reachable by DMA only; `CORE_DONE`'s offset, not a memory-tile register, is a data word there.
 
 use super::device::NpuTarget;
+use crate::aie::bd::BdKind;
 use crate::error::{NpuRegion, NpuWhy};
 
-/// Buffer descriptors of a shim tile.
-pub(crate) const NUM_BDS: u32 = 16;
-/// Words of one shim buffer descriptor.
-pub(crate) const BD_WORDS: u32 = 8;
-/// Register offset of shim `BD[0]` word 0; BD `i` is `0x20 * i` further.
-pub(crate) const BD_BASE: u32 = 0x1D000;
 /// The BD word holding address bits 31:2 (what DDR_PATCH's `regaddr` names).
 pub(crate) const BD_ADDR_LOW: u8 = 1;
 /// The BD word whose low 16 bits hold address bits 47:32.
@@ -67,13 +65,30 @@ impl Tile {
     pub(crate) fn core(&self) -> bool {
         self.kind == TileKind::Core
     }
+
+    /// Its BD layout.
+    pub(crate) fn bd_kind(&self) -> BdKind {
+        match self.kind {
+            TileKind::Shim => BdKind::Shim,
+            TileKind::Mem => BdKind::MemTile,
+            TileKind::Core => BdKind::Core,
+        }
+    }
 }
 
 /// A register of a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reg {
-    /// Word `word` (0..8) of shim buffer descriptor `bd`.
+    /// Word `word` of buffer descriptor `bd`.
     Bd { bd: u8, word: u8 },
+    /// The value of lock `id`.
+    Lock(u8),
+    /// Control register of DMA channel `ch` (`dir` 0 S2MM, 1 MM2S).
+    Ctrl { dir: u8, ch: u8 },
+    /// Start (task) queue of DMA channel `ch`.
+    Queue { dir: u8, ch: u8 },
+    /// Status register of DMA channel `ch`.
+    Status { dir: u8, ch: u8 },
     /// `DMA_LOAD_DONE`.
     LoadDone,
     /// `DMA_STORE_DONE`.
@@ -147,29 +162,63 @@ pub(crate) fn tile_of(target: &NpuTarget, addr: u64) -> core::result::Result<Til
     })
 }
 
+/// The DMA register map of a tile kind: (channel control base, channels per direction, MM2S
+/// control offset, status base, MM2S status offset, lock value base, locks).
+const fn dma_map(kind: BdKind) -> (u32, u32, u32, u32, u32, u32, u32) {
+    match kind {
+        BdKind::Shim => (0x1D200, 2, 0x10, 0x1D220, 0x8, 0x14000, 16),
+        BdKind::MemTile => (0xA0600, 6, 0x30, 0xA0660, 0x20, 0xC0000, 64),
+        BdKind::Core => (0x1DE00, 2, 0x10, 0x1DF00, 0x10, 0x1F000, 16),
+    }
+}
+
 /// The register at tile offset `off`, if a tile of this kind has one there.
-fn reg_at(off: u32, kind: TileKind) -> Option<Reg> {
-    if kind == TileKind::Shim {
-        let rel = off.checked_sub(BD_BASE)?;
-        let (bd, within) = (rel / 0x20, rel % 0x20);
-        return (bd < NUM_BDS && within % 4 == 0).then_some(Reg::Bd {
+fn reg_at(off: u32, tile: &Tile) -> Option<Reg> {
+    let counter = match off {
+        DMA_LOAD_DONE if tile.kind != TileKind::Shim => Some(Reg::LoadDone),
+        DMA_STORE_DONE if tile.kind != TileKind::Shim => Some(Reg::StoreDone),
+        CORE_DONE if tile.kind == TileKind::Core => Some(Reg::CoreDone),
+        _ => None,
+    };
+    if counter.is_some() {
+        return counter;
+    }
+    let kind = tile.bd_kind();
+    if let Some((bd, word)) = kind.bd_at(off) {
+        return Some(Reg::Bd {
             bd: bd as u8,
-            word: (within / 4) as u8,
+            word: word as u8,
         });
     }
-    match off {
-        DMA_LOAD_DONE => Some(Reg::LoadDone),
-        DMA_STORE_DONE => Some(Reg::StoreDone),
-        CORE_DONE if kind == TileKind::Core => Some(Reg::CoreDone),
-        _ => None,
+    if !off.is_multiple_of(4) {
+        return None;
     }
+    let (ctrl, n, mm2s, status, mm2s_status, locks, nlocks) = dma_map(kind);
+    for (dir, base, sbase) in [(0u8, ctrl, status), (1, ctrl + mm2s, status + mm2s_status)] {
+        if (base..base + 8 * n).contains(&off) {
+            let ch = ((off - base) / 8) as u8;
+            return Some(if (off - base).is_multiple_of(8) {
+                Reg::Ctrl { dir, ch }
+            } else {
+                Reg::Queue { dir, ch }
+            });
+        }
+        if (sbase..sbase + 4 * n).contains(&off) {
+            let ch = ((off - sbase) / 4) as u8;
+            return Some(Reg::Status { dir, ch });
+        }
+    }
+    if (locks..locks + 0x10 * nlocks).contains(&off) && (off - locks).is_multiple_of(0x10) {
+        return Some(Reg::Lock(((off - locks) / 0x10) as u8));
+    }
+    None
 }
 
 /// Resolves a register address to a register or an aligned data-memory word of a valid tile.
 pub(crate) fn word_at(target: &NpuTarget, raw: u64) -> core::result::Result<Addr, NpuWhy> {
     let tile = tile_of(target, raw)?;
     let off = (raw & ((1 << TILE_OFFSET_BITS) - 1)) as u32;
-    let word = if let Some(reg) = reg_at(off, tile.kind) {
+    let word = if let Some(reg) = reg_at(off, &tile) {
         Word::Reg(reg)
     } else if off.is_multiple_of(4) && off.checked_add(4).is_some_and(|e| e <= tile.local) {
         Word::Data(off)
@@ -190,7 +239,7 @@ pub(crate) fn bd_at(
             tile,
             word: Word::Reg(Reg::Bd { bd, word: w }),
             ..
-        } if w == word => Ok((tile, bd)),
+        } if w == word && tile.kind == TileKind::Shim => Ok((tile, bd)),
         _ => Err(NpuWhy::BadRegister { addr: raw }),
     }
 }

@@ -12,6 +12,7 @@ use crate::Result;
 
 mod aie;
 mod containers;
+mod dma;
 mod hostile;
 mod kernels;
 mod kernels_map;
@@ -53,7 +54,7 @@ pub(super) struct Txn {
 }
 
 impl Txn {
-    fn u32(&mut self, v: u32) {
+    pub(super) fn u32(&mut self, v: u32) {
         self.body.extend_from_slice(&v.to_le_bytes());
     }
     fn u64(&mut self, v: u64) {
@@ -66,7 +67,7 @@ impl Txn {
             .extend_from_slice(&[opcode, col, row, 0, 0, 0, 0, 0]);
         self.ops += 1;
     }
-    fn custom(&mut self, opcode: u8, size: u32) {
+    pub(super) fn custom(&mut self, opcode: u8, size: u32) {
         self.body.extend_from_slice(&[opcode, 0, 0, 0]);
         self.u32(size);
         self.ops += 1;

@@ -1,8 +1,9 @@
 //! The container as real producers write it: the tiled test program re-encoded in aie-rt's "optimized"
 //! v1.0 layout (by an encoder written here from the format page, not the decoder) runs to the same outputs;
 //! so does the v0.1 program with zeroed DDR_PATCH `op_base`, junk in pad bytes, 28-byte MASKPOLLs and the
-//! NOOP, PREEMPT, TCT, RECORD_TIMER and MERGE_SYNC ops inserted; LOADPDI is refused as not modelled;
-//! words published in mlir-aie's NPU instruction tests decode as documented.
+//! NOOP, PREEMPT, RECORD_TIMER and MERGE_SYNC ops inserted; LOADPDI is refused as not modelled;
+//! words published in mlir-aie's NPU instruction tests decode as documented (their TCT waits for a
+//! token nothing issued: a deadlock naming the channel; `tests/dma.rs` runs TCTs that complete).
 
 use std::vec::Vec;
 
@@ -93,21 +94,13 @@ fn v10_runs_like_v01() {
 fn real_producer_quirks_run_like_ours() {
     let (txn, bufs) = tiled_program(true);
     let want = outputs(&txn, &bufs).unwrap();
-    let tct = {
-        // TCT: direction 1, row 4, col 3 | row count 2, col count 1, channel 5 (mlir-aie's sync test).
-        let mut r = vec![128, 0, 0, 0, 16, 0, 0, 0];
-        r.extend_from_slice(&0x0003_0401u32.to_le_bytes());
-        r.extend_from_slice(&0x0501_0200u32.to_le_bytes());
-        r
-    };
     let merge_sync = [
         vec![132, 0, 0, 0, 16, 0, 0, 0],
         vec![1, 1, 0, 0, 0, 0, 0, 0],
     ]
     .concat();
     let timer = vec![131, 0, 0, 0, 12, 0, 0, 0, 7, 0, 0, 0];
-    let mut records: Vec<Vec<u8>> =
-        vec![vec![5, 0, 0, 0], vec![6, 3, 0, 0], tct, merge_sync, timer];
+    let mut records: Vec<Vec<u8>> = vec![vec![5, 0, 0, 0], vec![6, 3, 0, 0], merge_sync, timer];
     for (op, mut b) in ops(&txn) {
         if op < 128 {
             b[3..8].copy_from_slice(&[0xDE, 0xAD, 0xBE, 0xEF, 0x55]); // junk in op-header pads
@@ -194,11 +187,28 @@ fn mlir_aie_words_decode_as_documented() {
     let header = |ops: u32, total: u32| words(&[0x0603_0100, 0x0000_0104, ops, total]);
     let bufs = Bufs::default();
     let run = |t: &[u8]| bufs.clone().run(t);
-    // sync and preempt: no-ops here.
+    // preempt: a no-op here; sync (TCT) waits for a token that MM2S channel 5 of tile (3, 4) never
+    // issued (no task ran): a deadlock naming the channel.
     let sync = words(&[0x80, 0x10, 0x0003_0401, 0x0501_0200]);
     let preempt = words(&[0x0000_0306]);
+    run(&[header(1, 16 + 4), preempt.clone()].concat()).unwrap();
     let t = [header(2, 16 + 20), sync, preempt].concat();
-    run(&t).unwrap();
+    let stall = crate::error::DmaStall::NoToken;
+    match run(&t) {
+        Err(Error::Npu {
+            op: 0,
+            why:
+                NpuWhy::DmaDeadlock {
+                    col: 3,
+                    row: 4,
+                    dir: 1,
+                    channel: 5,
+                    stall: s,
+                },
+            ..
+        }) if s == stall => {}
+        r => panic!("expected a deadlock on the TCT, got {r:?}"),
+    }
     // write32 {col 3, row 4, address 0xabc00def}: 24 bytes, address 0x06400DEF (offset 0xDEF, unaligned).
     let write = words(&[0, 0, 0x0640_0DEF, 0, 0x42, 0x18]);
     // maskwrite32 {col 2, row 3, address 0x567A}: mlir-aie's 28-byte record.

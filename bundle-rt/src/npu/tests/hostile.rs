@@ -316,9 +316,12 @@ fn unknown_opcodes_and_wrong_sizes() {
 #[test]
 fn bad_registers_and_tiles() {
     let cases: [(u64, &str); 12] = [
-        ((CORE | 0x1D004).into(), "a core tile has no shim BDs"),
+        ((CORE | 0x1D018).into(), "a core BD has 6 words"),
         ((shim(CORE) | 0x1D002).into(), "between shim BD words"),
-        ((shim(CORE) | 0x1D200).into(), "shim BD 16"),
+        (
+            (shim(CORE) | 0x1D230).into(),
+            "past the shim's channel registers",
+        ),
         (
             (shim(CORE) | LOAD_DONE).into(),
             "the shim tile has no counters",
@@ -358,14 +361,14 @@ fn bad_registers_and_tiles() {
     let mem_word = u64::from(tile(0, 1) | CORE_DONE);
     t.write(mem_word, 5).maskpoll(mem_word, 5, u32::MAX);
     Bufs::default().run(&t.finish()).unwrap();
-    // BLOCKWRITE: every word must be valid; a run past shim BD 15's last word into nothing fails.
+    // BLOCKWRITE: every word must be valid; a run past a core BD's 6 words into nothing fails.
     let (_, why) = second_op(|t| {
-        t.blockwrite(shim(CORE) | (bd(15) + 24), &[1, 2, 3]);
+        t.blockwrite(CORE | (bd(15) + 16), &[1, 2, 3]);
     });
     assert_eq!(
         why,
         NpuWhy::BadRegister {
-            addr: (shim(CORE) | (bd(15) + 32)).into()
+            addr: (CORE | (bd(15) + 24)).into()
         }
     );
     // DDR_PATCH must target word 1 of a shim BD, VNPU_DMA word 0 of one.
