@@ -240,37 +240,89 @@ impl DmaMemory for DmaMem<'_, '_> {
     }
 
     fn copy(&mut self, from: &Side, to: &Side, words: u32) -> Result<(), OpErr> {
-        for k in 0..words {
-            let src = self.place(from, Self::addr(from, k)?)?;
-            let dst = self.place(to, Self::addr(to, k)?)?;
-            if !self.execute {
-                continue; // the check pass places every word and moves none
-            }
-            let word: [u8; 4] = match src {
-                Place::Ddr(b, off) => buf(self.bufs, b)
-                    .get(off..off + 4)
-                    .and_then(|w| w.try_into().ok())
-                    .unwrap_or([0; 4]),
-                Place::Tile(index, size, off) => self
-                    .memories
-                    .tile(index, size)?
-                    .get(off..off + 4)
-                    .and_then(|w| w.try_into().ok())
-                    .unwrap_or([0; 4]),
+        let mut k = 0;
+        let mut chunk: Vec<u8> = Vec::new();
+        while k < words {
+            // The longest run of words contiguous on both sides (in one memory), from word k.
+            let mut n = run(from, k).min(run(to, k)).min(words - k).max(1);
+            let (src, dst) = match (self.span(from, k, n)?, self.span(to, k, n)?) {
+                (Some(src), Some(dst)) => (src, dst),
+                // The run crosses from one memory into another (a memory tile's neighbour):
+                // word by word.
+                _ => {
+                    n = 1;
+                    let src = self.place(from, Self::addr(from, k)?)?;
+                    (src, self.place(to, Self::addr(to, k)?)?)
+                }
             };
-            match dst {
-                Place::Ddr(b, off) => {
-                    if let Some(d) = buf_mut(self.bufs, b).and_then(|m| m.get_mut(off..off + 4)) {
-                        d.copy_from_slice(&word);
-                    }
+            if self.execute {
+                let bytes = n as usize * 4;
+                chunk.clear();
+                chunk.try_reserve(bytes).map_err(|_| OpErr::Oom(bytes))?;
+                match src {
+                    Place::Ddr(b, off) => chunk
+                        .extend_from_slice(buf(self.bufs, b).get(off..off + bytes).unwrap_or(&[])),
+                    Place::Tile(index, size, off) => chunk.extend_from_slice(
+                        self.memories
+                            .tile(index, size)?
+                            .get(off..off + bytes)
+                            .unwrap_or(&[]),
+                    ),
                 }
-                Place::Tile(index, size, off) => {
-                    if let Some(d) = self.memories.tile(index, size)?.get_mut(off..off + 4) {
-                        d.copy_from_slice(&word);
+                chunk.resize(bytes, 0);
+                let target = match dst {
+                    Place::Ddr(b, off) => {
+                        buf_mut(self.bufs, b).and_then(|m| m.get_mut(off..off + bytes))
                     }
+                    Place::Tile(index, size, off) => {
+                        self.memories.tile(index, size)?.get_mut(off..off + bytes)
+                    }
+                };
+                if let Some(d) = target {
+                    d.copy_from_slice(&chunk);
                 }
             }
+            k += n;
         }
         Ok(())
+    }
+}
+
+/// Words of `side`'s walk from word `k` that are consecutive in memory: the rest of its D0 row when
+/// D0 steps by one word (all of the BD when no dimension wraps), else 1.
+fn run(side: &Side, k: u32) -> u32 {
+    let d0 = side.bd.dims[0];
+    let at = side.first.saturating_add(k);
+    let left = side.bd.len.saturating_sub(at).max(1);
+    if d0.step != 1 {
+        return 1;
+    }
+    if d0.wrap == 0 {
+        return left;
+    }
+    (d0.wrap - at % d0.wrap).min(left)
+}
+
+impl DmaMem<'_, '_> {
+    /// The place of `n` consecutive words of `side` from word `k`; `None` when they do not lie in
+    /// one memory (n = 1 always does).
+    fn span(&self, side: &Side, k: u32, n: u32) -> Result<Option<Place>, NpuWhy> {
+        let first = Self::addr(side, k)?;
+        let start = self.place(side, first)?;
+        if n > 1 {
+            let last = first + 4 * u64::from(n - 1);
+            let end = self.place(side, last)?;
+            let same = match (&start, &end) {
+                (Place::Ddr(a, x), Place::Ddr(b, y)) => a == b && *y == *x + 4 * (n as usize - 1),
+                (Place::Tile(a, _, x), Place::Tile(b, _, y)) => {
+                    a == b && *y == *x + 4 * (n as usize - 1)
+                }
+                _ => false,
+            };
+            if !same {
+                return Ok(None);
+            }
+        }
+        Ok(Some(start))
     }
 }
