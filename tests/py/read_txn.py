@@ -5,8 +5,10 @@ Written from docs/npu-transaction-format.md alone (no bundlec source), to show t
 it parses the header and every op, checks every rule the page states that needs no bound buffer or data memory
 (sizes, op count, trailing bytes, opcodes, fixed field values, register addresses and tiles, DDR_PATCH records,
 DMA local sides and store permissions, COMPUTE tiles, kernels and parameter-block placement), replays the
-register file (shim BD words and the DMA_LOAD_DONE / DMA_STORE_DONE / CORE_DONE counters, all starting at 0)
-and checks that every MASKPOLL on a register is satisfied. MASKPOLLs on data words depend on data and are only
+register file (BD and DMA channel words, locks and the DMA_LOAD_DONE / DMA_STORE_DONE / CORE_DONE counters,
+all starting at 0) and checks that every MASKPOLL on a counter is satisfied. The AIE-ML data movement the
+registers start (BDs, queues, locks, TCT tokens) is the emulator's to run: TCT fields are checked, MASKPOLLs on
+DMA registers counted. MASKPOLLs on data words depend on data and are only
 counted. Not checkable statically: bound buffer sizes (argplus / DDR rows vs. buffer size) and parameter blocks.
 
 usage: read_txn.py [--quiet] [--json] [--device ROWS,COLS,MEMROWS] FILE.txn [...]
@@ -19,10 +21,17 @@ import random
 import struct
 import sys
 
-OPS = {0: 'WRITE', 1: 'BLOCKWRITE', 3: 'MASKWRITE', 4: 'MASKPOLL', 129: 'DDR_PATCH', 144: 'VNPU_DMA',
+OPS = {0: 'WRITE', 1: 'BLOCKWRITE', 3: 'MASKWRITE', 4: 'MASKPOLL', 128: 'TCT', 129: 'DDR_PATCH', 144: 'VNPU_DMA',
        145: 'VNPU_COMPUTE'}
-FIXED_SIZE = {0: 24, 3: 32, 4: 32, 129: 48, 144: 44, 145: 24}
-SIZE_FIELD_AT = {0: 20, 1: 12, 3: 24, 4: 24, 129: 4, 144: 4, 145: 4}
+FIXED_SIZE = {0: 24, 3: 32, 4: 32, 128: 16, 129: 48, 144: 44, 145: 24}
+SIZE_FIELD_AT = {0: 20, 1: 12, 3: 24, 4: 24, 128: 4, 129: 4, 144: 4, 145: 4}
+# AIE-ML DMA registers per tile kind (format page, "Tiles and the register map"): BD base, BDs, words per BD,
+# channel control base, channels per direction, MM2S control offset, status base, MM2S status offset, lock base,
+# locks.
+DMA_MAP = {'shim': (0x1D000, 16, 8, 0x1D200, 2, 0x10, 0x1D220, 0x8, 0x14000, 16),
+           'mem': (0xA0000, 48, 8, 0xA0600, 6, 0x30, 0xA0660, 0x20, 0xC0000, 64),
+           'core': (0x1D000, 16, 6, 0x1DE00, 2, 0x10, 0x1DF00, 0x10, 0x1F000, 16)}
+COUNTERS = ('DMA_LOAD_DONE', 'DMA_STORE_DONE', 'CORE_DONE')
 KERNELS = {1: ('CONV', 80), 2: ('GEMM', 36), 3: ('EPILOGUE', 52), 4: ('ELTWISE', 68), 5: ('POOL', 68),
            6: ('GAP', 24)}
 BUFFERS = ('in', 'out', 'scratch', 'const', 'super_instr')
@@ -44,13 +53,14 @@ class Reader:
     def __init__(self, data, device=None):
         self.data, self.device = data, device
         self.idx, self.off, self.opname = None, 0, None
+        self.tcts = 0
         self.regs = {}                                  # (col, row, offset) -> u32
         self.ops = []                                   # (byte offset, opcode) of every op, for --selftest
         self.tiles, self.counts = set(), {name: 0 for name in OPS.values()}
         self.dma_bytes, self.dma_cmds = {'load': {}, 'store': {}}, {'load': 0, 'store': 0}
         self.extent = {}                                # buffer -> smallest size that holds every DMA row
         self.kernels = {name: 0 for name, _ in KERNELS.values()}
-        self.polls = {'registers': 0, 'data_words': 0}
+        self.polls = {'registers': 0, 'data_words': 0, 'dma_registers': 0}
 
     def fail(self, what):
         where = 'header' if self.idx is None else \
@@ -77,14 +87,27 @@ class Reader:
         return col, row, offset
 
     def reg_name(self, row, offset):
-        if row == 0:                                     # the shim tile: its BDs' 8 words, nothing else
-            if BD_BASE <= offset < BD_BASE + BD_STRIDE * BD_COUNT and offset % 4 == 0:
-                i, rel = divmod(offset - BD_BASE, BD_STRIDE)
-                return f'BD[{i}].w{rel // 4}'
+        kind = 'shim' if row == 0 else 'mem' if row <= self.mem_rows else 'core'
+        if kind != 'shim':                               # the counters win over what lies under them
+            if offset == CORE_DONE and kind == 'core':
+                return 'CORE_DONE'
+            if offset in (LOAD_DONE, STORE_DONE):
+                return 'DMA_LOAD_DONE' if offset == LOAD_DONE else 'DMA_STORE_DONE'
+        if offset % 4:
             return None
-        if offset == CORE_DONE and row <= self.mem_rows:  # a memory tile's 0x32000 is a data word
-            return None
-        return {LOAD_DONE: 'DMA_LOAD_DONE', STORE_DONE: 'DMA_STORE_DONE', CORE_DONE: 'CORE_DONE'}.get(offset)
+        bd, nbd, words, ctrl, nch, mm2s, status, mm2s_status, lock, nlock = DMA_MAP[kind]
+        if bd <= offset < bd + BD_STRIDE * nbd and (offset - bd) % BD_STRIDE < 4 * words:
+            i, rel = divmod(offset - bd, BD_STRIDE)
+            return f'BD[{i}].w{rel // 4}'
+        for d, base, sbase in (('S2MM', ctrl, status), ('MM2S', ctrl + mm2s, status + mm2s_status)):
+            if base <= offset < base + 8 * nch:
+                ch, reg = divmod(offset - base, 8)
+                return f'{d}{ch}_{"CTRL" if reg == 0 else "QUEUE"}'
+            if sbase <= offset < sbase + 4 * nch:
+                return f'{d}{(offset - sbase) // 4}_STATUS'
+        if lock <= offset < lock + 0x10 * nlock and (offset - lock) % 0x10 == 0:
+            return f'LOCK{(offset - lock) // 0x10}'
+        return None
 
     def local_size(self, row):
         return 0 if row == 0 else MEM_LOCAL if row <= self.mem_rows else CORE_LOCAL
@@ -173,11 +196,23 @@ class Reader:
         if name is None:
             self.polls['data_words'] += 1
             return
+        if name not in COUNTERS:                        # DMA state: the emulator's to judge, not a replay's
+            self.polls['dma_registers'] += 1
+            return
         self.polls['registers'] += 1
         cur = self.regs.get(key, 0)
         if cur & mask != value:
             self.fail(f'MASKPOLL on {name} of tile ({key[0]},{key[1]}) never completes: register holds '
                       f'0x{cur:x}, (0x{cur:x} & mask 0x{mask:x}) = 0x{cur & mask:x} != value 0x{value:x}')
+
+    def op_tct(self, off, size):
+        word, config = self.unpack('u32', off + 8)[0], self.unpack('u32', off + 12)[0]
+        direction, row, col = word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF
+        if direction > 1:
+            self.fail(f'TCT direction {direction} is neither 0 (S2MM) nor 1 (MM2S)')
+        if col >= self.cols or row >= self.rows:
+            self.fail(f'TCT tile ({col},{row}) is outside the {self.cols}-column {self.rows}-row array')
+        self.tcts += 1
 
     def op_ddr_patch(self, off, size):
         _, _, typ, size_in_bytes, action, regaddr, argidx, argplus = self.unpack('patch', off)
@@ -355,7 +390,7 @@ def selftest(path):
            'BLOCKWRITE running past data memory': {7: BW(core + 0xFFFC, [1, 2])},
            'WRITE to an unknown register': {0: W(core + 0x1DF08, 0)},
            'DMA through a BD holding 0': {2: BW(bd15 + 4, [0, 0])},
-           'BLOCKWRITE past the shim BDs': {1: BW(BD_BASE + 16 * BD_STRIDE - 4, [0, 0])},
+           'BLOCKWRITE past the shim channel registers': {1: BW(0x1D22C, [0, 0])},
            'WRITE to shim data memory': {0: W(0, 0)}}
     cases += [(f'appended ops, {label}', append([swap.get(i, op) for i, op in enumerate(good)]))
               for label, swap in bad.items()]

@@ -2,7 +2,8 @@
 //! and run three ways on the same inputs: the entry function (the segments' CPU fallback kernels), the op table
 //! with the emulator running the segments' transactions, and the recipe Runner executing the mixed recipe. The
 //! emulated results must equal the CPU ones within SPEC §11's tolerance. Also checks the artefacts: one `.txn` per
-//! segment that `bundlec inspect --txn` reads back, the header's segment list, the recipe's npu runs.
+//! segment that `bundlec inspect --txn` reads back (moving f32 data with AIE-ML BDs, queues and TCTs), the
+//! header's segment list, the recipe's npu runs.
 
 use bundle_rt::{Bundle, Emulator};
 use bundlec::partition::PartitionOptions;
@@ -31,8 +32,9 @@ fn check(model: &[u8], name: &str) -> usize {
     for (id, _, _) in &c.bundle.report.segments {
         let txn = std::fs::read(c.dir.join(format!("{name}.{id}.txn"))).expect("txn file");
         let text = bundlec::npu::disasm::disassemble(&txn).expect("disassemble");
+        // f32 data moves through AIE-ML buffer descriptors and start queues, completed by TCTs.
         assert!(
-            text.contains("VNPU_DMA") && text.contains("DDR_PATCH"),
+            text.contains("BLOCKWRITE") && text.contains("TCT") && text.contains("DDR_PATCH"),
             "{text}"
         );
     }

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod disasm;
+pub mod dma;
 pub mod fuse;
 pub mod meta;
 pub mod ops;

@@ -3,6 +3,7 @@
 //! map, and a `TxnBody` that one NPU op appends to while it tracks the counters its MASKPOLLs wait for. Every
 //! byte is specified in `docs/npu-transaction-format.md`; `disasm.rs` reads the files back.
 
+use super::dma::{self, Bds, Layout, Plan};
 use super::target::NpuTarget;
 
 /// Container major version.
@@ -20,6 +21,8 @@ pub const OP_BLOCKWRITE: u8 = 1;
 pub const OP_MASKWRITE: u8 = 3;
 /// aie-rt MASKPOLL.
 pub const OP_MASKPOLL: u8 = 4;
+/// aie-rt custom TCT: wait for a task-completion token.
+pub const OP_TCT: u8 = 128;
 /// aie-rt custom DDR_PATCH.
 pub const OP_DDR_PATCH: u8 = 129;
 /// Virtual NPU DMA command.
@@ -90,9 +93,26 @@ pub struct TxnBody {
     counters: Vec<[u32; 3]>,
     /// Next shim BD per column.
     next_bd: Vec<u32>,
+    /// The array's routes, when its geometry has them (then aligned transfers use AIE-ML DMA).
+    aie: Option<Layout>,
+    /// Per column: next memory-tile BD of the even (0..24) and odd (24..48) halves, whether its staging
+    /// locks are set, and the completion tokens (row, direction, channel) not yet taken.
+    mem_bds: Vec<[u32; 2]>,
+    locks_set: Vec<bool>,
+    pending: Vec<Vec<(u8, u8, u8)>>,
+    /// Next BD per core tile index.
+    core_bds: Vec<u32>,
 }
 
 impl TxnBody {
+    /// An empty body for `t`: transfers that fit AIE-ML's BDs use its DMA when `t` has the routes.
+    pub fn for_target(t: &NpuTarget) -> TxnBody {
+        TxnBody {
+            aie: Layout::of(t),
+            ..TxnBody::default()
+        }
+    }
+
     /// The tile's counters; the first touch of a tile in this body clears its three counter registers, so
     /// that the body's MASKPOLL values hold wherever it lands in a fused transaction.
     fn counters(&mut self, tile: (usize, u8, u8)) -> &mut [u32; 3] {
@@ -151,9 +171,120 @@ impl TxnBody {
         self.u64(buf as u64);
         self.u64(offset);
     }
-    /// A DMA between `buf` + `offset` and the tile's local memory: a DDR_PATCH of the next shim BD of
-    /// the tile's column with the 4-byte aligned address, then a VNPU_DMA naming that BD, the tile and
-    /// the bytes past the aligned address. `store` moves tile → DDR.
+    /// BLOCKWRITE of consecutive registers from `reg`.
+    pub fn blockwrite(&mut self, col: u8, row: u8, reg: u32, words: &[u32]) {
+        self.bytes
+            .extend_from_slice(&[OP_BLOCKWRITE, col, row, 0, 0, 0, 0, 0]);
+        self.u32(tile_base(col, row) | reg);
+        self.u32(16 + 4 * words.len() as u32);
+        for &w in words {
+            self.u32(w);
+        }
+        self.ops += 1;
+    }
+    /// TCT: wait for a task-completion token of channel `ch` (`dir` 0 S2MM) of tile (`col`, `row`).
+    pub fn tct(&mut self, col: u8, row: u8, dir: u8, ch: u8) {
+        self.custom(OP_TCT, 16);
+        self.u32(u32::from(dir) | u32::from(row) << 8 | u32::from(col) << 16);
+        self.u32(1 << 8 | 1 << 16 | u32::from(ch) << 24);
+    }
+    /// Takes the completion tokens of every transfer of column `col` still pending.
+    fn drain(&mut self, col: u8) {
+        let c = usize::from(col);
+        let pending = self
+            .pending
+            .get_mut(c)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        for (row, dir, ch) in pending {
+            self.tct(col, row, dir, ch);
+        }
+    }
+    /// Takes every pending completion token (the end of an op's program).
+    pub fn drain_all(&mut self) {
+        for col in 0..self.pending.len() {
+            self.drain(col as u8);
+        }
+    }
+    /// Next BD of a round-robin pool of `n` starting at `base`.
+    fn next(slot: &mut u32, base: u32, n: u32) -> u32 {
+        let bd = base + *slot % n;
+        *slot = (*slot + 1) % n;
+        bd
+    }
+    /// An AIE-ML transfer (see `dma.rs`) of core tile `tile`, if the array has the routes and the transfer
+    /// fits the BDs; `false` leaves it to VNPU_DMA.
+    #[allow(clippy::too_many_arguments)] // one field per word of the command
+    fn aie_dma(
+        &mut self,
+        tile: (usize, u8, u8),
+        store: bool,
+        buf: Xrt,
+        offset: u64,
+        local: u32,
+        (row_bytes, rows, ddr_stride, local_stride): (u32, u32, u32, u32),
+    ) -> bool {
+        let (ti, col, row) = tile;
+        let Some(l) = self.aie else {
+            return false;
+        };
+        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride);
+        let (Some(p), Some(k)) = (plan, row.checked_sub(l.first_core)) else {
+            return false;
+        };
+        let c = usize::from(col);
+        if self.pending.len() <= c {
+            self.pending.resize(c + 1, Vec::new());
+            self.locks_set.resize(c + 1, false);
+            self.mem_bds.resize(c + 1, [0, 0]);
+            self.next_bd.resize(c + 1, 0);
+        }
+        if self.core_bds.len() <= ti {
+            self.core_bds.resize(ti + 1, 0);
+        }
+        if !self.locks_set[c] {
+            for (reg, value) in dma::lock_init() {
+                self.write(col, 1, reg, value);
+            }
+            self.locks_set[c] = true;
+        }
+        // At most 4 transfers in flight per column: every start queue on their path has room.
+        if self.pending[c].len() >= 4 {
+            self.drain(col);
+        }
+        let k32 = u32::from(k);
+        let (in_ch, out_ch) = if store {
+            (2 + k32, u32::from(l.cores))
+        } else {
+            (0, k32)
+        };
+        // Memory-tile BDs 0..24 serve even channels, 24..48 odd ones.
+        let mut mem_bd = |ch: u32| {
+            let half = (ch % 2) as usize;
+            TxnBody::next(&mut self.mem_bds[c][half], 24 * half as u32, 24)
+        };
+        let (mem_in, mem_out) = (mem_bd(in_ch), mem_bd(out_ch));
+        let bds = Bds {
+            shim: TxnBody::next(&mut self.next_bd[c], 0, NUM_BDS),
+            mem_in,
+            mem_out,
+            core: TxnBody::next(&mut self.core_bds[ti], 0, 16),
+        };
+        let regs = dma::registers(&l, k, store, &p, bds);
+        for (r, reg, words) in &regs.blocks {
+            self.blockwrite(col, *r, *reg, words);
+        }
+        self.ddr_patch(col, bds.shim, buf, p.offset);
+        for (r, reg, value) in regs.writes {
+            self.write(col, r, reg, value);
+        }
+        self.pending[c].push(dma::completion(&l, k, store));
+        true
+    }
+    /// A DMA between `buf` + `offset` and the tile's local memory. With AIE-ML routes and a transfer the BDs
+    /// hold (4-byte aligned, within their field limits), the AIE-ML path of `dma.rs`; otherwise a DDR_PATCH of
+    /// the next shim BD of the tile's column with the 4-byte aligned address, then a VNPU_DMA naming that BD,
+    /// the tile and the bytes past the aligned address. `store` moves tile → DDR.
     #[allow(clippy::too_many_arguments)] // one field per word of the command
     pub fn dma(
         &mut self,
@@ -167,6 +298,10 @@ impl TxnBody {
         ddr_stride: u32,
         local_stride: u32,
     ) {
+        let shape = (row_bytes, rows, ddr_stride, local_stride);
+        if self.aie_dma(tile, store, buf, offset, local, shape) {
+            return;
+        }
         let (_, col, row) = tile;
         self.counters(tile)[store as usize] += 1;
         let c = usize::from(col);
@@ -201,9 +336,11 @@ impl TxnBody {
         self.u32(param_addr);
         self.u32(param_bytes);
     }
-    /// MASKPOLLs on every counter of the tile (waits for its loads, computes and stores so far).
+    /// Waits for the tile's loads, computes and stores so far: TCTs for the AIE-ML transfers pending in its
+    /// column, MASKPOLLs on its counters.
     pub fn sync(&mut self, tile: (usize, u8, u8)) {
         let (_, col, row) = tile;
+        self.drain(col);
         let c = *self.counters(tile);
         for (reg, v) in [
             (DMA_LOAD_DONE, c[0]),

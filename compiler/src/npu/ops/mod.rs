@@ -282,7 +282,10 @@ impl<'t> Gen<'t> {
         let n = tiles.len();
         Gen {
             t,
-            p: OpProgram::default(),
+            p: OpProgram {
+                body: TxnBody::for_target(t),
+                ..OpProgram::default()
+            },
             tiles,
             next: 0,
             tile_cycles: vec![0; n],
@@ -376,6 +379,7 @@ impl<'t> Gen<'t> {
     }
     /// Finishes: cost totals, params area entry.
     pub fn finish(mut self) -> OpProgram {
+        self.p.body.drain_all();
         let plen = self.p.params.len() as u64;
         self.arg(ArgKind::ConstKernelParamInput, Xrt::Params, 0, 0, plen);
         self.p.cost.compute_cycles = self.tile_cycles.iter().copied().max().unwrap_or(0);
