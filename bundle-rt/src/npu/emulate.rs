@@ -13,7 +13,7 @@
 //! those that read data memory (a COMPUTE's parameter block, MASKWRITE/MASKPOLL on a data word),
 //! and each runs before its op changes anything. Ops complete in order (a MASKPOLL never waits).
 //! Tile memories are allocated on first use, kept across runs and zeroed when a run first touches
-//! them; every allocation failure is [`Error::OutOfMemory`].
+//! them; every allocation failure is [`Error::OutOfMemory`](crate::Error::OutOfMemory).
 
 use alloc::vec::Vec;
 

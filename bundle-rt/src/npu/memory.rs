@@ -155,7 +155,7 @@ impl DmaMem<'_, '_> {
             }
             BdKind::Core => {
                 let (index, size) = self.tile(col, row);
-                if addr + 4 > size as u64 {
+                if addr.saturating_add(4) > size as u64 {
                     return Err(past(size as u64));
                 }
                 Ok(Place::Tile(index, size, addr as usize))
@@ -310,7 +310,7 @@ impl DmaMem<'_, '_> {
         let first = Self::addr(side, k)?;
         let start = self.place(side, first)?;
         if n > 1 {
-            let last = first + 4 * u64::from(n - 1);
+            let last = first.saturating_add(4 * u64::from(n - 1));
             let end = self.place(side, last)?;
             let same = match (&start, &end) {
                 (Place::Ddr(a, x), Place::Ddr(b, y)) => a == b && *y == *x + 4 * (n as usize - 1),
