@@ -435,7 +435,7 @@ impl fmt::Display for NpuWhy {
             ),
             NpuWhy::UnknownOpcode { opcode } => write!(
                 f,
-                "unknown opcode {opcode} (the emulator reads 0, 1, 3-8, 128, 129, 131, 132, 144, 145)"
+                "unknown opcode {opcode} (the emulator reads 0, 1, 3-8, 128, 129, 131, 132, 144-146)"
             ),
             NpuWhy::BadField { field, value } => {
                 write!(f, "field `{field}` has the invalid value {value}")

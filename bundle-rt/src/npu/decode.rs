@@ -71,6 +71,8 @@ pub(crate) enum OpKind<'t> {
     },
     /// VNPU_DMA (144).
     Dma(Dma),
+    /// VNPU_KERNEL (146): core `tile` runs the resident super-kernel from now on.
+    LoadKernel { tile: Tile },
     /// VNPU_COMPUTE (145).
     Compute {
         tile: Tile,
@@ -202,6 +204,7 @@ fn size_rule(layout: Layout, opcode: u8) -> Option<SizeRule> {
         (V10, 129) => Field(4, &[24]),
         (_, 144) => Field(4, &[44]),
         (_, 145) => Field(4, &[24]),
+        (_, 146) => Field(4, &[16]),
         _ => return None,
     })
 }
@@ -428,6 +431,19 @@ fn op_kind<'t>(
         }
         144 => OpKind::Dma(dma(b, target)?),
         145 => compute(b, target)?,
+        146 => {
+            // VNPU_KERNEL: the core tile and the resident kernel it runs (1: the super-kernel).
+            let tile = core_tile(target, w32(8))?;
+            let kernel = w32(12);
+            if kernel != SUPER_KERNEL {
+                let value = kernel.into();
+                return Err(NpuWhy::BadField {
+                    field: "kernel",
+                    value,
+                });
+            }
+            OpKind::LoadKernel { tile }
+        }
         opcode => return Err(NpuWhy::UnknownOpcode { opcode }),
     })
 }
@@ -501,10 +517,11 @@ fn dma(b: &[u8], target: &NpuTarget) -> core::result::Result<Dma, NpuWhy> {
     Ok(d)
 }
 
-/// Decodes a VNPU_COMPUTE: a core tile, a known kernel, its parameter block inside data memory.
-fn compute<'t>(b: &[u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>, NpuWhy> {
-    let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
-    let raw = w32(8);
+/// The resident kernel VNPU_KERNEL names: the super-kernel of `docs/npu-transaction-format.md`.
+pub(crate) const SUPER_KERNEL: u32 = 1;
+
+/// The core tile a `col << 25 | row << 20` word names (low bits zero).
+fn core_tile(target: &NpuTarget, raw: u32) -> core::result::Result<Tile, NpuWhy> {
     if raw & ((1 << TILE_OFFSET_BITS) - 1) != 0 {
         let value = raw.into();
         return Err(NpuWhy::BadField {
@@ -517,6 +534,13 @@ fn compute<'t>(b: &[u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>,
         let (col, row) = (tile.col, tile.row);
         return Err(NpuWhy::NotCoreTile { col, row });
     }
+    Ok(tile)
+}
+
+/// Decodes a VNPU_COMPUTE: a core tile, a known kernel, its parameter block inside data memory.
+fn compute<'t>(b: &[u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>, NpuWhy> {
+    let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
+    let tile = core_tile(target, w32(8))?;
     let code = w32(12);
     let kernel = Kernel::from_code(code).ok_or(NpuWhy::UnknownKernel { kernel: code })?;
     let (param_addr, bytes) = (w32(16), w32(20));

@@ -176,6 +176,20 @@ impl TileDma {
         self.locks.set(id, value);
     }
 
+    /// Acquires lock `id` as a core's program does (`value` as a BD's acquire); `None` past the
+    /// locks.
+    pub(crate) fn acquire_lock(&mut self, id: usize, value: i8) -> Option<Acquire> {
+        self.locks.acquire(id, value)
+    }
+
+    /// Releases lock `id` by `delta`; `Err` with the lock's value when it would leave 0..=63.
+    pub(crate) fn release_lock(&mut self, id: usize, delta: i8) -> Result<(), u8> {
+        match self.locks.release(id, delta) {
+            Some(Err(fault)) => Err(fault.value),
+            _ => Ok(()),
+        }
+    }
+
     /// A channel's control word.
     pub(crate) fn ctrl(&self, dir: Dir, ch: usize) -> u32 {
         self.chans[dir as usize].get(ch).map_or(0, |c| c.ctrl)

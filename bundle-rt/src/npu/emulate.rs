@@ -24,8 +24,17 @@ use super::kernels;
 use super::memory::{buf, buf_len, buf_mut, ddr, oom, DmaMem, Memories, OpErr, DDR_OFFSET_BITS};
 use super::params::{Kernel, Params};
 use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW};
+use crate::aie::lock::Acquire;
 use crate::error::{DmaStall, NpuRegion, NpuWhy};
 use crate::Result;
+
+/// The super-kernel's lock a host (or a BD) releases to start one super-instruction.
+pub(crate) const GO_LOCK: usize = 14;
+/// The lock the super-kernel releases after each super-instruction.
+pub(crate) const DONE_LOCK: usize = 15;
+/// Data-memory offset of the super-kernel's mailbox: kernel code, parameter block address, its
+/// bytes, reserved 0 (the last 16 bytes of the 256-byte parameter area).
+pub(crate) const MAILBOX: u32 = 0xF0;
 
 /// The virtual NPU's counters of one memory or core tile.
 #[derive(Clone, Copy, Debug, Default)]
@@ -43,6 +52,8 @@ pub(crate) struct State {
     memories: Memories,
     /// Buffer descriptors, channels, locks.
     dma: Dma,
+    /// Per tile: whether the super-kernel is resident (VNPU_KERNEL).
+    resident: Vec<bool>,
     /// Compute cycles per tile in this run.
     busy: Vec<u64>,
     /// Bytes moved by VNPU_DMA in this run.
@@ -86,6 +97,7 @@ impl State {
         resize(&mut self.regs, tiles, Regs::default())?;
         resize(&mut self.memories.clean, tiles, false)?;
         resize(&mut self.busy, tiles, 0)?;
+        resize(&mut self.resident, tiles, false)?;
         let mems = &mut self.memories.mems;
         if mems.len() < tiles {
             let more = tiles - mems.len();
@@ -135,20 +147,102 @@ impl State {
             .ok_or(NpuWhy::NotCoreTile { col, row })
     }
 
-    /// Runs the DMA engine until it settles.
+    /// Runs the DMA engine and the resident super-kernels until nothing can move.
     fn settle(
         &mut self,
         target: &NpuTarget,
         bufs: &mut NpuBuffers<'_>,
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
-        let mut mem = DmaMem {
-            target,
-            memories: &mut self.memories,
-            bufs,
-            execute: pass == Pass::Execute,
-        };
-        self.dma.run(target, &mut mem)
+        loop {
+            let mut mem = DmaMem {
+                target,
+                memories: &mut self.memories,
+                bufs: &mut *bufs,
+                execute: pass == Pass::Execute,
+            };
+            self.dma.run(target, &mut mem)?;
+            if !self.run_cores(target, pass)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One turn of every resident super-kernel: while its `GO` lock can be taken (at least 1, minus
+    /// 1), it reads its mailbox, runs the kernel it names on the parameter block it points at (only
+    /// in the execute pass: the check pass does not hold data memory) and releases `DONE` (+1).
+    /// Returns whether any ran.
+    fn run_cores(&mut self, target: &NpuTarget, pass: Pass) -> core::result::Result<bool, OpErr> {
+        let mut any = false;
+        let rows = usize::from(target.rows);
+        for t in 0..self.resident.len() {
+            if !self.resident[t] {
+                continue;
+            }
+            let (col, row) = ((t / rows) as u8, (t % rows) as u8);
+            let raw = u64::from(col) << 25 | u64::from(row) << regs::TILE_OFFSET_BITS;
+            let tile = regs::tile_of(target, raw)?;
+            while let Some(Acquire::Done) =
+                self.dma.tile(t).and_then(|d| d.acquire_lock(GO_LOCK, -1))
+            {
+                if pass == Pass::Execute {
+                    self.super_step(target, tile)?;
+                }
+                let Some(d) = self.dma.tile(t) else { break };
+                if let Err(value) = d.release_lock(DONE_LOCK, 1) {
+                    let lock = DONE_LOCK as u8;
+                    let delta = 1;
+                    return Err(NpuWhy::LockFault {
+                        col,
+                        row,
+                        lock,
+                        value,
+                        delta,
+                    }
+                    .into());
+                }
+                let regs = self.regs(tile)?;
+                regs.core_done = regs.core_done.wrapping_add(1);
+                any = true;
+            }
+        }
+        Ok(any)
+    }
+
+    /// One super-instruction of core `tile`: the mailbox's kernel, parameter block address and
+    /// size, checked, then the kernel.
+    fn super_step(&mut self, target: &NpuTarget, tile: Tile) -> core::result::Result<(), OpErr> {
+        let mem = self.mem(tile)?;
+        let word = |i: usize| regs::u32_at(mem, MAILBOX as usize + 4 * i).unwrap_or(0);
+        let (code, addr, bytes, reserved) = (word(0), word(1), word(2), word(3));
+        let kernel = Kernel::from_code(code).ok_or(NpuWhy::UnknownKernel { kernel: code })?;
+        if reserved != 0 {
+            let value = reserved.into();
+            return Err(NpuWhy::BadField {
+                field: "mailbox reserved",
+                value,
+            }
+            .into());
+        }
+        if bytes != kernel.block_bytes() {
+            let expected = kernel.block_bytes();
+            return Err(NpuWhy::ParamSize {
+                kernel: code,
+                bytes,
+                expected,
+            }
+            .into());
+        }
+        if addr % 4 != 0 {
+            let value = addr.into();
+            return Err(NpuWhy::BadField {
+                field: "parameter block address",
+                value,
+            }
+            .into());
+        }
+        regs::check_local(tile, addr.into(), bytes.into())?;
+        self.compute(target, tile, kernel, addr)
     }
 
     /// The word `at` names; `None` for a data word in the check pass.
@@ -350,6 +444,12 @@ impl State {
                 }
             }
             OpKind::Nop => {}
+            OpKind::LoadKernel { tile } => {
+                if let Some(r) = self.resident.get_mut(tile.index) {
+                    *r = true;
+                }
+                self.settle(target, bufs, pass)?;
+            }
             OpKind::Tct {
                 col,
                 row,

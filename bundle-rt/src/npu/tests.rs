@@ -17,6 +17,7 @@ mod hostile;
 mod kernels;
 mod kernels_map;
 mod program;
+mod superkernel;
 
 /// Offset of word 0 of shim buffer descriptor `i` (word 1, 4 bytes on, holds address bits 31:2;
 /// word 2 bits 47:32 in its low half).

@@ -173,6 +173,7 @@ fn rule(v10: bool, op: u8) -> Option<(Size, &'static str)> {
         (_, 132) => (Field(4, &[16]), "MERGE_SYNC"),
         (_, 144) => (Field(4, &[44]), "VNPU_DMA"),
         (_, 145) => (Field(4, &[24]), "VNPU_COMPUTE"),
+        (_, 146) => (Field(4, &[16]), "VNPU_KERNEL"),
         _ => return None,
     })
 }
@@ -330,6 +331,11 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                     w(6)?
                 )
             }
+            146 => format!(
+                "{} runs resident kernel {} (1: the super-kernel)",
+                tile_name(w32(8)?.into()),
+                w32(12)?
+            ),
             _ => {
                 // 145: the only opcode `rule` leaves.
                 let w = |k: usize| w32(8 + 4 * k);

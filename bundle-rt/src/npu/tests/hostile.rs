@@ -264,7 +264,7 @@ fn second_op(f: impl FnOnce(&mut Txn)) -> (u32, NpuWhy) {
 
 #[test]
 fn unknown_opcodes_and_wrong_sizes() {
-    for opcode in [2u8, 9, 10, 14, 15, 130, 133, 146, 255] {
+    for opcode in [2u8, 9, 10, 14, 15, 130, 133, 147, 255] {
         let (_, why) = second_op(|t| {
             t.body.extend_from_slice(&[opcode, 0, 0, 0, 8, 0, 0, 0]);
             t.ops += 1;
