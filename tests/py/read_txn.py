@@ -22,9 +22,9 @@ import struct
 import sys
 
 OPS = {0: 'WRITE', 1: 'BLOCKWRITE', 3: 'MASKWRITE', 4: 'MASKPOLL', 128: 'TCT', 129: 'DDR_PATCH', 144: 'VNPU_DMA',
-       145: 'VNPU_COMPUTE'}
-FIXED_SIZE = {0: 24, 3: 32, 4: 32, 128: 16, 129: 48, 144: 44, 145: 24}
-SIZE_FIELD_AT = {0: 20, 1: 12, 3: 24, 4: 24, 128: 4, 129: 4, 144: 4, 145: 4}
+       145: 'VNPU_COMPUTE', 146: 'VNPU_KERNEL'}
+FIXED_SIZE = {0: 24, 3: 32, 4: 32, 128: 16, 129: 48, 144: 44, 145: 24, 146: 16}
+SIZE_FIELD_AT = {0: 20, 1: 12, 3: 24, 4: 24, 128: 4, 129: 4, 144: 4, 145: 4, 146: 4}
 # AIE-ML DMA registers per tile kind (format page, "Tiles and the register map"): BD base, BDs, words per BD,
 # channel control base, channels per direction, MM2S control offset, status base, MM2S status offset, lock base,
 # locks.
@@ -205,6 +205,16 @@ class Reader:
             self.fail(f'MASKPOLL on {name} of tile ({key[0]},{key[1]}) never completes: register holds '
                       f'0x{cur:x}, (0x{cur:x} & mask 0x{mask:x}) = 0x{cur & mask:x} != value 0x{value:x}')
 
+    def op_vnpu_kernel(self, off, size):
+        tile, kernel = self.unpack('u32', off + 8)[0], self.unpack('u32', off + 12)[0]
+        if tile & 0xFFFFF:
+            self.fail(f'tile 0x{tile:x}: low 20 bits must be zero')
+        col, row, _ = self.tile(tile, 'tile')
+        if row <= self.mem_rows:
+            self.fail(f'tile ({col},{row}) is not a core tile; only cores run the super-kernel')
+        self.expect('kernel', kernel, 1)
+        self.kernels['SUPER'] = self.kernels.get('SUPER', 0) + 1
+
     def op_tct(self, off, size):
         word, config = self.unpack('u32', off + 8)[0], self.unpack('u32', off + 12)[0]
         direction, row, col = word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF
@@ -368,7 +378,7 @@ def selftest(path):
                            put(data, last_patch[get('<I', off + 8) + 4] + 32, '<Q', a)) for a in READ_ONLY]
             break
     for off, opcode in reader.ops:                       # an unsatisfiable poll on a counter
-        if opcode == 4 and reader.reg_name((get('<Q', off + 8) >> 20) & 31, get('<Q', off + 8) & 0xFFFFF):
+        if opcode == 4 and reader.reg_name((get('<Q', off + 8) >> 20) & 31, get('<Q', off + 8) & 0xFFFFF) in COUNTERS:
             cases.append(('MASKPOLL value +1', put(data, off + 16, '<I', (get('<I', off + 16) + 1) & M32)))
             break
     # BLOCKWRITE and MASKWRITE never occur in bundlec's files: append hand-made ops (a core and a memory tile).

@@ -29,6 +29,17 @@ pub const OP_DDR_PATCH: u8 = 129;
 pub const OP_VNPU_DMA: u8 = 144;
 /// Virtual NPU compute command.
 pub const OP_VNPU_COMPUTE: u8 = 145;
+/// Virtual NPU kernel naming: a core runs the resident super-kernel.
+pub const OP_VNPU_KERNEL: u8 = 146;
+/// The super-kernel's number in VNPU_KERNEL.
+pub const SUPER_KERNEL: u32 = 1;
+/// The super-kernel's mailbox in a core's data memory (the end of the parameter area): kernel, parameter
+/// block address, its bytes, 0.
+pub const MAILBOX: u32 = 0xF0;
+/// Value registers of the super-kernel's `GO` (core lock 14) and `DONE` (core lock 15) locks.
+pub const GO_LOCK: u32 = 0x1F000 + 0x10 * 14;
+/// See [`GO_LOCK`].
+pub const DONE_LOCK: u32 = 0x1F000 + 0x10 * 15;
 
 /// Shim tile register offset of buffer descriptor `i` (word 0; AIE-ML's shim DMA BDs are 8 words).
 pub const fn bd_addr(i: u32) -> u32 {
@@ -102,6 +113,8 @@ pub struct TxnBody {
     pending: Vec<Vec<(u8, u8, u8)>>,
     /// Next BD per core tile index.
     core_bds: Vec<u32>,
+    /// Per core tile index: whether this body has made the super-kernel resident.
+    resident: Vec<bool>,
 }
 
 impl TxnBody {
@@ -122,7 +135,13 @@ impl TxnBody {
         }
         if self.counters[ti][0] == u32::MAX {
             self.counters[ti] = [0; 3];
-            for reg in [DMA_LOAD_DONE, DMA_STORE_DONE, CORE_DONE] {
+            // With the super-kernel nothing counts in CORE_DONE, which sits on Core_Control: not written.
+            let regs: &[u32] = if self.aie.is_some() {
+                &[DMA_LOAD_DONE, DMA_STORE_DONE]
+            } else {
+                &[DMA_LOAD_DONE, DMA_STORE_DONE, CORE_DONE]
+            };
+            for &reg in regs {
                 self.write(col, row, reg, 0);
             }
         }
@@ -328,7 +347,30 @@ impl TxnBody {
         param_addr: u32,
         param_bytes: u32,
     ) {
-        let (_, col, row) = tile;
+        let (ti, col, row) = tile;
+        if self.aie.is_some() {
+            // The resident super-kernel: made resident on the core's first compute in this body, then per
+            // super-instruction the mailbox, GO released, DONE awaited and cleared.
+            if self.resident.len() <= ti {
+                self.resident.resize(ti + 1, false);
+            }
+            if !self.resident[ti] {
+                self.custom(OP_VNPU_KERNEL, 16);
+                self.u32(tile_base(col, row));
+                self.u32(SUPER_KERNEL);
+                self.resident[ti] = true;
+            }
+            self.blockwrite(
+                col,
+                row,
+                MAILBOX,
+                &[kernel as u32, param_addr, param_bytes, 0],
+            );
+            self.write(col, row, GO_LOCK, 1);
+            self.maskpoll(col, row, DONE_LOCK, 1, 0x3F);
+            self.write(col, row, DONE_LOCK, 0);
+            return;
+        }
         self.counters(tile)[2] += 1;
         self.custom(OP_VNPU_COMPUTE, 24);
         self.u32(tile_base(col, row));

@@ -38,10 +38,13 @@ pub const KNOWN_OPS: &[&str] = &[
     "Reshape",
 ];
 
-/// Bytes of the parameter area at the start of every tile's local memory.
+/// Bytes of the parameter area at the start of every tile's local memory: blocks at 0 and [`PARAM_SLOT2`], the
+/// super-kernel's mailbox in the last 16 bytes ([`super::txn::MAILBOX`]).
 pub const PARAM_AREA: u32 = 256;
 /// Offset of the second parameter block in the parameter area.
 pub const PARAM_SLOT2: u32 = 128;
+const _: () =
+    assert!(PARAM_SLOT2 + 80 <= super::txn::MAILBOX && super::txn::MAILBOX + 16 == PARAM_AREA);
 
 /// Element type of an NPU op's activations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
