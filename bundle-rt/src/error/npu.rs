@@ -323,8 +323,8 @@ pub enum NpuWhy {
         /// The amount released.
         delta: i8,
     },
-    /// The DMA channels do not settle (a chain of buffer descriptors without locks that never
-    /// ends).
+    /// The DMA channels and super-kernels do not settle (a chain of buffer descriptors without
+    /// locks that never ends, or channels and kernels releasing each other's locks forever).
     DmaUnsettled,
     /// The host waits for a DMA channel (a TCT, or a MASKPOLL on its status) that can never
     /// finish: it is stuck as `stall` says.
@@ -526,7 +526,7 @@ impl fmt::Display for NpuWhy {
                 "a BD of tile (col {col}, row {row}) releases lock {lock} by {delta:+} from {value}, leaving 0..=63"
             ),
             NpuWhy::DmaUnsettled => f.write_str(
-                "the DMA channels do not settle (a chain of BDs without locks that never ends)",
+                "the DMA channels and cores do not settle (a chain of BDs that never ends, or locks released back and forth forever)",
             ),
             NpuWhy::DmaDeadlock {
                 col,

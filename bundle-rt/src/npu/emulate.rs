@@ -28,6 +28,10 @@ use crate::aie::lock::Acquire;
 use crate::error::{DmaStall, NpuRegion, NpuWhy};
 use crate::Result;
 
+/// Most turns (DMA engine, then super-kernels) one settle takes before it calls the array
+/// unsettled.
+const MAX_SETTLE_TURNS: u32 = 1 << 16;
+
 /// The super-kernel's lock a host (or a BD) releases to start one super-instruction.
 pub(crate) const GO_LOCK: usize = 14;
 /// The lock the super-kernel releases after each super-instruction.
@@ -154,7 +158,9 @@ impl State {
         bufs: &mut NpuBuffers<'_>,
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
-        loop {
+        // DMA channels and super-kernels can keep releasing each other's locks forever; a settle
+        // that takes more turns than any transaction needs is refused.
+        for _ in 0..MAX_SETTLE_TURNS {
             let mut mem = DmaMem {
                 target,
                 memories: &mut self.memories,
@@ -166,6 +172,7 @@ impl State {
                 return Ok(());
             }
         }
+        Err(NpuWhy::DmaUnsettled.into())
     }
 
     /// One turn of every resident super-kernel: while its `GO` lock can be taken (at least 1, minus

@@ -116,3 +116,18 @@ fn bad_mailboxes_and_kernels_are_named() {
     t.load_kernel(tile(0, 1), 1);
     assert_eq!(op_why(&t), NpuWhy::NotCoreTile { col: 0, row: 1 });
 }
+
+/// A core whose DMA and super-kernel keep releasing each other's locks forever (an MM2S BD chained to
+/// itself that acquires `DONE` and releases `GO`) is refused as unsettled, not run forever.
+#[test]
+fn a_kernel_and_a_dma_that_ping_pong_forever_are_refused() {
+    let go_done = 1 << 25 | 1 << 26 | 14 << 13 | 1 << 18 | 1 << 12 | (0x7F & 0x7F) << 5 | 15;
+    let mut t = Txn::default();
+    t.blockwrite(MAILBOX, &[4, 0x200, 68, 0])
+        .blockwrite(CORE | 0x200, &add_block())
+        .blockwrite(CORE | bd(0), &[0, 0, 0, 0, 0, go_done])
+        .load_kernel(CORE, 1)
+        .write((CORE | 0x1DE14).into(), 0) // core MM2S 0: BD 0, which chains to itself
+        .write(GO.into(), 1);
+    assert_eq!(op_why(&t), NpuWhy::DmaUnsettled);
+}
