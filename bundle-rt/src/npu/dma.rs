@@ -312,7 +312,7 @@ pub(crate) struct Dma {
 
 /// Most state changes one [`Dma::run`] makes before it calls the array unsettled (a chain of BDs
 /// without locks that never ends would otherwise spin forever).
-const MAX_EVENTS: u64 = 1 << 24;
+const MAX_EVENTS: u64 = 1 << 20;
 
 impl Dma {
     /// Every tile idle, BDs and locks 0, no tokens.

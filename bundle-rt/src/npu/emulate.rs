@@ -30,7 +30,7 @@ use crate::Result;
 
 /// Most turns (DMA engine, then super-kernels) one settle takes before it calls the array
 /// unsettled.
-const MAX_SETTLE_TURNS: u32 = 1 << 16;
+const MAX_SETTLE_TURNS: u32 = 1 << 12;
 
 /// The super-kernel's lock a host (or a BD) releases to start one super-instruction.
 pub(crate) const GO_LOCK: usize = 14;

@@ -430,3 +430,16 @@ fn copy_run_errors() {
         .remove("library_name");
     check(&fx, &text(&r), 0.5, |_| {});
 }
+
+/// The recipe fuzz target's seed `fuzz/seeds/recipe/mixed.json` is this fixture's mixed recipe, so that the
+/// fuzzer starts from npu runs the runner accepts.
+#[test]
+fn fuzz_seed_is_the_mixed_recipe() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/seeds/recipe/mixed.json"
+    );
+    let seed = std::fs::read_to_string(path).expect("fuzz/seeds/recipe/mixed.json");
+    let seed: Value = serde_json::from_str(&seed).unwrap();
+    assert_eq!(seed, mixed(&layer0(2.0)));
+}
