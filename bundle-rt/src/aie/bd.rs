@@ -53,12 +53,83 @@ impl BdKind {
         }
     }
 
+    /// Tile offset of word 0 of BD `i`.
+    pub const fn bd(self, i: u32) -> u32 {
+        self.base() + 0x20 * i
+    }
+
+    /// The tile kind's DMA channel and lock registers.
+    pub const fn regs(self) -> DmaRegs {
+        match self {
+            BdKind::Shim => DmaRegs {
+                ctrl: 0x1D200,
+                channels: 2,
+                mm2s_ctrl: 0x1D210,
+                status: 0x1D220,
+                mm2s_status: 0x1D228,
+                locks: 0x14000,
+                lock_count: 16,
+            },
+            BdKind::MemTile => DmaRegs {
+                ctrl: 0xA0600,
+                channels: 6,
+                mm2s_ctrl: 0xA0630,
+                status: 0xA0660,
+                mm2s_status: 0xA0680,
+                locks: 0xC0000,
+                lock_count: 64,
+            },
+            BdKind::Core => DmaRegs {
+                ctrl: 0x1DE00,
+                channels: 2,
+                mm2s_ctrl: 0x1DE10,
+                status: 0x1DF00,
+                mm2s_status: 0x1DF10,
+                locks: 0x1F000,
+                lock_count: 16,
+            },
+        }
+    }
+
     /// The BD whose word `word` sits at tile offset `off`, if any.
     pub fn bd_at(self, off: u32) -> Option<(u32, usize)> {
         let rel = off.checked_sub(self.base())?;
         let (bd, within) = (rel / 0x20, (rel % 0x20) as usize);
         (bd < self.count() && within.is_multiple_of(4) && within / 4 < self.words())
             .then_some((bd, within / 4))
+    }
+}
+
+/// The DMA channel and lock registers of a tile kind (docs/aie-ml-facts.md §1b, §1c): channel `n`
+/// of a direction has its control register at `base + 8n` and its start queue 4 bytes further, its
+/// status at `status base + 4n`; lock `i`'s value is at `locks + 0x10 i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRegs {
+    /// S2MM channel 0's control register.
+    pub ctrl: u32,
+    /// Channels per direction.
+    pub channels: u32,
+    /// MM2S channel 0's control register.
+    pub mm2s_ctrl: u32,
+    /// S2MM channel 0's status register.
+    pub status: u32,
+    /// MM2S channel 0's status register.
+    pub mm2s_status: u32,
+    /// Lock 0's value register.
+    pub locks: u32,
+    /// Locks.
+    pub lock_count: u32,
+}
+
+impl DmaRegs {
+    /// The start queue of channel `ch` (MM2S when `mm2s`).
+    pub const fn queue(&self, mm2s: bool, ch: u32) -> u32 {
+        (if mm2s { self.mm2s_ctrl } else { self.ctrl }) + 8 * ch + 4
+    }
+
+    /// Lock `i`'s value register.
+    pub const fn lock(&self, i: u32) -> u32 {
+        self.locks + 0x10 * i
     }
 }
 

@@ -160,7 +160,8 @@ impl TileDma {
         }
     }
 
-    fn decode(&self, bd: u8) -> Bd {
+    /// BD `bd`, decoded from its words.
+    pub(crate) fn decode(&self, bd: u8) -> Bd {
         let at = usize::from(bd) * 8;
         let words = self.bds.get(at..at + self.kind.words()).unwrap_or(&[]);
         Bd::decode(self.kind, words)

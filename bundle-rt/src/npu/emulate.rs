@@ -187,8 +187,7 @@ impl State {
                 continue;
             }
             let (col, row) = ((t / rows) as u8, (t % rows) as u8);
-            let raw = u64::from(col) << 25 | u64::from(row) << regs::TILE_OFFSET_BITS;
-            let tile = regs::tile_of(target, raw)?;
+            let tile = regs::tile_at(target, col, row)?;
             while let Some(Acquire::Done) =
                 self.dma.tile(t).and_then(|d| d.acquire_lock(GO_LOCK, -1))
             {
@@ -488,12 +487,11 @@ impl State {
         bufs: &mut NpuBuffers<'_>,
         pass: Pass,
     ) -> core::result::Result<(), OpErr> {
-        // The BD's address (bits 31:2 of word 1, 47:32 in word 2's low half) is below 2^48 and
-        // `skip` ≤ 3: no overflow.
-        let base = self.dma.tile_ref(d.shim.index).map_or(0, |t| {
-            u64::from(t.bd_word(d.bd, BD_ADDR_HIGH) & 0xFFFF) << 32
-                | u64::from(t.bd_word(d.bd, BD_ADDR_LOW) & !3)
-        });
+        // The shim BD's address is below 2^48 and `skip` ≤ 3: no overflow.
+        let base = self
+            .dma
+            .tile_ref(d.shim.index)
+            .map_or(0, |t| t.decode(d.bd).addr);
         let addr = base + u64::from(d.skip);
         let (buffer, start) = ddr(addr)?;
         if d.store && !buffer.is_writable() {

@@ -128,14 +128,9 @@ pub(crate) struct DmaMem<'s, 'b> {
 
 impl DmaMem<'_, '_> {
     /// Tile index and data-memory size of (`col`, `row`).
-    fn tile(&self, col: u8, row: u8) -> (usize, usize) {
-        let index = usize::from(col) * usize::from(self.target.rows) + usize::from(row);
-        let size = match super::dma::kind_of(self.target, row) {
-            BdKind::Shim => 0,
-            BdKind::MemTile => self.target.mem_tile_bytes as usize,
-            BdKind::Core => self.target.local_bytes as usize,
-        };
-        (index, size)
+    fn tile(&self, col: u8, row: u8) -> Result<(usize, usize), NpuWhy> {
+        let tile = super::regs::tile_at(self.target, col, row)?;
+        Ok((tile.index, tile.local as usize))
     }
 
     /// Where byte `addr` (a BD's address space) of tile (`col`, `row`) lives.
@@ -154,7 +149,7 @@ impl DmaMem<'_, '_> {
                 Ok(Place::Ddr(buffer, off as usize))
             }
             BdKind::Core => {
-                let (index, size) = self.tile(col, row);
+                let (index, size) = self.tile(col, row)?;
                 if addr.saturating_add(4) > size as u64 {
                     return Err(past(size as u64));
                 }
@@ -170,7 +165,7 @@ impl DmaMem<'_, '_> {
                 let Some(c) = side_col else {
                     return Err(past(3 * MEM_WINDOW));
                 };
-                let (index, size) = self.tile(c, row);
+                let (index, size) = self.tile(c, row)?;
                 let off = addr % MEM_WINDOW;
                 if off + 4 > size as u64 {
                     return Err(past(size as u64));

@@ -162,14 +162,12 @@ pub(crate) fn tile_of(target: &NpuTarget, addr: u64) -> core::result::Result<Til
     })
 }
 
-/// The DMA register map of a tile kind: (channel control base, channels per direction, MM2S
-/// control offset, status base, MM2S status offset, lock value base, locks).
-const fn dma_map(kind: BdKind) -> (u32, u32, u32, u32, u32, u32, u32) {
-    match kind {
-        BdKind::Shim => (0x1D200, 2, 0x10, 0x1D220, 0x8, 0x14000, 16),
-        BdKind::MemTile => (0xA0600, 6, 0x30, 0xA0660, 0x20, 0xC0000, 64),
-        BdKind::Core => (0x1DE00, 2, 0x10, 0x1DF00, 0x10, 0x1F000, 16),
-    }
+/// Tile (`col`, `row`) of the array.
+pub(crate) fn tile_at(target: &NpuTarget, col: u8, row: u8) -> core::result::Result<Tile, NpuWhy> {
+    tile_of(
+        target,
+        u64::from(col) << 25 | u64::from(row) << TILE_OFFSET_BITS,
+    )
 }
 
 /// The register at tile offset `off`, if a tile of this kind has one there.
@@ -193,8 +191,9 @@ fn reg_at(off: u32, tile: &Tile) -> Option<Reg> {
     if !off.is_multiple_of(4) {
         return None;
     }
-    let (ctrl, n, mm2s, status, mm2s_status, locks, nlocks) = dma_map(kind);
-    for (dir, base, sbase) in [(0u8, ctrl, status), (1, ctrl + mm2s, status + mm2s_status)] {
+    let m = kind.regs();
+    let n = m.channels;
+    for (dir, base, sbase) in [(0u8, m.ctrl, m.status), (1, m.mm2s_ctrl, m.mm2s_status)] {
         if (base..base + 8 * n).contains(&off) {
             let ch = ((off - base) / 8) as u8;
             return Some(if (off - base).is_multiple_of(8) {
@@ -208,8 +207,8 @@ fn reg_at(off: u32, tile: &Tile) -> Option<Reg> {
             return Some(Reg::Status { dir, ch });
         }
     }
-    if (locks..locks + 0x10 * nlocks).contains(&off) && (off - locks).is_multiple_of(0x10) {
-        return Some(Reg::Lock(((off - locks) / 0x10) as u8));
+    if (m.locks..m.lock(m.lock_count)).contains(&off) && (off - m.locks).is_multiple_of(0x10) {
+        return Some(Reg::Lock(((off - m.locks) / 0x10) as u8));
     }
     None
 }

@@ -14,6 +14,7 @@ mod aie;
 mod containers;
 mod dma;
 mod hostile;
+mod hostile_dma;
 mod kernels;
 mod kernels_map;
 mod program;

@@ -48,17 +48,18 @@ fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
         0x32000 if kind == BdKind::Core => return Some("CORE_DONE(vnpu)".into()),
         _ => {}
     }
-    // (channel control base, channels per direction, MM2S offset, status base, MM2S status offset, locks
-    // base, locks, queue name)
-    let (ctrl, n, mm2s, status, mm2s_status, locks, nlocks, queue) = match kind {
-        BdKind::Shim => (0x1D200, 2, 0x10, 0x1D220, 0x8, 0x14000, 16, "TASK_QUEUE"),
-        BdKind::MemTile => (0xA0600, 6, 0x30, 0xA0660, 0x20, 0xC0000, 64, "START_QUEUE"),
-        BdKind::Core => (0x1DE00, 2, 0x10, 0x1DF00, 0x10, 0x1F000, 16, "START_QUEUE"),
+    let m = kind.regs();
+    let (n, off) = (u64::from(m.channels), u64::from(off32));
+    let queue = if kind == BdKind::Shim {
+        "TASK_QUEUE"
+    } else {
+        "START_QUEUE"
     };
     for (dir, base, sbase) in [
-        ("S2MM", ctrl, status),
-        ("MM2S", ctrl + mm2s, status + mm2s_status),
+        ("S2MM", m.ctrl, m.status),
+        ("MM2S", m.mm2s_ctrl, m.mm2s_status),
     ] {
+        let (base, sbase) = (u64::from(base), u64::from(sbase));
         if (base..base + 8 * n).contains(&off) && off.is_multiple_of(4) {
             let (ch, reg) = ((off - base) / 8, (off - base) % 8);
             let reg = if reg == 0 { "CTRL" } else { queue };
@@ -68,7 +69,9 @@ fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
             return Some(format!("{dir}{}_STATUS", (off - sbase) / 4));
         }
     }
-    if (locks..locks + 0x10 * nlocks).contains(&off) && off.is_multiple_of(0x10) {
+    let locks = u64::from(m.locks);
+    if (locks..u64::from(m.lock(m.lock_count))).contains(&off) && (off - locks).is_multiple_of(0x10)
+    {
         return Some(format!("LOCK{}", (off - locks) / 0x10));
     }
     None

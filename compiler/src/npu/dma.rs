@@ -9,19 +9,8 @@
 //! [`Plan`] says whether a transfer fits: 4-byte aligned offsets, lengths and strides (the DMA moves 32-bit
 //! words), rows within the BD field limits. Transfers that do not fit stay VNPU_DMA commands.
 
-/// Shim tile: BD 0, S2MM / MM2S start queues of channel 0.
-const SHIM_BD0: u32 = 0x1D000;
-const SHIM_S2MM_Q: u32 = 0x1D204;
-const SHIM_MM2S_Q: u32 = 0x1D214;
-/// Memory tile: BD 0, start queues of channel 0 (channel `n` is `8n` further), lock 0's value.
-const MEM_BD0: u32 = 0xA0000;
-const MEM_S2MM_Q: u32 = 0xA0604;
-const MEM_MM2S_Q: u32 = 0xA0634;
-const MEM_LOCK0: u32 = 0xC0000;
-/// Core tile: BD 0, start queues of channel 0.
-const CORE_BD0: u32 = 0x1D000;
-const CORE_S2MM_Q: u32 = 0x1DE04;
-const CORE_MM2S_Q: u32 = 0x1DE14;
+use bundle_rt::aie::bd::BdKind::{Core, MemTile, Shim};
+
 /// A memory tile's own memory in the window its BDs address.
 const MEM_OWN: u32 = 0x80000;
 /// A memory tile BD names its own lock `i` as `64 + i`.
@@ -215,20 +204,20 @@ pub fn registers(l: &Layout, k: u8, store: bool, p: &Plan, bd: Bds) -> Registers
     let staging = area * l.local;
     let core_row = l.first_core + k;
     let words = p.words();
-    let core_bd = CORE_BD0 + 0x20 * bd.core;
+    let (shim, mem, core) = (Shim.regs(), MemTile.regs(), Core.regs());
     let blocks = vec![
-        (0, SHIM_BD0 + 0x20 * bd.shim, p.shim_bd().to_vec()),
+        (0, Shim.bd(bd.shim), p.shim_bd().to_vec()),
         (
             1,
-            MEM_BD0 + 0x20 * bd.mem_in,
+            MemTile.bd(bd.mem_in),
             mem_bd(words, staging, free, full).to_vec(),
         ),
         (
             1,
-            MEM_BD0 + 0x20 * bd.mem_out,
+            MemTile.bd(bd.mem_out),
             mem_bd(words, staging, full, free).to_vec(),
         ),
-        (core_row, core_bd, p.core_bd().to_vec()),
+        (core_row, Core.bd(bd.core), p.core_bd().to_vec()),
     ];
     let (mem_in_ch, mem_out_ch) = if store {
         (2 + k32, u32::from(l.cores))
@@ -237,17 +226,17 @@ pub fn registers(l: &Layout, k: u8, store: bool, p: &Plan, bd: Bds) -> Registers
     };
     let writes = if store {
         vec![
-            (0, SHIM_S2MM_Q, task(bd.shim, true)),
-            (1, MEM_MM2S_Q + 8 * mem_out_ch, task(bd.mem_out, false)),
-            (1, MEM_S2MM_Q + 8 * mem_in_ch, task(bd.mem_in, false)),
-            (core_row, CORE_MM2S_Q, task(bd.core, false)),
+            (0, shim.queue(false, 0), task(bd.shim, true)),
+            (1, mem.queue(true, mem_out_ch), task(bd.mem_out, false)),
+            (1, mem.queue(false, mem_in_ch), task(bd.mem_in, false)),
+            (core_row, core.queue(true, 0), task(bd.core, false)),
         ]
     } else {
         vec![
-            (core_row, CORE_S2MM_Q, task(bd.core, true)),
-            (1, MEM_MM2S_Q + 8 * mem_out_ch, task(bd.mem_out, false)),
-            (1, MEM_S2MM_Q + 8 * mem_in_ch, task(bd.mem_in, false)),
-            (0, SHIM_MM2S_Q, task(bd.shim, false)),
+            (core_row, core.queue(false, 0), task(bd.core, true)),
+            (1, mem.queue(true, mem_out_ch), task(bd.mem_out, false)),
+            (1, mem.queue(false, mem_in_ch), task(bd.mem_in, false)),
+            (0, shim.queue(true, 0), task(bd.shim, false)),
         ]
     };
     Registers { blocks, writes }
@@ -258,8 +247,8 @@ pub fn lock_init() -> Vec<(u32, u32)> {
     (0..8u32)
         .flat_map(|area| {
             [
-                (MEM_LOCK0 + 0x10 * (2 * area), 0),
-                (MEM_LOCK0 + 0x10 * (2 * area + 1), 1),
+                (MemTile.regs().lock(2 * area), 0),
+                (MemTile.regs().lock(2 * area + 1), 1),
             ]
         })
         .collect()

@@ -5,6 +5,7 @@
 
 use super::dma::{self, Bds, Layout, Plan};
 use super::target::NpuTarget;
+use bundle_rt::aie::bd::BdKind;
 
 /// Container major version.
 pub const MAJOR: u8 = 0;
@@ -37,14 +38,10 @@ pub const SUPER_KERNEL: u32 = 1;
 /// block address, its bytes, 0.
 pub const MAILBOX: u32 = 0xF0;
 /// Value registers of the super-kernel's `GO` (core lock 14) and `DONE` (core lock 15) locks.
-pub const GO_LOCK: u32 = 0x1F000 + 0x10 * 14;
+pub const GO_LOCK: u32 = BdKind::Core.regs().lock(14);
 /// See [`GO_LOCK`].
-pub const DONE_LOCK: u32 = 0x1F000 + 0x10 * 15;
+pub const DONE_LOCK: u32 = BdKind::Core.regs().lock(15);
 
-/// Shim tile register offset of buffer descriptor `i` (word 0; AIE-ML's shim DMA BDs are 8 words).
-pub const fn bd_addr(i: u32) -> u32 {
-    0x1D000 + 0x20 * i
-}
 /// The BD word DDR_PATCH patches: address bits 31:2 (word 2 holds bits 47:32).
 pub const BD_ADDR_LOW: u32 = 4;
 /// Buffer descriptors per shim tile.
@@ -186,7 +183,7 @@ impl TxnBody {
         self.u32(40); // size_in_bytes
         self.u32(0); // action
         self.u32(0);
-        self.u64((tile_base(col, 0) | bd_addr(bd) | BD_ADDR_LOW) as u64);
+        self.u64((tile_base(col, 0) | BdKind::Shim.bd(bd) | BD_ADDR_LOW) as u64);
         self.u64(buf as u64);
         self.u64(offset);
     }
@@ -231,24 +228,14 @@ impl TxnBody {
         *slot = (*slot + 1) % n;
         bd
     }
-    /// An AIE-ML transfer (see `dma.rs`) of core tile `tile`, if the array has the routes and the transfer
-    /// fits the BDs; `false` leaves it to VNPU_DMA.
-    #[allow(clippy::too_many_arguments)] // one field per word of the command
-    fn aie_dma(
-        &mut self,
-        tile: (usize, u8, u8),
-        store: bool,
-        buf: Xrt,
-        offset: u64,
-        local: u32,
-        (row_bytes, rows, ddr_stride, local_stride): (u32, u32, u32, u32),
-    ) -> bool {
+    /// An AIE-ML transfer (see `dma.rs`) of plan `p` for core tile `tile`, if the array has the routes;
+    /// `false` leaves it to VNPU_DMA.
+    fn aie_dma(&mut self, tile: (usize, u8, u8), store: bool, buf: Xrt, p: Plan) -> bool {
         let (ti, col, row) = tile;
         let Some(l) = self.aie else {
             return false;
         };
-        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride);
-        let (Some(p), Some(k)) = (plan, row.checked_sub(l.first_core)) else {
+        let Some(k) = row.checked_sub(l.first_core) else {
             return false;
         };
         let c = usize::from(col);
@@ -317,8 +304,8 @@ impl TxnBody {
         ddr_stride: u32,
         local_stride: u32,
     ) {
-        let shape = (row_bytes, rows, ddr_stride, local_stride);
-        if self.aie_dma(tile, store, buf, offset, local, shape) {
+        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride);
+        if plan.is_some_and(|p| self.aie_dma(tile, store, buf, p)) {
             return;
         }
         let (_, col, row) = tile;
@@ -331,7 +318,7 @@ impl TxnBody {
         self.next_bd[c] = (bd + 1) % NUM_BDS;
         self.ddr_patch(col, bd, buf, offset & !3);
         self.custom(OP_VNPU_DMA, 44);
-        self.u32(tile_base(col, 0) | bd_addr(bd));
+        self.u32(tile_base(col, 0) | BdKind::Shim.bd(bd));
         self.u32(store as u32);
         for v in [local, row_bytes, rows, ddr_stride, local_stride] {
             self.u32(v);
