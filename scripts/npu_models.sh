@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 cargo build -q -p bundlec-tests --bin npu_check
 schema=../shared/reference/xrt-recipe.schema.json
 first=1
+mkdir -p target/npu
 for m in mobilenetv2 encoder_ln17_erf resnet50_folded; do
   model=target/pymodels/$m.onnx
   out=target/npu/$m
