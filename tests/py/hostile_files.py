@@ -414,9 +414,14 @@ simple("target_extreme_rates", lambda: part_npu(target_json("t_rates.json", cloc
                                                                   "elements_per_cycle": 4294967295, "copy_bytes_per_cycle": 1})), OK)
 simple("target_enormous_limits", lambda: part_npu(target_json("t_limits.json", ops=[dict(o, max_kernel=4294967295, max_stride=4294967295, max_dilation=4294967295)
                                                                                     if "max_kernel" in o else o for o in VNPU["ops"]])), OK)
-simple("target_biggest_array", lambda: ["compile", MODEL, "-o", P("out_big"), "--name", "h", "--npu", target_json("t_bigarray.json", rows=31, cols=64, mem_tile_rows=0,
-                                                                                                              local_memory_bytes=1 << 18, mem_tile_bytes=1 << 20), "--npu-min-gain", "-1"], OK)
-simple("target_smallest_memory", lambda: part_npu(target_json("t_small.json", rows=3, cols=1, mem_tile_rows=1, local_memory_bytes=1024, mem_tile_bytes=64)), OK)
+simple("target_biggest_array", lambda: ["compile", MODEL, "-o", P("out_big"), "--name", "h", "--npu", target_json("t_bigarray.json", rows=6, cols=64, mem_tile_rows=1,
+                                                                                                              local_memory_bytes=1 << 17, mem_tile_bytes=1 << 20), "--npu-min-gain", "-1"], OK)
+simple("target_smallest_memory", lambda: part_npu(target_json("t_small.json", rows=3, cols=1, mem_tile_rows=1, local_memory_bytes=1024, mem_tile_bytes=8192)), OK)
+# Geometries the data movement has no routes for: refused naming the field.
+simple("target_no_mem_tile_row", lambda: part_npu(target_json("t_nomem.json", rows=31, cols=64, mem_tile_rows=0)), ERR("t_nomem.json", "mem_tile_rows"))
+simple("target_five_core_rows", lambda: part_npu(target_json("t_5cores.json", rows=7)), ERR("t_5cores.json", "rows", "at most 4"))
+simple("target_staging_too_small", lambda: part_npu(target_json("t_staging.json", local_memory_bytes=1 << 17, mem_tile_bytes=1 << 19)),
+       ERR("t_staging.json", "mem_tile_bytes", "staging"))
 simple("target_empty_ops", lambda: part_npu(target_json("t_noopslist.json", ops=[])), OK)
 
 # --- partition cache ---------------------------------------------------------------------------------------------

@@ -49,12 +49,15 @@ fn run(op: &NpuOp, inputs: &[Vec<u8>], out_bytes: usize) -> Vec<u8> {
         .filter(|e| e.kind == ArgKind::Input)
         .collect();
     assert_eq!(ins.len(), inputs.len(), "arg map inputs");
+    // Every tensor sits 64-byte padded in its buffer, as in a segment's fused buffers: a transfer's last run may
+    // end in the padding.
     let in_size = ins
         .iter()
         .map(|e| (e.offset + e.size) as usize)
         .max()
         .unwrap_or(0)
-        .max(1);
+        .max(1)
+        .next_multiple_of(64);
     let mut inb = vec![0u8; in_size];
     for (e, v) in ins.iter().zip(inputs) {
         assert_eq!(e.size as usize, v.len(), "input size in the arg map");
@@ -66,7 +69,7 @@ fn run(op: &NpuOp, inputs: &[Vec<u8>], out_bytes: usize) -> Vec<u8> {
         .find(|e| e.kind == ArgKind::Output)
         .expect("output entry");
     assert_eq!(out_e.size as usize, out_bytes, "output size in the arg map");
-    let mut out = vec![0xA5u8; out_bytes];
+    let mut out = vec![0xA5u8; out_bytes.next_multiple_of(64)];
     let mut scratch = vec![0u8; 64];
     let consts = if p.consts.is_empty() {
         vec![0u8; 64]
@@ -91,6 +94,7 @@ fn run(op: &NpuOp, inputs: &[Vec<u8>], out_bytes: usize) -> Vec<u8> {
         )
         .unwrap_or_else(|e| panic!("emulator: {e}"));
     assert!(cycles.instruction > 0);
+    out.truncate(out_bytes);
     out
 }
 
@@ -630,4 +634,18 @@ npu_case! {
     gap_i8 => gap(Elem::I8, 10, 300);
     concat_channels_with_constant => concat(&[vec![1, 3, 4, 5], vec![1, 2, 4, 5], vec![1, 4, 4, 5]], 1, Some(1));
     concat_last_axis_rows => concat(&[vec![6, 7], vec![6, 1], vec![6, 20000]], 1, None);
+}
+
+/// An int8 conv whose every tiling stores odd-length rows at odd offsets (99-byte rows of 9801-byte planes) has
+/// no transfer shape AIE-ML's BDs can move: it stays on the CPU with the `dma` constraint, naming the transfer.
+/// The same shapes in f32 (4-byte elements) compile and run.
+#[test]
+fn int8_odd_planes_are_refused_with_the_dma_constraint() {
+    let t = NpuTarget::vnpu();
+    let attrs = || conv_attrs(1, 1, [0; 4], 1, 1, false, Activation::None);
+    let q = conv_int8(Elem::U8, [1, 3, 99, 99], 3, attrs(), false);
+    let r = q.op.program(&t).expect_err("odd int8 planes must not compile");
+    assert_eq!(r.constraint.id, "dma", "{r}");
+    assert!(r.detail.contains("B apart"), "{r}");
+    check(conv_f32([1, 3, 99, 99], 3, attrs()));
 }

@@ -7,7 +7,8 @@
 //! memory tile MM2S `cores` → shim S2MM 0 (`k` the core's row within its column).
 //!
 //! [`Plan`] says whether a transfer fits: 4-byte aligned offsets, lengths and strides (the DMA moves 32-bit
-//! words), rows within the BD field limits. Transfers that do not fit stay VNPU_DMA commands.
+//! words; rows that touch on both sides count as one run), walks within the BD field limits (a row wider than
+//! D0's wrap splits over D0 × D1 and the rows step in D2). Transfers that do not fit stay VNPU_DMA commands.
 
 use bundle_rt::aie::bd::BdKind::{Core, MemTile, Shim};
 
@@ -53,17 +54,59 @@ impl Layout {
     }
 }
 
+/// One side's address walk in 32-bit words: D0 and D1 as (wrap, step), D2's step (D2 has no wrap); `None` in
+/// [`Plan`] for a linear walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    /// D0 (wrap, step).
+    pub d0: (u32, u32),
+    /// D1 (wrap, step).
+    pub d1: (u32, u32),
+    /// D2's step; 0 when D2 is not used.
+    pub d2: u32,
+}
+
+impl Walk {
+    /// The walk of `rows` rows of `row` words `stride` words apart, within wraps of at most `max_wrap` and steps
+    /// of at most `max_step`: linear (`Some(None)`) when the rows touch, two dimensions when a row fits D0, and
+    /// three when a row splits into D0 × D1 (the rows then step in D2). `None` when nothing fits.
+    fn of(row: u32, rows: u32, stride: u32, max_wrap: u32, max_step: u32) -> Option<Option<Walk>> {
+        if rows == 1 || stride == row {
+            return Some(None);
+        }
+        if stride > max_step || stride == 0 {
+            return None;
+        }
+        if row <= max_wrap && rows <= max_wrap {
+            return Some(Some(Walk {
+                d0: (row, 1),
+                d1: (rows, stride),
+                d2: 0,
+            }));
+        }
+        // A row wider than D0 may wrap: row = a · b with a, b within the wrap and a within D1's step.
+        (1..=max_wrap.min(max_step).min(row))
+            .rev()
+            .find(|&a| row.is_multiple_of(a) && row / a <= max_wrap)
+            .map(|a| {
+                Some(Walk {
+                    d0: (a, 1),
+                    d1: (row / a, a),
+                    d2: stride,
+                })
+            })
+    }
+}
+
 /// A transfer's shape in 32-bit words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
-    /// Words per row.
-    pub row: u32,
-    /// Rows.
-    pub rows: u32,
-    /// Words between row starts in DDR.
-    pub ddr_stride: u32,
-    /// Words between row starts in local memory.
-    pub local_stride: u32,
+    /// Words moved.
+    pub words: u32,
+    /// The DDR side's walk (`None`: linear).
+    pub ddr: Option<Walk>,
+    /// The local side's walk (`None`: linear).
+    pub core: Option<Walk>,
     /// Byte offset in DDR.
     pub offset: u64,
     /// Byte offset in local memory.
@@ -71,7 +114,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of a transfer, if every byte count is a multiple of 4 and the BD fields hold it.
+    /// The plan of a transfer of `rows` rows of `row_bytes`, if the BD fields hold it: rows that touch on both
+    /// sides move as one linear run; otherwise every byte count must be a multiple of 4 (the DMA moves 32-bit
+    /// words) and the walks fit the shim's and the core's dimension fields.
     pub fn of(
         offset: u64,
         local: u32,
@@ -80,6 +125,16 @@ impl Plan {
         ddr_stride: u32,
         local_stride: u32,
     ) -> Option<Plan> {
+        if row_bytes == 0 || rows == 0 {
+            return None;
+        }
+        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
+        let (row_bytes, rows, ddr_stride, local_stride) = if linear {
+            let run = row_bytes.checked_mul(rows)?;
+            (run, 1, run, run)
+        } else {
+            (row_bytes, rows, ddr_stride, local_stride)
+        };
         let aligned = [
             u64::from(local),
             u64::from(row_bytes),
@@ -89,67 +144,50 @@ impl Plan {
         ]
         .iter()
         .all(|v| v % 4 == 0);
-        if !aligned || row_bytes == 0 || rows == 0 {
+        if !aligned {
             return None;
         }
-        let p = Plan {
-            row: row_bytes / 4,
-            rows,
-            ddr_stride: ddr_stride / 4,
-            local_stride: local_stride / 4,
+        let row = row_bytes / 4;
+        let words = row.checked_mul(rows)?;
+        let ddr = Walk::of(row, rows, ddr_stride / 4, SHIM_MAX_WRAP, SHIM_MAX_STEP)?;
+        let core = Walk::of(row, rows, local_stride / 4, CORE_MAX_WRAP, CORE_MAX_STEP)?;
+        let fits = words <= CORE_MAX_LEN && local / 4 < (1 << 14);
+        fits.then_some(Plan {
+            words,
+            ddr,
+            core,
             offset,
             local,
-        };
-        let words = p.row.checked_mul(rows)?;
-        let fits = words <= CORE_MAX_LEN
-            && (p.local_contiguous()
-                || (p.row <= CORE_MAX_WRAP
-                    && p.local_stride <= CORE_MAX_STEP
-                    && rows <= CORE_MAX_WRAP))
-            && (p.ddr_contiguous()
-                || (p.row <= SHIM_MAX_WRAP
-                    && p.ddr_stride <= SHIM_MAX_STEP
-                    && rows <= SHIM_MAX_WRAP))
-            && p.local / 4 < (1 << 14);
-        fits.then_some(p)
+        })
     }
 
     /// Words moved.
     pub fn words(&self) -> u32 {
-        self.row * self.rows
+        self.words
     }
 
-    fn local_contiguous(&self) -> bool {
-        self.rows == 1 || self.local_stride == self.row
-    }
-
-    fn ddr_contiguous(&self) -> bool {
-        self.rows == 1 || self.ddr_stride == self.row
-    }
-
-    /// The shim BD: DDR side, D0 a row, D1 the rows (linear when contiguous); address left for DDR_PATCH.
+    /// The shim BD: the DDR side's walk; address left for DDR_PATCH.
     pub fn shim_bd(&self) -> [u32; 8] {
-        let (d0, d1) = if self.ddr_contiguous() {
-            (0, 0)
-        } else {
-            (self.row << 20, self.rows << 20 | (self.ddr_stride - 1))
-        };
-        [self.words(), 0, 0, d0, d1, 0, 0, 1 << 25]
+        let w = self.ddr.map_or([0; 3], |w| {
+            [
+                w.d0.0 << 20 | (w.d0.1 - 1),
+                w.d1.0 << 20 | (w.d1.1 - 1),
+                w.d2.saturating_sub(1),
+            ]
+        });
+        [self.words, 0, 0, w[0], w[1], w[2], 0, 1 << 25]
     }
 
-    /// The core BD: local side, as the shim BD's dimensions; acquire and release none (the host
-    /// synchronises with TCTs).
+    /// The core BD: the local side's walk; acquire and release none (the host synchronises with TCTs).
     pub fn core_bd(&self) -> [u32; 6] {
-        let (steps, wraps) = if self.local_contiguous() {
-            (0, 0)
-        } else {
+        let (steps, wraps) = self.core.map_or((0, 0), |w| {
             (
-                (self.local_stride - 1) << 13,
-                self.rows << 21 | self.row << 13,
+                (w.d0.1 - 1) | (w.d1.1 - 1) << 13,
+                w.d2.saturating_sub(1) | w.d0.0 << 13 | w.d1.0 << 21,
             )
-        };
+        });
         [
-            (self.local / 4) << 14 | self.words(),
+            (self.local / 4) << 14 | self.words,
             0,
             steps,
             wraps,

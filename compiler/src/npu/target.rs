@@ -311,6 +311,37 @@ impl NpuTarget {
                 ),
             ));
         }
+        // The data movement's routes (`npu/dma.rs`): a transfer stages in the memory tile of row 1, whose 6 S2MM and
+        // 6 MM2S channels serve the loads and stores of at most 4 core rows, each with its own staging area for
+        // each direction.
+        if self.mem_tile_rows == 0 {
+            return Err(bad(
+                file,
+                "mem_tile_rows",
+                "must be at least 1: every transfer stages in a memory tile",
+            ));
+        }
+        let cores = u32::from(self.rows) - u32::from(self.mem_tile_rows) - 1;
+        if cores > 4 {
+            return Err(bad(
+                file,
+                "rows",
+                format!(
+                    "{} core rows per column; a memory tile's channels serve at most 4",
+                    cores
+                ),
+            ));
+        }
+        if u64::from(self.mem_tile_bytes) < 8 * u64::from(self.local_memory_bytes) {
+            return Err(bad(
+                file,
+                "mem_tile_bytes",
+                format!(
+                    "{} B cannot hold the 8 staging areas of local_memory_bytes ({} B each) that transfers pass through",
+                    self.mem_tile_bytes, self.local_memory_bytes
+                ),
+            ));
+        }
         pos(self.clock_mhz as u64, "clock_mhz")?;
         pos(self.macs_per_cycle.f32 as u64, "macs_per_cycle.f32")?;
         pos(self.macs_per_cycle.i8 as u64, "macs_per_cycle.i8")?;
@@ -458,6 +489,14 @@ mod tests {
         v["mem_tile_bytes"] = 0.into();
         assert_eq!(field(&v), "mem_tile_bytes");
         v["mem_tile_bytes"] = 64.into();
+        assert_eq!(field(&v), "mem_tile_bytes");
+        v["mem_tile_bytes"] = 524288.into();
+        v["mem_tile_rows"] = 0.into();
+        assert_eq!(field(&v), "mem_tile_rows");
+        v["mem_tile_rows"] = 1.into();
+        v["rows"] = 7.into();
+        assert_eq!(field(&v), "rows");
+        v["rows"] = 6.into();
         v["name"] = "v".repeat(65).into();
         assert_eq!(field(&v), "name");
         v["name"] = "vnpu".into();

@@ -1,7 +1,8 @@
 //! Writing transaction binaries: the aie-rt v0.1 container (16-byte header, ops that carry their size), the ops
-//! bundlec uses (WRITE, MASKPOLL, DDR_PATCH and the virtual NPU's custom VNPU_DMA / VNPU_COMPUTE), the register
-//! map, and a `TxnBody` that one NPU op appends to while it tracks the counters its MASKPOLLs wait for. Every
-//! byte is specified in `docs/npu-transaction-format.md`; `disasm.rs` reads the files back.
+//! bundlec uses (WRITE, BLOCKWRITE, MASKPOLL, TCT, DDR_PATCH and the virtual NPU's custom VNPU_KERNEL), and a
+//! `TxnBody` that one NPU op appends to while it tracks the BDs, locks and completion tokens of its transfers
+//! (`dma.rs`) and the cores whose super-kernel it has made resident. Every byte is specified in
+//! `docs/npu-transaction-format.md`; `disasm.rs` reads the files back.
 
 use super::dma::{self, Bds, Layout, Plan};
 use super::target::NpuTarget;
@@ -26,10 +27,6 @@ pub const OP_MASKPOLL: u8 = 4;
 pub const OP_TCT: u8 = 128;
 /// aie-rt custom DDR_PATCH.
 pub const OP_DDR_PATCH: u8 = 129;
-/// Virtual NPU DMA command.
-pub const OP_VNPU_DMA: u8 = 144;
-/// Virtual NPU compute command.
-pub const OP_VNPU_COMPUTE: u8 = 145;
 /// Virtual NPU kernel naming: a core runs the resident super-kernel.
 pub const OP_VNPU_KERNEL: u8 = 146;
 /// The super-kernel's number in VNPU_KERNEL.
@@ -46,12 +43,6 @@ pub const DONE_LOCK: u32 = BdKind::Core.regs().lock(15);
 pub const BD_ADDR_LOW: u32 = 4;
 /// Buffer descriptors per shim tile.
 pub const NUM_BDS: u32 = 16;
-/// Completed DDR → tile transfers.
-pub const DMA_LOAD_DONE: u32 = 0x1DF00;
-/// Completed tile → DDR transfers.
-pub const DMA_STORE_DONE: u32 = 0x1DF04;
-/// Completed compute commands.
-pub const CORE_DONE: u32 = 0x32000;
 
 /// Base register address of a tile.
 pub const fn tile_base(col: u8, row: u8) -> u32 {
@@ -90,18 +81,16 @@ pub enum Kernel {
     Gap = 6,
 }
 
-/// Op bytes with the per-tile counters the MASKPOLLs expect.
+/// Op bytes with the state of their transfers.
 #[derive(Debug, Clone, Default)]
 pub struct TxnBody {
     /// Ops, back to back.
     pub bytes: Vec<u8>,
     /// Number of ops.
     pub ops: u32,
-    /// Expected (load, store, core) counters per tile index.
-    counters: Vec<[u32; 3]>,
     /// Next shim BD per column.
     next_bd: Vec<u32>,
-    /// The array's routes, when its geometry has them (then aligned transfers use AIE-ML DMA).
+    /// The array's routes (`None` in a fused body, which only appends op bodies).
     aie: Option<Layout>,
     /// Per column: next memory-tile BD of the even (0..24) and odd (24..48) halves, whether its staging
     /// locks are set, and the completion tokens (row, direction, channel) not yet taken.
@@ -115,7 +104,7 @@ pub struct TxnBody {
 }
 
 impl TxnBody {
-    /// An empty body for `t`: transfers that fit AIE-ML's BDs use its DMA when `t` has the routes.
+    /// An empty body for `t`'s routes (a validated target has them).
     pub fn for_target(t: &NpuTarget) -> TxnBody {
         TxnBody {
             aie: Layout::of(t),
@@ -123,27 +112,6 @@ impl TxnBody {
         }
     }
 
-    /// The tile's counters; the first touch of a tile in this body clears its three counter registers, so
-    /// that the body's MASKPOLL values hold wherever it lands in a fused transaction.
-    fn counters(&mut self, tile: (usize, u8, u8)) -> &mut [u32; 3] {
-        let (ti, col, row) = tile;
-        if self.counters.len() <= ti {
-            self.counters.resize(ti + 1, [u32::MAX; 3]);
-        }
-        if self.counters[ti][0] == u32::MAX {
-            self.counters[ti] = [0; 3];
-            // With the super-kernel nothing counts in CORE_DONE, which sits on Core_Control: not written.
-            let regs: &[u32] = if self.aie.is_some() {
-                &[DMA_LOAD_DONE, DMA_STORE_DONE]
-            } else {
-                &[DMA_LOAD_DONE, DMA_STORE_DONE, CORE_DONE]
-            };
-            for &reg in regs {
-                self.write(col, row, reg, 0);
-            }
-        }
-        &mut self.counters[ti]
-    }
     fn u32(&mut self, v: u32) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
@@ -228,16 +196,10 @@ impl TxnBody {
         *slot = (*slot + 1) % n;
         bd
     }
-    /// An AIE-ML transfer (see `dma.rs`) of plan `p` for core tile `tile`, if the array has the routes;
-    /// `false` leaves it to VNPU_DMA.
-    fn aie_dma(&mut self, tile: (usize, u8, u8), store: bool, buf: Xrt, p: Plan) -> bool {
+    /// An AIE-ML transfer (see `dma.rs`) of plan `p` for core tile `tile` of an array with routes `l`.
+    fn aie_dma(&mut self, l: Layout, tile: (usize, u8, u8), store: bool, buf: Xrt, p: Plan) {
         let (ti, col, row) = tile;
-        let Some(l) = self.aie else {
-            return false;
-        };
-        let Some(k) = row.checked_sub(l.first_core) else {
-            return false;
-        };
+        let k = row - l.first_core;
         let c = usize::from(col);
         if self.pending.len() <= c {
             self.pending.resize(c + 1, Vec::new());
@@ -285,12 +247,10 @@ impl TxnBody {
             self.write(col, r, reg, value);
         }
         self.pending[c].push(dma::completion(&l, k, store));
-        true
     }
-    /// A DMA between `buf` + `offset` and the tile's local memory. With AIE-ML routes and a transfer the BDs
-    /// hold (4-byte aligned, within their field limits), the AIE-ML path of `dma.rs`; otherwise a DDR_PATCH of
-    /// the next shim BD of the tile's column with the 4-byte aligned address, then a VNPU_DMA naming that BD,
-    /// the tile and the bytes past the aligned address. `store` moves tile → DDR.
+    /// A DMA between `buf` + `offset` and the tile's local memory as the AIE-ML data path of `dma.rs` does it.
+    /// `Err` says why the transfer does not fit the BDs (a byte count off a 32-bit word, a walk beyond the
+    /// dimension fields) or the target has no routes. `store` moves tile → DDR.
     #[allow(clippy::too_many_arguments)] // one field per word of the command
     pub fn dma(
         &mut self,
@@ -303,30 +263,25 @@ impl TxnBody {
         rows: u32,
         ddr_stride: u32,
         local_stride: u32,
-    ) {
-        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride);
-        if plan.is_some_and(|p| self.aie_dma(tile, store, buf, p)) {
-            return;
-        }
-        let (_, col, row) = tile;
-        self.counters(tile)[store as usize] += 1;
-        let c = usize::from(col);
-        if self.next_bd.len() <= c {
-            self.next_bd.resize(c + 1, 0);
-        }
-        let bd = self.next_bd[c];
-        self.next_bd[c] = (bd + 1) % NUM_BDS;
-        self.ddr_patch(col, bd, buf, offset & !3);
-        self.custom(OP_VNPU_DMA, 44);
-        self.u32(tile_base(col, 0) | BdKind::Shim.bd(bd));
-        self.u32(store as u32);
-        for v in [local, row_bytes, rows, ddr_stride, local_stride] {
-            self.u32(v);
-        }
-        self.u32(tile_base(col, row));
-        self.u32((offset & 3) as u32);
+    ) -> Result<(), String> {
+        let l = self
+            .aie
+            .filter(|l| tile.2 >= l.first_core && tile.2 - l.first_core < l.cores)
+            .ok_or_else(|| format!("core tile row {} has no route to a memory tile", tile.2))?;
+        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
+            format!(
+                "{} {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} and {local_stride} B \
+                 apart at local {local}, do not fit AIE-ML buffer descriptors (32-bit words at word-aligned \
+                 addresses, wraps and steps within the BD fields)",
+                if store { "storing" } else { "loading" }
+            )
+        })?;
+        self.aie_dma(l, tile, store, buf, plan);
+        Ok(())
     }
-    /// VNPU_COMPUTE of `kernel` with its parameter block at `param_addr`.
+    /// Runs `kernel` with its parameter block at `param_addr` through the resident super-kernel: made resident
+    /// on the core's first compute in this body (VNPU_KERNEL), then the mailbox, GO released, DONE awaited and
+    /// cleared.
     pub fn compute(
         &mut self,
         tile: (usize, u8, u8),
@@ -335,51 +290,28 @@ impl TxnBody {
         param_bytes: u32,
     ) {
         let (ti, col, row) = tile;
-        if self.aie.is_some() {
-            // The resident super-kernel: made resident on the core's first compute in this body, then per
-            // super-instruction the mailbox, GO released, DONE awaited and cleared.
-            if self.resident.len() <= ti {
-                self.resident.resize(ti + 1, false);
-            }
-            if !self.resident[ti] {
-                self.custom(OP_VNPU_KERNEL, 16);
-                self.u32(tile_base(col, row));
-                self.u32(SUPER_KERNEL);
-                self.resident[ti] = true;
-            }
-            self.blockwrite(
-                col,
-                row,
-                MAILBOX,
-                &[kernel as u32, param_addr, param_bytes, 0],
-            );
-            self.write(col, row, GO_LOCK, 1);
-            self.maskpoll(col, row, DONE_LOCK, 1, 0x3F);
-            self.write(col, row, DONE_LOCK, 0);
-            return;
+        if self.resident.len() <= ti {
+            self.resident.resize(ti + 1, false);
         }
-        self.counters(tile)[2] += 1;
-        self.custom(OP_VNPU_COMPUTE, 24);
-        self.u32(tile_base(col, row));
-        self.u32(kernel as u32);
-        self.u32(param_addr);
-        self.u32(param_bytes);
+        if !self.resident[ti] {
+            self.custom(OP_VNPU_KERNEL, 16);
+            self.u32(tile_base(col, row));
+            self.u32(SUPER_KERNEL);
+            self.resident[ti] = true;
+        }
+        self.blockwrite(
+            col,
+            row,
+            MAILBOX,
+            &[kernel as u32, param_addr, param_bytes, 0],
+        );
+        self.write(col, row, GO_LOCK, 1);
+        self.maskpoll(col, row, DONE_LOCK, 1, 0x3F);
+        self.write(col, row, DONE_LOCK, 0);
     }
-    /// Waits for the tile's loads, computes and stores so far: TCTs for the AIE-ML transfers pending in its
-    /// column, MASKPOLLs on its counters.
+    /// Waits for the transfers pending in the tile's column: TCTs for their completion tokens.
     pub fn sync(&mut self, tile: (usize, u8, u8)) {
-        let (_, col, row) = tile;
-        self.drain(col);
-        let c = *self.counters(tile);
-        for (reg, v) in [
-            (DMA_LOAD_DONE, c[0]),
-            (CORE_DONE, c[2]),
-            (DMA_STORE_DONE, c[1]),
-        ] {
-            if v > 0 {
-                self.maskpoll(col, row, reg, v, u32::MAX);
-            }
-        }
+        self.drain(tile.1);
     }
     /// Appends another body (fusion), keeping its bytes unchanged.
     pub fn append_raw(&mut self, bytes: &[u8], ops: u32) {

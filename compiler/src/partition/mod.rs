@@ -113,7 +113,7 @@ pub fn partition(g: &Graph, opts: &PartitionOptions) -> Result<Partition> {
             .and_then(|op| {
                 op.program(t)
                     .map(|p| (op, p))
-                    .map_err(|e| (crate::npu::ops::capability::LOCAL_MEMORY.id, e))
+                    .map_err(|r| (r.constraint.id, r.detail))
             });
         let (constraint, reason) = match r {
             Ok(x) => {

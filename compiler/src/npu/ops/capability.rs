@@ -45,6 +45,7 @@ constraints! {
     GEMM_ATTRS = "gemm-attrs", "Gemm, MatMul", "alpha = beta = 1 (a MatMul's fused scale 1), transA = 0, C has N elements (or 1)";
     BROADCAST = "broadcast", "Add, Mul", "operands have one shape, or the right (or left) operand is a constant scalar or varies along one axis";
     LOCAL_MEMORY = "local-memory", "all", "after tiling, the op's working set fits one tile's local memory";
+    DMA = "dma", "all", "after tiling, every transfer fits AIE-ML buffer descriptors: whole 32-bit words at word-aligned DDR and local addresses (a run may end in its tensor's 64-byte padding), walks within the BD fields";
 }
 
 /// Why a node stays on the CPU.
@@ -63,9 +64,16 @@ impl std::fmt::Display for Reject {
 }
 
 fn no(c: &'static Constraint, detail: impl Into<String>) -> Reject {
-    Reject {
-        constraint: c,
-        detail: detail.into(),
+    Reject::new(c, detail)
+}
+
+impl Reject {
+    /// A rejection for breaking `c`, with the value at fault.
+    pub fn new(c: &'static Constraint, detail: impl Into<String>) -> Reject {
+        Reject {
+            constraint: c,
+            detail: detail.into(),
+        }
     }
 }
 

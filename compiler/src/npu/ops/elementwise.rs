@@ -3,7 +3,10 @@
 //! unary form of the ELTWISE kernel. Work is cut into chunks of whole rows that fit the tile next to their `b`
 //! slice; the result overwrites `a` in local memory before it is stored.
 
-use super::{a64, act_words, ArgKind, Elem, Gen, OpProgram, Quant, PARAM_AREA};
+use super::capability::BROADCAST;
+use super::{
+    a64, act_words, local_memory, ArgKind, Elem, Gen, OpProgram, Quant, Reject, PARAM_AREA,
+};
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
 use crate::npu::txn::{Kernel, Xrt};
@@ -56,14 +59,17 @@ pub struct EltwiseOp {
 
 impl EltwiseOp {
     /// Compiles the elementwise op.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         let mut g = Gen::new(t);
         let e = self.elem.size();
         let n = self.n;
         let has_b = self.op != EltOp::Unary;
         let b_act = has_b && self.b_const.is_none();
         if b_act && self.broadcast != Broadcast::Same {
-            return Err("a broadcast right operand must be a constant".into());
+            return Err(Reject::new(
+                &BROADCAST,
+                "a broadcast right operand must be a constant",
+            ));
         }
         g.arg(ArgKind::Input, Xrt::In, 0, 0, (n * e) as u64);
         let b_at = a64(n * e);
@@ -84,10 +90,10 @@ impl EltwiseOp {
         let two = if has_b { 2 } else { 1 };
         let max_elems = (budget / two).saturating_sub(64) / e;
         if max_elems == 0 {
-            return Err(format!(
+            return Err(local_memory(format!(
                 "local memory of {} B is too small for one element",
                 t.local_memory_bytes
-            ));
+            )));
         }
         let al = PARAM_AREA as usize;
         let (qa, qb, qy, clamp) = match &self.quant {
@@ -216,6 +222,6 @@ impl EltwiseOp {
             );
             g.p.body.sync(tile);
         }
-        Ok(g.finish())
+        g.finish()
     }
 }

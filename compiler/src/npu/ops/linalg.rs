@@ -5,7 +5,8 @@
 //! `[n-block][k-chunk]` blocks of `[kc][nt]`.
 
 use super::{
-    a64, best, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Requant, Weights, PARAM_AREA,
+    a64, budget, first_fit, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Reject, Requant,
+    Weights, PARAM_AREA,
 };
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
@@ -52,8 +53,7 @@ impl GemmOp {
         (self.m * self.k * self.n) as u64
     }
     /// Compiles the matrix product.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
-        let mut g = Gen::new(t);
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         let e = self.elem.size();
         let (m, k, n) = (self.m, self.k, self.n);
         let mut cands = Vec::new();
@@ -72,13 +72,25 @@ impl GemmOp {
                 }
             }
         }
-        let (mt, kc, nt) = best(cands.into_iter(), g.budget()).ok_or_else(|| {
+        let none = || {
             let need: usize = self.layout(1, 1, 1).iter().sum::<usize>() + PARAM_AREA as usize;
             format!(
                 "working set exceeds the tile's local memory: required {need} B, available {} B",
                 t.local_memory_bytes
             )
-        })?;
+        };
+        first_fit(cands, budget(t), none, |b| self.tiled(t, b))
+    }
+
+    /// Compiles the matrix product with tiling (mt, kc, nt).
+    fn tiled(
+        &self,
+        t: &NpuTarget,
+        (mt, kc, nt): (usize, usize, usize),
+    ) -> Result<OpProgram, Reject> {
+        let mut g = Gen::new(t);
+        let e = self.elem.size();
+        let (m, k, n) = (self.m, self.k, self.n);
         let int8 = self.elem != Elem::F32;
         // Constants: [n-block][k-chunk] blocks of [kcs][nts], then bias, then scales.
         let mut wtab = Vec::new();
@@ -245,6 +257,6 @@ impl GemmOp {
                 g.p.body.sync(tile);
             }
         }
-        Ok(g.finish())
+        g.finish()
     }
 }

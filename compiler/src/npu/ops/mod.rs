@@ -228,7 +228,7 @@ pub enum NpuOp {
 
 impl NpuOp {
     /// Compiles the op for a target: arg map, transaction body, params, NPU-layout constants, cost.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         match self {
             NpuOp::Conv(o) => o.program(t),
             NpuOp::Pool(o) => o.program(t),
@@ -269,6 +269,21 @@ pub(crate) fn a64(x: usize) -> usize {
     x.div_ceil(64) * 64
 }
 
+/// A tile's local bytes after the parameter area.
+pub(crate) fn budget(t: &NpuTarget) -> usize {
+    t.local_memory_bytes as usize - PARAM_AREA as usize
+}
+
+/// A working set that does not fit a tile's local memory.
+pub(crate) fn local_memory(why: String) -> Reject {
+    Reject::new(&capability::LOCAL_MEMORY, why)
+}
+
+/// An output block whose window lies outside the input (it sees only padding).
+pub(crate) fn outside(why: String) -> Reject {
+    Reject::new(&capability::PADS, why)
+}
+
 /// Shared state of an op's program generator: tiles round-robin, parameter dedup, per-tile cycle sums.
 pub(crate) struct Gen<'t> {
     pub t: &'t NpuTarget,
@@ -277,6 +292,8 @@ pub(crate) struct Gen<'t> {
     next: usize,
     tile_cycles: Vec<u64>,
     param_index: std::collections::HashMap<Vec<u8>, u64>,
+    /// Why the first transfer that does not fit AIE-ML's BDs does not.
+    unfit: Option<String>,
 }
 
 impl<'t> Gen<'t> {
@@ -293,11 +310,12 @@ impl<'t> Gen<'t> {
             next: 0,
             tile_cycles: vec![0; n],
             param_index: Default::default(),
+            unfit: None,
         }
     }
     /// Usable local bytes after the parameter area.
     pub fn budget(&self) -> usize {
-        self.t.local_memory_bytes as usize - PARAM_AREA as usize
+        budget(self.t)
     }
     /// The next tile, round-robin: (index, col, row).
     pub fn tile(&mut self) -> (usize, u8, u8) {
@@ -329,8 +347,21 @@ impl<'t> Gen<'t> {
         ddr_stride: usize,
         local_stride: usize,
     ) {
+        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
+        let wide = linear
+            .then(|| self.widen(store, buf, offset, local, row_bytes.checked_mul(rows)?))
+            .flatten();
+        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
         self.p.cost.dma_bytes += (row_bytes * rows) as u64;
-        self.p.body.dma(
+        let (ddr_stride, local_stride) = if rows == 1 {
+            (row_bytes, row_bytes)
+        } else {
+            (ddr_stride, local_stride)
+        };
+        if self.unfit.is_some() {
+            return;
+        }
+        let moved = self.p.body.dma(
             tile,
             store,
             buf,
@@ -341,6 +372,42 @@ impl<'t> Gen<'t> {
             ddr_stride as u32,
             local_stride as u32,
         );
+        if let Err(why) = moved {
+            self.unfit.get_or_insert(why);
+        }
+    }
+    /// A linear run of bytes (one row, or rows that touch) whose length is not a multiple of 4, widened to the
+    /// next word so that the DMA can move it: every tensor sits 64-byte aligned and padded in its buffer and
+    /// every local region is 64-byte padded, so a load may read into its tensor's padding, and a store may write
+    /// into it when the run ends at the tensor's end (the padding is nobody's data). `None` when the run is not
+    /// word-aligned, already is whole words, or is a store that ends inside its tensor.
+    fn widen(
+        &self,
+        store: bool,
+        buf: Xrt,
+        offset: usize,
+        local: usize,
+        run: usize,
+    ) -> Option<usize> {
+        if run.is_multiple_of(4) || !offset.is_multiple_of(4) || !local.is_multiple_of(4) {
+            return None;
+        }
+        let end = offset.checked_add(run)?;
+        let wide = run.next_multiple_of(4);
+        self.p
+            .arg_map
+            .iter()
+            .filter(|e| e.xrt == buf)
+            .filter(|e| (e.offset as usize) <= offset && end <= (e.offset + e.size) as usize)
+            .any(|e| {
+                let tensor_end = (e.offset + e.size) as usize;
+                if store {
+                    end == tensor_end
+                } else {
+                    offset + wide <= a64(tensor_end)
+                }
+            })
+            .then_some(wide)
     }
     /// Loads a parameter block into the tile at `slot` and runs `kernel` on it; `work` MACs (or elements) at
     /// the rate of `dtype`.
@@ -380,8 +447,11 @@ impl<'t> Gen<'t> {
         self.p.cost.macs += work;
         self.tile_cycles[tile.0] += work.div_ceil(rate);
     }
-    /// Finishes: cost totals, params area entry.
-    pub fn finish(mut self) -> OpProgram {
+    /// Finishes: cost totals, params area entry; or the first transfer that did not fit.
+    pub fn finish(mut self) -> Result<OpProgram, Reject> {
+        if let Some(why) = self.unfit.take() {
+            return Err(Reject::new(&capability::DMA, why));
+        }
         self.p.body.drain_all();
         let plen = self.p.params.len() as u64;
         self.arg(ArgKind::ConstKernelParamInput, Xrt::Params, 0, 0, plen);
@@ -392,7 +462,7 @@ impl<'t> Gen<'t> {
             .cost
             .dma_bytes
             .div_ceil(self.t.dma_bytes_per_cycle as u64);
-        self.p
+        Ok(self.p)
     }
 }
 
@@ -501,6 +571,34 @@ pub(crate) fn best<T: Copy>(
         .filter(|c| c.1 <= budget)
         .min_by_key(|c| c.2)
         .map(|c| c.0)
+}
+
+/// Tilings tried, best estimate first, before an op whose transfers fit no AIE-ML BD stays on the CPU.
+const MAX_TILINGS: usize = 16;
+
+/// The program of the first tiling, best estimate first, among the `(block, local bytes, estimate)`
+/// candidates within `budget` whose transfers all fit AIE-ML's BDs (an int8 block of odd rows may not, where
+/// another block covers whole words). `none` explains an empty choice (the `local-memory` constraint); after
+/// [`MAX_TILINGS`] tilings the first one's `dma` rejection stands.
+pub(crate) fn first_fit<T: Copy>(
+    mut cands: Vec<(T, usize, u64)>,
+    budget: usize,
+    none: impl FnOnce() -> String,
+    mut build: impl FnMut(T) -> Result<OpProgram, Reject>,
+) -> Result<OpProgram, Reject> {
+    cands.retain(|c| c.1 <= budget);
+    // Stable: equal estimates keep the candidates' order.
+    cands.sort_by_key(|c| c.2);
+    let mut first = None;
+    for &(block, _, _) in cands.iter().take(MAX_TILINGS) {
+        match build(block) {
+            Err(r) if std::ptr::eq(r.constraint, &capability::DMA) => {
+                first.get_or_insert(r);
+            }
+            done => return done,
+        }
+    }
+    Err(first.unwrap_or_else(|| local_memory(none())))
 }
 
 /// Ranking of a block choice: estimated cycles of the op — the longer of its DMA traffic and its compute spread

@@ -2,7 +2,7 @@
 //! into a tile and strided DMA stores to the output, with no compute command. Concat along any axis is `outer`
 //! rows per input, each input's row landing at its byte offset inside the output row; Reshape is one input row.
 
-use super::{ArgKind, Gen, OpProgram};
+use super::{ArgKind, Gen, OpProgram, Reject};
 use crate::npu::target::NpuTarget;
 use crate::npu::txn::Xrt;
 
@@ -26,7 +26,7 @@ pub struct CopyOp {
 
 impl CopyOp {
     /// Compiles the copy.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         let mut g = Gen::new(t);
         let budget = g.budget();
         let row_out: usize = self.parts.iter().map(|p| p.row_bytes).sum();
@@ -105,6 +105,6 @@ impl CopyOp {
             }
             prefix += rb;
         }
-        Ok(g.finish())
+        g.finish()
     }
 }

@@ -7,7 +7,8 @@
 //! `[group][m-block][c-chunk]` blocks of `[mb][cb][kh][kw]`, so each chunk is one contiguous DMA.
 
 use super::{
-    a64, best, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Requant, Weights, PARAM_AREA,
+    a64, budget, first_fit, outside, sizes, ArgKind, Elem, EpilogueBlock, Gen, OpProgram, Reject,
+    Requant, Weights, PARAM_AREA,
 };
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
@@ -128,8 +129,8 @@ impl ConvOp {
             if int8 { a64(outb) } else { 0 },
         ]
     }
-    /// Chooses (mb, cb, ohb), or explains why no block fits.
-    pub fn blocks(&self, t: &NpuTarget, budget: usize) -> Result<(usize, usize, usize), String> {
+    /// The (mb, cb, ohb) tilings with their local bytes and estimates.
+    fn tilings(&self, t: &NpuTarget) -> Vec<((usize, usize, usize), usize, u64)> {
         let (cg, mg) = (self.x[1] / self.group, self.m / self.group);
         let dw = self.depthwise();
         let mut cands = Vec::new();
@@ -157,7 +158,13 @@ impl ConvOp {
                 }
             }
         }
-        best(cands.into_iter(), budget).ok_or_else(|| {
+        cands
+    }
+
+    /// Compiles the conv with the best tiling whose transfers fit.
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
+        let budget = budget(t);
+        let none = || {
             let need: usize = self.layout(1, 1, 1).iter().sum();
             format!(
                 "working set exceeds the tile's local memory even for 1 channel x 1 row: required {} B, available {} B, excess {} B",
@@ -165,13 +172,17 @@ impl ConvOp {
                 budget + PARAM_AREA as usize,
                 need - budget.min(need)
             )
-        })
+        };
+        first_fit(self.tilings(t), budget, none, |b| self.tiled(t, b))
     }
 
-    /// Compiles the conv.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+    /// Compiles the conv with tiling (mb, cb, ohb).
+    fn tiled(
+        &self,
+        t: &NpuTarget,
+        (mb, cb, ohb): (usize, usize, usize),
+    ) -> Result<OpProgram, Reject> {
         let mut g = Gen::new(t);
-        let (mb, cb, ohb) = self.blocks(t, g.budget())?;
         let e = self.elem.size();
         let [n, c, h, w] = self.x;
         let [oh, ow] = self.out;
@@ -251,7 +262,7 @@ impl ConvOp {
                     for oh0 in (0..oh).step_by(ohb) {
                         wi = chunk0;
                         let ohs = ohb.min(oh - oh0);
-                        let (ih0, in_rows, row0) = rows.slab(oh0, ohs)?;
+                        let (ih0, in_rows, row0) = rows.slab(oh0, ohs).map_err(outside)?;
                         let tile = g.tile();
                         let chunks: Vec<usize> = if dw {
                             vec![0]
@@ -390,7 +401,7 @@ impl ConvOp {
                 }
             }
         }
-        Ok(g.finish())
+        g.finish()
     }
 }
 

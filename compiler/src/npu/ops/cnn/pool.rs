@@ -1,7 +1,10 @@
 //! NPU lowering of the CNN family's pooling (`ir/ops/cnn.rs`): MaxPool / AveragePool (no ceil mode) as blocks of
 //! full-width output rows over the input slab their windows touch, and GlobalAveragePool.
 
-use super::super::{a64, best, sizes, ArgKind, Elem, Gen, OpProgram, PARAM_AREA};
+use super::super::{
+    a64, best, budget, first_fit, local_memory, outside, sizes, ArgKind, Elem, Gen, OpProgram,
+    Reject, PARAM_AREA,
+};
 use super::Rows;
 use crate::npu::target::NpuTarget;
 use crate::npu::txn::{Kernel, Xrt};
@@ -52,10 +55,9 @@ impl PoolOp {
         self.rows().max_slab(ohb)
     }
     /// Compiles the pool.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
-        let mut g = Gen::new(t);
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         let e = self.elem.size();
-        let [n, c, h, w] = self.x;
+        let [n, c, _, w] = self.x;
         let [oh, ow] = self.out;
         let bytes =
             |cb: usize, ohb: usize| a64(cb * self.in_rows(ohb) * w * e) + a64(cb * ohb * ow * e);
@@ -73,13 +75,22 @@ impl PoolOp {
                 ));
             }
         }
-        let (cb, ohb) = best(cands.into_iter(), g.budget()).ok_or_else(|| {
+        let none = || {
             format!(
                 "working set exceeds the tile's local memory: required {} B, available {} B",
                 bytes(1, 1) + PARAM_AREA as usize,
                 t.local_memory_bytes
             )
-        })?;
+        };
+        first_fit(cands, budget(t), none, |b| self.tiled(t, b))
+    }
+
+    /// Compiles the pool with tiling (cb, ohb).
+    fn tiled(&self, t: &NpuTarget, (cb, ohb): (usize, usize)) -> Result<OpProgram, Reject> {
+        let mut g = Gen::new(t);
+        let e = self.elem.size();
+        let [n, c, h, w] = self.x;
+        let [oh, ow] = self.out;
         g.arg(ArgKind::Input, Xrt::In, 0, 0, (n * c * h * w * e) as u64);
         g.arg(
             ArgKind::Output,
@@ -101,7 +112,7 @@ impl PoolOp {
                 let cbs = cb.min(c - c0);
                 for oh0 in (0..oh).step_by(ohb) {
                     let ohs = ohb.min(oh - oh0);
-                    let (ih0, in_rows, row0) = rows.slab(oh0, ohs)?;
+                    let (ih0, in_rows, row0) = rows.slab(oh0, ohs).map_err(outside)?;
                     let tile = g.tile();
                     let row = in_rows * w * e;
                     g.dma(
@@ -152,7 +163,7 @@ impl PoolOp {
                 }
             }
         }
-        Ok(g.finish())
+        g.finish()
     }
 }
 
@@ -169,7 +180,7 @@ pub struct GapOp {
 
 impl GapOp {
     /// Compiles the global pool.
-    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, String> {
+    pub fn program(&self, t: &NpuTarget) -> Result<OpProgram, Reject> {
         let mut g = Gen::new(t);
         let e = self.elem.size();
         let bytes = |cb: usize| a64(cb * self.size * e) + a64(cb * e);
@@ -183,7 +194,8 @@ impl GapOp {
                 t.local_memory_bytes,
                 (bytes(1) + PARAM_AREA as usize).saturating_sub(t.local_memory_bytes as usize)
             )
-        })?;
+        })
+        .map_err(local_memory)?;
         g.arg(
             ArgKind::Input,
             Xrt::In,
@@ -228,6 +240,6 @@ impl GapOp {
             );
             g.p.body.sync(tile);
         }
-        Ok(g.finish())
+        g.finish()
     }
 }
