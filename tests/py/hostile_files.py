@@ -650,10 +650,13 @@ simple("txn_op_count_zero", lambda: insp(txn_file("x_count0.txn", patched(TXN, 8
 simple("txn_total_huge", lambda: insp(txn_file("x_total.txn", patched(TXN, 12, "<I", 0xFFFFFFFF, fix_total=False))), ERR("x_total.txn", "size"))
 simple("txn_custom_size_0", lambda: insp(txn_file("x_size0.txn", patched(TXN, first_custom[0] + 4, "<I", 0))), ERR("x_size0.txn", f"op {OPS.index(first_custom)} at byte {first_custom[0]}", "size 0"))
 simple("txn_custom_size_max", lambda: insp(txn_file("x_sizemax.txn", patched(TXN, first_custom[0] + 4, "<I", 0xFFFFFFFF))), ERR("x_sizemax.txn", f"op {OPS.index(first_custom)} at byte {first_custom[0]}", "4294967295"))
-# DDR_PATCH, VNPU_DMA and VNPU_COMPUTE have fixed sizes (48, 40, 24): another size field is malformed.
+# DDR_PATCH, TCT and VNPU_KERNEL have fixed sizes (48, 16, 16): another size field is malformed.
 simple("txn_custom_size_wrong", lambda: insp(txn_file("x_sizewrong.txn", patched(TXN, first_custom[0] + 4, "<I", first_custom[2] + 8))),
        ERR("x_sizewrong.txn", f"op {OPS.index(first_custom)} at byte {first_custom[0]}"))
 simple("txn_unknown_opcode_2", lambda: insp(txn_file("x_op2.txn", patched(TXN, first_op[0], "<B", 2))), ERR("x_op2.txn", "op 0 at byte 16", "unknown opcode"))
+# 144 and 145 were the virtual NPU's own DMA and compute commands; data moves through AIE-ML BDs now.
+simple("txn_retired_opcode_144", lambda: insp(txn_file("x_op144.txn", patched(TXN, first_custom[0], "<B", 144))), ERR("x_op144.txn", "opcode 144"))
+simple("txn_retired_opcode_145", lambda: insp(txn_file("x_op145.txn", patched(TXN, first_custom[0], "<B", 145))), ERR("x_op145.txn", "opcode 145"))
 simple("txn_unknown_opcode_127", lambda: insp(txn_file("x_op127.txn", patched(TXN, first_op[0], "<B", 127))), ERR("x_op127.txn", "unknown opcode"))
 # Opcodes 128, 130..132 are aie-rt's TCT, READ_REGS, RECORD_TIMER, MERGE_SYNC: the format says they are errors.
 simple("txn_unused_custom_opcode_130", lambda: insp(txn_file("x_op130.txn", patched(TXN, first_custom[0], "<B", 130))), ERR("x_op130.txn", f"op {OPS.index(first_custom)} at byte {first_custom[0]}", "opcode 130"))

@@ -131,7 +131,7 @@ impl fmt::Display for ParamWhy {
     }
 }
 
-/// The name of VNPU_COMPUTE kernel `code` (`"?"` for an unknown one).
+/// The name of kernel `code` (`"?"` for an unknown one).
 pub const fn kernel_name(code: u32) -> &'static str {
     match code {
         1 => "CONV",
@@ -260,12 +260,12 @@ pub enum NpuWhy {
         /// The register's value.
         actual: u32,
     },
-    /// A VNPU_COMPUTE kernel number outside 1..=6.
+    /// A mailbox kernel number outside 1..=6.
     UnknownKernel {
         /// The kernel number.
         kernel: u32,
     },
-    /// A VNPU_COMPUTE parameter block size other than the kernel's.
+    /// A mailbox parameter block size other than the kernel's.
     ParamSize {
         /// The kernel number.
         kernel: u32,
@@ -435,7 +435,7 @@ impl fmt::Display for NpuWhy {
             ),
             NpuWhy::UnknownOpcode { opcode } => write!(
                 f,
-                "unknown opcode {opcode} (the emulator reads 0, 1, 3-8, 128, 129, 131, 132, 144-146)"
+                "unknown opcode {opcode} (the emulator reads 0, 1, 3-8, 128, 129, 131, 132, 146)"
             ),
             NpuWhy::BadField { field, value } => {
                 write!(f, "field `{field}` has the invalid value {value}")

@@ -10,18 +10,15 @@
 //! op's opcode and size, that the ops exactly fill `total size` and number `op count`, every
 //! register address (tile inside the array, offset a register of that tile or an aligned
 //! data-memory word), DDR_PATCH fields (`regaddr` word 1 of a shim buffer descriptor, `argplus`
-//! 4-byte aligned), VNPU_DMA fields and the local side of every DMA, and each VNPU_COMPUTE's
-//! tile, kernel and parameter-block placement. Errors name the op index and
-//! its byte offset. Register offsets win over data memory where a memory tile's data memory
+//! 4-byte aligned), and the tile and kernel of each VNPU_KERNEL. Errors name the op index and its
+//! byte offset. Register offsets win over data memory where a memory tile's data memory
 //! (larger than `0x1D000`) overlaps the register map.
 
 use alloc::vec::Vec;
 
 use super::device::NpuTarget;
-use super::params::Kernel;
 use super::regs::{
-    bd_at, check_local, tile_of, u32_at, u64_at, word_at, Addr, Tile, TileKind, BD_ADDR_LOW,
-    TILE_OFFSET_BITS,
+    bd_at, tile_of, u32_at, u64_at, word_at, Addr, Tile, BD_ADDR_LOW, TILE_OFFSET_BITS,
 };
 use crate::error::{Error, NpuBuffer, NpuWhy};
 use crate::Result;
@@ -69,41 +66,8 @@ pub(crate) enum OpKind<'t> {
         buffer: NpuBuffer,
         argplus: u64,
     },
-    /// VNPU_DMA (144).
-    Dma(Dma),
     /// VNPU_KERNEL (146): core `tile` runs the resident super-kernel from now on.
     LoadKernel { tile: Tile },
-    /// VNPU_COMPUTE (145).
-    Compute {
-        tile: Tile,
-        kernel: Kernel,
-        param_addr: u32,
-    },
-}
-
-/// A VNPU_DMA command; its local side is checked against the tile's data memory.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Dma {
-    /// The shim tile whose buffer descriptor holds the DDR address.
-    pub shim: Tile,
-    /// That buffer descriptor.
-    pub bd: u8,
-    /// The memory or core tile the transfer serves.
-    pub tile: Tile,
-    /// Bytes past the descriptor's (4-byte aligned) address where row 0 starts: 0..=3.
-    pub skip: u32,
-    /// Tile → DDR (else DDR → tile).
-    pub store: bool,
-    /// Local byte offset of row 0.
-    pub local: u32,
-    /// Bytes per row (≥ 1).
-    pub row_bytes: u32,
-    /// Rows (≥ 1).
-    pub rows: u32,
-    /// DDR bytes between row starts.
-    pub ddr_stride: u32,
-    /// Local bytes between row starts.
-    pub local_stride: u32,
 }
 
 /// One decoded op with its place in the file.
@@ -202,8 +166,6 @@ fn size_rule(layout: Layout, opcode: u8) -> Option<SizeRule> {
         (_, 131) => Field(4, &[12]),
         (V01, 129) => Field(4, &[48]),
         (V10, 129) => Field(4, &[24]),
-        (_, 144) => Field(4, &[44]),
-        (_, 145) => Field(4, &[24]),
         (_, 146) => Field(4, &[16]),
         _ => return None,
     })
@@ -429,8 +391,6 @@ fn op_kind<'t>(
                 argplus,
             }
         }
-        144 => OpKind::Dma(dma(b, target)?),
-        145 => compute(b, target)?,
         146 => {
             // VNPU_KERNEL: the core tile and the resident kernel it runs (1: the super-kernel).
             let tile = core_tile(target, w32(8))?;
@@ -446,75 +406,6 @@ fn op_kind<'t>(
         }
         opcode => return Err(NpuWhy::UnknownOpcode { opcode }),
     })
-}
-
-/// Decodes a VNPU_DMA and checks its local side.
-fn dma(b: &[u8], target: &NpuTarget) -> core::result::Result<Dma, NpuWhy> {
-    let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
-    let (shim, bd) = bd_at(target, w32(8).into(), 0)?;
-    let raw = w32(36);
-    let tile = tile_of(target, raw.into())?;
-    if raw & ((1 << TILE_OFFSET_BITS) - 1) != 0 || tile.kind == TileKind::Shim {
-        let value = raw.into();
-        return Err(NpuWhy::BadField {
-            field: "tile",
-            value,
-        });
-    }
-    let skip = w32(40);
-    if skip > 3 {
-        let value = skip.into();
-        let field = "DDR byte offset";
-        return Err(NpuWhy::BadField { field, value });
-    }
-    let store = match w32(12) {
-        0 => false,
-        1 => true,
-        value => {
-            let field = "direction";
-            return Err(NpuWhy::BadField {
-                field,
-                value: value.into(),
-            });
-        }
-    };
-    let (local, row_bytes, rows) = (w32(16), w32(20), w32(24));
-    for (field, value) in [("row bytes", row_bytes), ("rows", rows)] {
-        if value == 0 {
-            return Err(NpuWhy::BadField { field, value: 0 });
-        }
-    }
-    // The destination rows must not overlap (a later row would overwrite an earlier one). This
-    // also bounds a transfer by its destination's size, so no DMA copies more than that.
-    let (dst_field, dst_stride) = if store {
-        ("DDR stride", w32(28))
-    } else {
-        ("local stride", w32(32))
-    };
-    if rows > 1 && dst_stride < row_bytes {
-        let value = dst_stride.into();
-        return Err(NpuWhy::BadField {
-            field: dst_field,
-            value,
-        });
-    }
-    let d = Dma {
-        shim,
-        bd,
-        tile,
-        skip,
-        store,
-        local,
-        row_bytes,
-        rows,
-        ddr_stride: w32(28),
-        local_stride: w32(32),
-    };
-    // Row starts grow with `r`, so the last row has the highest end (all in u64: no overflow).
-    let last = u64::from(rows - 1) * u64::from(d.local_stride);
-    let span = last + u64::from(row_bytes);
-    check_local(tile, local.into(), span)?;
-    Ok(d)
 }
 
 /// The resident kernel VNPU_KERNEL names: the super-kernel of `docs/npu-transaction-format.md`.
@@ -535,32 +426,4 @@ fn core_tile(target: &NpuTarget, raw: u32) -> core::result::Result<Tile, NpuWhy>
         return Err(NpuWhy::NotCoreTile { col, row });
     }
     Ok(tile)
-}
-
-/// Decodes a VNPU_COMPUTE: a core tile, a known kernel, its parameter block inside data memory.
-fn compute<'t>(b: &[u8], target: &NpuTarget) -> core::result::Result<OpKind<'t>, NpuWhy> {
-    let w32 = |at: usize| u32_at(b, at).unwrap_or(0);
-    let tile = core_tile(target, w32(8))?;
-    let code = w32(12);
-    let kernel = Kernel::from_code(code).ok_or(NpuWhy::UnknownKernel { kernel: code })?;
-    let (param_addr, bytes) = (w32(16), w32(20));
-    if param_addr % 4 != 0 {
-        let value = param_addr.into();
-        let field = "parameter block address";
-        return Err(NpuWhy::BadField { field, value });
-    }
-    let expected = kernel.block_bytes();
-    if bytes != expected {
-        return Err(NpuWhy::ParamSize {
-            kernel: code,
-            bytes,
-            expected,
-        });
-    }
-    check_local(tile, param_addr.into(), bytes.into())?;
-    Ok(OpKind::Compute {
-        tile,
-        kernel,
-        param_addr,
-    })
 }

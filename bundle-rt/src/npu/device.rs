@@ -31,9 +31,9 @@ pub struct NpuCycles {
     /// Instruction transfer: the transaction's bytes over the instruction bandwidth, plus the
     /// dispatch overhead.
     pub instruction: u64,
-    /// Data transfer: bytes moved by VNPU_DMA over the DMA bandwidth.
+    /// Data transfer: DDR bytes the shim DMA moved, over the DMA bandwidth.
     pub data: u64,
-    /// Compute: the busiest core tile's sum over its VNPU_COMPUTE commands.
+    /// Compute: the busiest core tile's sum over its super-instructions.
     pub compute: u64,
 }
 

@@ -1,27 +1,27 @@
 //! Executing decoded ops: the emulator's per-tile state (data memories, the DMA state of `dma.rs`:
-//! buffer descriptors, channels and locks, and a memory or core tile's `DMA_LOAD_DONE`,
-//! `DMA_STORE_DONE`, `CORE_DONE`) and the cycle count. A write to a start queue or a lock value
-//! lets the DMA engine run until it settles; a TCT takes a task-completion token and a MASKPOLL on
-//! a channel's status waits for it, and either that cannot be satisfied is a deadlock naming the
-//! channel. A VNPU_DMA takes its DDR address from the shim buffer descriptor it names (words 1 and
-//! 2, as a DDR_PATCH leaves them) and moves data to or from the tile it serves.
+//! buffer descriptors, channels and locks; whether a core's super-kernel is resident) and the
+//! cycle count. A write to a start queue or a lock value lets the DMA engine and the resident
+//! super-kernels run until they settle; a TCT takes a task-completion token and a MASKPOLL on a
+//! channel's status or a lock waits for it, and either that cannot be satisfied is a deadlock
+//! naming the channel.
 //!
 //! A run replays the ops twice from a reset state. The *check* pass moves no data: it simulates
 //! only the registers (which no op derives from data), so every DDR_PATCH bound, buffer descriptor
 //! address, DMA bound on both sides, store permission and register MASKPOLL is checked before the
 //! first byte is written. The *execute* pass then does the work; the only checks left to it are
-//! those that read data memory (a COMPUTE's parameter block, MASKWRITE/MASKPOLL on a data word),
+//! those that read data memory (a super-instruction's mailbox and parameter block, MASKWRITE/MASKPOLL
+//! on a data word),
 //! and each runs before its op changes anything. Ops complete in order (a MASKPOLL never waits).
 //! Tile memories are allocated on first use, kept across runs and zeroed when a run first touches
 //! them; every allocation failure is [`Error::OutOfMemory`](crate::Error::OutOfMemory).
 
 use alloc::vec::Vec;
 
-use super::decode::{Dma as DmaCmd, Op, OpKind};
+use super::decode::{Op, OpKind};
 use super::device::{NpuBuffers, NpuCycles, NpuTarget};
 use super::dma::{Dir, Dma};
 use super::kernels;
-use super::memory::{buf, buf_len, buf_mut, ddr, oom, DmaMem, Memories, OpErr, DDR_OFFSET_BITS};
+use super::memory::{buf_len, oom, DmaMem, Memories, OpErr, DDR_OFFSET_BITS};
 use super::params::{Kernel, Params};
 use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW};
 use crate::aie::lock::Acquire;
@@ -40,18 +40,9 @@ pub(crate) const DONE_LOCK: usize = 15;
 /// bytes, reserved 0 (the last 16 bytes of the 256-byte parameter area).
 pub(crate) const MAILBOX: u32 = 0xF0;
 
-/// The virtual NPU's counters of one memory or core tile.
-#[derive(Clone, Copy, Debug, Default)]
-struct Regs {
-    load_done: u32,
-    store_done: u32,
-    core_done: u32,
-}
-
 /// Per-tile state, reused across runs.
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    regs: Vec<Regs>,
     /// Data memories.
     memories: Memories,
     /// Buffer descriptors, channels, locks.
@@ -60,8 +51,6 @@ pub(crate) struct State {
     resident: Vec<bool>,
     /// Compute cycles per tile in this run.
     busy: Vec<u64>,
-    /// Bytes moved by VNPU_DMA in this run.
-    dma_bytes: u64,
 }
 
 /// Which pass runs.
@@ -72,8 +61,6 @@ enum Pass {
     /// Everything.
     Execute,
 }
-
-type R<T> = core::result::Result<T, NpuWhy>;
 
 /// `ceil(a / b)`, with a rate of 0 counted as 1.
 fn cycles(a: u64, rate: u32) -> u64 {
@@ -95,10 +82,9 @@ impl State {
         State::default()
     }
 
-    /// Resets registers, counters, DMA state and cycle sums for a pass over `target`.
+    /// Resets memories' state, DMA state and cycle sums for a pass over `target`.
     fn reset(&mut self, target: &NpuTarget) -> Result<()> {
         let tiles = regs::tile_count(target);
-        resize(&mut self.regs, tiles, Regs::default())?;
         resize(&mut self.memories.clean, tiles, false)?;
         resize(&mut self.busy, tiles, 0)?;
         resize(&mut self.resident, tiles, false)?;
@@ -109,7 +95,6 @@ impl State {
             mems.resize_with(tiles, Vec::new);
         }
         self.dma.reset(target);
-        self.dma_bytes = 0;
         Ok(())
     }
 
@@ -131,10 +116,7 @@ impl State {
         let instr = cycles(txn.len() as u64, target.instr_bytes_per_cycle);
         Ok(NpuCycles {
             instruction: instr.saturating_add(target.dispatch_cycles.into()),
-            data: cycles(
-                self.dma_bytes.saturating_add(self.dma.ddr_bytes),
-                target.dma_bytes_per_cycle,
-            ),
+            data: cycles(self.dma.ddr_bytes, target.dma_bytes_per_cycle),
             compute: self.busy.iter().copied().max().unwrap_or(0),
         })
     }
@@ -142,13 +124,6 @@ impl State {
     /// The tile's data memory, allocated and zeroed for this run.
     fn mem(&mut self, tile: Tile) -> core::result::Result<&mut [u8], OpErr> {
         self.memories.tile(tile.index, tile.local as usize)
-    }
-
-    fn regs(&mut self, tile: Tile) -> R<&mut Regs> {
-        let (col, row) = (tile.col, tile.row);
-        self.regs
-            .get_mut(tile.index)
-            .ok_or(NpuWhy::NotCoreTile { col, row })
     }
 
     /// Runs the DMA engine and the resident super-kernels until nothing can move.
@@ -207,8 +182,6 @@ impl State {
                     }
                     .into());
                 }
-                let regs = self.regs(tile)?;
-                regs.core_done = regs.core_done.wrapping_add(1);
                 any = true;
             }
         }
@@ -263,22 +236,15 @@ impl State {
             return Ok(regs::u32_at(self.mem(at.tile)?, off as usize));
         };
         let t = at.tile.index;
+        let Some(d) = self.dma.tile_ref(t) else {
+            return Ok(Some(0));
+        };
         Ok(Some(match reg {
-            Reg::LoadDone => self.regs(at.tile)?.load_done,
-            Reg::StoreDone => self.regs(at.tile)?.store_done,
-            Reg::CoreDone => self.regs(at.tile)?.core_done,
-            other => {
-                let Some(d) = self.dma.tile_ref(t) else {
-                    return Ok(Some(0));
-                };
-                match other {
-                    Reg::Bd { bd, word } => d.bd_word(bd, word),
-                    Reg::Lock(id) => d.lock(usize::from(id)),
-                    Reg::Ctrl { dir, ch } => d.ctrl(dir_of(dir), usize::from(ch)),
-                    Reg::Status { dir, ch } => d.status(dir_of(dir), usize::from(ch)),
-                    _ => 0, // a start queue reads 0
-                }
-            }
+            Reg::Bd { bd, word } => d.bd_word(bd, word),
+            Reg::Lock(id) => d.lock(usize::from(id)),
+            Reg::Ctrl { dir, ch } => d.ctrl(dir_of(dir), usize::from(ch)),
+            Reg::Status { dir, ch } => d.status(dir_of(dir), usize::from(ch)),
+            _ => 0, // a start queue reads 0
         }))
     }
 
@@ -306,28 +272,21 @@ impl State {
         };
         let t = at.tile.index;
         let mut settle = false;
+        let Some(d) = self.dma.tile(t) else {
+            return Ok(());
+        };
         match reg {
-            Reg::LoadDone => self.regs(at.tile)?.load_done = value,
-            Reg::StoreDone => self.regs(at.tile)?.store_done = value,
-            Reg::CoreDone => self.regs(at.tile)?.core_done = value,
-            other => {
-                let Some(d) = self.dma.tile(t) else {
-                    return Ok(());
-                };
-                match other {
-                    Reg::Bd { bd, word } => d.set_bd_word(bd, word, value),
-                    Reg::Lock(id) => {
-                        d.set_lock(usize::from(id), value);
-                        settle = true;
-                    }
-                    Reg::Ctrl { dir, ch } => d.set_ctrl(dir_of(dir), usize::from(ch), value),
-                    Reg::Queue { dir, ch } => {
-                        d.push(dir_of(dir), usize::from(ch), value)?;
-                        settle = true;
-                    }
-                    _ => {} // status registers are read-only
-                }
+            Reg::Bd { bd, word } => d.set_bd_word(bd, word, value),
+            Reg::Lock(id) => {
+                d.set_lock(usize::from(id), value);
+                settle = true;
             }
+            Reg::Ctrl { dir, ch } => d.set_ctrl(dir_of(dir), usize::from(ch), value),
+            Reg::Queue { dir, ch } => {
+                d.push(dir_of(dir), usize::from(ch), value)?;
+                settle = true;
+            }
+            _ => {} // status registers are read-only
         }
         if settle {
             self.settle(target, bufs, pass)?;
@@ -464,91 +423,11 @@ impl State {
                 dir,
                 channel,
             } => self.tct(target, (col, row), (cols, rows), dir, channel)?,
-            OpKind::Dma(d) => self.dma(&d, bufs, pass)?,
-            OpKind::Compute {
-                tile,
-                kernel,
-                param_addr,
-            } => {
-                if pass == Pass::Execute {
-                    self.compute(target, tile, kernel, param_addr)?;
-                }
-                let regs = self.regs(tile)?;
-                regs.core_done = regs.core_done.wrapping_add(1);
-            }
         }
         Ok(())
     }
 
-    /// A VNPU_DMA: checks the DDR side (the local side was checked by decode), then copies.
-    fn dma(
-        &mut self,
-        d: &DmaCmd,
-        bufs: &mut NpuBuffers<'_>,
-        pass: Pass,
-    ) -> core::result::Result<(), OpErr> {
-        // The shim BD's address is below 2^48 and `skip` ≤ 3: no overflow.
-        let base = self
-            .dma
-            .tile_ref(d.shim.index)
-            .map_or(0, |t| t.decode(d.bd).addr);
-        let addr = base + u64::from(d.skip);
-        let (buffer, start) = ddr(addr)?;
-        if d.store && !buffer.is_writable() {
-            return Err(OpErr::Why(NpuWhy::ReadOnlyBuffer { buffer }));
-        }
-        let size = buf_len(bufs, buffer);
-        // All in u64 from u32 factors: (2^32)^2 + 2^40 + 2^32 < 2^64, no overflow.
-        let span = u64::from(d.rows - 1) * u64::from(d.ddr_stride) + u64::from(d.row_bytes);
-        if start + span > size {
-            let region = NpuRegion::Buffer(buffer);
-            return Err(OpErr::Why(NpuWhy::OutOfBounds {
-                region,
-                start,
-                len: span,
-                size,
-            }));
-        }
-        regs::check_local(d.tile, d.local.into(), {
-            u64::from(d.rows - 1) * u64::from(d.local_stride) + u64::from(d.row_bytes)
-        })?;
-        if pass == Pass::Execute {
-            // Every row was checked above (the last row ends furthest on both sides), and both
-            // sides fit `usize` (they are inside slices).
-            let (start, len) = (start as usize, d.row_bytes as usize);
-            let mem = self.mem(d.tile)?;
-            for r in 0..d.rows as usize {
-                let ddr = start + r * d.ddr_stride as usize;
-                let local = d.local as usize + r * d.local_stride as usize;
-                let (Some(ddr_end), Some(local_end)) =
-                    (ddr.checked_add(len), local.checked_add(len))
-                else {
-                    break;
-                };
-                let Some(tile_row) = mem.get_mut(local..local_end) else {
-                    break;
-                };
-                if d.store {
-                    if let Some(dst) = buf_mut(bufs, buffer).and_then(|b| b.get_mut(ddr..ddr_end)) {
-                        dst.copy_from_slice(tile_row);
-                    }
-                } else if let Some(src) = buf(bufs, buffer).get(ddr..ddr_end) {
-                    tile_row.copy_from_slice(src);
-                }
-            }
-            let moved = u64::from(d.rows).saturating_mul(d.row_bytes.into());
-            self.dma_bytes = self.dma_bytes.saturating_add(moved);
-        }
-        let regs = self.regs(d.tile)?;
-        if d.store {
-            regs.store_done = regs.store_done.wrapping_add(1);
-        } else {
-            regs.load_done = regs.load_done.wrapping_add(1);
-        }
-        Ok(())
-    }
-
-    /// A VNPU_COMPUTE: reads and checks the parameter block, runs the kernel, counts its cycles.
+    /// A kernel on `tile`: reads and checks the parameter block, runs the kernel, counts its cycles.
     fn compute(
         &mut self,
         target: &NpuTarget,

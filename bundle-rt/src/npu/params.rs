@@ -1,4 +1,4 @@
-//! Kernel parameter blocks: [`Kernel`] (the VNPU_COMPUTE kernel numbers and block sizes) and
+//! Kernel parameter blocks: [`Kernel`] (the super-kernel's kernel numbers and block sizes) and
 //! [`Params::parse`], which reads a block from a core tile's data memory and checks every word
 //! before a kernel runs.
 //!
@@ -12,7 +12,7 @@
 use super::regs::u32_at;
 use crate::error::{NpuWhy, ParamWhy};
 
-/// A VNPU_COMPUTE kernel.
+/// A kernel the super-kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
     /// 1: convolution slab into an accumulator.

@@ -7,15 +7,12 @@
 //! of 8 words at `0x1D000`, word 1 holding address bits 31:2 and word 2 bits 47:32, the words a
 //! real DDR_PATCH patches; memory tile: 48 of 8 words at `0xA0000`; core: 16 of 6 words at
 //! `0x1D000`), its DMA channels' control, start-queue and status registers, and its lock values.
-//! Memory and core tiles also have the virtual NPU's completion counters (`DMA_LOAD_DONE`,
-//! `DMA_STORE_DONE`, and `CORE_DONE` on core tiles), which sit where a core tile has its S2MM
-//! status registers and Core_Control and win there until the virtual NPU's DMA and compute
-//! commands are gone. The shim tile has no data memory.
+//! The shim tile has no data memory.
 //!
 //! Invariant: a [`Tile`] or [`Addr`] exists only for a tile inside the target's array, and an
 //! [`Addr`]'s data word lies wholly inside that tile's data memory. Register offsets win where a
-//! memory tile's data memory (512 KiB on the vnpu) overlaps the counters, so those data bytes are
-//! reachable by DMA only; `CORE_DONE`'s offset, not a memory-tile register, is a data word there.
+//! memory tile's data memory (512 KiB on the vnpu) overlaps a core tile's register offsets
+//! (`0x1D000`..), so those data bytes are reachable by DMA only.
 
 use super::device::NpuTarget;
 use crate::aie::bd::BdKind;
@@ -25,12 +22,6 @@ use crate::error::{NpuRegion, NpuWhy};
 pub(crate) const BD_ADDR_LOW: u8 = 1;
 /// The BD word whose low 16 bits hold address bits 47:32.
 pub(crate) const BD_ADDR_HIGH: u8 = 2;
-/// Register offset of `DMA_LOAD_DONE`.
-pub(crate) const DMA_LOAD_DONE: u32 = 0x1DF00;
-/// Register offset of `DMA_STORE_DONE`.
-pub(crate) const DMA_STORE_DONE: u32 = 0x1DF04;
-/// Register offset of `CORE_DONE` (core tiles only).
-pub(crate) const CORE_DONE: u32 = 0x32000;
 /// Bits of a register address below the tile fields.
 pub(crate) const TILE_OFFSET_BITS: u32 = 20;
 
@@ -89,12 +80,6 @@ pub(crate) enum Reg {
     Queue { dir: u8, ch: u8 },
     /// Status register of DMA channel `ch`.
     Status { dir: u8, ch: u8 },
-    /// `DMA_LOAD_DONE`.
-    LoadDone,
-    /// `DMA_STORE_DONE`.
-    StoreDone,
-    /// `CORE_DONE`.
-    CoreDone,
 }
 
 /// What a register address names inside its tile.
@@ -172,15 +157,6 @@ pub(crate) fn tile_at(target: &NpuTarget, col: u8, row: u8) -> core::result::Res
 
 /// The register at tile offset `off`, if a tile of this kind has one there.
 fn reg_at(off: u32, tile: &Tile) -> Option<Reg> {
-    let counter = match off {
-        DMA_LOAD_DONE if tile.kind != TileKind::Shim => Some(Reg::LoadDone),
-        DMA_STORE_DONE if tile.kind != TileKind::Shim => Some(Reg::StoreDone),
-        CORE_DONE if tile.kind == TileKind::Core => Some(Reg::CoreDone),
-        _ => None,
-    };
-    if counter.is_some() {
-        return counter;
-    }
     let kind = tile.bd_kind();
     if let Some((bd, word)) = kind.bd_at(off) {
         return Some(Reg::Bd {

@@ -1,5 +1,5 @@
-//! Tests of the virtual NPU: a transaction builder that writes ops byte by byte from the format
-//! page (independent of `decode.rs`), a harness that runs one kernel on a tile image, and
+//! Tests of the virtual NPU: transactions built by [`crate::fixture::txn::Txn`] (written from the
+//! format pages, independent of `decode.rs`), a harness that runs one kernel on a tile image, and
 //! independent reference implementations. `tests/kernels.rs` checks every kernel against them,
 //! `tests/program.rs` whole tiled programs and the cycle count, `tests/hostile.rs` malformed
 //! files and runs (which must fail with a typed error, never panic).
@@ -20,26 +20,8 @@ mod kernels_map;
 mod program;
 mod superkernel;
 
-/// Offset of word 0 of shim buffer descriptor `i` (word 1, 4 bytes on, holds address bits 31:2;
-/// word 2 bits 47:32 in its low half).
-pub(super) const fn bd(i: u32) -> u32 {
-    0x1D000 + 0x20 * i
-}
-/// Register base of the shim tile of tile `t`'s column.
-pub(super) const fn shim(t: u32) -> u32 {
-    t & (0x7F << 25)
-}
-pub(super) const LOAD_DONE: u32 = 0x1DF00;
-pub(super) const STORE_DONE: u32 = 0x1DF04;
-pub(super) const CORE_DONE: u32 = 0x32000;
+pub(super) use crate::fixture::txn::{bd, shim, tile, Txn, CORE};
 
-/// Register address base of tile (col, row).
-pub(super) const fn tile(col: u32, row: u32) -> u32 {
-    col << 25 | row << 20
-}
-
-/// The first core tile of the vnpu (row 2; row 1 is the memory-tile row).
-pub(super) const CORE: u32 = tile(0, 2);
 /// Kernel numbers.
 pub(super) const CONV: u32 = 1;
 pub(super) const GEMM: u32 = 2;
@@ -47,160 +29,6 @@ pub(super) const EPILOGUE: u32 = 3;
 pub(super) const ELTWISE: u32 = 4;
 pub(super) const POOL: u32 = 5;
 pub(super) const GAP: u32 = 6;
-
-/// Builds a transaction op by op, as the format page lays them out.
-#[derive(Default, Clone)]
-pub(super) struct Txn {
-    pub body: Vec<u8>,
-    pub ops: u32,
-}
-
-impl Txn {
-    pub(super) fn u32(&mut self, v: u32) {
-        self.body.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.body.extend_from_slice(&v.to_le_bytes());
-    }
-    /// aie-rt op header: opcode, col, row (informative), 5 pad bytes.
-    fn aie(&mut self, opcode: u8, addr: u64) {
-        let (col, row) = ((addr >> 25) as u8, ((addr >> 20) & 31) as u8);
-        self.body
-            .extend_from_slice(&[opcode, col, row, 0, 0, 0, 0, 0]);
-        self.ops += 1;
-    }
-    pub(super) fn custom(&mut self, opcode: u8, size: u32) {
-        self.body.extend_from_slice(&[opcode, 0, 0, 0]);
-        self.u32(size);
-        self.ops += 1;
-    }
-    pub fn write(&mut self, addr: u64, value: u32) -> &mut Txn {
-        self.aie(0, addr);
-        self.u64(addr);
-        self.u32(value);
-        self.u32(24);
-        self
-    }
-    pub fn blockwrite(&mut self, addr: u32, words: &[u32]) -> &mut Txn {
-        self.aie(1, addr.into());
-        self.u32(addr);
-        self.u32(16 + 4 * words.len() as u32);
-        for &w in words {
-            self.u32(w);
-        }
-        self
-    }
-    fn mask(&mut self, opcode: u8, addr: u64, value: u32, mask: u32) -> &mut Txn {
-        self.aie(opcode, addr);
-        self.u64(addr);
-        self.u32(value);
-        self.u32(mask);
-        self.u32(32);
-        self.u32(0);
-        self
-    }
-    pub fn maskwrite(&mut self, addr: u64, value: u32, mask: u32) -> &mut Txn {
-        self.mask(3, addr, value, mask)
-    }
-    pub fn maskpoll(&mut self, addr: u64, value: u32, mask: u32) -> &mut Txn {
-        self.mask(4, addr, value, mask)
-    }
-    pub fn ddr_patch(&mut self, regaddr: u64, argidx: u64, argplus: u64) -> &mut Txn {
-        self.custom(129, 48);
-        self.u32(0);
-        self.u32(40);
-        self.u32(0);
-        self.u32(0);
-        self.u64(regaddr);
-        self.u64(argidx);
-        self.u64(argplus);
-        self
-    }
-    /// VNPU_DMA through the shim BD at `bd_reg` for tile `t`, starting `skip` bytes past the BD's
-    /// address: `[local, row bytes, rows, ddr stride, local stride]`.
-    pub fn dma_raw(
-        &mut self,
-        bd_reg: u32,
-        t: u32,
-        skip: u32,
-        store: bool,
-        rows: [u32; 5],
-    ) -> &mut Txn {
-        self.custom(144, 44);
-        self.u32(bd_reg);
-        self.u32(store.into());
-        for v in rows {
-            self.u32(v);
-        }
-        self.u32(t);
-        self.u32(skip);
-        self
-    }
-    /// VNPU_DMA for tile `t` through BD `i` of its column's shim tile.
-    pub fn dma(&mut self, t: u32, i: u32, store: bool, rows: [u32; 5]) -> &mut Txn {
-        self.dma_raw(shim(t) | bd(i), t, 0, store, rows)
-    }
-    /// DDR_PATCH of BD `i` of tile `t`'s shim tile (word 1).
-    pub fn patch(&mut self, t: u32, i: u32, argidx: u64, argplus: u64) -> &mut Txn {
-        self.ddr_patch((shim(t) | (bd(i) + 4)).into(), argidx, argplus)
-    }
-    /// Patch BD `i` of `t`'s shim tile with `off` rounded down to 4, then a VNPU_DMA from `off`.
-    pub fn transfer(
-        &mut self,
-        t: u32,
-        i: u32,
-        store: bool,
-        (argidx, off): (u64, u64),
-        rows: [u32; 5],
-    ) -> &mut Txn {
-        self.patch(t, i, argidx, off & !3);
-        self.dma_raw(shim(t) | bd(i), t, (off & 3) as u32, store, rows)
-    }
-    /// Patch BD `i` of tile `t`'s shim tile to `argidx` + `argplus`, then a one-row DMA of `len` bytes
-    /// at `local`.
-    #[allow(clippy::too_many_arguments)] // one per field of the two ops
-    pub fn move_bytes(
-        &mut self,
-        t: u32,
-        i: u32,
-        store: bool,
-        argidx: u64,
-        argplus: u64,
-        local: u32,
-        len: u32,
-    ) -> &mut Txn {
-        self.transfer(t, i, store, (argidx, argplus), [local, len, 1, 0, 0])
-    }
-    pub fn compute(&mut self, t: u32, kernel: u32, param_addr: u32, param_bytes: u32) -> &mut Txn {
-        self.custom(145, 24);
-        self.u32(t);
-        self.u32(kernel);
-        self.u32(param_addr);
-        self.u32(param_bytes);
-        self
-    }
-    /// The container for `t`.
-    pub fn finish_for(&self, t: &NpuTarget) -> Vec<u8> {
-        let total = 16 + self.body.len() as u32;
-        let mut v = vec![
-            0,
-            1,
-            crate::TXN_GEN_AIE2IPU,
-            t.rows,
-            t.cols,
-            t.mem_tile_rows,
-            0,
-            0,
-        ];
-        v.extend_from_slice(&self.ops.to_le_bytes());
-        v.extend_from_slice(&total.to_le_bytes());
-        v.extend_from_slice(&self.body);
-        v
-    }
-    pub fn finish(&self) -> Vec<u8> {
-        self.finish_for(&NpuTarget::vnpu())
-    }
-}
 
 /// Owned buffers for a run.
 #[derive(Clone, Default, Debug, PartialEq)]
@@ -232,10 +60,18 @@ pub(super) fn words_bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-/// A tile memory image under construction: regions are placed back to back, 4-aligned.
-#[derive(Default)]
+/// A tile memory image under construction: regions are placed back to back, 4-aligned, after the
+/// 256-byte parameter area (where the super-kernel's mailbox lives).
 pub(super) struct Image {
     pub bytes: Vec<u8>,
+}
+
+impl Default for Image {
+    fn default() -> Image {
+        Image {
+            bytes: vec![0xEE; 256],
+        }
+    }
 }
 
 impl Image {
@@ -292,17 +128,14 @@ pub(super) fn rd_q(m: &[u8], at: u32, n: usize, unsigned: bool) -> Vec<i32> {
 pub(super) const PARAM_ADDR: u32 = 0xF000;
 
 /// The txn `run_kernel` runs: image from `const`, parameters from `super_instr`, compute, image
-/// back to `out`, MASKPOLLs on the three counters.
+/// back to `out`.
 pub(super) fn kernel_txn(kernel: u32, nwords: usize, image_len: usize) -> Vec<u8> {
     let len = image_len as u32;
     let mut t = Txn::default();
     t.move_bytes(CORE, 0, false, 3, 0, 0, len)
         .move_bytes(CORE, 1, false, 4, 0, PARAM_ADDR, 4 * nwords as u32)
         .compute(CORE, kernel, PARAM_ADDR, 4 * nwords as u32)
-        .move_bytes(CORE, 2, true, 1, 0, 0, len)
-        .maskpoll((CORE | LOAD_DONE).into(), 2, u32::MAX)
-        .maskpoll((CORE | CORE_DONE).into(), 1, u32::MAX)
-        .maskpoll((CORE | STORE_DONE).into(), 1, u32::MAX);
+        .move_bytes(CORE, 2, true, 1, 0, 0, len);
     t.finish()
 }
 
@@ -310,13 +143,18 @@ pub(super) fn kernel_txn(kernel: u32, nwords: usize, image_len: usize) -> Vec<u8
 pub(super) fn run_kernel(kernel: u32, words: &[u32], image: &[u8]) -> Result<Vec<u8>> {
     assert!(!image.is_empty() && image.len() <= PARAM_ADDR as usize);
     let txn = kernel_txn(kernel, words.len(), image.len());
+    // Transfers move whole words: the buffers are padded to them, as a bundle's are to 64 bytes.
+    let padded = image.len().next_multiple_of(4);
+    let mut constants = image.to_vec();
+    constants.resize(padded, 0);
     let mut b = Bufs {
-        output: vec![0; image.len()],
-        constants: image.to_vec(),
+        output: vec![0; padded],
+        constants,
         params: words_bytes(words),
         ..Bufs::default()
     };
     b.run(&txn)?;
+    b.output.truncate(image.len());
     Ok(b.output)
 }
 

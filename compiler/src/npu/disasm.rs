@@ -29,7 +29,7 @@ fn bd_kind(row: u64, mem_rows: u64) -> BdKind {
 
 /// A register's name where the map is known (docs/aie-ml-facts.md): the AIE-ML DMA buffer descriptors of each
 /// tile kind (in the shim row, word 1 holds address bits 31:2 and word 2 bits 47:32), the DMA channels' control,
-/// queue and status registers, the lock values, and the virtual NPU's counters.
+/// queue and status registers, and the lock values.
 fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
     let kind = bd_kind(row, mem_rows);
     let off32 = u32::try_from(off).ok()?;
@@ -41,12 +41,6 @@ fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
             _ => "",
         };
         return Some(format!("BD{bd}.w{word}{what}"));
-    }
-    match off {
-        0x1DF00 if row > 0 => return Some("DMA_LOAD_DONE(vnpu)".into()),
-        0x1DF04 if row > 0 => return Some("DMA_STORE_DONE(vnpu)".into()),
-        0x32000 if kind == BdKind::Core => return Some("CORE_DONE(vnpu)".into()),
-        _ => {}
     }
     let m = kind.regs();
     let (n, off) = (u64::from(m.channels), u64::from(off32));
@@ -77,10 +71,14 @@ fn reg_name(row: u64, mem_rows: u64, off: u64) -> Option<String> {
     None
 }
 
-/// A BLOCKWRITE of a whole buffer descriptor, decoded (`: BD3 valid, 64 words at 0x100, ...`); empty for
-/// any other block.
+/// A BLOCKWRITE of a whole buffer descriptor, decoded (`: BD3 valid, 64 words at 0x100, ...`), or of a core's
+/// super-kernel mailbox (`: mailbox CONV params @0x0 (80 B)`); empty for any other block.
 fn bd_text(first: u32, mem_rows: u64, payload: &[u32]) -> String {
     let kind = bd_kind(u64::from(first >> 20) & 0x1f, mem_rows);
+    if kind == BdKind::Core && first & 0xfffff == super::txn::MAILBOX && payload.len() == 4 {
+        let k = KERNELS.get(payload[0] as usize).copied().unwrap_or("?");
+        return format!(": mailbox {k} params @0x{:x} ({} B)", payload[1], payload[2]);
+    }
     let Some((index, 0)) = kind.bd_at(first & 0xfffff) else {
         return String::new();
     };
@@ -174,8 +172,6 @@ fn rule(v10: bool, op: u8) -> Option<(Size, &'static str)> {
         (true, 129) => (Field(4, &[24]), "DDR_PATCH"),
         (_, 131) => (Field(4, &[12]), "RECORD_TIMER"),
         (_, 132) => (Field(4, &[16]), "MERGE_SYNC"),
-        (_, 144) => (Field(4, &[44]), "VNPU_DMA"),
-        (_, 145) => (Field(4, &[24]), "VNPU_COMPUTE"),
         (_, 146) => (Field(4, &[16]), "VNPU_KERNEL"),
         _ => return None,
     })
@@ -319,35 +315,12 @@ pub fn disassemble(b: &[u8]) -> Result<String, String> {
                 format!("{} <- arg {idx} ({buf}) + {plus}", tile(reg, mem_rows))
             }
             131 => format!("timer id {}", w32(8)?),
-            144 => {
-                let w = |k: usize| w32(8 + 4 * k);
-                let dir = if w(1)? == 0 { "load" } else { "store" };
-                format!(
-                    "{} {dir} via {} (+{}) local 0x{:x}: {} rows x {} B, strides ddr {} local {}",
-                    tile_name(w(7)?.into()),
-                    tile(w(0)?.into(), mem_rows),
-                    w(8)?,
-                    w(2)?,
-                    w(4)?,
-                    w(3)?,
-                    w(5)?,
-                    w(6)?
-                )
-            }
-            146 => format!(
-                "{} runs resident kernel {} (1: the super-kernel)",
-                tile_name(w32(8)?.into()),
-                w32(12)?
-            ),
             _ => {
-                // 145: the only opcode `rule` leaves.
-                let w = |k: usize| w32(8 + 4 * k);
-                let k = KERNELS.get(w(1)? as usize).copied().unwrap_or("?");
+                // 146: the only opcode `rule` leaves.
                 format!(
-                    "{} {k} params @0x{:x} ({} B)",
-                    tile_name(w(0)?.into()),
-                    w(2)?,
-                    w(3)?
+                    "{} runs resident kernel {} (1: the super-kernel)",
+                    tile_name(w32(8)?.into()),
+                    w32(12)?
                 )
             }
         };

@@ -54,16 +54,6 @@ fn task(bd: u32, token: bool) -> u32 {
     bd | u32::from(token) << 31
 }
 
-impl Txn {
-    /// TCT on channel `ch` (`dir` 0 S2MM) of tile (`col`, `row`).
-    fn tct(&mut self, col: u32, row: u32, dir: u32, ch: u32) -> &mut Txn {
-        self.custom(128, 16);
-        self.u32(dir | row << 8 | col << 16);
-        self.u32(1 << 8 | 1 << 16 | ch << 24);
-        self
-    }
-}
-
 /// Queue registers: shim S2MM/MM2S, memory tile S2MM/MM2S, core S2MM/MM2S, channel `n`.
 const fn shim_q(mm2s: bool, n: u32) -> u32 {
     SHIM | (0x1D204 + 8 * n + if mm2s { 0x10 } else { 0 })

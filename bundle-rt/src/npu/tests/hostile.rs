@@ -9,7 +9,7 @@ use std::vec::Vec;
 
 use super::program::tiled_program;
 use super::*;
-use crate::error::{NpuRegion, NpuWhy, ParamWhy};
+use crate::error::{NpuWhy, ParamWhy};
 use crate::Error;
 
 /// The error of a run expected to fail.
@@ -115,8 +115,10 @@ fn every_bit_flip_is_ok_or_a_typed_error() {
                 Err(e) => panic!("bit {bit}: unexpected error {e:?}"),
             }
         }
-        // Informative col/row bytes and aie-rt pads are not checked; most other bits matter.
-        assert!(oks > 0 && errs > oks, "oks {oks} errs {errs}");
+        // Informative col/row bytes and aie-rt pads are not checked, and a flip in many BD fields
+        // (iteration, packet, wraps of a linear walk, lock values) leaves a legal transfer: about
+        // half the bits matter.
+        assert!(oks > 0 && errs * 10 > oks * 8, "oks {oks} errs {errs}");
         // Flips in the parameter blocks: checked before each kernel runs.
         for bit in 0..bufs.params.len() * 8 {
             let mut b = bufs.clone();
@@ -161,8 +163,8 @@ fn header_fields() {
     let mut t5 = NpuTarget::vnpu();
     t5.rows = 5;
     let mut t = Txn::default();
-    t.write((tile(3, 4) | LOAD_DONE).into(), 1)
-        .maskpoll((tile(3, 4) | LOAD_DONE).into(), 1, 1);
+    t.write((tile(3, 4) | 0x100).into(), 1)
+        .maskpoll((tile(3, 4) | 0x100).into(), 1, 1);
     let mut b = bufs.clone();
     Emulator::new(t5).run(&t.finish_for(&t5), b.bind()).unwrap();
     let e = Emulator::vnpu()
@@ -241,7 +243,7 @@ fn header_fields() {
 /// A two-op program (a WRITE, then `t`'s ops) and the error of its op 1.
 pub(super) fn second_op(f: impl FnOnce(&mut Txn)) -> (u32, NpuWhy) {
     let mut t = Txn::default();
-    t.write((CORE | LOAD_DONE).into(), 0);
+    t.write((CORE | 0x100).into(), 0);
     f(&mut t);
     let txn = t.finish();
     let mut b = Bufs {
@@ -265,14 +267,16 @@ pub(super) fn second_op(f: impl FnOnce(&mut Txn)) -> (u32, NpuWhy) {
 
 #[test]
 fn unknown_opcodes_and_wrong_sizes() {
-    for opcode in [2u8, 9, 10, 14, 15, 130, 133, 147, 255] {
+    // 144 and 145 were the virtual NPU's own DMA and compute commands: data moves through AIE-ML
+    // buffer descriptors and cores compute through the super-kernel.
+    for opcode in [2u8, 9, 10, 14, 15, 130, 133, 144, 145, 147, 255] {
         let (_, why) = second_op(|t| {
             t.body.extend_from_slice(&[opcode, 0, 0, 0, 8, 0, 0, 0]);
             t.ops += 1;
         });
         assert_eq!(why, NpuWhy::UnknownOpcode { opcode });
     }
-    // A WRITE claiming 28 bytes; a BLOCKWRITE of 18; a DMA of 44.
+    // A WRITE claiming 28 bytes; a BLOCKWRITE of 18; a VNPU_KERNEL of 20.
     let (_, why) = second_op(|t| {
         t.write(CORE.into(), 0);
         let n = t.body.len();
@@ -300,15 +304,15 @@ fn unknown_opcodes_and_wrong_sizes() {
         }
     );
     let (_, why) = second_op(|t| {
-        t.dma(CORE, 0, false, [0, 1, 1, 0, 0]);
+        t.load_kernel(CORE, 1);
         let n = t.body.len();
-        t.body[n - 40] = 48;
+        t.body[n - 12] = 20;
     });
     assert!(matches!(
         why,
         NpuWhy::OpSize {
-            opcode: 144,
-            size: 48,
+            opcode: 146,
+            size: 20,
             ..
         } | NpuWhy::Truncated { .. }
     ));
@@ -316,7 +320,7 @@ fn unknown_opcodes_and_wrong_sizes() {
 
 #[test]
 fn poll_timeouts() {
-    let reg = u64::from(CORE | STORE_DONE);
+    let reg = u64::from(CORE | 0x200);
     let (_, why) = second_op(|t| {
         t.maskpoll(reg, 1, u32::MAX);
     });
@@ -355,11 +359,18 @@ fn poll_timeouts() {
     );
 }
 
-/// Runs `kernel` with `words` on a small image; returns the op error of the COMPUTE (op 2).
+/// Runs `kernel` with `words` on a small image; returns the op error of the write that releases
+/// `GO` (the super-kernel runs the block then).
 fn kernel_fails(kernel: u32, words: &[u32]) -> NpuWhy {
     let e = run_kernel(kernel, words, &[0; 256]).unwrap_err();
     let (op, _, why) = op_err(e);
-    assert_eq!(op, 4, "{why:?}");
+    let mut before_go = Txn::default();
+    before_go
+        .move_bytes(CORE, 0, false, 3, 0, 0, 256)
+        .move_bytes(CORE, 1, false, 4, 0, PARAM_ADDR, 4 * words.len() as u32)
+        .load_kernel(CORE, 1)
+        .blockwrite(CORE | 0xF0, &[kernel, PARAM_ADDR, 4 * words.len() as u32, 0]);
+    assert_eq!(op, before_go.ops, "{why:?}");
     why
 }
 
@@ -504,65 +515,26 @@ fn bad_kernel_parameters() {
     bad(GAP, &gap, 5, 0, ParamWhy::Zero);
 }
 
+/// VNPU_KERNEL names a core tile (the mailbox's checks are in `superkernel.rs`).
 #[test]
-fn bad_compute_commands() {
-    let cases: [(u32, u32, u32, u32, NpuWhy); 6] = [
-        (tile(0, 1), 1, 0, 80, NpuWhy::NotCoreTile { col: 0, row: 1 }),
+fn bad_kernel_tiles() {
+    let cases = [
+        (tile(0, 1), NpuWhy::NotCoreTile { col: 0, row: 1 }),
+        (tile(0, 0), NpuWhy::NotCoreTile { col: 0, row: 0 }),
         (
             CORE | 4,
-            1,
-            0,
-            80,
             NpuWhy::BadField {
                 field: "tile",
                 value: (CORE | 4).into(),
             },
         ),
-        (CORE, 7, 0, 80, NpuWhy::UnknownKernel { kernel: 7 }),
-        (
-            CORE,
-            2,
-            0,
-            80,
-            NpuWhy::ParamSize {
-                kernel: 2,
-                bytes: 80,
-                expected: 36,
-            },
-        ),
-        (
-            CORE,
-            1,
-            2,
-            80,
-            NpuWhy::BadField {
-                field: "parameter block address",
-                value: 2,
-            },
-        ),
-        (
-            CORE,
-            6,
-            0xFFF0,
-            24,
-            NpuWhy::OutOfBounds {
-                region: NpuRegion::Local { col: 0, row: 2 },
-                start: 0xFFF0,
-                len: 24,
-                size: 0x10000,
-            },
-        ),
     ];
-    for (tl, kernel, addr, bytes, want) in cases {
+    for (tl, want) in cases {
         let (_, why) = second_op(|t| {
-            t.compute(tl, kernel, addr, bytes);
+            t.compute(tl, 1, 0, 80);
         });
         assert_eq!(why, want);
     }
-    let (_, why) = second_op(|t| {
-        t.compute(tile(0, 0), 1, 0, 80);
-    });
-    assert_eq!(why, NpuWhy::NotCoreTile { col: 0, row: 0 });
     let (_, why) = second_op(|t| {
         t.compute(tile(0, 6), 1, 0, 80);
     });
@@ -575,13 +547,14 @@ fn checks_run_before_any_data_moves() {
     let mut t = Txn::default();
     t.move_bytes(CORE, 0, true, 1, 0, 0, 16)
         .move_bytes(CORE, 1, false, 0, 60, 0, 8);
+    let first = Txn::default().move_bytes(CORE, 0, true, 1, 0, 0, 16).ops;
     let mut b = Bufs {
         input: vec![0; 64],
         output: vec![9; 16],
         ..Bufs::default()
     };
     let (op, _, why) = op_err(fails(&t.finish(), &mut b));
-    assert_eq!(op, 3);
-    assert!(matches!(why, NpuWhy::OutOfBounds { .. }));
+    assert!(op > first, "op {op}: {why:?}");
+    assert!(matches!(why, NpuWhy::OutOfBounds { .. }), "{why:?}");
     assert_eq!(b.output, vec![9; 16]);
 }

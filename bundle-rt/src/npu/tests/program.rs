@@ -1,7 +1,7 @@
 //! Whole programs: a convolution tiled over two core tiles (output channels) and two input-channel
-//! chunks (accumulate flag), finished by EPILOGUE, stored with DMA and synchronised by MASKPOLLs,
-//! in f32 and u8; data-memory WRITE/BLOCKWRITE/MASKWRITE/MASKPOLL; a memory-tile round trip
-//! through `scratch`; the cycle estimate; state reset between runs.
+//! chunks (accumulate flag), finished by EPILOGUE, moved by AIE-ML transfers and computed by the
+//! super-kernel, in f32 and u8; data-memory WRITE/BLOCKWRITE/MASKWRITE/MASKPOLL; a round trip
+//! through `scratch`; strided transfers; the cycle estimate; state reset between runs.
 
 use std::vec;
 use std::vec::Vec;
@@ -98,11 +98,27 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
         input,
         ..Bufs::default()
     };
-    let mut consts = if f32 {
-        words_bytes(&d.wf.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
-    } else {
-        d.wq.iter().map(|&x| x as u8).collect()
-    };
+    // Weights in blocks of [2 m][2 c][3][3], one per (tile, chunk), as the compiler lays them out:
+    // each block is one contiguous transfer of whole words (36 u8 or 144 f32 bytes).
+    let mut consts = Vec::new();
+    let mut w_blocks = [[0usize; 2]; 2];
+    for (ti, blocks) in w_blocks.iter_mut().enumerate() {
+        for (chunk, at) in blocks.iter_mut().enumerate() {
+            *at = consts.len();
+            for m in 2 * ti..2 * ti + 2 {
+                for c in 2 * chunk..2 * chunk + 2 {
+                    for k in 0..K {
+                        let i = (m * CB + c) * K + k;
+                        if f32 {
+                            consts.extend_from_slice(&d.wf[i].to_le_bytes());
+                        } else {
+                            consts.push(d.wq[i] as u8);
+                        }
+                    }
+                }
+            }
+        }
+    }
     let bias_off = consts.len();
     consts.extend(if f32 {
         words_bytes(&d.bf.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
@@ -167,12 +183,6 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
     let mut moved = 0u64;
     let mut next_bd = [0u32; 2];
     let tiles = [tile(0, 2), tile(1, 3)];
-    // Clear the counters first, as bundlec does.
-    for &tl in &tiles {
-        for reg in [LOAD_DONE, STORE_DONE, CORE_DONE] {
-            t.write((tl | reg).into(), 0);
-        }
-    }
     let mut dma = |t: &mut Txn, ti: usize, store: bool, argidx: u64, off: usize, rows: [u32; 5]| {
         let bdi = next_bd[ti];
         next_bd[ti] = (bdi + 1) % 16;
@@ -201,7 +211,7 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
         }
     }
     for chunk in 0..2 {
-        for (ti, &tl) in tiles.iter().enumerate() {
+        for (ti, (&tl, blocks)) in tiles.iter().zip(&w_blocks).enumerate() {
             let in_off = 2 * chunk * HW * es;
             dma(
                 &mut t,
@@ -211,20 +221,18 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
                 in_off,
                 [L_IN, (2 * HW * es) as u32, 1, 0, 0],
             );
-            // Weights [m][c][3][3] of this tile's two m and this chunk's two c: 2 strided rows.
-            let w_off = ((2 * ti * CB + 2 * chunk) * K) * es;
-            let row = (2 * K * es) as u32;
+            // This tile's two m and this chunk's two c.
+            let block = (4 * K * es) as u32;
             dma(
                 &mut t,
                 ti,
                 false,
                 3,
-                w_off,
-                [L_W, row, 2, (CB * K * es) as u32, row],
+                blocks[chunk],
+                [L_W, block, 1, block, block],
             );
+            // The compute waits for its DONE before the next chunk's loads overwrite its inputs.
             t.compute(tl, CONV, L_PAR + chunk as u32 * conv_b, conv_b);
-            // Wait for the core before the next chunk's loads overwrite its inputs.
-            t.maskpoll((tl | CORE_DONE).into(), chunk as u32 + 1, u32::MAX);
         }
     }
     for (ti, &tl) in tiles.iter().enumerate() {
@@ -238,10 +246,6 @@ fn tiled(d: &ConvData, f32: bool) -> (Vec<u8>, Bufs, u64) {
             out_off,
             [L_OUT, (2 * HW * es) as u32, 1, 0, 0],
         );
-        let loads = if f32 { 6 } else { 7 };
-        t.maskpoll((tl | LOAD_DONE).into(), loads, u32::MAX);
-        t.maskpoll((tl | CORE_DONE).into(), 3, u32::MAX);
-        t.maskpoll((tl | STORE_DONE).into(), 1, u32::MAX);
     }
     (t.finish(), b, moved)
 }
@@ -286,10 +290,10 @@ fn tiled_conv_u8_equals_reference() {
 
 #[test]
 fn data_memory_words_and_memory_tile_round_trip() {
-    // The input goes DDR → memory tile (above 0x1D000, where only DMA reaches) → scratch →
-    // core tile; the core tile's GAP parameter block is written by BLOCKWRITE; a WRITE and a
-    // MASKWRITE patch data words, MASKPOLL checks them.
-    let mem = tile(2, 1);
+    // The input goes DDR → core tile → scratch → core tile, each way staged in the memory tile
+    // (area 3 or 7 of core row 5, above 0x1D000 where only DMA reaches); the core tile's GAP
+    // parameter block is written by BLOCKWRITE; a WRITE and a MASKWRITE patch data words,
+    // MASKPOLL checks them.
     let core = tile(3, 5);
     let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
     let mut b = Bufs {
@@ -299,9 +303,9 @@ fn data_memory_words_and_memory_tile_round_trip() {
         ..Bufs::default()
     };
     let mut t = Txn::default();
-    t.move_bytes(mem, 0, false, 0, 0, 0x40000, 48)
-        .move_bytes(mem, 1, true, 2, 8, 0x40000, 48)
-        .move_bytes(core, 0, false, 2, 8, 0x100, 48)
+    t.move_bytes(core, 0, false, 0, 0, 0x100, 48)
+        .move_bytes(core, 1, true, 2, 8, 0x100, 48)
+        .move_bytes(core, 2, false, 2, 8, 0x100, 48)
         .blockwrite(core | 0x200, &[0, 0, 0x100, 0x300, 3, 4])
         // Word 5 (n) is first written as 9, then fixed: WRITE, then MASKWRITE of the low byte.
         .write((core | 0x214).into(), 0x0000_0109)
@@ -309,10 +313,7 @@ fn data_memory_words_and_memory_tile_round_trip() {
         .maskwrite((core | 0x214).into(), 0, 0xFF00)
         .maskpoll((core | 0x214).into(), 4, u32::MAX)
         .compute(core, GAP, 0x200, 24)
-        .move_bytes(core, 1, true, 1, 0, 0x300, 12)
-        .maskpoll((core | STORE_DONE).into(), 1, 1)
-        .maskpoll((mem | STORE_DONE).into(), 1, u32::MAX)
-        .maskpoll((mem | LOAD_DONE).into(), 1, u32::MAX);
+        .move_bytes(core, 3, true, 1, 0, 0x300, 12);
     let txn = t.finish();
     b.run(&txn).unwrap();
     let want: Vec<f32> = (0..3)
@@ -350,41 +351,38 @@ fn runs_start_from_zeroed_state() {
     };
     let mut t = Txn::default();
     t.move_bytes(CORE, 0, false, 0, 0, 64, 32)
-        .move_bytes(CORE, 1, true, 1, 0, 64, 32)
-        .maskpoll((CORE | LOAD_DONE).into(), 1, u32::MAX);
+        .move_bytes(CORE, 1, true, 1, 0, 64, 32);
     let txn = t.finish();
     e.run(&txn, b.bind()).unwrap();
     assert_eq!(b.output, vec![7; 32]);
-    // Same emulator, no load: memory and counters start at zero again.
+    // Same emulator, no load: memory starts at zero again.
     let mut t = Txn::default();
-    t.move_bytes(CORE, 1, true, 1, 0, 64, 32)
-        .maskpoll((CORE | LOAD_DONE).into(), 0, u32::MAX)
-        .maskpoll((CORE | STORE_DONE).into(), 1, u32::MAX);
+    t.move_bytes(CORE, 1, true, 1, 0, 64, 32);
     e.run(&t.finish(), b.bind()).unwrap();
     assert_eq!(b.output, vec![0; 32]);
 }
 
 #[test]
 fn strided_dma_rows_both_ways() {
-    // Load a 3x4 window out of an 8-wide u8 image (DDR stride 8), pack it (local stride 4),
-    // store it back spread out (DDR stride 5, local stride 4).
-    let img: Vec<u8> = (0..64).collect();
+    // Load a 3x4 window out of an 8-wide image of words (DDR stride 8 words), pack it (local
+    // stride 4), store it back spread out (DDR stride 5 words, local stride 4).
+    let img: Vec<u32> = (0..64).collect();
     let mut b = Bufs {
-        input: img.clone(),
-        output: vec![0xFF; 20],
+        input: words_bytes(&img),
+        output: vec![0xFF; 80],
         ..Bufs::default()
     };
     let mut t = Txn::default();
-    t.transfer(CORE, 3, false, (0, 8 * 2 + 1), [16, 4, 3, 8, 4])
-        .transfer(CORE, 4, true, (1, 1), [16, 4, 3, 5, 4]);
+    t.transfer(CORE, 3, false, (0, 4 * (8 * 2 + 1)), [16, 16, 3, 32, 16])
+        .transfer(CORE, 4, true, (1, 4), [16, 16, 3, 20, 16]);
     let c = b.run(&t.finish()).unwrap();
-    let mut want = vec![0xFF; 20];
+    let mut want = vec![0xFFFF_FFFF; 20];
     for r in 0..3 {
         for q in 0..4 {
             want[1 + 5 * r + q] = img[17 + 8 * r + q];
         }
     }
-    assert_eq!(b.output, want);
-    assert_eq!(c.data, 1); // 24 bytes at 64 per cycle.
+    assert_eq!(b.output, words_bytes(&want));
+    assert_eq!(c.data, 2); // 96 DDR bytes at 64 per cycle.
     assert_eq!(c.compute, 0);
 }

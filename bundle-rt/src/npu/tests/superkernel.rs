@@ -13,16 +13,6 @@ const GO: u32 = CORE | (0x1F000 + 0x10 * 14);
 const DONE: u32 = CORE | (0x1F000 + 0x10 * 15);
 const MAILBOX: u32 = CORE | 0xF0;
 
-impl Txn {
-    /// VNPU_KERNEL: tile `t` runs resident kernel `kernel`.
-    fn load_kernel(&mut self, t: u32, kernel: u32) -> &mut Txn {
-        self.custom(146, 16);
-        self.u32(t);
-        self.u32(kernel);
-        self
-    }
-}
-
 /// An f32 ELTWISE add of 16 elements at 0x100 and 0x140 into 0x180; its block at 0x200.
 fn add_block() -> Vec<u32> {
     let one = 1.0f32.to_bits();
