@@ -644,7 +644,9 @@ fn int8_odd_planes_are_refused_with_the_dma_constraint() {
     let t = NpuTarget::vnpu();
     let attrs = || conv_attrs(1, 1, [0; 4], 1, 1, false, Activation::None);
     let q = conv_int8(Elem::U8, [1, 3, 99, 99], 3, attrs(), false);
-    let r = q.op.program(&t).expect_err("odd int8 planes must not compile");
+    let r =
+        q.op.program(&t)
+            .expect_err("odd int8 planes must not compile");
     assert_eq!(r.constraint.id, "dma", "{r}");
     assert!(r.detail.contains("B apart"), "{r}");
     check(conv_f32([1, 3, 99, 99], 3, attrs()));

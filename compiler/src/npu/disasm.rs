@@ -77,7 +77,10 @@ fn bd_text(first: u32, mem_rows: u64, payload: &[u32]) -> String {
     let kind = bd_kind(u64::from(first >> 20) & 0x1f, mem_rows);
     if kind == BdKind::Core && first & 0xfffff == super::txn::MAILBOX && payload.len() == 4 {
         let k = KERNELS.get(payload[0] as usize).copied().unwrap_or("?");
-        return format!(": mailbox {k} params @0x{:x} ({} B)", payload[1], payload[2]);
+        return format!(
+            ": mailbox {k} params @0x{:x} ({} B)",
+            payload[1], payload[2]
+        );
     }
     let Some((index, 0)) = kind.bd_at(first & 0xfffff) else {
         return String::new();

@@ -369,7 +369,10 @@ fn kernel_fails(kernel: u32, words: &[u32]) -> NpuWhy {
         .move_bytes(CORE, 0, false, 3, 0, 0, 256)
         .move_bytes(CORE, 1, false, 4, 0, PARAM_ADDR, 4 * words.len() as u32)
         .load_kernel(CORE, 1)
-        .blockwrite(CORE | 0xF0, &[kernel, PARAM_ADDR, 4 * words.len() as u32, 0]);
+        .blockwrite(
+            CORE | 0xF0,
+            &[kernel, PARAM_ADDR, 4 * words.len() as u32, 0],
+        );
     assert_eq!(op, before_go.ops, "{why:?}");
     why
 }

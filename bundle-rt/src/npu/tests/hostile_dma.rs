@@ -22,7 +22,10 @@ fn bad_registers_and_tiles() {
             "the shim tile has no status register there",
         ),
         (shim(CORE).into(), "the shim tile has no data memory"),
-        ((CORE | 0x1DF08).into(), "between the S2MM and MM2S status registers"),
+        (
+            (CORE | 0x1DF08).into(),
+            "between the S2MM and MM2S status registers",
+        ),
         ((CORE | 0x1D200).into(), "BD 16"),
         ((CORE | 0x10000).into(), "just past core data memory"),
         ((CORE | 0x0002).into(), "misaligned data word"),
