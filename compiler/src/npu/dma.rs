@@ -10,7 +10,7 @@
 //! words; rows that touch on both sides count as one run), walks within the BD field limits (a row wider than
 //! D0's wrap splits over D0 × D1 and the rows step in D2). Transfers that do not fit stay VNPU_DMA commands.
 
-use bundle_rt::aie::bd::BdKind::{Core, MemTile, Shim};
+use super::tiles::Tiles;
 
 /// A memory tile's own memory in the window its BDs address.
 const MEM_OWN: u32 = 0x80000;
@@ -26,9 +26,12 @@ const CORE_MAX_STEP: u32 = 1 << 13;
 const SHIM_MAX_STEP: u32 = 1 << 20;
 
 /// The array shape the routes assume: one memory tile per column (row 1) serving up to 4 core rows, each core's
-/// load and store staging areas (a core tile's memory each) inside the memory tile's.
+/// load and store staging areas (a core tile's memory each) inside the memory tile's; and the tile kinds'
+/// registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// The target's register maps.
+    pub tiles: Tiles,
     /// First core row.
     pub first_core: u8,
     /// Core rows per column.
@@ -47,6 +50,7 @@ impl Layout {
             && (1..=4).contains(&cores)
             && u64::from(t.mem_tile_bytes) >= 8 * u64::from(t.local_memory_bytes);
         fits.then_some(Layout {
+            tiles: t.tiles,
             first_core,
             cores,
             local: t.local_memory_bytes,
@@ -242,20 +246,24 @@ pub fn registers(l: &Layout, k: u8, store: bool, p: &Plan, bd: Bds) -> Registers
     let staging = area * l.local;
     let core_row = l.first_core + k;
     let words = p.words();
-    let (shim, mem, core) = (Shim.regs(), MemTile.regs(), Core.regs());
+    let Tiles {
+        shim,
+        mem_tile: mem,
+        core,
+    } = l.tiles;
     let blocks = vec![
-        (0, Shim.bd(bd.shim), p.shim_bd().to_vec()),
+        (0, shim.bd(bd.shim), p.shim_bd().to_vec()),
         (
             1,
-            MemTile.bd(bd.mem_in),
+            mem.bd(bd.mem_in),
             mem_bd(words, staging, free, full).to_vec(),
         ),
         (
             1,
-            MemTile.bd(bd.mem_out),
+            mem.bd(bd.mem_out),
             mem_bd(words, staging, full, free).to_vec(),
         ),
-        (core_row, Core.bd(bd.core), p.core_bd().to_vec()),
+        (core_row, core.bd(bd.core), p.core_bd().to_vec()),
     ];
     let (mem_in_ch, mem_out_ch) = if store {
         (2 + k32, u32::from(l.cores))
@@ -281,14 +289,10 @@ pub fn registers(l: &Layout, k: u8, store: bool, p: &Plan, bd: Bds) -> Registers
 }
 
 /// The lock-value writes that set every staging area's locks (full 0, free 1) in a column's memory tile.
-pub fn lock_init() -> Vec<(u32, u32)> {
+pub fn lock_init(l: &Layout) -> Vec<(u32, u32)> {
+    let mem = l.tiles.mem_tile;
     (0..8u32)
-        .flat_map(|area| {
-            [
-                (MemTile.regs().lock(2 * area), 0),
-                (MemTile.regs().lock(2 * area + 1), 1),
-            ]
-        })
+        .flat_map(|area| [(mem.lock(2 * area), 0), (mem.lock(2 * area + 1), 1)])
         .collect()
 }
 

@@ -1,4 +1,4 @@
-//! The NPU back end: the target description (`target.rs`), the NPU op library (`ops/<family>.rs`, the operator
+//! The NPU back end: the target description (`target.rs`, its tile kinds' registers in `tiles.rs`), the NPU op library (`ops/<family>.rs`, the operator
 //! interface of seed 001), the transaction writer (`txn.rs`), segment fusion into one transaction
 //! (`fuse.rs`), DynamicDispatch's meta JSON of a fused segment (`meta.rs`) and the disassembler behind
 //! `bundlec inspect --txn` (`disasm.rs`).
@@ -15,6 +15,7 @@ pub mod fuse;
 pub mod meta;
 pub mod ops;
 pub mod target;
+pub mod tiles;
 pub mod txn;
 
 pub use target::NpuTarget;

@@ -1,4 +1,5 @@
-//! The NPU target description: the array geometry, local memories, MAC rates, DMA and instruction bandwidth,
+//! The NPU target description: the array geometry, local memories, the tile kinds' DMA registers (`tiles.rs`),
+//! MAC rates, DMA and instruction bandwidth,
 //! dispatch overhead, the host CPU figures the cost model compares against, and the ops the target accepts with
 //! their limits. The default `vnpu` ships in `compiler/targets/vnpu.json`; `--npu FILE` reads another. Every field
 //! is checked when the file is read and errors name the field (`ops[3].max_stride`). `docs/npu.md` documents it.
@@ -74,6 +75,8 @@ pub struct NpuTarget {
     pub local_memory_bytes: u32,
     /// Data memory per memory tile, bytes.
     pub mem_tile_bytes: u32,
+    /// The tile kinds' DMA registers.
+    pub tiles: super::tiles::Tiles,
     /// NPU clock, MHz.
     pub clock_mhz: u32,
     /// MACs per cycle per core tile.
@@ -342,6 +345,7 @@ impl NpuTarget {
                 ),
             ));
         }
+        self.tiles.check().map_err(|(f, m)| bad(file, f, m))?;
         pos(self.clock_mhz as u64, "clock_mhz")?;
         pos(self.macs_per_cycle.f32 as u64, "macs_per_cycle.f32")?;
         pos(self.macs_per_cycle.i8 as u64, "macs_per_cycle.i8")?;
@@ -501,5 +505,34 @@ mod tests {
         assert_eq!(field(&v), "name");
         v["name"] = "vnpu".into();
         assert!(NpuTarget::parse(&v.to_string(), "t.json").is_ok());
+    }
+
+    /// The tile kinds' registers must be AIE-ML's: a different value, a malformed offset or a missing map is
+    /// named by its path.
+    #[test]
+    fn tile_registers_are_checked() {
+        let v: serde_json::Value = serde_json::from_str(VNPU_JSON).unwrap();
+        let field = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = v.clone();
+            f(&mut v);
+            let text = serde_json::to_string_pretty(&v).unwrap();
+            match NpuTarget::parse(&text, "t.json").unwrap_err() {
+                Error::NpuTarget { field, message, .. } => (field, message),
+                e => panic!("{e}"),
+            }
+        };
+        let (f, m) = field(&|v| v["tiles"]["core"]["lock_base"] = "0x1F100".into());
+        assert_eq!(f, "tiles.core.lock_base");
+        assert!(m.contains("0x1F100") && m.contains("0x1F000"), "{m}");
+        let (f, _) = field(&|v| v["tiles"]["mem_tile"]["bds"] = 47.into());
+        assert_eq!(f, "tiles.mem_tile.bds");
+        let (f, m) = field(&|v| v["tiles"]["shim"]["bd_base"] = "1D000".into());
+        assert_eq!(f, "tiles.shim.bd_base", "{m}");
+        let (f, _) = field(&|v| v["tiles"]["shim"]["mm2s_ctrl"] = "0x100000".into());
+        assert_eq!(f, "tiles.shim.mm2s_ctrl");
+        let (f, _) = field(&|v| {
+            v.as_object_mut().unwrap().remove("tiles");
+        });
+        assert_eq!(f, "tiles");
     }
 }

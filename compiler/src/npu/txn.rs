@@ -34,10 +34,14 @@ pub const SUPER_KERNEL: u32 = 1;
 /// The super-kernel's mailbox in a core's data memory (the end of the parameter area): kernel, parameter
 /// block address, its bytes, 0.
 pub const MAILBOX: u32 = 0xF0;
-/// Value registers of the super-kernel's `GO` (core lock 14) and `DONE` (core lock 15) locks.
-pub const GO_LOCK: u32 = BdKind::Core.regs().lock(14);
+/// The super-kernel's `GO` and `DONE` core locks.
+pub const GO: u32 = 14;
+/// See [`GO`].
+pub const DONE: u32 = 15;
+/// Value registers of `GO` and `DONE` on AIE-ML.
+pub const GO_LOCK: u32 = BdKind::Core.regs().lock(GO);
 /// See [`GO_LOCK`].
-pub const DONE_LOCK: u32 = BdKind::Core.regs().lock(15);
+pub const DONE_LOCK: u32 = BdKind::Core.regs().lock(DONE);
 
 /// The BD word DDR_PATCH patches: address bits 31:2 (word 2 holds bits 47:32).
 pub const BD_ADDR_LOW: u32 = 4;
@@ -143,15 +147,15 @@ impl TxnBody {
         self.u32(0);
         self.ops += 1;
     }
-    /// DDR_PATCH: word 1 of BD `bd` of column `col`'s shim tile gets the address of `buf` + `offset`
-    /// (`offset` 4-byte aligned).
+    /// DDR_PATCH: word 1 of the shim BD at register `bd` (word 0) of column `col` gets the address of `buf` +
+    /// `offset` (`offset` 4-byte aligned).
     pub fn ddr_patch(&mut self, col: u8, bd: u32, buf: Xrt, offset: u64) {
         self.custom(OP_DDR_PATCH, 48);
         self.u32(0); // type
         self.u32(40); // size_in_bytes
         self.u32(0); // action
         self.u32(0);
-        self.u64((tile_base(col, 0) | BdKind::Shim.bd(bd) | BD_ADDR_LOW) as u64);
+        self.u64((tile_base(col, 0) | bd | BD_ADDR_LOW) as u64);
         self.u64(buf as u64);
         self.u64(offset);
     }
@@ -211,7 +215,7 @@ impl TxnBody {
             self.core_bds.resize(ti + 1, 0);
         }
         if !self.locks_set[c] {
-            for (reg, value) in dma::lock_init() {
+            for (reg, value) in dma::lock_init(&l) {
                 self.write(col, 1, reg, value);
             }
             self.locks_set[c] = true;
@@ -242,7 +246,7 @@ impl TxnBody {
         for (r, reg, words) in &regs.blocks {
             self.blockwrite(col, *r, *reg, words);
         }
-        self.ddr_patch(col, bds.shim, buf, p.offset);
+        self.ddr_patch(col, l.tiles.shim.bd(bds.shim), buf, p.offset);
         for (r, reg, value) in regs.writes {
             self.write(col, r, reg, value);
         }
@@ -305,9 +309,12 @@ impl TxnBody {
             MAILBOX,
             &[kernel as u32, param_addr, param_bytes, 0],
         );
-        self.write(col, row, GO_LOCK, 1);
-        self.maskpoll(col, row, DONE_LOCK, 1, 0x3F);
-        self.write(col, row, DONE_LOCK, 0);
+        let (go, done) = self.aie.map_or((GO_LOCK, DONE_LOCK), |l| {
+            (l.tiles.core.lock(GO), l.tiles.core.lock(DONE))
+        });
+        self.write(col, row, go, 1);
+        self.maskpoll(col, row, done, 1, 0x3F);
+        self.write(col, row, done, 0);
     }
     /// Waits for the transfers pending in the tile's column: TCTs for their completion tokens.
     pub fn sync(&mut self, tile: (usize, u8, u8)) {
