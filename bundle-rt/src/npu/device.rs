@@ -35,12 +35,22 @@ pub struct NpuCycles {
     pub data: u64,
     /// Compute: the busiest core tile's sum over its super-instructions.
     pub compute: u64,
+    /// The run as programmed: the dispatch overhead plus the time until the host, every DMA
+    /// channel, the DDR link and every core are done, with the host fetching instructions and
+    /// waiting in its TCTs and MASKPOLLs, transfers waiting for their pushes, locks and the DDR
+    /// link, and cores for `GO` (docs/npu-transaction-format.md, "Cycle estimate").
+    pub elapsed: u64,
 }
 
 impl NpuCycles {
-    /// `instruction + max(data, compute)` (saturating): DMA and compute overlap, instruction
-    /// fetch and dispatch do not.
+    /// The run's cycles: [`NpuCycles::elapsed`].
     pub fn total(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// The resource bound: `instruction + max(data, compute)` (saturating), what the run would
+    /// take if DMA and compute overlapped perfectly and nothing waited.
+    pub fn bound(&self) -> u64 {
         self.instruction
             .saturating_add(core::cmp::max(self.data, self.compute))
     }

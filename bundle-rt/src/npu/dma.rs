@@ -15,6 +15,13 @@
 //! The emulator gives each move's bytes to a [`DmaMemory`]: DDR for the shim (the five fused
 //! buffers), data memory for memory and core tiles (a memory tile also reaches its west and east
 //! neighbours: 0..0x80000 west, 0x80000.. own, 0x100000.. east).
+//!
+//! Time (cycles) runs beside the data: a task starts no earlier than the host time of its queue
+//! push and the end of its channel's previous work, a BD's acquire no earlier than the lock's last
+//! change, and words that cross DDR (a shim channel's) take `bytes / dma_bytes_per_cycle` cycles of
+//! the one DDR link, in the order they move; streams between tiles take no time of their own. A
+//! release, the end of a task and its token carry the time they happened, which TCTs, MASKPOLLs
+//! and the super-kernels wait for.
 
 use alloc::vec::Vec;
 
@@ -94,6 +101,8 @@ struct Task {
     bd: u8,
     runs: u32,
     token: bool,
+    /// Host time of its push.
+    at: u64,
 }
 
 /// The BD a channel is working on.
@@ -108,6 +117,8 @@ struct Active {
     acquired: bool,
     /// Words moved.
     done: u32,
+    /// The time its work has reached.
+    t: u64,
 }
 
 /// One DMA channel.
@@ -118,6 +129,10 @@ struct Channel {
     active: Option<Active>,
     /// Task-completion tokens issued and not yet taken by a TCT.
     tokens: u32,
+    /// When the channel's last BD ended.
+    free: u64,
+    /// When its latest token was issued.
+    token_at: u64,
 }
 
 impl Channel {
@@ -132,6 +147,8 @@ pub(crate) struct TileDma {
     kind: BdKind,
     bds: [u32; BD_SLOTS],
     locks: Locks<64>,
+    /// When each lock last changed.
+    lock_t: [u64; 64],
     chans: [[Channel; MAX_CHANNELS]; 2],
 }
 
@@ -141,6 +158,7 @@ impl TileDma {
             kind,
             bds: [0; BD_SLOTS],
             locks: Locks::default(),
+            lock_t: [0; 64],
             chans: [[Channel::default(); MAX_CHANNELS]; 2],
         }
     }
@@ -172,9 +190,27 @@ impl TileDma {
         self.locks.get(id).map_or(0, u32::from)
     }
 
-    /// Sets a lock's value register.
-    pub(crate) fn set_lock(&mut self, id: usize, value: u32) {
+    /// Sets a lock's value register at time `at`.
+    pub(crate) fn set_lock(&mut self, id: usize, value: u32, at: u64) {
         self.locks.set(id, value);
+        if let Some(t) = self.lock_t.get_mut(id) {
+            *t = at;
+        }
+    }
+
+    /// When lock `id` last changed.
+    pub(crate) fn lock_time(&self, id: usize) -> u64 {
+        self.lock_t.get(id).copied().unwrap_or(0)
+    }
+
+    /// When channel `ch` finished its last BD.
+    pub(crate) fn free_at(&self, dir: Dir, ch: usize) -> u64 {
+        self.chans[dir as usize].get(ch).map_or(0, |c| c.free)
+    }
+
+    /// When channel `ch` issued its latest token.
+    pub(crate) fn token_at(&self, dir: Dir, ch: usize) -> u64 {
+        self.chans[dir as usize].get(ch).map_or(0, |c| c.token_at)
     }
 
     /// Acquires lock `id` as a core's program does (`value` as a BD's acquire); `None` past the
@@ -183,11 +219,17 @@ impl TileDma {
         self.locks.acquire(id, value)
     }
 
-    /// Releases lock `id` by `delta`; `Err` with the lock's value when it would leave 0..=63.
-    pub(crate) fn release_lock(&mut self, id: usize, delta: i8) -> Result<(), u8> {
+    /// Releases lock `id` by `delta` at time `at`; `Err` with the lock's value when it would leave
+    /// 0..=63.
+    pub(crate) fn release_lock(&mut self, id: usize, delta: i8, at: u64) -> Result<(), u8> {
         match self.locks.release(id, delta) {
             Some(Err(fault)) => Err(fault.value),
-            _ => Ok(()),
+            _ => {
+                if let Some(t) = self.lock_t.get_mut(id) {
+                    *t = (*t).max(at);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -220,8 +262,9 @@ impl TileDma {
         }
     }
 
-    /// Queues a task (the start-queue word: `START_BD_ID`, `REPEAT_COUNT` at 16, token at 31).
-    pub(crate) fn push(&mut self, dir: Dir, ch: usize, word: u32) -> Result<(), NpuWhy> {
+    /// Queues a task (the start-queue word: `START_BD_ID`, `REPEAT_COUNT` at 16, token at 31)
+    /// pushed at host time `at`.
+    pub(crate) fn push(&mut self, dir: Dir, ch: usize, word: u32, at: u64) -> Result<(), NpuWhy> {
         let bd_bits = if self.kind == BdKind::MemTile {
             0x3F
         } else {
@@ -231,6 +274,7 @@ impl TileDma {
             bd: (word & bd_bits) as u8,
             runs: ((word >> 16) & 0xFF) + 1,
             token: word >> 31 == 1,
+            at,
         };
         let c = self.chans[dir as usize]
             .get_mut(ch)
@@ -309,6 +353,10 @@ pub(crate) struct Dma {
     tiles: Vec<TileDma>,
     /// Bytes moved through shim channels in this run (DDR traffic).
     pub(crate) ddr_bytes: u64,
+    /// When the DDR link is next free.
+    pub(crate) ddr_free: u64,
+    /// DDR bytes per cycle.
+    rate: u32,
 }
 
 /// Most state changes one [`Dma::run`] makes before it calls the array unsettled (a chain of BDs
@@ -324,6 +372,14 @@ impl Dma {
             self.tiles.push(TileDma::new(kind_of(target, row)));
         }
         self.ddr_bytes = 0;
+        self.ddr_free = 0;
+        self.rate = target.dma_bytes_per_cycle.max(1);
+    }
+
+    /// The latest time any channel finished (the array's last DMA activity).
+    pub(crate) fn last_free(&self) -> u64 {
+        let chans = self.tiles.iter().flat_map(|t| t.chans.iter().flatten());
+        chans.map(|c| c.free).max().unwrap_or(0).max(self.ddr_free)
     }
 
     /// The DMA state of tile `index` (`col * rows + row`).
@@ -363,7 +419,7 @@ impl Dma {
         target: &NpuTarget,
         (col, row, dir, ch): (u8, u8, Dir, usize),
         task: Task,
-        run: u32,
+        (run, t0): (u32, u64),
         index: u8,
         mem: &mut M,
     ) -> Result<(), M::Error> {
@@ -408,6 +464,7 @@ impl Dma {
                 bd,
                 acquired: bd.acquire.is_none(),
                 done: 0,
+                t: t0,
             });
         }
         Ok(())
@@ -435,7 +492,8 @@ impl Dma {
             };
             c.queue.rotate_left(1);
             c.queue[QUEUE_DEPTH - 1] = None;
-            self.activate(target, (col, row, dir, ch), task, 0, task.bd, mem)?;
+            let t0 = task.at.max(c.free);
+            self.activate(target, (col, row, dir, ch), task, (0, t0), task.bd, mem)?;
             return Ok(true);
         };
         if !a.acquired {
@@ -447,8 +505,10 @@ impl Dma {
             };
             let got = self.tiles[owner].locks.acquire(id, l.value);
             if got == Some(Acquire::Done) {
+                let since = self.tiles[owner].lock_time(id);
                 if let Some(a) = self.tiles[t].chans[dir as usize][ch].active.as_mut() {
                     a.acquired = true;
+                    a.t = a.t.max(since);
                 }
                 return Ok(true);
             }
@@ -459,32 +519,35 @@ impl Dma {
         }
         if let Some(l) = a.bd.release {
             if let Some((owner, id)) = self.lock_owner(target, col, row, l.id) {
-                if let Some(Err(fault)) = self.tiles[owner].locks.release(id, l.value) {
+                if let Err(value) = self.tiles[owner].release_lock(id, l.value, a.t) {
                     return Err(NpuWhy::LockFault {
                         col,
                         row,
                         lock: l.id,
-                        value: fault.value,
-                        delta: fault.delta,
+                        value,
+                        delta: l.value,
                     }
                     .into());
                 }
             }
         }
-        self.tiles[t].chans[dir as usize][ch].active = None;
+        let c = &mut self.tiles[t].chans[dir as usize][ch];
+        c.active = None;
+        c.free = c.free.max(a.t);
         if let Some(next) = a.bd.next {
-            self.activate(target, (col, row, dir, ch), a.task, a.run, next, mem)?;
+            self.activate(target, (col, row, dir, ch), a.task, (a.run, a.t), next, mem)?;
         } else if a.run + 1 < a.task.runs {
             self.activate(
                 target,
                 (col, row, dir, ch),
                 a.task,
-                a.run + 1,
+                (a.run + 1, a.t),
                 a.task.bd,
                 mem,
             )?;
         } else if a.task.token {
-            self.tiles[t].chans[dir as usize][ch].tokens += 1;
+            c.tokens += 1;
+            c.token_at = c.token_at.max(a.t);
         }
         Ok(true)
     }
@@ -524,13 +587,18 @@ impl Dma {
             run: a.run,
         };
         mem.copy(&side(col, row, from), &side(dc, dr, to), words)?;
+        let mut end = from.t.max(to.t);
+        if row == 0 || dr == 0 {
+            let bytes = u64::from(words) * 4;
+            self.ddr_bytes = self.ddr_bytes.saturating_add(bytes);
+            end = end.max(self.ddr_free) + bytes.div_ceil(u64::from(self.rate));
+            self.ddr_free = end;
+        }
         for (tile, dir, ch) in [(s, Dir::Mm2s, ch), (d, Dir::S2mm, dch)] {
             if let Some(a) = self.tiles[tile].chans[dir as usize][ch].active.as_mut() {
                 a.done += words;
+                a.t = end;
             }
-        }
-        if row == 0 || dr == 0 {
-            self.ddr_bytes = self.ddr_bytes.saturating_add(u64::from(words) * 4);
         }
         Ok(true)
     }

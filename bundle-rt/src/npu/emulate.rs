@@ -17,7 +17,7 @@
 
 use alloc::vec::Vec;
 
-use super::decode::{Op, OpKind};
+use super::decode::{Op, OpKind, HEADER_BYTES};
 use super::device::{NpuBuffers, NpuCycles, NpuTarget};
 use super::dma::{Dir, Dma};
 use super::kernels;
@@ -51,6 +51,12 @@ pub(crate) struct State {
     resident: Vec<bool>,
     /// Compute cycles per tile in this run.
     busy: Vec<u64>,
+    /// Per tile: when its core finishes its last super-instruction.
+    core_free: Vec<u64>,
+    /// The host's time: `host_at` plus the instruction bytes fetched since, over the fetch rate.
+    host_at: u64,
+    host_bytes: u64,
+    instr_rate: u64,
 }
 
 /// Which pass runs.
@@ -87,6 +93,10 @@ impl State {
         let tiles = regs::tile_count(target);
         resize(&mut self.memories.clean, tiles, false)?;
         resize(&mut self.busy, tiles, 0)?;
+        resize(&mut self.core_free, tiles, 0)?;
+        self.host_at = 0;
+        self.host_bytes = 0;
+        self.instr_rate = u64::from(target.instr_bytes_per_cycle.max(1));
         resize(&mut self.resident, tiles, false)?;
         let mems = &mut self.memories.mems;
         if mems.len() < tiles {
@@ -108,17 +118,39 @@ impl State {
     ) -> Result<NpuCycles> {
         for pass in [Pass::Check, Pass::Execute] {
             self.reset(target)?;
+            // The header is fetched first; each op's bytes before it runs.
+            self.host_bytes = HEADER_BYTES as u64;
             for (index, op) in ops.iter().enumerate() {
+                let end = ops
+                    .get(index + 1)
+                    .map_or(txn.len() as u64, |n| n.offset.into());
+                self.host_bytes += end.saturating_sub(op.offset.into());
                 self.op(target, op, &mut bufs, pass)
                     .map_err(|e| e.at(index as u32, op.offset))?;
             }
         }
         let instr = cycles(txn.len() as u64, target.instr_bytes_per_cycle);
+        let cores = self.core_free.iter().copied().max().unwrap_or(0);
+        let last = self.host().max(self.dma.last_free()).max(cores);
         Ok(NpuCycles {
             instruction: instr.saturating_add(target.dispatch_cycles.into()),
             data: cycles(self.dma.ddr_bytes, target.dma_bytes_per_cycle),
             compute: self.busy.iter().copied().max().unwrap_or(0),
+            elapsed: last.saturating_add(target.dispatch_cycles.into()),
         })
+    }
+
+    /// The host's time now: the instructions fetched since it last waited.
+    fn host(&self) -> u64 {
+        self.host_at + self.host_bytes.div_ceil(self.instr_rate)
+    }
+
+    /// The host waits until `t`.
+    fn wait_until(&mut self, t: u64) {
+        if t > self.host() {
+            self.host_at = t;
+            self.host_bytes = 0;
+        }
     }
 
     /// The tile's data memory, allocated and zeroed for this run.
@@ -166,11 +198,20 @@ impl State {
             while let Some(Acquire::Done) =
                 self.dma.tile(t).and_then(|d| d.acquire_lock(GO_LOCK, -1))
             {
-                if pass == Pass::Execute {
-                    self.super_step(target, tile)?;
+                // The core starts when GO was released and it is idle; DONE follows its cycles.
+                let go = self.dma.tile_ref(t).map_or(0, |d| d.lock_time(GO_LOCK));
+                let start = go.max(self.core_free.get(t).copied().unwrap_or(0));
+                let took = if pass == Pass::Execute {
+                    self.super_step(target, tile)?
+                } else {
+                    0
+                };
+                let end = start.saturating_add(took);
+                if let Some(f) = self.core_free.get_mut(t) {
+                    *f = end;
                 }
                 let Some(d) = self.dma.tile(t) else { break };
-                if let Err(value) = d.release_lock(DONE_LOCK, 1) {
+                if let Err(value) = d.release_lock(DONE_LOCK, 1, end) {
                     let lock = DONE_LOCK as u8;
                     let delta = 1;
                     return Err(NpuWhy::LockFault {
@@ -189,8 +230,8 @@ impl State {
     }
 
     /// One super-instruction of core `tile`: the mailbox's kernel, parameter block address and
-    /// size, checked, then the kernel.
-    fn super_step(&mut self, target: &NpuTarget, tile: Tile) -> core::result::Result<(), OpErr> {
+    /// size, checked, then the kernel; returns its cycles.
+    fn super_step(&mut self, target: &NpuTarget, tile: Tile) -> core::result::Result<u64, OpErr> {
         let mem = self.mem(tile)?;
         let word = |i: usize| regs::u32_at(mem, MAILBOX as usize + 4 * i).unwrap_or(0);
         let (code, addr, bytes, reserved) = (word(0), word(1), word(2), word(3));
@@ -272,18 +313,19 @@ impl State {
         };
         let t = at.tile.index;
         let mut settle = false;
+        let now = self.host();
         let Some(d) = self.dma.tile(t) else {
             return Ok(());
         };
         match reg {
             Reg::Bd { bd, word } => d.set_bd_word(bd, word, value),
             Reg::Lock(id) => {
-                d.set_lock(usize::from(id), value);
+                d.set_lock(usize::from(id), value, now);
                 settle = true;
             }
             Reg::Ctrl { dir, ch } => d.set_ctrl(dir_of(dir), usize::from(ch), value),
             Reg::Queue { dir, ch } => {
-                d.push(dir_of(dir), usize::from(ch), value)?;
+                d.push(dir_of(dir), usize::from(ch), value, now)?;
                 settle = true;
             }
             _ => {} // status registers are read-only
@@ -314,6 +356,7 @@ impl State {
                 let Some(d) = self.dma.tile(t) else {
                     continue;
                 };
+                let token_at = d.token_at(dir_of(dir), usize::from(ch));
                 if !d.take_token(dir_of(dir), usize::from(ch)) {
                     let stall = d
                         .stall(dir_of(dir), usize::from(ch))
@@ -327,6 +370,7 @@ impl State {
                     }
                     .into());
                 }
+                self.wait_until(token_at);
             }
         }
         Ok(())
@@ -380,6 +424,16 @@ impl State {
                             actual,
                         }));
                     }
+                    // The host waits until the register took the value it polls for.
+                    let d = self.dma.tile_ref(at.tile.index);
+                    let since = match at.word {
+                        Word::Reg(Reg::Lock(id)) => d.map_or(0, |d| d.lock_time(id.into())),
+                        Word::Reg(Reg::Status { dir, ch }) => {
+                            d.map_or(0, |d| d.free_at(dir_of(dir), ch.into()))
+                        }
+                        _ => 0,
+                    };
+                    self.wait_until(since);
                 }
             }
             OpKind::DdrPatch {
@@ -427,14 +481,15 @@ impl State {
         Ok(())
     }
 
-    /// A kernel on `tile`: reads and checks the parameter block, runs the kernel, counts its cycles.
+    /// A kernel on `tile`: reads and checks the parameter block, runs the kernel, counts and
+    /// returns its cycles.
     fn compute(
         &mut self,
         target: &NpuTarget,
         tile: Tile,
         kernel: Kernel,
         param_addr: u32,
-    ) -> core::result::Result<(), OpErr> {
+    ) -> core::result::Result<u64, OpErr> {
         let mem = self.mem(tile)?;
         let start = param_addr as usize;
         let end = start + kernel.block_bytes() as usize;
@@ -447,10 +502,11 @@ impl State {
         } else {
             target.macs_per_cycle_i8
         };
+        let took = cycles(work, rate);
         if let Some(busy) = self.busy.get_mut(tile.index) {
-            *busy = busy.saturating_add(cycles(work, rate));
+            *busy = busy.saturating_add(took);
         }
-        Ok(())
+        Ok(took)
     }
 }
 

@@ -99,6 +99,7 @@ impl Device for Mock {
             instruction: 10,
             data: 20,
             compute: 30,
+            elapsed: 40,
         })
     }
 }

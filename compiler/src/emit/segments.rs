@@ -47,7 +47,7 @@ pub struct SegmentLayout {
     pub copy_out: Vec<NpuCopy>,
     /// Estimated cycles: instruction, data, compute.
     pub cycles: [u64; 3],
-    /// Vela-style total.
+    /// The segment as programmed ([`crate::npu::fuse::FusedSegment::total_cycles`]).
     pub total_cycles: u64,
     /// Nodes in the segment.
     pub nodes: usize,

@@ -33,7 +33,8 @@ pub struct FusedSegment {
     pub op_blobs: Vec<[(usize, usize); 2]>,
     /// Estimated cycles: instruction transfer (with dispatch), data transfer, compute.
     pub cycles: [u64; 3],
-    /// Vela-style total: instruction + Σ over ops of max(compute, DMA).
+    /// The segment as programmed: the dispatch overhead, the header's fetch and Σ over ops of their bodies'
+    /// elapsed cycles ([`OpCost::elapsed`]).
     pub total_cycles: u64,
     /// Per-op cost, in segment order.
     pub op_costs: Vec<OpCost>,
@@ -172,14 +173,16 @@ pub fn fuse(
         body.append_raw(&bytes, p.body.ops);
         data += p.cost.dma_cycles;
         compute += p.cost.compute_cycles;
-        work += p.cost.cycles();
+        work += p.cost.elapsed;
         f.op_costs.push(p.cost);
     }
     f.txn = txn::container(t, &body);
     let instr = (f.txn.len() as u64).div_ceil(t.instr_bytes_per_cycle as u64)
         + t.dispatch_overhead_cycles as u64;
     f.cycles = [instr, data, compute];
-    f.total_cycles = instr + work;
+    // As programmed: the dispatch, the header's fetch, then each op's body, which ends with nothing in flight.
+    let header = (txn::HEADER_BYTES as u64).div_ceil(t.instr_bytes_per_cycle.max(1) as u64);
+    f.total_cycles = t.dispatch_overhead_cycles as u64 + header + work;
     Ok(f)
 }
 

@@ -1,5 +1,6 @@
-//! The NPU back end: the target description (`target.rs`, its tile kinds' registers in `tiles.rs`), the NPU op library (`ops/<family>.rs`, the operator
-//! interface of seed 001), the transaction writer (`txn.rs`), segment fusion into one transaction
+//! The NPU back end: the target description (`target.rs`, its tile kinds' registers in `tiles.rs`), the NPU op
+//! library (`ops/<family>.rs`, the operator interface of seed 001), the transaction writer (`txn.rs`: AIE-ML
+//! transfers from `dma.rs`, timed by `clock.rs`), segment fusion into one transaction
 //! (`fuse.rs`), DynamicDispatch's meta JSON of a fused segment (`meta.rs`) and the disassembler behind
 //! `bundlec inspect --txn` (`disasm.rs`).
 //!
@@ -9,6 +10,7 @@
 //!                                       ─► meta::dd_meta ─► NAME.<segment>.meta.json
 //! ```
 
+pub mod clock;
 pub mod disasm;
 pub mod dma;
 pub mod fuse;

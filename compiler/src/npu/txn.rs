@@ -4,6 +4,7 @@
 //! (`dma.rs`) and the cores whose super-kernel it has made resident. Every byte is specified in
 //! `docs/npu-transaction-format.md`; `disasm.rs` reads the files back.
 
+use super::clock::Clock;
 use super::dma::{self, Bds, Layout, Plan};
 use super::target::NpuTarget;
 use bundle_rt::aie::bd::BdKind;
@@ -100,11 +101,19 @@ pub struct TxnBody {
     /// locks are set, and the completion tokens (row, direction, channel) not yet taken.
     mem_bds: Vec<[u32; 2]>,
     locks_set: Vec<bool>,
-    pending: Vec<Vec<(u8, u8, u8)>>,
+    /// Per column: the (row, direction, channel) of each transfer's completion token not yet taken, and
+    /// when the clock says it is issued.
+    pending: Vec<Vec<(u8, u8, u8, u64)>>,
     /// Next BD per core tile index.
     core_bds: Vec<u32>,
-    /// Per core tile index: whether this body has made the super-kernel resident.
+    /// Per core tile index: whether this body has made the super-kernel resident, and whether a
+    /// computation was started whose `DONE` it has not yet awaited.
     resident: Vec<bool>,
+    busy: Vec<bool>,
+    /// (col, row) per core tile index this body computed on.
+    tiles: Vec<(u8, u8)>,
+    /// The body's timing as programmed.
+    clock: Clock,
 }
 
 impl TxnBody {
@@ -112,8 +121,15 @@ impl TxnBody {
     pub fn for_target(t: &NpuTarget) -> TxnBody {
         TxnBody {
             aie: Layout::of(t),
+            clock: Clock::new(t.instr_bytes_per_cycle, t.dma_bytes_per_cycle),
             ..TxnBody::default()
         }
+    }
+
+    /// Cycles from the body's first byte until its last op is fetched and everything it waited for has
+    /// happened (its estimate as programmed; `drain_all` ends a body with nothing left in flight).
+    pub fn elapsed(&self) -> u64 {
+        self.clock.host(self.bytes.len())
     }
 
     fn u32(&mut self, v: u32) {
@@ -184,15 +200,34 @@ impl TxnBody {
             .get_mut(c)
             .map(std::mem::take)
             .unwrap_or_default();
-        for (row, dir, ch) in pending {
+        for (row, dir, ch, at) in pending {
             self.tct(col, row, dir, ch);
+            self.clock.wait(at, self.bytes.len());
         }
     }
-    /// Takes every pending completion token (the end of an op's program).
+    /// Takes every pending completion token and awaits every computation (the end of an op's program).
     pub fn drain_all(&mut self) {
         for col in 0..self.pending.len() {
             self.drain(col as u8);
         }
+        for ti in 0..self.busy.len() {
+            if let Some(&(col, row)) = self.tiles.get(ti) {
+                self.await_core((ti, col, row));
+            }
+        }
+    }
+    /// Awaits the computation core tile `tile` was given, if any: a MASKPOLL of `DONE` for 1, then `DONE`
+    /// cleared.
+    fn await_core(&mut self, tile: (usize, u8, u8)) {
+        let (ti, col, row) = tile;
+        if !self.busy.get(ti).copied().unwrap_or(false) {
+            return;
+        }
+        self.busy[ti] = false;
+        let done = self.aie.map_or(DONE_LOCK, |l| l.tiles.core.lock(DONE));
+        self.maskpoll(col, row, done, 1, 0x3F);
+        self.clock.wait(self.clock.core_end(ti), self.bytes.len());
+        self.write(col, row, done, 0);
     }
     /// Next BD of a round-robin pool of `n` starting at `base`.
     fn next(slot: &mut u32, base: u32, n: u32) -> u32 {
@@ -250,7 +285,11 @@ impl TxnBody {
         for (r, reg, value) in regs.writes {
             self.write(col, r, reg, value);
         }
-        self.pending[c].push(dma::completion(&l, k, store));
+        let (r, d, ch) = dma::completion(&l, k, store);
+        let at = self
+            .clock
+            .transfer(self.bytes.len(), u64::from(p.words()) * 4);
+        self.pending[c].push((r, d, ch, at));
     }
     /// A DMA between `buf` + `offset` and the tile's local memory as the AIE-ML data path of `dma.rs` does it.
     /// `Err` says why the transfer does not fit the BDs (a byte count off a 32-bit word, a walk beyond the
@@ -268,6 +307,8 @@ impl TxnBody {
         ddr_stride: u32,
         local_stride: u32,
     ) -> Result<(), String> {
+        // The core must be done with its memory before data moves in or out of it.
+        self.await_core(tile);
         let l = self
             .aie
             .filter(|l| tile.2 >= l.first_core && tile.2 - l.first_core < l.cores)
@@ -283,17 +324,26 @@ impl TxnBody {
         self.aie_dma(l, tile, store, buf, plan);
         Ok(())
     }
-    /// Runs `kernel` with its parameter block at `param_addr` through the resident super-kernel: made resident
-    /// on the core's first compute in this body (VNPU_KERNEL), then the mailbox, GO released, DONE awaited and
-    /// cleared.
+    /// Runs `kernel` (`cycles` long) with its parameter block at `param_addr` through the resident
+    /// super-kernel: made resident on the core's first compute in this body (VNPU_KERNEL), then the mailbox
+    /// and `GO` released. Its `DONE` is awaited when the host next needs the core (a transfer in or out of
+    /// its memory, its next computation, the end of the op), so that cores compute while the host moves
+    /// other tiles' data.
     pub fn compute(
         &mut self,
         tile: (usize, u8, u8),
         kernel: Kernel,
         param_addr: u32,
         param_bytes: u32,
+        cycles: u64,
     ) {
+        self.await_core(tile);
         let (ti, col, row) = tile;
+        if self.tiles.len() <= ti {
+            self.tiles.resize(ti + 1, (0, 0));
+            self.busy.resize(ti + 1, false);
+        }
+        self.tiles[ti] = (col, row);
         if self.resident.len() <= ti {
             self.resident.resize(ti + 1, false);
         }
@@ -309,12 +359,10 @@ impl TxnBody {
             MAILBOX,
             &[kernel as u32, param_addr, param_bytes, 0],
         );
-        let (go, done) = self.aie.map_or((GO_LOCK, DONE_LOCK), |l| {
-            (l.tiles.core.lock(GO), l.tiles.core.lock(DONE))
-        });
+        let go = self.aie.map_or(GO_LOCK, |l| l.tiles.core.lock(GO));
         self.write(col, row, go, 1);
-        self.maskpoll(col, row, done, 1, 0x3F);
-        self.write(col, row, done, 0);
+        self.clock.compute(ti, self.bytes.len(), cycles);
+        self.busy[ti] = true;
     }
     /// Waits for the transfers pending in the tile's column: TCTs for their completion tokens.
     pub fn sync(&mut self, tile: (usize, u8, u8)) {

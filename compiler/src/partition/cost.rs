@@ -1,5 +1,5 @@
-//! The cost model. An NPU segment costs the dispatch overhead plus its instruction transfer plus, per op,
-//! max(compute cycles, DMA cycles) — double-buffered DMA overlaps compute, as Vela counts it — and the host
+//! The cost model. An NPU segment costs its program as written (`FusedSegment::total_cycles`: the dispatch
+//! overhead, the fetch, and each op's body timed by `npu/clock.rs` with its waits and overlaps) and the host
 //! copies that fill its `in` buffer and drain `out`. The CPU alternative costs each node's multiply-accumulates
 //! (or elements, or bytes moved) at the host rates of the target description, converted to NPU cycles. A
 //! segment stays on the NPU when CPU ≥ (NPU + transfers) × (1 + min_gain).

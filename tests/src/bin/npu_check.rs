@@ -248,8 +248,8 @@ fn compare_cycles(
             ("instruction", est[0], got.instruction),
             ("data", est[1], got.data),
             ("compute", est[2], got.compute),
-            ("total", est[0] + est[1].max(est[2]), got.total()),
-            ("report total", vela, got.total()),
+            ("bound", est[0] + est[1].max(est[2]), got.bound()),
+            ("elapsed", vela, got.total()),
         ];
         let text: Vec<String> = terms
             .iter()

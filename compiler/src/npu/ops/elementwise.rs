@@ -220,7 +220,7 @@ impl EltwiseOp {
                 len * e,
                 len * e,
             );
-            g.p.body.sync(tile);
+            g.sync(tile);
         }
         g.finish()
     }

@@ -254,7 +254,7 @@ impl GemmOp {
                     n * e,
                     nts * e,
                 );
-                g.p.body.sync(tile);
+                g.sync(tile);
             }
         }
         g.finish()

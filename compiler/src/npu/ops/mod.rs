@@ -185,6 +185,9 @@ pub struct OpCost {
     pub dma_cycles: u64,
     /// Tiles used.
     pub tiles: usize,
+    /// The op's transaction body as programmed ([`super::clock::Clock`]): its fetch, the transfers and
+    /// computations the host waits for, and what overlaps.
+    pub elapsed: u64,
 }
 
 impl OpCost {
@@ -294,6 +297,25 @@ pub(crate) struct Gen<'t> {
     param_index: std::collections::HashMap<Vec<u8>, u64>,
     /// Why the first transfer that does not fit AIE-ML's BDs does not.
     unfit: Option<String>,
+    /// Per tile index: its work, not yet written ([`Gen::emit`]).
+    queues: Vec<Vec<(Tile, Action)>>,
+}
+
+/// A core tile: (index, col, row).
+type Tile = (usize, u8, u8);
+
+/// A transfer's buffer, DDR offset, local offset, row bytes, rows, DDR stride and local stride.
+type DmaArgs = (Xrt, usize, usize, usize, usize, usize, usize);
+
+/// Queued work of a tile.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// A transfer (`true`: a store).
+    Dma(bool, DmaArgs),
+    /// Wait for the column's transfers.
+    Sync,
+    /// A computation: kernel, parameter block address and bytes, cycles.
+    Compute(Kernel, u32, u32, u64),
 }
 
 impl<'t> Gen<'t> {
@@ -311,6 +333,7 @@ impl<'t> Gen<'t> {
             tile_cycles: vec![0; n],
             param_index: Default::default(),
             unfit: None,
+            queues: Vec::new(),
         }
     }
     /// Usable local bytes after the parameter area.
@@ -334,6 +357,7 @@ impl<'t> Gen<'t> {
         });
     }
     /// DMA counting bytes.
+    /// Queued on the tile ([`Gen::finish`] interleaves the tiles' queues).
     #[allow(clippy::too_many_arguments)] // mirrors TxnBody::dma
     pub fn dma(
         &mut self,
@@ -347,6 +371,57 @@ impl<'t> Gen<'t> {
         ddr_stride: usize,
         local_stride: usize,
     ) {
+        let args = (
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        );
+        self.queue(tile, Action::Dma(store, args));
+    }
+    /// Waits for the transfers pending in the tile's column (queued like a transfer).
+    pub fn sync(&mut self, tile: (usize, u8, u8)) {
+        self.queue(tile, Action::Sync);
+    }
+    fn queue(&mut self, tile: (usize, u8, u8), a: Action) {
+        if self.queues.len() <= tile.0 {
+            self.queues.resize(tile.0 + 1, Vec::new());
+        }
+        self.queues[tile.0].push((tile, a));
+    }
+    /// Writes the tiles' queued work into the body, one step of each tile in turn (a step ends with a
+    /// computation), so that a core computes while the host moves the other tiles' data; within a tile the
+    /// order is kept. Tiles share no DDR bytes an op writes, so their steps commute.
+    fn emit(&mut self) {
+        let queues = std::mem::take(&mut self.queues);
+        let mut at = vec![0usize; queues.len()];
+        loop {
+            let mut any = false;
+            for (ti, q) in queues.iter().enumerate() {
+                while let Some(&(tile, a)) = q.get(at[ti]) {
+                    at[ti] += 1;
+                    any = true;
+                    match a {
+                        Action::Dma(store, args) => self.transfer(tile, store, args),
+                        Action::Sync => self.p.body.sync(tile),
+                        Action::Compute(kernel, slot, bytes, cycles) => {
+                            self.p.body.compute(tile, kernel, slot, bytes, cycles);
+                            break;
+                        }
+                    }
+                }
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+    /// One transfer, widened to whole words where it may be.
+    fn transfer(&mut self, tile: (usize, u8, u8), store: bool, args: DmaArgs) {
+        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
         let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
         let wide = linear
             .then(|| self.widen(store, buf, offset, local, row_bytes.checked_mul(rows)?))
@@ -441,18 +516,23 @@ impl<'t> Gen<'t> {
             bytes.len(),
             bytes.len(),
         );
-        self.p.body.sync(tile);
-        self.p.body.compute(tile, kernel, slot, bytes.len() as u32);
-        let rate = dtype.macs_per_cycle(self.t);
+        self.sync(tile);
+        let cycles = work.div_ceil(dtype.macs_per_cycle(self.t));
+        self.queue(
+            tile,
+            Action::Compute(kernel, slot, bytes.len() as u32, cycles),
+        );
         self.p.cost.macs += work;
-        self.tile_cycles[tile.0] += work.div_ceil(rate);
+        self.tile_cycles[tile.0] += cycles;
     }
     /// Finishes: cost totals, params area entry; or the first transfer that did not fit.
     pub fn finish(mut self) -> Result<OpProgram, Reject> {
+        self.emit();
         if let Some(why) = self.unfit.take() {
             return Err(Reject::new(&capability::DMA, why));
         }
         self.p.body.drain_all();
+        self.p.cost.elapsed = self.p.body.elapsed();
         let plen = self.p.params.len() as u64;
         self.arg(ArgKind::ConstKernelParamInput, Xrt::Params, 0, 0, plen);
         self.p.cost.compute_cycles = self.tile_cycles.iter().copied().max().unwrap_or(0);

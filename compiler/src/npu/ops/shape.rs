@@ -80,7 +80,7 @@ impl CopyOp {
                         row_out,
                         rb,
                     );
-                    g.p.body.sync(tile);
+                    g.sync(tile);
                 }
             } else {
                 for r in 0..self.outer {
@@ -99,7 +99,7 @@ impl CopyOp {
                             len,
                             len,
                         );
-                        g.p.body.sync(tile);
+                        g.sync(tile);
                     }
                 }
             }

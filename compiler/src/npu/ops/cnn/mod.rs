@@ -395,7 +395,7 @@ impl ConvOp {
                             oh * ow * e,
                             blk * e,
                         );
-                        g.p.body.sync(tile);
+                        g.sync(tile);
                     }
                     wi = chunk0 + chunks_len(dw, cg, cb);
                 }

@@ -159,7 +159,7 @@ impl PoolOp {
                         oh * ow * e,
                         blk,
                     );
-                    g.p.body.sync(tile);
+                    g.sync(tile);
                 }
             }
         }
@@ -238,7 +238,7 @@ impl GapOp {
                 cbs * e,
                 cbs * e,
             );
-            g.p.body.sync(tile);
+            g.sync(tile);
         }
         g.finish()
     }
