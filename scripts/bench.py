@@ -525,7 +525,7 @@ def main():
         print_header(a.runs, a.reps, peak_line, widest(peak))
         # The host's phase for the 2-thread columns: on a 2-vCPU guest the cache-line round trip between the two
         # CPUs and the rate of lines moving between them changed with the vCPUs' placement, and every system's
-        # 2-thread runs with them (tests/c/core_pingpong.c; docs/benchmarks.md, session 24).
+        # 2-thread runs with them (tests/c/core_pingpong.c; docs/benchmarks.md, "Host phase").
         print(f"core-to-core (tests/c/core_pingpong.c), at the start: {start}", flush=True)
         cols = columns(widest(peak))
         print("| " + " | ".join(h for h, _, _ in cols) + " |")

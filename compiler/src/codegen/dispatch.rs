@@ -1,7 +1,7 @@
 //! Fat bundles (`--cpu BASE,FAST`, e.g. `x86-64-v3,x86-64-v4`): both kernel sets are in the object, each behind
 //! its own local entry function, and the exported entry `NAME` asks a local feature check (CPUID and XGETBV, as
 //! `NAME_cpu_supported` does) on every call which one to run. No libc, no writable globals: the check is not
-//! cached, so each call pays one CPUID sequence (docs/benchmarks.md measures it). The op table and `cpuFeatures`
+//! cached, so each call pays one CPUID sequence. The op table and `cpuFeatures`
 //! describe the baseline set, so bundle-rt runs anywhere the baseline runs; the config's `fastOps` table holds the
 //! same ops with FAST's functions, which bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 

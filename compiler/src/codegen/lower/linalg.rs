@@ -240,7 +240,7 @@ fn lower_gemm(cx: &mut Ctx, n: NodeId, a: &GemmAttrs) -> Result<()> {
 /// A constant Gemm or MatMul B (`[K, N]`, or `[N, K]` with `trans_b`) packed in `panel`-column panels,
 /// zero-padded to a whole last panel, as the constant `NODE.B_panels`. Read in place, a column block takes a row
 /// of N floats apart per step of K — for a GEMV (a classifier at batch 1) a new page each step (ResNet-50's fc,
-/// 8 MB of weights: see docs/benchmarks.md), for a few rows (an encoder's 32 tokens) rows 0.5–2 KiB apart that
+/// 8 MB of weights), for a few rows (an encoder's 32 tokens) rows 0.5–2 KiB apart that
 /// alias in L1, which the B copy (`machine_code::b_copies`) only half undid: the 2-layer encoder's GEMMs 6–21 %
 /// faster with panels (Intel Xeon, session 15, paired), the model 9–10 %.
 fn gemv_panels(
