@@ -651,3 +651,49 @@ fn int8_odd_planes_are_refused_with_the_dma_constraint() {
     assert!(r.detail.contains("B apart"), "{r}");
     check(conv_f32([1, 3, 99, 99], 3, attrs()));
 }
+
+/// A broadcast load reads DDR once and lands in every member core: 64 words to the 4 cores of column 1, stored
+/// back by each to its own quarter of `out`; the emulated DDR traffic counts the load once.
+#[test]
+fn broadcast_load_reaches_every_core_of_a_column_from_one_ddr_read() {
+    let t = NpuTarget::vnpu();
+    let mut body = txn::TxnBody::for_target(&t);
+    let cores: Vec<(usize, u8, u8)> = (0..4u8).map(|k| (k as usize * 4 + 1, 1, 2 + k)).collect();
+    body.broadcast(&cores, txn::Xrt::In, 0, 0x400, 256, 1, 256, 256)
+        .unwrap();
+    for (i, &c) in cores.iter().enumerate() {
+        body.dma(
+            c,
+            true,
+            txn::Xrt::Out,
+            256 * i as u64,
+            0x400,
+            256,
+            1,
+            256,
+            256,
+        )
+        .unwrap();
+    }
+    body.drain_all();
+    let input: Vec<u8> = (0..256u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut out = vec![0u8; 1024];
+    let (mut scratch, consts, params) = (vec![0u8; 64], vec![0u8; 64], vec![0u8; 64]);
+    let cycles = Emulator::vnpu()
+        .run(
+            &txn::container(&t, &body),
+            NpuBuffers {
+                input: &input,
+                output: &mut out,
+                scratch: &mut scratch,
+                constants: &consts,
+                params: &params,
+            },
+        )
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    for q in out.chunks(256) {
+        assert_eq!(q, &input[..]);
+    }
+    // 256 bytes in once, 1024 out, at 64 bytes per cycle.
+    assert_eq!(cycles.data, (256 + 1024) / 64);
+}

@@ -204,10 +204,74 @@ impl Plan {
 /// A memory-tile BD: `words` linear words at byte `addr` of its own memory, acquiring own lock `acq` (≥ 1) and
 /// releasing own lock `rel` (+1).
 pub fn mem_bd(words: u32, addr: u32, acq: u32, rel: u32) -> [u32; 8] {
-    let acq_value = (-1i8 as u8 & 0x7F) as u32;
-    let locks =
-        1 << 31 | 1 << 24 | (OWN_LOCK + rel) << 16 | 1 << 15 | acq_value << 8 | (OWN_LOCK + acq);
+    mem_bd_n(words, addr, (acq, 1), (rel, 1))
+}
+
+/// A memory-tile BD like [`mem_bd`] that acquires `acq.1` (≥ it, minus it) of own lock `acq.0` and releases
+/// `rel.1` to own lock `rel.0`.
+pub fn mem_bd_n(words: u32, addr: u32, acq: (u32, u8), rel: (u32, u8)) -> [u32; 8] {
+    let acq_value = ((-(acq.1 as i8)) as u8 & 0x7F) as u32;
+    let rel_value = u32::from(rel.1 & 0x7F);
+    let locks = 1 << 31
+        | rel_value << 24
+        | (OWN_LOCK + rel.0) << 16
+        | 1 << 15
+        | acq_value << 8
+        | (OWN_LOCK + acq.0);
     [words, (MEM_OWN + addr) / 4, 0, 0, 0, 0, 0, locks]
+}
+
+/// The broadcast area's "full" and "free" locks: a load staged once in the memory tile (in load area 0's memory,
+/// with the column drained around it) and read by several cores of the column.
+pub const BCAST_FULL: u32 = 16;
+/// See [`BCAST_FULL`].
+pub const BCAST_FREE: u32 = 17;
+
+/// The writes of one load broadcast from DDR to the cores of rows `ks` (0-based in the column): the shim BD,
+/// one memory-tile S2MM BD writing area 0 (acquiring `free` ≥ n, releasing `full` + n), per core a memory-tile
+/// MM2S BD reading it (acquiring `full` ≥ 1, releasing `free` + 1) and the core's BD; the locks set to full 0,
+/// free n; consumers' queues first. `bds`: shim, memory-tile S2MM, then per core (memory-tile MM2S, core).
+pub fn broadcast(
+    l: &Layout,
+    ks: &[u8],
+    p: &Plan,
+    shim_bd: u32,
+    mem_in: u32,
+    per_core: &[(u32, u32)],
+) -> Registers {
+    let n = ks.len() as u8;
+    let words = p.words();
+    let Tiles {
+        shim,
+        mem_tile: mem,
+        core,
+    } = l.tiles;
+    let mut blocks = vec![
+        (0, shim.bd(shim_bd), p.shim_bd().to_vec()),
+        (
+            1,
+            mem.bd(mem_in),
+            mem_bd_n(words, 0, (BCAST_FREE, n), (BCAST_FULL, n)).to_vec(),
+        ),
+    ];
+    let mut writes = vec![
+        (1, mem.lock(BCAST_FULL), 0),
+        (1, mem.lock(BCAST_FREE), u32::from(n)),
+    ];
+    for (&k, &(mem_out, core_bd)) in ks.iter().zip(per_core) {
+        let row = l.first_core + k;
+        blocks.push((
+            1,
+            mem.bd(mem_out),
+            mem_bd(words, 0, BCAST_FULL, BCAST_FREE).to_vec(),
+        ));
+        blocks.push((row, core.bd(core_bd), p.core_bd().to_vec()));
+        writes.push((row, core.queue(false, 0), task(core_bd, true)));
+        writes.push((1, mem.queue(true, u32::from(k)), task(mem_out, false)));
+    }
+    writes.push((1, mem.queue(false, 0), task(mem_in, false)));
+    writes.push((0, shim.queue(true, 0), task(shim_bd, false)));
+    Registers { blocks, writes }
 }
 
 /// The registers and values of a transfer, in the order the host writes them (BDs, then consumers' queues before

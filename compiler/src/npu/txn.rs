@@ -324,6 +324,87 @@ impl TxnBody {
         self.aie_dma(l, tile, store, buf, plan);
         Ok(())
     }
+    /// A load from `buf` + `offset` into the same local address of several core tiles of one column, read from
+    /// DDR once: staged in the memory tile and read by each core's channel (`dma::broadcast`). The column is
+    /// drained before (the stage is load area 0's memory) and after. `Err` as for [`TxnBody::dma`].
+    #[allow(clippy::too_many_arguments)] // one field per word of the transfer
+    pub fn broadcast(
+        &mut self,
+        tiles: &[(usize, u8, u8)],
+        buf: Xrt,
+        offset: u64,
+        local: u32,
+        row_bytes: u32,
+        rows: u32,
+        ddr_stride: u32,
+        local_stride: u32,
+    ) -> Result<(), String> {
+        let Some(&(_, col, _)) = tiles.first() else {
+            return Ok(());
+        };
+        let l = self.aie.ok_or("the target has no routes")?;
+        if tiles
+            .iter()
+            .any(|t| t.1 != col || t.2 < l.first_core || t.2 - l.first_core >= l.cores)
+        {
+            return Err("a broadcast serves core tiles of one column".into());
+        }
+        let p = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
+            format!(
+                "broadcasting {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} does \
+                 not fit AIE-ML buffer descriptors"
+            )
+        })?;
+        for &t in tiles {
+            self.await_core(t);
+        }
+        // Registers the column's state as a first transfer would (locks, BD pools).
+        let c = usize::from(col);
+        if self.pending.len() <= c {
+            self.pending.resize(c + 1, Vec::new());
+            self.locks_set.resize(c + 1, false);
+            self.mem_bds.resize(c + 1, [0, 0]);
+            self.next_bd.resize(c + 1, 0);
+        }
+        if !self.locks_set[c] {
+            for (reg, value) in dma::lock_init(&l) {
+                self.write(col, 1, reg, value);
+            }
+            self.locks_set[c] = true;
+        }
+        self.drain(col);
+        let shim_bd = TxnBody::next(&mut self.next_bd[c], 0, NUM_BDS);
+        let mem_in = TxnBody::next(&mut self.mem_bds[c][0], 0, 24);
+        let mut ks = Vec::new();
+        let mut per_core = Vec::new();
+        for &(ti, _, row) in tiles {
+            let k = row - l.first_core;
+            let half = usize::from(k % 2);
+            let mem_out = TxnBody::next(&mut self.mem_bds[c][half], 24 * half as u32, 24);
+            if self.core_bds.len() <= ti {
+                self.core_bds.resize(ti + 1, 0);
+            }
+            ks.push(k);
+            per_core.push((mem_out, TxnBody::next(&mut self.core_bds[ti], 0, 16)));
+        }
+        let regs = dma::broadcast(&l, &ks, &p, shim_bd, mem_in, &per_core);
+        for (r, reg, words) in &regs.blocks {
+            self.blockwrite(col, *r, *reg, words);
+        }
+        self.ddr_patch(col, l.tiles.shim.bd(shim_bd), buf, p.offset);
+        for (r, reg, value) in regs.writes {
+            self.write(col, r, reg, value);
+        }
+        let at = self
+            .clock
+            .transfer(self.bytes.len(), u64::from(p.words()) * 4);
+        for &k in &ks {
+            let (r, d, ch) = dma::completion(&l, k, false);
+            self.pending[c].push((r, d, ch, at));
+        }
+        self.drain(col);
+        Ok(())
+    }
     /// Runs `kernel` (`cycles` long) with its parameter block at `param_addr` through the resident
     /// super-kernel: made resident on the core's first compute in this body (VNPU_KERNEL), then the mailbox
     /// and `GO` released. Its `DONE` is awaited when the host next needs the core (a transfer in or out of

@@ -299,6 +299,19 @@ pub(crate) struct Gen<'t> {
     unfit: Option<String>,
     /// Per tile index: its work, not yet written ([`Gen::emit`]).
     queues: Vec<Vec<(Tile, Action)>>,
+    /// Loads shared by several tiles of a column ([`Gen::broadcast`]), and their keys.
+    bcasts: Vec<Bcast>,
+    bcast_keys: std::collections::HashMap<[usize; 5], usize>,
+}
+
+/// A load broadcast to several tiles: its members, its transfer, which members' queues have reached it, and
+/// whether it is written.
+#[derive(Debug, Clone)]
+struct Bcast {
+    tiles: Vec<Tile>,
+    args: DmaArgs,
+    arrived: Vec<usize>,
+    done: bool,
 }
 
 /// A core tile: (index, col, row).
@@ -316,6 +329,8 @@ enum Action {
     Sync,
     /// A computation: kernel, parameter block address and bytes, cycles.
     Compute(Kernel, u32, u32, u64),
+    /// Broadcast `Gen::bcasts[i]`.
+    Bcast(usize),
 }
 
 impl<'t> Gen<'t> {
@@ -334,6 +349,8 @@ impl<'t> Gen<'t> {
             param_index: Default::default(),
             unfit: None,
             queues: Vec::new(),
+            bcasts: Vec::new(),
+            bcast_keys: Default::default(),
         }
     }
     /// Usable local bytes after the parameter area.
@@ -382,6 +399,97 @@ impl<'t> Gen<'t> {
         );
         self.queue(tile, Action::Dma(store, args));
     }
+    /// Core tile `k` (0-based core row) of column `col`.
+    pub fn column_tile(&self, k: usize, col: usize) -> (usize, u8, u8) {
+        let i = k * usize::from(self.t.cols) + col;
+        (i, self.tiles[i].0, self.tiles[i].1)
+    }
+    /// A load that every tile of `members` (one column) makes alike, queued on `tile` (one of them): the
+    /// first member to record `key` registers the transfer, and it is written once, when every member's queue
+    /// has reached it ([`Gen::emit`]), reading DDR once for all.
+    #[allow(clippy::too_many_arguments)] // mirrors Gen::dma
+    pub fn broadcast(
+        &mut self,
+        key: [usize; 5],
+        members: &[Tile],
+        tile: Tile,
+        buf: Xrt,
+        offset: usize,
+        local: usize,
+        row_bytes: usize,
+        rows: usize,
+        ddr_stride: usize,
+        local_stride: usize,
+    ) {
+        if members.len() < 2 {
+            self.dma(
+                tile,
+                false,
+                buf,
+                offset,
+                local,
+                row_bytes,
+                rows,
+                ddr_stride,
+                local_stride,
+            );
+            return;
+        }
+        let args = (
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        );
+        let next = self.bcasts.len();
+        let i = *self.bcast_keys.entry(key).or_insert(next);
+        if i == next {
+            self.bcasts.push(Bcast {
+                tiles: members.to_vec(),
+                args,
+                arrived: Vec::new(),
+                done: false,
+            });
+        }
+        self.queue(tile, Action::Bcast(i));
+    }
+    /// Writes broadcast `i` (the members' cores are awaited by the body).
+    fn write_bcast(&mut self, i: usize) {
+        let b = &mut self.bcasts[i];
+        b.done = true;
+        let (tiles, args) = (b.tiles.clone(), b.args);
+        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
+        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
+        let wide = linear
+            .then(|| self.widen(false, buf, offset, local, row_bytes.checked_mul(rows)?))
+            .flatten();
+        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
+        let (ddr_stride, local_stride) = if rows == 1 {
+            (row_bytes, row_bytes)
+        } else {
+            (ddr_stride, local_stride)
+        };
+        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
+        if self.unfit.is_some() {
+            return;
+        }
+        let moved = self.p.body.broadcast(
+            &tiles,
+            buf,
+            offset as u64,
+            local as u32,
+            row_bytes as u32,
+            rows as u32,
+            ddr_stride as u32,
+            local_stride as u32,
+        );
+        if let Err(why) = moved {
+            self.unfit.get_or_insert(why);
+        }
+    }
     /// Waits for the transfers pending in the tile's column (queued like a transfer).
     pub fn sync(&mut self, tile: (usize, u8, u8)) {
         self.queue(tile, Action::Sync);
@@ -402,6 +510,22 @@ impl<'t> Gen<'t> {
             let mut any = false;
             for (ti, q) in queues.iter().enumerate() {
                 while let Some(&(tile, a)) = q.get(at[ti]) {
+                    if let Action::Bcast(i) = a {
+                        // A broadcast waits until every member has reached it; the last one writes it.
+                        if !self.bcasts[i].done {
+                            if !self.bcasts[i].arrived.contains(&ti) {
+                                self.bcasts[i].arrived.push(ti);
+                                any = true;
+                            }
+                            if self.bcasts[i].arrived.len() < self.bcasts[i].tiles.len() {
+                                break;
+                            }
+                            self.write_bcast(i);
+                        }
+                        at[ti] += 1;
+                        any = true;
+                        continue;
+                    }
                     at[ti] += 1;
                     any = true;
                     match a {
@@ -411,11 +535,20 @@ impl<'t> Gen<'t> {
                             self.p.body.compute(tile, kernel, slot, bytes, cycles);
                             break;
                         }
+                        Action::Bcast(_) => {}
                     }
                 }
             }
             if !any {
-                return;
+                // Members that never all arrive (not made by the op generators): write the first waiting one.
+                match self
+                    .bcasts
+                    .iter()
+                    .position(|b| !b.done && !b.arrived.is_empty())
+                {
+                    Some(i) => self.write_bcast(i),
+                    None => return,
+                }
             }
         }
     }

@@ -173,14 +173,23 @@ impl ConvOp {
                 need - budget.min(need)
             )
         };
-        first_fit(self.tilings(t), budget, none, |b| self.tiled(t, b))
+        // The memory tile's broadcast saves DDR traffic but makes the cores of a column wait for each other: each
+        // tiling keeps whichever program the clock says is faster.
+        first_fit(self.tilings(t), budget, none, |b| {
+            let own = self.tiled(t, b, false)?;
+            match self.tiled(t, b, true) {
+                Ok(shared) if shared.cost.elapsed < own.cost.elapsed => Ok(shared),
+                _ => Ok(own),
+            }
+        })
     }
 
-    /// Compiles the conv with tiling (mb, cb, ohb).
+    /// Compiles the conv with tiling (mb, cb, ohb); `share`: broadcast input slabs where blocks share them.
     fn tiled(
         &self,
         t: &NpuTarget,
         (mb, cb, ohb): (usize, usize, usize),
+        share: bool,
     ) -> Result<OpProgram, Reject> {
         let mut g = Gen::new(t);
         let e = self.elem.size();
@@ -252,6 +261,13 @@ impl ConvOp {
         let outl = res + lay[4];
         let rows = self.rows();
         let xzp = self.requant.as_ref().map_or(0, |q| q.x_zero_point);
+        // A dense conv's output-channel blocks of one row block read the same input slab: up to one block per
+        // core row of a column share it, read from DDR once and broadcast by the memory tile.
+        let nmb = mper.div_ceil(mb);
+        let (noh, cols) = (oh.div_ceil(ohb), usize::from(t.cols));
+        let gsize = usize::from(t.rows - t.mem_tile_rows - 1).min(4);
+        let shared = share && !dw && nmb >= 2 && gsize >= 2;
+        let ngrp = nmb.div_ceil(gsize);
         for ni in 0..n {
             let mut wi = 0;
             for gi in 0..groups {
@@ -259,11 +275,22 @@ impl ConvOp {
                     let mbs = mb.min(mper - m0);
                     let mo0 = gi * mper + m0;
                     let chunk0 = wi;
+                    let mbi = m0 / mb;
                     for oh0 in (0..oh).step_by(ohb) {
                         wi = chunk0;
                         let ohs = ohb.min(oh - oh0);
                         let (ih0, in_rows, row0) = rows.slab(oh0, ohs).map_err(outside)?;
-                        let tile = g.tile();
+                        let ob = oh0 / ohb;
+                        let (grp, slot) = (mbi / gsize, mbi % gsize);
+                        let members: Vec<_> = if shared {
+                            let col = (((ni * groups + gi) * noh + ob) * ngrp + grp) % cols;
+                            (0..gsize.min(nmb - grp * gsize))
+                                .map(|k| g.column_tile(k, col))
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        let tile = members.get(slot).copied().unwrap_or_else(|| g.tile());
                         let chunks: Vec<usize> = if dw {
                             vec![0]
                         } else {
@@ -276,9 +303,10 @@ impl ConvOp {
                                 (gi * cg + c0, cb.min(cg - c0))
                             };
                             let row = in_rows * w * e;
-                            g.dma(
+                            g.broadcast(
+                                [ni, gi, ob, grp, ci],
+                                &members,
                                 tile,
-                                false,
                                 Xrt::In,
                                 ((ni * c + cbase) * h + ih0) * w * e,
                                 slab,
