@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what bundlec's tests and examples need on a fresh machine (idempotent): a C compiler, make, libpng
+# Installs what bundlec's tests and examples need on a fresh machine (idempotent): a C compiler, make, CMake, libpng
 # (the resnet50 example), and the Python
 # packages used as independent references (onnx 1.22.0 ships the ONNX node tests; onnxruntime is the oracle).
 set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
+command -v cmake >/dev/null || need+=(cmake)   # examples/cmake (tests/py/cmake_check.py)
 command -v c++ >/dev/null || need+=(g++)   # libfuzzer-sys builds libFuzzer (scripts/fuzz.sh)
 dpkg -s libpng-dev >/dev/null 2>&1 || need+=(libpng-dev)
 command -v chromium >/dev/null || need+=(chromium)   # renders the --report page in tests/py/report_check.py

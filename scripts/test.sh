@@ -32,6 +32,8 @@ python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.o
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
 python3 tests/py/gen_encoder.py target/pymodels/encoder_s128_b1.onnx --seq 128 --batch 1
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
+# CMake: examples/cmake builds a program around a model compiled at build time by cmake/bundlec.cmake.
+python3 tests/py/cmake_check.py --bundlec target/debug/bundlec target/pymodels/small_cnn.onnx
 # The same models with this machine's widest kernels (AVX-512 GEMM epilogues, depthwise row kernels, GEMV).
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu native target/pymodels/*.onnx
 # aarch64: compiled for aarch64-unknown-linux-gnu, linked by the cross gcc, run under qemu-user, vs the host bundle.
