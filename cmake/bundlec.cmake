@@ -1,6 +1,6 @@
 # bundlec.cmake: compile ONNX models into C bundles at build time.
 #
-#   include(path/to/bundlec/cmake/bundlec.cmake)
+#   find_package(bundlec REQUIRED CONFIG PATHS path/to/bundlec/cmake)   # or include(.../cmake/bundlec.cmake)
 #   bundlec_add_model(net MODEL model.onnx [NAME net] [CPU x86-64-v3,x86-64-v4]
 #                     [INPUTS data:1x3x224x224xf32 ...] [OPTIONS --npu vnpu ...])
 #   target_link_libraries(app PRIVATE net)
