@@ -5,10 +5,10 @@
 //! in `ir/ops/` and `codegen/ops/`: `cnn.rs` (Conv, MaxPool, AveragePool, GlobalAveragePool), `linalg.rs`
 //! (MatMul, Gemm), `elementwise.rs` (Add, Mul, Relu, Clip), `shape.rs` (Concat, Reshape).
 //!
-//! `gen.rs` is the program generator the families drive (`Gen`). `capability.rs` turns an IR node into an [`NpuOp`] or a rejection naming the one [`Constraint`] it breaks;
-//! the same constraint table prints `bundlec ops --npu`. Ops are described independently of the IR (shapes,
-//! dtype, constants, quantisation), so the int8 variants are built and tested directly until the int8 importer
-//! produces them.
+//! `gen.rs` is the program generator the families drive (`Gen`). `capability.rs` turns an IR node into an
+//! [`NpuOp`] or a rejection naming the one [`Constraint`] it breaks; the same constraint table prints `bundlec ops
+//! --npu`. Ops are described independently of the IR (shapes, dtype, constants, quantisation), so the int8
+//! variants are built and tested directly until the int8 importer produces them.
 
 pub mod capability;
 pub mod cnn;
