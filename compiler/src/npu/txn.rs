@@ -239,22 +239,7 @@ impl TxnBody {
     fn aie_dma(&mut self, l: Layout, tile: (usize, u8, u8), store: bool, buf: Xrt, p: Plan) {
         let (ti, col, row) = tile;
         let k = row - l.first_core;
-        let c = usize::from(col);
-        if self.pending.len() <= c {
-            self.pending.resize(c + 1, Vec::new());
-            self.locks_set.resize(c + 1, false);
-            self.mem_bds.resize(c + 1, [0, 0]);
-            self.next_bd.resize(c + 1, 0);
-        }
-        if self.core_bds.len() <= ti {
-            self.core_bds.resize(ti + 1, 0);
-        }
-        if !self.locks_set[c] {
-            for (reg, value) in dma::lock_init(&l) {
-                self.write(col, 1, reg, value);
-            }
-            self.locks_set[c] = true;
-        }
+        let c = self.open_column(&l, col);
         // At most 4 transfers in flight per column: every start queue on their path has room.
         if self.pending[c].len() >= 4 {
             self.drain(col);
@@ -275,21 +260,57 @@ impl TxnBody {
             shim: TxnBody::next(&mut self.next_bd[c], 0, NUM_BDS),
             mem_in,
             mem_out,
-            core: TxnBody::next(&mut self.core_bds[ti], 0, 16),
+            core: self.next_core_bd(ti),
         };
         let regs = dma::registers(&l, k, store, &p, bds);
+        let at = self.write_transfer(col, &l, regs, bds.shim, buf, &p);
+        let (r, d, ch) = dma::completion(&l, k, store);
+        self.pending[c].push((r, d, ch, at));
+    }
+    /// The index of column `col`, its transfer state made and its memory tile's staging locks set on first use.
+    fn open_column(&mut self, l: &Layout, col: u8) -> usize {
+        let c = usize::from(col);
+        if self.pending.len() <= c {
+            self.pending.resize(c + 1, Vec::new());
+            self.locks_set.resize(c + 1, false);
+            self.mem_bds.resize(c + 1, [0, 0]);
+            self.next_bd.resize(c + 1, 0);
+        }
+        if !self.locks_set[c] {
+            for (reg, value) in dma::lock_init(l) {
+                self.write(col, 1, reg, value);
+            }
+            self.locks_set[c] = true;
+        }
+        c
+    }
+    /// The next BD of core tile index `ti`.
+    fn next_core_bd(&mut self, ti: usize) -> u32 {
+        if self.core_bds.len() <= ti {
+            self.core_bds.resize(ti + 1, 0);
+        }
+        TxnBody::next(&mut self.core_bds[ti], 0, 16)
+    }
+    /// Writes a transfer's registers in column `col` (BDs, shim BD `shim_bd`'s address bound to `buf`, then the
+    /// queue pushes); returns when the clock says its DDR leg ends.
+    fn write_transfer(
+        &mut self,
+        col: u8,
+        l: &Layout,
+        regs: dma::Registers,
+        shim_bd: u32,
+        buf: Xrt,
+        p: &Plan,
+    ) -> u64 {
         for (r, reg, words) in &regs.blocks {
             self.blockwrite(col, *r, *reg, words);
         }
-        self.ddr_patch(col, l.tiles.shim.bd(bds.shim), buf, p.offset);
+        self.ddr_patch(col, l.tiles.shim.bd(shim_bd), buf, p.offset);
         for (r, reg, value) in regs.writes {
             self.write(col, r, reg, value);
         }
-        let (r, d, ch) = dma::completion(&l, k, store);
-        let at = self
-            .clock
-            .transfer(self.bytes.len(), u64::from(p.words()) * 4);
-        self.pending[c].push((r, d, ch, at));
+        self.clock
+            .transfer(self.bytes.len(), u64::from(p.words()) * 4)
     }
     /// A DMA between `buf` + `offset` and the tile's local memory as the AIE-ML data path of `dma.rs` does it.
     /// `Err` says why the transfer does not fit the BDs (a byte count off a 32-bit word, a walk beyond the
@@ -313,14 +334,17 @@ impl TxnBody {
             .aie
             .filter(|l| tile.2 >= l.first_core && tile.2 - l.first_core < l.cores)
             .ok_or_else(|| format!("core tile row {} has no route to a memory tile", tile.2))?;
-        let plan = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
-            format!(
-                "{} {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} and {local_stride} B \
-                 apart at local {local}, do not fit AIE-ML buffer descriptors (32-bit words at word-aligned \
-                 addresses, wraps and steps within the BD fields)",
-                if store { "storing" } else { "loading" }
-            )
-        })?;
+        let verb = if store { "storing" } else { "loading" };
+        let plan = plan(
+            verb,
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        )?;
         self.aie_dma(l, tile, store, buf, plan);
         Ok(())
     }
@@ -349,29 +373,20 @@ impl TxnBody {
         {
             return Err("a broadcast serves core tiles of one column".into());
         }
-        let p = Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
-            format!(
-                "broadcasting {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} does \
-                 not fit AIE-ML buffer descriptors"
-            )
-        })?;
+        let p = plan(
+            "broadcasting",
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        )?;
         for &t in tiles {
             self.await_core(t);
         }
-        // Registers the column's state as a first transfer would (locks, BD pools).
-        let c = usize::from(col);
-        if self.pending.len() <= c {
-            self.pending.resize(c + 1, Vec::new());
-            self.locks_set.resize(c + 1, false);
-            self.mem_bds.resize(c + 1, [0, 0]);
-            self.next_bd.resize(c + 1, 0);
-        }
-        if !self.locks_set[c] {
-            for (reg, value) in dma::lock_init(&l) {
-                self.write(col, 1, reg, value);
-            }
-            self.locks_set[c] = true;
-        }
+        let c = self.open_column(&l, col);
         self.drain(col);
         let shim_bd = TxnBody::next(&mut self.next_bd[c], 0, NUM_BDS);
         let mem_in = TxnBody::next(&mut self.mem_bds[c][0], 0, 24);
@@ -381,23 +396,11 @@ impl TxnBody {
             let k = row - l.first_core;
             let half = usize::from(k % 2);
             let mem_out = TxnBody::next(&mut self.mem_bds[c][half], 24 * half as u32, 24);
-            if self.core_bds.len() <= ti {
-                self.core_bds.resize(ti + 1, 0);
-            }
             ks.push(k);
-            per_core.push((mem_out, TxnBody::next(&mut self.core_bds[ti], 0, 16)));
+            per_core.push((mem_out, self.next_core_bd(ti)));
         }
         let regs = dma::broadcast(&l, &ks, &p, shim_bd, mem_in, &per_core);
-        for (r, reg, words) in &regs.blocks {
-            self.blockwrite(col, *r, *reg, words);
-        }
-        self.ddr_patch(col, l.tiles.shim.bd(shim_bd), buf, p.offset);
-        for (r, reg, value) in regs.writes {
-            self.write(col, r, reg, value);
-        }
-        let at = self
-            .clock
-            .transfer(self.bytes.len(), u64::from(p.words()) * 4);
+        let at = self.write_transfer(col, &l, regs, shim_bd, buf, &p);
         for &k in &ks {
             let (r, d, ch) = dma::completion(&l, k, false);
             self.pending[c].push((r, d, ch, at));
@@ -454,6 +457,27 @@ impl TxnBody {
         self.bytes.extend_from_slice(bytes);
         self.ops += ops;
     }
+}
+
+/// The plan of a transfer, or why it does not fit (`verb`: what the transfer does, for the message).
+#[allow(clippy::too_many_arguments)] // one field per word of the transfer
+fn plan(
+    verb: &str,
+    buf: Xrt,
+    offset: u64,
+    local: u32,
+    row_bytes: u32,
+    rows: u32,
+    ddr_stride: u32,
+    local_stride: u32,
+) -> Result<Plan, String> {
+    Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
+        format!(
+            "{verb} {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} and {local_stride} B \
+             apart at local {local}, do not fit AIE-ML buffer descriptors (32-bit words at word-aligned addresses, \
+             wraps and steps within the BD fields)"
+        )
+    })
 }
 
 /// The container: header + body.

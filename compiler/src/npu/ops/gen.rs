@@ -186,21 +186,11 @@ impl<'t> Gen<'t> {
         let b = &mut self.bcasts[i];
         b.done = true;
         let (tiles, args) = (b.tiles.clone(), b.args);
-        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
-        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
-        let wide = linear
-            .then(|| self.widen(false, buf, offset, local, row_bytes.checked_mul(rows)?))
-            .flatten();
-        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
-        let (ddr_stride, local_stride) = if rows == 1 {
-            (row_bytes, row_bytes)
-        } else {
-            (ddr_stride, local_stride)
-        };
-        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
-        if self.unfit.is_some() {
+        let Some((buf, offset, local, row_bytes, rows, ddr_stride, local_stride)) =
+            self.shaped(false, args)
+        else {
             return;
-        }
+        };
         let moved = self.p.body.broadcast(
             &tiles,
             buf,
@@ -236,31 +226,20 @@ impl<'t> Gen<'t> {
             for (ti, q) in queues.iter().enumerate() {
                 while let Some(&(tile, a)) = q.get(at[ti]) {
                     if let Action::Bcast(i) = a {
-                        // A broadcast waits until every member has reached it; the last one writes it.
-                        if !self.bcasts[i].done {
-                            if !self.bcasts[i].arrived.contains(&ti) {
-                                self.bcasts[i].arrived.push(ti);
-                                any = true;
-                            }
-                            if self.bcasts[i].arrived.len() < self.bcasts[i].tiles.len() {
-                                break;
-                            }
-                            self.write_bcast(i);
+                        if !self.reach(i, ti, &mut any) {
+                            break;
                         }
-                        at[ti] += 1;
-                        any = true;
-                        continue;
                     }
                     at[ti] += 1;
                     any = true;
                     match a {
                         Action::Dma(store, args) => self.transfer(tile, store, args),
                         Action::Sync => self.p.body.sync(tile),
+                        Action::Bcast(_) => {} // written by `reach` once every member arrived
                         Action::Compute(kernel, slot, bytes, cycles) => {
                             self.p.body.compute(tile, kernel, slot, bytes, cycles);
                             break;
                         }
-                        Action::Bcast(_) => {}
                     }
                 }
             }
@@ -277,23 +256,30 @@ impl<'t> Gen<'t> {
             }
         }
     }
+    /// Tile `ti`'s queue has reached broadcast `i`: marks it arrived (setting `any` the first time) and writes
+    /// the broadcast when it is the last member. Whether the tile may go on past it.
+    fn reach(&mut self, i: usize, ti: usize, any: &mut bool) -> bool {
+        let b = &mut self.bcasts[i];
+        if b.done {
+            return true;
+        }
+        if !b.arrived.contains(&ti) {
+            b.arrived.push(ti);
+            *any = true;
+        }
+        if b.arrived.len() < b.tiles.len() {
+            return false;
+        }
+        self.write_bcast(i);
+        true
+    }
     /// One transfer, widened to whole words where it may be.
     fn transfer(&mut self, tile: (usize, u8, u8), store: bool, args: DmaArgs) {
-        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
-        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
-        let wide = linear
-            .then(|| self.widen(store, buf, offset, local, row_bytes.checked_mul(rows)?))
-            .flatten();
-        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
-        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
-        let (ddr_stride, local_stride) = if rows == 1 {
-            (row_bytes, row_bytes)
-        } else {
-            (ddr_stride, local_stride)
-        };
-        if self.unfit.is_some() {
+        let Some((buf, offset, local, row_bytes, rows, ddr_stride, local_stride)) =
+            self.shaped(store, args)
+        else {
             return;
-        }
+        };
         let moved = self.p.body.dma(
             tile,
             store,
@@ -308,6 +294,27 @@ impl<'t> Gen<'t> {
         if let Err(why) = moved {
             self.unfit.get_or_insert(why);
         }
+    }
+    /// A transfer's arguments with a linear run widened to whole words where [`Gen::widen`] allows (one row:
+    /// `Plan::of` takes a single row as linear whatever its strides), its DDR bytes counted; `None` once a
+    /// transfer of the op did not fit (the op is refused, so nothing more is written).
+    fn shaped(&mut self, store: bool, args: DmaArgs) -> Option<DmaArgs> {
+        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
+        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
+        let wide = linear
+            .then(|| self.widen(store, buf, offset, local, row_bytes.checked_mul(rows)?))
+            .flatten();
+        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
+        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
+        self.unfit.is_none().then_some((
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        ))
     }
     /// A linear run of bytes (one row, or rows that touch) whose length is not a multiple of 4, widened to the
     /// next word so that the DMA can move it: every tensor sits 64-byte aligned and padded in its buffer and
