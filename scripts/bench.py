@@ -299,7 +299,9 @@ def build_variant(model, name, cpu, bundlec, d):
     """Compiles model for one --cpu and links the drivers: the variant's dict (paths, compile time, sizes)."""
     vname = name + "_" + re.sub(r"\W", "_", cpu)
     t = time.perf_counter()
-    subprocess.run([bundlec, "compile", model, "-o", d, "--name", vname, "--cpu", cpu], check=True, capture_output=True)
+    # "default": no --cpu (the fat x86-64-v3,x86-64-v4 on x86-64); "A+B": the fat bundle --cpu A,B.
+    flags = [] if cpu == "default" else ["--cpu", cpu.replace("+", ",")]
+    subprocess.run([bundlec, "compile", model, "-o", d, "--name", vname] + flags, check=True, capture_output=True)
     compile_s = time.perf_counter() - t
     obj = os.path.join(d, vname + ".o")
     exe = os.path.join(d, "run_" + vname)
@@ -498,7 +500,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="timed inferences per process; their median is its sample")
     ap.add_argument("--bundlec", default=os.path.join(ROOT, "target/release/bundlec"),
                     help="the compiler to time (default: the release build, as `cargo install` makes it)")
-    ap.add_argument("--cpu", default="x86-64-v3,native", help="comma-separated --cpu values to compare")
+    ap.add_argument("--cpu", default="default,native",
+                    help="comma-separated --cpu values to compare: 'default' compiles without --cpu, A+B is the "
+                         "fat bundle --cpu A,B")
     ap.add_argument("--suite", action="store_true", help="also the four models of the speed issue, generated into "
                     "target/bench-models/ when missing")
     ap.add_argument("--scaling", action="store_true", help="also the compile-time scaling rows: chains of 1k to 100k "

@@ -80,9 +80,6 @@ impl BuildScript {
         let target = env("TARGET")?;
         if target != env("HOST")? {
             self.opts.target = Some(target);
-            if self.opts.cpu == Options::new("x").cpu && !target_is_x86(&self.opts.target) {
-                self.opts.cpu = "generic".into();
-            }
         }
         println!("cargo:rerun-if-changed={}", self.model.display());
         let b = compile_file(&self.model, &self.opts)?;
@@ -109,10 +106,6 @@ impl BuildScript {
         crate::fsio::write_file(&module, rust_module(name, &b).as_bytes())?;
         Ok(Generated { dir, module })
     }
-}
-
-fn target_is_x86(t: &Option<String>) -> bool {
-    t.as_deref().is_some_and(|t| t.starts_with("x86_64"))
 }
 
 /// The typed module for a bundle.

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod buildscript;
+pub mod cli;
 pub mod codegen;
 pub mod emit;
 pub mod error;

@@ -30,7 +30,8 @@ pub struct Options {
     pub inputs: Vec<InputSpec>,
     /// Target triple (None: host).
     pub target: Option<String>,
-    /// CPU features: native, generic, x86-64-v3, ...
+    /// CPU features (`--cpu`): `default` (the target's default sets, `isa::resolve_cpu`), native, generic,
+    /// x86-64-v3, x86-64-v4, ..., or `BASE,FAST` for a fat bundle.
     pub cpu: String,
     /// Run the IR verifier after every pass.
     pub verify: bool,
@@ -65,16 +66,11 @@ pub struct QuantizeOptions {
 impl Options {
     /// Defaults for a bundle called `name`.
     pub fn new(name: &str) -> Options {
-        let cpu = if cfg!(target_arch = "x86_64") {
-            "x86-64-v3"
-        } else {
-            "generic"
-        };
         Options {
             name: name.into(),
             inputs: vec![],
             target: None,
-            cpu: cpu.into(),
+            cpu: codegen::isa::DEFAULT_CPU.into(),
             verify: true,
             npu: None,
             quantize: None,
@@ -290,7 +286,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             .push((stage, clock.elapsed().as_secs_f64() * 1e3));
         clock = Instant::now();
     };
-    let (tgt, fast) = isa::targets(opts.target.as_deref(), &opts.cpu)?;
+    let cpu = isa::resolve_cpu(opts.target.as_deref(), &opts.cpu)?;
+    let (tgt, fast) = isa::targets(opts.target.as_deref(), &cpu)?;
     let (stats, qreport) = optimize_with(&mut g, opts.quantize.as_ref())?;
     report.passes = stats;
     report.kept_f32 = qreport.kept;
@@ -325,7 +322,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         codegen::lower::LowerOpts {
             vnni: tgt.vnni,
             micro_kernels: tgt.simd.is_some(),
-            avx512: tgt.simd == Some(codegen::kernels::gemm_x86::Simd::Avx512),
+            avx512: fast.as_ref().unwrap_or(&tgt).simd
+                == Some(codegen::kernels::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),
         },
@@ -350,6 +348,10 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         }
     };
     plan.constant_size = crate::plan::align(plan.constant_size);
+    // A fat bundle's entry remembers its CPU check in a slot at the end of the activation area.
+    let pick_slot = fast
+        .as_ref()
+        .map(|_| plan.reserve_activation(codegen::dispatch::SLOT_BYTES));
     lap(&mut report, "lower+plan");
     let mut w = weights::image(&g, &plan)?;
     if let Some(p) = &part {
@@ -382,6 +384,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
                 fast: f,
                 base_kernels: &funcs,
                 embedded,
+                slot: pick_slot.unwrap_or_default(),
+                key: checksum ^ bundle_rt::fnv1a64(opts.name.as_bytes()),
             };
             Some(codegen::dispatch::define_fat(
                 &mut module,
@@ -453,7 +457,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         efficiency: plan.efficiency(),
         checksum,
         ops_layers: [l.kernels.len(), s.num_layers as usize],
-        target: [&triple, &opts.cpu],
+        target: [&triple, &cpu],
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
         features: &codegen::kernels::cpu_check::feature_names(cpu_features),
@@ -498,7 +502,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             on_npu,
             target: part.as_ref().map_or(&vnpu, |p| &p.target),
             timings: &report.timings,
-            cpu: [&triple, &tgt.cpu],
+            cpu: [&triple, &cpu],
         })
     });
     report.nodes = g.order.len();

@@ -68,7 +68,7 @@ def dequant_step(m, consts, out_name, rank):
     return None
 
 
-def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None):
+def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None, runner=()):
     """Returns (worst scaled error over the outputs checked against tol, worst error in quantisation steps over the
     outputs checked in steps). Without qsteps every output is checked against tol and the second value is None;
     with qsteps either value is None when no output is checked that way."""
@@ -113,8 +113,8 @@ def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None):
         # The activation area poisoned (NaN) before the first of two runs, whose second's outputs are checked: a
         # kernel reading memory the run has not written, or depending on what the previous run left, fails.
         poison = dict(os.environ, BUNDLE_POISON="1", BUNDLE_REPEAT="2")
-        subprocess.run([exe, os.path.join(d, name + ".weights")] + ins + outs, check=True, capture_output=True, text=True,
-                       env=poison)
+        subprocess.run(list(runner) + [exe, os.path.join(d, name + ".weights")] + ins + outs, check=True,
+                       capture_output=True, text=True, env=poison)
         sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         refs = sess.run(None, feeds)
         worst, worst_steps = (0.0 if qsteps is None else None), None
@@ -145,6 +145,9 @@ def main():
     ap.add_argument("--input", action="append", default=[])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu", help="bundlec --cpu kernel set (default: bundlec's)")
+    ap.add_argument("--runner", default="",
+                    help="command that runs the C driver, e.g. 'qemu-x86_64 -cpu max' (an AVX2 CPU without AVX-512: "
+                         "a fat bundle then runs its base set)")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     specs = {}
@@ -154,7 +157,7 @@ def main():
     passed = failed = 0
     for model in a.models:
         try:
-            worst, steps = check(model, a.bundlec, a.tol, specs, a.seed, a.qsteps, a.cpu)
+            worst, steps = check(model, a.bundlec, a.tol, specs, a.seed, a.qsteps, a.cpu, a.runner.split())
             ok = (worst is None or worst <= a.tol) and (steps is None or steps <= a.qsteps + STEP_SLACK)
             msg = ", ".join(([] if steps is None else [f"max error {steps:.3g} steps (qsteps {a.qsteps:g})"]) +
                             ([] if worst is None else [f"max scaled error {worst:.2e} (tol {a.tol:g})"]))

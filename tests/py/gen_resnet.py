@@ -63,14 +63,15 @@ class Builder:
         return r
 
 
-def classifier_model(b, x, name, batch, opset):
-    """Global average pool, Flatten and Gemm to 1000 classes on x [N, 2048, 7, 7]; the checked ModelProto."""
+def classifier_model(b, x, name, batch, opset, size=224):
+    """Global average pool, Flatten and Gemm to 1000 classes on x [N, 2048, size/32, size/32]; the checked
+    ModelProto, whose input is [batch, 3, size, size]."""
     b.nodes.append(h.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
     b.nodes.append(h.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
     fw = b.const("fc.weight", b.rng.standard_normal((1000, 2048)) * np.sqrt(1.0 / 2048))
     fb = b.const("fc.bias", 0.01 * b.rng.standard_normal(1000))
     b.nodes.append(h.make_node("Gemm", ["flat", fw, fb], ["output"], name="fc", transB=1))
-    g = h.make_graph(b.nodes, name, [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, 224, 224])],
+    g = h.make_graph(b.nodes, name, [h.make_tensor_value_info("input", T.FLOAT, [batch, 3, size, size])],
                      [h.make_tensor_value_info("output", T.FLOAT, [batch, 1000])], b.inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="bundlec-gen-resnet")
     m.ir_version = 8
@@ -128,7 +129,7 @@ def resnet50_v2(batch, opset, seed=51):
     return classifier_model(b, x, "resnet50_v2", batch, opset)
 
 
-def resnet50(batch, fold_bn, opset, seed=50):
+def resnet50(batch, fold_bn, opset, seed=50, size=224):
     b = Builder(seed, fold_bn)
     x = b.conv_bn("input", 3, 64, 7, 2, True, "conv1")
     b.nodes.append(h.make_node("MaxPool", [x], ["pool1"], name="maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
@@ -137,7 +138,7 @@ def resnet50(batch, fold_bn, opset, seed=50):
         for bi in range(blocks):
             x = b.bottleneck(x, cin, width, stride if bi == 0 else 1, bi == 0, f"layer{li + 1}.{bi}")
             cin = width * 4
-    return classifier_model(b, x, "resnet50", batch, opset)
+    return classifier_model(b, x, "resnet50", batch, opset, size)
 
 
 if __name__ == "__main__":
@@ -147,5 +148,6 @@ if __name__ == "__main__":
     ap.add_argument("--fold-bn", action="store_true")
     ap.add_argument("--opset", type=int, default=13)
     ap.add_argument("--v2", action="store_true", help="pre-activation ResNet-50 v2 (model zoo resnet50-v2-7 structure)")
+    ap.add_argument("--size", type=int, default=224, help="input height and width (ResNet-50 v1 only)")
     a = ap.parse_args()
-    onnx.save(resnet50_v2(a.batch, a.opset) if a.v2 else resnet50(a.batch, a.fold_bn, a.opset), a.out)
+    onnx.save(resnet50_v2(a.batch, a.opset) if a.v2 else resnet50(a.batch, a.fold_bn, a.opset, size=a.size), a.out)

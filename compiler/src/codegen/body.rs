@@ -23,7 +23,11 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         },
         (Body::TransposeOut { n, t }, _, _) => match c.layout {
             Some([Some(f), _, _]) => {
-                ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, f)
+                let per_call = match simd {
+                    Some(Simd::Avx2) => super::kernels::transpose_avx2::OUT_CHANNELS,
+                    _ => 16,
+                };
+                ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, (f, per_call))
             }
             _ => return false,
         },

@@ -78,8 +78,8 @@ pub(super) struct Callees {
     pub dw_f32: Option<FuncRef>,
     /// A machine-code-only body's functions (`layout_only`).
     pub layout: Option<[Option<FuncRef>; 3]>,
-    /// A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`, AVX-512).
-    pub transpose: Option<FuncRef>,
+    /// A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`) and the channels it writes per call.
+    pub transpose: Option<(FuncRef, usize)>,
     /// The max pooling row kernel.
     pub max_row: Option<FuncRef>,
     /// A row copy: im2col's strided rows, a depthwise plane's rows, a padded max pooling's plane, or a
@@ -171,13 +171,13 @@ impl Callees {
         };
         // A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`).
         let transpose = match (&k.body, simd) {
-            (Body::Gemm(s), Some(Simd::Avx512)) => match s.transpose_out {
-                Some(t) => Some(define_transpose(module, name, i, &t)?),
+            (Body::Gemm(s), Some(simd)) => match s.transpose_out {
+                Some(t) => Some(define_transpose(module, name, i, &t, simd)?),
                 None => None,
             },
             _ => None,
         }
-        .map(|fid| module.declare_func_in_func(fid, &mut *func));
+        .map(|(fid, per_call)| (module.declare_func_in_func(fid, &mut *func), per_call));
         let max_row = match (&k.body, simd) {
             (Body::Pool(s), Some(simd)) => define_pool_row(module, name, i, s, simd)?
                 .map(|fid| module.declare_func_in_func(fid, &mut *func)),

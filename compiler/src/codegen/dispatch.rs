@@ -1,10 +1,11 @@
-//! Fat bundles (`--cpu BASE,FAST`, e.g. `x86-64-v3,x86-64-v4`): both kernel sets are in the object, each behind
-//! its own local entry function, and the exported entry `NAME` asks a local feature check (CPUID and XGETBV, as
-//! `NAME_cpu_supported` does) on every call which one to run. No libc, no writable globals: the check is not
-//! cached, so each call pays one CPUID sequence. The op table and `cpuFeatures`
-//! describe the baseline set, so bundle-rt runs anywhere the baseline runs; the config's `fastOps` table holds the
-//! same ops with FAST's functions, which bundle-rt runs instead where the CPU has `fastCpuFeatures`.
-
+//! Fat bundles (`--cpu BASE,FAST`; the default on x86-64 System V targets is `x86-64-v3,x86-64-v4`): both kernel
+//! sets are in the object, each behind its own local entry function, and the exported entry `NAME` asks a local
+//! `pick` which one to run. No libc, no writable globals: `pick` runs the fast set's feature check (CPUID and
+//! XGETBV) once per activation area and remembers the answer in a 64-byte slot at the end of that area, under a
+//! tag bound to the slot's address and this bundle, which uninitialised memory does not hold
+//! (`kernels/cpu_check.rs`). The op table and `cpuFeatures` describe the baseline set, so bundle-rt runs
+//! anywhere the baseline runs; the config's `fastOps` table holds the same ops with FAST's functions, which
+//! bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 use super::isa::Target;
 use super::kernel::{KernelId, Lowering};
 use crate::error::{Error, Result};
@@ -23,15 +24,22 @@ pub struct Fat<'a> {
     pub base_kernels: &'a PrimaryMap<KernelId, FuncId>,
     /// `NAME_weights` (`--embed-weights`).
     pub embedded: Option<cranelift_module::DataId>,
+    /// The offset of `pick`'s slot in the activation area ([`SLOT_BYTES`] reserved there).
+    pub slot: usize,
+    /// The bundle's tag key (its name and weights checksum).
+    pub key: u64,
 }
+
+/// The bytes a fat bundle reserves at the end of its activation area for `pick`'s slot (one cache line).
+pub const SLOT_BYTES: usize = 64;
 
 /// The name prefix of a fat bundle's fast kernel set (`NAME__fast__kI...`).
 pub fn fast_name(name: &str) -> String {
     format!("{name}__fast")
 }
 
-/// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local check
-/// `NAME__has_fast` and the exported dispatcher `NAME`. Returns FAST's kernel functions and feature bits, for
+/// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local
+/// `NAME__pick` and the exported dispatcher `NAME`. Returns FAST's kernel functions and feature bits, for
 /// the config's `fastOps` table (bundle-rt's engine runs them where the CPU has the features).
 pub fn define_fat(
     module: &mut dyn Module,
@@ -56,19 +64,20 @@ pub fn define_fat(
     };
     let base = entry("base", fat.base_kernels)?;
     let fast = entry("fast", &fast_kernels)?;
-    let check = format!("{name}__has_fast");
-    let (chk, bits) =
-        super::define_feature_check(module, &check, local, &f.cpu, f.has_fma, f.simd, f.vnni)?;
-    define_dispatch(module, name, chk, fast, base)?;
+    let pick = format!("{name}__pick");
+    let (pick, bits) =
+        super::define_pick(module, &pick, &f.cpu, f.has_fma, f.simd, f.vnni, fat.key)?;
+    define_dispatch(module, name, pick, fat.slot, fast, base)?;
     Ok((fast_kernels, bits))
 }
 
-/// Defines the exported `name(constants, mutables, activations) -> i32` that tail-calls `fast` when `check()`
-/// returns non-zero, else `base`.
+/// Defines the exported `name(constants, mutables, activations) -> i32` that calls `fast` when
+/// `pick(activations + slot)` returns non-zero, else `base`.
 fn define_dispatch(
     module: &mut dyn Module,
     name: &str,
-    check: FuncId,
+    pick: FuncId,
+    slot: usize,
     fast: FuncId,
     base: FuncId,
 ) -> Result<FuncId> {
@@ -79,8 +88,9 @@ fn define_dispatch(
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let areas = super::builder::begin_body(&mut b);
-        let [chk, f, s] = [check, fast, base].map(|id| module.declare_func_in_func(id, b.func));
-        let call = b.ins().call(chk, &[]);
+        let [chk, f, s] = [pick, fast, base].map(|id| module.declare_func_in_func(id, b.func));
+        let at = b.ins().iadd_imm_s(areas[2], slot as i64);
+        let call = b.ins().call(chk, &[at]);
         let ok = b.inst_results(call)[0];
         let (fast_blk, base_blk) = (b.create_block(), b.create_block());
         b.ins().brif(ok, fast_blk, &[], base_blk, &[]);

@@ -34,7 +34,7 @@ pub fn define_cpu_check(
 
 /// Defines `int fname(void)`: 1 when the CPU has every feature of a kernel set (see [`define_cpu_check`]);
 /// returns its id and feature bits.
-pub fn define_feature_check(
+fn define_feature_check(
     module: &mut dyn Module,
     fname: &str,
     linkage: Linkage,
@@ -49,14 +49,7 @@ pub fn define_feature_check(
         .declare_function(fname, linkage, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
     if module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
-        let v4 =
-            matches!(cpu, "x86-64-v4" | "skylake-avx512" | "icelake") || simd == Some(Simd::Avx512);
-        let needs = kernels::cpu_check::X86Needs {
-            avx_fma: has_fma,
-            avx2: has_fma,
-            avx512: v4,
-            vnni,
-        };
+        let needs = x86_needs(cpu, has_fma, simd, vnni);
         let bytes =
             kernels::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;
         module
@@ -80,6 +73,50 @@ pub fn define_feature_check(
         .define_function(id, &mut ctx)
         .map_err(|e| Error::internal("codegen", format!("{fname}: {e:?}")))?;
     Ok((id, 0))
+}
+
+/// What a kernel set of `cpu` needs of an x86-64 CPU.
+fn x86_needs(
+    cpu: &str,
+    has_fma: bool,
+    simd: Option<Simd>,
+    vnni: bool,
+) -> kernels::cpu_check::X86Needs {
+    let v4 =
+        matches!(cpu, "x86-64-v4" | "skylake-avx512" | "icelake") || simd == Some(Simd::Avx512);
+    kernels::cpu_check::X86Needs {
+        avx_fma: has_fma,
+        avx2: has_fma,
+        avx512: v4,
+        vnni,
+    }
+}
+
+/// Defines a fat bundle's local `int fname(uint64_t *slot)`: the feature check of the fast set (x86-64 System V),
+/// remembered in `slot` under a tag of `key` (`kernels::cpu_check::assemble_pick`). Returns its id and the set's
+/// feature bits.
+pub fn define_pick(
+    module: &mut dyn Module,
+    fname: &str,
+    cpu: &str,
+    has_fma: bool,
+    simd: Option<Simd>,
+    vnni: bool,
+    key: u64,
+) -> Result<(FuncId, u64)> {
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I32));
+    let id = module
+        .declare_function(fname, Linkage::Local, &sig)
+        .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
+    let needs = x86_needs(cpu, has_fma, simd, vnni);
+    let bytes = kernels::cpu_check::assemble_pick(&needs, key)
+        .map_err(|e| Error::internal("codegen", e))?;
+    module
+        .define_function_bytes(id, 16, &bytes, &[])
+        .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
+    Ok((id, needs.bits()))
 }
 
 /// Defines the entry function `name(constants, mutables, activations) -> i32` with `linkage` (exported, or local

@@ -1,5 +1,6 @@
-//! Target selection: the triple (`--target`, default the host) and ISA features (`--cpu`). On x86-64 the
-//! default is `x86-64-v3` with `has_avx` and `has_fma` set explicitly, so Cranelift emits FMA instructions
+//! Target selection: the triple (`--target`, default the host) and ISA features (`--cpu`). On x86-64 System V
+//! targets the default is the fat bundle `x86-64-v3,x86-64-v4` ([`resolve_cpu`]); `x86-64-v3` sets `has_avx` and
+//! `has_fma` explicitly, so Cranelift emits FMA instructions
 //! instead of `fmaf` calls; `generic` is baseline x86-64 (SSE2) with separate multiply and add; `native` asks
 //! the host. The code is position independent so it links into PIE executables and shared libraries alike.
 
@@ -151,6 +152,33 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
         vnni,
     })
 }
+
+/// The `--cpu` that `default` means for `triple` (None: the host): the fat `x86-64-v3,x86-64-v4` on x86-64
+/// System V targets (bundle-rt and the entry pick the AVX-512 set where the CPU has it), `x86-64-v3` on other
+/// x86-64 targets (micro-kernels and fat bundles follow the System V convention), `generic` elsewhere. Any other
+/// value is returned as it is.
+pub fn resolve_cpu(triple: Option<&str>, cpu: &str) -> Result<String> {
+    if cpu != DEFAULT_CPU {
+        return Ok(cpu.to_string());
+    }
+    let triple = match triple {
+        Some(t) => Triple::from_str(t).map_err(|e| bad("--target", format!("'{t}': {e}")))?,
+        None => Triple::host(),
+    };
+    Ok(match triple.architecture {
+        Architecture::X86_64
+            if triple.operating_system != target_lexicon::OperatingSystem::Windows =>
+        {
+            "x86-64-v3,x86-64-v4"
+        }
+        Architecture::X86_64 => "x86-64-v3",
+        _ => "generic",
+    }
+    .to_string())
+}
+
+/// The `--cpu` value that stands for the target's default kernel sets ([`resolve_cpu`]).
+pub const DEFAULT_CPU: &str = "default";
 
 /// The targets of a `--cpu` list: one kernel set, or (a fat bundle, x86-64 System V only) a baseline set and a
 /// faster one that the entry function picks per call when the CPU has its features. Both must lower alike (the

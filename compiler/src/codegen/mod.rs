@@ -32,7 +32,7 @@ use cranelift_codegen::Context;
 use cranelift_entity::{EntityRef, PrimaryMap};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
-pub use entry::{define_cpu_check, define_entry, define_feature_check};
+pub use entry::{define_cpu_check, define_entry, define_pick};
 use kernel::{KernelId, Lowering};
 use kernels::gemm_x86::Simd;
 pub use machine_code::KC;

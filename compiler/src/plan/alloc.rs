@@ -56,6 +56,14 @@ impl MemoryPlan {
         self.constant_size = at + super::align(bytes.max(1));
         at
     }
+    /// Appends `bytes` (64-aligned) to the activation area, live throughout (a fat bundle's dispatch slot), and
+    /// returns their offset.
+    pub fn reserve_activation(&mut self, bytes: usize) -> usize {
+        let at = super::align(self.activation_size);
+        self.activation_size = at + super::align(bytes);
+        self.max_live += bytes;
+        at
+    }
     /// max live / area size (1.0 is optimal; 1.0 when there are no activations).
     pub fn efficiency(&self) -> f64 {
         if self.activation_size == 0 {

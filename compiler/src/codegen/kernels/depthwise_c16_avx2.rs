@@ -1,15 +1,20 @@
 //! The AVX2 channel-blocked f32 depthwise kernel of small planes: the contract of the AVX-512 kernel in
 //! `depthwise_c16_x86.rs` (one call per 16 channels, weights packed `[taps][16]`, 16 biases, the scratch of
-//! `DwC16::scratch_bytes`), for planes in and planes out, the 16 channels taken as two halves of eight, each
-//! half in the lanes of a `ymm`. Per half, all offsets compile-time immediates:
+//! `DwC16::scratch_bytes`, every input and output layout: planes or a transposed GEMM's block in, planes, row
+//! panels or the block out), the 16 channels taken as two halves of eight, each half in the lanes of a `ymm`.
+//! The block layouts come from a fat bundle's AVX-512 lowering, which its AVX2 set shares. Per half, all offsets
+//! compile-time immediates:
 //! 1. zero the border of the padded input block `X[Hp][Wp][8]` in the scratch;
 //! 2. transpose the eight input planes into it, eight pixels at a time (eight loads, `transpose8_ymm`, a store
-//!    per pixel; a partial last block's load of the half's last plane masked, so nothing past it is read);
+//!    per pixel; a partial last block's load of the half's last plane masked, so nothing past it is read), or
+//!    (`in_blocked`) copy the half's lanes of the input block `[H·W][16]`;
 //! 3. per output row (a counted loop), groups of up to twelve outputs in accumulators that start at the bias (or
 //!    +0.0) and take one `vfmadd231ps` per tap in (ky, kx) order — the tap's eight weights loaded once per group,
 //!    the inputs as memory operands — into `O[P][8]`;
 //! 4. transpose `O` back into the eight output planes, eight pixels at a time, clamped (NaN kept), the last
-//!    block's stores exact (`store_head_ymm`).
+//!    block's stores exact (`store_head_ymm`); or (`Panels`) store each channel's eight pixels into a row panel
+//!    of a transposed GEMM's packed A, the pixels past P zero; or (`Blocked`) copy `O` clamped into the half's
+//!    lanes of the output block `[P][16]`.
 //!
 //! A 7x7 or 14x14 plane then costs one FMA per tap and output for eight channels, where the row kernel made a
 //! call per output row and channel of one or two vectors. Every output is the fma chain from the bias of the
@@ -25,8 +30,8 @@ use iced_x86::code_asm::*;
 /// Outputs computed together: twelve accumulators, a register for the tap's weights.
 const GROUP: usize = 12;
 
-/// Assembles the kernel; `Err` for a shape it does not take (more than `MAX_TAPS` taps, a zero size, an
-/// output or input other than planes) or displacements that do not fit.
+/// Assembles the kernel; `Err` for a shape it does not take (more than `MAX_TAPS` taps, a zero size) or
+/// displacements that do not fit.
 pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let name = "AVX2 channel-blocked depthwise";
@@ -36,9 +41,6 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
     let [oh, ow] = s.out;
     let taps = kh * kw;
     s.check(name)?;
-    if s.layout != C16Out::Planes || s.in_blocked {
-        return Err(format!("{name}: planes only, not {s:?}"));
-    }
     let [hp, wp] = s.padded();
     let (hw, p) = (h * w, oh * ow);
     // O after X, in floats.
@@ -53,8 +55,16 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         for q in s.border() {
             a.vmovups(ptr(r8 + disp(name, q * 8)?), ymm0).map_err(e)?;
         }
-        // 2. The half's eight input planes, transposed eight pixels at a time.
-        for p0 in (0..hw).step_by(8) {
+        // 2. The half's eight input planes, transposed eight pixels at a time; or its lanes of the input block.
+        for q in (0..hw).filter(|_| s.in_blocked) {
+            if let Some(at) = s.slot(q) {
+                let x = y(q % 2);
+                a.vmovups(x, ptr(rdi + disp(name, q * 16 + 8 * half)?))
+                    .map_err(e)?;
+                a.vmovups(ptr(r8 + disp(name, at * 8)?), x).map_err(e)?;
+            }
+        }
+        for p0 in (0..hw).step_by(8).filter(|_| !s.in_blocked) {
             let n = (hw - p0).min(8);
             if n < 8 {
                 // ymm15: the lanes below n (lane index < n).
@@ -116,8 +126,20 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
         a.add(r11, disp(name, ow * 8)?).map_err(e)?;
         a.dec(r9).map_err(e)?;
         a.jnz(row).map_err(e)?;
-        // 4. The output block, transposed back eight pixels at a time, clamped, stored.
-        for q0 in (0..p).step_by(8) {
+        // 4. The output block, transposed back eight pixels at a time, clamped, stored; or, `Blocked`, copied
+        // out clamped.
+        if s.layout == C16Out::Blocked {
+            let (lo, hi) =
+                super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm1, ymm2]).map_err(e)?;
+            for q in 0..p {
+                a.vmovups(ymm0, ptr(r8 + disp(name, o_base + q * 8)?))
+                    .map_err(e)?;
+                super::clamp_keep_nan(&mut a, ymm0, lo, hi).map_err(e)?;
+                a.vmovups(ptr(rcx + disp(name, q * 16 + 8 * half)?), ymm0)
+                    .map_err(e)?;
+            }
+        }
+        for q0 in (0..p).step_by(8).filter(|_| s.layout != C16Out::Blocked) {
             let n = (p - q0).min(8);
             for j in 0..8 {
                 // Rows past `p` are loaded from the scratch (never stored).
@@ -127,9 +149,27 @@ pub fn assemble(s: &DwC16) -> Result<Vec<u8>, String> {
             super::transpose8_ymm(&mut a).map_err(e)?;
             let (lo, hi) =
                 super::clamp_bounds_ymm(&mut a, (s.lo, s.hi), [ymm0, ymm1]).map_err(e)?;
+            if let (C16Out::Panels(_), true) = (s.layout, n < 8) {
+                // ymm3: the lanes below n, the pixels that exist.
+                a.vmovups(ymm3, ptr(lanes)).map_err(e)?;
+                a.mov(eax, n as u32).map_err(e)?;
+                a.vmovd(xmm4, eax).map_err(e)?;
+                a.vpbroadcastd(ymm4, xmm4).map_err(e)?;
+                a.vpcmpgtd(ymm3, ymm4, ymm3).map_err(e)?;
+            }
             for c in 0..8 {
                 let x = y(8 + c);
                 super::clamp_keep_nan(&mut a, x, lo, hi).map_err(e)?;
+                if let C16Out::Panels(k) = s.layout {
+                    // Panel q0/8 holds pixel q0 + j of channel c at float `(q0/8)·8k + 8c + j`; the pixels past
+                    // p are zeroed, so the panel's padding rows are +0.0.
+                    if n < 8 {
+                        a.vandps(x, x, ymm3).map_err(e)?;
+                    }
+                    let dst = ptr(rcx + disp(name, q0 / 8 * 8 * k + 8 * (8 * half + c))?);
+                    a.vmovups(dst, x).map_err(e)?;
+                    continue;
+                }
                 let dst = ptr(rcx + disp(name, (8 * half + c) * p + q0)?);
                 super::store_head_ymm(&mut a, dst, x, n, ymm2).map_err(e)?;
             }
@@ -147,12 +187,15 @@ mod tests {
     use super::super::test_exec::skip_without_avx2;
     use super::*;
 
-    /// The AVX-512 kernel's plane cases, bitwise against the fma chain (NaN, clamps, guard pages).
+    /// The AVX-512 kernel's cases in every layout, bitwise against the fma chain (NaN, clamps, guard pages).
     #[test]
     fn planes_match_the_fma_chain() {
         if skip_without_avx2("AVX2 channel-blocked depthwise kernel") {
             return;
         }
-        check_planes(assemble, &[C16Out::Planes]);
+        check_planes(
+            assemble,
+            &[C16Out::Planes, C16Out::Panels(48), C16Out::Blocked],
+        );
     }
 }

@@ -311,8 +311,7 @@ pub(super) mod tests {
         );
     }
 
-    /// Runs every case of `planes_match_the_fma_chain` through `assemble` in each of `layouts` (the AVX2
-    /// kernel takes planes only).
+    /// Runs every case of `planes_match_the_fma_chain` through `assemble` in each of `layouts`.
     pub(in super::super) fn check_planes(
         assemble: impl Fn(&DwC16) -> Result<Vec<u8>, String>,
         layouts: &[C16Out],

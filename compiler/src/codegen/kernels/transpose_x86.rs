@@ -214,6 +214,15 @@ pub(crate) mod tests {
             eprintln!("SKIPPED: AVX-512 transposing epilogue (this CPU or OS cannot run it)");
             return;
         }
+        check_transposing_epilogue(|s| assemble(s).unwrap(), 16);
+    }
+
+    /// [`blocks_match_the_transpose`]'s cases for a transposing epilogue `build` that writes `channels` rows per
+    /// call.
+    pub(crate) fn check_transposing_epilogue(
+        build: impl Fn(&TransposeOut) -> Vec<u8>,
+        channels: usize,
+    ) {
         let m = 48;
         for (residual, clamp) in [(false, false), (true, true), (true, false)] {
             for p in [0usize, 1, 15, 16, 17, 33, 40] {
@@ -226,7 +235,7 @@ pub(crate) mod tests {
                 };
                 type F = extern "sysv64" fn(*const f32, *mut f32, *const f32, u64);
                 // SAFETY: the assembled kernel's System V signature.
-                let f: F = unsafe { std::mem::transmute(exec(&assemble(&spec).unwrap())) };
+                let f: F = unsafe { std::mem::transmute(exec(&build(&spec))) };
                 let rows = p.next_multiple_of(16).max(16);
                 let mut ct: Vec<f32> = (0..rows * m)
                     .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.13)
@@ -235,15 +244,15 @@ pub(crate) mod tests {
                     ct[3 * m + 21] = f32::NAN;
                 }
                 let r: Vec<f32> = (0..16 * p + 16).map(|i| (i as f32 - 7.0) * 0.25).collect();
-                for c0 in [0usize, 16, 32] {
-                    let mut out = vec![-1.0f32; 16 * p + 16];
+                for c0 in (0..m).step_by(channels) {
+                    let mut out = vec![-1.0f32; channels * p + 16];
                     let res = if residual {
                         r.as_ptr()
                     } else {
                         std::ptr::null()
                     };
                     f(ct[c0..].as_ptr(), out.as_mut_ptr(), res, p as u64);
-                    for c in 0..16 {
+                    for c in 0..channels {
                         for q in 0..p {
                             let mut want = ct[q * m + c0 + c];
                             if residual {
@@ -261,7 +270,7 @@ pub(crate) mod tests {
                         }
                     }
                     assert!(
-                        out[16 * p..].iter().all(|&v| v == -1.0),
+                        out[channels * p..].iter().all(|&v| v == -1.0),
                         "wrote past the rows"
                     );
                 }

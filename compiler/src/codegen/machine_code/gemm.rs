@@ -301,6 +301,17 @@ fn aliased_rows(stride: usize) -> bool {
 /// change.
 fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
     let nr = simd.tile().1;
+    // B packed in panels another kernel set chose (a fat bundle's AVX2 set under the AVX-512 set's lowering:
+    // 32-column panels): the widest tile that divides them.
+    if let Some(p) = s.b_panel.filter(|p| !p.is_multiple_of(nr)) {
+        let w = simd
+            .widths()
+            .iter()
+            .rev()
+            .copied()
+            .find(|w| p.is_multiple_of(*w));
+        return w.unwrap_or(nr);
+    }
     let in_place = s.b_panel.is_none() && s.transpose_out.is_none();
     let narrow_deep =
         simd == Simd::Avx2 && (16..=AVX2_C16_MAX_N).contains(&s.n) && s.k >= AVX2_C16_MIN_K;

@@ -185,7 +185,8 @@ pub(super) fn define_transpose(
     name: &str,
     i: usize,
     t: &ops::gemm::TransposeOut,
-) -> Result<FuncId> {
+    simd: Simd,
+) -> Result<(FuncId, usize)> {
     let (lo, hi) = clamp_bits(t.act)
         .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
     let spec = kernels::transpose_x86::TransposeOut {
@@ -195,8 +196,15 @@ pub(super) fn define_transpose(
         lo,
         hi,
     };
-    let code = kernels::transpose_x86::assemble(&spec);
-    define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
+    let (code, per_call) = match simd {
+        Simd::Avx512 => (kernels::transpose_x86::assemble(&spec), 16),
+        Simd::Avx2 => (
+            kernels::transpose_avx2::assemble_out(&spec),
+            kernels::transpose_avx2::OUT_CHANNELS,
+        ),
+    };
+    let fid = define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)?;
+    Ok((fid, per_call))
 }
 
 /// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
@@ -204,8 +212,8 @@ pub(super) fn define_transpose(
 /// transform, row copy, None]`; for `WinogradOut`, `[the full tile row's output transform, the variant for the
 /// last tile row of a height that is not a multiple of the tile, None]`; for `TransposeOut`, `[the gather
 /// epilogue, None, None]`; for `DepthwiseC16` and `ConvDirect`, `[the kernel, None, None]`. The Winograd
-/// transforms, the direct convolution and the channel-blocked depthwise kernel (planes only) have AVX2
-/// variants; the transposing epilogue is AVX-512 only (`LowerOpts::avx512` keeps it off AVX2 targets).
+/// transforms, the direct convolution, the channel-blocked depthwise kernel (planes only) and the transposing
+/// epilogue (8 channels per call) have AVX2 variants.
 pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
@@ -288,13 +296,11 @@ pub(super) fn define_layout(
             };
             Ok([f(module, "dwc16", 5, code)?, None, None])
         }
-        _ if simd != Simd::Avx512 => Err(Error::internal(
-            "codegen",
-            format!("kernel '{name}' (#{i}): its machine code needs AVX-512"),
-        )),
-        Body::TransposeOut { t, .. } => {
-            Ok([Some(define_transpose(module, name, i, t)?), None, None])
-        }
+        Body::TransposeOut { t, .. } => Ok([
+            Some(define_transpose(module, name, i, t, simd)?.0),
+            None,
+            None,
+        ]),
         _ => Ok([None; 3]),
     }
 }

@@ -372,20 +372,26 @@ pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32)
 /// Emits the driver of a transposing epilogue (`Body::TransposeOut`): roles X (`Cᵀ [N, P16, LD]`, `LD` =
 /// `t.ld`), \[Residual\] and Out (`[N, M, P]`), one unit per (batch, 16 channels), each one call to the
 /// machine-code block transpose `f` (`kernels/transpose_x86.rs`).
-pub fn emit_transpose_out(kb: &mut Kb, [n, p, m, ld]: [usize; 4], tasks: u32, f: FuncRef) {
-    let blocks = m / 16;
+pub fn emit_transpose_out(
+    kb: &mut Kb,
+    [n, p, m, ld]: [usize; 4],
+    tasks: u32,
+    (f, per_call): (FuncRef, usize),
+) {
+    let blocks = m / per_call;
     let p16 = p.next_multiple_of(16);
     let (lo, hi) = kb.task_range(n * blocks, tasks);
     let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     let res = kb.arg_opt(Role::Residual);
     kb.for_range(lo, hi, 1, |kb, u| {
-        // Unit u = b · blocks + blk: Cᵀ at (b, 0, 16·blk), the output and residual rows at (b, 16·blk, 0).
+        // Unit u = b · blocks + blk: Cᵀ at (b, 0, per_call·blk), the output and residual rows at
+        // (b, per_call·blk, 0).
         let (b, blk) = kb.divmod(u, blocks);
         let sb = kb.addr(src, b, (p16 * ld * 4) as i64);
-        let s = kb.addr(sb, blk, 64);
-        let d = kb.addr(dst, u, (16 * p * 4) as i64);
+        let s = kb.addr(sb, blk, (per_call * 4) as i64);
+        let d = kb.addr(dst, u, (per_call * p * 4) as i64);
         let r = match res {
-            Some(r) => kb.addr(r, u, (16 * p * 4) as i64),
+            Some(r) => kb.addr(r, u, (per_call * p * 4) as i64),
             None => kb.iconst(0),
         };
         let count = kb.iconst(p as i64);

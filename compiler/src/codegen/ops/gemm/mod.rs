@@ -77,13 +77,14 @@ pub struct Micro {
 /// Cranelift tile takes what the micro-kernels do not cover. Both compute each element with the same fma chain in
 /// the same order, so the output is bitwise the same either way.
 ///
-/// With `s.transpose_out`, `transpose` is its machine-code transposer and each unit ends with its calls.
+/// With `s.transpose_out`, `transpose` is its machine-code transposer with the channels it writes per call (16
+/// on AVX-512, 8 on AVX2), and each unit ends with its calls.
 pub fn emit_with(
     kb: &mut Kb,
     s: &GemmSpec,
     tasks: u32,
     micro: Option<Micro>,
-    transpose: Option<FuncRef>,
+    transpose: Option<(FuncRef, usize)>,
 ) {
     let (mr, nr) = micro.map_or((MR, NR), |m| (m.mr, m.nr));
     let mut slot = |bytes: usize| {
@@ -229,14 +230,14 @@ pub(crate) fn unit_place(
 }
 
 /// The fused transposing epilogue of one unit (`TransposeOut`): channel rows `[j0, j0 + cols)` (whole blocks of
-/// 16; the last column block of a padded `Cᵀ` transposes only its real channels), pixels `[i_lo, i_hi)`, of
+/// the transposer's `per_call` channels; the last column block of a padded `Cᵀ` transposes only its real channels), pixels `[i_lo, i_hi)`, of
 /// batch `bi` (`c_off`: its `Cᵀ` offset in elements).
 #[allow(clippy::too_many_arguments)]
 fn transpose_unit(
     kb: &mut Kb,
     s: &GemmSpec,
     t: &TransposeOut,
-    f: FuncRef,
+    (f, per_call): (FuncRef, usize),
     (bi, c_off): (Value, Value),
     (i_lo, i_hi): (Value, Value),
     j0: Value,
@@ -253,10 +254,10 @@ fn transpose_unit(
     let o_row = kb.b.ins().imul_imm_s(j0, t.p as i64);
     let o_el = kb.b.ins().iadd(o_batch, o_row);
     let o_el = kb.b.ins().iadd(o_el, i_lo);
-    for blk in 0..cols / 16 {
-        let ce = kb.b.ins().iadd_imm_s(c_el, (16 * blk) as i64);
+    for blk in 0..cols / per_call {
+        let ce = kb.b.ins().iadd_imm_s(c_el, (per_call * blk) as i64);
         let src = kb.addr(ct, ce, 4);
-        let oe = kb.b.ins().iadd_imm_s(o_el, (16 * blk * t.p) as i64);
+        let oe = kb.b.ins().iadd_imm_s(o_el, (per_call * blk * t.p) as i64);
         let dst = kb.addr(out, oe, 4);
         let r = match res {
             Some(r) => kb.addr(r, oe, 4),
