@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what bundlec's tests and examples need on a fresh machine (idempotent): a C compiler, make, CMake, libpng
 # (the resnet50 example), and the Python
-# packages used as independent references (onnx 1.22.0 ships the ONNX node tests; onnxruntime is the oracle).
+# packages used as independent references (onnx 1.22.0 ships the ONNX node tests; onnxruntime is the oracle), and
+# maturin, which builds the Python package's wheel.
 set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc)
@@ -16,7 +17,7 @@ command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
-python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check "onnx==1.22.0" onnxruntime numpy jsonschema
-import onnx, onnxruntime, numpy, jsonschema
+python3 - <<'PY' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check "onnx==1.22.0" onnxruntime numpy jsonschema "maturin>=1.7,<2"
+import onnx, onnxruntime, numpy, jsonschema, maturin
 assert onnx.__version__ == "1.22.0"
 PY

@@ -20,7 +20,7 @@ cargo test --workspace
 cargo test -p bundle-rt --features capi
 make -C examples/c-api run
 cargo run -q -p rust-app
-rm -rf target/pymodels
+rm -rf target/pymodels target/wheels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_folded.onnx --fold-bn
@@ -31,9 +31,22 @@ python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf.onnx
 python3 tests/py/gen_encoder.py target/pymodels/encoder_decomposed_tanh_chains.onnx --ln-form decomposed --gelu tanh --shape-chains
 python3 tests/py/gen_encoder.py target/pymodels/encoder_ln17_erf_chains_b1.onnx --shape-chains --batch 1 --layers 4
 python3 tests/py/gen_encoder.py target/pymodels/encoder_s128_b1.onnx --seq 128 --batch 1
+# The default: on x86-64 the fat bundle, whose AVX-512 set this machine runs where it has AVX-512.
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec target/pymodels/*.onnx
+# The fat bundle's AVX2 set (under the AVX-512 set's lowering) on a CPU without AVX-512: qemu-user's TCG CPU.
+rm -rf target/fatmodels && mkdir -p target/fatmodels
+python3 tests/py/gen_resnet.py target/fatmodels/resnet50_96.onnx --fold-bn --size 96
+python3 tests/py/check_ort.py --bundlec target/debug/bundlec --runner "qemu-x86_64 -cpu max" \
+  target/pymodels/mobilenetv2.onnx target/pymodels/mobilenetv2_clip6_b2.onnx target/fatmodels/resnet50_96.onnx \
+  target/pymodels/encoder_ln17_erf.onnx target/pymodels/small_cnn.onnx target/pymodels/conv_strided_dilated.onnx
+# The AVX2 set under its own lowering (what --cpu x86-64-v3 and AVX2-only machines get).
+python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu x86-64-v3 target/pymodels/*.onnx
 # CMake: examples/cmake builds a program around a model compiled at build time by cmake/bundlec.cmake.
 python3 tests/py/cmake_check.py --bundlec target/debug/bundlec target/pymodels/small_cnn.onnx
+# The Python package: the abi3 wheel built by maturin, installed into a fresh venv, checked against onnxruntime.
+python3 -m maturin build -q --profile dev -m python/Cargo.toml --out target/wheels
+python3 tests/py/wheel_check.py --wheel 'target/wheels/bundlec-*.whl' target/pymodels/small_cnn.onnx \
+  target/pymodels/encoder_ln17_erf.onnx --npu target/pymodels/mobilenetv2.onnx
 # The same models with this machine's widest kernels (AVX-512 GEMM epilogues, depthwise row kernels, GEMV).
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu native target/pymodels/*.onnx
 # aarch64: compiled for aarch64-unknown-linux-gnu, linked by the cross gcc, run under qemu-user, vs the host bundle.

@@ -49,7 +49,8 @@ fn cpu_supported_matches_the_host() {
 }
 
 /// A fat bundle (`--cpu x86-64-v3,x86-64-v4`) carries both kernel sets behind one exported entry that picks the
-/// faster set per call from CPUID; its results are bitwise those of either single-set bundle, its config and
+/// faster set (`tests/fat_dispatch.rs`); it is lowered for the AVX-512 set, so on a CPU with AVX-512 its results
+/// are bitwise those of `x86-64-v4`, and within 1e-5 of `x86-64-v3`'s anywhere. Its config and
 /// `NAME_cpu_supported` describe the baseline, and bad lists are refused with the flag named.
 #[cfg(target_arch = "x86_64")]
 #[test]
@@ -65,7 +66,7 @@ fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
     };
     let (fat, c) = run("x86-64-v3,x86-64-v4", "fat_lenet");
     let (v3, _) = run("x86-64-v3", "fat_v3");
-    assert_eq!(fat, v3, "fat vs x86-64-v3 bitwise");
+    bundlec_tests::assert_close(&fat, &v3, 1e-5, "fat vs x86-64-v3");
     if std::arch::is_x86_feature_detected!("avx512f") {
         let (v4, _) = run("x86-64-v4", "fat_v4");
         assert_eq!(fat, v4, "fat vs x86-64-v4 bitwise");
@@ -81,7 +82,7 @@ fn fat_bundles_dispatch_and_match_single_sets_bitwise() {
         ("fat_lenet_cpu_supported", true),
         ("fat_lenet__entry_fast", false),
         ("fat_lenet__entry_base", false),
-        ("fat_lenet__has_fast", false),
+        ("fat_lenet__pick", false),
     ] {
         assert!(
             syms.contains(&(n.to_string(), global)),
