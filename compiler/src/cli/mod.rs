@@ -164,8 +164,11 @@ enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
-        /// Disassemble a transaction binary (NAME.<segment>.txn).
-        #[arg(long, value_name = "FILE")]
+        #[arg(
+            long,
+            value_name = "FILE",
+            help = "Disassemble a transaction binary (NAME.<segment>.txn)"
+        )]
         txn: Option<PathBuf>,
     },
 }
