@@ -43,7 +43,7 @@ rows are 8 times longer (not in the issue's goals).
 
 --scaling prints the compile-time scaling rows first (scripts/bench_scaling.py: chains of 1k to 100k nodes).
 
-usage: bench.py [--runs 10] [--reps 5] [--cpu x86-64-v3,native] [--bundlec target/release/bundlec] [--suite] [--scaling] [MODEL.onnx ...]"""
+usage: bench.py [--runs 10] [--reps 5] [--cpu default,native] [--bundlec target/release/bundlec] [--suite] [--scaling] [MODEL.onnx ...]"""
 import argparse, importlib.util, math, os, re, statistics, subprocess, sys, tempfile, time
 import numpy as np, onnx, onnxruntime as ort
 

@@ -2,7 +2,9 @@
 # The test command (README, .ci/run): Rust unit and end-to-end tests (tract oracle, C linking with cc),
 # the no_std build of bundle-rt, the docs of every crate (private items too, warnings are errors), and the
 # onnxruntime cross-check of Python-built models (single ops, a small CNN, ResNet-50 in BatchNorm and folded forms,
-# MobileNetV2, BERT-style encoders, one over 128 tokens) linked into C programs, the ONNX
+# MobileNetV2, BERT-style encoders, one over 128 tokens) linked into C programs, on the default fat bundle, its AVX2
+# half under qemu-user (a CPU without AVX-512), the AVX2 set's own lowering and this CPU's widest set, the CMake
+# example, the Python wheel in a fresh virtual environment, the ONNX
 # backend node tests (zero failures allowed among the attempted ones), the nine ONNX 'light' models, and models
 # exported by torch.onnx (scripts/torch_models.sh), and the NPU path of ResNet-50, MobileNetV2 and the encoder through
 # the emulator (scripts/npu_models.sh), and the int8 path (scripts/int8_models.sh: pre-quantised ONNX against
