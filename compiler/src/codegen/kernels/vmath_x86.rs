@@ -339,7 +339,7 @@ pub(crate) mod tests {
     ];
 
     /// Equal (zeros and infinities with their sign), or within 2e-6 of max(1, |want|): the error the f32
-    /// evaluation of `math`'s forms keeps to (exp's floor of e^-86.6 included).
+    /// evaluation of `math`'s forms keeps to (exp's +0 below -86.99 included).
     fn close(got: f32, want: f32) -> bool {
         if got.is_nan() || want.is_nan() {
             got.is_nan() && want.is_nan()
@@ -372,7 +372,8 @@ pub(crate) mod tests {
     pub(crate) fn check_maps(assemble: Assemble) {
         let mut xs: Vec<f32> = (0..4801).map(|i| (i as f32 - 2400.0) / 200.0).collect();
         for b in [
-            0.5f32, -0.5, 88.5, 88.72, 88.73, -86.6, 100.0, -100.0, 1e-30, -1e-30, 0.0, -0.0,
+            0.5f32, -0.5, 88.5, 88.72, 88.73, -86.6, -87.2, -87.5, -88.0, 100.0, -100.0, 1e-30,
+            -1e-30, 0.0, -0.0,
         ] {
             xs.extend([
                 b,
@@ -390,6 +391,13 @@ pub(crate) mod tests {
                     close(got, want),
                     "{op:?}({x:e}) = {got:e}, reference {want:e}"
                 );
+                // No subnormal results from exp (`math::EXP_LO`): +0 below the normal range.
+                if op == UnOp::Exp {
+                    assert!(
+                        got.is_nan() || got == 0.0 || got >= f32::MIN_POSITIVE,
+                        "Exp({x:e}) = {got:e} is subnormal"
+                    );
+                }
             }
         }
     }
