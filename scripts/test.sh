@@ -40,7 +40,8 @@ rm -rf target/fatmodels && mkdir -p target/fatmodels
 python3 tests/py/gen_resnet.py target/fatmodels/resnet50_96.onnx --fold-bn --size 96
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --runner "qemu-x86_64 -cpu max" \
   target/pymodels/mobilenetv2.onnx target/pymodels/mobilenetv2_clip6_b2.onnx target/fatmodels/resnet50_96.onnx \
-  target/pymodels/encoder_ln17_erf.onnx target/pymodels/small_cnn.onnx target/pymodels/conv_strided_dilated.onnx
+  target/pymodels/encoder_ln17_erf.onnx target/pymodels/encoder_ln17_erf_chains_b1.onnx target/pymodels/small_cnn.onnx \
+  target/pymodels/conv_strided_dilated.onnx target/pymodels/matmul_div_bias_relu_gemv.onnx
 # The AVX2 set under its own lowering (what --cpu x86-64-v3 and AVX2-only machines get).
 python3 tests/py/check_ort.py --bundlec target/debug/bundlec --cpu x86-64-v3 target/pymodels/*.onnx
 # CMake: examples/cmake builds a program around a model compiled at build time by cmake/bundlec.cmake.

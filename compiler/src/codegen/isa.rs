@@ -225,24 +225,11 @@ pub fn targets(triple: Option<&str>, cpus: &str) -> Result<(Target, Option<Targe
     }
 }
 
-/// The column-panel width of GEMV weights (`LowerOpts::gemv_panel`): the tile columns of the kernel set, the
-/// least common multiple of both in a fat bundle (24 and 32: 96), so that every set's micro-kernels read them;
-/// `None` without machine-code micro-kernels.
+/// The column-panel width of GEMV weights (`LowerOpts::gemv_panel`): the tile columns of the kernel set whose
+/// lowering the bundle has (a fat bundle's FAST set: 32 on AVX-512; its AVX2 set reads those panels with 16-column
+/// tiles, `machine_code::gemm::tile_cols`); `None` without machine-code micro-kernels.
 pub fn gemv_panel(base: &Target, fast: Option<&Target>) -> Option<usize> {
-    let nr = |t: &Target| t.simd.map(|s| s.tile().1);
-    match (nr(base), fast.map(nr)) {
-        (Some(b), None) => Some(b),
-        (Some(b), Some(Some(f))) => Some(b * f / gcd(b, f)),
-        _ => None,
-    }
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
+    fast.unwrap_or(base).simd.map(|s| s.tile().1)
 }
 
 /// Whether the host has AVX-512 VNNI.
