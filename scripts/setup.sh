@@ -14,6 +14,8 @@ command -v chromium >/dev/null || need+=(chromium)   # renders the --report page
 # tests/py/cross_check.py: aarch64 bundles linked by Debian's cross gcc and run under qemu-user.
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+# tests/py/wheel_check.py installs the Python wheel into a fresh venv (Debian's python3 needs python3-venv).
+python3 -c "import ensurepip" 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi

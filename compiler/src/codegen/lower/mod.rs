@@ -103,9 +103,10 @@ pub struct LowerOpts {
     /// `A_PANEL`-row panels, eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3), and stems
     /// (at most four input channels) run the direct convolution kernel instead of im2col and a GEMM.
     pub micro_kernels: bool,
-    /// The AVX-512-only layouts: GEMMs computed transposed (their transposing epilogue), channel blocks
-    /// between 1x1 convolutions, the channel-blocked depthwise kernel beyond 7x7 outputs and its block and panel
-    /// outputs, the direct convolution of strided layers.
+    /// The layouts chosen for AVX-512 kernel sets (a single `x86-64-v4`-class set, or a fat bundle, which lowers
+    /// for its AVX-512 set and whose AVX2 set takes the same layouts): GEMMs computed transposed (their
+    /// transposing epilogue), channel blocks between 1x1 convolutions, the channel-blocked depthwise kernel beyond
+    /// 7x7 outputs and its block and panel outputs, the direct convolution of strided layers.
     pub avx512: bool,
     /// Constant B operands of Gemm and MatMul (a classifier's or an encoder's weights) are
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
