@@ -61,6 +61,7 @@ pub mod npu;
 pub mod profile;
 #[cfg(feature = "alloc")]
 pub mod runner;
+pub mod superkernel;
 
 #[cfg(all(test, feature = "std"))]
 mod tests;

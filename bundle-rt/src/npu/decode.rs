@@ -166,7 +166,7 @@ fn size_rule(layout: Layout, opcode: u8) -> Option<SizeRule> {
         (_, 131) => Field(4, &[12]),
         (V01, 129) => Field(4, &[48]),
         (V10, 129) => Field(4, &[24]),
-        (_, 146) => Field(4, &[16]),
+        (_, OP_VNPU_KERNEL) => Field(4, &[16]),
         _ => return None,
     })
 }
@@ -391,7 +391,7 @@ fn op_kind<'t>(
                 argplus,
             }
         }
-        146 => {
+        OP_VNPU_KERNEL => {
             // VNPU_KERNEL: the core tile and the resident kernel it runs (1: the super-kernel).
             let tile = core_tile(target, w32(8))?;
             let kernel = w32(12);
@@ -408,8 +408,7 @@ fn op_kind<'t>(
     })
 }
 
-/// The resident kernel VNPU_KERNEL names: the super-kernel of `docs/npu-transaction-format.md`.
-pub(crate) const SUPER_KERNEL: u32 = 1;
+pub(crate) use crate::superkernel::{OP_VNPU_KERNEL, SUPER_KERNEL};
 
 /// The core tile a `col << 25 | row << 20` word names (low bits zero).
 fn core_tile(target: &NpuTarget, raw: u32) -> core::result::Result<Tile, NpuWhy> {

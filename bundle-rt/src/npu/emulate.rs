@@ -33,12 +33,10 @@ use crate::Result;
 const MAX_SETTLE_TURNS: u32 = 1 << 12;
 
 /// The super-kernel's lock a host (or a BD) releases to start one super-instruction.
-pub(crate) const GO_LOCK: usize = 14;
+pub(crate) const GO_LOCK: usize = crate::superkernel::GO_LOCK as usize;
 /// The lock the super-kernel releases after each super-instruction.
-pub(crate) const DONE_LOCK: usize = 15;
-/// Data-memory offset of the super-kernel's mailbox: kernel code, parameter block address, its
-/// bytes, reserved 0 (the last 16 bytes of the 256-byte parameter area).
-pub(crate) const MAILBOX: u32 = 0xF0;
+pub(crate) const DONE_LOCK: usize = crate::superkernel::DONE_LOCK as usize;
+pub(crate) use crate::superkernel::MAILBOX;
 
 /// Per-tile state, reused across runs.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
-//! Kernel parameter blocks: [`Kernel`] (the super-kernel's kernel numbers and block sizes) and
-//! [`Params::parse`], which reads a block from a core tile's data memory and checks every word
+//! Kernel parameter blocks: [`Params::parse`] (the kernel numbers and block sizes are
+//! `crate::superkernel`'s [`Kernel`]), which reads a block from a core tile's data memory and checks every word
 //! before a kernel runs.
 //!
 //! Invariants once a [`Params`] exists: dtype, flags, op, kind, mode and activation codes are known;
@@ -11,54 +11,7 @@
 
 use super::regs::u32_at;
 use crate::error::{NpuWhy, ParamWhy};
-
-/// A kernel the super-kernel runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kernel {
-    /// 1: convolution slab into an accumulator.
-    Conv = 1,
-    /// 2: matrix product into an accumulator.
-    Gemm = 2,
-    /// 3: accumulator to output (bias, residual, activation, requantisation).
-    Epilogue = 3,
-    /// 4: elementwise add / mul / activation.
-    Eltwise = 4,
-    /// 5: max / average pooling.
-    Pool = 5,
-    /// 6: global average pooling.
-    Gap = 6,
-}
-
-impl Kernel {
-    /// The kernel numbered `code`.
-    pub(crate) fn from_code(code: u32) -> Option<Kernel> {
-        Some(match code {
-            1 => Kernel::Conv,
-            2 => Kernel::Gemm,
-            3 => Kernel::Epilogue,
-            4 => Kernel::Eltwise,
-            5 => Kernel::Pool,
-            6 => Kernel::Gap,
-            _ => return None,
-        })
-    }
-
-    /// Words in its parameter block.
-    pub(crate) const fn block_words(self) -> usize {
-        match self {
-            Kernel::Conv => 20,
-            Kernel::Gemm => 9,
-            Kernel::Epilogue => 13,
-            Kernel::Eltwise | Kernel::Pool => 17,
-            Kernel::Gap => 6,
-        }
-    }
-
-    /// Bytes in its parameter block.
-    pub(crate) const fn block_bytes(self) -> u32 {
-        self.block_words() as u32 * 4
-    }
-}
+pub(crate) use crate::superkernel::Kernel;
 
 /// Element types of a kernel (`dtype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,10 +2,11 @@
 //! its array size: checks the container (version, device generation, every opcode's size, the op count and the
 //! total size; the geometry needs a target and is only printed), and prints one line per op with the tile
 //! decoded from the register address and the register's name where the map is known (AIE-ML buffer
-//! descriptors and shim task queues, the virtual NPU's counters), the DDR_PATCH records, the TCT, PREEMPT and
+//! descriptors and shim task queues, the super-kernel's mailbox), the DDR_PATCH records, the TCT, PREEMPT and
 //! LOADPDI fields, and the per-opcode counts. Pad bytes and the informative col/row bytes are not read (real
 //! producers leave junk there). Written from `docs/npu-transaction-format.md` alone, like any third-party
-//! reader.
+//! reader: its opcode numbers and kernel names are its own on purpose, not `bundle_rt::superkernel`'s, so that a
+//! wrong shared definition shows as a disagreement.
 
 use bundle_rt::aie::bd::{Bd, BdKind};
 use std::collections::BTreeMap;

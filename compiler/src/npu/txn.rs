@@ -28,17 +28,12 @@ pub const OP_MASKPOLL: u8 = 4;
 pub const OP_TCT: u8 = 128;
 /// aie-rt custom DDR_PATCH.
 pub const OP_DDR_PATCH: u8 = 129;
-/// Virtual NPU kernel naming: a core runs the resident super-kernel.
-pub const OP_VNPU_KERNEL: u8 = 146;
-/// The super-kernel's number in VNPU_KERNEL.
-pub const SUPER_KERNEL: u32 = 1;
-/// The super-kernel's mailbox in a core's data memory (the end of the parameter area): kernel, parameter
-/// block address, its bytes, 0.
-pub const MAILBOX: u32 = 0xF0;
+// The super-kernel's ABI (VNPU_KERNEL, its number, the mailbox, the kernel codes) is bundle-rt's, defined once.
+pub use bundle_rt::superkernel::{Kernel, MAILBOX, OP_VNPU_KERNEL, SUPER_KERNEL};
 /// The super-kernel's `GO` and `DONE` core locks.
-pub const GO: u32 = 14;
+pub const GO: u32 = bundle_rt::superkernel::GO_LOCK;
 /// See [`GO`].
-pub const DONE: u32 = 15;
+pub const DONE: u32 = bundle_rt::superkernel::DONE_LOCK;
 /// Value registers of `GO` and `DONE` on AIE-ML.
 pub const GO_LOCK: u32 = BdKind::Core.regs().lock(GO);
 /// See [`GO_LOCK`].
@@ -67,23 +62,6 @@ pub enum Xrt {
     Const = 3,
     /// Kernel parameter blocks.
     Params = 4,
-}
-
-/// Compute kernels of the virtual NPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
-    /// Convolution slab into an accumulator.
-    Conv = 1,
-    /// Matrix product into an accumulator.
-    Gemm = 2,
-    /// Accumulator to output: bias, residual, activation or requantisation.
-    Epilogue = 3,
-    /// Elementwise add / mul / activation.
-    Eltwise = 4,
-    /// Max / average pooling.
-    Pool = 5,
-    /// Global average pooling.
-    Gap = 6,
 }
 
 /// Op bytes with the state of their transfers.
