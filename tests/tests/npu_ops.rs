@@ -659,21 +659,19 @@ fn broadcast_load_reaches_every_core_of_a_column_from_one_ddr_read() {
     let t = NpuTarget::vnpu();
     let mut body = txn::TxnBody::for_target(&t);
     let cores: Vec<(usize, u8, u8)> = (0..4u8).map(|k| (k as usize * 4 + 1, 1, 2 + k)).collect();
-    body.broadcast(&cores, txn::Xrt::In, 0, 0x400, 256, 1, 256, 256)
-        .unwrap();
+    let run = |buf, offset| txn::Transfer {
+        buf,
+        offset,
+        local: 0x400,
+        row_bytes: 256,
+        rows: 1,
+        ddr_stride: 256,
+        local_stride: 256,
+    };
+    body.broadcast(&cores, &run(txn::Xrt::In, 0)).unwrap();
     for (i, &c) in cores.iter().enumerate() {
-        body.dma(
-            c,
-            true,
-            txn::Xrt::Out,
-            256 * i as u64,
-            0x400,
-            256,
-            1,
-            256,
-            256,
-        )
-        .unwrap();
+        body.dma(c, true, &run(txn::Xrt::Out, 256 * i as u64))
+            .unwrap();
     }
     body.drain_all();
     let input: Vec<u8> = (0..256u32).map(|i| (i * 7 % 251) as u8).collect();

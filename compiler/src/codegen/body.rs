@@ -5,6 +5,7 @@ use super::builder::Kb;
 use super::callees::Callees;
 use super::kernel::{Body, Kernel};
 use super::kernels::gemm_x86::Simd;
+use super::machine_code::transpose_channels;
 use super::ops;
 
 /// Emits kernel `k`'s body with the machine code `c` it calls on kernel set `simd`. False when a body that
@@ -12,7 +13,10 @@ use super::ops;
 pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Simd>) -> bool {
     match (&k.body, c.micro, c.qmicro) {
         (Body::Gemm(s), m, _) if s.transpose_out.is_some() => match (m, c.transpose) {
-            (Some(m), Some(t)) => ops::gemm::emit_with(kb, s, k.tasks, Some(m), Some(t)),
+            (Some(m), Some(t)) => {
+                let per_call = transpose_channels(simd.unwrap_or(Simd::Avx512));
+                ops::gemm::emit_with(kb, s, k.tasks, Some(m), Some((t, per_call)))
+            }
             _ => return false,
         },
         (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(kb, s, k.tasks, Some(m), None),
@@ -23,10 +27,7 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         },
         (Body::TransposeOut { n, t }, _, _) => match c.layout {
             Some([Some(f), _, _]) => {
-                let per_call = match simd {
-                    Some(Simd::Avx2) => super::kernels::transpose_avx2::OUT_CHANNELS,
-                    _ => 16,
-                };
+                let per_call = transpose_channels(simd.unwrap_or(Simd::Avx512));
                 ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, (f, per_call))
             }
             _ => return false,

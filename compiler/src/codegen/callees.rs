@@ -78,8 +78,8 @@ pub(super) struct Callees {
     pub dw_f32: Option<FuncRef>,
     /// A machine-code-only body's functions (`layout_only`).
     pub layout: Option<[Option<FuncRef>; 3]>,
-    /// A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`) and the channels it writes per call.
-    pub transpose: Option<(FuncRef, usize)>,
+    /// A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`).
+    pub transpose: Option<FuncRef>,
     /// The max pooling row kernel.
     pub max_row: Option<FuncRef>,
     /// A row copy: im2col's strided rows, a depthwise plane's rows, a padded max pooling's plane, or a
@@ -177,7 +177,7 @@ impl Callees {
             },
             _ => None,
         }
-        .map(|(fid, per_call)| (module.declare_func_in_func(fid, &mut *func), per_call));
+        .map(|fid| module.declare_func_in_func(fid, &mut *func));
         let max_row = match (&k.body, simd) {
             (Body::Pool(s), Some(simd)) => define_pool_row(module, name, i, s, simd)?
                 .map(|fid| module.declare_func_in_func(fid, &mut *func)),

@@ -293,19 +293,7 @@ impl TxnBody {
     /// A DMA between `buf` + `offset` and the tile's local memory as the AIE-ML data path of `dma.rs` does it.
     /// `Err` says why the transfer does not fit the BDs (a byte count off a 32-bit word, a walk beyond the
     /// dimension fields) or the target has no routes. `store` moves tile → DDR.
-    #[allow(clippy::too_many_arguments)] // one field per word of the command
-    pub fn dma(
-        &mut self,
-        tile: (usize, u8, u8),
-        store: bool,
-        buf: Xrt,
-        offset: u64,
-        local: u32,
-        row_bytes: u32,
-        rows: u32,
-        ddr_stride: u32,
-        local_stride: u32,
-    ) -> Result<(), String> {
+    pub fn dma(&mut self, tile: (usize, u8, u8), store: bool, t: &Transfer) -> Result<(), String> {
         // The core must be done with its memory before data moves in or out of it.
         self.await_core(tile);
         let l = self
@@ -313,34 +301,14 @@ impl TxnBody {
             .filter(|l| tile.2 >= l.first_core && tile.2 - l.first_core < l.cores)
             .ok_or_else(|| format!("core tile row {} has no route to a memory tile", tile.2))?;
         let verb = if store { "storing" } else { "loading" };
-        let plan = plan(
-            verb,
-            buf,
-            offset,
-            local,
-            row_bytes,
-            rows,
-            ddr_stride,
-            local_stride,
-        )?;
-        self.aie_dma(l, tile, store, buf, plan);
+        let plan = t.plan(verb)?;
+        self.aie_dma(l, tile, store, t.buf, plan);
         Ok(())
     }
     /// A load from `buf` + `offset` into the same local address of several core tiles of one column, read from
     /// DDR once: staged in the memory tile and read by each core's channel (`dma::broadcast`). The column is
     /// drained before (the stage is load area 0's memory) and after. `Err` as for [`TxnBody::dma`].
-    #[allow(clippy::too_many_arguments)] // one field per word of the transfer
-    pub fn broadcast(
-        &mut self,
-        tiles: &[(usize, u8, u8)],
-        buf: Xrt,
-        offset: u64,
-        local: u32,
-        row_bytes: u32,
-        rows: u32,
-        ddr_stride: u32,
-        local_stride: u32,
-    ) -> Result<(), String> {
+    pub fn broadcast(&mut self, tiles: &[(usize, u8, u8)], x: &Transfer) -> Result<(), String> {
         let Some(&(_, col, _)) = tiles.first() else {
             return Ok(());
         };
@@ -351,16 +319,7 @@ impl TxnBody {
         {
             return Err("a broadcast serves core tiles of one column".into());
         }
-        let p = plan(
-            "broadcasting",
-            buf,
-            offset,
-            local,
-            row_bytes,
-            rows,
-            ddr_stride,
-            local_stride,
-        )?;
+        let p = x.plan("broadcasting")?;
         for &t in tiles {
             self.await_core(t);
         }
@@ -378,7 +337,7 @@ impl TxnBody {
             per_core.push((mem_out, self.next_core_bd(ti)));
         }
         let regs = dma::broadcast(&l, &ks, &p, shim_bd, mem_in, &per_core);
-        let at = self.write_transfer(col, &l, regs, shim_bd, buf, &p);
+        let at = self.write_transfer(col, &l, regs, shim_bd, x.buf, &p);
         for &k in &ks {
             let (r, d, ch) = dma::completion(&l, k, false);
             self.pending[c].push((r, d, ch, at));
@@ -437,25 +396,46 @@ impl TxnBody {
     }
 }
 
-/// The plan of a transfer, or why it does not fit (`verb`: what the transfer does, for the message).
-#[allow(clippy::too_many_arguments)] // one field per word of the transfer
-fn plan(
-    verb: &str,
-    buf: Xrt,
-    offset: u64,
-    local: u32,
-    row_bytes: u32,
-    rows: u32,
-    ddr_stride: u32,
-    local_stride: u32,
-) -> Result<Plan, String> {
-    Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
-        format!(
-            "{verb} {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} and {local_stride} B \
-             apart at local {local}, do not fit AIE-ML buffer descriptors (32-bit words at word-aligned addresses, \
-             wraps and steps within the BD fields)"
-        )
-    })
+/// One transfer between a fused buffer and a core tile's local memory: `rows` rows of `row_bytes`, `ddr_stride`
+/// bytes apart from `buf` + `offset` and `local_stride` bytes apart from local address `local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// The fused buffer.
+    pub buf: Xrt,
+    /// Byte offset in it.
+    pub offset: u64,
+    /// Local address of the first row.
+    pub local: u32,
+    /// Bytes per row.
+    pub row_bytes: u32,
+    /// Rows.
+    pub rows: u32,
+    /// Bytes between rows in DDR.
+    pub ddr_stride: u32,
+    /// Bytes between rows in local memory.
+    pub local_stride: u32,
+}
+
+impl Transfer {
+    /// Its plan, or why it does not fit (`verb`: what the transfer does, for the message).
+    fn plan(&self, verb: &str) -> Result<Plan, String> {
+        let Transfer {
+            buf,
+            offset,
+            local,
+            row_bytes,
+            rows,
+            ddr_stride,
+            local_stride,
+        } = *self;
+        Plan::of(offset, local, row_bytes, rows, ddr_stride, local_stride).ok_or_else(|| {
+            format!(
+                "{verb} {rows} row(s) of {row_bytes} B, {ddr_stride} B apart at {buf:?} offset {offset} and {local_stride} B \
+                 apart at local {local}, do not fit AIE-ML buffer descriptors (32-bit words at word-aligned addresses, \
+                 wraps and steps within the BD fields)"
+            )
+        })
+    }
 }
 
 /// The container: header + body.

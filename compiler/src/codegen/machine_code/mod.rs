@@ -186,7 +186,7 @@ pub(super) fn define_transpose(
     i: usize,
     t: &ops::gemm::TransposeOut,
     simd: Simd,
-) -> Result<(FuncId, usize)> {
+) -> Result<FuncId> {
     let (lo, hi) = clamp_bits(t.act)
         .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
     let spec = kernels::transpose_x86::TransposeOut {
@@ -196,15 +196,19 @@ pub(super) fn define_transpose(
         lo,
         hi,
     };
-    let (code, per_call) = match simd {
-        Simd::Avx512 => (kernels::transpose_x86::assemble(&spec), 16),
-        Simd::Avx2 => (
-            kernels::transpose_avx2::assemble_out(&spec),
-            kernels::transpose_avx2::OUT_CHANNELS,
-        ),
+    let code = match simd {
+        Simd::Avx512 => kernels::transpose_x86::assemble(&spec),
+        Simd::Avx2 => kernels::transpose_avx2::assemble_out(&spec),
     };
-    let fid = define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)?;
-    Ok((fid, per_call))
+    define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
+}
+
+/// The output channels one call of kernel set `simd`'s transposing epilogue writes.
+pub(super) fn transpose_channels(simd: Simd) -> usize {
+    match simd {
+        Simd::Avx512 => 16,
+        Simd::Avx2 => kernels::transpose_avx2::OUT_CHANNELS,
+    }
 }
 
 /// Defines the machine code of the convolution layout kernels (Winograd transforms, the transposing
@@ -297,7 +301,7 @@ pub(super) fn define_layout(
             Ok([f(module, "dwc16", 5, code)?, None, None])
         }
         Body::TransposeOut { t, .. } => Ok([
-            Some(define_transpose(module, name, i, t, simd)?.0),
+            Some(define_transpose(module, name, i, t, simd)?),
             None,
             None,
         ]),

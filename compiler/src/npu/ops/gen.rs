@@ -10,7 +10,7 @@ use super::{
 };
 use crate::ir::Activation;
 use crate::npu::target::NpuTarget;
-use crate::npu::txn::{Kernel, TxnBody, Xrt};
+use crate::npu::txn::{Kernel, Transfer, TxnBody, Xrt};
 
 /// Shared state of an op's program generator: tiles round-robin, parameter dedup, per-tile cycle sums.
 pub(crate) struct Gen<'t> {
@@ -34,7 +34,7 @@ pub(crate) struct Gen<'t> {
 #[derive(Debug, Clone)]
 struct Bcast {
     tiles: Vec<Tile>,
-    args: DmaArgs,
+    args: Transfer,
     arrived: Vec<usize>,
     done: bool,
 }
@@ -42,14 +42,28 @@ struct Bcast {
 /// A core tile: (index, col, row).
 type Tile = (usize, u8, u8);
 
-/// A transfer's buffer, DDR offset, local offset, row bytes, rows, DDR stride and local stride.
-type DmaArgs = (Xrt, usize, usize, usize, usize, usize, usize);
+/// A transfer from `Gen`'s arguments in elements of `usize`: [offset, local, row bytes, rows, DDR stride, local
+/// stride], narrowed to the fields of the BD words.
+fn transfer(
+    buf: Xrt,
+    [offset, local, row_bytes, rows, ddr_stride, local_stride]: [usize; 6],
+) -> Transfer {
+    Transfer {
+        buf,
+        offset: offset as u64,
+        local: local as u32,
+        row_bytes: row_bytes as u32,
+        rows: rows as u32,
+        ddr_stride: ddr_stride as u32,
+        local_stride: local_stride as u32,
+    }
+}
 
 /// Queued work of a tile.
 #[derive(Debug, Clone, Copy)]
 enum Action {
     /// A transfer (`true`: a store).
-    Dma(bool, DmaArgs),
+    Dma(bool, Transfer),
     /// Wait for the column's transfers.
     Sync,
     /// A computation: kernel, parameter block address and bytes, cycles.
@@ -113,14 +127,9 @@ impl<'t> Gen<'t> {
         ddr_stride: usize,
         local_stride: usize,
     ) {
-        let args = (
+        let args = transfer(
             buf,
-            offset,
-            local,
-            row_bytes,
-            rows,
-            ddr_stride,
-            local_stride,
+            [offset, local, row_bytes, rows, ddr_stride, local_stride],
         );
         self.queue(tile, Action::Dma(store, args));
     }
@@ -160,14 +169,9 @@ impl<'t> Gen<'t> {
             );
             return;
         }
-        let args = (
+        let args = transfer(
             buf,
-            offset,
-            local,
-            row_bytes,
-            rows,
-            ddr_stride,
-            local_stride,
+            [offset, local, row_bytes, rows, ddr_stride, local_stride],
         );
         let next = self.bcasts.len();
         let i = *self.bcast_keys.entry(key).or_insert(next);
@@ -186,21 +190,10 @@ impl<'t> Gen<'t> {
         let b = &mut self.bcasts[i];
         b.done = true;
         let (tiles, args) = (b.tiles.clone(), b.args);
-        let Some((buf, offset, local, row_bytes, rows, ddr_stride, local_stride)) =
-            self.shaped(false, args)
-        else {
+        let Some(t) = self.shaped(false, args) else {
             return;
         };
-        let moved = self.p.body.broadcast(
-            &tiles,
-            buf,
-            offset as u64,
-            local as u32,
-            row_bytes as u32,
-            rows as u32,
-            ddr_stride as u32,
-            local_stride as u32,
-        );
+        let moved = self.p.body.broadcast(&tiles, &t);
         if let Err(why) = moved {
             self.unfit.get_or_insert(why);
         }
@@ -274,23 +267,11 @@ impl<'t> Gen<'t> {
         true
     }
     /// One transfer, widened to whole words where it may be.
-    fn transfer(&mut self, tile: (usize, u8, u8), store: bool, args: DmaArgs) {
-        let Some((buf, offset, local, row_bytes, rows, ddr_stride, local_stride)) =
-            self.shaped(store, args)
-        else {
+    fn transfer(&mut self, tile: (usize, u8, u8), store: bool, args: Transfer) {
+        let Some(t) = self.shaped(store, args) else {
             return;
         };
-        let moved = self.p.body.dma(
-            tile,
-            store,
-            buf,
-            offset as u64,
-            local as u32,
-            row_bytes as u32,
-            rows as u32,
-            ddr_stride as u32,
-            local_stride as u32,
-        );
+        let moved = self.p.body.dma(tile, store, &t);
         if let Err(why) = moved {
             self.unfit.get_or_insert(why);
         }
@@ -298,23 +279,19 @@ impl<'t> Gen<'t> {
     /// A transfer's arguments with a linear run widened to whole words where [`Gen::widen`] allows (one row:
     /// `Plan::of` takes a single row as linear whatever its strides), its DDR bytes counted; `None` once a
     /// transfer of the op did not fit (the op is refused, so nothing more is written).
-    fn shaped(&mut self, store: bool, args: DmaArgs) -> Option<DmaArgs> {
-        let (buf, offset, local, row_bytes, rows, ddr_stride, local_stride) = args;
-        let linear = rows == 1 || (ddr_stride == row_bytes && local_stride == row_bytes);
+    fn shaped(&mut self, store: bool, t: Transfer) -> Option<Transfer> {
+        let linear = t.rows == 1 || (t.ddr_stride == t.row_bytes && t.local_stride == t.row_bytes);
+        let run = (t.row_bytes as usize).checked_mul(t.rows as usize);
         let wide = linear
-            .then(|| self.widen(store, buf, offset, local, row_bytes.checked_mul(rows)?))
+            .then(|| self.widen(store, t.buf, t.offset as usize, t.local as usize, run?))
             .flatten();
-        let (row_bytes, rows) = wide.map_or((row_bytes, rows), |run| (run, 1));
-        self.p.cost.dma_bytes += (row_bytes * rows) as u64;
-        self.unfit.is_none().then_some((
-            buf,
-            offset,
-            local,
+        let (row_bytes, rows) = wide.map_or((t.row_bytes, t.rows), |run| (run as u32, 1));
+        self.p.cost.dma_bytes += u64::from(row_bytes) * u64::from(rows);
+        self.unfit.is_none().then_some(Transfer {
             row_bytes,
             rows,
-            ddr_stride,
-            local_stride,
-        ))
+            ..t
+        })
     }
     /// A linear run of bytes (one row, or rows that touch) whose length is not a multiple of 4, widened to the
     /// next word so that the DMA can move it: every tensor sits 64-byte aligned and padded in its buffer and
