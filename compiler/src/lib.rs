@@ -11,6 +11,7 @@ pub mod error;
 pub mod fsio;
 pub mod import;
 pub mod ir;
+pub mod kernel;
 pub mod npu;
 pub mod partition;
 pub mod passes;

@@ -3,10 +3,10 @@
 
 use super::builder::Kb;
 use super::callees::Callees;
-use super::kernel::{Body, Kernel};
 use super::kernels::gemm_x86::Simd;
 use super::machine_code::transpose_channels;
 use super::ops;
+use crate::kernel::{Body, Kernel};
 
 /// Emits kernel `k`'s body with the machine code `c` it calls on kernel set `simd`. False when a body that
 /// exists only as machine code lacks it (a bundlec bug the caller reports).

@@ -3,7 +3,7 @@
 //! loads/stores at element offsets, FMA-or-mul-add per target, and the task-range computation that splits a
 //! kernel's units of work between tasks.
 
-use super::kernel::Role;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
 use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Type, Value};

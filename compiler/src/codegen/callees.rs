@@ -3,7 +3,6 @@
 //! declared in the kernel's function (`Callees::define`), in a fixed order (bundles are reproducible). `body.rs`
 //! passes them to the body's emitter; a kernel set without them (`generic`, aarch64) gets the Cranelift body.
 
-use super::kernel::{Body, Kernel};
 use super::kernels::{self, gemm_x86::Simd};
 use super::machine_code::{
     define_dw_row_f32, define_layout, define_machine_code, define_micro, define_pool_row,
@@ -11,6 +10,7 @@ use super::machine_code::{
 };
 use super::{ops, KC};
 use crate::error::{Error, Result};
+use crate::kernel::{Body, Kernel};
 use cranelift_codegen::ir::{FuncRef, Function};
 use cranelift_module::{FuncId, Module};
 

@@ -7,8 +7,8 @@
 //! anywhere the baseline runs; the config's `fastOps` table holds the same ops with FAST's functions, which
 //! bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 use super::isa::Target;
-use super::kernel::{KernelId, Lowering};
 use crate::error::{Error, Result};
+use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule};
 use cranelift_codegen::ir::InstBuilder;
 use cranelift_codegen::Context;

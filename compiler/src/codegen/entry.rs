@@ -3,10 +3,10 @@
 //! checks (`NAME_cpu_supported`, a fat bundle's per-set check).
 
 use super::builder::Kb;
-use super::kernel::{KernelId, Lowering};
 use super::kernels::{self, gemm_x86::Simd};
 use super::{declare_entry, interleave};
 use crate::error::{Error, Result};
+use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule};
 use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{

@@ -16,7 +16,7 @@ pub mod dispatch;
 mod entry;
 pub mod interleave;
 pub mod isa;
-pub mod kernel;
+
 pub mod kernels;
 pub mod lower;
 mod machine_code;
@@ -24,6 +24,8 @@ pub mod math;
 pub mod ops;
 
 use crate::error::{Error, Result};
+pub use crate::kernel::gemm::KC;
+use crate::kernel::{KernelId, Lowering};
 use builder::Kb;
 use callees::{uses_micro_kernels, Callees};
 use cranelift_codegen::ir::types::{I32, I64};
@@ -33,9 +35,7 @@ use cranelift_entity::{EntityRef, PrimaryMap};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 pub use entry::{define_cpu_check, define_entry, define_pick};
-use kernel::{KernelId, Lowering};
 use kernels::gemm_x86::Simd;
-pub use machine_code::KC;
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
 /// local per-set entries and its dispatcher) and returns its id and a `Function` to fill.

@@ -2,9 +2,9 @@
 //! argument lists, BSP layers, strings), written as read-only data with relocations. The byte layout is
 //! documented in `docs/bundle-format.md` and mirrored by `bundle-rt/src/config.rs`.
 
-use crate::codegen::kernel::{KernelId, Lowering};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, TensorId};
+use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule, ALIGN};
 use cranelift_entity::PrimaryMap;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
@@ -40,7 +40,7 @@ pub struct Symbol {
 pub fn symbols(g: &Graph, plan: &MemoryPlan) -> Vec<Symbol> {
     let mk = |t: TensorId, role: u32| {
         let td = &g.tensors[t];
-        let loc = plan.loc[&crate::codegen::kernel::Buf::Tensor(t)];
+        let loc = plan.loc[&crate::kernel::Buf::Tensor(t)];
         Symbol {
             name: td.name.clone(),
             offset: loc.offset,
@@ -53,7 +53,7 @@ pub fn symbols(g: &Graph, plan: &MemoryPlan) -> Vec<Symbol> {
     let mut v: Vec<Symbol> = g.inputs.iter().map(|&t| mk(t, 1)).collect();
     v.extend(g.outputs.iter().map(|&t| mk(t, 2)));
     for b in &plan.constants {
-        if let crate::codegen::kernel::Buf::Tensor(t) = b {
+        if let crate::kernel::Buf::Tensor(t) = b {
             v.push(mk(*t, 0));
         }
     }

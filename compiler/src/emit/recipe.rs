@@ -18,10 +18,10 @@
 //! already has gets a numeric suffix.
 
 use super::segments::{NpuCopy, SegmentLayout};
-use crate::codegen::kernel::Lowering;
 use crate::codegen::{table_ops, Alt, PairOp};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
+use crate::kernel::Lowering;
 use crate::plan::{Area, MemoryPlan, Schedule};
 use serde_json::{json, Value};
 
@@ -81,11 +81,8 @@ pub fn recipe(
     {
         let n = &g.tensors[t].name;
         buffers.push(json!({ "name": n, "type": ty }));
-        io_names.insert(crate::codegen::kernel::Buf::Tensor(t), n.clone());
-        mutable_names.insert(
-            plan.loc[&crate::codegen::kernel::Buf::Tensor(t)].offset,
-            n.clone(),
-        );
+        io_names.insert(crate::kernel::Buf::Tensor(t), n.clone());
+        mutable_names.insert(plan.loc[&crate::kernel::Buf::Tensor(t)].offset, n.clone());
     }
     buffers.push(json!({ "name": weights, "type": "weight" }));
     buffers.push(json!({ "name": activations, "type": "internal", "size": plan.activation_size }));

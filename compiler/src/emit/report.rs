@@ -6,8 +6,8 @@
 //! device, with their data edges).
 
 use super::segments::SegmentLayout;
-use crate::codegen::kernel::{Buf, Lowering};
 use crate::ir::{numel, Graph, NodeId, Op};
+use crate::kernel::{Buf, Lowering};
 use crate::npu::NpuTarget;
 use crate::plan::{MemoryPlan, Schedule};
 use std::collections::HashMap;

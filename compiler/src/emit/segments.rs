@@ -4,9 +4,9 @@
 //! and the copies that fill `in` from the tensors' areas and drain `out` back. The config's segment table, the
 //! recipe's npu runs and the header's segment list are all written from these layouts.
 
-use crate::codegen::kernel::{Buf, ScratchId};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
+use crate::kernel::{Buf, ScratchId};
 use crate::partition::Partition;
 use crate::plan::{Area, Location, MemoryPlan, Schedule};
 use cranelift_entity::{EntityRef, PrimaryMap};

@@ -2,9 +2,9 @@
 //! its planned offset in its kernel-ready layout, gaps zero; and its checksum (`checksum64`, `bundle-rt`'s), which
 //! `bundle-rt` verifies before running.
 
-use crate::codegen::kernel::Buf;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
+use crate::kernel::Buf;
 use crate::plan::MemoryPlan;
 
 /// Defines the exported, read-only, 64-aligned `NAME_weights` holding the constant area image

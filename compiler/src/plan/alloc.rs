@@ -3,9 +3,9 @@
 //! intervals, 64-aligned). Reports the activation efficiency (max live bytes / area size).
 
 use super::{align, Schedule};
-use crate::codegen::kernel::{Buf, KernelId, Lowering};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, TensorKind};
+use crate::kernel::{Buf, KernelId, Lowering};
 use std::collections::HashMap;
 
 /// The three memory areas of a bundle.

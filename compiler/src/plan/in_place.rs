@@ -16,8 +16,8 @@
 //! live across both layers. A chain (an output taking a residual's buffer and later serving as another kernel's
 //! residual) folds into its first buffer.
 
-use crate::codegen::kernel::{Body, Buf, KernelId, Lowering, Role};
 use crate::ir::Graph;
+use crate::kernel::{Body, Buf, KernelId, Lowering, Role};
 use std::collections::HashMap;
 
 use super::Schedule;

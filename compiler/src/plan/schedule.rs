@@ -8,7 +8,7 @@
 //! plain "one more than the latest writer" layering. Kernels are ordered by (layer, lowering order), a valid
 //! sequential order as well. Convex segments keep the unit graph acyclic.
 
-use crate::codegen::kernel::{Buf, KernelId, Lowering};
+use crate::kernel::{Buf, KernelId, Lowering};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use std::collections::HashMap;
 

@@ -10,8 +10,10 @@
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V), as the AVX-512 kernel's.
 //! Saves and restores `rbx`, `r12`.
 
-use super::conv_direct_x86::{assemble_blocks, channel_loop, ConvDirect};
+use super::conv_direct_x86::{assemble_blocks, channel_loop};
+
 use super::{store_head_ymm, YMM};
+use crate::kernel::conv::ConvDirect;
 use iced_x86::code_asm::*;
 
 /// Output pixels per block (the transpose's width).

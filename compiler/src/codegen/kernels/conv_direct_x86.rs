@@ -18,48 +18,11 @@
 //! Saves and restores `rbx`, `r12`.
 
 use super::{disp, transpose16, ZMM};
-use crate::codegen::ops::plane::reach;
+use crate::kernel::conv::ConvDirect;
 use iced_x86::code_asm::*;
 
 /// Output pixels per block (the transpose's width).
 const PIXELS: usize = 16;
-
-/// The compile-time shape of a direct convolution (one group).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConvDirect {
-    /// Input channels.
-    pub c: usize,
-    /// Output channels, a multiple of 16.
-    pub m: usize,
-    /// The padded input plane `[Hp, Wp]` (`padded_plane`).
-    pub padded: [usize; 2],
-    /// Kernel (KH, KW).
-    pub kernel: [usize; 2],
-    /// Strides.
-    pub strides: [usize; 2],
-    /// Dilations.
-    pub dilations: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-    /// Whether `bias` holds the M biases (else the chains end without an add).
-    pub bias: bool,
-    /// Lower clamp (f32 bits).
-    pub lo: Option<u32>,
-    /// Upper clamp (f32 bits).
-    pub hi: Option<u32>,
-}
-
-impl ConvDirect {
-    /// The padded input plane a convolution's outputs read (`ops::plane::reach` per axis).
-    pub fn padded_plane(
-        out: [usize; 2],
-        kernel: [usize; 2],
-        strides: [usize; 2],
-        dilations: [usize; 2],
-    ) -> [usize; 2] {
-        [0, 1].map(|i| reach(out[i], kernel[i].max(1), strides[i], dilations[i]))
-    }
-}
 
 const NAME: &str = "direct convolution";
 

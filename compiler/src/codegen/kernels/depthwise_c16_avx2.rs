@@ -23,7 +23,9 @@
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32, scratch: *mut f32)` (System V), as the
 //! AVX-512 kernel's.
 
-use super::depthwise_c16_x86::{C16Out, DwC16};
+use crate::kernel::depthwise::C16Out;
+
+use super::depthwise_c16_x86::DwC16;
 use super::{disp, YMM};
 use iced_x86::code_asm::*;
 

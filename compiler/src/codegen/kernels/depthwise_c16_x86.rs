@@ -29,7 +29,8 @@
 //! without a bias), `scratch` [`DwC16::scratch_bytes`] bytes, 64-byte aligned.
 
 use super::{disp, transpose16, ZMM};
-use crate::codegen::ops::plane::reach;
+use crate::kernel::conv::reach;
+use crate::kernel::depthwise::C16Out;
 use iced_x86::code_asm::*;
 
 /// Most taps: each tap's weights live in a register, leaving at least 7 for accumulators.
@@ -60,18 +61,6 @@ pub struct DwC16 {
     pub layout: C16Out,
     /// The input is the block `[H·W][16]` (a transposed GEMM's `c_k16` output), not 16 planes.
     pub in_blocked: bool,
-}
-
-/// Where the channel-blocked kernel writes its 16 channels' outputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum C16Out {
-    /// 16 planes `[16][P]` (NCHW).
-    Planes,
-    /// The group's first channel in row panels `[P8/8][C][8]` of `C` channels (a transposed GEMM's packed A,
-    /// `Body::PackRows`' layout, the pixels past P zero).
-    Panels(usize),
-    /// The block `[P][16]` as computed (the GEMM reads it with `MicroSpec::a_k16`): no transpose.
-    Blocked,
 }
 
 impl DwC16 {

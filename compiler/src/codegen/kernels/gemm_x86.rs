@@ -17,6 +17,7 @@
 //! (`b_rs` = the tile width) for the column tail.
 
 use super::{YMM, ZMM};
+use crate::kernel::gemm::MicroEpi;
 use iced_x86::code_asm::*;
 
 /// Which register file a micro-kernel uses.
@@ -167,26 +168,6 @@ impl MicroSpec {
     fn c_col(&self, col: usize) -> usize {
         block_col(col, self.c_block)
     }
-}
-
-/// A fused epilogue: `act(scale·acc + bias[row] + residual[row][col])`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MicroEpi {
-    /// Multiply the accumulators by this factor (f32 bits) first: a MatMul's `Epilogue::scale`.
-    pub scale: Option<u32>,
-    /// Add `bias[r]` (pointer in `rcx`).
-    pub bias: bool,
-    /// Add `bias[j]` instead (per column, pointer in `rcx` at the tile's first column).
-    pub bias_col: bool,
-    /// Add the residual (pointer in `r8`) with this row stride in elements.
-    pub res_rs: Option<usize>,
-    /// The residual's columns in blocks of 16 this many elements apart (0: contiguous columns), like a
-    /// `c_block` C: `GemmSpec::res_k16`.
-    pub res_block: usize,
-    /// Lower clamp (f32 bits): `max(x, lo)`.
-    pub lo: Option<u32>,
-    /// Upper clamp (f32 bits): `min(x, hi)`.
-    pub hi: Option<u32>,
 }
 
 /// Byte displacement that fits a 32-bit signed immediate.

@@ -11,8 +11,10 @@
 //!
 //! `fn(x: *const f32, out: *mut f32)` (System V): `x` the input plane, `out` the output plane.
 
-use super::maxpool_x86::{output_rows, MaxPool3s2};
+use super::maxpool_x86::output_rows;
+
 use super::{disp, store_head_ymm};
+use crate::kernel::pool::MaxPool3s2;
 use iced_x86::code_asm::*;
 
 /// `acc = fmax(acc, x)` (clobbers ymm8–ymm10).

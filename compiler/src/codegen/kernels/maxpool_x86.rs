@@ -12,26 +12,8 @@
 //! `fn(x: *const f32, out: *mut f32)` (System V): `x` the input plane, `out` the output plane.
 
 use super::disp;
+use crate::kernel::pool::MaxPool3s2;
 use iced_x86::code_asm::*;
-
-/// The compile-time shape of a 3x3, stride-2, top- and left-padded max pooling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MaxPool3s2 {
-    /// Input height and width.
-    pub hw: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-}
-
-impl MaxPool3s2 {
-    /// The input rows output row `oy` reads (rows `2·oy − 1 .. 2·oy + 1` inside the plane), as offsets in
-    /// rows from row `2·oy − 1`.
-    pub(super) fn rows(&self, oy: usize) -> Vec<usize> {
-        (0..3)
-            .filter(|&k| (1..=self.hw[0]).contains(&(2 * oy + k)))
-            .collect()
-    }
-}
 
 /// Assembles the kernel; `Err` for a zero size or displacements that do not fit.
 pub fn assemble(s: &MaxPool3s2) -> Result<Vec<u8>, String> {

@@ -12,12 +12,8 @@
 //! eight instructions per 16 outputs, straight from the accumulators to the u8 / i8 output.
 
 use super::ZMM;
+use crate::kernel::qgemm_vnni::{MR, NR};
 use iced_x86::code_asm::*;
-
-/// Tile columns (two zmm of i32).
-pub const NR: usize = 32;
-/// Most tile rows.
-pub const MR: usize = 8;
 
 /// The requantising store a micro-kernel can end with instead of storing its i32 sums: per row `r`,
 /// `y = cvt_rne(min(max(f32(acc + bias[r]) · scale[r], lo - zp), hi - zp)) + zp`, narrowed to u8 / i8 and

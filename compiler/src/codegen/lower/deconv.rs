@@ -3,11 +3,11 @@
 //! reference evaluation) and adds the bias.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::conv::Col2imSpec;
-use crate::codegen::ops::gemm::{GemmSpec, Operand};
 use crate::error::Result;
 use crate::ir::{ConvTransposeAttrs, NodeId};
+use crate::kernel::conv::Col2imSpec;
+use crate::kernel::gemm::{GemmSpec, Operand};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<()> {
     let node = cx.g.nodes[n].clone();

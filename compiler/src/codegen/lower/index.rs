@@ -3,10 +3,10 @@
 //! Gather one `Gather` kernel copying rows by run-time indices.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::index::{fill_value, gather_geom, offset_tables};
 use crate::ir::{numel, DType, NodeId, Op, Tensor};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let Op::Gather { axis } = op else {

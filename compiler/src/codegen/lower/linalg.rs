@@ -5,14 +5,14 @@
 //! constant. Both fuse the residual add and activation the passes attached.
 
 use super::{operand, pack_b_panels, Ctx};
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use crate::error::{Error, Result};
 use crate::ir::ops::elementwise::broadcast_strides;
 use crate::ir::ops::linalg::{gemm_dims, matmul_geom};
 use crate::ir::ops::shape::transpose_strides;
 use crate::ir::types::strides;
 use crate::ir::{GemmAttrs, NodeId, Op, Tensor};
+use crate::kernel::gemm::{Bias, BiasKind, GemmSpec, Operand};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     match op {

@@ -4,11 +4,11 @@
 
 use super::shape::inputs;
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::logic::LogicKind;
 use crate::error::{Error, Result};
 use crate::ir::ops::logic::broadcast_all;
 use crate::ir::{numel, NodeId, Op};
+use crate::kernel::elementwise::LogicKind;
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let node = cx.g.nodes[n].clone();

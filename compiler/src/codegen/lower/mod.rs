@@ -20,11 +20,11 @@ mod reduce;
 mod resize;
 mod shape;
 
-use super::kernel::{Arg, Body, Buf, Kernel, KernelId, Lowering, Role};
-use super::ops::conv::Im2colSpec;
-use super::ops::gemm::Operand;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, Op, Tensor, TensorId};
+use crate::kernel::conv::Im2colSpec;
+use crate::kernel::gemm::Operand;
+use crate::kernel::{Arg, Body, Buf, Kernel, KernelId, Lowering, Role};
 
 /// Most tasks any kernel is split into.
 pub const MAX_TASKS: usize = 64;

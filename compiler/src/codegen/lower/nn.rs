@@ -4,10 +4,10 @@
 //! broadcast parameters are expanded to the row at compile time; LRN one `Lrn` kernel.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::nn::{batchnorm_affine, expand_param, layernorm_geom, softmax_geom};
 use crate::ir::{numel, NodeId, Op, Tensor};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let node = cx.g.nodes[n].clone();

@@ -5,13 +5,14 @@
 //! channels and the bias / scale are per row.
 
 use super::{operand, Ctx};
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::gemm::Operand;
-use crate::codegen::ops::qgemm::{pack_a, QGemmSpec, QOut};
-use crate::codegen::ops::quant::QuantSpec;
+use crate::codegen::ops::qgemm::pack_a;
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
 use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
+use crate::kernel::gemm::Operand;
+use crate::kernel::qgemm::{QGemmSpec, QOut};
+use crate::kernel::quant::QuantSpec;
+use crate::kernel::{Body, Buf, Role};
 
 fn ints(dtype: DType, shape: Vec<usize>, v: Vec<i64>) -> Tensor {
     Tensor {
@@ -194,7 +195,7 @@ fn depthwise(
         args.push((Role::Scale, Buf::Tensor(sc)));
     }
     args.push((Role::Out, Buf::Tensor(out)));
-    let spec = crate::codegen::ops::qdepthwise::QDepthwiseSpec {
+    let spec = crate::kernel::depthwise::QDepthwiseSpec {
         n: nb,
         c,
         hw: [h, w],

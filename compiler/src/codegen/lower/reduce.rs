@@ -3,11 +3,11 @@
 //! adjacent a `Transpose` kernel first moves them last, into scratch.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::reduce::reduce_geom;
 use crate::ir::ops::shape::transpose_strides;
 use crate::ir::{numel, NodeId, Op};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     let out = Buf::Tensor(cx.g.nodes[n].outputs[0]);

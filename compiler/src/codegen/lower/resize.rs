@@ -3,10 +3,10 @@
 //! Resize is a copy.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::Result;
 use crate::ir::ops::resize::{axis_is_identity, axis_taps};
 use crate::ir::{numel, NodeId, ResizeAttrs, Tensor};
+use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ResizeAttrs) -> Result<()> {
     let node = cx.g.nodes[n].clone();

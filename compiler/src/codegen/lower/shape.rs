@@ -4,10 +4,10 @@
 //! Concat one kernel copying each input's block per outer index.
 
 use super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::error::{Error, Result};
 use crate::ir::ops::shape::transpose_strides;
 use crate::ir::{numel, NodeId, Op};
+use crate::kernel::{Body, Buf, Role};
 
 /// Work per element of a gathering transpose, in the copy's units (`task_count`).
 const GATHER_WEIGHT: usize = 8;
@@ -46,8 +46,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             // A transpose whose innermost output dim is not contiguous in the input gathers one element at a
             // time (~2 ns each, against ~0.2 for a row copy): weighted so that an attention's K transpose (4096
             // elements) splits over 2 threads.
-            let (_, strides) =
-                crate::codegen::ops::data::coalesce_transpose(&out_shape, &in_strides);
+            let (_, strides) = crate::kernel::data::coalesce_transpose(&out_shape, &in_strides);
             let work = if strides.last() == Some(&1) {
                 elems
             } else {

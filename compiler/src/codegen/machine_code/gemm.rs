@@ -7,6 +7,7 @@ use super::define_machine_code;
 use crate::codegen::kernels::gemm_x86::{self, MicroSpec, Simd};
 use crate::codegen::{kernels, ops};
 use crate::error::Result;
+use crate::kernel::gemm::{fused_epilogue, KC};
 use cranelift_module::{FuncId, Module};
 
 /// How many steps of K ahead the micro-kernels prefetch a panel-packed B (8 KiB at 32 columns): measured on
@@ -32,7 +33,7 @@ const B_NEXT_COLS_MIN_K: usize = 128;
 const PREFETCH_NEXT_MIN_BYTES: usize = 512 << 10;
 
 /// Bytes of a GEMM's B over all batches.
-fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
+fn b_bytes(s: &crate::kernel::gemm::GemmSpec) -> usize {
     s.batch.iter().map(|b| b[0]).product::<usize>() * s.k * s.n * 4
 }
 
@@ -48,7 +49,7 @@ fn b_bytes(s: &ops::gemm::GemmSpec) -> usize {
 const A_K16_PREFETCH: usize = 1;
 
 /// `MicroSpec::c_block` of a GEMM's C: the distance between its blocks of 16 columns with `c_k16`, else 0.
-fn c_block(s: &ops::gemm::GemmSpec) -> usize {
+fn c_block(s: &crate::kernel::gemm::GemmSpec) -> usize {
     if s.c_k16 {
         16 * s.c.cs
     } else {
@@ -56,12 +57,9 @@ fn c_block(s: &ops::gemm::GemmSpec) -> usize {
     }
 }
 
-/// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
-pub const KC: usize = 256;
-
 /// The shape conditions of the micro-kernel path for tiles `nr` columns wide: a full column block, contiguous
 /// columns of B and C, a reduction, and panels of B (if packed) in whole tile widths.
-fn micro_shape_ok(s: &ops::gemm::GemmSpec, nr: usize) -> bool {
+fn micro_shape_ok(s: &crate::kernel::gemm::GemmSpec, nr: usize) -> bool {
     let c_ok = s.c.cs == 1 || (s.c_k16 && s.c.rs == 16 && s.n.is_multiple_of(nr));
     s.n >= nr && s.b.cs == 1 && c_ok && s.k > 0 && s.b_panel.is_none_or(|p| p % nr == 0)
 }
@@ -71,7 +69,7 @@ fn micro_shape_ok(s: &ops::gemm::GemmSpec, nr: usize) -> bool {
 /// tallest tile) and its column blocks hold whole blocks of 16 channels (`Cᵀ` padded to whole blocks,
 /// `TransposeOut::ld`). Lowering asks before it fuses, so the codegen always finds the micro-kernels a fused GEMM
 /// needs.
-pub fn fuses_transpose(s: &ops::gemm::GemmSpec) -> bool {
+pub fn fuses_transpose(s: &crate::kernel::gemm::GemmSpec) -> bool {
     let simd = Simd::Avx512;
     let (mr, nr) = simd.tile();
     let usable =
@@ -109,7 +107,7 @@ pub(in crate::codegen) fn define_micro(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    s: &ops::gemm::GemmSpec,
+    s: &crate::kernel::gemm::GemmSpec,
     simd: Simd,
 ) -> Result<Option<MicroIds>> {
     let nr = tile_cols(simd, s);
@@ -234,7 +232,7 @@ pub(in crate::codegen) fn define_micro(
 /// the four columns past 192 of its 14x14 layers 5–7 %.
 fn strip_spec(
     simd: Simd,
-    s: &ops::gemm::GemmSpec,
+    s: &crate::kernel::gemm::GemmSpec,
     nr: usize,
     nt: usize,
 ) -> Option<kernels::gemm_strip_avx2::StripSpec> {
@@ -267,7 +265,7 @@ fn strip_spec(
 /// faster, layer2's 128 -> 512 12 %, ResNet-50 3-4 % at 1 thread and 5-9 % at 2 (10th percentiles); below
 /// K = 128 (B a few KiB, held in L1 anyway) no faster — except where B's rows fall on at most four offsets of a
 /// 4 KiB page ([`aliased_rows`]), from K = [`COPY_MIN_K_ALIASED`].
-fn b_copies(s: &ops::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
+fn b_copies(s: &crate::kernel::gemm::GemmSpec, mr: usize, nr: usize) -> bool {
     s.b_panel.is_none()
         && s.m >= 2 * mr
         && s.m <= ops::gemm::COPY_MAX_ROWS
@@ -299,7 +297,7 @@ fn aliased_rows(stride: usize) -> bool {
 /// narrow, deep GEMMs ([`AVX2_C16_MAX_N`], [`AVX2_C16_MIN_K`]), where six-row 16-column tiles beat four-row
 /// 24-column ones. Every tile shape accumulates each element over K in the same order, so results do not
 /// change.
-fn tile_cols(simd: Simd, s: &ops::gemm::GemmSpec) -> usize {
+fn tile_cols(simd: Simd, s: &crate::kernel::gemm::GemmSpec) -> usize {
     let nr = simd.tile().1;
     // B packed in panels another kernel set chose (a fat bundle's AVX2 set under the AVX-512 set's lowering:
     // 32-column panels): the widest tile that divides them.
@@ -352,7 +350,7 @@ const AVX2_C16_MIN_K: usize = 256;
 /// the micro-kernel alone, B from L2 (K = 1024, Intel Xeon, Emerald Rapids): 8 rows 148–153 GFLOP/s, 14 rows
 /// 166–171 — and a short tail costs about what a full tile does: ResNet-50's 196 pixels take 14 tiles of 14, its
 /// 49 (7x7 planes, 49 Winograd tiles) three of 14 and one of 7. Ties keep the taller tile.
-fn tile_rows(simd: Simd, s: &ops::gemm::GemmSpec, nr: usize) -> usize {
+fn tile_rows(simd: Simd, s: &crate::kernel::gemm::GemmSpec, nr: usize) -> usize {
     let mr = simd.tile().0;
     let candidates: &[usize] = match simd {
         Simd::Avx512 => &TILE_ROWS,
@@ -385,57 +383,6 @@ const TILE_ROWS_AVX2_16: [usize; 2] = [4, 6];
 
 /// A tile's cost per step of K beyond its rows' FMAs, in cycles (`tile_rows`).
 const TILE_STEP_COST: usize = 2;
-
-/// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: the product's
-/// scale (`alpha`, a product then the additions, as there), bias per row or column (unscaled), the residual,
-/// and a clamp whose bounds are not signed zeros where `max`/`min` would pick the other zero; `None` when
-/// there is nothing to apply or it cannot be fused.
-pub(crate) fn fused_epilogue(s: &ops::gemm::GemmSpec) -> Option<gemm_x86::MicroEpi> {
-    let scale = (s.alpha != 1.0).then(|| s.alpha.to_bits());
-    let (bias, bias_col) = match &s.bias {
-        None => (false, false),
-        Some(b) if b.kind == ops::gemm::BiasKind::Row && b.scale == 1.0 => (true, false),
-        Some(b) if b.kind == ops::gemm::BiasKind::Col && b.scale == 1.0 => (false, true),
-        Some(_) => return None,
-    };
-    let (res_rs, res_block) = match &s.residual {
-        None => (None, 0),
-        Some(r) if s.res_k16 && r.rs == 16 => (Some(r.rs), 16 * r.cs),
-        Some(r) if r.cs == 1 => (Some(r.rs), 0),
-        Some(_) => return None,
-    };
-    let (lo, hi) = clamp_bits(s.act)?;
-    if scale.is_none() && !bias && !bias_col && res_rs.is_none() && lo.is_none() && hi.is_none() {
-        return None;
-    }
-    Some(gemm_x86::MicroEpi {
-        scale,
-        bias,
-        bias_col,
-        res_rs,
-        res_block,
-        lo,
-        hi,
-    })
-}
-
-/// The clamp of an activation as f32 bits for `vmaxps`/`vminps`, which agree with Cranelift's `fmax`/`fmin`
-/// (NaN aside, which the kernels blend back) except when a bound is a zero that `max`/`min` would swap for the
-/// other zero: `None` then (not fusable).
-pub(in crate::codegen) fn clamp_bits(
-    act: crate::ir::Activation,
-) -> Option<(Option<u32>, Option<u32>)> {
-    use crate::ir::Activation;
-    let (lo, hi) = match act {
-        Activation::None => (None, None),
-        Activation::Relu => (Some(0.0f32), None),
-        Activation::Clip(lo, hi) => ((lo > f32::MIN).then_some(lo), (hi < f32::MAX).then_some(hi)),
-    };
-    if lo.is_some_and(|l| l.to_bits() == (-0.0f32).to_bits()) || hi.is_some_and(|h| h == 0.0) {
-        return None;
-    }
-    Some((lo.map(f32::to_bits), hi.map(f32::to_bits)))
-}
 
 /// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
 /// storing into C and into the column-tail buffer.

@@ -7,13 +7,13 @@
 
 mod gemm;
 
-pub(crate) use gemm::fused_epilogue;
-pub(super) use gemm::{clamp_bits, define_micro};
-pub use gemm::{fuses_transpose, KC};
+pub(super) use gemm::define_micro;
+pub use gemm::fuses_transpose;
 
 use super::kernels::gemm_x86::Simd;
 use super::{kernels, ops};
 use crate::error::{Error, Result};
+use crate::kernel::gemm::clamp_bits;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::AbiParam;
 use cranelift_module::{FuncId, Linkage, Module};
@@ -46,7 +46,7 @@ pub(super) fn define_dw_row_f32(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    s: &ops::depthwise::DepthwiseSpec,
+    s: &crate::kernel::depthwise::DepthwiseSpec,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
     let (x0, x1) = ops::depthwise::interior(
@@ -124,7 +124,7 @@ pub(super) fn define_pool_row(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    s: &ops::pool::PoolSpec,
+    s: &crate::kernel::pool::PoolSpec,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
     if let Some(spec) = s.max3s2() {
@@ -184,7 +184,7 @@ pub(super) fn define_transpose(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    t: &ops::gemm::TransposeOut,
+    t: &crate::kernel::gemm::TransposeOut,
     simd: Simd,
 ) -> Result<FuncId> {
     let (lo, hi) = clamp_bits(t.act)
@@ -222,10 +222,10 @@ pub(super) fn define_layout(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    body: &super::kernel::Body,
+    body: &crate::kernel::Body,
     simd: Simd,
 ) -> Result<[Option<FuncId>; 3]> {
-    use super::kernel::Body;
+    use crate::kernel::Body;
     use kernels::winograd_x86::{WinoIn, WinoOut};
     use kernels::{winograd4_x86, winograd_avx2, winograd_x86};
     let f = |module: &mut dyn Module, tag: &str, params, code| {
@@ -319,7 +319,7 @@ pub(super) fn define_qpair(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    s: &ops::qgemm::QGemmSpec,
+    s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QPairIds> {
     use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
     let (nb, full, last) = ops::qgemm::pair_blocks(s);
@@ -365,11 +365,12 @@ pub(super) fn define_qmicro(
     module: &mut dyn Module,
     name: &str,
     i: usize,
-    s: &ops::qgemm::QGemmSpec,
+    s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QMicroIds> {
-    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec, MR};
-    let (_, nb, last) = ops::qgemm_vnni::blocks(s);
-    let a_rs = ops::qgemm_vnni::a_rs(s);
+    use crate::kernel::qgemm_vnni::MR;
+    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec};
+    let (_, nb, last) = crate::kernel::qgemm_vnni::blocks(s);
+    let a_rs = crate::kernel::qgemm_vnni::a_rs(s);
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
         let params = if spec.epilogue.is_some() { 5 } else { 3 };
         define_machine_code(
@@ -388,8 +389,8 @@ pub(super) fn define_qmicro(
         }
         // (block kind, quads, accumulate, used)
         let wanted = [
-            (0, ops::qgemm_vnni::KQB, 0, nb > 1),
-            (0, ops::qgemm_vnni::KQB, 1, nb > 2),
+            (0, crate::kernel::qgemm_vnni::KQB, 0, nb > 1),
+            (0, crate::kernel::qgemm_vnni::KQB, 1, nb > 2),
             (1, last, 0, nb == 1),
             (1, last, 1, nb > 1),
         ];
@@ -406,7 +407,7 @@ pub(super) fn define_qmicro(
             };
             ids[rk][bk][acc] = Some(define(module, &spec, format!("{rk}{bk}{acc}"))?);
         }
-        if let (true, Some(q)) = (ops::qgemm_vnni::direct(s), &s.requant) {
+        if let (true, Some(q)) = (crate::kernel::qgemm_vnni::direct(s), &s.requant) {
             let spec = QMicroSpec {
                 rows,
                 kq: last,

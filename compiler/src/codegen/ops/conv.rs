@@ -6,69 +6,11 @@
 //! the direct convolution kernel of few-channel inputs (`kernels/conv_direct_x86.rs`), which needs no columns.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
-use crate::codegen::kernel::Role;
+use crate::kernel::conv::{pack_rows_units, Col2imSpec, Im2colSpec};
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, I64};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
-
-/// Geometry of one im2col: input [N, C, H, W] → columns [N, C*KH*KW, OH*OW].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Im2colSpec {
-    /// Batch.
-    pub n: usize,
-    /// Input channels.
-    pub c: usize,
-    /// Input height and width.
-    pub hw: [usize; 2],
-    /// Kernel (KH, KW).
-    pub kernel: [usize; 2],
-    /// Strides.
-    pub strides: [usize; 2],
-    /// Dilations.
-    pub dilations: [usize; 2],
-    /// Pads top, left (bottom/right are implied by the output size).
-    pub pads: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-    /// `None`: f32 elements padded with 0; `Some(z)`: u8 / i8 elements padded with the byte `z` (the int8
-    /// path pads with the input zero point, which contributes nothing to the integer sums).
-    pub bytes: Option<u8>,
-}
-
-/// Least work units of an im2col kernel (`Im2colSpec::row_parts`).
-const MIN_UNITS: usize = 16;
-
-impl Im2colSpec {
-    /// Work units: one per (batch, channel, kernel row, part of the output rows), so that a first layer (3
-    /// channels) still splits over threads (ResNet-50's 7x7 stem: 21 units; the direct stem's 1x1 pad pass, 3
-    /// planes, 15 in row parts).
-    pub fn units(&self) -> usize {
-        self.n * self.c * self.kernel[0] * self.row_parts()
-    }
-    /// Parts the output rows of a column row are split into: enough for `MIN_UNITS` units when (batch, channel,
-    /// kernel row) alone give fewer (at 2 threads the direct stem's 3-plane pad pass took 17-23 µs on one thread
-    /// while the other waited); 1 otherwise.
-    pub fn row_parts(&self) -> usize {
-        let base = (self.n * self.c * self.kernel[0]).max(1);
-        if base >= MIN_UNITS {
-            1
-        } else {
-            MIN_UNITS.div_ceil(base).min(self.out[0]).max(1)
-        }
-    }
-    /// Element size in bytes.
-    pub fn elem(&self) -> usize {
-        if self.bytes.is_some() {
-            1
-        } else {
-            4
-        }
-    }
-    /// Size of the column buffer in bytes.
-    pub fn col_bytes(&self) -> usize {
-        self.n * self.c * self.kernel[0] * self.kernel[1] * self.out[0] * self.out[1] * self.elem()
-    }
-}
 
 /// Valid output range [lo, hi) along one axis for kernel offset `kk`.
 fn valid(out: usize, input: usize, k_off: usize, stride: usize, pad: usize) -> (usize, usize) {
@@ -217,22 +159,6 @@ pub fn copy_f32(kb: &mut Kb, src: Value, dst: Value, n: usize) {
         let x = kb.load(F32, src, (c * 4) as i64);
         kb.store(x, dst, (c * 4) as i64);
     }
-}
-
-/// Units a row-panel packing (`Body::PackRows`) aims for: a 7x7 plane is one 56-row panel, whose K is then
-/// split into parts so that both cores (and more) share it.
-const PACK_MIN_UNITS: usize = 8;
-
-/// The panels per batch and the parts each panel's K is split into (`emit_pack_rows`): `(panels, parts)`, one
-/// unit per batch, panel and part.
-pub fn pack_rows_units([n, k, p]: [usize; 3], panel: usize) -> (usize, usize) {
-    let panels = p.div_ceil(panel.max(1));
-    let parts = PACK_MIN_UNITS
-        .div_ceil((n * panels).max(1))
-        .clamp(1, k.max(1));
-    // Parts of equal depth (the last one shorter), none empty.
-    let parts = k.div_ceil(k.div_ceil(parts).max(1)).max(1);
-    (panels, parts)
 }
 
 /// Emits the row-panel packing of a transposed GEMM's A (`Body::PackRows`): args X `[n, K, P]`, Out
@@ -415,46 +341,6 @@ fn copy_bytes(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::valid;
-
-    #[test]
-    fn valid_ranges() {
-        // 3x3 kernel, pad 1, stride 1, input 5 → output 5.
-        assert_eq!(valid(5, 5, 0, 1, 1), (1, 5));
-        assert_eq!(valid(5, 5, 1, 1, 1), (0, 5));
-        assert_eq!(valid(5, 5, 2, 1, 1), (0, 4));
-        // stride 2, pad 3, 7x7 on 224 → 112.
-        assert_eq!(valid(112, 224, 0, 2, 3), (2, 112));
-        assert_eq!(valid(112, 224, 6, 2, 3), (0, 111));
-    }
-}
-
-/// Geometry of one col2im (the second half of ConvTranspose): columns [N, M*KH*KW, H*W] (the GEMM Wᵀ·X) are
-/// added into the output [N, M, OH, OW] at `o = i·stride + k·dilation − pad`, after the bias (or zero).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Col2imSpec {
-    /// Batch.
-    pub n: usize,
-    /// Output channels.
-    pub m: usize,
-    /// Input (column) height and width.
-    pub hw: [usize; 2],
-    /// Kernel (KH, KW).
-    pub kernel: [usize; 2],
-    /// Strides.
-    pub strides: [usize; 2],
-    /// Dilations.
-    pub dilations: [usize; 2],
-    /// Pads top, left.
-    pub pads: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-    /// Whether arg 1 is a bias \[M\] (the output is then arg 2).
-    pub has_bias: bool,
-}
-
 /// The input positions `[lo, hi)` of one axis whose output `i·s + k·d − p` lands in `[0, out)`.
 fn deconv_range(input: usize, out: usize, k_off: usize, s: usize, p: usize) -> (usize, usize) {
     let lo = if p > k_off {
@@ -536,7 +422,7 @@ pub fn emit_col2im(kb: &mut Kb, s: &Col2imSpec, tasks: u32) {
 pub fn emit_direct(
     kb: &mut Kb,
     n: usize,
-    s: &crate::codegen::kernels::conv_direct_x86::ConvDirect,
+    s: &crate::kernel::conv::ConvDirect,
     tasks: u32,
     f: FuncRef,
 ) {
@@ -554,4 +440,20 @@ pub fn emit_direct(
         let bias = pb.unwrap_or_else(|| kb.iconst(0));
         kb.b.ins().call(f, &[x, pw, bias, out]);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid;
+
+    #[test]
+    fn valid_ranges() {
+        // 3x3 kernel, pad 1, stride 1, input 5 → output 5.
+        assert_eq!(valid(5, 5, 0, 1, 1), (1, 5));
+        assert_eq!(valid(5, 5, 1, 1, 1), (0, 5));
+        assert_eq!(valid(5, 5, 2, 1, 1), (0, 4));
+        // stride 2, pad 3, 7x7 on 224 → 112.
+        assert_eq!(valid(112, 224, 0, 2, 3), (2, 112));
+        assert_eq!(valid(112, 224, 6, 2, 3), (0, 111));
+    }
 }

@@ -4,15 +4,13 @@
 //! behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
 
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
 use crate::codegen::kernels::transpose_x86::BlockTranspose;
 use crate::ir::DType;
+use crate::kernel::data::{coalesce_transpose, COPY_CHUNK};
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
-
-/// Bytes per work unit of a flat copy.
-pub const COPY_CHUNK: usize = 16384;
 
 /// The integer type of an element of `elem` bytes (bit copies of any dtype).
 pub(crate) fn int_ty(elem: usize) -> Type {
@@ -75,25 +73,6 @@ pub fn emit_copy(kb: &mut Kb, len: usize, tasks: u32) {
             |kb| copy_bytes(kb, d, s, COPY_CHUNK),
         );
     });
-}
-
-/// Merges output dims that the input walks as one (d's stride is d+1's stride times d+1's size) and drops dims
-/// of size 1: a head split `[1, S, H, D] -> [1, H, S, D]` becomes `[H, S, D]` with contiguous rows of D.
-pub fn coalesce_transpose(out_shape: &[usize], in_strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    let mut dims: Vec<(usize, usize)> = Vec::new();
-    for (&n, &s) in out_shape.iter().zip(in_strides) {
-        if n == 1 {
-            continue;
-        }
-        match dims.last_mut() {
-            Some(last) if last.1 == s * n => *last = (last.0 * n, s),
-            _ => dims.push((n, s)),
-        }
-    }
-    if dims.is_empty() {
-        dims.push((1, 1));
-    }
-    dims.into_iter().unzip()
 }
 
 /// Emits a transpose: args src, dst. `out_shape` is the output shape, `in_strides` the input stride (elements)
@@ -326,7 +305,7 @@ pub(crate) fn load_ty(dt: DType) -> Type {
 
 /// Emits an elementwise dtype conversion (reference: `ir::ops::elementwise::eval_cast`): args src, dst.
 pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32) {
-    let chunk = super::elementwise::CHUNK;
+    let chunk = crate::kernel::elementwise::CHUNK;
     let (lo, hi) = kb.task_range(len.div_ceil(chunk), tasks);
     let (src, dst) = (kb.arg(Role::X), kb.arg(Role::Out));
     let start = kb.b.ins().imul_imm_s(lo, chunk as i64);

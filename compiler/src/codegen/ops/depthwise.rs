@@ -11,46 +11,13 @@
 pub use super::depthwise_plane::{plane_mode, EdgeRows, PlaneMode};
 use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, LANES, VEC};
-use crate::codegen::kernel::Role;
-pub use crate::codegen::kernels::depthwise_c16_x86::C16Out;
 use crate::codegen::math;
-use crate::ir::Activation;
+pub use crate::kernel::depthwise::C16Out;
+use crate::kernel::depthwise::DepthwiseSpec;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
-
-/// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias \[C\].
-#[derive(Debug, Clone, PartialEq)]
-pub struct DepthwiseSpec {
-    /// Batch.
-    pub n: usize,
-    /// Channels.
-    pub c: usize,
-    /// Input height and width.
-    pub hw: [usize; 2],
-    /// Kernel (KH, KW).
-    pub kernel: [usize; 2],
-    /// Strides.
-    pub strides: [usize; 2],
-    /// Dilations.
-    pub dilations: [usize; 2],
-    /// Pads top, left.
-    pub pads: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-    /// Whether arg 2 is a bias (the output is then arg 3, else arg 2).
-    pub has_bias: bool,
-    /// Fused activation.
-    pub act: Activation,
-    /// How the channel-blocked kernel (`Body::DepthwiseC16`) lays out its output: planes, or for the transposed
-    /// GEMM that is its only reader the row panels `Body::PackRows` would pack (`[N, P8/8, C, 8]`,
-    /// `C16Out::Panels(C)`) or the blocks it computes (`[N, C/16, P, 16]`, `C16Out::Blocked`, read with
-    /// `GemmSpec::a_k16`).
-    pub out_layout: C16Out,
-    /// The channel-blocked kernel reads its input as the blocks `[N, C/16, H·W, 16]` that the transposed GEMM
-    /// before it wrote (`GemmSpec::c_k16`), not as planes.
-    pub in_blocked: bool,
-}
 
 /// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
 /// `qdepthwise.rs`).
@@ -85,7 +52,7 @@ const C16_MAX_PIXELS: usize = 196;
 /// Intel Xeon), while 14x14 -> 7x7 ones run 2-3x faster in this kernel (the row kernel's 7-wide rows).
 pub fn c16(s: &DepthwiseSpec) -> Option<crate::codegen::kernels::depthwise_c16_x86::DwC16> {
     use crate::codegen::kernels::depthwise_c16_x86::{DwC16, MAX_TAPS};
-    let (lo, hi) = crate::codegen::machine_code::clamp_bits(s.act)?;
+    let (lo, hi) = crate::kernel::gemm::clamp_bits(s.act)?;
     let spec = DwC16 {
         hw: s.hw,
         kernel: s.kernel,

@@ -4,8 +4,10 @@
 //! with the border on the scalar path. One decision, taken from the shapes alone, that the kernel spec
 //! (`machine_code/`), the row copies (`codegen/mod.rs`) and the driver (`depthwise.rs`) all read.
 
-use super::depthwise::{interior, DepthwiseSpec};
-use super::plane::reach;
+use super::depthwise::interior;
+
+use crate::kernel::conv::reach;
+use crate::kernel::depthwise::DepthwiseSpec;
 
 /// The zero-padded plane `[rows, cols]` a row kernel runs whole planes on, when the border (outputs with a tap in
 /// the padding) costs more than copying the plane and the plane fits 256 KiB of stack. The border path computes

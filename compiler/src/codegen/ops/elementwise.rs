@@ -4,29 +4,12 @@
 //! transcendental unary maps call machine code where the kernel set has it (`kernels::vmath_x86`, `vmath_avx2`).
 
 use crate::codegen::builder::{Kb, LANES, VEC};
-use crate::codegen::kernel::Role;
 use crate::codegen::math;
 use crate::ir::{BinOp, UnOp};
+use crate::kernel::elementwise::{BinarySpec, CHUNK};
+use crate::kernel::Role;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
-
-/// Elements per work unit of a flat elementwise kernel.
-pub const CHUNK: usize = 1024;
-
-/// Binary op over a coalesced broadcast: `out[o, i] = a[o·sa + i·ia] op b[o·sb + i·ib]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BinarySpec {
-    /// The operator.
-    pub op: BinOp,
-    /// Outer dims (coalesced), with per-dim strides of a and b in elements.
-    pub outer: Vec<(usize, usize, usize)>,
-    /// Inner run length.
-    pub inner: usize,
-    /// Inner stride of a (0 or 1).
-    pub ia: usize,
-    /// Inner stride of b (0 or 1).
-    pub ib: usize,
-}
 
 /// Coalesces an output shape and two broadcast stride vectors into a `BinarySpec`.
 pub fn coalesce(op: BinOp, out: &[usize], sa: &[usize], sb: &[usize]) -> BinarySpec {
@@ -57,20 +40,6 @@ pub fn coalesce(op: BinOp, out: &[usize], sa: &[usize], sb: &[usize]) -> BinaryS
         inner,
         ia,
         ib,
-    }
-}
-
-impl BinarySpec {
-    fn outer_count(&self) -> usize {
-        self.outer.iter().map(|d| d.0).product()
-    }
-    /// Work units: inner chunks when there is no outer dim, else outer rows.
-    pub fn units(&self) -> usize {
-        if self.outer.is_empty() {
-            self.inner.div_ceil(CHUNK)
-        } else {
-            self.outer_count()
-        }
     }
 }
 

@@ -4,24 +4,12 @@
 
 use super::data::{int_ty, load_ty};
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
 use crate::ir::{CmpOp, DType, LogicOp};
+use crate::kernel::elementwise::LogicKind;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::I8;
 use cranelift_codegen::ir::{InstBuilder, Value};
-
-/// What a logic kernel computes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum LogicKind {
-    /// Comparison of two inputs of a dtype.
-    Cmp(CmpOp, DType),
-    /// And / Or / Xor of two bools.
-    Logic(LogicOp),
-    /// Not of a bool.
-    Not,
-    /// Where(cond, x, y) with elements of `elem` bytes.
-    Where(usize),
-}
 
 /// Emits a logic kernel: args in_0..in_{k-1}, out. `strides[i]` are input i's strides over `out_shape`
 /// (rank >= 1).

@@ -6,9 +6,9 @@
 //! channels; and one axis of a separable resample (Resize), reading the taps of `ir::ops::resize::axis_taps`.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
-use crate::codegen::kernel::Role;
 use crate::codegen::math::{exp, log};
 use crate::ir::LrnAttrs;
+use crate::kernel::Role;
 use cranelift_codegen::ir::types::{F32, I64};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 

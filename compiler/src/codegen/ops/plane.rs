@@ -8,12 +8,6 @@ use crate::codegen::builder::Kb;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, StackSlotData, StackSlotKind, Value};
 
-/// Rows a window of `kernel` taps at `stride` and `dilation` spans for `out` outputs: the padded extent an
-/// output row or column reads.
-pub fn reach(out: usize, kernel: usize, stride: usize, dilation: usize) -> usize {
-    (out.max(1) - 1) * stride + (kernel - 1) * dilation + 1
-}
-
 /// A `[rows, cols]` f32 plane on the kernel's stack (64-aligned).
 pub struct StackPlane {
     /// Address of element (0, 0).

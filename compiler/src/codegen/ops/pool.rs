@@ -2,65 +2,14 @@
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
 use super::depthwise::interior;
-use super::plane::{reach, StackPlane};
+use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, VEC};
-use crate::codegen::kernel::Role;
-use crate::ir::{PoolAttrs, PoolKind};
+use crate::ir::PoolKind;
+use crate::kernel::pool::PoolSpec;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
-
-/// A pooling kernel's geometry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PoolSpec {
-    /// Max or average.
-    pub kind: PoolKind,
-    /// Attributes (kernel, strides, pads, dilations, count_include_pad).
-    pub attrs: PoolAttrs,
-    /// N * C.
-    pub planes: usize,
-    /// Input (H, W).
-    pub hw: [usize; 2],
-    /// Output (OH, OW).
-    pub out: [usize; 2],
-}
-
-/// Largest padded plane (bytes) a padded max pooling keeps on the stack.
-const MAX_PLANE_BYTES: usize = 256 << 10;
-
-impl PoolSpec {
-    /// The separable kernel's shape (`kernels/maxpool_x86.rs`) for a 3x3, stride-2, undilated max pooling with
-    /// a one-pixel top and left pad (ResNet's), which it runs with no padded copy.
-    pub fn max3s2(&self) -> Option<crate::codegen::kernels::maxpool_x86::MaxPool3s2> {
-        let a = &self.attrs;
-        let fits = self.kind == PoolKind::Max
-            && a.kernel == [3, 3]
-            && a.strides == [2, 2]
-            && a.dilations == [1, 1]
-            && a.pads[0] == 1
-            && a.pads[1] == 1
-            && self.hw[0] * self.hw[1] * self.out[0] * self.out[1] > 0;
-        fits.then_some(crate::codegen::kernels::maxpool_x86::MaxPool3s2 {
-            hw: self.hw,
-            out: self.out,
-        })
-    }
-    /// The `[rows, cols]` of the −∞-padded stack plane a padded max pooling runs its row kernel over, when it
-    /// fits on the stack: every window of every output inside it, rows a multiple of 16 floats.
-    pub fn padded_plane(&self) -> Option<[usize; 2]> {
-        let a = &self.attrs;
-        if self.kind != PoolKind::Max || a.pads.iter().all(|&p| p == 0) {
-            return None;
-        }
-        let [h, w] = self.hw;
-        let dim = |i: usize, size: usize| {
-            let r = reach(self.out[i], a.kernel[i], a.strides[i], a.dilations[i]);
-            r.max(a.pads[i] + size + a.pads[i + 2])
-        };
-        let plane = [dim(0, h), dim(1, w).next_multiple_of(16)];
-        (plane[0] * plane[1] * 4 <= MAX_PLANE_BYTES).then_some(plane)
-    }
-}
 
 /// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` the separable 3x3 stride-2 kernel
 /// ([`PoolSpec::max3s2`]), one call to it per plane. With `row` (the AVX-512 max-pool row kernel,

@@ -11,42 +11,15 @@
 use super::conv::fill_bytes;
 use super::data::copy_bytes;
 use super::depthwise::interior;
-use super::plane::reach;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
 use crate::ir::DType;
+use crate::kernel::conv::reach;
+use crate::kernel::depthwise::QDepthwiseSpec;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
 use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
-
-/// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`), bias (i32 `[C]`),
-/// [scale (f32 `[C]`)], out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QDepthwiseSpec {
-    /// Batch.
-    pub n: usize,
-    /// Channels.
-    pub c: usize,
-    /// Input height and width.
-    pub hw: [usize; 2],
-    /// Kernel (KH, KW).
-    pub kernel: [usize; 2],
-    /// Strides.
-    pub strides: [usize; 2],
-    /// Dilations.
-    pub dilations: [usize; 2],
-    /// Pads top, left.
-    pub pads: [usize; 2],
-    /// Output height and width.
-    pub out: [usize; 2],
-    /// Input dtype (u8 or i8) and zero point.
-    pub x: (DType, i32),
-    /// Output dtype (u8, i8, or i32 for raw sums).
-    pub y: DType,
-    /// Requantisation: output zero point and clamp (scale is arg 3); None for raw sums.
-    pub requant: Option<(i32, (i32, i32))>,
-}
 
 /// Largest zero-point-padded plane (bytes) the row-kernel path keeps on a task's stack.
 const PLANE_LIMIT: usize = 64 << 10;

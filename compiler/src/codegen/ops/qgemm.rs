@@ -9,11 +9,11 @@
 //! reference's. The epilogue adds the bias and either stores the i32 (ConvInteger / MatMulInteger) or
 //! requantises: `f32(acc) * scale[i]`, clamp, round half to even, add the zero point, narrow.
 
-use super::gemm::Operand;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
 use crate::ir::DType;
+use crate::kernel::qgemm::{QGemmSpec, NR, ROWS};
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
 use cranelift_codegen::ir::{ConstantData, InstBuilder, StackSlotData, StackSlotKind, Value};
@@ -21,72 +21,8 @@ use cranelift_frontend::Variable;
 
 /// Rows per tile.
 pub const MR: usize = 4;
-/// Columns per tile (two i32x4 accumulators per row).
-pub const NR: usize = 8;
-/// Rows per work unit (the i32 partial-sum buffer between K blocks is `ROWS x NR`).
-const ROWS: usize = 128;
 /// K depth of one packed panel (even).
 pub const KC: usize = 2048;
-
-/// Requantisation of the integer GEMM's output; the f32 scale per row is argument `Role::Scale`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QOut {
-    /// Output zero point.
-    pub zero_point: i32,
-    /// Output clamp.
-    pub clamp: (i32, i32),
-}
-
-/// A full integer GEMM description with static sizes. Argument `Role::A` is the packed A: row `i` is
-/// `k.div_ceil(2)` i32 words (i16 pairs), or with `vnni` `k.next_multiple_of(4)` s8 bytes; `Role::Bias` the i32
-/// bias per row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QGemmSpec {
-    /// Rows (output channels per batch entry).
-    pub m: usize,
-    /// Columns.
-    pub n: usize,
-    /// Reduction length.
-    pub k: usize,
-    /// Batch dims, outermost first: (count, A words, B elements, C elements, channel) strides.
-    pub batch: Vec<[usize; 5]>,
-    /// The AVX-512 VNNI layout and micro-kernel (`qgemm_vnni.rs`): B is read as u8 (i8 activations flipped by
-    /// `^ 0x80`) and the bias already holds `-zp · Σ_k A[i, k]`.
-    pub vnni: bool,
-    /// The activation operand (element strides).
-    pub b: Operand,
-    /// B's dtype (u8 or i8).
-    pub b_dtype: DType,
-    /// B's zero point.
-    pub b_zero_point: i32,
-    /// The output (element strides).
-    pub c: Operand,
-    /// C's dtype (u8, i8, or i32 for raw sums).
-    pub c_dtype: DType,
-    /// Requantisation (None for i32 output).
-    pub requant: Option<QOut>,
-}
-
-impl QGemmSpec {
-    pub(super) fn batches(&self) -> usize {
-        self.batch.iter().map(|b| b[0]).product()
-    }
-    /// Work units.
-    pub fn units(&self) -> usize {
-        if self.vnni {
-            return super::qgemm_vnni::units(self);
-        }
-        self.batches() * self.n.div_ceil(NR) * self.m.div_ceil(ROWS)
-    }
-    /// Multiply-adds.
-    pub fn macs(&self) -> usize {
-        self.batches() * self.m * self.n * self.k
-    }
-    /// i32 words per packed A row.
-    pub fn kp(&self) -> usize {
-        self.k.div_ceil(2)
-    }
-}
 
 /// Packs constant weights `w` (`rows x k`, row-major, i8 values as i64) into the i32 pair words A reads.
 pub fn pack_a(w: &[i64], rows: usize, k: usize) -> Vec<i64> {

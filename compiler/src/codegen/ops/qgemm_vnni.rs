@@ -8,22 +8,17 @@
 //! each buffered row.
 
 use super::qgemm::{
-    decode_unit, direct_args, epilogue, epilogue_buffered, for_row_tiles, slot, QGemmSpec, Unit,
+    decode_unit, direct_args, epilogue, epilogue_buffered, for_row_tiles, slot, Unit,
 };
+
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
-use crate::codegen::kernels::qgemm_x86::{MR, NR};
 use crate::ir::DType;
+use crate::kernel::qgemm::QGemmSpec;
+use crate::kernel::qgemm_vnni::{a_rs, blocks, direct, rows_per_unit, units, KQB, MR, NR, ROWS};
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I32, I32X4, I8, I8X16};
 use cranelift_codegen::ir::{ConstantData, FuncRef, Immediate, InstBuilder, Value};
-
-/// Rows per unit when K takes several blocks (the i32 buffer is `ROWS x NR`).
-const ROWS: usize = 64;
-/// Rows per unit when K fits one block: tiles go straight to the output, so a larger group repacks B less.
-const ROWS_ONE_BLOCK: usize = 256;
-/// K quads (groups of four) per packed block.
-pub const KQB: usize = 256;
 
 /// The micro-kernels one VNNI GEMM calls: `funcs[full rows | tail rows][full block | last block][zeroing |
 /// accumulating]` store i32 sums; `direct[full rows | tail rows]` (K in one block, requantised, contiguous C)
@@ -34,36 +29,6 @@ pub struct QMicro {
     pub funcs: [[[Option<FuncRef>; 2]; 2]; 2],
     /// The requantising variants.
     pub direct: [Option<FuncRef>; 2],
-}
-
-/// Whether full tiles can use the requantising micro-kernels.
-pub fn direct(s: &QGemmSpec) -> bool {
-    blocks(s).1 == 1 && s.requant.is_some() && s.c.cs == 1
-}
-
-fn rows_per_unit(s: &QGemmSpec) -> usize {
-    if blocks(s).1 == 1 {
-        ROWS_ONE_BLOCK
-    } else {
-        ROWS
-    }
-}
-
-/// Work units of a VNNI GEMM.
-pub fn units(s: &QGemmSpec) -> usize {
-    s.batches() * s.n.div_ceil(NR) * s.m.div_ceil(rows_per_unit(s))
-}
-
-/// K quads, blocks, and quads in the last block.
-pub fn blocks(s: &QGemmSpec) -> (usize, usize, usize) {
-    let kq = s.k.div_ceil(4);
-    let nb = kq.div_ceil(KQB);
-    (kq, nb, kq - (nb - 1) * KQB)
-}
-
-/// A's row stride in bytes.
-pub fn a_rs(s: &QGemmSpec) -> usize {
-    s.k.div_ceil(4) * 4
 }
 
 /// Emits the body of a VNNI integer GEMM kernel.

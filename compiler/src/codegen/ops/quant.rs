@@ -5,27 +5,12 @@
 //! and rounding commute with adding an integer) and narrowing byte stores; and QAdd, the quantised residual add.
 
 use crate::codegen::builder::{Kb, LANES};
-use crate::codegen::kernel::Role;
 use crate::ir::ops::quant::range_of;
 use crate::ir::DType;
+use crate::kernel::quant::QuantSpec;
+use crate::kernel::Role;
 use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4, I8, I8X16};
 use cranelift_codegen::ir::{Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value};
-
-/// One QuantizeLinear / DequantizeLinear kernel over `[planes / n, n, inner]`: args x, scale (f32 \[n\]), zero
-/// point (i32 \[n\]), y.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuantSpec {
-    /// Outer count times `n`: one unit per (outer, slice).
-    pub planes: usize,
-    /// Slices (1 per tensor).
-    pub n: usize,
-    /// Elements per plane.
-    pub inner: usize,
-    /// Dequantize (else quantize).
-    pub dequantize: bool,
-    /// The integer side's dtype.
-    pub dtype: DType,
-}
 
 /// Lane-count-preserving reinterpretation (little-endian).
 pub fn bitcast(kb: &mut Kb, to: Type, x: Value) -> Value {

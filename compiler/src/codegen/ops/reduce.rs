@@ -3,9 +3,9 @@
 //! `ir::ops::reduce::reduce_row`), and ArgMax / ArgMin writing i64 indices.
 
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
 use crate::codegen::math::{exp, fsel, log};
 use crate::ir::ReduceKind;
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::types::{F32, I64};
 use cranelift_codegen::ir::InstBuilder;

@@ -17,10 +17,10 @@
 
 use super::super::Ctx;
 use super::transposed::{transposed_wins, NR};
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::machine_code::{clamp_bits, fuses_transpose};
-use crate::codegen::ops::gemm::Operand;
+use crate::codegen::machine_code::fuses_transpose;
 use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, TensorId};
+use crate::kernel::gemm::{clamp_bits, Operand};
+use crate::kernel::{Body, Buf, Role};
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
 /// cover every row (`machine_code::fuses_transpose`).
@@ -162,7 +162,7 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     spec.c = Operand::blocks(Role::Out, p);
     spec.c_k16 = true;
     spec.batch[0][3] = t.ld * p;
-    let fused = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
+    let fused = crate::kernel::gemm::fused_epilogue(&spec).is_some();
     let nothing = spec.bias.is_none() && spec.residual.is_none() && spec.act == Activation::None;
     if !fuses_transpose(&spec) || !(fused || nothing) {
         return None;

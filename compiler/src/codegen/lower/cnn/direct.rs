@@ -3,12 +3,11 @@
 //! (AVX-512), instead of im2col and a GEMM.
 
 use super::super::Ctx;
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::kernels::conv_direct_x86::ConvDirect;
 use crate::codegen::kernels::pack16;
-use crate::codegen::ops::conv::Im2colSpec;
 use crate::error::Result;
 use crate::ir::{numel, ConvAttrs, NodeId, Tensor};
+use crate::kernel::conv::{ConvDirect, Im2colSpec};
+use crate::kernel::{Body, Buf, Role};
 
 /// Most input channels of a convolution the direct kernel takes (`direct_spec`): image inputs.
 const DIRECT_MAX_CHANNELS: usize = 4;
@@ -36,7 +35,7 @@ pub(super) fn direct_spec(
     os: &[usize],
     m: usize,
 ) -> Option<ConvDirect> {
-    let (lo, hi) = crate::codegen::machine_code::clamp_bits(a.epilogue.act)?;
+    let (lo, hi) = crate::kernel::gemm::clamp_bits(a.epilogue.act)?;
     let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
     // Stems on either kernel set (`conv_direct_avx2.rs` on AVX2); strided convolutions of more channels on
     // AVX-512 only (measured there, with 16-pixel blocks).

@@ -12,13 +12,14 @@ mod transposed;
 mod winograd;
 
 use super::{operand, Ctx, A_PANEL};
-use crate::codegen::kernel::{Body, Buf, Role};
 use crate::codegen::kernels::pack16;
-use crate::codegen::ops::depthwise::{c16, C16Out, DepthwiseSpec};
-use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec};
-use crate::codegen::ops::pool::PoolSpec;
+use crate::codegen::ops::depthwise::c16;
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
+use crate::kernel::depthwise::{C16Out, DepthwiseSpec};
+use crate::kernel::gemm::{Bias, BiasKind, GemmSpec};
+use crate::kernel::pool::PoolSpec;
+use crate::kernel::{Body, Buf, Role};
 use direct::{direct_spec, lower_direct};
 use transposed::{lower_conv_transposed, transposed_wins, NR};
 use winograd::{lower_winograd, winograd_spec};
@@ -158,7 +159,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     let bias_pads = m.is_multiple_of(NR) || !a.has_bias || cx.g.constant(ins[2]).is_some();
     if g == 1 && cx.opts.avx512 && transposed_wins(m, p) && bias_pads {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
-            if crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some() {
+            if crate::kernel::gemm::clamp_bits(a.epilogue.act).is_some() {
                 let cols = (b_buf, b_batch, blocked_cols.is_some());
                 return lower_conv_transposed(cx, n, a, &w, [nb, m, p, kk], cols);
             }

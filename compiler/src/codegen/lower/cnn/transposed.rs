@@ -4,11 +4,11 @@
 //! epilogue that writes the output back in NCHW, fused after each unit.
 
 use super::super::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::depthwise::C16Out;
-use crate::codegen::ops::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 use crate::error::{Error, Result};
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
+use crate::kernel::depthwise::C16Out;
+use crate::kernel::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
+use crate::kernel::{Body, Buf, Role};
 
 /// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
 pub(super) const NR: usize = 32;
@@ -164,10 +164,7 @@ fn pixel_halves(k: usize, ld: usize, p: usize) -> bool {
 /// 2.4 % / 2.9 % (Intel Xeon, Emerald Rapids, paired runs, bitwise equal). Where the micro-kernels cannot take
 /// that A, it writes the row panels `Body::PackRows` would pack (`C16Out::Panels`): the pack read the planes the
 /// other core had written half of (at 2 threads 2-5x its 1-thread time, ~7 % of MobileNetV2).
-fn c16_feeder<'a>(
-    cx: &'a mut Ctx,
-    t: &Transposed,
-) -> Option<&'a mut crate::codegen::kernel::Kernel> {
+fn c16_feeder<'a>(cx: &'a mut Ctx, t: &Transposed) -> Option<&'a mut crate::kernel::Kernel> {
     let Buf::Tensor(x) = t.a.0 else {
         return None;
     };
@@ -379,7 +376,7 @@ pub(super) fn push_transposed(
             spec.act = t.out_act;
             (epilogue.residual, epilogue.act) = (false, Activation::None);
             residual = Some(rb);
-            let takes = crate::codegen::machine_code::fused_epilogue(&spec).is_some();
+            let takes = crate::kernel::gemm::fused_epilogue(&spec).is_some();
             if !fused || !takes {
                 return Err(Error::internal(
                     "lower",

@@ -4,11 +4,12 @@
 
 use super::super::{operand, pack_b_panels, Ctx};
 use super::transposed::{push_transposed, transposed_wins, Transposed, NR};
-use crate::codegen::kernel::{Body, Buf, Role};
-use crate::codegen::ops::gemm::GemmSpec;
-use crate::codegen::ops::winograd::{transform_weights, WinogradSpec};
+use crate::codegen::ops::winograd::transform_weights;
 use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
+use crate::kernel::conv::WinogradSpec;
+use crate::kernel::gemm::GemmSpec;
+use crate::kernel::{Body, Buf, Role};
 
 /// The Winograd geometry of a convolution when the target has the transforms and it pays: a 3x3, stride-1,
 /// undilated, one-group convolution without a residual whose activation is a clamp, with at least 16 input and
@@ -25,7 +26,7 @@ pub(super) fn winograd_spec(
     m: usize,
 ) -> Option<WinogradSpec> {
     let plain = a.kernel == [3, 3] && a.strides == [1, 1] && a.dilations == [1, 1] && a.group == 1;
-    let clamp = crate::codegen::machine_code::clamp_bits(a.epilogue.act).is_some();
+    let clamp = crate::kernel::gemm::clamp_bits(a.epilogue.act).is_some();
     if !cx.opts.micro_kernels || !plain || a.epilogue.residual || !clamp {
         return None;
     }

@@ -2,11 +2,11 @@
 //! K block at a time on B in place or a column tail's zero-padded panel, or the AVX2 column strip over the whole
 //! tail; then the Cranelift epilogue over C where the micro-kernels did not fuse it.
 
-use super::spec::GemmSpec;
 use super::tile::{a_row_el, b_col_el, elem, epilogue, epilogue_ptrs, slot_of};
 use super::Micro;
 use crate::codegen::builder::{Kb, LANES};
 use crate::ir::Activation;
+use crate::kernel::gemm::GemmSpec;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};

@@ -5,32 +5,26 @@
 //! in f32x4 registers over the whole K loop; column tails use narrower vector and scalar variants, row tails
 //! fewer rows. Work units are (batch, column block, row group); tasks take contiguous unit ranges, and every
 //! element is computed by the same instruction sequence whatever the split, so results do not depend on it.
-//! `spec.rs` holds the GEMM's description (`GemmSpec`, its operands, bias and transposing epilogue), `micro.rs`
+//! `kernel::gemm` holds the GEMM's description (`GemmSpec`, its operands, bias and transposing epilogue); `micro.rs`
 //! a unit's machine-code path (micro-kernels, column strip), `tile.rs` the Cranelift tile, the shared epilogue
 //! and operand addressing; here the unit loop (`emit_with`) and the fused transposing epilogue.
 
 mod micro;
-mod spec;
 mod tile;
-
-pub use spec::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 
 use micro::micro_rows;
 use tile::tile;
 
 use crate::codegen::builder::Kb;
-use crate::codegen::kernel::Role;
+use crate::kernel::gemm::{GemmSpec, TransposeOut, NR, ROW_GROUP};
+use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// Rows per microkernel tile.
 pub const MR: usize = 4;
-/// Columns per microkernel tile (two f32x4).
-pub const NR: usize = 8;
 /// A operand size (bytes) above which a GEMM's units take row groups outermost (`emit_with`).
 const ROWS_OUTER_A_BYTES: usize = 1 << 20;
-/// Rows per work unit.
-pub(super) const ROW_GROUP: usize = 64;
 /// The most rows of a GEMM that copies B (one row group: its column-tail buffer is `rows x nr` on the stack).
 pub const COPY_MAX_ROWS: usize = 512;
 /// GEMMs reading B in place with at least this K copy it for their other tiles (`machine_code::b_copies`).

@@ -2,9 +2,9 @@
 //! epilogue every path shares (alpha, bias, residual, activation; `epilogue`) and the operand addressing it
 //! needs.
 
-use super::spec::{Bias, BiasKind, GemmSpec, Operand};
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::codegen::math::activation;
+use crate::kernel::gemm::{Bias, BiasKind, GemmSpec, Operand};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{InstBuilder, Type, Value};

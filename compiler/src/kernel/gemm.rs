@@ -1,9 +1,9 @@
 //! What a GEMM kernel computes (`GemmSpec`): its sizes and batch strides, its operands' layouts (strides, packed
 //! panels, channel blocks), bias, residual, activation and fused transposing epilogue, with the derived
-//! quantities the lowering, the memory planner and the code generator ask of it. `mod.rs` emits it.
+//! quantities the lowering, the memory planner and the code generator ask of it; the fused epilogue the
+//! machine-code micro-kernels apply (`MicroEpi`). `codegen/ops/gemm` emits it.
 
-use super::{NR, ROW_GROUP};
-use crate::codegen::kernel::Role;
+use super::Role;
 use crate::ir::Activation;
 
 /// An operand: kernel argument role, element offset, and strides in elements.
@@ -157,8 +157,8 @@ impl GemmSpec {
             (None, Some(r)) => {
                 (r.off, r.rs, r.cs) == (self.c.off, self.c.rs, self.c.cs)
                     && self.res_k16 == self.c_k16
-                    && self.k <= crate::codegen::machine_code::KC
-                    && crate::codegen::machine_code::fused_epilogue(self).is_some()
+                    && self.k <= crate::kernel::gemm::KC
+                    && crate::kernel::gemm::fused_epilogue(self).is_some()
             }
             (None, None) => false,
         }
@@ -167,7 +167,8 @@ impl GemmSpec {
     pub(crate) fn b_k_step(&self) -> usize {
         self.b_panel.unwrap_or(self.b.rs)
     }
-    pub(super) fn batches(&self) -> usize {
+    /// Batch count (the product of the batch dims).
+    pub fn batches(&self) -> usize {
         self.batch.iter().map(|b| b[0]).product()
     }
     /// Number of independent work units.
@@ -178,4 +179,82 @@ impl GemmSpec {
     pub fn macs(&self) -> usize {
         self.batches() * self.m * self.n * self.k
     }
+}
+
+/// Columns per microkernel tile (two f32x4).
+pub const NR: usize = 8;
+
+/// Rows per work unit.
+pub const ROW_GROUP: usize = 64;
+
+/// A fused epilogue: `act(scale·acc + bias[row] + residual[row][col])`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MicroEpi {
+    /// Multiply the accumulators by this factor (f32 bits) first: a MatMul's `Epilogue::scale`.
+    pub scale: Option<u32>,
+    /// Add `bias[r]` (pointer in `rcx`).
+    pub bias: bool,
+    /// Add `bias[j]` instead (per column, pointer in `rcx` at the tile's first column).
+    pub bias_col: bool,
+    /// Add the residual (pointer in `r8`) with this row stride in elements.
+    pub res_rs: Option<usize>,
+    /// The residual's columns in blocks of 16 this many elements apart (0: contiguous columns), like a
+    /// `c_block` C: `GemmSpec::res_k16`.
+    pub res_block: usize,
+    /// Lower clamp (f32 bits): `max(x, lo)`.
+    pub lo: Option<u32>,
+    /// Upper clamp (f32 bits): `min(x, hi)`.
+    pub hi: Option<u32>,
+}
+
+/// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
+pub const KC: usize = 256;
+
+/// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: the product's
+/// scale (`alpha`, a product then the additions, as there), bias per row or column (unscaled), the residual,
+/// and a clamp whose bounds are not signed zeros where `max`/`min` would pick the other zero; `None` when
+/// there is nothing to apply or it cannot be fused.
+pub(crate) fn fused_epilogue(s: &crate::kernel::gemm::GemmSpec) -> Option<MicroEpi> {
+    let scale = (s.alpha != 1.0).then(|| s.alpha.to_bits());
+    let (bias, bias_col) = match &s.bias {
+        None => (false, false),
+        Some(b) if b.kind == BiasKind::Row && b.scale == 1.0 => (true, false),
+        Some(b) if b.kind == BiasKind::Col && b.scale == 1.0 => (false, true),
+        Some(_) => return None,
+    };
+    let (res_rs, res_block) = match &s.residual {
+        None => (None, 0),
+        Some(r) if s.res_k16 && r.rs == 16 => (Some(r.rs), 16 * r.cs),
+        Some(r) if r.cs == 1 => (Some(r.rs), 0),
+        Some(_) => return None,
+    };
+    let (lo, hi) = clamp_bits(s.act)?;
+    if scale.is_none() && !bias && !bias_col && res_rs.is_none() && lo.is_none() && hi.is_none() {
+        return None;
+    }
+    Some(MicroEpi {
+        scale,
+        bias,
+        bias_col,
+        res_rs,
+        res_block,
+        lo,
+        hi,
+    })
+}
+
+/// The clamp of an activation as f32 bits for `vmaxps`/`vminps`, which agree with Cranelift's `fmax`/`fmin`
+/// (NaN aside, which the kernels blend back) except when a bound is a zero that `max`/`min` would swap for the
+/// other zero: `None` then (not fusable).
+pub fn clamp_bits(act: crate::ir::Activation) -> Option<(Option<u32>, Option<u32>)> {
+    use crate::ir::Activation;
+    let (lo, hi) = match act {
+        Activation::None => (None, None),
+        Activation::Relu => (Some(0.0f32), None),
+        Activation::Clip(lo, hi) => ((lo > f32::MIN).then_some(lo), (hi < f32::MAX).then_some(hi)),
+    };
+    if lo.is_some_and(|l| l.to_bits() == (-0.0f32).to_bits()) || hi.is_some_and(|h| h == 0.0) {
+        return None;
+    }
+    Some((lo.map(f32::to_bits), hi.map(f32::to_bits)))
 }

@@ -1,75 +1,20 @@
-//! Kernels: the unit of the schedule and of the op table. A graph node lowers to one or more kernels (a conv to
-//! `im2col` + `gemm`); each kernel names its argument buffers (graph tensors or its own scratch), which of them
-//! it writes, its task count, and a `Body` describing the code to generate.
+//! `Body`: what one kernel computes, one variant per kind of kernel, and its units of independent work. The
+//! larger variants hold a spec from this module's family files; each variant's code generator lives in
+//! `codegen/ops/<family>.rs`.
 
-use super::ops::{
-    conv::Col2imSpec, conv::Im2colSpec, elementwise::BinarySpec, gemm::GemmSpec, pool::PoolSpec,
-};
-use crate::ir::{DType, LrnAttrs, NodeId, ReduceKind, TensorId, UnOp};
-use cranelift_entity::{entity_impl, PrimaryMap};
+use crate::kernel::conv::{pack_rows_units, Col2imSpec, Im2colSpec};
 
-/// A kernel of a `Lowering`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KernelId(u32);
-entity_impl!(KernelId, "k");
-
-/// A scratch buffer of a `Lowering` (it lives in the activation area).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ScratchId(u32);
-entity_impl!(ScratchId, "s");
-
-/// A buffer argument.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Buf {
-    /// A graph tensor.
-    Tensor(TensorId),
-    /// A scratch buffer of the lowering.
-    Scratch(ScratchId),
-}
-
-/// What an argument is to its kernel. Bodies look their buffers up by role (`Kb::arg`), never by position;
-/// the one argument a kernel writes has role `Out`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The data input.
-    X,
-    /// The first operand of a binary op or a matrix product.
-    A,
-    /// The second operand of a binary op or a matrix product.
-    B,
-    /// Weights: a convolution's filters, a resample's tap weights.
-    W,
-    /// Bias: per channel, per row or per column.
-    Bias,
-    /// Per-channel scale (affine map, normalisation, quantisation, requantisation).
-    Scale,
-    /// Per-channel shift of the affine map.
-    Shift,
-    /// Per-channel zero points.
-    ZeroPoint,
-    /// Run-time or compile-time indices (Gather, resample taps).
-    Index,
-    /// Compile-time offset tables (IndexMap).
-    Table,
-    /// The residual added in a fused epilogue.
-    Residual,
-    /// Input `i` of a variadic op (Concat, logic ops).
-    In(u32),
-    /// The buffer the kernel writes.
-    Out,
-    /// A buffer the kernel writes and reads back itself (a transposed GEMM's `Cᵀ` before its fused
-    /// transposing epilogue writes `Out`).
-    Scratch,
-}
-
-/// One argument: a buffer and its role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Arg {
-    /// What the kernel does with it.
-    pub role: Role,
-    /// The buffer.
-    pub buf: Buf,
-}
+use super::conv::{ConvDirect, WinogradSpec};
+use super::depthwise::QDepthwiseSpec;
+use super::elementwise::LogicKind;
+use crate::ir::{DType, LrnAttrs, ReduceKind, UnOp};
+use crate::kernel::data::{coalesce_transpose, COPY_CHUNK};
+use crate::kernel::depthwise::DepthwiseSpec;
+use crate::kernel::elementwise::{BinarySpec, CHUNK};
+use crate::kernel::gemm::{GemmSpec, TransposeOut};
+use crate::kernel::pool::PoolSpec;
+use crate::kernel::qgemm::QGemmSpec;
+use crate::kernel::quant::QuantSpec;
 
 /// What a kernel computes; every variant's code generator lives in `codegen/ops/<family>.rs`.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,11 +22,11 @@ pub enum Body {
     /// Matrix product with epilogue.
     Gemm(GemmSpec),
     /// Integer matrix product with requantisation: args packed A, B, C, bias (i32), scale (f32).
-    QGemm(super::ops::qgemm::QGemmSpec),
+    QGemm(QGemmSpec),
     /// QuantizeLinear / DequantizeLinear: args x, scale, zero point, y.
-    Quantize(super::ops::quant::QuantSpec),
+    Quantize(QuantSpec),
     /// Direct int8 depthwise convolution.
-    QDepthwise(super::ops::qdepthwise::QDepthwiseSpec),
+    QDepthwise(QDepthwiseSpec),
     /// Quantised add of `len` elements: args a, b, y.
     QAdd {
         /// Parameters.
@@ -120,11 +65,11 @@ pub enum Body {
         out: [usize; 2],
     },
     /// Direct depthwise convolution.
-    Depthwise(super::ops::depthwise::DepthwiseSpec),
+    Depthwise(DepthwiseSpec),
     /// Depthwise convolution on small planes, 16 channels per unit in the lanes of a vector (machine code:
     /// `kernels/depthwise_c16_x86.rs`, on AVX2 `depthwise_c16_avx2.rs`): roles X, W (packed
     /// `[C/16, KH·KW, 16]`), \[Bias\], Out; C is a multiple of 16.
-    DepthwiseC16(super::ops::depthwise::DepthwiseSpec),
+    DepthwiseC16(DepthwiseSpec),
     /// Direct convolution of a few-channel input or a strided window (machine code: `kernels/conv_direct_x86.rs`,
     /// on AVX2 `conv_direct_avx2.rs`): roles X (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W
     /// (packed `[M/16, C·KH·KW, 16]`), \[Bias\], Out. One unit per (batch, output row).
@@ -132,7 +77,7 @@ pub enum Body {
         /// Batch.
         n: usize,
         /// The kernel's shape.
-        spec: crate::codegen::kernels::conv_direct_x86::ConvDirect,
+        spec: ConvDirect,
     },
     /// The transposing epilogue of a convolution computed transposed (AVX-512 machine code): roles X (`Cᵀ`,
     /// `[N, P16, M]`, P16 = P rounded up to 16), \[Residual\], Out (`[N, M, P]`); adds the residual and applies
@@ -142,18 +87,18 @@ pub enum Body {
         n: usize,
         /// Pixels, channels, residual and the activation applied after it (`Activation::None` when the GEMM
         /// applied it): the same epilogue a GEMM runs fused (`GemmSpec::transpose_out`).
-        t: super::ops::gemm::TransposeOut,
+        t: TransposeOut,
     },
     /// Winograd F(2x2, 3x3) input transform: roles X, Out (`V`).
-    WinogradIn(super::ops::winograd::WinogradSpec),
+    WinogradIn(WinogradSpec),
     /// Winograd F(2x2, 3x3) output transform with bias and clamp: roles X (`M`), \[Bias\], Out.
-    WinogradOut(super::ops::winograd::WinogradSpec),
+    WinogradOut(WinogradSpec),
     /// Transposed-convolution column folding.
     Col2im(Col2imSpec),
     /// Comparison / logical op / Where over a broadcast: args inputs..., out.
     Logic {
         /// What to compute.
-        kind: super::ops::logic::LogicKind,
+        kind: LogicKind,
         /// Output shape (rank >= 1).
         out_shape: Vec<usize>,
         /// Each input's strides over the output (elements).
@@ -316,40 +261,10 @@ pub enum Body {
     },
 }
 
-/// One schedulable kernel.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Kernel {
-    /// Unique name (`<node>` or `<node>.<step>`), used in the op table and the recipe.
-    pub name: String,
-    /// The graph node it implements.
-    pub node: NodeId,
-    /// Argument buffers with their roles; the one with role `Out` is written, the others are read. Their order
-    /// is the order of the kernel's argument pointer array.
-    pub args: Vec<Arg>,
-    /// Number of tasks (>= 1).
-    pub tasks: u32,
-    /// What to generate.
-    pub body: Body,
-}
-
-impl Kernel {
-    /// The buffer the kernel writes.
-    pub fn out(&self) -> Option<Buf> {
-        self.args
-            .iter()
-            .find(|a| a.role == Role::Out)
-            .map(|a| a.buf)
-    }
-    /// The buffers the kernel reads.
-    pub fn reads(&self) -> impl Iterator<Item = Buf> + '_ {
-        self.args
-            .iter()
-            .filter(|a| a.role != Role::Out)
-            .map(|a| a.buf)
-    }
+impl Body {
     /// Units of independent work, the upper bound for `tasks`.
     pub fn units(&self) -> usize {
-        match &self.body {
+        match self {
             Body::Gemm(g) => g.units(),
             Body::QGemm(g) => g.units(),
             Body::Quantize(q) => q.planes,
@@ -357,7 +272,7 @@ impl Kernel {
             Body::QDepthwise(s) => s.n * s.c,
             Body::Im2col(s) => s.units(),
             Body::PackRows { n, k, p, panel } => {
-                let (panels, parts) = super::ops::conv::pack_rows_units([*n, *k, *p], *panel);
+                let (panels, parts) = pack_rows_units([*n, *k, *p], *panel);
                 n * panels * parts
             }
             Body::Col2im(s) => s.n * s.m,
@@ -370,7 +285,7 @@ impl Kernel {
             Body::WinogradOut(s) => s.n * s.m,
             Body::Logic { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Binary(b) => b.units(),
-            Body::Unary(_, len) => len.div_ceil(super::ops::elementwise::CHUNK),
+            Body::Unary(_, len) => len.div_ceil(CHUNK),
             Body::GlobalAvg {
                 planes,
                 blocked: true,
@@ -379,7 +294,7 @@ impl Kernel {
             Body::Affine { planes, .. } | Body::GlobalAvg { planes, .. } => *planes,
             Body::Pool(p) => p.planes,
             Body::Softmax { outer, inner, .. } => outer * inner,
-            Body::Convert { len, .. } => len.div_ceil(super::ops::elementwise::CHUNK),
+            Body::Convert { len, .. } => len.div_ceil(CHUNK),
             Body::IndexMap { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Gather { outer, k, .. } => outer * k,
             Body::Reduce { outer, inner, .. } | Body::ArgReduce { outer, inner, .. } => {
@@ -388,26 +303,17 @@ impl Kernel {
             Body::Norm { rows, .. } => *rows,
             Body::Lrn { n, c, .. } => n * c,
             Body::Resample { outer, n_out, .. } => outer * n_out,
-            Body::Copy(len) => len.div_ceil(super::ops::data::COPY_CHUNK),
+            Body::Copy(len) => len.div_ceil(COPY_CHUNK),
             Body::Transpose {
                 out_shape,
                 in_strides,
                 ..
             } => {
-                let (shape, _) = super::ops::data::coalesce_transpose(out_shape, in_strides);
+                let (shape, _) = coalesce_transpose(out_shape, in_strides);
                 shape[..shape.len() - 1].iter().product()
             }
             Body::Concat { outer, .. } => *outer,
         }
         .max(1)
     }
-}
-
-/// The result of lowering a graph: kernels in a valid sequential order, and scratch buffer sizes in bytes.
-#[derive(Debug, Clone, Default)]
-pub struct Lowering {
-    /// Kernels.
-    pub kernels: PrimaryMap<KernelId, Kernel>,
-    /// Scratch sizes (bytes).
-    pub scratch: PrimaryMap<ScratchId, usize>,
 }

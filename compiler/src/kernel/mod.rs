@@ -1,0 +1,130 @@
+//! Kernels as data: the unit of the schedule and of the op table. A graph node lowers to one or more kernels (a
+//! conv to `im2col` + `gemm`); each kernel names its argument buffers (graph tensors or its own scratch), which
+//! of them it writes, its task count, and a `Body` saying what to compute. This module and its family files
+//! (`gemm.rs`, `conv.rs`, ...) hold only descriptions and the quantities derived from them (work units, sizes,
+//! which fused epilogue a machine-code kernel applies); they import only `ir`. The lowering (`lower/`) builds
+//! them, the planner (`plan/`) places their buffers, and the code generators (`codegen/`, `x86/`) read them.
+
+pub mod body;
+pub mod conv;
+pub mod data;
+pub mod depthwise;
+pub mod elementwise;
+pub mod gemm;
+pub mod pool;
+pub mod qgemm;
+pub mod qgemm_vnni;
+pub mod quant;
+
+use crate::ir::{NodeId, TensorId};
+pub use body::Body;
+use cranelift_entity::{entity_impl, PrimaryMap};
+
+/// A kernel of a `Lowering`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(u32);
+entity_impl!(KernelId, "k");
+
+/// A scratch buffer of a `Lowering` (it lives in the activation area).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScratchId(u32);
+entity_impl!(ScratchId, "s");
+
+/// A buffer argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Buf {
+    /// A graph tensor.
+    Tensor(TensorId),
+    /// A scratch buffer of the lowering.
+    Scratch(ScratchId),
+}
+
+/// What an argument is to its kernel. Bodies look their buffers up by role (`Kb::arg`), never by position;
+/// the one argument a kernel writes has role `Out`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The data input.
+    X,
+    /// The first operand of a binary op or a matrix product.
+    A,
+    /// The second operand of a binary op or a matrix product.
+    B,
+    /// Weights: a convolution's filters, a resample's tap weights.
+    W,
+    /// Bias: per channel, per row or per column.
+    Bias,
+    /// Per-channel scale (affine map, normalisation, quantisation, requantisation).
+    Scale,
+    /// Per-channel shift of the affine map.
+    Shift,
+    /// Per-channel zero points.
+    ZeroPoint,
+    /// Run-time or compile-time indices (Gather, resample taps).
+    Index,
+    /// Compile-time offset tables (IndexMap).
+    Table,
+    /// The residual added in a fused epilogue.
+    Residual,
+    /// Input `i` of a variadic op (Concat, logic ops).
+    In(u32),
+    /// The buffer the kernel writes.
+    Out,
+    /// A buffer the kernel writes and reads back itself (a transposed GEMM's `Cᵀ` before its fused
+    /// transposing epilogue writes `Out`).
+    Scratch,
+}
+
+/// One argument: a buffer and its role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Arg {
+    /// What the kernel does with it.
+    pub role: Role,
+    /// The buffer.
+    pub buf: Buf,
+}
+
+/// One schedulable kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    /// Unique name (`<node>` or `<node>.<step>`), used in the op table and the recipe.
+    pub name: String,
+    /// The graph node it implements.
+    pub node: NodeId,
+    /// Argument buffers with their roles; the one with role `Out` is written, the others are read. Their order
+    /// is the order of the kernel's argument pointer array.
+    pub args: Vec<Arg>,
+    /// Number of tasks (>= 1).
+    pub tasks: u32,
+    /// What to generate.
+    pub body: Body,
+}
+
+impl Kernel {
+    /// The buffer the kernel writes.
+    pub fn out(&self) -> Option<Buf> {
+        self.args
+            .iter()
+            .find(|a| a.role == Role::Out)
+            .map(|a| a.buf)
+    }
+    /// The buffers the kernel reads.
+    pub fn reads(&self) -> impl Iterator<Item = Buf> + '_ {
+        self.args
+            .iter()
+            .filter(|a| a.role != Role::Out)
+            .map(|a| a.buf)
+    }
+    /// Units of independent work, the upper bound for `tasks`.
+    pub fn units(&self) -> usize {
+        self.body.units()
+    }
+}
+
+/// The result of lowering a graph: kernels in a valid sequential order, and scratch buffer sizes in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct Lowering {
+    /// Kernels.
+    pub kernels: PrimaryMap<KernelId, Kernel>,
+    /// Scratch sizes (bytes).
+    pub scratch: PrimaryMap<ScratchId, usize>,
+}
