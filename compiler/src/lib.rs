@@ -12,12 +12,15 @@ pub mod fsio;
 pub mod import;
 pub mod ir;
 pub mod kernel;
+pub mod lower;
 pub mod npu;
 pub mod partition;
 pub mod passes;
 pub mod pipeline;
 pub mod plan;
+
 pub mod profile;
+pub mod x86;
 
 pub use buildscript::BuildScript;
 pub use error::{Error, Result};

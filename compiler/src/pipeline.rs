@@ -14,6 +14,7 @@ use crate::emit::{config, header, recipe, segments, weights};
 use crate::error::{Error, Result};
 use crate::import::{self, InputSpec};
 use crate::ir::{verify::verify, Graph};
+use crate::lower;
 use crate::partition::{self, Partition, PartitionOptions};
 use crate::passes;
 use crate::plan::{MemoryPlan, Schedule};
@@ -317,13 +318,12 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         }
         None => None,
     };
-    let mut l = codegen::lower::lower_with(
+    let mut l = lower::lower_with(
         &mut g,
-        codegen::lower::LowerOpts {
+        lower::LowerOpts {
             vnni: tgt.vnni,
             micro_kernels: tgt.simd.is_some(),
-            avx512: fast.as_ref().unwrap_or(&tgt).simd
-                == Some(codegen::kernels::gemm_x86::Simd::Avx512),
+            avx512: fast.as_ref().unwrap_or(&tgt).simd == Some(crate::x86::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),
         },
@@ -460,7 +460,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         target: [&triple, &cpu],
         segments: &segs,
         npu: part.as_ref().map(|p| p.target.name.as_str()),
-        features: &codegen::kernels::cpu_check::feature_names(cpu_features),
+        features: &crate::x86::cpu_check::feature_names(cpu_features),
         io_in_activations: opts.io_in_activations,
         embedded_weights: opts.embed_weights,
         int8: &int8,

@@ -7,7 +7,7 @@
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 use bundle_rt::{Area, Bundle};
-use bundlec::codegen::kernels::cpu_check::pick_tag;
+use bundlec::x86::cpu_check::pick_tag;
 use bundlec_tests::harness::compile_with;
 use bundlec_tests::loaded::Loaded;
 use std::alloc::{alloc_zeroed, dealloc, Layout};

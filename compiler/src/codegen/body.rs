@@ -3,10 +3,10 @@
 
 use super::builder::Kb;
 use super::callees::Callees;
-use super::kernels::gemm_x86::Simd;
 use super::machine_code::transpose_channels;
 use super::ops;
 use crate::kernel::{Body, Kernel};
+use crate::x86::gemm_x86::Simd;
 
 /// Emits kernel `k`'s body with the machine code `c` it calls on kernel set `simd`. False when a body that
 /// exists only as machine code lacks it (a bundlec bug the caller reports).
@@ -32,7 +32,7 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             }
             _ => return false,
         },
-        (Body::DepthwiseC16(s), _, _) => match (c.layout, ops::depthwise::c16(s)) {
+        (Body::DepthwiseC16(s), _, _) => match (c.layout, crate::x86::depthwise_c16_x86::c16(s)) {
             (Some([Some(f), _, _]), Some(spec)) => {
                 ops::depthwise::emit_c16(kb, s, &spec, k.tasks, f)
             }

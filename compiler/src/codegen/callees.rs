@@ -3,7 +3,6 @@
 //! declared in the kernel's function (`Callees::define`), in a fixed order (bundles are reproducible). `body.rs`
 //! passes them to the body's emitter; a kernel set without them (`generic`, aarch64) gets the Cranelift body.
 
-use super::kernels::{self, gemm_x86::Simd};
 use super::machine_code::{
     define_dw_row_f32, define_layout, define_machine_code, define_micro, define_pool_row,
     define_qmicro, define_qpair, define_transpose,
@@ -11,6 +10,7 @@ use super::machine_code::{
 use super::{ops, KC};
 use crate::error::{Error, Result};
 use crate::kernel::{Body, Kernel};
+use crate::x86::{self, gemm_x86::Simd};
 use cranelift_codegen::ir::{FuncRef, Function};
 use cranelift_module::{FuncId, Module};
 
@@ -44,7 +44,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::QDepthwise(_)
         )
         || matches!(body, Body::Quantize(q) if !q.dequantize)
-        || matches!(body, Body::Unary(op, _) if kernels::vmath_x86::supported(*op))
+        || matches!(body, Body::Unary(op, _) if x86::vmath_x86::supported(*op))
         || softmax_rows(body)
         || norm_rows(body)
         || matches!(body, Body::Transpose { out_shape, in_strides, elem }
@@ -55,13 +55,13 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
 /// contiguous rows, not LogSoftmax.
 fn softmax_rows(body: &Body) -> bool {
     matches!(body, Body::Softmax { len, inner: 1, log: false, .. }
-        if kernels::softmax_x86::supported(*len))
+        if x86::softmax_x86::supported(*len))
 }
 
 /// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`kernels/norm_x86.rs`, on AVX2 `norm_avx2.rs`):
 /// per-element scale and bias (not InstanceNorm's per-row ones).
 fn norm_rows(body: &Body) -> bool {
-    matches!(body, Body::Norm { len, channels: None, .. } if kernels::norm_x86::supported(*len))
+    matches!(body, Body::Norm { len, channels: None, .. } if x86::norm_x86::supported(*len))
 }
 
 /// The machine code one kernel's body calls, each declared in its function; `None` where the body does not
@@ -134,7 +134,7 @@ impl Callees {
         let qadd = match (&k.body, simd) {
             (Body::QAdd { params, dtypes, .. }, Some(Simd::Avx512)) => {
                 let signed = dtypes.map(|d| d == crate::ir::DType::I8);
-                let code = kernels::quant_x86::assemble_qadd(params, signed);
+                let code = x86::quant_x86::assemble_qadd(params, signed);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_qadd"), 4, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
@@ -142,7 +142,7 @@ impl Callees {
         };
         let quantize = match (&k.body, simd) {
             (Body::Quantize(q), Some(Simd::Avx512)) if !q.dequantize => {
-                let code = kernels::quant_x86::assemble_quantize(q.dtype);
+                let code = x86::quant_x86::assemble_quantize(q.dtype);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_quant"), 5, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
@@ -186,8 +186,8 @@ impl Callees {
         let copy = match (&k.body, simd) {
             (Body::Im2col(s), Some(simd)) if s.bytes.is_none() && s.strides[1] <= 2 => {
                 let code = match simd {
-                    Simd::Avx512 => kernels::copy_x86::assemble(s.strides[1]),
-                    Simd::Avx2 => kernels::copy_x86::assemble_avx2(s.strides[1]),
+                    Simd::Avx512 => x86::copy_x86::assemble(s.strides[1]),
+                    Simd::Avx2 => x86::copy_x86::assemble_avx2(s.strides[1]),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
@@ -199,17 +199,17 @@ impl Callees {
                 use ops::depthwise::PlaneMode;
                 let code = match (ops::depthwise::plane_mode(s, simd == Simd::Avx512), simd) {
                     (PlaneMode::Split { .. }, Simd::Avx512) => {
-                        Some((kernels::copy_x86::assemble_deinterleave(), 4, "split"))
+                        Some((x86::copy_x86::assemble_deinterleave(), 4, "split"))
                     }
                     (PlaneMode::Split { .. }, Simd::Avx2) => {
-                        Some((kernels::copy_x86::assemble_avx2(2), 3, "copy"))
+                        Some((x86::copy_x86::assemble_avx2(2), 3, "copy"))
                     }
                     (PlaneMode::Edge(e), _) if e.buffers == [0, 0] => None,
                     (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx512) => {
-                        Some((kernels::copy_x86::assemble(1), 3, "copy"))
+                        Some((x86::copy_x86::assemble(1), 3, "copy"))
                     }
                     (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx2) => {
-                        Some((kernels::copy_x86::assemble_avx2(1), 3, "copy"))
+                        Some((x86::copy_x86::assemble_avx2(1), 3, "copy"))
                     }
                     (PlaneMode::Interior, _) => None,
                 };
@@ -232,8 +232,8 @@ impl Callees {
                 Some(simd),
             ) => match ops::data::block_plan(out_shape, in_strides, *elem).and_then(|p| {
                 match simd {
-                    Simd::Avx512 => kernels::transpose_x86::assemble_block(&p.t),
-                    Simd::Avx2 => kernels::transpose_avx2::assemble_block(&p.t),
+                    Simd::Avx512 => x86::transpose_x86::assemble_block(&p.t),
+                    Simd::Avx2 => x86::transpose_avx2::assemble_block(&p.t),
                 }
                 .ok()
             }) {
@@ -248,25 +248,25 @@ impl Callees {
             (Body::Pool(s), Some(Simd::Avx512))
                 if max_row.is_some() && s.padded_plane().is_some() && s.max3s2().is_none() =>
             {
-                let code = kernels::copy_x86::assemble(1);
+                let code = x86::copy_x86::assemble(1);
                 let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
             _ => None,
         };
         let vmath = match (&k.body, simd) {
-            (Body::Unary(op, _), Some(simd)) if kernels::vmath_x86::supported(*op) => {
+            (Body::Unary(op, _), Some(simd)) if x86::vmath_x86::supported(*op) => {
                 let code = match simd {
-                    Simd::Avx512 => kernels::vmath_x86::assemble(*op),
-                    Simd::Avx2 => kernels::vmath_avx2::assemble(*op),
+                    Simd::Avx512 => x86::vmath_x86::assemble(*op),
+                    Simd::Avx2 => x86::vmath_avx2::assemble(*op),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
             }
             (Body::Softmax { len, .. }, Some(simd)) if softmax_rows(&k.body) => {
                 let code = match simd {
-                    Simd::Avx512 => kernels::softmax_x86::assemble(*len),
-                    Simd::Avx2 => kernels::softmax_avx2::assemble(*len),
+                    Simd::Avx512 => x86::softmax_x86::assemble(*len),
+                    Simd::Avx2 => x86::softmax_avx2::assemble(*len),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_softmax"), 3, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
@@ -281,15 +281,15 @@ impl Callees {
                 },
                 Some(simd),
             ) if norm_rows(&k.body) => {
-                let spec = kernels::norm_x86::NormRows {
+                let spec = x86::norm_x86::NormRows {
                     len: *len,
                     eps: *eps,
                     rms: *rms,
                     bias: *has_bias,
                 };
                 let code = match simd {
-                    Simd::Avx512 => kernels::norm_x86::assemble(&spec),
-                    Simd::Avx2 => kernels::norm_avx2::assemble(&spec),
+                    Simd::Avx512 => x86::norm_x86::assemble(&spec),
+                    Simd::Avx2 => x86::norm_avx2::assemble(&spec),
                 };
                 let fid = define_machine_code(module, &format!("{name}__k{i}_norm"), 5, code)?;
                 Some(module.declare_func_in_func(fid, &mut *func))
@@ -301,8 +301,8 @@ impl Callees {
                 match ops::qdepthwise::row_kernel(s, simd == Simd::Avx512) {
                     Some(spec) => {
                         let code = match simd {
-                            Simd::Avx512 => kernels::quant_x86::assemble_dw_row(&spec),
-                            Simd::Avx2 => kernels::quant_avx2::assemble_dw_row(&spec),
+                            Simd::Avx512 => x86::quant_x86::assemble_dw_row(&spec),
+                            Simd::Avx2 => x86::quant_avx2::assemble_dw_row(&spec),
                         };
                         let fid =
                             define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;

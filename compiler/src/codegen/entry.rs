@@ -3,11 +3,12 @@
 //! checks (`NAME_cpu_supported`, a fat bundle's per-set check).
 
 use super::builder::Kb;
-use super::kernels::{self, gemm_x86::Simd};
-use super::{declare_entry, interleave};
+use super::declare_entry;
 use crate::error::{Error, Result};
+use crate::kernel::interleave;
 use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule};
+use crate::x86::{self, gemm_x86::Simd};
 use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, StackSlotData, StackSlotKind, UserFuncName,
@@ -50,8 +51,7 @@ fn define_feature_check(
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
     if module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
         let needs = x86_needs(cpu, has_fma, simd, vnni);
-        let bytes =
-            kernels::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;
+        let bytes = x86::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;
         module
             .define_function_bytes(id, 16, &bytes, &[])
             .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;
@@ -76,15 +76,10 @@ fn define_feature_check(
 }
 
 /// What a kernel set of `cpu` needs of an x86-64 CPU.
-fn x86_needs(
-    cpu: &str,
-    has_fma: bool,
-    simd: Option<Simd>,
-    vnni: bool,
-) -> kernels::cpu_check::X86Needs {
+fn x86_needs(cpu: &str, has_fma: bool, simd: Option<Simd>, vnni: bool) -> x86::cpu_check::X86Needs {
     let v4 =
         matches!(cpu, "x86-64-v4" | "skylake-avx512" | "icelake") || simd == Some(Simd::Avx512);
-    kernels::cpu_check::X86Needs {
+    x86::cpu_check::X86Needs {
         avx_fma: has_fma,
         avx2: has_fma,
         avx512: v4,
@@ -111,8 +106,8 @@ pub fn define_pick(
         .declare_function(fname, Linkage::Local, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
     let needs = x86_needs(cpu, has_fma, simd, vnni);
-    let bytes = kernels::cpu_check::assemble_pick(&needs, key)
-        .map_err(|e| Error::internal("codegen", e))?;
+    let bytes =
+        x86::cpu_check::assemble_pick(&needs, key).map_err(|e| Error::internal("codegen", e))?;
     module
         .define_function_bytes(id, 16, &bytes, &[])
         .map_err(|e| Error::internal("codegen", format!("define {fname}: {e}")))?;

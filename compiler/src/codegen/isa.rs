@@ -4,8 +4,8 @@
 //! instead of `fmaf` calls; `generic` is baseline x86-64 (SSE2) with separate multiply and add; `native` asks
 //! the host. The code is position independent so it links into PIE executables and shared libraries alike.
 
-use super::kernels::gemm_x86::Simd;
 use crate::error::{Error, Result};
+use crate::x86::gemm_x86::Simd;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use std::str::FromStr;

@@ -14,18 +14,17 @@ pub mod builder;
 mod callees;
 pub mod dispatch;
 mod entry;
-pub mod interleave;
+
 pub mod isa;
 
-pub mod kernels;
-pub mod lower;
 mod machine_code;
 pub mod math;
 pub mod ops;
 
 use crate::error::{Error, Result};
 pub use crate::kernel::gemm::KC;
-use crate::kernel::{KernelId, Lowering};
+use crate::kernel::{interleave, KernelId, Lowering};
+use crate::x86::gemm_x86::Simd;
 use builder::Kb;
 use callees::{uses_micro_kernels, Callees};
 use cranelift_codegen::ir::types::{I32, I64};
@@ -35,7 +34,6 @@ use cranelift_entity::{EntityRef, PrimaryMap};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 pub use entry::{define_cpu_check, define_entry, define_pick};
-use kernels::gemm_x86::Simd;
 
 /// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
 /// local per-set entries and its dispatcher) and returns its id and a `Function` to fill.

@@ -526,12 +526,12 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Result<Inspection> {
         ],
         alignment: f(24, "alignment")?,
         weights_checksum: checksum,
-        cpu_features: crate::codegen::kernels::cpu_check::feature_names(features)
+        cpu_features: crate::x86::cpu_check::feature_names(features)
             .into_iter()
             .map(str::to_string)
             .collect(),
         fast_cpu_features: fast_features.map(|bits| {
-            crate::codegen::kernels::cpu_check::feature_names(bits)
+            crate::x86::cpu_check::feature_names(bits)
                 .into_iter()
                 .map(str::to_string)
                 .collect()

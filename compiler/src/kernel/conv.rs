@@ -244,3 +244,46 @@ fn padded(floats: usize, pad: bool) -> usize {
 pub fn reach(out: usize, kernel: usize, stride: usize, dilation: usize) -> usize {
     (out.max(1) - 1) * stride + (kernel - 1) * dilation + 1
 }
+
+/// F(2x2, 3x3)'s weight transform.
+const G2: [[f64; 3]; 4] = [
+    [1.0, 0.0, 0.0],
+    [0.5, 0.5, 0.5],
+    [0.5, -0.5, 0.5],
+    [0.0, 0.0, 1.0],
+];
+
+/// F(4x4, 3x3)'s weight transform (points 0, ±1, ±2 and ∞, matching `kernels/winograd4_x86.rs`' `Bᵀ`, `Aᵀ`).
+const G4: [[f64; 3]; 6] = [
+    [0.25, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// `U[ξ][m][c] = (G g Gᵀ)[ξ]` (ξ = α·a + b) for weights `[M, C, 3, 3]` and output tiles of side `tile`
+/// (`G2` or `G4`; computed in f64, rounded once).
+pub fn transform_weights(w: &[f32], m: usize, c: usize, tile: usize) -> Vec<f32> {
+    let g_rows: &[[f64; 3]] = if tile == 4 { &G4 } else { &G2 };
+    let alpha = g_rows.len();
+    let mut u = vec![0f32; alpha * alpha * m * c];
+    for o in 0..m {
+        for i in 0..c {
+            let g = |k: usize, l: usize| w[((o * c + i) * 3 + k) * 3 + l] as f64;
+            for (a, ga) in g_rows.iter().enumerate() {
+                for (b, gb) in g_rows.iter().enumerate() {
+                    let mut s = 0f64;
+                    for (k, gak) in ga.iter().enumerate() {
+                        for (l, gbl) in gb.iter().enumerate() {
+                            s += gak * g(k, l) * gbl;
+                        }
+                    }
+                    u[((alpha * a + b) * m + o) * c + i] = s as f32;
+                }
+            }
+        }
+    }
+    u
+}

@@ -11,6 +11,8 @@ pub mod data;
 pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
+pub mod interleave;
+pub mod math;
 pub mod pool;
 pub mod qgemm;
 pub mod qgemm_vnni;
@@ -128,3 +130,6 @@ pub struct Lowering {
     /// Scratch sizes (bytes).
     pub scratch: PrimaryMap<ScratchId, usize>,
 }
+
+/// Most tasks any kernel is split into.
+pub const MAX_TASKS: usize = 64;

@@ -70,3 +70,21 @@ pub const NR: usize = 8;
 
 /// Rows per work unit (the i32 partial-sum buffer between K blocks is `ROWS x NR`).
 pub const ROWS: usize = 128;
+
+/// Packs constant weights `w` (`rows x k`, row-major, i8 values as i64) into the i32 pair words A reads.
+pub fn pack_a(w: &[i64], rows: usize, k: usize) -> Vec<i64> {
+    let kp = k.div_ceil(2);
+    let mut out = Vec::with_capacity(rows * kp);
+    for i in 0..rows {
+        for p in 0..kp {
+            let lo = w[i * k + 2 * p] as i16 as u16 as u32;
+            let hi = if 2 * p + 1 < k {
+                w[i * k + 2 * p + 1] as i16 as u16 as u32
+            } else {
+                0
+            };
+            out.push((lo | hi << 16) as i32 as i64);
+        }
+    }
+    out
+}

@@ -4,16 +4,13 @@
 //! GEMM can fuse its transposing epilogue (`fuses_transpose`), and which epilogues fuse at all.
 
 use super::define_machine_code;
-use crate::codegen::kernels::gemm_x86::{self, MicroSpec, Simd};
-use crate::codegen::{kernels, ops};
+use crate::codegen::ops;
 use crate::error::Result;
 use crate::kernel::gemm::{fused_epilogue, KC};
+use crate::x86;
+use crate::x86::gemm_fit::{c_block, micro_shape_ok, B_PREFETCH};
+use crate::x86::gemm_x86::{self, MicroSpec, Simd};
 use cranelift_module::{FuncId, Module};
-
-/// How many steps of K ahead the micro-kernels prefetch a panel-packed B (8 KiB at 32 columns): measured on
-/// ResNet-50 (AMD EPYC, AVX-512), whose 7x7 layers stream 4–9 MiB of packed weights each, 3–5 % faster than
-/// without (24 and 48 gained less, 128 and 256 about as much or less).
-const B_PREFETCH: usize = 64;
 
 /// GEMMs reading B in place with at least this K prefetch the next column block's B (`MicroSpec::b_next_cols`).
 /// Measured on ResNet-50 (Intel Xeon, Emerald Rapids, paired runs in one process): its 1x1 layers with K of 256
@@ -47,57 +44,6 @@ fn b_bytes(s: &crate::kernel::gemm::GemmSpec) -> usize {
 /// layers read blocks too (`lower/cnn/blocked.rs`; K = 1024): its transposed GEMMs 2.5 % faster at 2 threads,
 /// the model 0.8 % / 1.4 % at 1 / 2 threads, EfficientNet-Lite0 and MobileNetV2 0–0.9 %.
 const A_K16_PREFETCH: usize = 1;
-
-/// `MicroSpec::c_block` of a GEMM's C: the distance between its blocks of 16 columns with `c_k16`, else 0.
-fn c_block(s: &crate::kernel::gemm::GemmSpec) -> usize {
-    if s.c_k16 {
-        16 * s.c.cs
-    } else {
-        0
-    }
-}
-
-/// The shape conditions of the micro-kernel path for tiles `nr` columns wide: a full column block, contiguous
-/// columns of B and C, a reduction, and panels of B (if packed) in whole tile widths.
-fn micro_shape_ok(s: &crate::kernel::gemm::GemmSpec, nr: usize) -> bool {
-    let c_ok = s.c.cs == 1 || (s.c_k16 && s.c.rs == 16 && s.n.is_multiple_of(nr));
-    s.n >= nr && s.b.cs == 1 && c_ok && s.k > 0 && s.b_panel.is_none_or(|p| p % nr == 0)
-}
-
-/// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
-/// AVX-512 micro-kernels cover it (the shape conditions and encodings of [`define_micro`], checked at the
-/// tallest tile) and its column blocks hold whole blocks of 16 channels (`Cᵀ` padded to whole blocks,
-/// `TransposeOut::ld`). Lowering asks before it fuses, so the codegen always finds the micro-kernels a fused GEMM
-/// needs.
-pub fn fuses_transpose(s: &crate::kernel::gemm::GemmSpec) -> bool {
-    let simd = Simd::Avx512;
-    let (mr, nr) = simd.tile();
-    let usable =
-        micro_shape_ok(s, nr) && s.n.is_multiple_of(nr) && s.m >= mr && s.b_panel.is_some();
-    // Checked at the tallest tile `tile_rows` may choose (the largest displacements).
-    let rows = simd.max_rows();
-    let spec = MicroSpec {
-        simd,
-        rows,
-        cols: nr,
-        k: KC.min(s.k),
-        a_rs: s.a_steps().0,
-        a_cs: s.a_steps().1,
-        b_rs: s.b_k_step(),
-        c_rs: s.c.rs,
-        accumulate: false,
-        epi: None,
-        b_prefetch: B_PREFETCH,
-        prefetch_next: false,
-        a_prefetch: 2 * rows,
-        b_next_cols: false,
-        b_copy: false,
-        c_prefetch: false,
-        a_k16: s.a_k16,
-        c_block: c_block(s),
-    };
-    usable && gemm_x86::fits(&spec)
-}
 
 /// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
 /// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each, plus
@@ -145,7 +91,7 @@ pub(in crate::codegen) fn define_micro(
     // The column strip takes the column tail where it can (then set 1 is not needed).
     let strip = match strip_spec(simd, s, nr, nt) {
         Some(spec) => {
-            let code = kernels::gemm_strip_avx2::assemble(&spec);
+            let code = x86::gemm_strip_avx2::assemble(&spec);
             let fname = format!("{name}__k{i}_{}_strip", simd.name());
             Some(define_machine_code(module, &fname, 4, code)?)
         }
@@ -235,8 +181,8 @@ fn strip_spec(
     s: &crate::kernel::gemm::GemmSpec,
     nr: usize,
     nt: usize,
-) -> Option<kernels::gemm_strip_avx2::StripSpec> {
-    use kernels::gemm_strip_avx2::{StripSpec, MAX_COLS, PANEL};
+) -> Option<x86::gemm_strip_avx2::StripSpec> {
+    use x86::gemm_strip_avx2::{StripSpec, MAX_COLS, PANEL};
     let cols = s.n % nr;
     let ok = simd == Simd::Avx2
         && (1..=MAX_COLS).contains(&cols)

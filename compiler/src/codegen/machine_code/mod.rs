@@ -8,12 +8,12 @@
 mod gemm;
 
 pub(super) use gemm::define_micro;
-pub use gemm::fuses_transpose;
 
-use super::kernels::gemm_x86::Simd;
-use super::{kernels, ops};
+use super::ops;
 use crate::error::{Error, Result};
 use crate::kernel::gemm::clamp_bits;
+use crate::x86;
+use crate::x86::gemm_x86::Simd;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::AbiParam;
 use cranelift_module::{FuncId, Linkage, Module};
@@ -78,7 +78,7 @@ pub(super) fn define_dw_row_f32(
     let rows = padded
         .map(|p| [s.strides[0] * p[1], s.out[1]])
         .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]]));
-    let spec = kernels::depthwise_x86::DwRowF32 {
+    let spec = x86::depthwise_x86::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
         w: padded.map_or(s.hw[1], |p| p[1]),
@@ -102,12 +102,12 @@ pub(super) fn define_dw_row_f32(
 fn define_row(
     module: &mut dyn Module,
     fname: &str,
-    spec: &kernels::depthwise_x86::DwRowF32,
+    spec: &x86::depthwise_x86::DwRowF32,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
     let code = match simd {
-        Simd::Avx512 => kernels::depthwise_x86::assemble(spec),
-        Simd::Avx2 => kernels::depthwise_avx2::assemble(spec),
+        Simd::Avx512 => x86::depthwise_x86::assemble(spec),
+        Simd::Avx2 => x86::depthwise_avx2::assemble(spec),
     };
     let params = 5 + usize::from(spec.rows.is_some());
     match code {
@@ -129,8 +129,8 @@ pub(super) fn define_pool_row(
 ) -> Result<Option<FuncId>> {
     if let Some(spec) = s.max3s2() {
         let code = match simd {
-            Simd::Avx512 => kernels::maxpool_x86::assemble(&spec),
-            Simd::Avx2 => kernels::maxpool_avx2::assemble(&spec),
+            Simd::Avx512 => x86::maxpool_x86::assemble(&spec),
+            Simd::Avx2 => x86::maxpool_avx2::assemble(&spec),
         };
         return define_machine_code(module, &format!("{name}__k{i}_maxpool"), 2, code).map(Some);
     }
@@ -160,7 +160,7 @@ pub(super) fn define_pool_row(
     let rows = s
         .padded_plane()
         .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]);
-    let spec = kernels::depthwise_x86::DwRowF32 {
+    let spec = x86::depthwise_x86::DwRowF32 {
         kernel: a.kernel,
         dilations: a.dilations,
         w,
@@ -189,7 +189,7 @@ pub(super) fn define_transpose(
 ) -> Result<FuncId> {
     let (lo, hi) = clamp_bits(t.act)
         .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
-    let spec = kernels::transpose_x86::TransposeOut {
+    let spec = x86::transpose_x86::TransposeOut {
         m: t.ld,
         p: t.p,
         residual: t.residual,
@@ -197,8 +197,8 @@ pub(super) fn define_transpose(
         hi,
     };
     let code = match simd {
-        Simd::Avx512 => kernels::transpose_x86::assemble(&spec),
-        Simd::Avx2 => kernels::transpose_avx2::assemble_out(&spec),
+        Simd::Avx512 => x86::transpose_x86::assemble(&spec),
+        Simd::Avx2 => x86::transpose_avx2::assemble_out(&spec),
     };
     define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
 }
@@ -207,7 +207,7 @@ pub(super) fn define_transpose(
 pub(super) fn transpose_channels(simd: Simd) -> usize {
     match simd {
         Simd::Avx512 => 16,
-        Simd::Avx2 => kernels::transpose_avx2::OUT_CHANNELS,
+        Simd::Avx2 => x86::transpose_avx2::OUT_CHANNELS,
     }
 }
 
@@ -226,8 +226,8 @@ pub(super) fn define_layout(
     simd: Simd,
 ) -> Result<[Option<FuncId>; 3]> {
     use crate::kernel::Body;
-    use kernels::winograd_x86::{WinoIn, WinoOut};
-    use kernels::{winograd4_x86, winograd_avx2, winograd_x86};
+    use x86::winograd_x86::{WinoIn, WinoOut};
+    use x86::{winograd4_x86, winograd_avx2, winograd_x86};
     let f = |module: &mut dyn Module, tag: &str, params, code| {
         define_machine_code(module, &format!("{name}__k{i}_{tag}"), params, code).map(Some)
     };
@@ -241,17 +241,17 @@ pub(super) fn define_layout(
                 (Simd::Avx2, tile) => (
                     "wino_in",
                     winograd_avx2::assemble_in(tile, &spec, s.tiles()[1]),
-                    kernels::copy_x86::assemble_avx2(1),
+                    x86::copy_x86::assemble_avx2(1),
                 ),
                 (Simd::Avx512, 4) => (
                     "wino4_in",
                     winograd4_x86::assemble_in(&spec),
-                    kernels::copy_x86::assemble(1),
+                    x86::copy_x86::assemble(1),
                 ),
                 (Simd::Avx512, _) => (
                     "wino_in",
                     winograd_x86::assemble_in(&spec),
-                    kernels::copy_x86::assemble(1),
+                    x86::copy_x86::assemble(1),
                 ),
             };
             let t = f(module, tag, 3, code)?;
@@ -285,18 +285,18 @@ pub(super) fn define_layout(
         }
         Body::ConvDirect { spec, .. } => {
             let code = match simd {
-                Simd::Avx512 => kernels::conv_direct_x86::assemble(spec),
-                Simd::Avx2 => kernels::conv_direct_avx2::assemble(spec),
+                Simd::Avx512 => x86::conv_direct_x86::assemble(spec),
+                Simd::Avx2 => x86::conv_direct_avx2::assemble(spec),
             };
             Ok([f(module, "direct", 4, code)?, None, None])
         }
         Body::DepthwiseC16(s) => {
-            let spec = ops::depthwise::c16(s)
+            let spec = x86::depthwise_c16_x86::c16(s)
                 .ok_or_else(|| Error::internal("codegen", "channel-blocked depthwise shape"))?;
             let code = match simd {
-                Simd::Avx512 => kernels::depthwise_c16_x86::assemble(&spec),
+                Simd::Avx512 => x86::depthwise_c16_x86::assemble(&spec),
                 // Planes only: the layouts of transposed GEMMs are AVX-512's.
-                Simd::Avx2 => kernels::depthwise_c16_avx2::assemble(&spec),
+                Simd::Avx2 => x86::depthwise_c16_avx2::assemble(&spec),
             };
             Ok([f(module, "dwc16", 5, code)?, None, None])
         }
@@ -321,7 +321,7 @@ pub(super) fn define_qpair(
     i: usize,
     s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QPairIds> {
-    use kernels::qgemm_x86::{assemble_avx2, MR_AVX2};
+    use x86::qgemm_x86::{assemble_avx2, MR_AVX2};
     let (nb, full, last) = ops::qgemm::pair_blocks(s);
     let mut ids = [[[None; 2]; 2]; 2];
     // The requantising variant of full-row tiles (`ops::qgemm::pair_direct`).
@@ -368,7 +368,7 @@ pub(super) fn define_qmicro(
     s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QMicroIds> {
     use crate::kernel::qgemm_vnni::MR;
-    use kernels::qgemm_x86::{assemble, QEpilogue, QMicroSpec};
+    use x86::qgemm_x86::{assemble, QEpilogue, QMicroSpec};
     let (_, nb, last) = crate::kernel::qgemm_vnni::blocks(s);
     let a_rs = crate::kernel::qgemm_vnni::a_rs(s);
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
@@ -420,7 +420,7 @@ pub(super) fn define_qmicro(
                     signed: s.c_dtype == crate::ir::DType::I8,
                 }),
             };
-            if kernels::qgemm_x86::fits(&spec) {
+            if x86::qgemm_x86::fits(&spec) {
                 direct[rk] = Some(define(module, &spec, format!("{rk}q"))?);
             }
         }

@@ -4,10 +4,10 @@
 //! behind Slice / Pad / Expand / Tile, Gather by run-time indices, and dtype conversion (Cast).
 
 use crate::codegen::builder::Kb;
-use crate::codegen::kernels::transpose_x86::BlockTranspose;
 use crate::ir::DType;
 use crate::kernel::data::{coalesce_transpose, COPY_CHUNK};
 use crate::kernel::Role;
+use crate::x86::transpose_x86::BlockTranspose;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};

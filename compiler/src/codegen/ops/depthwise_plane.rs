@@ -128,7 +128,7 @@ fn edge_rows(s: &DepthwiseSpec, avx512: bool) -> Option<EdgeRows> {
         };
         pl < 16 && (pl == 0 || ow != 16) && (!right || (ow >= last && x1 >= ow - last))
     } else {
-        ow <= crate::codegen::kernels::depthwise_avx2_edge::MAX_COUNT
+        ow <= crate::x86::depthwise_avx2_edge::MAX_COUNT
             && (ow > 32 || (s.strides[1] == 2 && kw == 3))
     };
     let ok = (y0 > 0 || y1 < oh || x0 > 0 || right)

@@ -42,10 +42,7 @@ fn padded(s: &QDepthwiseSpec) -> [usize; 2] {
 /// stride 1 or 2, a padded plane of at most `PLANE_LIMIT` bytes, at most 16 taps on AVX-512 and 9 on AVX2):
 /// each input plane is copied into a zero-point-padded plane on the stack and every output row is one call,
 /// borders included.
-pub fn row_kernel(
-    s: &QDepthwiseSpec,
-    avx512: bool,
-) -> Option<crate::codegen::kernels::quant_x86::DwRowSpec> {
+pub fn row_kernel(s: &QDepthwiseSpec, avx512: bool) -> Option<crate::x86::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
     let (zp, clamp) = s.requant?;
     let [rows, cols] = padded(s);
@@ -53,10 +50,10 @@ pub fn row_kernel(
     let taps = if avx512 {
         16
     } else {
-        crate::codegen::kernels::quant_avx2::MAX_TAPS
+        crate::x86::quant_avx2::MAX_TAPS
     };
     (matches!(s.strides[1], 1 | 2) && kh * kw <= taps && fits).then_some(
-        crate::codegen::kernels::quant_x86::DwRowSpec {
+        crate::x86::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
             stride: s.strides[1],

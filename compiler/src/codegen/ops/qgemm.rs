@@ -24,24 +24,6 @@ pub const MR: usize = 4;
 /// K depth of one packed panel (even).
 pub const KC: usize = 2048;
 
-/// Packs constant weights `w` (`rows x k`, row-major, i8 values as i64) into the i32 pair words A reads.
-pub fn pack_a(w: &[i64], rows: usize, k: usize) -> Vec<i64> {
-    let kp = k.div_ceil(2);
-    let mut out = Vec::with_capacity(rows * kp);
-    for i in 0..rows {
-        for p in 0..kp {
-            let lo = w[i * k + 2 * p] as i16 as u16 as u32;
-            let hi = if 2 * p + 1 < k {
-                w[i * k + 2 * p + 1] as i16 as u16 as u32
-            } else {
-                0
-            };
-            out.push((lo | hi << 16) as i32 as i64);
-        }
-    }
-    out
-}
-
 pub(super) fn slot(kb: &mut Kb, bytes: usize) -> Value {
     let s = kb.b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
@@ -65,17 +47,15 @@ pub struct PairMicro {
 /// u8 / i8 output with contiguous rows (full 8 x 8 tiles then go straight from the accumulators to C; the
 /// Cranelift epilogue cost more than the sums at small K: MobileNetV2's 16-channel expansion 1.3 ms for 19 M
 /// multiply-adds).
-pub fn pair_direct(s: &QGemmSpec) -> Option<crate::codegen::kernels::qgemm_x86::QEpilogue> {
+pub fn pair_direct(s: &QGemmSpec) -> Option<crate::x86::qgemm_x86::QEpilogue> {
     let q = s.requant.as_ref()?;
     let byte_out = matches!(s.c_dtype, DType::U8 | DType::I8);
-    (pair_blocks(s).0 == 1 && s.c.cs == 1 && byte_out).then_some(
-        crate::codegen::kernels::qgemm_x86::QEpilogue {
-            c_rs: s.c.rs * s.c_dtype.size(),
-            zero_point: q.zero_point,
-            clamp: q.clamp,
-            signed: s.c_dtype == DType::I8,
-        },
-    )
+    (pair_blocks(s).0 == 1 && s.c.cs == 1 && byte_out).then_some(crate::x86::qgemm_x86::QEpilogue {
+        c_rs: s.c.rs * s.c_dtype.size(),
+        zero_point: q.zero_point,
+        clamp: q.clamp,
+        signed: s.c_dtype == DType::I8,
+    })
 }
 
 /// Emits the body of an integer GEMM kernel with the Cranelift tile.
@@ -200,7 +180,7 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize) {
 }
 
 /// Pair-micro-kernel rows per tile.
-pub const MR_MICRO: usize = crate::codegen::kernels::qgemm_x86::MR_AVX2;
+pub const MR_MICRO: usize = crate::x86::qgemm_x86::MR_AVX2;
 
 /// K-block geometry of the pair path: (blocks, pair words per full block, pair words in the last block).
 pub fn pair_blocks(s: &QGemmSpec) -> (usize, usize, usize) {

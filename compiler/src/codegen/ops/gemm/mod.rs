@@ -262,7 +262,7 @@ fn transpose_unit(
 }
 
 /// Rows per panel of a column strip.
-const STRIP_PANEL: usize = crate::codegen::kernels::gemm_strip_avx2::PANEL;
+const STRIP_PANEL: usize = crate::x86::gemm_strip_avx2::PANEL;
 
 /// Least common multiple.
 fn lcm(a: usize, b: usize) -> usize {

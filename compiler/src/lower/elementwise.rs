@@ -3,10 +3,10 @@
 //! Cast a `Convert` kernel, or a copy when the dtype does not change.
 
 use super::Ctx;
-use crate::codegen::ops::elementwise::coalesce;
 use crate::error::{Error, Result};
 use crate::ir::ops::elementwise::broadcast_strides;
 use crate::ir::{numel, NodeId, Op, UnOp};
+use crate::kernel::elementwise::coalesce;
 use crate::kernel::{Body, Buf, Role};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {

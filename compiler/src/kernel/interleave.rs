@@ -67,7 +67,7 @@ pub fn pairs(l: &Lowering, order: &[KernelId]) -> Vec<(usize, usize)> {
 }
 
 /// Rounds the task counts of every qualifying pair to multiples of its `G` (the nearest, at least `G`, at most
-/// `lower::MAX_TASKS` where a multiple fits under it).
+/// `kernel::MAX_TASKS` where a multiple fits under it).
 pub fn align_tasks(l: &mut Lowering) {
     let ids: Vec<KernelId> = l.kernels.keys().collect();
     for (i, &a) in ids.iter().enumerate() {
@@ -78,8 +78,8 @@ pub fn align_tasks(l: &mut Lowering) {
         for k in [a, b] {
             let t = l.kernels[k].tasks as usize;
             let mut r = ((t + g / 2) / g * g).max(g);
-            if r > super::lower::MAX_TASKS && g <= super::lower::MAX_TASKS {
-                r = super::lower::MAX_TASKS / g * g;
+            if r > super::MAX_TASKS && g <= super::MAX_TASKS {
+                r = super::MAX_TASKS / g * g;
             }
             l.kernels[k].tasks = r as u32;
         }

@@ -3,11 +3,11 @@
 //! (AVX-512), instead of im2col and a GEMM.
 
 use super::super::Ctx;
-use crate::codegen::kernels::pack16;
 use crate::error::Result;
 use crate::ir::{numel, ConvAttrs, NodeId, Tensor};
 use crate::kernel::conv::{ConvDirect, Im2colSpec};
 use crate::kernel::{Body, Buf, Role};
+use crate::x86::pack16;
 
 /// Most input channels of a convolution the direct kernel takes (`direct_spec`): image inputs.
 const DIRECT_MAX_CHANNELS: usize = 4;
@@ -63,7 +63,7 @@ pub(super) fn direct_spec(
         lo,
         hi,
     };
-    (ok && crate::codegen::kernels::conv_direct_x86::check(&spec).is_ok()).then_some(spec)
+    (ok && crate::x86::conv_direct_x86::check(&spec).is_ok()).then_some(spec)
 }
 
 /// A convolution by the direct kernel (`Body::ConvDirect`): the input zero-padded into scratch by an im2col

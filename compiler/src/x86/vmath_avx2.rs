@@ -10,11 +10,11 @@
 //! `fn(src: *const f32, dst: *mut f32, count: u64)` (System V).
 
 use super::vmath_x86::supported;
-use crate::codegen::math::{
+use crate::ir::UnOp;
+use crate::kernel::math::{
     erf_series, erfc_coeffs, gelu_erf_half, EXP_BIAS, EXP_HI, EXP_LN2, EXP_LO, EXP_TAYLOR,
     GELU_ERF_P, GELU_TANH, ROUND_MAGIC,
 };
-use crate::ir::UnOp;
 use iced_x86::code_asm::*;
 
 /// Register slots of the step's vector (as `vmath_x86`'s, one vector).

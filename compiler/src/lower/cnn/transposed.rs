@@ -276,12 +276,7 @@ pub(super) fn push_transposed(
     let blocks = Operand::blocks(Role::A, t.p);
     let takes_blocks = |x_ld: usize| {
         t.k.is_multiple_of(16)
-            && crate::codegen::machine_code::fuses_transpose(&spec(
-                blocks.clone(),
-                None,
-                x_ld * t.p,
-                true,
-            ))
+            && crate::x86::gemm_fit::fuses_transpose(&spec(blocks.clone(), None, x_ld * t.p, true))
     };
     // A kept in blocks by the transposed GEMM before (`blocked.rs`), read as they are.
     let x_ld = t.k.next_multiple_of(NR);
@@ -366,7 +361,7 @@ pub(super) fn push_transposed(
         residual: t.residual.is_some(),
         act: t.out_act,
     };
-    let fused = crate::codegen::machine_code::fuses_transpose(&spec);
+    let fused = crate::x86::gemm_fit::fuses_transpose(&spec);
     // A residual kept in blocks (`blocked.rs`) is added in the micro-kernels' epilogue, the clamp after it.
     let mut residual = t.residual;
     if let Some(Buf::Tensor(r)) = t.residual.filter(|_| t.nb == 1) {

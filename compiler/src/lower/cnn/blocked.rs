@@ -17,10 +17,10 @@
 
 use super::super::Ctx;
 use super::transposed::{transposed_wins, NR};
-use crate::codegen::machine_code::fuses_transpose;
 use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, TensorId};
 use crate::kernel::gemm::{clamp_bits, Operand};
 use crate::kernel::{Body, Buf, Role};
+use crate::x86::gemm_fit::fuses_transpose;
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
 /// cover every row (`machine_code::fuses_transpose`).
@@ -56,7 +56,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
             && m == c
             && !a.epilogue.residual
             && cx.opts.avx512
-            && crate::codegen::ops::depthwise::c16(&spec).is_some();
+            && crate::x86::depthwise_c16_x86::c16(&spec).is_some();
     }
     // The GEMMs read blocks at batch 1 only.
     if xs[0] != 1 {

@@ -4,9 +4,9 @@
 
 use super::super::{operand, pack_b_panels, Ctx};
 use super::transposed::{push_transposed, transposed_wins, Transposed, NR};
-use crate::codegen::ops::winograd::transform_weights;
 use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
+use crate::kernel::conv::transform_weights;
 use crate::kernel::conv::WinogradSpec;
 use crate::kernel::gemm::GemmSpec;
 use crate::kernel::{Body, Buf, Role};

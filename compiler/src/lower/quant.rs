@@ -5,11 +5,11 @@
 //! channels and the bias / scale are per row.
 
 use super::{operand, Ctx};
-use crate::codegen::ops::qgemm::pack_a;
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
 use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
 use crate::kernel::gemm::Operand;
+use crate::kernel::qgemm::pack_a;
 use crate::kernel::qgemm::{QGemmSpec, QOut};
 use crate::kernel::quant::QuantSpec;
 use crate::kernel::{Body, Buf, Role};

@@ -157,9 +157,7 @@ pub(super) mod tests {
     /// A kernel assembled by `assemble` against the window maximum with `fmax` over the in-plane taps — odd and
     /// even sizes, rows past 8- and 16-column blocks, one-row and one-column planes, bottom/right windows partly
     /// outside (ceil mode) — with NaN and signed zeros in the input; input and output end on guard pages.
-    pub(in crate::codegen::kernels) fn check_planes(
-        assemble: fn(&MaxPool3s2) -> Result<Vec<u8>, String>,
-    ) {
+    pub(in crate::x86) fn check_planes(assemble: fn(&MaxPool3s2) -> Result<Vec<u8>, String>) {
         for (h, w, ceil) in [
             (112, 112, false),
             (9, 10, false),

@@ -24,10 +24,8 @@ use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, Op, Tensor, TensorId};
 use crate::kernel::conv::Im2colSpec;
 use crate::kernel::gemm::Operand;
-use crate::kernel::{Arg, Body, Buf, Kernel, KernelId, Lowering, Role};
+use crate::kernel::{Arg, Body, Buf, Kernel, KernelId, Lowering, Role, MAX_TASKS};
 
-/// Most tasks any kernel is split into.
-pub const MAX_TASKS: usize = 64;
 /// Rough work (multiply-adds or elements) per task for kernels with plenty of it.
 const WORK_PER_TASK: usize = 1 << 16;
 /// Least work per task: a kernel with fewer than 16 tasks' worth of `WORK_PER_TASK` gets its task count
@@ -248,7 +246,7 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
     for n in order {
         lower_node(&mut cx, n)?;
     }
-    crate::codegen::interleave::align_tasks(&mut cx.out);
+    crate::kernel::interleave::align_tasks(&mut cx.out);
     Ok(cx.out)
 }
 
@@ -305,7 +303,7 @@ mod tests {
         assert_eq!(task_count(1000, 10_000), 1);
         // Large kernels: the plain count, capped by units and MAX_TASKS.
         assert_eq!(task_count(1000, 20 << 16), 20);
-        assert_eq!(task_count(1000, 1 << 30), super::MAX_TASKS);
+        assert_eq!(task_count(1000, 1 << 30), crate::kernel::MAX_TASKS);
         assert_eq!(task_count(3, 1 << 30), 3);
         assert_eq!(task_count(0, 0), 1);
     }

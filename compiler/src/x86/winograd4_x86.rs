@@ -300,7 +300,7 @@ pub(super) mod tests {
     use super::super::test_exec::{exec, pattern as val, skip_without_avx512};
     use super::*;
 
-    pub(in crate::codegen::kernels) const BT: [[f64; 6]; 6] = [
+    pub(in crate::x86) const BT: [[f64; 6]; 6] = [
         [4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
         [0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
         [0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
@@ -308,7 +308,7 @@ pub(super) mod tests {
         [0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
         [0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
     ];
-    pub(in crate::codegen::kernels) const AT: [[f64; 6]; 4] = [
+    pub(in crate::x86) const AT: [[f64; 6]; 4] = [
         [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
         [0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
         [0.0, 1.0, 1.0, 4.0, 4.0, 0.0],

@@ -225,9 +225,7 @@ pub(super) mod tests {
     /// +0.0 then the bias and the clamp (NaN kept), bitwise — over rows around 8- and 16-pixel blocks, strides 1
     /// and 2, dilation 2, 1 to 4 input channels and 16 or 32 output channels; the output planes end on a guard
     /// page.
-    pub(in crate::codegen::kernels) fn check_rows(
-        assemble: fn(&ConvDirect) -> Result<Vec<u8>, String>,
-    ) {
+    pub(in crate::x86) fn check_rows(assemble: fn(&ConvDirect) -> Result<Vec<u8>, String>) {
         // (c, m, kernel, strides, dilations, out)
         let cases = [
             (3, 32, [7, 7], [2, 2], [1, 1], [3, 20]),

@@ -12,14 +12,14 @@ mod transposed;
 mod winograd;
 
 use super::{operand, Ctx, A_PANEL};
-use crate::codegen::kernels::pack16;
-use crate::codegen::ops::depthwise::c16;
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
 use crate::kernel::depthwise::{C16Out, DepthwiseSpec};
 use crate::kernel::gemm::{Bias, BiasKind, GemmSpec};
 use crate::kernel::pool::PoolSpec;
 use crate::kernel::{Body, Buf, Role};
+use crate::x86::depthwise_c16_x86::c16;
+use crate::x86::pack16;
 use direct::{direct_spec, lower_direct};
 use transposed::{lower_conv_transposed, transposed_wins, NR};
 use winograd::{lower_winograd, winograd_spec};

@@ -24,6 +24,7 @@ pub mod depthwise_avx2_edge;
 pub mod depthwise_c16_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
+pub mod gemm_fit;
 pub mod gemm_strip_avx2;
 pub mod gemm_x86;
 mod masks;
