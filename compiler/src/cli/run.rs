@@ -1,7 +1,7 @@
 //! The commands of the `bundlec` command line ([`super::main_with`] parses the arguments): each `Cmd` carried out,
 //! its report printed, errors returned as `anyhow` chains for the caller to print clipped.
 
-use super::Cmd;
+use super::args::Cmd;
 use crate::npu::ops::CONSTRAINTS;
 use crate::profile::inputs::{ImageMode, ImageOptions};
 use crate::{fsio, import::supported_ops, InputSpec, Options};

@@ -7,6 +7,7 @@
 //! anywhere the baseline runs; the config's `fastOps` table holds the same ops with FAST's functions, which
 //! bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 use super::isa::Target;
+use super::symbols::fast_name;
 use crate::error::{Error, Result};
 use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule};
@@ -32,11 +33,6 @@ pub struct Fat<'a> {
 
 /// The bytes a fat bundle reserves at the end of its activation area for `pick`'s slot (one cache line).
 pub const SLOT_BYTES: usize = 64;
-
-/// The name prefix of a fat bundle's fast kernel set (`NAME__fast__kI...`).
-pub fn fast_name(name: &str) -> String {
-    format!("{name}__fast")
-}
 
 /// Defines FAST's kernels, the local entries `NAME__entry_base` / `NAME__entry_fast`, the local
 /// `NAME__pick` and the exported dispatcher `NAME`. Returns FAST's kernel functions and feature bits, for
@@ -81,7 +77,7 @@ fn define_dispatch(
     fast: FuncId,
     base: FuncId,
 ) -> Result<FuncId> {
-    let (id, func) = super::declare_entry(module, name, Linkage::Export)?;
+    let (id, func) = super::symbols::declare_entry(module, name, Linkage::Export)?;
     let mut ctx = Context::new();
     ctx.func = func;
     let mut fctx = FunctionBuilderContext::new();

@@ -3,7 +3,7 @@
 //! checks (`NAME_cpu_supported`, a fat bundle's per-set check).
 
 use super::builder::Kb;
-use super::declare_entry;
+use super::symbols::declare_entry;
 use crate::error::{Error, Result};
 use crate::kernel::interleave;
 use crate::kernel::{KernelId, Lowering};

@@ -20,6 +20,7 @@ pub mod isa;
 mod machine_code;
 pub mod math;
 pub mod ops;
+pub mod symbols;
 
 use crate::error::{Error, Result};
 pub use crate::kernel::gemm::KC;
@@ -27,40 +28,14 @@ use crate::kernel::{interleave, KernelId, Lowering};
 use crate::x86::gemm_x86::Simd;
 use builder::Kb;
 use callees::{uses_micro_kernels, Callees};
-use cranelift_codegen::ir::types::{I32, I64};
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, Signature, UserFuncName};
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::{Function, InstBuilder, UserFuncName};
 use cranelift_codegen::Context;
 use cranelift_entity::{EntityRef, PrimaryMap};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 pub use entry::{define_cpu_check, define_entry, define_pick};
-
-/// Declares an entry function `name(constants, mutables, activations) -> i32` (the exported entry, a fat bundle's
-/// local per-set entries and its dispatcher) and returns its id and a `Function` to fill.
-pub fn declare_entry(
-    module: &mut dyn Module,
-    name: &str,
-    linkage: Linkage,
-) -> Result<(FuncId, Function)> {
-    let mut sig = module.make_signature();
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
-    sig.returns.push(AbiParam::new(I32));
-    let id = module
-        .declare_function(name, linkage, &sig)
-        .map_err(|e| Error::internal("codegen", format!("declare entry {name}: {e}")))?;
-    let func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
-    Ok((id, func))
-}
-
-/// The signature of a kernel function.
-pub fn kernel_signature(module: &dyn Module) -> Signature {
-    let mut sig = module.make_signature();
-    sig.params.push(AbiParam::new(I64));
-    sig.params.push(AbiParam::new(I64));
-    sig
-}
+use symbols::kernel_signature;
 
 /// Defines one local function per kernel (and the machine-code micro-kernels they call); returns the kernel
 /// functions' ids indexed like `l.kernels`. With `shared` (a fat bundle's second set), kernels that do not use
@@ -246,7 +221,7 @@ pub fn table_ops<'a>(order: &'a [KernelId], pairs: &'a [PairOp]) -> Vec<TableOp<
 }
 
 /// Defines the wrappers of the interleaved pairs (`interleave::pairs` over the schedule `order`) over the base
-/// kernel functions `funcs` and, in a fat bundle, the fast set's `fast` (`dispatch::fast_name`).
+/// kernel functions `funcs` and, in a fat bundle, the fast set's `fast` (`symbols::fast_name`).
 pub fn define_pair_ops(
     module: &mut dyn Module,
     name: &str,
@@ -260,7 +235,7 @@ pub fn define_pair_ops(
         let ab = (order[at], order[at + 1], groups);
         let func = define_pair(module, name, l, ab, funcs)?;
         let fast = match fast {
-            Some(f) => Some(define_pair(module, &dispatch::fast_name(name), l, ab, f)?),
+            Some(f) => Some(define_pair(module, &symbols::fast_name(name), l, ab, f)?),
             None => None,
         };
         ops.push(PairOp {

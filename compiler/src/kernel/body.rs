@@ -2,19 +2,16 @@
 //! larger variants hold a spec from this module's family files; each variant's code generator lives in
 //! `codegen/ops/<family>.rs`.
 
-use crate::kernel::conv::{pack_rows_units, Col2imSpec, Im2colSpec};
+use super::conv::{pack_rows_units, Col2imSpec, ConvDirect, Im2colSpec, WinogradSpec};
 
-use super::conv::{ConvDirect, WinogradSpec};
-use super::depthwise::QDepthwiseSpec;
-use super::elementwise::LogicKind;
+use super::data::{coalesce_transpose, COPY_CHUNK};
+use super::depthwise::{DepthwiseSpec, QDepthwiseSpec};
+use super::elementwise::{BinarySpec, LogicKind, CHUNK};
+use super::gemm::{GemmSpec, TransposeOut};
+use super::pool::PoolSpec;
+use super::qgemm::QGemmSpec;
+use super::quant::QuantSpec;
 use crate::ir::{DType, LrnAttrs, ReduceKind, UnOp};
-use crate::kernel::data::{coalesce_transpose, COPY_CHUNK};
-use crate::kernel::depthwise::DepthwiseSpec;
-use crate::kernel::elementwise::{BinarySpec, CHUNK};
-use crate::kernel::gemm::{GemmSpec, TransposeOut};
-use crate::kernel::pool::PoolSpec;
-use crate::kernel::qgemm::QGemmSpec;
-use crate::kernel::quant::QuantSpec;
 
 /// What a kernel computes; every variant's code generator lives in `codegen/ops/<family>.rs`.
 #[derive(Debug, Clone, PartialEq)]

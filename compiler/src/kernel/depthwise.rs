@@ -75,3 +75,113 @@ pub enum C16Out {
     /// The block `[P][16]` as computed (the GEMM reads it with `MicroSpec::a_k16`): no transpose.
     Blocked,
 }
+
+/// The compile-time shape of a row kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DwRowF32 {
+    /// Kernel (KH, KW).
+    pub kernel: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Input row width in elements.
+    pub w: usize,
+    /// Stride along the row: 1 or 2.
+    pub stride: usize,
+    /// Whether `bias` points to the channel's bias (else the chain starts at +0.0).
+    pub bias: bool,
+    /// Lower clamp (f32 bits).
+    pub lo: Option<u32>,
+    /// Upper clamp (f32 bits).
+    pub hi: Option<u32>,
+    /// Max pooling instead: each output is the maximum of its window (`w` and `bias` unused, no clamp),
+    /// starting from −∞, with Cranelift's `fmax` semantics (NaN propagates, +0 > −0).
+    pub max: bool,
+    /// Several output rows per call: a 6th argument `rows` (u64), and `[x, out]`, the floats `x` and `out`
+    /// advance by from one output row to the next (the per-call setup — bias, bounds, taps — is done once).
+    /// `None`: one row, five arguments.
+    pub rows: Option<[usize; 2]>,
+    /// Rows mode: the output count every call passes (the 5th argument), known at compile time. Each row is
+    /// then a fixed sequence of steps under compile-time masks, its first vector's left padding and last
+    /// vector's tail and right padding included, so a row of up to four vectors is one step (eight
+    /// accumulators over the rows of `row_group`) instead of a first vector, a loop and a tail, each a few
+    /// chains long. Rows longer than 256 outputs still loop.
+    pub count: Option<usize>,
+    /// Stride 2 on rows stored as their even columns, then their odd ones `split` floats further (a padded
+    /// plane loaded that way, `ops/depthwise.rs`): each tap's inputs are then contiguous in the half of its
+    /// column's parity, and the kernel loads them as at stride 1 — no `vpermt2ps` (AVX-512) or shuffles (AVX2)
+    /// and half the loads. Dilation 1 only; `w` is the whole row (both halves).
+    pub split: Option<usize>,
+    /// Padding columns left of the row (AVX-512: 0..16; not with `max` or `split`): `x` points that many
+    /// columns before the row, and the row's first vector of outputs (its masked tail when `count < 16`) loads
+    /// each tap with the lanes left of the row masked to +0, as the border path's zeroed taps — so a row whose
+    /// only border is on the left runs whole in the kernel. AVX2 takes left and right padding in rows mode with
+    /// a static count (`depthwise_avx2_edge.rs`, every row laid out at compile time).
+    pub left: usize,
+    /// A row whose last outputs reach past its `w` inputs (not with `max` or `split`): the static
+    /// output count of every call. Those outputs must all be in the row's last step — the masked tail, or the
+    /// last vector, peeled off the loop, when the count is a multiple of 16 — which loads each tap with its
+    /// lanes past the row masked to +0.
+    pub right: Option<usize>,
+}
+
+impl DwRowF32 {
+    /// With `right`: whether every output that reaches past the row is in the tail step (so no unmasked step
+    /// reads past it), and the first vector is not the tail when there is left padding.
+    pub fn right_fits(&self) -> bool {
+        let Some(count) = self.right else {
+            return true;
+        };
+        let rem = Self::last_lanes(count);
+        let span = (self.kernel[1] - 1) * self.dilations[1];
+        // Output o reads up to column o·st + span − left: inside while that is below w.
+        let first_out = (self.w + self.left)
+            .saturating_sub(span)
+            .div_ceil(self.stride);
+        let tail_ok = count >= rem && first_out >= count - rem;
+        // A row of exactly 16 with left padding would take its first vector twice (`Part::First`, the peel).
+        tail_ok && !(self.left > 0 && count == 16) && !self.max && self.split.is_none()
+    }
+
+    /// Outputs in a row's last step: the masked tail's, or a whole last vector when the count is a multiple of
+    /// 16 (with `right` such a row's last vector is peeled off the loop).
+    pub fn last_lanes(count: usize) -> usize {
+        match count % 16 {
+            0 => 16,
+            r => r,
+        }
+    }
+
+    /// The tail step's load masks `[first, second]` (the second half at stride 2) for the tap at column offset
+    /// `kc`, with `right`'s lanes past the row cleared; `None` without `right`.
+    /// `[None, None]` where a half's mask is the step's usual one (the tap does not reach past the row there).
+    pub fn right_masks(&self, kc: usize) -> Option<[Option<u32>; 2]> {
+        let count = self.right?;
+        let (st, rem) = (self.stride, Self::last_lanes(count));
+        let first = (count - rem) * st + kc;
+        let needed = |j: usize| if st == 2 { j <= (rem - 1) * 2 } else { j < rem };
+        let inside = |j: usize| {
+            (first + j)
+                .checked_sub(self.left)
+                .is_some_and(|c| c < self.w)
+        };
+        let bits = |base: usize, lane: &dyn Fn(usize) -> bool| {
+            (0..16)
+                .filter(|&j| lane(base + j))
+                .fold(0u32, |m, j| m | 1 << j)
+        };
+        let own = |base: usize| {
+            let mask = bits(base, &|j| needed(j) && inside(j));
+            Some(mask).filter(|&m| m != bits(base, &needed))
+        };
+        Some([own(0), own(16)])
+    }
+
+    /// The stride the kernel's loads walk the row at: 1 on split rows.
+    pub(crate) fn load_stride(&self) -> usize {
+        if self.split.is_some() {
+            1
+        } else {
+            self.stride
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! quantities the lowering, the memory planner and the code generator ask of it; the fused epilogue the
 //! machine-code micro-kernels apply (`MicroEpi`). `codegen/ops/gemm` emits it.
 
-use super::Role;
+use super::args::Role;
 use crate::ir::Activation;
 
 /// An operand: kernel argument role, element offset, and strides in elements.
@@ -157,8 +157,8 @@ impl GemmSpec {
             (None, Some(r)) => {
                 (r.off, r.rs, r.cs) == (self.c.off, self.c.rs, self.c.cs)
                     && self.res_k16 == self.c_k16
-                    && self.k <= crate::kernel::gemm::KC
-                    && crate::kernel::gemm::fused_epilogue(self).is_some()
+                    && self.k <= super::gemm::KC
+                    && super::gemm::fused_epilogue(self).is_some()
             }
             (None, None) => false,
         }
@@ -214,7 +214,7 @@ pub const KC: usize = 256;
 /// scale (`alpha`, a product then the additions, as there), bias per row or column (unscaled), the residual,
 /// and a clamp whose bounds are not signed zeros where `max`/`min` would pick the other zero; `None` when
 /// there is nothing to apply or it cannot be fused.
-pub(crate) fn fused_epilogue(s: &crate::kernel::gemm::GemmSpec) -> Option<MicroEpi> {
+pub(crate) fn fused_epilogue(s: &super::gemm::GemmSpec) -> Option<MicroEpi> {
     let scale = (s.alpha != 1.0).then(|| s.alpha.to_bits());
     let (bias, bias_col) = match &s.bias {
         None => (false, false),

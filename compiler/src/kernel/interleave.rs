@@ -11,7 +11,7 @@
 //! tasks (`codegen::define_pair`: task g runs both kernels' share of group g); `align_tasks` rounds their task
 //! counts to multiples of `G`.
 
-use crate::kernel::{Body, KernelId, Lowering, Role};
+use super::{Body, KernelId, Lowering, Role};
 
 /// The group count `G` under which kernel `b` (a depthwise convolution) may run interleaved after kernel `a`
 /// (the channel-splitting GEMM whose output it reads), task counts aside.

@@ -7,10 +7,11 @@
 //! op library, at most one segment each, convex groups) and its assignment reused. Errors name the field at
 //! fault.
 
-use super::{assign, Partition, PartitionOptions};
-use crate::emit::weights::fnv1a64;
+use super::assign;
+use super::placement::{Partition, PartitionOptions};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId};
+use bundle_rt::fnv1a64;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

@@ -2,7 +2,8 @@
 //! (nodes on the NPU and the CPU with percentages), per segment its sizes and estimated cycles, per NPU op its
 //! kernel, MACs, compute vs DMA cycles and MAC utilisation, and per CPU node the constraint and reason.
 
-use super::{cost::us, Partition};
+use super::cost::us;
+use super::placement::Partition;
 use crate::ir::Graph;
 use std::fmt::Write;
 

@@ -14,8 +14,9 @@
 //!
 //! `fn(x: *const f32, out: *mut f32, w: *const f32, bias: *const f32, count: u64)` (System V).
 
-use super::depthwise_x86::DwRowF32;
+use super::depthwise_avx2_edge::prologue;
 use super::YMM;
+use crate::kernel::depthwise::DwRowF32;
 use iced_x86::code_asm::*;
 
 /// Assembles the AVX2 row kernel (edge rows, with left or right padding, in `depthwise_avx2_edge.rs`); `Err`
@@ -137,17 +138,6 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     a.db(&half).map_err(e)?;
     super::lane_table(&mut a, &mut lanes).map_err(e)?;
     a.assemble(0).map_err(e)
-}
-
-/// The row kernels' common setup (this one's and the edge rows' in `depthwise_avx2_edge.rs`): ymm8 the bias
-/// (`rcx`) broadcast, or +0.0 without one; ymm9 / ymm10 the clamp bounds, returned for `clamp_keep_nan`.
-pub(super) fn prologue(a: &mut CodeAssembler, s: &DwRowF32) -> Result<super::BoundsYmm, IcedError> {
-    if s.bias {
-        a.vbroadcastss(ymm8, dword_ptr(rcx))?;
-    } else {
-        a.vxorps(ymm8, ymm8, ymm8)?;
-    }
-    super::clamp_bounds_ymm(a, (s.lo, s.hi), [ymm9, ymm10])
 }
 
 /// The most vectors per row that rows mode takes in groups of rows (`grouped_step`).

@@ -15,8 +15,9 @@
 //! Same call as the row kernel in rows mode: `fn(x, out, w, bias, count, rows)` (System V), `x` the input
 //! `left` columns before the first row's first column.
 
-use super::depthwise_x86::{tap_offsets, DwRowF32};
+use super::depthwise_x86::tap_offsets;
 use super::YMM;
+use crate::kernel::depthwise::DwRowF32;
 use iced_x86::code_asm::*;
 
 /// Most outputs per edge row: its code grows with the row.
@@ -132,7 +133,7 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // ymm0-7 accumulators, ymm8 bias, ymm9 lo, ymm10 hi, ymm11 the broadcast tap, ymm12-13 masks, ymm14-15
     // inputs.
-    let (lo, hi) = super::depthwise_avx2::prologue(&mut a, s).map_err(e)?;
+    let (lo, hi) = prologue(&mut a, s).map_err(e)?;
     let mut masks = Masks {
         labels: Vec::new(),
         held: [None; 2],
@@ -207,4 +208,15 @@ pub fn assemble(s: &DwRowF32) -> Result<Vec<u8>, String> {
         a.db(&lanes).map_err(e)?;
     }
     a.assemble(0).map_err(e)
+}
+
+/// The row kernels' common setup (the edge rows' here and `depthwise_avx2.rs`'s): ymm8 the bias
+/// (`rcx`) broadcast, or +0.0 without one; ymm9 / ymm10 the clamp bounds, returned for `clamp_keep_nan`.
+pub(super) fn prologue(a: &mut CodeAssembler, s: &DwRowF32) -> Result<super::BoundsYmm, IcedError> {
+    if s.bias {
+        a.vbroadcastss(ymm8, dword_ptr(rcx))?;
+    } else {
+        a.vxorps(ymm8, ymm8, ymm8)?;
+    }
+    super::clamp_bounds_ymm(a, (s.lo, s.hi), [ymm9, ymm10])
 }

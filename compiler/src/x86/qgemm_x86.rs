@@ -12,7 +12,7 @@
 //! eight instructions per 16 outputs, straight from the accumulators to the u8 / i8 output.
 
 use super::ZMM;
-use crate::kernel::qgemm_vnni::{MR, NR};
+use crate::kernel::qgemm::vnni::{MR, NR};
 use iced_x86::code_asm::*;
 
 /// The requantising store a micro-kernel can end with instead of storing its i32 sums: per row `r`,

@@ -23,8 +23,8 @@ pub fn skip_without_avx2(what: &str) -> bool {
 }
 
 /// A depthwise row kernel spec with a bias and the ReLU6 clamp (the tests' common case), one row per call.
-pub fn relu6_row(k: usize, gap: usize, st: usize, w: usize) -> super::depthwise_x86::DwRowF32 {
-    super::depthwise_x86::DwRowF32 {
+pub fn relu6_row(k: usize, gap: usize, st: usize, w: usize) -> crate::kernel::depthwise::DwRowF32 {
+    crate::kernel::depthwise::DwRowF32 {
         kernel: [k, k],
         dilations: [gap, gap],
         w,
@@ -156,7 +156,9 @@ pub fn check_dw_row(
 /// A row kernel's multi-row mode (`DwRowF32::rows`) against one call per row of the same kernel without it,
 /// bitwise: 3x3 and 5x5 at strides 1 and 2, row widths with full steps, single vectors and masked tails, and
 /// rows = 1 and 0 (nothing written). `assemble` is the variant's assembler.
-pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
+pub fn check_rows_mode(
+    assemble: fn(&crate::kernel::depthwise::DwRowF32) -> Result<Vec<u8>, String>,
+) {
     type One = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
     type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
     // Rows mode runs rows in groups of 8, 4 or 2 by their vectors (`out_w`), the rest in smaller groups: 3x3
@@ -182,20 +184,20 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
         let out_w = count + 5;
         let max = kind == "max";
         let base = match kind {
-            "max" => super::depthwise_x86::DwRowF32 {
+            "max" => crate::kernel::depthwise::DwRowF32 {
                 max,
                 bias: false,
                 lo: None,
                 hi: None,
                 ..relu6_row(k, gap, st, w)
             },
-            "split" => super::depthwise_x86::DwRowF32 {
+            "split" => crate::kernel::depthwise::DwRowF32 {
                 split: Some(w.div_ceil(2)),
                 ..relu6_row(k, gap, st, w)
             },
             _ => relu6_row(k, gap, st, w),
         };
-        let multi = super::depthwise_x86::DwRowF32 {
+        let multi = crate::kernel::depthwise::DwRowF32 {
             rows: Some([st * w, out_w]),
             ..base
         };
@@ -211,7 +213,7 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
         let one: One = unsafe { std::mem::transmute(exec(&one_code)) };
         let many: Many = unsafe { std::mem::transmute(exec(&assemble(&multi).unwrap())) };
         // And with the count fixed at compile time (`DwRowF32::count`).
-        let fixed = super::depthwise_x86::DwRowF32 {
+        let fixed = crate::kernel::depthwise::DwRowF32 {
             count: Some(count),
             ..multi
         };
@@ -271,7 +273,9 @@ pub fn check_rows_mode(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<V
 /// A row kernel on split rows (`DwRowF32::split`: each row's even columns, then its odd ones) against the fma
 /// chain on the same rows unsplit, bitwise: 3x3 and 5x5 at stride 2, every output count from 0 to 70, the
 /// split rows ending on a guard page (a read past the last needed input faults), nothing written past the row.
-pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>) {
+pub fn check_split_rows(
+    assemble: fn(&crate::kernel::depthwise::DwRowF32) -> Result<Vec<u8>, String>,
+) {
     type RowFn = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64);
     let page = guarded(4096);
     for k in [3usize, 5] {
@@ -293,7 +297,7 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
             let at = unsafe { page.add(4096 - split.len()) };
             // SAFETY: `at` has `split.len()` writable floats.
             unsafe { std::ptr::copy_nonoverlapping(split.as_ptr(), at, split.len()) };
-            let spec = super::depthwise_x86::DwRowF32 {
+            let spec = crate::kernel::depthwise::DwRowF32 {
                 split: Some(half),
                 ..relu6_row(k, 1, 2, w)
             };
@@ -314,9 +318,9 @@ pub fn check_split_rows(assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<
 /// outside the row as +0, bitwise; the rows end on a guard page and nothing is written past a row. A spec
 /// that `takes` refuses must fail to assemble.
 pub fn check_edge_padding(
-    assemble: fn(&super::depthwise_x86::DwRowF32) -> Result<Vec<u8>, String>,
+    assemble: fn(&crate::kernel::depthwise::DwRowF32) -> Result<Vec<u8>, String>,
     fixed: &[bool],
-    takes: fn(&super::depthwise_x86::DwRowF32) -> bool,
+    takes: fn(&crate::kernel::depthwise::DwRowF32) -> bool,
 ) {
     type Many = extern "sysv64" fn(*const f32, *mut f32, *const f32, *const f32, u64, u64);
     let page = guarded(8192);
@@ -348,7 +352,7 @@ pub fn check_edge_padding(
             // SAFETY: `at` has `x.len()` writable floats.
             unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), at, x.len()) };
             let out_w = count + 3;
-            let spec = super::depthwise_x86::DwRowF32 {
+            let spec = crate::kernel::depthwise::DwRowF32 {
                 rows: Some([st * w, out_w]),
                 count: fixed.then_some(count),
                 left,

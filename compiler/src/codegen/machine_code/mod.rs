@@ -49,7 +49,7 @@ pub(super) fn define_dw_row_f32(
     s: &crate::kernel::depthwise::DepthwiseSpec,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
-    let (x0, x1) = ops::depthwise::interior(
+    let (x0, x1) = ops::depthwise_plane::interior(
         s.hw[1],
         s.out[1],
         s.kernel[1],
@@ -78,7 +78,7 @@ pub(super) fn define_dw_row_f32(
     let rows = padded
         .map(|p| [s.strides[0] * p[1], s.out[1]])
         .or(left.map(|_| [s.strides[0] * s.hw[1], s.out[1]]));
-    let spec = x86::depthwise_x86::DwRowF32 {
+    let spec = crate::kernel::depthwise::DwRowF32 {
         kernel: s.kernel,
         dilations: s.dilations,
         w: padded.map_or(s.hw[1], |p| p[1]),
@@ -102,7 +102,7 @@ pub(super) fn define_dw_row_f32(
 fn define_row(
     module: &mut dyn Module,
     fname: &str,
-    spec: &x86::depthwise_x86::DwRowF32,
+    spec: &crate::kernel::depthwise::DwRowF32,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
     let code = match simd {
@@ -139,7 +139,7 @@ pub(super) fn define_pool_row(
         return Ok(None);
     }
     let a = &s.attrs;
-    let (x0, x1) = ops::depthwise::interior(
+    let (x0, x1) = ops::depthwise_plane::interior(
         s.hw[1],
         s.out[1],
         a.kernel[1],
@@ -160,7 +160,7 @@ pub(super) fn define_pool_row(
     let rows = s
         .padded_plane()
         .map(|[_, pw]| [a.strides[0] * pw, s.out[1]]);
-    let spec = x86::depthwise_x86::DwRowF32 {
+    let spec = crate::kernel::depthwise::DwRowF32 {
         kernel: a.kernel,
         dilations: a.dilations,
         w,
@@ -367,10 +367,10 @@ pub(super) fn define_qmicro(
     i: usize,
     s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QMicroIds> {
-    use crate::kernel::qgemm_vnni::MR;
+    use crate::kernel::qgemm::vnni::MR;
     use x86::qgemm_x86::{assemble, QEpilogue, QMicroSpec};
-    let (_, nb, last) = crate::kernel::qgemm_vnni::blocks(s);
-    let a_rs = crate::kernel::qgemm_vnni::a_rs(s);
+    let (_, nb, last) = crate::kernel::qgemm::vnni::blocks(s);
+    let a_rs = crate::kernel::qgemm::vnni::a_rs(s);
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
         let params = if spec.epilogue.is_some() { 5 } else { 3 };
         define_machine_code(
@@ -389,8 +389,8 @@ pub(super) fn define_qmicro(
         }
         // (block kind, quads, accumulate, used)
         let wanted = [
-            (0, crate::kernel::qgemm_vnni::KQB, 0, nb > 1),
-            (0, crate::kernel::qgemm_vnni::KQB, 1, nb > 2),
+            (0, crate::kernel::qgemm::vnni::KQB, 0, nb > 1),
+            (0, crate::kernel::qgemm::vnni::KQB, 1, nb > 2),
             (1, last, 0, nb == 1),
             (1, last, 1, nb > 1),
         ];
@@ -407,7 +407,7 @@ pub(super) fn define_qmicro(
             };
             ids[rk][bk][acc] = Some(define(module, &spec, format!("{rk}{bk}{acc}"))?);
         }
-        if let (true, Some(q)) = (crate::kernel::qgemm_vnni::direct(s), &s.requant) {
+        if let (true, Some(q)) = (crate::kernel::qgemm::vnni::direct(s), &s.requant) {
             let spec = QMicroSpec {
                 rows,
                 kq: last,

@@ -8,6 +8,7 @@
 //! kernel, stack buffers for the rows above and below), a padded plane is copied into a zero-padded stack plane
 //! (split at stride 2) and run whole, otherwise the interior of each row is one call and the border scalar.
 
+use super::depthwise_plane::interior;
 pub use super::depthwise_plane::{plane_mode, EdgeRows, PlaneMode};
 use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, LANES, VEC};
@@ -18,26 +19,6 @@ use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
-
-/// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
-/// `qdepthwise.rs`).
-pub(crate) fn interior(
-    input: usize,
-    out: usize,
-    k: usize,
-    s: usize,
-    d: usize,
-    p: usize,
-) -> (usize, usize) {
-    let lo = p.div_ceil(s);
-    let span = (k - 1) * d;
-    let hi = if input + p > span {
-        ((input + p - span - 1) / s + 1).min(out)
-    } else {
-        0
-    };
-    (lo.min(out), hi.max(lo.min(out)))
-}
 
 /// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`, `spec` = [`c16`] of `s`): roles X, W
 /// (packed `[C/16, KH·KW, 16]`), \[Bias\], Out; one unit per (batch, 16 channels), each one call to `f` with a

@@ -4,8 +4,6 @@
 //! with the border on the scalar path. One decision, taken from the shapes alone, that the kernel spec
 //! (`machine_code/`), the row copies (`codegen/mod.rs`) and the driver (`depthwise.rs`) all read.
 
-use super::depthwise::interior;
-
 use crate::kernel::conv::reach;
 use crate::kernel::depthwise::DepthwiseSpec;
 
@@ -92,7 +90,7 @@ pub fn plane_mode(s: &DepthwiseSpec, avx512: bool) -> PlaneMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdgeRows {
     /// Rows of the top and bottom buffers (0: none), for the output rows before and after the interior ones
-    /// (`depthwise::interior`).
+    /// (`interior`).
     pub buffers: [usize; 2],
     /// Whether the row's last outputs reach past its end (`DwRowF32::right`).
     pub right: bool,
@@ -136,4 +134,24 @@ fn edge_rows(s: &DepthwiseSpec, avx512: bool) -> Option<EdgeRows> {
         && y1 > y0
         && buffers.iter().all(|&r| r * s.hw[1] * 4 <= 64 << 10);
     ok.then_some(EdgeRows { buffers, right })
+}
+
+/// Output positions `[lo, hi)` of one axis whose every tap lands inside the input (shared with
+/// `qdepthwise.rs`).
+pub(crate) fn interior(
+    input: usize,
+    out: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    p: usize,
+) -> (usize, usize) {
+    let lo = p.div_ceil(s);
+    let span = (k - 1) * d;
+    let hi = if input + p > span {
+        ((input + p - span - 1) / s + 1).min(out)
+    } else {
+        0
+    };
+    (lo.min(out), hi.max(lo.min(out)))
 }

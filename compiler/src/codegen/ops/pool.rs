@@ -1,7 +1,7 @@
 //! Pooling kernels: 2-D max and average pooling over NCHW planes (window positions unrolled at compile time,
 //! bounds handled branch-free with selects so no load ever leaves the input), and global average pooling.
 
-use super::depthwise::interior;
+use super::depthwise_plane::interior;
 use super::plane::StackPlane;
 use crate::codegen::builder::{Kb, VEC};
 use crate::ir::PoolKind;

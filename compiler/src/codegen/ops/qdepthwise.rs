@@ -10,7 +10,7 @@
 
 use super::conv::fill_bytes;
 use super::data::copy_bytes;
-use super::depthwise::interior;
+use super::depthwise_plane::interior;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
 use crate::ir::DType;

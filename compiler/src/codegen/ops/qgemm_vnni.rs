@@ -13,8 +13,8 @@ use super::qgemm::{
 
 use crate::codegen::builder::Kb;
 use crate::ir::DType;
+use crate::kernel::qgemm::vnni::{a_rs, blocks, direct, rows_per_unit, units, KQB, MR, NR, ROWS};
 use crate::kernel::qgemm::QGemmSpec;
-use crate::kernel::qgemm_vnni::{a_rs, blocks, direct, rows_per_unit, units, KQB, MR, NR, ROWS};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I32, I32X4, I8, I8X16};

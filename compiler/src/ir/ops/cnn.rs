@@ -1,8 +1,8 @@
 //! Convolutional ops on NCHW tensors: 2-D Conv (pads, strides, dilations, groups, bias, epilogue), max and
 //! average pooling (ceil mode, count_include_pad) and global average pooling.
 
+use super::args::{arity, f32s, want_f32};
 use super::linalg::apply_epilogue;
-use super::{arity, f32s, want_f32};
 use crate::ir::attrs::{ConvAttrs, PoolAttrs, PoolKind};
 use crate::ir::types::{DType, Shape, Tensor};
 
@@ -91,7 +91,7 @@ pub(crate) fn infer_conv(
 }
 
 pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>, String> {
-    let shapes = super::types_of(inputs);
+    let shapes = super::args::types_of(inputs);
     let out_shape = infer_conv(&shapes, a)?.remove(0).1;
     let (xs, ws) = (&inputs[0].shape, &inputs[1].shape);
     let (x, w) = (f32s(inputs[0], "X")?, f32s(inputs[1], "W")?);

@@ -2,7 +2,7 @@
 //! codegen, and the reference evaluation in scatter form — every input pixel adds `x · W` into the output
 //! window it maps to — which `codegen/ops/conv.rs`'s col2im kernel follows.
 
-use super::{arity, f32s, want_f32};
+use super::args::{arity, f32s, want_f32};
 use crate::ir::attrs::ConvTransposeAttrs;
 use crate::ir::types::{DType, Shape, Tensor};
 
@@ -95,7 +95,7 @@ pub(crate) fn eval_deconv(
     inputs: &[&Tensor],
     a: &ConvTransposeAttrs,
 ) -> Result<Vec<Tensor>, String> {
-    let shapes = super::types_of(inputs);
+    let shapes = super::args::types_of(inputs);
     let (_, os) = infer_deconv(&shapes, a)?.remove(0);
     let x = f32s(inputs[0], "X")?;
     let w = f32s(inputs[1], "W")?;

@@ -1,7 +1,7 @@
 //! Elementwise ops: binary arithmetic with numpy broadcasting and unary math. Shape rules, reference evaluation,
 //! and the broadcasting helper that codegen uses to walk inputs with per-dimension strides.
 
-use super::{arity, f32s, want_f32};
+use super::args::{arity, f32s, want_f32};
 use crate::ir::attrs::{BinOp, UnOp};
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
@@ -279,7 +279,7 @@ fn for_each_broadcast(out: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnM
         let oa: usize = idx.iter().zip(sa).map(|(i, s)| i * s).sum();
         let ob: usize = idx.iter().zip(sb).map(|(i, s)| i * s).sum();
         f(oa, ob);
-        super::advance(&mut idx, out);
+        super::args::advance(&mut idx, out);
     }
 }
 

@@ -3,7 +3,7 @@
 //! input element offset it reads, or `FILL` for a padded position. The reference evaluation below and the
 //! generated kernel (`codegen/ops/data.rs`) both walk these same tables. Gather (run-time indices) lives here too.
 
-use super::arity;
+use super::args::arity;
 use super::elementwise::{broadcast_shapes, broadcast_strides};
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 use crate::ir::{Op, PadMode};
@@ -177,7 +177,7 @@ fn map_values<T: Copy>(src: &[T], out: &[usize], tabs: &[Vec<i64>], fill: T) -> 
             off += t;
         }
         v.push(if filled { fill } else { src[off as usize] });
-        super::advance(&mut idx, out);
+        super::args::advance(&mut idx, out);
     }
     v
 }

@@ -1,8 +1,8 @@
 //! Matrix products: MatMul (numpy batching and broadcasting, 1-D operands promoted) and Gemm (transposes,
 //! alpha/beta, broadcast C), both with a fused epilogue (residual add, activation).
 
+use super::args::{arity, f32s, want_f32};
 use super::elementwise::{broadcast_shapes, broadcast_strides};
-use super::{arity, f32s, want_f32};
 use crate::ir::attrs::{Epilogue, GemmAttrs};
 use crate::ir::types::{numel, strides, DType, Shape, Tensor};
 

@@ -2,7 +2,7 @@
 //! dtype give bool, And / Or / Xor / Not work on bool, Where(cond, a, b) picks from a or b, all with numpy
 //! broadcasting (`broadcast_all`, whose strides codegen walks). Bools are 0 / 1.
 
-use super::arity;
+use super::args::arity;
 use super::elementwise::{broadcast_shapes, broadcast_strides};
 use crate::ir::types::{numel, DType, Data, Shape, Tensor};
 use crate::ir::{CmpOp, LogicOp, Op};
@@ -87,7 +87,7 @@ fn value(t: &Tensor, i: usize) -> f64 {
 }
 
 pub(crate) fn eval_logic(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
-    let types = super::types_of(inputs);
+    let types = super::args::types_of(inputs);
     let (dt, out) = infer_logic(op, &types)?.remove(0);
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
     let (_, st) = broadcast_all(&shapes)?;
@@ -125,7 +125,7 @@ pub(crate) fn eval_logic(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Str
                 }
             }
         }
-        super::advance(&mut idx, &out);
+        super::args::advance(&mut idx, &out);
     }
     let data = if dt == DType::F32 {
         Data::F32(f)

@@ -2,6 +2,7 @@
 //! single source of truth that constant folding, the generated code's tests and the emulator are checked against.
 //! One file per op family.
 
+pub mod args;
 pub mod cnn;
 pub mod deconv;
 pub mod elementwise;
@@ -16,6 +17,7 @@ pub mod shape;
 
 use super::op::Op;
 use super::types::{DType, Shape, Tensor};
+use args::arity;
 
 /// The dtype and shape of each output of `op` applied to inputs of the given types. Errors are plain messages;
 /// the caller adds the node name.
@@ -104,51 +106,4 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::QMatMul(p) => quant::eval_qmatmul(inputs, p),
         Op::QAdd(p) => quant::eval_qadd(inputs, p),
     }
-}
-
-/// The (dtype, shape) of each input tensor, as `infer` takes them.
-pub(crate) fn types_of<'a>(inputs: &[&'a Tensor]) -> Vec<(DType, &'a [usize])> {
-    inputs
-        .iter()
-        .map(|t| (t.dtype, t.shape.as_slice()))
-        .collect()
-}
-
-/// Steps a row-major multi-index `idx` over `shape` to the next position (wrapping to all zeros at the end).
-pub(crate) fn advance(idx: &mut [usize], shape: &[usize]) {
-    for d in (0..shape.len()).rev() {
-        idx[d] += 1;
-        if idx[d] < shape[d] {
-            return;
-        }
-        idx[d] = 0;
-    }
-}
-
-/// Checks the input count.
-pub(crate) fn arity<T>(inputs: &[T], min: usize, max: usize) -> Result<(), String> {
-    if inputs.len() < min || inputs.len() > max {
-        if min == max {
-            return Err(format!("expects {min} input(s), got {}", inputs.len()));
-        }
-        return Err(format!(
-            "expects {min} to {max} inputs, got {}",
-            inputs.len()
-        ));
-    }
-    Ok(())
-}
-
-/// The f32 values of an input, or an error naming its position.
-pub(crate) fn f32s<'a>(t: &'a Tensor, what: &str) -> Result<&'a [f32], String> {
-    t.as_f32()
-        .ok_or_else(|| format!("{what} must be f32, got {}", t.dtype))
-}
-
-/// Requires an f32 input type.
-pub(crate) fn want_f32(dt: DType, what: &str) -> Result<(), String> {
-    if dt != DType::F32 {
-        return Err(format!("{what} must be f32, got {dt}"));
-    }
-    Ok(())
 }

@@ -2,8 +2,8 @@
 //! row geometry (`softmax_geom`) codegen shares, LayerNormalization / RMSNormalization, InstanceNormalization
 //! and LRN.
 
+use super::args::{arity, f32s, want_f32};
 use super::elementwise::broadcast_strides;
-use super::{arity, f32s, want_f32};
 use crate::ir::attrs::LrnAttrs;
 use crate::ir::types::{numel, DType, Shape, Tensor};
 
@@ -199,7 +199,7 @@ pub(crate) fn eval_layernorm(
     eps: f32,
     rms: bool,
 ) -> Result<Vec<Tensor>, String> {
-    let types = super::types_of(inputs);
+    let types = super::args::types_of(inputs);
     infer_layernorm(&types, axis)?;
     let shape = &inputs[0].shape;
     let x = f32s(inputs[0], "X")?;
@@ -243,7 +243,7 @@ pub(crate) fn infer_instancenorm(
 }
 
 pub(crate) fn eval_instancenorm(inputs: &[&Tensor], eps: f32) -> Result<Vec<Tensor>, String> {
-    let types = super::types_of(inputs);
+    let types = super::args::types_of(inputs);
     infer_instancenorm(&types)?;
     let shape = &inputs[0].shape;
     let x = f32s(inputs[0], "input")?;

@@ -5,7 +5,7 @@
 //! `(x - x_zero_point) * w`. Every formula here is the one `docs/npu-transaction-format.md` states for the
 //! emulator; values are carried as `i32` whatever their storage type (u8 or i8).
 
-use super::{arity, types_of};
+use super::args::{arity, types_of};
 use crate::ir::{ConvAttrs, DType, IntProduct, QAddParams, QuantParams, Shape, Tensor};
 
 /// Round to nearest, ties to even, in f32.
@@ -295,7 +295,7 @@ fn ints(t: &Tensor) -> Vec<i32> {
 
 pub(crate) fn eval_quantize(inputs: &[&Tensor], q: &QuantParams) -> Result<Vec<Tensor>, String> {
     let (dt, shape) = infer_quantize(&types_of(inputs), q, false)?.remove(0);
-    let x = super::f32s(inputs[0], "x")?;
+    let x = super::args::f32s(inputs[0], "x")?;
     let (_, n, inner) = slices(&shape, q);
     let signed = dt == DType::I8;
     let y = x

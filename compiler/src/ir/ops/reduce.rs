@@ -2,7 +2,7 @@
 //! along one axis. `reduce_geom` gives the `[outer, len, inner]` row geometry (with the transpose needed first
 //! when the reduced axes are not adjacent) that codegen shares; `reduce_row` is the per-row semantics.
 
-use super::arity;
+use super::args::arity;
 use super::shape::eval_transpose;
 use crate::ir::attrs::ReduceKind;
 use crate::ir::types::{numel, DType, Data, Shape, Tensor};
@@ -143,7 +143,7 @@ pub(crate) fn infer_arg(
     axis: usize,
     keepdims: bool,
 ) -> Result<Vec<(DType, Shape)>, String> {
-    super::want_f32(inputs[0].0, "input")?;
+    super::args::want_f32(inputs[0].0, "input")?;
     let (_, s) = infer_reduce(inputs, &[axis], keepdims)?.remove(0);
     Ok(vec![(DType::I64, s)])
 }

@@ -4,7 +4,7 @@
 //! cubic coefficients and `exclude_outside`. Applying the axes one after another equals the n-d interpolation.
 //! The kernel (`codegen/ops/nn.rs`) reads the same taps.
 
-use super::arity;
+use super::args::arity;
 use crate::ir::attrs::{CoordMode, NearestMode, ResizeAttrs, ResizeMode};
 use crate::ir::types::{numel, DType, Shape, Tensor};
 

@@ -1,7 +1,7 @@
 //! Data-movement ops: Reshape (also Flatten/Squeeze/Unsqueeze after import), Transpose and Concat. They work on
 //! any dtype; values are copied, never converted.
 
-use super::arity;
+use super::args::arity;
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
 pub(crate) fn infer_reshape(
@@ -61,7 +61,7 @@ fn gather<T: Copy>(src: &[T], out_shape: &[usize], in_strides: &[usize]) -> Vec<
                 .map(|(i, s)| i * s)
                 .sum::<usize>()],
         );
-        super::advance(&mut idx, out_shape);
+        super::args::advance(&mut idx, out_shape);
     }
     v
 }
@@ -113,7 +113,7 @@ pub(crate) fn infer_concat(
 }
 
 pub(crate) fn eval_concat(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>, String> {
-    let shapes = super::types_of(inputs);
+    let shapes = super::args::types_of(inputs);
     let (dt, out_shape) = infer_concat(&shapes, axis)?.remove(0);
     let outer = numel(&out_shape[..axis]);
     let mut f = Vec::new();

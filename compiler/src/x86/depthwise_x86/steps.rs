@@ -5,7 +5,8 @@
 //! masks, and where the taps allow loads each vector's inputs once per input row (`eo` at stride 2, `shifted`
 //! at stride 1). Every output's chain is the one-row kernel's: `vfmadd231ps` per tap in (ky, kx) order.
 
-use super::{DwRowF32, ZMM};
+use super::super::ZMM;
+use crate::kernel::depthwise::DwRowF32;
 use iced_x86::code_asm::*;
 
 /// The longest row laid out at compile time (`DwRowF32::count`): 16 vectors, four steps.

@@ -3,7 +3,6 @@
 //! tail; then the Cranelift epilogue over C where the micro-kernels did not fuse it.
 
 use super::tile::{a_row_el, b_col_el, elem, epilogue, epilogue_ptrs, slot_of};
-use super::Micro;
 use crate::codegen::builder::{Kb, LANES};
 use crate::ir::Activation;
 use crate::kernel::gemm::GemmSpec;
@@ -143,7 +142,7 @@ pub(super) fn micro_rows(
         let bp = kb.addr(b_base, b0, 4);
         // Row groups are whole panels (`emit_with`).
         let rows = kb.b.ins().isub(i_hi, i_lo);
-        let panels = kb.b.ins().udiv_imm_u(rows, super::STRIP_PANEL as i64);
+        let panels = kb.b.ins().udiv_imm_u(rows, STRIP_PANEL as i64);
         kb.b.ins().call(f, &[ap, bp, ctemp, panels]);
     } else {
         let (full, k_tail) = (s.k / kc, s.k % kc);
@@ -202,3 +201,35 @@ pub(super) fn micro_rows(
         epilogue(kb, s, offs, i, j0, cols, &vals);
     });
 }
+
+/// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
+/// functions `f(a, b, c, bias, residual)` for (KC block, zeroing), (KC block, accumulating), (last block,
+/// zeroing), (last block, accumulating) and the last block with the epilogue fused; `None` where the GEMM does
+/// not need that variant.
+#[derive(Debug, Clone, Copy)]
+pub struct Micro {
+    /// Tile rows.
+    pub mr: usize,
+    /// Tile columns.
+    pub nr: usize,
+    /// The column-tail tile's columns (at most `nr`): the width of its zero-padded panel of B and of its stack
+    /// buffer of C.
+    pub nt: usize,
+    /// K block depth.
+    pub kc: usize,
+    /// The variants take a pointer into the next K block of B to prefetch (`MicroSpec::prefetch_next`).
+    pub prefetch_next: bool,
+    /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
+    /// storing into the column-tail buffer (row stride `nt`), the five of the last `m % mr` rows of full
+    /// column blocks, and, where B is copied (`MicroSpec::b_copy`), the five of a block's first tile, which read
+    /// B in place and leave the `[k][nr]` panel that the first set then reads. Each takes (A, B, C, bias row,
+    /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
+    /// `prefetch_next`, or the panel to copy B into).
+    pub funcs: [[Option<FuncRef>; 5]; 4],
+    /// The column strip (`kernels/gemm_strip_avx2.rs`): the column tail of a whole row group in one call
+    /// `f(a, b, c, panels)`, in place of set 1.
+    pub strip: Option<FuncRef>,
+}
+
+/// Rows per panel of a column strip.
+pub(super) const STRIP_PANEL: usize = crate::x86::gemm_strip_avx2::PANEL;

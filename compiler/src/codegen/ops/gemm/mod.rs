@@ -12,7 +12,8 @@
 mod micro;
 mod tile;
 
-use micro::micro_rows;
+pub use micro::Micro;
+use micro::{micro_rows, STRIP_PANEL};
 use tile::tile;
 
 use crate::codegen::builder::Kb;
@@ -33,35 +34,6 @@ pub const COPY_MIN_K: usize = 128;
 /// Emits the body of a GEMM kernel function.
 pub fn emit(kb: &mut Kb, s: &GemmSpec, tasks: u32) {
     emit_with(kb, s, tasks, None, None);
-}
-
-/// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
-/// functions `f(a, b, c, bias, residual)` for (KC block, zeroing), (KC block, accumulating), (last block,
-/// zeroing), (last block, accumulating) and the last block with the epilogue fused; `None` where the GEMM does
-/// not need that variant.
-#[derive(Debug, Clone, Copy)]
-pub struct Micro {
-    /// Tile rows.
-    pub mr: usize,
-    /// Tile columns.
-    pub nr: usize,
-    /// The column-tail tile's columns (at most `nr`): the width of its zero-padded panel of B and of its stack
-    /// buffer of C.
-    pub nt: usize,
-    /// K block depth.
-    pub kc: usize,
-    /// The variants take a pointer into the next K block of B to prefetch (`MicroSpec::prefetch_next`).
-    pub prefetch_next: bool,
-    /// The four variants storing into C (plus, in slot 4, the last K block with the epilogue fused), the four
-    /// storing into the column-tail buffer (row stride `nt`), the five of the last `m % mr` rows of full
-    /// column blocks, and, where B is copied (`MicroSpec::b_copy`), the five of a block's first tile, which read
-    /// B in place and leave the `[k][nr]` panel that the first set then reads. Each takes (A, B, C, bias row,
-    /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
-    /// `prefetch_next`, or the panel to copy B into).
-    pub funcs: [[Option<FuncRef>; 5]; 4],
-    /// The column strip (`kernels/gemm_strip_avx2.rs`): the column tail of a whole row group in one call
-    /// `f(a, b, c, panels)`, in place of set 1.
-    pub strip: Option<FuncRef>,
 }
 
 /// Emits the body of a GEMM kernel function. With `micro`, a unit runs the machine-code micro-kernels on every
@@ -260,9 +232,6 @@ fn transpose_unit(
         kb.b.ins().call(f, &[src, dst, r, count]);
     }
 }
-
-/// Rows per panel of a column strip.
-const STRIP_PANEL: usize = crate::x86::gemm_strip_avx2::PANEL;
 
 /// Least common multiple.
 fn lcm(a: usize, b: usize) -> usize {
