@@ -2,7 +2,7 @@
 //! [N, M·KH·KW, H·W], then a `col2im` kernel that folds the columns into the output (the scatter form of the
 //! reference evaluation) and adds the bias.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::Result;
 use crate::ir::{ConvTransposeAttrs, NodeId};
 use crate::kernel::conv::Col2imSpec;

@@ -2,7 +2,7 @@
 //! kernel whose dimensions are coalesced at compile time; a unary op one `Unary` map (Identity a byte copy);
 //! Cast a `Convert` kernel, or a copy when the dtype does not change.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::elementwise::broadcast_strides;
 use crate::ir::{numel, NodeId, Op, UnOp};

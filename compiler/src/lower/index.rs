@@ -2,7 +2,7 @@
 //! `IndexMap` kernel reading the per-axis offset tables `offset_tables` computes (stored as an i64 constant);
 //! Gather one `Gather` kernel copying rows by run-time indices.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::index::{fill_value, gather_geom, offset_tables};
 use crate::ir::{numel, DType, NodeId, Op, Tensor};

@@ -4,7 +4,7 @@
 //! `Transpose` kernel into scratch) and folds beta and C's broadcast into a packed constant bias when C is
 //! constant. Both fuse the residual add and activation the passes attached.
 
-use super::{operand, pack_b_panels, Ctx};
+use super::ctx::{operand, pack_b_panels, Ctx};
 use crate::error::{Error, Result};
 use crate::ir::ops::elementwise::broadcast_strides;
 use crate::ir::ops::linalg::{gemm_dims, matmul_geom};

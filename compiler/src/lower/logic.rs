@@ -2,8 +2,8 @@
 //! `Logic` kernel walking every input through its broadcast strides (`broadcast_all`); a scalar result is
 //! computed as a one-element vector.
 
+use super::ctx::Ctx;
 use super::shape::inputs;
-use super::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::logic::broadcast_all;
 use crate::ir::{numel, NodeId, Op};

@@ -3,7 +3,7 @@
 //! over the row geometry `softmax_geom` gives; LayerNorm / RMSNorm / InstanceNorm one `Norm` kernel whose
 //! broadcast parameters are expanded to the row at compile time; LRN one `Lrn` kernel.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::nn::{batchnorm_affine, expand_param, layernorm_geom, softmax_geom};
 use crate::ir::{numel, NodeId, Op, Tensor};

@@ -4,7 +4,7 @@
 //! GEMM with the weights as A and the input read transposed (`C^T = W^T · X^T`), so rows are always output
 //! channels and the bias / scale are per row.
 
-use super::{operand, Ctx};
+use super::ctx::{operand, Ctx};
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
 use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};

@@ -2,7 +2,7 @@
 //! become one kernel over the `[outer, len, inner]` rows `reduce_geom` gives; when the reduced axes are not
 //! adjacent a `Transpose` kernel first moves them last, into scratch.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::reduce::reduce_geom;
 use crate::ir::ops::shape::transpose_strides;

@@ -2,7 +2,7 @@
 //! indices and weights `axis_taps` gives (stored as constants), chained through scratch; an all-identity
 //! Resize is a copy.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::Result;
 use crate::ir::ops::resize::{axis_is_identity, axis_taps};
 use crate::ir::{numel, NodeId, ResizeAttrs, Tensor};

@@ -3,7 +3,7 @@
 //! (`LowerOpts::keep_reshapes`), then a byte copy; Transpose a gather through per-dimension input strides,
 //! Concat one kernel copying each input's block per outer index.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::ir::ops::shape::transpose_strides;
 use crate::ir::{numel, NodeId, Op};

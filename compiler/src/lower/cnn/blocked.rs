@@ -15,8 +15,8 @@
 //! `push_transposed` apply; a reader that then cannot take the blocks fails with an internal error rather than
 //! read them as planes.
 
-use super::super::Ctx;
-use super::transposed::{transposed_wins, NR};
+use super::super::ctx::Ctx;
+use super::rules::{transposed_wins, NR};
 use crate::ir::{numel, Activation, ConvAttrs, NodeId, Op, TensorId};
 use crate::kernel::gemm::{clamp_bits, Operand};
 use crate::kernel::{Body, Buf, Role};
@@ -51,7 +51,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
         // blocks into its padded block (`DwC16::in_blocked`).
         let os = cx.shape(node.outputs[0]);
         let m = cx.g.constant(ins[1]).map_or(0, |w| w.shape[0]);
-        let spec = super::depthwise_spec(a, &xs, &os);
+        let spec = super::rules::depthwise_spec(a, &xs, &os);
         return ins[0] == x
             && m == c
             && !a.epilogue.residual

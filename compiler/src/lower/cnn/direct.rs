@@ -2,7 +2,7 @@
 //! of a few input channels (AVX2 and AVX-512 targets) and strided convolutions that fill its 16-pixel blocks
 //! (AVX-512), instead of im2col and a GEMM.
 
-use super::super::Ctx;
+use super::super::ctx::Ctx;
 use crate::error::Result;
 use crate::ir::{numel, ConvAttrs, NodeId, Tensor};
 use crate::kernel::conv::{ConvDirect, Im2colSpec};

@@ -8,20 +8,22 @@
 
 mod blocked;
 mod direct;
+mod rules;
 mod transposed;
 mod winograd;
 
-use super::{operand, Ctx, A_PANEL};
+use super::ctx::{operand, Ctx, A_PANEL};
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
-use crate::kernel::depthwise::{C16Out, DepthwiseSpec};
+use crate::kernel::depthwise::DepthwiseSpec;
 use crate::kernel::gemm::{Bias, BiasKind, GemmSpec};
 use crate::kernel::pool::PoolSpec;
 use crate::kernel::{Body, Buf, Role};
 use crate::x86::depthwise_c16_x86::c16;
 use crate::x86::pack16;
 use direct::{direct_spec, lower_direct};
-use transposed::{lower_conv_transposed, transposed_wins, NR};
+use rules::{depthwise_spec, transposed_wins, NR};
+use transposed::lower_conv_transposed;
 use winograd::{lower_winograd, winograd_spec};
 
 pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
@@ -59,25 +61,6 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             Ok(())
         }
         _ => Err(Error::internal("lower", "cnn lowering of another op")),
-    }
-}
-
-/// The geometry of a depthwise convolution (group = C = M) of input shape `xs` and output shape `os`, its
-/// output as planes.
-pub(super) fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> DepthwiseSpec {
-    DepthwiseSpec {
-        n: xs[0],
-        c: xs[1],
-        hw: [xs[2], xs[3]],
-        kernel: a.kernel,
-        strides: a.strides,
-        dilations: a.dilations,
-        pads: [a.pads[0], a.pads[1]],
-        out: [os[2], os[3]],
-        has_bias: a.has_bias,
-        act: a.epilogue.act,
-        out_layout: C16Out::Planes,
-        in_blocked: false,
     }
 }
 

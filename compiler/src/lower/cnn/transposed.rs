@@ -3,30 +3,13 @@
 //! weights packed in column panels, A packed in row panels first where that pays, and the transposing
 //! epilogue that writes the output back in NCHW, fused after each unit.
 
-use super::super::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
+use super::super::ctx::{operand, pack_b_panels, Ctx, A_PANEL, ROW_PANEL};
+use super::rules::NR;
 use crate::error::{Error, Result};
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
 use crate::kernel::depthwise::C16Out;
 use crate::kernel::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
 use crate::kernel::{Body, Buf, Role};
-
-/// The AVX-512 micro-kernel's tile columns: the transposed GEMM's column blocks and B panels.
-pub(super) const NR: usize = 32;
-
-/// Whether an AVX-512 convolution GEMM of `m` output channels by `p` output pixels wastes enough of its
-/// 32-column tiles on the last column block that computing it transposed (pixels as rows, which the row-tail
-/// micro-kernels cover exactly; channels as columns) wins: 7x7 planes use 49 of 64 columns, 14x14 planes 196 of
-/// 224. Measured (AMD EPYC): MobileNetV2 −7 %, EfficientNet-Lite0 −4 %; ResNet-50's 1x1 layers on 14x14 and 7x7
-/// planes 15–25 % faster each, its 3x3 ones there (im2col columns, K = 9·C) 12–15 % (they were 15 % slower before
-/// the transposed weights were packed in column panels, `GemmSpec::b_panel`). Channels a multiple of 16 but not
-/// of 32 are padded to whole column blocks (`TransposeOut::ld`) where that wastes at most a sixth of the columns
-/// (80 and more channels): EfficientNet-Lite0's 14x14 projections to 80 and 112 channels (Intel Xeon, paired
-/// runs) 3–9 % faster at 1 thread and 13–17 % at 2 (the depthwise layer before writes their packed A, and those
-/// layers 5–8 % faster at 2 threads too), the model −1.3 % / −4 %.
-pub(super) fn transposed_wins(m: usize, p: usize) -> bool {
-    let ld = m.next_multiple_of(NR);
-    m.is_multiple_of(16) && 5 * ld <= 6 * m && p.next_multiple_of(NR) * 10 > p * 11
-}
 
 /// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
 /// the GEMM when there is no residual, else added and applied after it by the transposing epilogue. Each element

@@ -2,8 +2,9 @@
 //! and the input transform, the GEMM per ξ (computed transposed where its tiles fill the column blocks badly)
 //! and the output transform they become.
 
-use super::super::{operand, pack_b_panels, Ctx};
-use super::transposed::{push_transposed, transposed_wins, Transposed, NR};
+use super::super::ctx::{operand, pack_b_panels, Ctx};
+use super::rules::{transposed_wins, NR};
+use super::transposed::{push_transposed, Transposed};
 use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
 use crate::kernel::conv::transform_weights;
