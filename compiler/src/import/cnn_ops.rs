@@ -4,8 +4,8 @@
 //! (`quant_ops.rs`) share.
 
 use super::attrs::{Attrs, MAX_WINDOW};
+use super::importer::Importer;
 use super::nodes::{required, Lowered};
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 use tract_onnx::pb::NodeProto;

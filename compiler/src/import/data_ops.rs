@@ -3,9 +3,9 @@
 //! shapes) must be constants, which shape-folded graphs have.
 
 use super::attrs::Attrs;
+use super::importer::Importer;
 use super::nodes::{required, Lowered};
 use super::tensor::decode;
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::types::{checked_numel, MAX_RANK};
 use crate::ir::{numel, DType, Op, PadMode, Tensor, TensorId};

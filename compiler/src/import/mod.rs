@@ -6,6 +6,7 @@
 mod attrs;
 mod cnn_ops;
 mod data_ops;
+mod importer;
 mod input_spec;
 mod nn_ops;
 mod nodes;
@@ -31,6 +32,7 @@ pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static 
 
 use crate::error::{clip_name, Error, Result, UnsupportedNode};
 use crate::ir::{self, DType, Graph, NodeData, Op, TensorId, TensorKind, UnOp};
+use importer::Importer;
 use nodes::Lowered;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -143,19 +145,6 @@ fn check_names(graph: &pb::GraphProto) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Import state: the graph being built and the ONNX name → tensor map.
-pub(crate) struct Importer<'a> {
-    g: Graph,
-    names: HashMap<String, TensorId>,
-    opset: i64,
-    model_dir: Option<&'a Path>,
-    used: HashSet<String>,
-    /// Every compile-time constant (initializers, `Constant` nodes, folds) is charged here.
-    budget: ir::ConstBudget,
-    /// Warnings from attributes (the NaN policy), moved into the graph at the end.
-    warnings: attrs::Warnings,
 }
 
 impl Importer<'_> {

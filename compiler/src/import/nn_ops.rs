@@ -4,8 +4,8 @@
 //! output_padding).
 
 use super::attrs::{Attrs, MAX_WINDOW};
+use super::importer::Importer;
 use super::nodes::{required, Lowered};
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind, TensorId};

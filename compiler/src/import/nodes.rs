@@ -4,7 +4,7 @@
 //! `quant_ops.rs`). Nodes whose inputs are all constants are folded by the caller.
 
 use super::attrs::Attrs;
-use super::Importer;
+use super::importer::Importer;
 use crate::error::{Error, Result};
 use crate::ir::{BinOp, CmpOp, DType, Epilogue, GemmAttrs, LogicOp, Op, Tensor, TensorId, UnOp};
 use tract_onnx::pb::NodeProto;

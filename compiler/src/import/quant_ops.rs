@@ -6,8 +6,8 @@
 //! with zero point 0 or 255) are kept as "wide" i32 weights, which only the i16-pair GEMM kernels take.
 
 use super::attrs::Attrs;
+use super::importer::Importer;
 use super::nodes::{required, Lowered};
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::range_of;
 use crate::ir::{DType, Data, IntProduct, Op, QuantParams, Requant, Tensor, TensorId};

@@ -4,8 +4,8 @@
 
 use super::attrs::Attrs;
 use super::data_ops::err_const;
+use super::importer::Importer;
 use super::nodes::Lowered;
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::{CoordMode, NearestMode, Op, ResizeAttrs, ResizeMode, Tensor, TensorId};
 use tract_onnx::pb::NodeProto;

@@ -3,9 +3,9 @@
 //! Target shapes and axes must be constants, which shape-folded graphs have.
 
 use super::attrs::Attrs;
+use super::importer::Importer;
 use super::nodes::{required, Lowered};
 use super::tensor::decode;
-use super::Importer;
 use crate::error::{Error, Result};
 use crate::ir::types::checked_numel;
 use crate::ir::{numel, Op, Tensor, TensorId};
