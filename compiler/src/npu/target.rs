@@ -366,14 +366,14 @@ impl NpuTarget {
             "host.copy_bytes_per_cycle",
         )?;
         for (i, o) in self.ops.iter().enumerate() {
-            if !super::ops::KNOWN_OPS.contains(&o.op.as_str()) {
+            if !KNOWN_OPS.contains(&o.op.as_str()) {
                 return Err(bad(
                     file,
                     format!("ops[{i}].op"),
                     format!(
                         "'{}' is not in the NPU op library ({})",
                         o.op,
-                        super::ops::KNOWN_OPS.join(", ")
+                        KNOWN_OPS.join(", ")
                     ),
                 ));
             }
@@ -428,6 +428,22 @@ impl NpuTarget {
         host_cycles * self.clock_mhz as f64 / self.host.clock_mhz as f64
     }
 }
+
+/// ONNX ops the library implements (a target may list a subset).
+pub const KNOWN_OPS: &[&str] = &[
+    "Conv",
+    "MatMul",
+    "Gemm",
+    "Add",
+    "Mul",
+    "Relu",
+    "Clip",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Concat",
+    "Reshape",
+];
 
 #[cfg(test)]
 mod tests {

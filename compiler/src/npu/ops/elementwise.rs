@@ -3,7 +3,7 @@
 //! unary form of the ELTWISE kernel. Work is cut into chunks of whole rows that fit the tile next to their `b`
 //! slice; the result overwrites `a` in local memory before it is stored.
 
-use super::capability::BROADCAST;
+use super::constraint::BROADCAST;
 use super::{
     a64, act_words, local_memory, ArgKind, Elem, Gen, OpProgram, Quant, Reject, PARAM_AREA,
 };

@@ -4,7 +4,7 @@
 //! written once every member has reached them, parameter blocks deduplicated, the EPILOGUE block, and the op's
 //! cost.
 
-use super::capability;
+use super::constraint;
 use super::{
     a64, act_words, budget, ArgEntry, ArgKind, Elem, OpProgram, Reject, Requant, PARAM_SLOT2,
 };
@@ -371,7 +371,7 @@ impl<'t> Gen<'t> {
     pub fn finish(mut self) -> Result<OpProgram, Reject> {
         self.emit();
         if let Some(why) = self.unfit.take() {
-            return Err(Reject::new(&capability::DMA, why));
+            return Err(Reject::new(&constraint::DMA, why));
         }
         self.p.body.drain_all();
         self.p.cost.elapsed = self.p.body.elapsed();
