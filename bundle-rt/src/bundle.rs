@@ -10,8 +10,6 @@
 use crate::buf::AreaBuf;
 use crate::config::{Area, BundleConfig, ConfigView, EntryFn, TensorInfo};
 use crate::error::{Error, Name};
-#[cfg(feature = "alloc")]
-use crate::instance::Instance;
 use crate::Result;
 
 /// Alignment of owned areas: the format's 64 bytes, or more if a config asks for it.
@@ -194,12 +192,6 @@ impl<'a> Bundle<'a> {
     /// Base of the constant area, for kernels (which never write it).
     pub(crate) fn constant_base(&self) -> *mut u8 {
         self.constants.base()
-    }
-
-    /// A new instance with owned, zeroed mutable and activation areas.
-    #[cfg(feature = "alloc")]
-    pub fn instance(&self) -> Result<Instance<'_>> {
-        Instance::new(self)
     }
 }
 

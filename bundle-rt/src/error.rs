@@ -141,14 +141,14 @@ pub enum Error {
         /// The status returned.
         code: i32,
     },
-    /// Caller/bundle limit: an op has more arguments than [`crate::MAX_OP_ARGS`], so it can only run
+    /// Caller/bundle limit: an op has more arguments than [`crate::format::MAX_OP_ARGS`], so it can only run
     /// through the entry function (`Instance::run`).
     TooManyArgs {
         /// The op.
         op: Name,
         /// Its `numArgs`.
         num_args: u64,
-        /// [`crate::MAX_OP_ARGS`].
+        /// [`crate::format::MAX_OP_ARGS`].
         max: u64,
     },
     /// Caller error: a thread count of 0 or above the engine's limit.
@@ -369,3 +369,6 @@ impl std::error::Error for Error {}
 pub(crate) fn bad(field: FieldPath, value: u64, why: Why) -> Error {
     Error::BadConfig { field, value, why }
 }
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = core::result::Result<T, Error>;

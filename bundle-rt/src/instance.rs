@@ -393,3 +393,11 @@ impl core::fmt::Debug for Instance<'_> {
             .finish()
     }
 }
+
+impl<'b> Bundle<'b> {
+    /// A new instance with owned, zeroed mutable and activation areas.
+    #[cfg(feature = "alloc")]
+    pub fn instance(&self) -> Result<Instance<'_>> {
+        Instance::new(self)
+    }
+}

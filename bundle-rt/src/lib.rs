@@ -54,6 +54,7 @@ mod exec;
 #[cfg(any(all(test, feature = "std"), feature = "fixture"))]
 #[doc(hidden)]
 pub mod fixture;
+pub mod format;
 pub mod instance;
 pub mod log;
 #[cfg(feature = "alloc")]
@@ -66,27 +67,17 @@ pub mod superkernel;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-/// aie-rt's device generation of the first Ryzen AI NPUs (`XAIE_DEV_GEN_AIE2IPU`: Phoenix, Hawk Point; NPU1).
-pub const TXN_GEN_AIE2IPU: u8 = 3;
-/// aie-rt's device generation of the second (`XAIE_DEV_GEN_AIE2P`: Strix, Krackan; NPU2).
-pub const TXN_GEN_AIE2P: u8 = 4;
-/// Every device generation byte a transaction header may carry: the ones `npu`'s decoder reads. An NPU target
-/// description (bundlec's `--npu FILE`) must name one of these.
-pub const TXN_GENERATIONS: &[u8] = &[TXN_GEN_AIE2IPU, TXN_GEN_AIE2P];
-/// The XRT DPU kernel's opcode (kernel argument 0) for an instruction buffer that holds an aie-rt v0.1
-/// transaction, as DynamicDispatch passes it.
-pub const NPU_OPCODE_TXN: u64 = 2;
-/// Bytes before the transaction in DynamicDispatch's instruction buffer (kernel argument 1): `u32 0`, then
-/// `u32` the transaction's bytes + 8. Kernel argument 2 is the whole buffer's size in 32-bit words.
-pub const NPU_INSTR_HEADER_BYTES: usize = 8;
-
 pub use bundle::{checksum64, fnv1a64, Bundle};
 pub use config::{
     Area, BundleArg, BundleConfig, BundleLayer, BundleOp, BundleOpFn, BundleTensorDesc, ByteRange,
     ConfigView, DType, EntryFn, NpuCopy, NpuCopyInfo, NpuSegment, NpuSegmentInfo, Role,
     SymbolTableEntry, TensorInfo,
 };
-pub use error::{Error, FieldPath, Name, Quoted, RecipePath, RecipeWhy, Why};
+pub use error::{Error, FieldPath, Name, Quoted, RecipePath, RecipeWhy, Result, Why};
+pub use format::{
+    MAX_OP_ARGS, NPU_INSTR_HEADER_BYTES, NPU_OPCODE_TXN, TXN_GENERATIONS, TXN_GEN_AIE2IPU,
+    TXN_GEN_AIE2P,
+};
 pub use instance::{Element, Instance};
 pub use log::{Level, Log, Record};
 #[cfg(feature = "alloc")]
@@ -94,10 +85,3 @@ pub use npu::{Device, Emulator, NpuBuffers, NpuCycles, NpuTarget};
 pub use profile::{OpTiming, ProfileTable, SegmentTiming};
 #[cfg(feature = "alloc")]
 pub use runner::{Recipe, Runner};
-
-/// The most arguments one op may take when run through [`Instance::run_ops`] or the engine: the
-/// argument array is built on the stack with this capacity, so the run path never allocates.
-pub const MAX_OP_ARGS: usize = 64;
-
-/// `Result` with this crate's [`Error`].
-pub type Result<T> = core::result::Result<T, Error>;

@@ -18,6 +18,7 @@
 mod affinity;
 mod bsp;
 mod port;
+mod shared;
 mod shares;
 mod single;
 #[cfg(feature = "std")]

@@ -5,8 +5,8 @@
 
 use core::sync::atomic::Ordering;
 
-use super::bsp::{Job, Shared, SHUTDOWN, SPIN};
 use super::port::{Barrier, Monitor, Port};
+use super::shared::{Job, Shared, SHUTDOWN, SPIN};
 use super::shares::take;
 use crate::config::{BundleArg, BundleOp};
 use crate::exec::OpCall;

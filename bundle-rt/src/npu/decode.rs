@@ -16,10 +16,10 @@
 
 use alloc::vec::Vec;
 
-use super::device::NpuTarget;
 use super::regs::{
     bd_at, tile_of, u32_at, u64_at, word_at, Addr, Tile, BD_ADDR_LOW, TILE_OFFSET_BITS,
 };
+use super::target::NpuTarget;
 use crate::error::{Error, NpuBuffer, NpuWhy};
 use crate::Result;
 
@@ -99,10 +99,10 @@ fn header(txn: &[u8], target: &NpuTarget) -> Result<(u32, Layout)> {
         _ => (Layout::V01, 1),
     };
     // A generation aie-rt defines that the decoder reads; the message names the first one.
-    let generation = if crate::TXN_GENERATIONS.contains(&h[2]) {
+    let generation = if crate::format::TXN_GENERATIONS.contains(&h[2]) {
         h[2]
     } else {
-        crate::TXN_GEN_AIE2IPU
+        crate::format::TXN_GEN_AIE2IPU
     };
     let fields: [(u32, &str, u64, u64); 6] = [
         (0, "major", h[0].into(), if h[0] == 1 { 1 } else { 0 }),

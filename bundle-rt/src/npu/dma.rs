@@ -25,7 +25,7 @@
 
 use alloc::vec::Vec;
 
-use super::device::NpuTarget;
+use super::target::NpuTarget;
 use crate::aie::bd::{Bd, BdKind};
 use crate::aie::lock::{Acquire, Locks};
 use crate::error::{DmaStall, NpuWhy};

@@ -18,12 +18,12 @@
 use alloc::vec::Vec;
 
 use super::decode::{Op, OpKind, HEADER_BYTES};
-use super::device::{NpuBuffers, NpuCycles, NpuTarget};
 use super::dma::{Dir, Dma};
 use super::kernels;
 use super::memory::{buf_len, oom, DmaMem, Memories, OpErr, DDR_OFFSET_BITS};
 use super::params::{Kernel, Params};
 use super::regs::{self, Addr, Reg, Tile, Word, BD_ADDR_HIGH, BD_ADDR_LOW};
+use super::target::{NpuBuffers, NpuCycles, NpuTarget};
 use crate::aie::lock::Acquire;
 use crate::error::{DmaStall, NpuRegion, NpuWhy};
 use crate::Result;

@@ -5,8 +5,8 @@
 
 use alloc::vec::Vec;
 
-use super::device::{NpuBuffers, NpuTarget};
 use super::dma::{DmaMemory, Side};
+use super::target::{NpuBuffers, NpuTarget};
 use crate::aie::bd::BdKind;
 use crate::error::{Error, Name, NpuBuffer, NpuRegion, NpuWhy};
 

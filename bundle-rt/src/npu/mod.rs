@@ -28,7 +28,9 @@ mod kernels;
 mod memory;
 mod params;
 mod regs;
+mod target;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-pub use device::{Device, Emulator, NpuBuffers, NpuCycles, NpuTarget};
+pub use device::{Device, Emulator};
+pub use target::{NpuBuffers, NpuCycles, NpuTarget};

@@ -12,6 +12,7 @@
 use super::regs::u32_at;
 use crate::error::{NpuWhy, ParamWhy};
 pub(crate) use crate::superkernel::Kernel;
+use core::ops::Range;
 
 /// Element types of a kernel (`dtype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -438,7 +439,7 @@ fn pool(b: &Block<'_>) -> R<Pool> {
     let inp = b.region(2, &[win.c, win.in_rows, win.in_w], size)?;
     let out = b.region(3, &[win.c, win.out_rows, win.out_w], size)?;
     if kind != 1 {
-        super::kernels::check_windows(&win)?;
+        check_windows(&win)?;
     }
     Ok(Pool {
         dt,
@@ -489,4 +490,52 @@ impl Params {
             Params::Gap(p) => (prod(&[p.c, p.n]), p.dt == DType::F32),
         }
     }
+}
+
+/// The first input row (or column) of output position `o`: `o * stride + origin`, saturating (a
+/// saturated value is far past any slab, so its taps are all skipped, as they would be).
+pub(crate) fn base(o: usize, stride: usize, origin: i64) -> i64 {
+    (o as i64)
+        .saturating_mul(stride as i64)
+        .saturating_add(origin)
+}
+
+/// The taps `t < k` with `0 <= base + t * dil < size` (`dil`, `size` ≥ 1).
+pub(crate) fn taps(base: i64, k: usize, dil: usize, size: usize) -> Range<usize> {
+    let (k, dil, size) = (k as i64, dil as i64, size as i64);
+    let lo = if base >= 0 {
+        0
+    } else {
+        base.saturating_neg().saturating_add(dil - 1) / dil
+    };
+    let hi = if base >= size {
+        0
+    } else {
+        (size - 1 - base) / dil + 1
+    };
+    let hi = hi.min(k);
+    let lo = lo.min(hi);
+    lo as usize..hi as usize
+}
+
+/// Checks that every output row and column window covers at least one input position (max and
+/// valid-only average POOL).
+pub(crate) fn check_windows(w: &Window) -> Result<(), NpuWhy> {
+    for oh in 0..w.out_rows {
+        if taps(base(oh, w.sh, w.row0), w.kh, w.dh, w.in_rows).is_empty() {
+            return Err(NpuWhy::EmptyWindow {
+                row: oh as u32,
+                col: 0,
+            });
+        }
+    }
+    for ow in 0..w.out_w {
+        if taps(base(ow, w.sw, w.col0), w.kw, w.dw, w.in_w).is_empty() {
+            return Err(NpuWhy::EmptyWindow {
+                row: 0,
+                col: ow as u32,
+            });
+        }
+    }
+    Ok(())
 }

@@ -14,7 +14,7 @@
 //! memory tile's data memory (512 KiB on the vnpu) overlaps a core tile's register offsets
 //! (`0x1D000`..), so those data bytes are reachable by DMA only.
 
-use super::device::NpuTarget;
+use super::target::NpuTarget;
 use crate::aie::bd::BdKind;
 use crate::error::{NpuRegion, NpuWhy};
 

@@ -203,7 +203,7 @@ pub(super) fn assert_close(got: &[f32], want: &[f32], what: &str) {
 
 #[test]
 fn rhe_matches_round_ties_even() {
-    use super::kernels::rhe;
+    use super::kernels::elem::rhe;
     let mut specials = vec![
         0.0f32,
         -0.0,

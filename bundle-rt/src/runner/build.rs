@@ -23,90 +23,15 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::npu_runs::{self, Region, BUILTIN_LIBRARY, COPY_FN};
-use super::recipe::{check_slice, entry_err, value_err, BufferKind, Recipe, Run, Where};
+use super::call::{instr_misuse, ArgRef, Call, Slot};
+use super::json::entry_err;
+use super::npu_runs::{self, BUILTIN_LIBRARY, COPY_FN};
+use super::recipe::{check_slice, value_err, BufferKind, Recipe, Run, Where};
 use crate::buf::AreaBuf;
 use crate::bundle::{area_alignment, Bundle};
-use crate::config::{Area, BundleOpFn, Role};
+use crate::config::{Area, Role};
 use crate::error::{bad, Error, FieldPath, Name, RecipePath, RecipeTable, RecipeWhy, RunList, Why};
 use crate::Result;
-
-/// What backs one recipe buffer while the runner lives.
-pub(super) enum Slot {
-    /// A `weight` buffer: the bundle's constant area (read-only).
-    Weights,
-    /// A `weight` buffer holding NPU segment `segment`'s instruction buffer (read-only; only npu
-    /// runs of that segment name it, as argidx 1).
-    Instr {
-        data: AreaBuf<'static>,
-        segment: usize,
-    },
-    /// An internal buffer, owned and zeroed.
-    Internal(AreaBuf<'static>),
-    /// An input: the runner's copy of the bound bytes (symbol `tensor`).
-    Input {
-        data: AreaBuf<'static>,
-        tensor: usize,
-        bound: bool,
-    },
-    /// An output: computed into `data`, copied to `target` (`data`'s length) at the end of a run.
-    Output {
-        data: AreaBuf<'static>,
-        tensor: usize,
-        target: Option<core::ptr::NonNull<u8>>,
-    },
-}
-
-impl Slot {
-    /// The buffer's size in bytes.
-    pub(super) fn len(&self, bundle: &Bundle<'_>) -> usize {
-        match self {
-            Slot::Weights => bundle.area_size(Area::Constant),
-            Slot::Internal(data)
-            | Slot::Instr { data, .. }
-            | Slot::Input { data, .. }
-            | Slot::Output { data, .. } => data.bytes().len(),
-        }
-    }
-
-    /// Whether it is a `weight` buffer (no run may write it).
-    pub(super) fn read_only(&self) -> bool {
-        matches!(self, Slot::Weights | Slot::Instr { .. })
-    }
-}
-
-/// The error for argument `j` of run `r` naming an instruction buffer where it may not.
-pub(super) fn instr_misuse(r: usize, run: &Run, j: usize) -> Error {
-    let at = RecipePath::run_item(r, RunList::Arguments, j, "name");
-    let why = RecipeWhy::Instructions {
-        why: "only argidx 1 of its segment's npu runs may name it",
-    };
-    entry_err(at, &run.name, why)
-}
-
-/// One argument of a call: `offset` bytes into the buffer of slot `slot`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct ArgRef {
-    pub(super) slot: usize,
-    pub(super) offset: usize,
-}
-
-/// One run, resolved.
-pub(super) enum Call {
-    /// A cpu run of an op: its kernel, called for tasks `0..tasks` with `args` (argidx order).
-    Op {
-        func: BundleOpFn,
-        tasks: u32,
-        args: Vec<ArgRef>,
-    },
-    /// A `bundlert_copy` run: `src.len` bytes from `src` to `dst` (equal lengths, disjoint, `dst`
-    /// not in `weights`).
-    Copy { src: Region, dst: Region },
-    /// An npu run: its segment's instruction buffer in slot `instr` (argidx 1), and `in`, `out`,
-    /// `scratch`, `const`, `super_instr` (argidx 3..7; `out` and `scratch` disjoint from the
-    /// others and not in a `weight` buffer).
-    Npu { instr: usize, bufs: [Region; 5] },
-}
 
 /// What a cpu resource stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,11 +127,13 @@ fn instr_slot(bundle: &Bundle<'_>, segment: usize, align: usize, name: &str) -> 
         .view()
         .npu_segment(segment)
         .map_or(&[][..], |s| s.txn);
-    let len = txn.len().saturating_add(crate::NPU_INSTR_HEADER_BYTES);
+    let len = txn
+        .len()
+        .saturating_add(crate::format::NPU_INSTR_HEADER_BYTES);
     let mut data = AreaBuf::owned(len, align, name)?;
     let (head, body) = data
         .bytes_mut()
-        .split_at_mut(crate::NPU_INSTR_HEADER_BYTES.min(len));
+        .split_at_mut(crate::format::NPU_INSTR_HEADER_BYTES.min(len));
     if let Some(size) = head.get_mut(4..8) {
         // Word 1: the transaction's bytes + 8 (DynamicDispatch writes the header's total size + 8;
         // a device refuses a container whose total size is not its length).

@@ -11,7 +11,6 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::recipe::missing;
 use crate::error::{Error, Name, Quoted, RecipePath, RecipeWhy};
 use crate::Result;
 
@@ -124,4 +123,19 @@ pub(super) struct RawConstant {
     #[serde(rename = "type")]
     pub(super) kind: Option<String>,
     pub(super) argidx: Option<Value>,
+}
+
+/// A [`RecipeWhy::Missing`] error for the entry called `entry`.
+pub(super) fn missing(at: RecipePath, entry: &str) -> Error {
+    entry_err(at, entry, RecipeWhy::Missing)
+}
+
+/// An error naming the entry at fault.
+pub(crate) fn entry_err(at: RecipePath, entry: &str, why: RecipeWhy) -> Error {
+    Error::BadRecipe {
+        at,
+        name: Name::new(entry),
+        quoted: Quoted::Entry,
+        why,
+    }
 }

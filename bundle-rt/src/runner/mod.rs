@@ -17,6 +17,7 @@
 //! See `docs/runtime.md` ("Runner", "Devices and the NPU") for the rules and the error list.
 
 mod build;
+mod call;
 mod json;
 mod meta;
 mod npu_runs;

@@ -16,15 +16,16 @@
 //!   same). `out` and `scratch` may not be `weight` buffers, and must not overlap any other buffer
 //!   of the run. The transaction the device runs is the one in the instruction buffer.
 //!
-//! Safety: every [`Region`] lies inside its slot's buffer (checked here against the buffer's size),
+//! Safety: every `Region` lies inside its slot's buffer (checked here against the buffer's size),
 //! so `base + offset .. + len` stays inside one allocation. The regions a run writes are disjoint
 //! from every other region of the run (checked; regions of different slots are different
 //! allocations, and `weights` is never written), so the `&mut [u8]` made for them alias nothing,
 //! and the `&[u8]` for the read-only ones are only read while they live. The runner holds
 //! `&mut self` while executing, so no other reference into its buffers exists.
 
-use super::build::{instr_misuse, Call, Slot};
-use super::recipe::{check_slice, entry_err, Argument, Run};
+use super::call::{instr_misuse, Call, Region, Slot};
+use super::json::entry_err;
+use super::recipe::{check_slice, Argument, Run};
 use crate::bundle::Bundle;
 use crate::error::{Error, Name, Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 use crate::npu::{Device, NpuBuffers, NpuCycles};
@@ -40,25 +41,6 @@ const INSTR_ARGIDX: u64 = 1;
 const NPU_ARGIDX: [u64; 5] = [3, 4, 5, 6, 7];
 /// Which of the five the transaction may write (`out`, `scratch`).
 const NPU_WRITTEN: [bool; 5] = [false, true, true, false, false];
-
-/// `len` bytes at `offset` in the buffer of slot `slot` (inside it: checked when resolved).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Region {
-    pub(super) slot: usize,
-    pub(super) offset: usize,
-    pub(super) len: usize,
-}
-
-impl Region {
-    /// Whether both regions are non-empty and share a byte of the same buffer.
-    fn overlaps(&self, other: &Region) -> bool {
-        self.slot == other.slot
-            && self.len > 0
-            && other.len > 0
-            && self.offset < other.offset.saturating_add(other.len)
-            && other.offset < self.offset.saturating_add(self.len)
-    }
-}
 
 /// Resolves argument `arg` against its buffer: XRT's rule (a sub-buffer when `0 < size < buffer
 /// size`, otherwise the whole buffer), except that with `zero_is_empty` a `size` of 0 is an empty
@@ -259,12 +241,12 @@ fn instr_arg(
     Ok((arg.buffer, len.div_ceil(4) as u64))
 }
 
-/// The constants of an npu run: exactly argidx 0 = [`crate::NPU_OPCODE_TXN`] and 2 = `words`.
+/// The constants of an npu run: exactly argidx 0 = [`crate::format::NPU_OPCODE_TXN`] and 2 = `words`.
 fn check_npu_constants(r: usize, run: &Run, words: u64) -> Result<()> {
     let at = |j, field| RecipePath::run_item(r, RunList::Constants, j, field);
     // (argidx, required value, first constant seen with it)
     let mut wanted: [(u64, u64, Option<usize>); 2] =
-        [(0, crate::NPU_OPCODE_TXN, None), (2, words, None)];
+        [(0, crate::format::NPU_OPCODE_TXN, None), (2, words, None)];
     for (j, c) in run.constants.iter().enumerate() {
         let Some((_, want, seen)) = wanted.iter_mut().find(|w| w.0 == c.argidx) else {
             let why = RecipeWhy::UnknownValue { expected: "0, 2" };

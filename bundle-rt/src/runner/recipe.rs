@@ -28,7 +28,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::json::{
-    integer, syntax, RawArgument, RawBuffer, RawConstant, RawCpu, RawKernel, RawRecipe, RawRun,
+    entry_err, integer, missing, syntax, RawArgument, RawBuffer, RawConstant, RawCpu, RawKernel,
+    RawRecipe, RawRun,
 };
 use crate::error::{Error, Name, Quoted, RecipePath, RecipeTable, RecipeWhy, RunList};
 use crate::Result;
@@ -377,21 +378,6 @@ fn unique(seen: &mut BTreeMap<String, usize>, name: &str, i: usize, at: RecipePa
     }
     seen.insert(name.to_string(), i);
     Ok(())
-}
-
-/// A [`RecipeWhy::Missing`] error for the entry called `entry`.
-pub(super) fn missing(at: RecipePath, entry: &str) -> Error {
-    entry_err(at, entry, RecipeWhy::Missing)
-}
-
-/// An error naming the entry at fault.
-pub(crate) fn entry_err(at: RecipePath, entry: &str, why: RecipeWhy) -> Error {
-    Error::BadRecipe {
-        at,
-        name: Name::new(entry),
-        quoted: Quoted::Entry,
-        why,
-    }
 }
 
 /// An error quoting the field's (string) value.

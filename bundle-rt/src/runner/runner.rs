@@ -25,7 +25,8 @@ use core::ptr::NonNull;
 
 use alloc::boxed::Box;
 
-use super::build::{self, Call, Slot};
+use super::build;
+use super::call::{Call, Slot};
 use super::meta::DdMeta;
 use super::npu_runs;
 use super::recipe::Recipe;
@@ -291,7 +292,7 @@ impl<'b, 'io> Runner<'b, 'io> {
                     let txn = match self.slots.get(*instr) {
                         Some(Slot::Instr { data, .. }) => data
                             .bytes()
-                            .get(crate::NPU_INSTR_HEADER_BYTES..)
+                            .get(crate::format::NPU_INSTR_HEADER_BYTES..)
                             .unwrap_or(&[]),
                         _ => &[],
                     };

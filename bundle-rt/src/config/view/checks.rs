@@ -5,7 +5,7 @@
 //! symbol-name uniqueness, ops and their arguments, op-name uniqueness, layers; then the NPU
 //! segment table (`segments.rs`).
 
-use super::{read_name, ConfigView, MAX_CONFIG_ARGS, MAX_TABLE_ENTRIES};
+use super::table::{read_name, ConfigView, MAX_CONFIG_ARGS, MAX_TABLE_ENTRIES};
 use crate::config::{Area, BundleOp, DType, Role, MAX_RANK};
 use crate::error::{bad, Error, FieldPath, Why};
 use crate::Result;

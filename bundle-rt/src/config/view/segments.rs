@@ -18,7 +18,7 @@ use core::ops::Range;
 use super::checks::check_ptr;
 #[cfg(feature = "alloc")]
 use super::checks::unique;
-use super::{read_name, validated_str, ConfigView, MAX_TABLE_ENTRIES};
+use super::table::{read_name, validated_str, ConfigView, MAX_TABLE_ENTRIES};
 use crate::config::{Area, NpuCopy, NpuSegment};
 use crate::error::{bad, FieldPath, Why};
 use crate::Result;

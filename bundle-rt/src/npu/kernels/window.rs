@@ -8,57 +8,8 @@
 
 use core::ops::Range;
 
-use super::{ldf, ldi, ldq, ldw, requant, stf, sti, stq};
-use crate::error::NpuWhy;
-use crate::npu::params::{Conv, DType, Pool, Window};
-
-/// The first input row (or column) of output position `o`: `o * stride + origin`, saturating (a
-/// saturated value is far past any slab, so its taps are all skipped, as they would be).
-fn base(o: usize, stride: usize, origin: i64) -> i64 {
-    (o as i64)
-        .saturating_mul(stride as i64)
-        .saturating_add(origin)
-}
-
-/// The taps `t < k` with `0 <= base + t * dil < size` (`dil`, `size` ≥ 1).
-pub(crate) fn taps(base: i64, k: usize, dil: usize, size: usize) -> Range<usize> {
-    let (k, dil, size) = (k as i64, dil as i64, size as i64);
-    let lo = if base >= 0 {
-        0
-    } else {
-        base.saturating_neg().saturating_add(dil - 1) / dil
-    };
-    let hi = if base >= size {
-        0
-    } else {
-        (size - 1 - base) / dil + 1
-    };
-    let hi = hi.min(k);
-    let lo = lo.min(hi);
-    lo as usize..hi as usize
-}
-
-/// Checks that every output row and column window covers at least one input position (max and
-/// valid-only average POOL).
-pub(crate) fn check_windows(w: &Window) -> Result<(), NpuWhy> {
-    for oh in 0..w.out_rows {
-        if taps(base(oh, w.sh, w.row0), w.kh, w.dh, w.in_rows).is_empty() {
-            return Err(NpuWhy::EmptyWindow {
-                row: oh as u32,
-                col: 0,
-            });
-        }
-    }
-    for ow in 0..w.out_w {
-        if taps(base(ow, w.sw, w.col0), w.kw, w.dw, w.in_w).is_empty() {
-            return Err(NpuWhy::EmptyWindow {
-                row: 0,
-                col: ow as u32,
-            });
-        }
-    }
-    Ok(())
-}
+use super::elem::{ldf, ldi, ldq, ldw, requant, stf, sti, stq};
+use crate::npu::params::{base, taps, Conv, DType, Pool, Window};
 
 /// The valid taps of output `(oh, ow)`: (first input row, row taps, first column, column taps).
 fn window(w: &Window, oh: usize, ow: usize) -> (i64, Range<usize>, i64, Range<usize>) {
