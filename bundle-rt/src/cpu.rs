@@ -1,7 +1,7 @@
 //! The CPU features a bundle's kernels need (`cpuFeatures` of `NAME_config`) and the check that the running
 //! CPU and OS provide them, so that [`Bundle`](crate::Bundle) refuses a bundle that would die of an illegal
 //! instruction, with an error naming what is missing. The bit order mirrors bundlec's
-//! `codegen/kernels/cpu_check.rs` (`X86_FEATURES`); docs/bundle-format.md lists it.
+//! `x86/cpu_check.rs` (`X86_FEATURES`); docs/bundle-format.md lists it.
 
 /// Feature names by bit index (x86-64).
 pub const FEATURES: [&str; 9] = [

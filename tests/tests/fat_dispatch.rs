@@ -1,7 +1,7 @@
 //! The default kernel sets and a fat bundle's dispatch. On x86-64 Linux the default is the fat bundle
 //! `x86-64-v3,x86-64-v4`; its entry runs the fast set's CPU check once per activation area and remembers the answer
 //! in the area's last 64 bytes under a tag bound to the slot's address and the bundle
-//! (`codegen::kernels::cpu_check::pick_tag`). Whatever the slot held before is never trusted: only the exact tag
+//! (`x86::cpu_check::pick_tag`). Whatever the slot held before is never trusted: only the exact tag
 //! (confirmed by XGETBV) or its complement is read as an answer, anything else runs the check again.
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -494,7 +494,16 @@ fn sccs(n: usize, adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
 }
 
 fn check(dir: &str, rules: &[(&str, &[&str])], leaves: &[&str]) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+    check_at(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir),
+        dir,
+        rules,
+        leaves,
+    )
+}
+
+fn check_at(root: &Path, dir: &str, rules: &[(&str, &[&str])], leaves: &[&str]) -> Vec<String> {
+    let root = root.to_path_buf();
     let c = load(&root);
     let rel = |f: usize| {
         c.files[f]
@@ -599,4 +608,45 @@ fn runtime_layers() {
         p.len(),
         p.join("\n")
     );
+}
+
+/// The checker itself: a small crate with a circle through a re-export, an import against the rules, a child
+/// that imports its parent's own item, and test code that may do anything.
+#[test]
+fn checker_finds_circles_and_wrong_directions() {
+    let dir = std::env::temp_dir().join(format!("bundlec-layering-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let files: &[(&str, &str)] = &[
+        ("lib.rs", "pub mod low;\npub mod high;\npub mod fam;\npub use high::H;\n"),
+        ("low.rs", "use crate::H;\npub struct L(pub H);\n"),
+        ("high.rs", "use crate::low::L;\npub struct H;\npub fn f(_: L) {}\n"),
+        ("fam/mod.rs", "mod child;\npub struct Shared;\npub fn run() { child::go() }\n"),
+        (
+            "fam/child.rs",
+            "pub fn go() { let _ = super::Shared; }\n#[cfg(test)]\nmod tests { use crate::high::H; }\n",
+        ),
+    ];
+    for (name, text) in files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let rules: &[(&str, &[&str])] = &[("low", &[]), ("high", &["low"]), ("fam", &[]), ("", &["*"])];
+    let p = check_at(&dir, "t", rules, &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let all = p.join("\n");
+    assert!(
+        all.contains("low.rs:1: `crate::H` imports t/high.rs (`low` may not import `high`)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("import circle of 2 files:\n    high.rs:1 -> low.rs")
+            || all.contains("low.rs:1 -> high.rs"),
+        "{all}"
+    );
+    assert!(
+        all.contains("fam/child.rs:1 -> fam/mod.rs (`super::Shared`)"),
+        "{all}"
+    );
+    assert_eq!(p.len(), 3, "{all}");
 }

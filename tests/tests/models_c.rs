@@ -429,7 +429,7 @@ fn expansion_feeding_a_depthwise_conv_matches_tract() {
 
 /// An expansion whose 48 channels split into 6 groups of 8 (`lower/cnn/mod.rs::feed_groups`), between
 /// intermediate tensors: the entry function runs it and the depthwise convolution after it group by group
-/// (`codegen/interleave.rs`), so the planner must keep the expansion's input alive until the depthwise layer
+/// (`kernel/interleave.rs`), so the planner must keep the expansion's input alive until the depthwise layer
 /// ends (it would otherwise hand its bytes to the depthwise output, which the later groups' expansion reads
 /// over). Matches tract with each kernel set this CPU runs. Where the kernel set interleaves them, the op table
 /// and the recipe hold the pair as one op of 6 tasks (`codegen::PairOp`), and the engine at 1, 2 and 4 threads,

@@ -27,7 +27,7 @@
 //! `generation << 16 | active`, stored under the monitor's lock with the monitor's own copy (so a
 //! sleeping worker cannot miss it). Workers poll that word without the lock (one cache-line transfer
 //! per layer, instead of every worker taking the lock in turn to read the job) and sleep on the
-//! monitor only after [`SPIN`] rounds. Workers `active..threads` sit the layer out: they neither read
+//! monitor only after [`SPIN`](super::shared::SPIN) rounds. Workers `active..threads` sit the layer out: they neither read
 //! the job nor meet at the barrier, whose round has `active` parties, so a layer of 4 tasks on a
 //! 16-thread engine costs a 4-party barrier. When every thread takes part, a worker that wakes
 //! first takes a number, then wakes the next sleeper (the chained wake-up); when some are left out,

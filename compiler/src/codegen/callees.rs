@@ -1,4 +1,4 @@
-//! The machine code a kernel function calls (`machine_code/`, `kernels/`): per kernel, the micro-kernels,
+//! The machine code a kernel function calls (`machine_code/`, `crate::x86`): per kernel, the micro-kernels,
 //! row kernels, copies and transforms its body needs on the target's kernel set, defined in the module and
 //! declared in the kernel's function (`Callees::define`), in a fixed order (bundles are reproducible). `body.rs`
 //! passes them to the body's emitter; a kernel set without them (`generic`, aarch64) gets the Cranelift body.
@@ -51,14 +51,14 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
             if ops::data::block_plan(out_shape, in_strides, *elem).is_some())
 }
 
-/// Whether a Softmax kernel takes the row kernel (`kernels/softmax_x86.rs`, on AVX2 `softmax_avx2.rs`):
+/// Whether a Softmax kernel takes the row kernel (`x86/softmax_x86.rs`, on AVX2 `softmax_avx2.rs`):
 /// contiguous rows, not LogSoftmax.
 fn softmax_rows(body: &Body) -> bool {
     matches!(body, Body::Softmax { len, inner: 1, log: false, .. }
         if x86::softmax_x86::supported(*len))
 }
 
-/// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`kernels/norm_x86.rs`, on AVX2 `norm_avx2.rs`):
+/// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`x86/norm_x86.rs`, on AVX2 `norm_avx2.rs`):
 /// per-element scale and bias (not InstanceNorm's per-row ones).
 fn norm_rows(body: &Body) -> bool {
     matches!(body, Body::Norm { len, channels: None, .. } if x86::norm_x86::supported(*len))

@@ -3,7 +3,7 @@
 //! `pick` which one to run. No libc, no writable globals: `pick` runs the fast set's feature check (CPUID and
 //! XGETBV) once per activation area and remembers the answer in a 64-byte slot at the end of that area, under a
 //! tag bound to the slot's address and this bundle, which uninitialised memory does not hold
-//! (`kernels/cpu_check.rs`). The op table and `cpuFeatures` describe the baseline set, so bundle-rt runs
+//! (`x86/cpu_check.rs`). The op table and `cpuFeatures` describe the baseline set, so bundle-rt runs
 //! anywhere the baseline runs; the config's `fastOps` table holds the same ops with FAST's functions, which
 //! bundle-rt runs instead where the CPU has `fastCpuFeatures`.
 use super::isa::Target;

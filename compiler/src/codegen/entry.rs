@@ -19,7 +19,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
 /// Defines the exported `int NAME_cpu_supported(void)` and returns the ISA features it checks as `cpuFeatures`
-/// bits (`kernels::cpu_check::X86_FEATURES`): machine code on x86-64 (`kernels/cpu_check.rs`), a Cranelift
+/// bits (`kernels::cpu_check::X86_FEATURES`): machine code on x86-64 (`x86/cpu_check.rs`), a Cranelift
 /// `return 1` and no bits elsewhere (the baseline is all the kernels use).
 pub fn define_cpu_check(
     module: &mut dyn Module,

@@ -1,6 +1,6 @@
-//! CPU code generation with Cranelift. `isa` picks the target and its ISA features; `lower` turns graph nodes
-//! into kernels; this file defines one function per kernel, `fn(args: *const *mut u8, task: u64)`: `callees.rs`
-//! defines the machine code it calls (`machine_code/` places the iced-x86 micro-kernels of `kernels/`) and
+//! CPU code generation with Cranelift, from the kernels `lower` made and the plan. `isa` picks the target and its
+//! ISA features; this file defines one function per kernel, `fn(args: *const *mut u8, task: u64)`: `callees.rs`
+//! defines the machine code it calls (`machine_code/` places the iced-x86 micro-kernels of `crate::x86`) and
 //! `body.rs` emits its body through the `Kb` builder with the emitters of `ops/<family>.rs`; `entry.rs` defines
 //! the entry function `int NAME(uint8_t *constants, uint8_t *mutables, uint8_t *activations)`, which runs every
 //! task of every kernel in schedule order on the calling thread, and the CPU feature checks.

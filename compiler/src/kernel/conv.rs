@@ -253,7 +253,7 @@ const G2: [[f64; 3]; 4] = [
     [0.0, 0.0, 1.0],
 ];
 
-/// F(4x4, 3x3)'s weight transform (points 0, ±1, ±2 and ∞, matching `kernels/winograd4_x86.rs`' `Bᵀ`, `Aᵀ`).
+/// F(4x4, 3x3)'s weight transform (points 0, ±1, ±2 and ∞, matching `x86/winograd4_x86.rs`' `Bᵀ`, `Aᵀ`).
 const G4: [[f64; 3]; 6] = [
     [0.25, 0.0, 0.0],
     [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],

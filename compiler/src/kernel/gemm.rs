@@ -79,7 +79,7 @@ pub struct GemmSpec {
     /// C `[N/16][M][16]` (`c.rs` = 16, `c.cs` = M: column block `j0`'s offset is `j0·M`), the channel-blocked
     /// depthwise kernel's input and the transposed GEMMs' A (`lower/cnn/blocked.rs`), N a multiple of the tile
     /// columns. Only the micro-kernels write such a C: lowering sets it only where they take every tile with the
-    /// epilogue fused (`machine_code::fuses_transpose`, `fused_epilogue`).
+    /// epilogue fused (`x86::gemm_fit::fuses_transpose`, `fused_epilogue`).
     pub c_k16: bool,
     /// The residual `[N/16][M][16]` like a `c_k16` C (`residual.rs` = 16, `residual.cs` = M), added by the
     /// micro-kernels' fused epilogue (`lower/cnn/blocked.rs`): only where they take every tile with it fused.
@@ -112,7 +112,7 @@ pub struct GemmSpec {
 
 /// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn/transposed.rs` `push_transposed`): C is
 /// `Cᵀ [batch, P16, M]` (role Scratch, 16 rows of slack after the last batch) and after a unit's tiles the
-/// machine-code transposer (`kernels/transpose_x86.rs`, 16 channels per call) writes the unit's rows and
+/// machine-code transposer (`x86/transpose_x86.rs`, 16 channels per call) writes the unit's rows and
 /// columns of `Cᵀ`, still in this core's cache, back as pixels `[i_lo, i_hi)` of channel rows `[j0, j0 + nr)`
 /// of `[batch, M, P]` (role Out), adding the residual (role Residual, same layout) and applying its clamp.
 /// A separate transposing kernel after the GEMM read `Cᵀ` back from memory one barrier later, written by
@@ -141,7 +141,7 @@ impl GemmSpec {
         }
     }
     /// `G` when `row_groups` splits the M rows into G equal groups of whole 8-row blocks (the tile heights of
-    /// every kernel set divide them; `codegen/interleave.rs` runs such a GEMM group by group).
+    /// every kernel set divide them; `kernel/interleave.rs` runs such a GEMM group by group).
     pub fn whole_row_groups(&self) -> Option<usize> {
         let g = self.row_groups.filter(|&g| g > 0)?;
         (self.m.is_multiple_of(g) && (self.m / g).is_multiple_of(8)).then_some(g)
@@ -149,7 +149,7 @@ impl GemmSpec {
     /// Whether every element of the residual is read only by the epilogue that writes the same element of C, with
     /// nothing written to C before (so C may take the residual's buffer, `plan/in_place.rs`): the transposing
     /// epilogue; or a residual laid out as C, one K block (no running sums kept in C between blocks), and an
-    /// epilogue the micro-kernels fuse when they take the GEMM (`machine_code::fused_epilogue`; the Cranelift
+    /// epilogue the micro-kernels fuse when they take the GEMM (`kernel::gemm::fused_epilogue`; the Cranelift
     /// tiles and column tails apply it on values held outside C).
     pub fn residual_in_place(&self) -> bool {
         match (&self.transpose_out, &self.residual) {

@@ -19,7 +19,7 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
-    /// The separable kernel's shape (`kernels/maxpool_x86.rs`) for a 3x3, stride-2, undilated max pooling with
+    /// The separable kernel's shape (`x86/maxpool_x86.rs`) for a 3x3, stride-2, undilated max pooling with
     /// a one-pixel top and left pad (ResNet's), which it runs with no padded copy.
     pub fn max3s2(&self) -> Option<MaxPool3s2> {
         let a = &self.attrs;

@@ -156,7 +156,7 @@ impl MemoryPlan {
                 }
             }
         }
-        // A pair the entry function interleaves (`codegen/interleave.rs`) runs as one step there: every buffer
+        // A pair the entry function interleaves (`kernel/interleave.rs`) runs as one step there: every buffer
         // of either kernel lives in both layers (the depthwise output must not take the GEMM's input's place).
         let interleaved: Vec<KernelId> = crate::kernel::interleave::pairs(l, &s.order)
             .into_iter()

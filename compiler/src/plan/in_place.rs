@@ -4,7 +4,7 @@
 //! lines from further out (a store to a line not in cache reads it first), and the activation area shrinks.
 //!
 //! Which kernels qualify (`reads_residual_in_place`): the transposing epilogue of a convolution computed
-//! transposed, fused into its GEMM or a kernel of its own (`kernels/transpose_x86.rs`), which loads a 16x16
+//! transposed, fused into its GEMM or a kernel of its own (`x86/transpose_x86.rs`), which loads a 16x16
 //! block of the residual and stores the same block of the output, in units that own disjoint blocks; and a GEMM
 //! whose residual is laid out as C, with one K block and an epilogue the micro-kernels fuse
 //! (`GemmSpec::residual_in_place`: otherwise it keeps running sums in C before the residual is read).
@@ -12,7 +12,7 @@
 //! When (`pairs`): the residual and the output are intermediate tensors of the same size (not model inputs or
 //! outputs, not scratch); the residual is none of the kernel's other operands; the residual's buffer is last
 //! used in this kernel's layer and no other kernel of that layer touches it; the output is born in that layer;
-//! and the kernel is not half of a pair the entry function interleaves (`codegen/interleave.rs`), whose buffers
+//! and the kernel is not half of a pair the entry function interleaves (`kernel/interleave.rs`), whose buffers
 //! live across both layers. A chain (an output taking a residual's buffer and later serving as another kernel's
 //! residual) folds into its first buffer.
 

@@ -27,7 +27,7 @@ pub fn micro_shape_ok(s: &GemmSpec, nr: usize) -> bool {
 }
 
 /// Whether a transposed convolution's GEMM takes its transposing epilogue fused (`gemm::TransposeOut`): the
-/// AVX-512 micro-kernels cover it (the shape conditions and encodings of [`define_micro`], checked at the
+/// AVX-512 micro-kernels cover it (the shape conditions and encodings of `codegen::machine_code::define_micro`, checked at the
 /// tallest tile) and its column blocks hold whole blocks of 16 channels (`Cᵀ` padded to whole blocks,
 /// `TransposeOut::ld`). Lowering asks before it fuses, so the codegen always finds the micro-kernels a fused GEMM
 /// needs.

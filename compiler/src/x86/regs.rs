@@ -106,7 +106,7 @@ pub(crate) fn clamp_bounds_ymm(
 /// unchanged. A lower bound of +0 then takes a `vaddps` of it, which turns a −0 that `vmaxps` kept into +0 and
 /// changes nothing else (`x + 0 = x`, NaN included: no kernel clamps a signaling NaN). Two or three
 /// instructions where a compare, a save and a blend around the pair took five, with the same results. With
-/// bounds that are not signed zeros this rounds as Cranelift's `fmax`/`fmin` (see `machine_code::clamp_bits`,
+/// bounds that are not signed zeros this rounds as Cranelift's `fmax`/`fmin` (see `kernel::gemm::clamp_bits`,
 /// which refuses a lower bound of −0 and an upper one of ±0).
 /// The same on `zmm` (AVX-512) and `ymm` (AVX2) registers.
 pub(crate) fn clamp_keep_nan<R: Copy>(

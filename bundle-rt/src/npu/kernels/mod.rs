@@ -1,6 +1,6 @@
 //! The six compute kernels over a core tile's data memory, with exactly the arithmetic of
 //! `docs/npu-transaction-format.md`: f32 multiplies and adds rounded separately (never fused), in
-//! the stated loop order; int8 products and sums exact in i32 (wrapping); [`rhe`] rounds half to
+//! the stated loop order; int8 products and sums exact in i32 (wrapping); [`rhe`](elem::rhe) rounds half to
 //! even; [`requant`] saturates to the output type, then clamps.
 //!
 //! Invariant: kernels only run on a [`Params`] that `Params::parse` checked, so every element they

@@ -171,7 +171,7 @@ pub(in crate::codegen) fn define_micro(
     }))
 }
 
-/// The column strip of a GEMM (`kernels/gemm_strip_avx2.rs`), when it takes the column tail: AVX2, a tail of
+/// The column strip of a GEMM (`x86/gemm_strip_avx2.rs`), when it takes the column tail: AVX2, a tail of
 /// at most `MAX_COLS` columns, A read in place with adjacent steps of K, whole 8-row panels of rows (the
 /// driver makes every row group whole panels, `ops::gemm::emit_with`), B read in place. ResNet-50 at
 /// `x86-64-v3` (AMD EPYC Zen 5): its 7x7 layers' one column past 48 cost 15–20 % of each layer as tail tiles,
@@ -230,7 +230,7 @@ const COPY_MIN_K_ALIASED: usize = 16;
 /// 140 -> 115 at 2 with B copied in one row group, 348 -> 326 and 188 -> 170 at `x86-64-v3`; with its 6 row groups
 /// (each copies the block again; `ops::gemm::emit_with`) 301 -> 247 and 268 -> 239 in a slow host phase,
 /// EfficientNet-Lite0's 313 -> 256 and 271 -> 235, the models 2-4 % faster; the entry function, which runs
-/// the expansion group by group with its depthwise layer (`codegen/interleave.rs`), within its noise. The
+/// the expansion group by group with its depthwise layer (`kernel/interleave.rs`), within its noise. The
 /// same 1x1 conv with 113 columns a row (not aliased) took 225 µs reading B in place; with K = 32 no change.
 fn aliased_rows(stride: usize) -> bool {
     let offset = stride * 4 % 4096;

@@ -1,4 +1,4 @@
-//! Placing the machine-code kernels of `kernels/` in the object: `define_machine_code` (one local System V
+//! Placing the machine-code kernels of `crate::x86` in the object: `define_machine_code` (one local System V
 //! function from assembled bytes), and for each GEMM-like kernel the micro-kernel variants it calls — the f32
 //! AVX2 / AVX-512 ones (`gemm.rs`: `define_micro`, the column strip, the tile choices), the integer AVX2 pair
 //! ones (`define_qpair`) and the AVX-512 VNNI ones (`define_qmicro`), each only in the (rows, K block,
@@ -119,7 +119,7 @@ fn define_row(
 /// Defines the AVX-512 max-pool row kernel (the depthwise row kernel in max mode) of pooling kernel `i`, for
 /// the interior of its rows, when the stride along the row is 1 or 2 and the rows have an interior of at least
 /// 16 outputs; for a 3x3 stride-2 pooling padded at the top and left, the separable whole-plane kernel instead
-/// (`kernels/maxpool_x86.rs`, and on AVX2 `kernels/maxpool_avx2.rs`, its only AVX2 pooling kernel).
+/// (`x86/maxpool_x86.rs`, and on AVX2 `x86/maxpool_avx2.rs`, its only AVX2 pooling kernel).
 pub(super) fn define_pool_row(
     module: &mut dyn Module,
     name: &str,
@@ -178,7 +178,7 @@ pub(super) fn define_pool_row(
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }
 
-/// Defines the transposing epilogue of kernel `i` (`kernels/transpose_x86.rs`): a `TransposeOut` kernel's, or
+/// Defines the transposing epilogue of kernel `i` (`x86/transpose_x86.rs`): a `TransposeOut` kernel's, or
 /// the one fused into a transposed GEMM.
 pub(super) fn define_transpose(
     module: &mut dyn Module,

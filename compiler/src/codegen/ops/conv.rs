@@ -3,7 +3,7 @@
 //! range of every (ky, kx) is computed at compile time, so rows split into zero runs and copy runs with no
 //! per-pixel bounds test; stride-1 copy runs are vectorised. `col2im` is the reverse for ConvTranspose: the
 //! GEMM's columns are added into the output windows, again with compile-time valid ranges. `emit_direct` drives
-//! the direct convolution kernel of few-channel inputs (`kernels/conv_direct_x86.rs`), which needs no columns.
+//! the direct convolution kernel of few-channel inputs (`x86/conv_direct_x86.rs`), which needs no columns.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::kernel::conv::{pack_rows_units, Col2imSpec, Im2colSpec};
@@ -50,7 +50,7 @@ pub fn emit_subsample_blocks(kb: &mut Kb, c: usize, [hw, st, out]: [[usize; 2]; 
 }
 
 /// Emits the body of an im2col kernel: roles X (input) and Out (columns). With `copy` (the AVX-512 strided row
-/// copy of `kernels/copy_x86.rs` for this kernel's column stride), f32 copy runs are calls to it.
+/// copy of `x86/copy_x86.rs` for this kernel's column stride), f32 copy runs are calls to it.
 pub fn emit_im2col(kb: &mut Kb, s: &Im2colSpec, tasks: u32, copy: Option<FuncRef>) {
     let [h, w] = s.hw;
     let [kh, kw] = s.kernel;

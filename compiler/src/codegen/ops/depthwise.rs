@@ -3,7 +3,7 @@
 //! time) run without bounds tests — f32x4 along the output row when the stride is 1 — and the border runs a
 //! branchless path that reads a clamped, in-bounds address and zeroes the taps that fall in the padding. The
 //! fused activation is applied last. Replaces im2col + a one-row GEMM per channel. With a row kernel
-//! (`kernels/depthwise_x86.rs` / `depthwise_avx2.rs`, stride 1 or 2) the plane mode (`depthwise_plane.rs`)
+//! (`x86/depthwise_x86.rs` / `depthwise_avx2.rs`, stride 1 or 2) the plane mode (`depthwise_plane.rs`)
 //! decides: AVX-512 edge rows run every row whole from the input (rows-mode calls, the padding masked in the
 //! kernel, stack buffers for the rows above and below), a padded plane is copied into a zero-padded stack plane
 //! (split at stride 2) and run whole, otherwise the interior of each row is one call and the border scalar.
@@ -20,7 +20,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::F32;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
-/// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`, `spec` = [`c16`] of `s`): roles X, W
+/// Emits the driver of the channel-blocked kernel (`Body::DepthwiseC16`, `spec` = `x86::depthwise_c16_x86::c16` of `s`): roles X, W
 /// (packed `[C/16, KH·KW, 16]`), \[Bias\], Out; one unit per (batch, 16 channels), each one call to `f` with a
 /// stack scratch of the kernel's size.
 pub fn emit_c16(
@@ -66,7 +66,7 @@ pub fn emit_c16(
 }
 
 /// Emits the depthwise kernel: args x, w, \[bias\], out. With `row` (the AVX-512 row kernel of
-/// `kernels/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
+/// `x86/depthwise_x86.rs`, row stride 1 or 2), each interior row's interior columns are one call to it.
 pub fn emit_depthwise(
     kb: &mut Kb,
     s: &DepthwiseSpec,

@@ -1,6 +1,6 @@
 //! Normalisation kernels. Softmax / LogSoftmax over the `[outer, len, inner]` geometry of
 //! `ir::ops::nn::softmax_geom` (max, exp and sum, then division, in a fixed order; contiguous rows vectorised,
-//! strided rows scalar; contiguous rows on x86 one call of the row kernel per task, `kernels/softmax_x86.rs` or on
+//! strided rows scalar; contiguous rows on x86 one call of the row kernel per task, `x86/softmax_x86.rs` or on
 //! AVX2 `softmax_avx2.rs`); row
 //! normalisation for LayerNorm / RMSNorm / InstanceNorm (reference: `ir::ops::nn::normalize_row`); LRN across
 //! channels; and one axis of a separable resample (Resize), reading the taps of `ir::ops::resize::axis_taps`.
@@ -13,7 +13,7 @@ use cranelift_codegen::ir::types::{F32, I64};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
 
 /// Emits a Softmax over contiguous rows of `len` through the machine-code row kernel `f`
-/// (`kernels/softmax_x86.rs`): args x, y; each task one call over its rows.
+/// (`x86/softmax_x86.rs`): args x, y; each task one call over its rows.
 pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: FuncRef) {
     let (lo, hi) = kb.task_range(outer, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
@@ -24,7 +24,7 @@ pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: F
 }
 
 /// Emits a LayerNorm / RMSNorm over contiguous rows of `len` through the machine-code row kernel `f`
-/// (`kernels/norm_x86.rs`, `norm_avx2.rs`): args x, scale, \[bias\], out; each task one call over its rows (without a bias the
+/// (`x86/norm_x86.rs`, `norm_avx2.rs`): args x, scale, \[bias\], out; each task one call over its rows (without a bias the
 /// kernel is handed the scale's pointer, which it does not read as a bias).
 pub fn emit_norm_rows(
     kb: &mut Kb,

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// Emits a pooling kernel: roles X and Out, one unit per plane. With `row` the separable 3x3 stride-2 kernel
 /// ([`PoolSpec::max3s2`]), one call to it per plane. With `row` (the AVX-512 max-pool row kernel,
-/// `kernels/depthwise_x86.rs` in max mode) and `copy` (the AVX-512 row copy) for a padded max pooling
+/// `x86/depthwise_x86.rs` in max mode) and `copy` (the AVX-512 row copy) for a padded max pooling
 /// ([`PoolSpec::padded_plane`]), each plane is copied into a −∞-padded stack plane and one call to the row
 /// kernel runs every output row; with `row` alone, the interior columns of every interior row are one call to it and
 /// the border keeps the branch-free path.
@@ -25,7 +25,7 @@ pub fn emit_pool(
     copy: Option<FuncRef>,
 ) {
     if let (Some(f), Some(_)) = (row, s.max3s2()) {
-        // One call per plane (`kernels/maxpool_x86.rs`).
+        // One call per plane (`x86/maxpool_x86.rs`).
         let [h, w] = s.hw;
         let [oh, ow] = s.out;
         let (lo, hi) = kb.task_range(s.planes, tasks);

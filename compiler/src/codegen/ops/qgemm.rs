@@ -33,7 +33,7 @@ pub(super) fn slot(kb: &mut Kb, bytes: usize) -> Value {
     kb.b.ins().stack_addr(I64, s, 0)
 }
 
-/// The AVX2 pair micro-kernels one GEMM calls (`kernels/qgemm_x86.rs::assemble_avx2`), indexed `[full rows |
+/// The AVX2 pair micro-kernels one GEMM calls (`x86/qgemm_x86.rs::assemble_avx2`), indexed `[full rows |
 /// tail rows][full block | last block][zeroing | accumulating]`.
 #[derive(Debug, Clone, Copy)]
 pub struct PairMicro {

@@ -1,5 +1,5 @@
 //! The integer GEMM on AVX-512 VNNI targets: the same spec, units of (batch, 32 columns, 64 rows), with the
-//! machine-code micro-kernel of `kernels/qgemm_x86.rs` doing the sums. Per unit and K block of 1024, B's
+//! machine-code micro-kernel of `x86/qgemm_x86.rs` doing the sums. Per unit and K block of 1024, B's
 //! columns are packed into a stack panel `[k/4][32][4]` of u8 (i8 activations flipped with `^ 0x80`, which the
 //! lowering compensates in the bias together with the zero point: `bias - zp' · Σ_k A`), four rows at a time by
 //! byte- and word-interleaving shuffles when the block is full and contiguous, element by element otherwise;

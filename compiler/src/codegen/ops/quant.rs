@@ -210,7 +210,7 @@ pub fn emit_qadd(
 }
 
 /// `emit_qadd`; with `zmm` (AVX-512) each chunk's multiple of 16 runs the machine-code kernel
-/// (`kernels/qgemm_x86.rs::assemble_qadd`) and only the tail the Cranelift code.
+/// (`x86/qgemm_x86.rs::assemble_qadd`) and only the tail the Cranelift code.
 pub fn emit_qadd_with(
     kb: &mut Kb,
     p: &crate::ir::QAddParams,

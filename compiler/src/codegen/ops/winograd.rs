@@ -3,7 +3,7 @@
 //! `α = tile + 2`, three kernels replace im2col + GEMM:
 //!
 //! 1. `WinogradIn`: per input plane, a copy into a zero-padded stack plane, then per tile row one call to the
-//!    machine-code input transform (`kernels/winograd_x86.rs`, `kernels/winograd4_x86.rs`):
+//!    machine-code input transform (`x86/winograd_x86.rs`, `x86/winograd4_x86.rs`):
 //!    `V[ξ][c][t] = (Bᵀ d B)[ξ]` for every α x α input patch `d` of output tile `t` (tiles numbered over the
 //!    batch, then rows, then columns).
 //! 2. A batched GEMM (the micro-kernels): `M[ξ] = U[ξ] · V[ξ]`, `U[ξ] = (G g Gᵀ)[ξ]` the weights transformed
@@ -16,7 +16,7 @@
 //! convolution is rounding only, bounded by about `(9 + 9 + 16 + 6)·ε·Σ|w|·max|x|` (ε = 2⁻²⁴). F(4x4) does 36
 //! per 4x4 outputs (4 times fewer) with `Bᵀ` entries up to 5, `G` entries ±1/6 and ±1/24 (rounded once, from
 //! f64) and `Aᵀ` entries up to 8, which amplify rounding about tenfold: measured against onnxruntime (SPEC
-//! §11's scaled error) both stay far inside the tolerance (docs/architecture.md).
+//! §11's scaled error) both stay far inside the tolerance (docs/design.md).
 
 use super::plane::StackPlane;
 use crate::codegen::builder::Kb;

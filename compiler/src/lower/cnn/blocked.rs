@@ -23,7 +23,7 @@ use crate::kernel::{Body, Buf, Role};
 use crate::x86::gemm_fit::fuses_transpose;
 
 /// Fewest pixels of a plane kept in blocks: the tallest micro-kernel tile, so that the GEMMs' micro-kernels
-/// cover every row (`machine_code::fuses_transpose`).
+/// cover every row (`x86::gemm_fit::fuses_transpose`).
 const MIN_PIXELS: usize = 14;
 
 /// Whether a convolution is 1x1, unpadded, undilated and of one group (any stride).

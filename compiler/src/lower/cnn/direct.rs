@@ -1,4 +1,4 @@
-//! The direct convolution kernel's lowering (`kernels/conv_direct_x86.rs`, `kernels/conv_direct_avx2.rs`): stems
+//! The direct convolution kernel's lowering (`x86/conv_direct_x86.rs`, `x86/conv_direct_avx2.rs`): stems
 //! of a few input channels (AVX2 and AVX-512 targets) and strided convolutions that fill its 16-pixel blocks
 //! (AVX-512), instead of im2col and a GEMM.
 
@@ -24,7 +24,7 @@ fn strided_direct(a: &ConvAttrs, ow: usize) -> bool {
         && ow * 8 >= 7 * 16 * blocks
 }
 
-/// The direct kernel's shape (`kernels/conv_direct_x86.rs`) for a one-group convolution of an input with at most
+/// The direct kernel's shape (`x86/conv_direct_x86.rs`) for a one-group convolution of an input with at most
 /// `DIRECT_MAX_CHANNELS` channels (a stem, on targets with micro-kernels), or a strided one that fills its pixel
 /// blocks (`strided_direct`, AVX-512 targets), M a multiple of 16, no residual, a clamp for an activation. There im2col writes a column matrix C·KH·KW / (stride²) times the input (ResNet-50's 7x7
 /// stride-2 stem: 7.4 MB) that the GEMM streams back; the direct kernel reads the zero-padded input instead.

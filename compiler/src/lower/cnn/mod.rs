@@ -218,7 +218,7 @@ const FEED_ROW_GROUPS: usize = 8;
 /// The row groups of a channel-splitting GEMM of `m` rows: the most, up to [`FEED_ROW_GROUPS`], that split the
 /// rows into equal groups of whole 8-row blocks (96 rows: 6 of 16), so that each group's channels are whole tile
 /// rows on every kernel set and the entry function can run the depthwise layer after it group by group
-/// (`codegen/interleave.rs`); else [`FEED_ROW_GROUPS`] (groups of `m / 8` rounded up to whole tiles).
+/// (`kernel/interleave.rs`); else [`FEED_ROW_GROUPS`] (groups of `m / 8` rounded up to whole tiles).
 fn feed_groups(m: usize) -> usize {
     let whole = m.is_multiple_of(8).then(|| {
         (2..=FEED_ROW_GROUPS)

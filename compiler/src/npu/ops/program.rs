@@ -5,7 +5,7 @@ use crate::npu::target::NpuTarget;
 use crate::npu::txn::{TxnBody, Xrt};
 
 /// Bytes of the parameter area at the start of every tile's local memory: blocks at 0 and [`PARAM_SLOT2`], the
-/// super-kernel's mailbox in the last 16 bytes ([`super::txn::MAILBOX`]).
+/// super-kernel's mailbox in the last 16 bytes ([`crate::npu::txn::MAILBOX`]).
 pub const PARAM_AREA: u32 = 256;
 
 /// Offset of the second parameter block in the parameter area.
@@ -150,7 +150,7 @@ pub struct OpCost {
     pub dma_cycles: u64,
     /// Tiles used.
     pub tiles: usize,
-    /// The op's transaction body as programmed ([`super::clock::Clock`]): its fetch, the transfers and
+    /// The op's transaction body as programmed ([`crate::npu::clock::Clock`]): its fetch, the transfers and
     /// computations the host waits for, and what overlaps.
     pub elapsed: u64,
 }

@@ -202,7 +202,7 @@ pub(super) fn micro_rows(
     });
 }
 
-/// The machine-code micro-kernels of one GEMM (`kernels/gemm_x86.rs`): tile shape, K block depth, and the
+/// The machine-code micro-kernels of one GEMM (`x86/gemm_x86.rs`): tile shape, K block depth, and the
 /// functions `f(a, b, c, bias, residual)` for (KC block, zeroing), (KC block, accumulating), (last block,
 /// zeroing), (last block, accumulating) and the last block with the epilogue fused; `None` where the GEMM does
 /// not need that variant.
@@ -226,7 +226,7 @@ pub struct Micro {
     /// residual tile, the part of the next K block of B to prefetch into L2 when it was assembled with
     /// `prefetch_next`, or the panel to copy B into).
     pub funcs: [[Option<FuncRef>; 5]; 4],
-    /// The column strip (`kernels/gemm_strip_avx2.rs`): the column tail of a whole row group in one call
+    /// The column strip (`x86/gemm_strip_avx2.rs`): the column tail of a whole row group in one call
     /// `f(a, b, c, panels)`, in place of set 1.
     pub strip: Option<FuncRef>,
 }

@@ -62,7 +62,7 @@ pub fn emit_with(
     };
     // A GEMM that copies B (`Micro::funcs[3]`) takes all its rows in one group, so a column block's B is copied
     // once, not once per group — unless `row_groups` splits them (an expansion read only by a depthwise layer,
-    // which the entry function interleaves with it group by group, `codegen/interleave.rs`): then each group's
+    // which the entry function interleaves with it group by group, `kernel/interleave.rs`): then each group's
     // unit copies the block again.
     let copies = micro.is_some_and(|m| m.funcs[3].iter().any(Option::is_some));
     let row_group = match s.row_groups {
