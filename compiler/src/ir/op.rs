@@ -134,6 +134,62 @@ pub enum Op {
     QAdd(QAddParams),
 }
 
+/// The family an op belongs to: one file of `ir/ops/` holds its shape rule and reference semantics, one of
+/// `lower/` its lowering (`lower/cnn/` for Cnn), and the importer's family files its ONNX mapping. Adding an op
+/// to a family touches that family's files and this one, not the dispatchers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Binary and unary maps, casts (`elementwise.rs`).
+    Elementwise,
+    /// MatMul and Gemm (`linalg.rs`).
+    Linalg,
+    /// Convolution and pooling (`cnn.rs`).
+    Cnn,
+    /// ConvTranspose (`deconv.rs`).
+    Deconv,
+    /// Normalisations and softmax (`nn.rs`).
+    Nn,
+    /// Reshape, Transpose, Concat (`shape.rs`).
+    Shape,
+    /// Offset-table gathers: Slice, Pad, Expand, Tile, Gather (`index.rs`).
+    Index,
+    /// Reductions (`reduce.rs`).
+    Reduce,
+    /// Resize (`resize.rs`).
+    Resize,
+    /// Comparisons, logic, Where (`logic.rs`).
+    Logic,
+    /// The int8 ops (`quant.rs`).
+    Quant,
+}
+
+impl Op {
+    /// The op's family.
+    pub fn family(&self) -> Family {
+        match self {
+            Op::Binary(_) | Op::Unary(_) | Op::Cast(_) => Family::Elementwise,
+            Op::MatMul(_) | Op::Gemm(_) => Family::Linalg,
+            Op::Conv(_) | Op::Pool(..) | Op::GlobalAveragePool => Family::Cnn,
+            Op::ConvTranspose(_) => Family::Deconv,
+            Op::BatchNorm { .. }
+            | Op::Softmax { .. }
+            | Op::LayerNorm { .. }
+            | Op::InstanceNorm { .. }
+            | Op::Lrn(_) => Family::Nn,
+            Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) => Family::Shape,
+            Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) | Op::Gather { .. } => {
+                Family::Index
+            }
+            Op::Reduce { .. } | Op::ArgReduce { .. } => Family::Reduce,
+            Op::Resize(_) => Family::Resize,
+            Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => Family::Logic,
+            Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
+                Family::Quant
+            }
+        }
+    }
+}
+
 impl Op {
     /// Whether the op only moves data (any dtype, bits copied unchanged) rather than computing in f32.
     pub fn moves_data(&self) -> bool {

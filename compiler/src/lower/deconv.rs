@@ -3,13 +3,16 @@
 //! reference evaluation) and adds the bias.
 
 use super::ctx::Ctx;
-use crate::error::Result;
-use crate::ir::{ConvTransposeAttrs, NodeId};
+use crate::error::{Error, Result};
+use crate::ir::{NodeId, Op};
 use crate::kernel::conv::Col2imSpec;
 use crate::kernel::gemm::{GemmSpec, Operand};
 use crate::kernel::{Body, Buf, Role};
 
-pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ConvTransposeAttrs) -> Result<()> {
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
+    let Op::ConvTranspose(a) = op else {
+        return Err(Error::internal("lower", "deconv lowering of another op"));
+    };
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
     let out = node.outputs[0];

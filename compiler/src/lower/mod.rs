@@ -22,7 +22,8 @@ mod resize;
 mod shape;
 
 use crate::error::{Error, Result};
-use crate::ir::{Graph, NodeId, Op};
+use crate::ir::op::Family;
+use crate::ir::{Graph, NodeId};
 use crate::kernel::Lowering;
 use ctx::Ctx;
 pub use ctx::{task_count, LowerOpts, A_PANEL, ROW_PANEL};
@@ -68,26 +69,18 @@ fn lower_node(cx: &mut Ctx, n: NodeId) -> Result<()> {
         ));
     }
     let op = node.op.clone();
-    match &op {
-        Op::Binary(_) | Op::Unary(_) | Op::Cast(_) => elementwise::lower(cx, n, &op),
-        Op::MatMul(_) | Op::Gemm(_) => linalg::lower(cx, n, &op),
-        Op::Conv(_) | Op::Pool(..) | Op::GlobalAveragePool => cnn::lower(cx, n, &op),
-        Op::ConvTranspose(a) => deconv::lower(cx, n, a),
-        Op::BatchNorm { .. }
-        | Op::Softmax { .. }
-        | Op::LayerNorm { .. }
-        | Op::InstanceNorm { .. }
-        | Op::Lrn(_) => nn::lower(cx, n, &op),
-        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) | Op::Gather { .. } => {
-            index::lower(cx, n, &op)
-        }
-        Op::Reduce { .. } | Op::ArgReduce { .. } => reduce::lower(cx, n, &op),
-        Op::Resize(a) => resize::lower(cx, n, a),
-        Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
-            quant::lower(cx, n)
-        }
-        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => logic::lower(cx, n, &op),
-        Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) => shape::lower(cx, n, &op),
+    match op.family() {
+        Family::Elementwise => elementwise::lower(cx, n, &op),
+        Family::Linalg => linalg::lower(cx, n, &op),
+        Family::Cnn => cnn::lower(cx, n, &op),
+        Family::Deconv => deconv::lower(cx, n, &op),
+        Family::Nn => nn::lower(cx, n, &op),
+        Family::Shape => shape::lower(cx, n, &op),
+        Family::Index => index::lower(cx, n, &op),
+        Family::Reduce => reduce::lower(cx, n, &op),
+        Family::Resize => resize::lower(cx, n, &op),
+        Family::Logic => logic::lower(cx, n, &op),
+        Family::Quant => quant::lower(cx, n),
     }
 }
 

@@ -3,12 +3,15 @@
 //! Resize is a copy.
 
 use super::ctx::Ctx;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ir::ops::resize::{axis_is_identity, axis_taps};
-use crate::ir::{numel, NodeId, ResizeAttrs, Tensor};
+use crate::ir::{numel, NodeId, Op, Tensor};
 use crate::kernel::{Body, Buf, Role};
 
-pub(super) fn lower(cx: &mut Ctx, n: NodeId, a: &ResizeAttrs) -> Result<()> {
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
+    let Op::Resize(a) = op else {
+        return Err(Error::internal("lower", "resize lowering of another op"));
+    };
     let node = cx.g.nodes[n].clone();
     let (x, out) = (node.inputs[0], node.outputs[0]);
     let mut shape = cx.shape(x);

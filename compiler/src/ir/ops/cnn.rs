@@ -4,6 +4,7 @@
 use super::args::{arity, f32s, want_f32};
 use super::linalg::apply_epilogue;
 use crate::ir::attrs::{ConvAttrs, PoolAttrs, PoolKind};
+use crate::ir::op::Op;
 use crate::ir::types::{DType, Shape, Tensor};
 
 /// Output extent of a sliding window along one axis.
@@ -267,6 +268,26 @@ pub(crate) fn eval_global_pool(inputs: &[&Tensor]) -> Result<Vec<Tensor>, String
         .map(|p| x[p * size..(p + 1) * size].iter().sum::<f32>() / size as f32)
         .collect();
     Ok(vec![Tensor::f32(out_shape, out)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Conv(a) => infer_conv(inputs, a),
+        Op::Pool(_, a) => infer_pool(inputs, a),
+        Op::GlobalAveragePool => infer_global_pool(inputs),
+        _ => Err(format!("{} is not in the cnn family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Conv(a) => eval_conv(inputs, a),
+        Op::Pool(k, a) => eval_pool(*k, inputs, a),
+        Op::GlobalAveragePool => eval_global_pool(inputs),
+        _ => Err(format!("{} is not in the cnn family", op.name())),
+    }
 }
 
 #[cfg(test)]

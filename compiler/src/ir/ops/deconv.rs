@@ -4,6 +4,7 @@
 
 use super::args::{arity, f32s, want_f32};
 use crate::ir::attrs::ConvTransposeAttrs;
+use crate::ir::op::Op;
 use crate::ir::types::{DType, Shape, Tensor};
 
 /// Output length of one spatial axis: s·(in − 1) + output_padding + (k − 1)·d + 1 − pad_begin − pad_end.
@@ -142,4 +143,20 @@ pub(crate) fn eval_deconv(
         }
     }
     Ok(vec![Tensor::f32(os, out)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::ConvTranspose(a) => infer_deconv(inputs, a),
+        _ => Err(format!("{} is not in the deconv family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::ConvTranspose(a) => eval_deconv(inputs, a),
+        _ => Err(format!("{} is not in the deconv family", op.name())),
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::args::{arity, f32s, want_f32};
 use crate::ir::attrs::{BinOp, UnOp};
+use crate::ir::op::Op;
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
 /// The numpy broadcast of two shapes.
@@ -345,6 +346,29 @@ pub(crate) fn eval_unary(op: UnOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, St
         inputs[0].shape.clone(),
         x.iter().map(|&v| apply_unary(op, v)).collect(),
     )])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Binary(_) => infer_binary(inputs),
+        Op::Unary(_) => infer_unary(inputs),
+        Op::Cast(to) => {
+            arity(inputs, 1, 1)?;
+            Ok(vec![(*to, inputs[0].1.to_vec())])
+        }
+        _ => Err(format!("{} is not in the elementwise family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Binary(b) => eval_binary(*b, inputs),
+        Op::Unary(u) => eval_unary(*u, inputs),
+        Op::Cast(to) => eval_cast(inputs, *to),
+        _ => Err(format!("{} is not in the elementwise family", op.name())),
+    }
 }
 
 #[cfg(test)]

@@ -286,6 +286,24 @@ pub(crate) fn eval_gather(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>
     }])
 }
 
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => infer_mapped(op, inputs),
+        Op::Gather { axis } => infer_gather(inputs, *axis),
+        _ => Err(format!("{} is not in the index family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => eval_mapped(op, inputs),
+        Op::Gather { axis } => eval_gather(inputs, *axis),
+        _ => Err(format!("{} is not in the index family", op.name())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

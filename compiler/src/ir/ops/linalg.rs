@@ -4,6 +4,7 @@
 use super::args::{arity, f32s, want_f32};
 use super::elementwise::{broadcast_shapes, broadcast_strides};
 use crate::ir::attrs::{Epilogue, GemmAttrs};
+use crate::ir::op::Op;
 use crate::ir::types::{numel, strides, DType, Shape, Tensor};
 
 /// The batched-matmul geometry of two operand shapes.
@@ -260,6 +261,24 @@ pub(crate) fn eval_gemm(inputs: &[&Tensor], attrs: &GemmAttrs) -> Result<Vec<Ten
     };
     apply_epilogue(&mut out, &attrs.epilogue, res);
     Ok(vec![Tensor::f32(vec![m, n], out)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::MatMul(e) => infer_matmul(inputs, e),
+        Op::Gemm(a) => infer_gemm(inputs, a),
+        _ => Err(format!("{} is not in the linalg family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::MatMul(e) => eval_matmul(inputs, e),
+        Op::Gemm(a) => eval_gemm(inputs, a),
+        _ => Err(format!("{} is not in the linalg family", op.name())),
+    }
 }
 
 #[cfg(test)]

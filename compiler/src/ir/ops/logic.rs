@@ -139,6 +139,22 @@ pub(crate) fn eval_logic(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Str
     }])
 }
 
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => infer_logic(op, inputs),
+        _ => Err(format!("{} is not in the logic family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => eval_logic(op, inputs),
+        _ => Err(format!("{} is not in the logic family", op.name())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 use super::args::{arity, f32s, want_f32};
 use super::elementwise::broadcast_strides;
 use crate::ir::attrs::LrnAttrs;
+use crate::ir::op::Op;
 use crate::ir::types::{numel, DType, Shape, Tensor};
 
 pub(crate) fn infer_batchnorm(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
@@ -299,4 +300,32 @@ pub(crate) fn eval_lrn(inputs: &[&Tensor], a: &LrnAttrs) -> Result<Vec<Tensor>, 
         }
     }
     Ok(vec![Tensor::f32(shape.clone(), out)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::BatchNorm { .. } => infer_batchnorm(inputs),
+        Op::Softmax { axis, .. } => infer_softmax(inputs, *axis),
+        Op::LayerNorm { axis, .. } => infer_layernorm(inputs, *axis),
+        Op::InstanceNorm { .. } => infer_instancenorm(inputs),
+        Op::Lrn(_) => infer_lrn(inputs),
+        _ => Err(format!("{} is not in the nn family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::BatchNorm { epsilon } => eval_batchnorm(inputs, *epsilon),
+        Op::Softmax {
+            axis,
+            flatten_tail,
+            log,
+        } => eval_softmax(inputs, *axis, *flatten_tail, *log),
+        Op::LayerNorm { axis, epsilon, rms } => eval_layernorm(inputs, *axis, *epsilon, *rms),
+        Op::InstanceNorm { epsilon } => eval_instancenorm(inputs, *epsilon),
+        Op::Lrn(a) => eval_lrn(inputs, a),
+        _ => Err(format!("{} is not in the nn family", op.name())),
+    }
 }

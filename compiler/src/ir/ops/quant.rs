@@ -6,6 +6,7 @@
 //! emulator; values are carried as `i32` whatever their storage type (u8 or i8).
 
 use super::args::{arity, types_of};
+use crate::ir::op::Op;
 use crate::ir::{ConvAttrs, DType, IntProduct, QAddParams, QuantParams, Shape, Tensor};
 
 /// Round to nearest, ties to even, in f32.
@@ -503,6 +504,30 @@ pub(crate) fn eval_qadd(inputs: &[&Tensor], p: &QAddParams) -> Result<Vec<Tensor
     let (a, b) = (ints(inputs[0]), ints(inputs[1]));
     let y = a.iter().zip(&b).map(|(&x, &z)| qadd_one(x, z, p)).collect();
     Ok(vec![int_tensor(dt, shape, y)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Quantize(q) => infer_quantize(inputs, q, false),
+        Op::Dequantize(q) => infer_quantize(inputs, q, true),
+        Op::QConv(a, p) => infer_qconv(inputs, a, p),
+        Op::QMatMul(p) => infer_qmatmul(inputs, p),
+        Op::QAdd(p) => infer_qadd(inputs, p),
+        _ => Err(format!("{} is not in the quant family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Quantize(q) => eval_quantize(inputs, q),
+        Op::Dequantize(q) => eval_dequantize(inputs, q),
+        Op::QConv(a, p) => eval_qconv(inputs, a, p),
+        Op::QMatMul(p) => eval_qmatmul(inputs, p),
+        Op::QAdd(p) => eval_qadd(inputs, p),
+        _ => Err(format!("{} is not in the quant family", op.name())),
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use super::args::arity;
 use super::shape::eval_transpose;
 use crate::ir::attrs::ReduceKind;
+use crate::ir::op::Op;
 use crate::ir::types::{numel, DType, Data, Shape, Tensor};
 
 /// The output shape of reducing `axes` of `shape`.
@@ -176,6 +177,33 @@ pub(crate) fn eval_arg(
         }
     }
     Ok(vec![Tensor::i64(out, r)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Reduce { axes, keepdims, .. } => infer_reduce(inputs, axes, *keepdims),
+        Op::ArgReduce { axis, keepdims, .. } => infer_arg(inputs, *axis, *keepdims),
+        _ => Err(format!("{} is not in the reduce family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Reduce {
+            kind,
+            axes,
+            keepdims,
+        } => eval_reduce(inputs, *kind, axes, *keepdims),
+        Op::ArgReduce {
+            max,
+            axis,
+            keepdims,
+            select_last,
+        } => eval_arg(inputs, *max, *axis, *keepdims, *select_last),
+        _ => Err(format!("{} is not in the reduce family", op.name())),
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use super::args::arity;
 use crate::ir::attrs::{CoordMode, NearestMode, ResizeAttrs, ResizeMode};
+use crate::ir::op::Op;
 use crate::ir::types::{numel, DType, Shape, Tensor};
 
 /// Per output coordinate: (input index, already clamped to the input, weight) pairs.
@@ -175,6 +176,22 @@ pub(crate) fn eval_resize(inputs: &[&Tensor], a: &ResizeAttrs) -> Result<Vec<Ten
         shape[axis] = a.out[axis];
     }
     Ok(vec![Tensor::f32(shape, v)])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Resize(a) => infer_resize(inputs, a),
+        _ => Err(format!("{} is not in the resize family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Resize(a) => eval_resize(inputs, a),
+        _ => Err(format!("{} is not in the resize family", op.name())),
+    }
 }
 
 #[cfg(test)]

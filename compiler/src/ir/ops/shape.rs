@@ -2,6 +2,7 @@
 //! any dtype; values are copied, never converted.
 
 use super::args::arity;
+use crate::ir::op::Op;
 use crate::ir::types::{numel, strides, DType, Data, Shape, Tensor};
 
 pub(crate) fn infer_reshape(
@@ -137,4 +138,24 @@ pub(crate) fn eval_concat(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>
         shape: out_shape,
         data,
     }])
+}
+
+/// The dtype and shape of each output of this family's `op` (`ops::infer`).
+pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    match op {
+        Op::Reshape(s) => infer_reshape(inputs, s),
+        Op::Transpose(p) => infer_transpose(inputs, p),
+        Op::Concat(axis) => infer_concat(inputs, *axis),
+        _ => Err(format!("{} is not in the shape family", op.name())),
+    }
+}
+
+/// Evaluates this family's `op` (`ops::eval`).
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+    match op {
+        Op::Reshape(s) => eval_reshape(inputs, s),
+        Op::Transpose(p) => eval_transpose(inputs, p),
+        Op::Concat(axis) => eval_concat(inputs, *axis),
+        _ => Err(format!("{} is not in the shape family", op.name())),
+    }
 }
