@@ -67,6 +67,9 @@ def main(d):
     single(d, "div_lastdim", N("Div", ["x", "b"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5], {"b": r(5) + 3})
     save(d, "mul_both_broadcast", [N("Mul", ["a", "b"], ["y"])], [("a", [3, 1, 5]), ("b", [1, 4, 1])], [("y", [3, 4, 5])])
     single(d, "transpose", N("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1]), [("x", [2, 3, 4, 5])], [2, 4, 5, 3])
+    # Trilu: the upper triangle above diagonal 1 of a batch of matrices, the lower one below diagonal -1.
+    single(d, "trilu_upper", N("Trilu", ["x", "k"], ["y"]), [("x", [2, 5, 7])], [2, 5, 7], {"k": np.array(1, np.int64)}, opset=14)
+    single(d, "trilu_lower", N("Trilu", ["x", "k"], ["y"], upper=0), [("x", [6, 4])], [6, 4], {"k": np.array(-1, np.int64)}, opset=14)
     single(d, "concat", N("Concat", ["x", "b"], ["y"], axis=1), [("x", [2, 3, 4])], [2, 5, 4], {"b": r(2, 2, 4)})
     single(d, "batchnorm", N("BatchNormalization", ["x", "g", "be", "m", "v"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5],
            {"g": r(3), "be": r(3), "m": r(3), "v": np.abs(r(3)) + .5})

@@ -31,6 +31,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "constant split sizes, or num_outputs / equal parts",
     ),
     ("Expand, Tile", "constant shape / repeats"),
+    ("Trilu", "any dtype, rank >= 2; constant k"),
     (
         "Gather",
         "any axis; run-time or constant i64/i32 indices (clamped at run time)",
@@ -433,6 +434,22 @@ impl Importer<'_> {
                     Op::Tile(reps.iter().map(|&v| v as usize).collect()),
                     vec![req(0)?],
                 )
+            }
+            "Trilu" => {
+                let x = req(0)?;
+                let k = match ints(1, "k")?.as_deref() {
+                    None => 0,
+                    Some(&[k]) => k,
+                    Some(v) => {
+                        return Err(Error::node(
+                            name,
+                            op,
+                            format!("k must hold one value, got {}", v.len()),
+                        ))
+                    }
+                };
+                let upper = a.int("upper", 1)? != 0;
+                Lowered::Node(Op::Trilu { upper, k }, vec![x])
             }
             "Gather" => {
                 let x = req(0)?;

@@ -75,6 +75,14 @@ pub enum Op {
         /// The axis of the data input.
         axis: usize,
     },
+    /// Trilu: the upper or lower triangle of the last two dims, the other elements zero. Element (i, j) of each
+    /// matrix is kept when `j − i ≥ k` (upper) or `j − i ≤ k` (lower).
+    Trilu {
+        /// Keep the upper triangle (else the lower).
+        upper: bool,
+        /// Diagonal offset.
+        k: i64,
+    },
     /// Reduction over axes.
     Reduce {
         /// The reduction.
@@ -177,9 +185,12 @@ impl Op {
             | Op::InstanceNorm { .. }
             | Op::Lrn(_) => Family::Nn,
             Op::Reshape(_) | Op::Transpose(_) | Op::Concat(_) => Family::Shape,
-            Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) | Op::Gather { .. } => {
-                Family::Index
-            }
+            Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Expand(_)
+            | Op::Tile(_)
+            | Op::Gather { .. }
+            | Op::Trilu { .. } => Family::Index,
             Op::Reduce { .. } | Op::ArgReduce { .. } => Family::Reduce,
             Op::Resize(_) => Family::Resize,
             Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => Family::Logic,
@@ -204,6 +215,7 @@ impl Op {
                 | Op::Expand(_)
                 | Op::Tile(_)
                 | Op::Gather { .. }
+                | Op::Trilu { .. }
         )
     }
     /// Whether the op takes non-f32 tensors at run time (data movement, Cast and the int8 family).
@@ -290,6 +302,7 @@ impl Op {
             Op::Expand(_) => "expand",
             Op::Tile(_) => "tile",
             Op::Gather { .. } => "gather",
+            Op::Trilu { .. } => "trilu",
             Op::Reduce { kind, .. } => match kind {
                 ReduceKind::Sum => "reducesum",
                 ReduceKind::Mean => "reducemean",

@@ -286,11 +286,61 @@ pub(crate) fn eval_gather(inputs: &[&Tensor], axis: usize) -> Result<Vec<Tensor>
     }])
 }
 
+/// Whether Trilu keeps element (i, j) of a matrix: on or above diagonal `k` for the upper triangle, on or below
+/// it for the lower.
+pub fn trilu_keeps(upper: bool, k: i64, i: usize, j: usize) -> bool {
+    let d = j as i64 - i as i64;
+    if upper {
+        d >= k
+    } else {
+        d <= k
+    }
+}
+
+fn infer_trilu(inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 1, 1)?;
+    let (dt, s) = inputs[0];
+    if s.len() < 2 {
+        return Err(format!("input of rank {} (Trilu needs rank >= 2)", s.len()));
+    }
+    Ok(vec![(dt, s.to_vec())])
+}
+
+/// Trilu of any dtype: the elements off the triangle become zero (0.0 or 0).
+fn eval_trilu(inputs: &[&Tensor], upper: bool, k: i64) -> Result<Vec<Tensor>, String> {
+    arity(inputs, 1, 1)?;
+    let x = inputs[0];
+    infer_trilu(&[(x.dtype, &x.shape)])?;
+    let r = x.shape.len();
+    let (rows, cols) = (x.shape[r - 2], x.shape[r - 1]);
+    let off = |e: usize| !trilu_keeps(upper, k, e / cols % rows, e % cols);
+    let data = match &x.data {
+        Data::F32(v) => Data::F32(
+            v.iter()
+                .enumerate()
+                .map(|(e, &a)| if off(e) { 0.0 } else { a })
+                .collect(),
+        ),
+        Data::I64(v) => Data::I64(
+            v.iter()
+                .enumerate()
+                .map(|(e, &a)| if off(e) { 0 } else { a })
+                .collect(),
+        ),
+    };
+    Ok(vec![Tensor {
+        dtype: x.dtype,
+        shape: x.shape.clone(),
+        data,
+    }])
+}
+
 /// The dtype and shape of each output of this family's `op` (`ops::infer`).
 pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
     match op {
         Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => infer_mapped(op, inputs),
         Op::Gather { axis } => infer_gather(inputs, *axis),
+        Op::Trilu { .. } => infer_trilu(inputs),
         _ => Err(format!("{} is not in the index family", op.name())),
     }
 }
@@ -300,6 +350,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
     match op {
         Op::Slice { .. } | Op::Pad { .. } | Op::Expand(_) | Op::Tile(_) => eval_mapped(op, inputs),
         Op::Gather { axis } => eval_gather(inputs, *axis),
+        Op::Trilu { upper, k } => eval_trilu(inputs, *upper, *k),
         _ => Err(format!("{} is not in the index family", op.name())),
     }
 }
@@ -307,6 +358,31 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trilu_keeps_a_triangle() {
+        let x = Tensor::f32(vec![3, 3], (1..=9).map(|v| v as f32).collect());
+        let up = eval(&Op::Trilu { upper: true, k: 0 }, &[&x])
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            up.as_f32().unwrap(),
+            &[1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 0.0, 0.0, 9.0]
+        );
+        let x = Tensor::i64(vec![2, 2, 3], (1..=12).collect());
+        let low = eval(
+            &Op::Trilu {
+                upper: false,
+                k: -1,
+            },
+            &[&x],
+        )
+        .unwrap()
+        .remove(0);
+        assert_eq!(low.to_i64_vec(), vec![0, 0, 0, 4, 0, 0, 0, 0, 0, 10, 0, 0]);
+        let v = Tensor::f32(vec![3], vec![1.0; 3]);
+        assert!(eval(&Op::Trilu { upper: true, k: 0 }, &[&v]).is_err());
+    }
 
     #[test]
     fn pad_modes_match_numpy() {
