@@ -67,8 +67,8 @@ pub enum Body {
     /// `x86/depthwise_c16_x86.rs`, on AVX2 `depthwise_c16_avx2.rs`): roles X, W (packed
     /// `[C/16, KH·KW, 16]`), \[Bias\], Out; C is a multiple of 16.
     DepthwiseC16(DepthwiseSpec),
-    /// Direct convolution of a few-channel input or a strided window (machine code: `x86/conv_direct_x86.rs`,
-    /// on AVX2 `conv_direct_avx2.rs`): roles X (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W
+    /// Direct convolution of a few-channel input or a strided window (machine code: `x86/conv_direct/`,
+    /// one family over `x86::isa::Isa`): roles X (the input zero-padded to `spec.padded`, `[N, C, Hp, Wp]`), W
     /// (packed `[M/16, C·KH·KW, 16]`), \[Bias\], Out. One unit per (batch, output row).
     ConvDirect {
         /// Batch.

@@ -5,7 +5,7 @@
 //! AVX2 int8 depthwise row kernel;
 //! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
-//! of small planes; `conv_direct_x86.rs` and `conv_direct_avx2.rs`: the AVX-512 and AVX2 direct convolution of
+//! of small planes; `conv_direct/`: the direct convolution of
 //! few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling;
 //! `norm_x86.rs` and `norm_avx2.rs`: the AVX-512 and AVX2 LayerNorm rows; `copy_x86.rs`: the strided row copies of
 //! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
@@ -15,8 +15,7 @@
 //! `rows.rs` (the row loop and its multi-row wrappers) and `shuffle.rs` (the 16x16 and 8x8 transposes, the AVX2
 //! partial store, the 16-lane weight packing), re-exported here. Every other target keeps the Cranelift kernels.
 
-pub mod conv_direct_avx2;
-pub mod conv_direct_x86;
+pub mod conv_direct;
 pub mod copy_x86;
 pub mod cpu_check;
 pub mod depthwise_avx2;
@@ -27,6 +26,7 @@ pub mod depthwise_x86;
 pub mod gemm_fit;
 pub mod gemm_strip_avx2;
 pub mod gemm_x86;
+pub mod isa;
 mod masks;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;

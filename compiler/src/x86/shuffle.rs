@@ -90,7 +90,7 @@ pub(crate) fn transpose16(a: &mut CodeAssembler) -> Result<(), IcedError> {
 }
 
 /// Rows of a row-major `[rows, k]` matrix packed in groups of 16 lanes for the channel-blocked kernels
-/// (`depthwise_c16_x86.rs`: `[C/16, KH·KW, 16]`; `conv_direct_x86.rs`: `[M/16, C·KH·KW, 16]`):
+/// (`depthwise_c16_x86.rs`: `[C/16, KH·KW, 16]`; `conv_direct/`: `[M/16, C·KH·KW, 16]`):
 /// `out[g][t][l] = w[16·g + l][t]`, the rows past `rows` zero.
 pub fn pack16(w: &[f32], rows: usize, k: usize) -> Vec<f32> {
     let mut out = vec![0.0; rows.next_multiple_of(16) * k];

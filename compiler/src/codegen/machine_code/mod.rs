@@ -285,8 +285,8 @@ pub(super) fn define_layout(
         }
         Body::ConvDirect { spec, .. } => {
             let code = match simd {
-                Simd::Avx512 => x86::conv_direct_x86::assemble(spec),
-                Simd::Avx2 => x86::conv_direct_avx2::assemble(spec),
+                Simd::Avx512 => x86::conv_direct::avx512::assemble(spec),
+                Simd::Avx2 => x86::conv_direct::avx2::assemble(spec),
             };
             Ok([f(module, "direct", 4, code)?, None, None])
         }

@@ -3,7 +3,7 @@
 //! range of every (ky, kx) is computed at compile time, so rows split into zero runs and copy runs with no
 //! per-pixel bounds test; stride-1 copy runs are vectorised. `col2im` is the reverse for ConvTranspose: the
 //! GEMM's columns are added into the output windows, again with compile-time valid ranges. `emit_direct` drives
-//! the direct convolution kernel of few-channel inputs (`x86/conv_direct_x86.rs`), which needs no columns.
+//! the direct convolution kernel of few-channel inputs (`x86/conv_direct/`), which needs no columns.
 
 use crate::codegen::builder::{Kb, LANES, VEC};
 use crate::kernel::conv::{pack_rows_units, Col2imSpec, Im2colSpec};

@@ -1,4 +1,4 @@
-//! The direct convolution kernel's lowering (`x86/conv_direct_x86.rs`, `x86/conv_direct_avx2.rs`): stems
+//! The direct convolution kernel's lowering (`x86/conv_direct/`): stems
 //! of a few input channels (AVX2 and AVX-512 targets) and strided convolutions that fill its 16-pixel blocks
 //! (AVX-512), instead of im2col and a GEMM.
 
@@ -24,7 +24,7 @@ fn strided_direct(a: &ConvAttrs, ow: usize) -> bool {
         && ow * 8 >= 7 * 16 * blocks
 }
 
-/// The direct kernel's shape (`x86/conv_direct_x86.rs`) for a one-group convolution of an input with at most
+/// The direct kernel's shape (`x86/conv_direct/`) for a one-group convolution of an input with at most
 /// `DIRECT_MAX_CHANNELS` channels (a stem, on targets with micro-kernels), or a strided one that fills its pixel
 /// blocks (`strided_direct`, AVX-512 targets), M a multiple of 16, no residual, a clamp for an activation. There im2col writes a column matrix C·KH·KW / (stride²) times the input (ResNet-50's 7x7
 /// stride-2 stem: 7.4 MB) that the GEMM streams back; the direct kernel reads the zero-padded input instead.
@@ -37,7 +37,7 @@ pub(super) fn direct_spec(
 ) -> Option<ConvDirect> {
     let (lo, hi) = crate::kernel::gemm::clamp_bits(a.epilogue.act)?;
     let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
-    // Stems on either kernel set (`conv_direct_avx2.rs` on AVX2); strided convolutions of more channels on
+    // Stems on either kernel set (`x86/conv_direct/avx2.rs` on AVX2); strided convolutions of more channels on
     // AVX-512 only (measured there, with 16-pixel blocks).
     let stem = cx.opts.micro_kernels && (1..=DIRECT_MAX_CHANNELS).contains(&xs[1]);
     let ok = a.group == 1
@@ -63,7 +63,7 @@ pub(super) fn direct_spec(
         lo,
         hi,
     };
-    (ok && crate::x86::conv_direct_x86::check(&spec).is_ok()).then_some(spec)
+    (ok && crate::x86::conv_direct::check(&spec).is_ok()).then_some(spec)
 }
 
 /// A convolution by the direct kernel (`Body::ConvDirect`): the input zero-padded into scratch by an im2col

@@ -1,27 +1,37 @@
-//! The AVX-512 direct convolution kernel for convolutions with few input channels (a network's stem: ResNet-50's
-//! 7x7 stride-2 3→64, MobileNet's 3x3 stride-2 3→32), where im2col writes a column matrix many times the input
-//! (ResNet-50: 7.4 MB from 0.6 MB) that the GEMM then streams back. Here 16 output channels sit in the lanes of
-//! a `zmm` and 16 output pixels of a row in sixteen accumulators; each tap loads the 16 channels' weights once
-//! and takes one `vfmadd231ps` per pixel with the input pixel as an embedded broadcast from the zero-padded input
+//! The direct convolution kernel for convolutions with few input channels (a network's stem: ResNet-50's 7x7
+//! stride-2 3→64, MobileNet's 3x3 stride-2 3→32), where im2col writes a column matrix many times the input
+//! (ResNet-50: 7.4 MB from 0.6 MB) that the GEMM then streams back. One family over the `Isa` trait: the
+//! contract (`check`), the frame and the pixel block are written once here; `avx512.rs` and `avx2.rs` give the
+//! register assignment of each ISA.
+//!
+//! Output channels sit in the lanes of a vector (16 per `zmm`; on AVX2 each block of 16 packed channels is two
+//! passes of eight per `ymm`) and a block of output pixels of a row (as many as the lanes) in as many
+//! accumulators; each tap loads the channels' weights once and takes one multiply-add per pixel with the input
+//! pixel broadcast (an embedded broadcast on AVX-512, `vbroadcastss` on AVX2) from the zero-padded input
 //! (`ops/conv.rs`'s pad pass writes it), so nothing is gathered and no column matrix exists.
 //!
 //! One call computes one output row for every output channel: per block of 16 channels (a counted loop), per
-//! block of 16 pixels (a counted loop, then a shorter last block), the accumulators start at +0.0 and take the
-//! taps in (c, ky, kx) order — a loop over input channels around the unrolled taps — then the bias is added and
-//! the clamp applied (NaN kept), the 16x16 block is transposed (`transpose16`) so that each register holds one
-//! channel's 16 pixels, and stored (masked for the last block). Each output is the fma chain of the im2col GEMM
-//! over K = (c, ky, kx) with zeros at padded taps, then the same bias add and clamp: bitwise identical to it.
+//! block of pixels (a counted loop, then a shorter last block), the accumulators start at +0.0 and take the taps
+//! in (c, ky, kx) order — a loop over input channels around the unrolled taps — then the bias is added and the
+//! clamp applied (NaN kept), the block is transposed so that each register holds one channel's pixels, and
+//! stored, the last block's cut to its pixels (a masked store, or `store_head_ymm`): nothing past the row is
+//! written. Each output is the fma chain of the im2col GEMM over K = (c, ky, kx) with zeros at padded taps, then
+//! the same bias add and clamp: bitwise identical to it.
 //!
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V): `x` the padded input's
 //! channel 0 at the row the output row's taps start at, `w` the weights packed `[M/16][C·KH·KW][16]`
 //! (`pack16`), `bias` M floats (unused without a bias), `out` the output's channel 0 at the output row.
 //! Saves and restores `rbx`, `r12`.
 
-use super::{disp, transpose16, ZMM};
+pub mod avx2;
+pub mod avx512;
+
+use super::disp;
+use super::isa::Isa;
 use crate::kernel::conv::ConvDirect;
 use iced_x86::code_asm::*;
 
-/// Output pixels per block (the transpose's width).
+/// The most output pixels per block (the AVX-512 transpose's width): `check` bounds every displacement with it.
 const PIXELS: usize = 16;
 
 const NAME: &str = "direct convolution";
@@ -60,10 +70,10 @@ pub fn check(s: &ConvDirect) -> Result<(), String> {
     Ok(())
 }
 
-/// Assembles the kernel; `Err` where [`check`] fails.
-pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
-    assemble_blocks(s, PIXELS, 1, |a, _, n, plane_out| {
-        pixel_block(a, s, n, plane_out)
+/// Assembles the kernel on ISA `I` with its registers `regs`; `Err` where [`check`] fails.
+fn assemble<I: Isa>(s: &ConvDirect, regs: &Regs) -> Result<Vec<u8>, String> {
+    assemble_blocks(s, I::LANES, 16 / I::LANES, |a, half, n, plane_out| {
+        pixel_block::<I>(a, s, regs, half, n, plane_out)
     })
 }
 
@@ -73,7 +83,7 @@ pub fn assemble(s: &ConvDirect) -> Result<Vec<u8>, String> {
 /// pixels from `r9` (its input) to `r10` (its output) with the weights of the 16 channels at `rsi`, their
 /// biases at `rdx`. Registers: rdi x row, rsi w, rdx bias, rcx out; r8 channel blocks left, r9 / r10 the pixel
 /// block's input / output, r11 pixel blocks left; `rax`, `rbx`, `r12` the block's own (`rbx`, `r12` saved).
-pub(super) fn assemble_blocks(
+fn assemble_blocks(
     s: &ConvDirect,
     pixels: usize,
     passes: usize,
@@ -128,7 +138,7 @@ pub(super) fn assemble_blocks(
 /// The loop over input channels of a pixel block, for both kernel sets: `rax` walks the packed weights from
 /// `rsi`, `rbx` the padded input planes from `r9`, `r12` counts; per tap `t` (in (ky, kx) order) `tap(a, t,
 /// offsets)` emits the tap, `offsets[j]` the byte offset from `rbx` of the input of the block's pixel `j < n`.
-pub(super) fn channel_loop(
+fn channel_loop(
     a: &mut CodeAssembler,
     s: &ConvDirect,
     n: usize,
@@ -157,50 +167,54 @@ pub(super) fn channel_loop(
     a.jnz(channel)
 }
 
-/// One block of `n` ≤ 16 output pixels for 16 channels: accumulators `zmm0..n`, the tap weights alternating in
-/// `zmm16`/`zmm17`, the clamp bounds in `zmm27`/`zmm28` (scratch `zmm29`), then the transpose and the stores.
-fn pixel_block(
+/// The registers a pixel block uses besides the accumulators `0..LANES`: the tap weights alternate in
+/// `weights` and `weights + 1`, the broadcasts (where the ISA needs a register) in `bcast` and `bcast + 1`, the
+/// clamp bounds in `clamp`.
+pub struct Regs {
+    /// The first of the two weight registers.
+    pub weights: usize,
+    /// The first of the two broadcast registers.
+    pub bcast: usize,
+    /// The lower and upper clamp bounds.
+    pub clamp: [usize; 2],
+}
+
+/// One block of `n` ≤ `LANES` output pixels for the `LANES` channels of `half` of the 16-channel block: the
+/// accumulators, the taps, the bias add and the clamp, then the transpose and the stores.
+fn pixel_block<I: Isa>(
     a: &mut CodeAssembler,
     s: &ConvDirect,
+    regs: &Regs,
+    half: usize,
     n: usize,
     plane_out: usize,
 ) -> Result<(), IcedError> {
-    let z = |i: usize| ZMM[i];
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
-    for j in 0..PIXELS {
-        a.vpxord(z(j), z(j), z(j))?;
+    let lanes = I::LANES;
+    for j in 0..lanes {
+        I::zero(a, I::v(j))?;
     }
     channel_loop(a, s, n, |a, t, off| {
-        let wreg = z(16 + t % 2);
-        a.vmovups(wreg, zmmword_ptr(rax + d(t * 16)))?;
+        let w = I::v(regs.weights + t % 2);
+        I::load(a, w, rax, d(t * 16 + lanes * half))?;
         for (j, &o) in off.iter().enumerate() {
-            a.vfmadd231ps(z(j), wreg, dword_bcst(rbx + o))?;
+            I::fma_bcast(a, I::v(j), w, rbx, o, I::v(regs.bcast + j % 2))?;
         }
         Ok(())
     })?;
-    for (reg, c) in [(zmm27, s.lo), (zmm28, s.hi)] {
-        if let Some(bits) = c {
-            super::broadcast_bits(a, reg, bits)?;
-        }
-    }
+    let clamp = regs.clamp.map(I::v);
+    let bounds = I::clamp_bounds(a, (s.lo, s.hi), clamp)?;
     for j in 0..n {
         if s.bias {
-            a.vaddps(z(j), z(j), zmmword_ptr(rdx))?;
+            I::add_mem(a, I::v(j), rdx, d(lanes * half))?;
         }
-        super::clamp_keep_nan(a, z(j), s.lo.map(|b| (zmm27, b)), s.hi.map(|_| zmm28))?;
+        I::clamp(a, I::v(j), bounds)?;
     }
-    transpose16(a)?;
-    if n < PIXELS {
-        a.mov(eax, (1u32 << n) - 1)?;
-        a.kmovw(k1, eax)?;
-    }
-    for c in 0..16 {
-        let dst = zmmword_ptr(r10 + d(c * plane_out));
-        if n < PIXELS {
-            a.vmovups(dst.k1(), z(c))?;
-        } else {
-            a.vmovups(dst, z(c))?;
-        }
+    // Rows j (pixels, lanes the channels) to rows c (channels, lanes the pixels).
+    let cols = I::transpose(a)?;
+    I::head_mask(a, n)?;
+    for c in 0..lanes {
+        I::store_head(a, r10, d(c * plane_out), I::v(cols + c), n, I::v(0))?;
     }
     Ok(())
 }
@@ -208,18 +222,10 @@ fn pixel_block(
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 pub(super) mod tests {
     use super::super::pack16;
-    use super::super::test_exec::{clamp, exec, guarded, pattern, skip_without_avx512};
+    use super::super::test_exec::{clamp, exec, guarded, pattern};
     use super::*;
 
     type Kernel = extern "sysv64" fn(*const f32, *const f32, *const f32, *mut f32);
-
-    #[test]
-    fn rows_match_the_fma_chain() {
-        if skip_without_avx512("direct convolution kernel") {
-            return;
-        }
-        check_rows(assemble);
-    }
 
     /// A kernel assembled by `assemble`, one call per output row, against the fma chain over (c, ky, kx) from
     /// +0.0 then the bias and the clamp (NaN kept), bitwise — over rows around 8- and 16-pixel blocks, strides 1
