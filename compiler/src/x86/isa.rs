@@ -66,6 +66,21 @@ pub trait Isa {
     ) -> R;
 }
 
+/// Broadcasts the bounds a clamp has into `regs` with `broadcast` (the ISA's) and returns them as [`Bounds`].
+fn bounds_into<V: Copy>(
+    a: &mut CodeAssembler,
+    (lo, hi): (Option<u32>, Option<u32>),
+    regs: [V; 2],
+    broadcast: fn(&mut CodeAssembler, V, u32) -> R,
+) -> Result<Bounds<V>, IcedError> {
+    for (reg, bound) in regs.into_iter().zip([lo, hi]) {
+        if let Some(bits) = bound {
+            broadcast(a, reg, bits)?;
+        }
+    }
+    Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
+}
+
 /// AVX-512F on `zmm0..31`, `k1` for partial stores.
 pub struct Avx512;
 
@@ -102,12 +117,7 @@ impl Isa for Avx512 {
         (lo, hi): (Option<u32>, Option<u32>),
         regs: [AsmRegisterZmm; 2],
     ) -> Result<Bounds<AsmRegisterZmm>, IcedError> {
-        for (reg, bound) in regs.into_iter().zip([lo, hi]) {
-            if let Some(bits) = bound {
-                broadcast_bits(a, reg, bits)?;
-            }
-        }
-        Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
+        bounds_into(a, (lo, hi), regs, broadcast_bits)
     }
     fn clamp(a: &mut CodeAssembler, x: AsmRegisterZmm, (lo, hi): Bounds<AsmRegisterZmm>) -> R {
         clamp_keep_nan(a, x, lo, hi)
@@ -171,12 +181,7 @@ impl Isa for Avx2 {
         (lo, hi): (Option<u32>, Option<u32>),
         regs: [AsmRegisterYmm; 2],
     ) -> Result<Bounds<AsmRegisterYmm>, IcedError> {
-        for (reg, bound) in regs.into_iter().zip([lo, hi]) {
-            if let Some(bits) = bound {
-                broadcast_bits_ymm(a, reg, bits)?;
-            }
-        }
-        Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
+        bounds_into(a, (lo, hi), regs, broadcast_bits_ymm)
     }
     fn clamp(a: &mut CodeAssembler, x: AsmRegisterYmm, (lo, hi): Bounds<AsmRegisterYmm>) -> R {
         clamp_keep_nan(a, x, lo, hi)
