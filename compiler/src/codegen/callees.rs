@@ -232,8 +232,8 @@ impl Callees {
                 Some(simd),
             ) => match ops::data::block_plan(out_shape, in_strides, *elem).and_then(|p| {
                 match simd {
-                    Simd::Avx512 => x86::transpose_x86::assemble_block(&p.t),
-                    Simd::Avx2 => x86::transpose_avx2::assemble_block(&p.t),
+                    Simd::Avx512 => x86::block_transpose::avx512::assemble(&p.t),
+                    Simd::Avx2 => x86::block_transpose::avx2::assemble(&p.t),
                 }
                 .ok()
             }) {

@@ -21,3 +21,16 @@ pub fn coalesce_transpose(out_shape: &[usize], in_strides: &[usize]) -> (Vec<usi
     }
     dims.into_iter().unzip()
 }
+
+/// The compile-time shape of a 2-D block transpose: `dst[c · ld + r] = src[r · ls + c]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockTranspose {
+    /// Source rows (the output's row length).
+    pub rows: usize,
+    /// Source row length (the output's row count).
+    pub cols: usize,
+    /// Source row stride (elements).
+    pub ls: usize,
+    /// Output row stride (elements).
+    pub ld: usize,
+}

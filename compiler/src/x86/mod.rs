@@ -8,13 +8,15 @@
 //! of small planes; `conv_direct/`: the direct convolution of
 //! few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling;
 //! `norm_x86.rs` and `norm_avx2.rs`: the AVX-512 and AVX2 LayerNorm rows; `copy_x86.rs`: the strided row copies of
-//! im2col; `transpose_x86.rs`: the block-transposing epilogue of the transposed GEMMs; `winograd_x86.rs` and
+//! im2col; `transpose_x86.rs` and `transpose_avx2.rs`: the transposing epilogue of the transposed GEMMs; `block_transpose/`:
+//! the gathering Transpose nodes' 2-D block transpose; `winograd_x86.rs` and
 //! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms, `winograd_avx2.rs` the AVX2 ones;
 //! `cpu_check.rs`: the exported `NAME_cpu_supported`. The pieces several kernels share: `regs.rs` (the register
 //! tables, displacements, a broadcast constant, the NaN-keeping clamp, `fmax`), `masks.rs` (tail and column masks),
 //! `rows.rs` (the row loop and its multi-row wrappers) and `shuffle.rs` (the 16x16 and 8x8 transposes, the AVX2
 //! partial store, the 16-lane weight packing), re-exported here. Every other target keeps the Cranelift kernels.
 
+pub mod block_transpose;
 pub mod conv_direct;
 pub mod copy_x86;
 pub mod cpu_check;

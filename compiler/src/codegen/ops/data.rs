@@ -5,9 +5,9 @@
 
 use crate::codegen::builder::Kb;
 use crate::ir::DType;
+use crate::kernel::data::BlockTranspose;
 use crate::kernel::data::{coalesce_transpose, COPY_CHUNK};
 use crate::kernel::Role;
-use crate::x86::transpose_x86::BlockTranspose;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I64, I8};
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Type, Value};
@@ -114,7 +114,7 @@ pub fn emit_transpose(
     });
 }
 
-/// A gathering transpose as 2-D block transposes (`kernels::transpose_x86::assemble_block`): the output dim
+/// A gathering transpose as 2-D block transposes (`x86::block_transpose`): the output dim
 /// that the input walks contiguously (`t.cols` of them, output stride `t.ld`) against the innermost output dim
 /// (`t.rows`, input stride `t.ls`), once per combination of the other dims.
 #[derive(Debug, Clone, PartialEq, Eq)]
