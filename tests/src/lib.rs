@@ -4,6 +4,7 @@
 #![allow(missing_docs)]
 
 pub mod harness;
+pub mod imports;
 pub mod kernel_case;
 pub mod loaded;
 pub mod models;
