@@ -11,62 +11,61 @@ use crate::x86::gemm_x86::Simd;
 /// Emits kernel `k`'s body with the machine code `c` it calls on kernel set `simd`. False when a body that
 /// exists only as machine code lacks it (a bundlec bug the caller reports).
 pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Simd>) -> bool {
-    match (&k.body, c.micro, c.qmicro) {
-        (Body::Gemm(s), m, _) if s.transpose_out.is_some() => match (m, c.transpose) {
-            (Some(m), Some(t)) => {
-                let per_call = transpose_channels(simd.unwrap_or(Simd::Avx512));
-                ops::gemm::emit_with(kb, s, k.tasks, Some(m), Some((t, per_call)))
+    let per_call = || transpose_channels(simd.unwrap_or(Simd::Avx512));
+    match (&k.body, *c) {
+        (Body::Gemm(s), c) if s.transpose_out.is_some() => match c {
+            Callees::Gemm(Some(m), Some(t)) => {
+                ops::gemm::emit_with(kb, s, k.tasks, Some(m), Some((t, per_call())))
             }
             _ => return false,
         },
-        (Body::Gemm(s), Some(m), _) => ops::gemm::emit_with(kb, s, k.tasks, Some(m), None),
-        (Body::QGemm(s), _, Some(mk)) => ops::qgemm_vnni::emit(kb, s, k.tasks, &mk),
-        (Body::WinogradIn(s), _, _) => match c.layout {
-            Some([Some(f), Some(copy), _]) => ops::winograd::emit_in(kb, s, k.tasks, f, copy),
-            _ => return false,
-        },
-        (Body::TransposeOut { n, t }, _, _) => match c.layout {
-            Some([Some(f), _, _]) => {
-                let per_call = transpose_channels(simd.unwrap_or(Simd::Avx512));
-                ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, (f, per_call))
+        (Body::Gemm(s), Callees::Gemm(Some(m), _)) => {
+            ops::gemm::emit_with(kb, s, k.tasks, Some(m), None)
+        }
+        (Body::QGemm(s), Callees::QGemmVnni(mk)) => ops::qgemm_vnni::emit(kb, s, k.tasks, &mk),
+        (Body::QGemm(s), Callees::QGemmPair(p)) => ops::qgemm::emit_with(kb, s, k.tasks, Some(p)),
+        (Body::WinogradIn(s), c) => match c {
+            Callees::Layout([Some(f), Some(copy), _]) => {
+                ops::winograd::emit_in(kb, s, k.tasks, f, copy)
             }
             _ => return false,
         },
-        (Body::DepthwiseC16(s), _, _) => match (c.layout, crate::x86::depthwise_c16_x86::c16(s)) {
-            (Some([Some(f), _, _]), Some(spec)) => {
+        (Body::TransposeOut { n, t }, c) => match c {
+            Callees::Layout([Some(f), _, _]) => {
+                ops::data::emit_transpose_out(kb, [*n, t.p, t.m, t.ld], k.tasks, (f, per_call()))
+            }
+            _ => return false,
+        },
+        (Body::DepthwiseC16(s), c) => match (c, crate::x86::depthwise_c16_x86::c16(s)) {
+            (Callees::Layout([Some(f), _, _]), Some(spec)) => {
                 ops::depthwise::emit_c16(kb, s, &spec, k.tasks, f)
             }
             _ => return false,
         },
-        (Body::ConvDirect { n, spec }, _, _) => match c.layout {
-            Some([Some(f), _, _]) => ops::conv::emit_direct(kb, *n, spec, k.tasks, f),
+        (Body::ConvDirect { n, spec }, c) => match c {
+            Callees::Layout([Some(f), _, _]) => ops::conv::emit_direct(kb, *n, spec, k.tasks, f),
             _ => return false,
         },
-        (Body::WinogradOut(s), _, _) => match c.layout {
-            Some([Some(f2), f1, _]) => ops::winograd::emit_out(kb, s, k.tasks, f2, f1),
+        (Body::WinogradOut(s), c) => match c {
+            Callees::Layout([Some(f2), f1, _]) => ops::winograd::emit_out(kb, s, k.tasks, f2, f1),
             _ => return false,
         },
-        (Body::Pool(s), _, _) if c.max_row.is_some() => {
-            ops::pool::emit_pool(kb, s, k.tasks, c.max_row, c.copy)
+        (Body::Pool(s), Callees::Rows(row @ Some(_), copy)) => {
+            ops::pool::emit_pool(kb, s, k.tasks, row, copy)
         }
-        (Body::Im2col(s), _, _) if c.copy.is_some() => {
-            ops::conv::emit_im2col(kb, s, k.tasks, c.copy)
-        }
+        (Body::Im2col(s), Callees::One(f)) => ops::conv::emit_im2col(kb, s, k.tasks, Some(f)),
         (
             Body::Transpose {
                 out_shape,
                 in_strides,
                 elem,
             },
-            _,
-            _,
-        ) if c.copy.is_some() => {
-            match (ops::data::block_plan(out_shape, in_strides, *elem), c.copy) {
-                (Some(plan), Some(f)) => ops::data::emit_transpose_blocks(kb, &plan, k.tasks, f),
-                _ => return false,
-            }
-        }
-        (Body::Softmax { outer, len, .. }, _, _) if let Some(f) = c.vmath => {
+            Callees::One(f),
+        ) => match ops::data::block_plan(out_shape, in_strides, *elem) {
+            Some(plan) => ops::data::emit_transpose_blocks(kb, &plan, k.tasks, f),
+            None => return false,
+        },
+        (Body::Softmax { outer, len, .. }, Callees::One(f)) => {
             ops::nn::emit_softmax_rows(kb, *outer, *len, k.tasks, f)
         }
         (
@@ -77,26 +76,20 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
                 has_bias,
                 ..
             },
-            _,
-            _,
-        ) if let Some(f) = c.vmath => {
-            ops::nn::emit_norm_rows(kb, *rows, *len, *has_bias, k.tasks, f)
+            Callees::One(f),
+        ) => ops::nn::emit_norm_rows(kb, *rows, *len, *has_bias, k.tasks, f),
+        (Body::Unary(op, len), Callees::One(f)) => {
+            ops::elementwise::emit_unary_with(kb, *op, *len, k.tasks, Some(f))
         }
-        (Body::Unary(op, len), _, _) if c.vmath.is_some() => {
-            ops::elementwise::emit_unary_with(kb, *op, *len, k.tasks, c.vmath)
-        }
-        (Body::Depthwise(s), _, _) if c.dw_f32.is_some() => {
+        (Body::Depthwise(s), Callees::Rows(row @ Some(_), copy)) => {
             let avx512 = simd == Some(Simd::Avx512);
-            ops::depthwise::emit_depthwise(kb, s, k.tasks, c.dw_f32, c.copy, avx512)
+            ops::depthwise::emit_depthwise(kb, s, k.tasks, row, copy, avx512)
         }
-        (Body::Quantize(s), _, _) if c.quantize.is_some() => {
-            ops::quant::emit_quantize_with(kb, s, k.tasks, c.quantize)
+        (Body::Quantize(s), Callees::One(f)) => {
+            ops::quant::emit_quantize_with(kb, s, k.tasks, Some(f))
         }
-        (Body::QDepthwise(s), _, _) if c.dw_row.is_some() => {
-            ops::qdepthwise::emit_with(kb, s, k.tasks, c.dw_row, simd == Some(Simd::Avx2))
-        }
-        (Body::QGemm(s), _, None) if c.pair.is_some() => {
-            ops::qgemm::emit_with(kb, s, k.tasks, c.pair)
+        (Body::QDepthwise(s), Callees::One(f)) => {
+            ops::qdepthwise::emit_with(kb, s, k.tasks, Some(f), simd == Some(Simd::Avx2))
         }
         (
             Body::QAdd {
@@ -104,11 +97,8 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
                 dtypes,
                 len,
             },
-            _,
-            _,
-        ) if c.qadd.is_some() => {
-            ops::quant::emit_qadd_with(kb, params, *dtypes, *len, k.tasks, c.qadd)
-        }
+            Callees::One(f),
+        ) => ops::quant::emit_qadd_with(kb, params, *dtypes, *len, k.tasks, Some(f)),
         _ => emit_body(kb, &k.body, k.tasks),
     }
     true

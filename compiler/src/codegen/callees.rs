@@ -64,40 +64,58 @@ fn norm_rows(body: &Body) -> bool {
     matches!(body, Body::Norm { len, channels: None, .. } if x86::norm_x86::supported(*len))
 }
 
-/// The machine code one kernel's body calls, each declared in its function; `None` where the body does not
-/// use it or the kernel set lacks it.
+/// The machine code one kernel's body calls, by the body's family, each function declared in the kernel's
+/// function; `None` where the body calls none (the Cranelift body) or the kernel set lacks it.
 #[derive(Clone, Copy)]
-pub(super) struct Callees {
+pub(super) enum Callees {
+    /// No machine code.
+    None,
+    /// An f32 GEMM: its micro-kernels (`None` where its shape takes none) and a transposed GEMM's fused
+    /// transposing epilogue.
+    Gemm(Option<ops::gemm::Micro>, Option<FuncRef>),
     /// The VNNI int8 GEMM's micro-kernels (`QGemm` with `vnni`).
-    pub qmicro: Option<ops::qgemm_vnni::QMicro>,
+    QGemmVnni(ops::qgemm_vnni::QMicro),
     /// The AVX2 int8 GEMM's pair micro-kernels (`QGemm` without `vnni`).
-    pub pair: Option<ops::qgemm::PairMicro>,
-    /// The quantised add's row kernel (AVX-512).
-    pub qadd: Option<FuncRef>,
-    /// The f32 depthwise row kernel.
-    pub dw_f32: Option<FuncRef>,
+    QGemmPair(ops::qgemm::PairMicro),
     /// A machine-code-only body's functions (`layout_only`).
-    pub layout: Option<[Option<FuncRef>; 3]>,
-    /// A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`).
-    pub transpose: Option<FuncRef>,
-    /// The max pooling row kernel.
-    pub max_row: Option<FuncRef>,
-    /// A row copy: im2col's strided rows, a depthwise plane's rows, a padded max pooling's plane, or a
-    /// gathering transpose's 2-D blocks.
-    pub copy: Option<FuncRef>,
-    /// The vector math row kernel of a unary op, the softmax row kernel, or the norm row kernel.
-    pub vmath: Option<FuncRef>,
-    /// The int8 depthwise row kernel (AVX-512 or AVX2).
-    pub dw_row: Option<FuncRef>,
-    /// The QuantizeLinear row kernel (AVX-512).
-    pub quantize: Option<FuncRef>,
-    /// The f32 GEMM's micro-kernels.
-    pub micro: Option<ops::gemm::Micro>,
+    Layout([Option<FuncRef>; 3]),
+    /// A row kernel and the row copy its body may need: the f32 depthwise row kernel with a plane's row copy
+    /// (`depthwise::plane_mode`), the max pooling row kernel with a padded plane's.
+    Rows(Option<FuncRef>, Option<FuncRef>),
+    /// One function: a row kernel (vector math, softmax, norm, QAdd, QuantizeLinear, int8 depthwise) or a copy
+    /// (im2col's strided rows, a gathering transpose's blocks).
+    One(FuncRef),
+}
+
+/// Where a kernel's machine code goes: the module, the names (`{name}__k{i}_...`), the kernel's function.
+struct Env<'a> {
+    module: &'a mut dyn Module,
+    name: &'a str,
+    i: usize,
+    func: &'a mut Function,
+}
+
+impl Env<'_> {
+    /// Declares `id` in the kernel's function.
+    fn declare(&mut self, id: FuncId) -> FuncRef {
+        self.module.declare_func_in_func(id, self.func)
+    }
+    /// Defines `code` as `{name}__k{i}_{tag}` taking `params` arguments and declares it.
+    fn one(
+        &mut self,
+        tag: &str,
+        params: usize,
+        code: std::result::Result<Vec<u8>, String>,
+    ) -> Result<FuncRef> {
+        let fname = format!("{}__k{}_{tag}", self.name, self.i);
+        let fid = define_machine_code(self.module, &fname, params, code)?;
+        Ok(self.declare(fid))
+    }
 }
 
 impl Callees {
     /// Defines the machine code kernel `k` (index `i` of bundle `name`) calls on kernel set `simd` and declares
-    /// it in `func`, the kernel's function.
+    /// it in `func`, the kernel's function: one definer per family of bodies.
     pub(super) fn define(
         module: &mut dyn Module,
         name: &str,
@@ -105,182 +123,89 @@ impl Callees {
         simd: Option<Simd>,
         func: &mut Function,
     ) -> Result<Callees> {
-        let qmicro = match &k.body {
-            Body::QGemm(s) if s.vnni => {
-                let (funcs, direct) = define_qmicro(module, name, i, s)?;
-                let mut r =
-                    |id: Option<FuncId>| id.map(|id| module.declare_func_in_func(id, &mut *func));
-                Some(ops::qgemm_vnni::QMicro {
-                    funcs: funcs.map(|x| x.map(|y| y.map(&mut r))),
-                    direct: direct.map(&mut r),
-                })
-            }
-            _ => None,
+        let mut env = Env {
+            module,
+            name,
+            i,
+            func,
         };
-        let pair = match (&k.body, simd) {
-            (Body::QGemm(s), Some(_)) if !s.vnni => {
-                let (ids, direct) = define_qpair(module, name, i, s)?;
-                Some(ops::qgemm::PairMicro {
-                    funcs: ids.map(|x| {
-                        x.map(|y| {
-                            y.map(|id| id.map(|id| module.declare_func_in_func(id, &mut *func)))
-                        })
-                    }),
-                    direct: direct.map(|id| module.declare_func_in_func(id, &mut *func)),
-                })
+        if let Body::QGemm(s) = &k.body {
+            if s.vnni {
+                return qgemm_vnni(&mut env, s);
             }
-            _ => None,
-        };
-        let qadd = match (&k.body, simd) {
-            (Body::QAdd { params, dtypes, .. }, Some(Simd::Avx512)) => {
-                let signed = dtypes.map(|d| d == crate::ir::DType::I8);
-                let code = x86::quant_x86::assemble_qadd(params, signed);
-                let fid = define_machine_code(module, &format!("{name}__k{i}_qadd"), 4, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
-            }
-            _ => None,
-        };
-        let quantize = match (&k.body, simd) {
-            (Body::Quantize(q), Some(Simd::Avx512)) if !q.dequantize => {
-                let code = x86::quant_x86::assemble_quantize(q.dtype);
-                let fid = define_machine_code(module, &format!("{name}__k{i}_quant"), 5, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
-            }
-            _ => None,
-        };
-        let dw_f32 = match (&k.body, simd) {
-            (Body::Depthwise(s), Some(simd)) => define_dw_row_f32(module, name, i, s, simd)?
-                .map(|fid| module.declare_func_in_func(fid, &mut *func)),
-            _ => None,
-        };
-        let layout = match (layout_only(&k.body), simd) {
-            (true, Some(simd)) => {
-                let ids = define_layout(module, name, i, &k.body, simd)?;
-                Some(ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut *func))))
-            }
-            (true, _) => {
+        }
+        let Some(simd) = simd else {
+            if layout_only(&k.body) {
                 return Err(Error::internal(
                     "codegen",
                     format!(
                         "kernel '{}': its machine code needs micro-kernels (x86-64 System V)",
                         k.name
                     ),
-                ))
+                ));
             }
-            (false, _) => None,
+            return Ok(Callees::None);
         };
-        // A transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`).
-        let transpose = match (&k.body, simd) {
-            (Body::Gemm(s), Some(simd)) => match s.transpose_out {
-                Some(t) => Some(define_transpose(module, name, i, &t, simd)?),
-                None => None,
-            },
-            _ => None,
+        if layout_only(&k.body) {
+            let ids = define_layout(env.module, name, i, &k.body, simd)?;
+            return Ok(Callees::Layout(ids.map(|id| id.map(|id| env.declare(id)))));
         }
-        .map(|fid| module.declare_func_in_func(fid, &mut *func));
-        let max_row = match (&k.body, simd) {
-            (Body::Pool(s), Some(simd)) => define_pool_row(module, name, i, s, simd)?
-                .map(|fid| module.declare_func_in_func(fid, &mut *func)),
-            _ => None,
-        };
-        let copy = match (&k.body, simd) {
-            (Body::Im2col(s), Some(simd)) if s.bytes.is_none() && s.strides[1] <= 2 => {
+        let avx512 = simd == Simd::Avx512;
+        Ok(match &k.body {
+            Body::Gemm(s) => gemm(&mut env, s, simd)?,
+            Body::QGemm(s) => qgemm_pair(&mut env, s)?,
+            Body::QAdd { params, dtypes, .. } if avx512 => {
+                let signed = dtypes.map(|d| d == crate::ir::DType::I8);
+                Callees::One(env.one("qadd", 4, x86::quant_x86::assemble_qadd(params, signed))?)
+            }
+            Body::Quantize(q) if avx512 && !q.dequantize => {
+                Callees::One(env.one("quant", 5, x86::quant_x86::assemble_quantize(q.dtype))?)
+            }
+            Body::Depthwise(s) => depthwise(&mut env, s, simd)?,
+            Body::Pool(s) => pool(&mut env, s, simd)?,
+            Body::Im2col(s) if s.bytes.is_none() && s.strides[1] <= 2 => {
                 let code = match simd {
                     Simd::Avx512 => x86::copy_x86::assemble(s.strides[1]),
                     Simd::Avx2 => x86::copy_x86::assemble_avx2(s.strides[1]),
                 };
-                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
-            }
-            // The depthwise plane's row copies (`depthwise::plane_mode`): a padded plane's rows (the
-            // deinterleaving copy on AVX-512 split planes, two stride-2 copies per row on AVX2 ones), or an edge
-            // plane's top and bottom buffer rows.
-            (Body::Depthwise(s), Some(simd)) if dw_f32.is_some() => {
-                use ops::depthwise::PlaneMode;
-                let code = match (ops::depthwise::plane_mode(s, simd == Simd::Avx512), simd) {
-                    (PlaneMode::Split { .. }, Simd::Avx512) => {
-                        Some((x86::copy_x86::assemble_deinterleave(), 4, "split"))
-                    }
-                    (PlaneMode::Split { .. }, Simd::Avx2) => {
-                        Some((x86::copy_x86::assemble_avx2(2), 3, "copy"))
-                    }
-                    (PlaneMode::Edge(e), _) if e.buffers == [0, 0] => None,
-                    (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx512) => {
-                        Some((x86::copy_x86::assemble(1), 3, "copy"))
-                    }
-                    (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx2) => {
-                        Some((x86::copy_x86::assemble_avx2(1), 3, "copy"))
-                    }
-                    (PlaneMode::Interior, _) => None,
-                };
-                match code {
-                    Some((code, params, tag)) => {
-                        let fname = format!("{name}__k{i}_{tag}");
-                        let fid = define_machine_code(module, &fname, params, code)?;
-                        Some(module.declare_func_in_func(fid, &mut *func))
-                    }
-                    None => None,
-                }
+                Callees::One(env.one("copy", 3, code)?)
             }
             // A gathering 32-bit transpose's 2-D blocks (`data::block_plan`).
-            (
-                Body::Transpose {
-                    out_shape,
-                    in_strides,
-                    elem,
-                },
-                Some(simd),
-            ) => match ops::data::block_plan(out_shape, in_strides, *elem).and_then(|p| {
+            Body::Transpose {
+                out_shape,
+                in_strides,
+                elem,
+            } => match ops::data::block_plan(out_shape, in_strides, *elem).and_then(|p| {
                 match simd {
                     Simd::Avx512 => x86::block_transpose::avx512::assemble(&p.t),
                     Simd::Avx2 => x86::block_transpose::avx2::assemble(&p.t),
                 }
                 .ok()
             }) {
-                Some(code) => {
-                    let fid =
-                        define_machine_code(module, &format!("{name}__k{i}_tblock"), 2, Ok(code))?;
-                    Some(module.declare_func_in_func(fid, &mut *func))
-                }
-                None => None,
+                Some(code) => Callees::One(env.one("tblock", 2, Ok(code))?),
+                None => Callees::None,
             },
-            // The padded max pooling's row copy into its stack plane (`PoolSpec::padded_plane`).
-            (Body::Pool(s), Some(Simd::Avx512))
-                if max_row.is_some() && s.padded_plane().is_some() && s.max3s2().is_none() =>
-            {
-                let code = x86::copy_x86::assemble(1);
-                let fid = define_machine_code(module, &format!("{name}__k{i}_copy"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
-            }
-            _ => None,
-        };
-        let vmath = match (&k.body, simd) {
-            (Body::Unary(op, _), Some(simd)) if x86::vmath_x86::supported(*op) => {
+            Body::Unary(op, _) if x86::vmath_x86::supported(*op) => {
                 let code = match simd {
                     Simd::Avx512 => x86::vmath_x86::assemble(*op),
                     Simd::Avx2 => x86::vmath_avx2::assemble(*op),
                 };
-                let fid = define_machine_code(module, &format!("{name}__k{i}_vmath"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
+                Callees::One(env.one("vmath", 3, code)?)
             }
-            (Body::Softmax { len, .. }, Some(simd)) if softmax_rows(&k.body) => {
+            Body::Softmax { len, .. } if softmax_rows(&k.body) => {
                 let code = match simd {
                     Simd::Avx512 => x86::softmax_x86::assemble(*len),
                     Simd::Avx2 => x86::softmax_avx2::assemble(*len),
                 };
-                let fid = define_machine_code(module, &format!("{name}__k{i}_softmax"), 3, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
+                Callees::One(env.one("softmax", 3, code)?)
             }
-            (
-                Body::Norm {
-                    len,
-                    eps,
-                    rms,
-                    has_bias,
-                    ..
-                },
-                Some(simd),
-            ) if norm_rows(&k.body) => {
+            Body::Norm {
+                len,
+                eps,
+                rms,
+                has_bias,
+                ..
+            } if norm_rows(&k.body) => {
                 let spec = x86::norm_x86::NormRows {
                     len: *len,
                     eps: *eps,
@@ -291,59 +216,108 @@ impl Callees {
                     Simd::Avx512 => x86::norm_x86::assemble(&spec),
                     Simd::Avx2 => x86::norm_avx2::assemble(&spec),
                 };
-                let fid = define_machine_code(module, &format!("{name}__k{i}_norm"), 5, code)?;
-                Some(module.declare_func_in_func(fid, &mut *func))
+                Callees::One(env.one("norm", 5, code)?)
             }
-            _ => None,
-        };
-        let dw_row = match (&k.body, simd) {
-            (Body::QDepthwise(s), Some(simd)) => {
-                match ops::qdepthwise::row_kernel(s, simd == Simd::Avx512) {
-                    Some(spec) => {
-                        let code = match simd {
-                            Simd::Avx512 => x86::quant_x86::assemble_dw_row(&spec),
-                            Simd::Avx2 => x86::quant_avx2::assemble_dw_row(&spec),
-                        };
-                        let fid =
-                            define_machine_code(module, &format!("{name}__k{i}_dwrow"), 6, code)?;
-                        Some(module.declare_func_in_func(fid, &mut *func))
-                    }
-                    None => None,
+            Body::QDepthwise(s) => match ops::qdepthwise::row_kernel(s, avx512) {
+                Some(spec) => {
+                    let code = match simd {
+                        Simd::Avx512 => x86::quant_x86::assemble_dw_row(&spec),
+                        Simd::Avx2 => x86::quant_avx2::assemble_dw_row(&spec),
+                    };
+                    Callees::One(env.one("dwrow", 6, code)?)
                 }
-            }
-            _ => None,
-        };
-        let micro = match (&k.body, simd) {
-            (Body::Gemm(s), Some(simd)) => {
-                define_micro(module, name, i, s, simd)?.map(|m| ops::gemm::Micro {
-                    mr: m.mr,
-                    nr: m.nr,
-                    nt: m.nt,
-                    kc: KC,
-                    prefetch_next: m.prefetch_next,
-                    funcs: m.ids.map(|set| {
-                        set.map(|id| id.map(|id| module.declare_func_in_func(id, &mut *func)))
-                    }),
-                    strip: m
-                        .strip
-                        .map(|id| module.declare_func_in_func(id, &mut *func)),
-                })
-            }
-            _ => None,
-        };
-        Ok(Callees {
-            qmicro,
-            pair,
-            qadd,
-            dw_f32,
-            layout,
-            transpose,
-            max_row,
-            copy,
-            vmath,
-            dw_row,
-            quantize,
-            micro,
+                None => Callees::None,
+            },
+            _ => Callees::None,
         })
     }
+}
+
+/// The VNNI int8 GEMM's micro-kernels.
+fn qgemm_vnni(env: &mut Env, s: &crate::kernel::qgemm::QGemmSpec) -> Result<Callees> {
+    let (funcs, direct) = define_qmicro(env.module, env.name, env.i, s)?;
+    let mut r = |id: Option<FuncId>| id.map(|id| env.declare(id));
+    Ok(Callees::QGemmVnni(ops::qgemm_vnni::QMicro {
+        funcs: funcs.map(|x| x.map(|y| y.map(&mut r))),
+        direct: direct.map(&mut r),
+    }))
+}
+
+/// The AVX2 int8 GEMM's pair micro-kernels.
+fn qgemm_pair(env: &mut Env, s: &crate::kernel::qgemm::QGemmSpec) -> Result<Callees> {
+    let (ids, direct) = define_qpair(env.module, env.name, env.i, s)?;
+    Ok(Callees::QGemmPair(ops::qgemm::PairMicro {
+        funcs: ids.map(|x| x.map(|y| y.map(|id| id.map(|id| env.declare(id))))),
+        direct: direct.map(|id| env.declare(id)),
+    }))
+}
+
+/// An f32 GEMM: a transposed GEMM's fused transposing epilogue (`gemm::TransposeOut`), then the micro-kernels.
+fn gemm(env: &mut Env, s: &crate::kernel::gemm::GemmSpec, simd: Simd) -> Result<Callees> {
+    let transpose = match s.transpose_out {
+        Some(t) => Some(define_transpose(env.module, env.name, env.i, &t, simd)?),
+        None => None,
+    }
+    .map(|fid| env.declare(fid));
+    let micro = define_micro(env.module, env.name, env.i, s, simd)?.map(|m| ops::gemm::Micro {
+        mr: m.mr,
+        nr: m.nr,
+        nt: m.nt,
+        kc: KC,
+        prefetch_next: m.prefetch_next,
+        funcs: m.ids.map(|set| set.map(|id| id.map(|id| env.declare(id)))),
+        strip: m.strip.map(|id| env.declare(id)),
+    });
+    Ok(Callees::Gemm(micro, transpose))
+}
+
+/// The f32 depthwise row kernel and, for a plane that needs one (`depthwise::plane_mode`), its row copy: a
+/// padded plane's rows (the deinterleaving copy on AVX-512 split planes, two stride-2 copies per row on AVX2
+/// ones), or an edge plane's top and bottom buffer rows.
+fn depthwise(
+    env: &mut Env,
+    s: &crate::kernel::depthwise::DepthwiseSpec,
+    simd: Simd,
+) -> Result<Callees> {
+    let Some(row) =
+        define_dw_row_f32(env.module, env.name, env.i, s, simd)?.map(|id| env.declare(id))
+    else {
+        return Ok(Callees::None);
+    };
+    use ops::depthwise::PlaneMode;
+    let code = match (ops::depthwise::plane_mode(s, simd == Simd::Avx512), simd) {
+        (PlaneMode::Split { .. }, Simd::Avx512) => {
+            Some((x86::copy_x86::assemble_deinterleave(), 4, "split"))
+        }
+        (PlaneMode::Split { .. }, Simd::Avx2) => Some((x86::copy_x86::assemble_avx2(2), 3, "copy")),
+        (PlaneMode::Edge(e), _) if e.buffers == [0, 0] => None,
+        (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx512) => {
+            Some((x86::copy_x86::assemble(1), 3, "copy"))
+        }
+        (PlaneMode::Padded(_) | PlaneMode::Edge(_), Simd::Avx2) => {
+            Some((x86::copy_x86::assemble_avx2(1), 3, "copy"))
+        }
+        (PlaneMode::Interior, _) => None,
+    };
+    let copy = match code {
+        Some((code, params, tag)) => Some(env.one(tag, params, code)?),
+        None => None,
+    };
+    Ok(Callees::Rows(Some(row), copy))
+}
+
+/// The max pooling row kernel and, for a padded max pooling on AVX-512 (`PoolSpec::padded_plane`), the row copy
+/// into its stack plane.
+fn pool(env: &mut Env, s: &crate::kernel::pool::PoolSpec, simd: Simd) -> Result<Callees> {
+    let Some(row) =
+        define_pool_row(env.module, env.name, env.i, s, simd)?.map(|id| env.declare(id))
+    else {
+        return Ok(Callees::None);
+    };
+    let copy = if simd == Simd::Avx512 && s.padded_plane().is_some() && s.max3s2().is_none() {
+        Some(env.one("copy", 3, x86::copy_x86::assemble(1))?)
+    } else {
+        None
+    };
+    Ok(Callees::Rows(Some(row), copy))
 }
