@@ -11,12 +11,12 @@ Without models: target/pymodels/*.onnx and target/pymodels/q/*.onnx (scripts/tes
 write them) under --cpu default, x86-64-v3 and native, and the three NPU models with --npu vnpu. --check prints
 every entry that differs and exits non-zero if any does."""
 import argparse, concurrent.futures, glob, hashlib, json, os, subprocess, sys, tempfile
-import numpy as np, onnx
+import onnx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NP = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
-DT = {np.float32: "f32", np.uint8: "u8", np.int8: "i8", np.int32: "i32", np.int64: "i64", np.bool_: "bool",
-      np.float64: "f64"}
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+from check_ort import DTYPE_NAME, make_feeds  # noqa: E402  (the inputs and dtype names check_ort.py uses)
+
 CPUS = ["default", "x86-64-v3", "native"]
 NPU_MODELS = ["mobilenetv2", "encoder_ln17_erf", "resnet50_folded"]
 
@@ -26,26 +26,9 @@ def sha(path):
 
 
 def feeds_for(model):
+    """Seeded inputs (check_ort.py's) as (name, array) pairs, and the number of outputs."""
     m = onnx.load(model, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    rng = np.random.default_rng(0)
-    feeds = []
-    for vi in m.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = [d.dim_value for d in tt.shape.dim]
-        dt = NP[tt.elem_type]
-        if dt in (np.uint8, np.int8) and "mask" not in vi.name.lower():
-            info = np.iinfo(dt)
-            v = rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)
-        elif np.issubdtype(dt, np.integer) or dt == np.bool_:
-            hi = 2 if "mask" in vi.name.lower() or dt == np.bool_ else 64
-            v = rng.integers(0, hi, shape).astype(dt)
-        else:
-            v = rng.standard_normal(shape).astype(dt)
-        feeds.append((vi.name, v))
-    return feeds, len(m.graph.output)
+    return list(make_feeds(m, {}, 0).items()), len(m.graph.output)
 
 
 def one(bundlec, model, flags):
@@ -56,7 +39,7 @@ def one(bundlec, model, flags):
     with tempfile.TemporaryDirectory() as d:
         cmd = [bundlec, "compile", model, "-o", d, "--name", name] + flags
         for k, v in feeds:
-            cmd += ["--input", f"{k}:{'x'.join(map(str, v.shape))}x{DT[v.dtype.type]}"]
+            cmd += ["--input", f"{k}:{'x'.join(map(str, v.shape))}x{DTYPE_NAME[v.dtype.type]}"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             return {"compile": "error: " + r.stderr.strip()[-300:]}

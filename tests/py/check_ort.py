@@ -68,11 +68,9 @@ def dequant_step(m, consts, out_name, rank):
     return None
 
 
-def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None, runner=()):
-    """Returns (worst scaled error over the outputs checked against tol, worst error in quantisation steps over the
-    outputs checked in steps). Without qsteps every output is checked against tol and the second value is None;
-    with qsteps either value is None when no output is checked that way."""
-    m = onnx.load(model)
+def make_feeds(m, specs, seed):
+    """Random inputs for model `m`'s graph inputs that are not initializers, by name (shapes from `specs` or the
+    model; the distributions of the module doc)."""
     inits = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -94,6 +92,15 @@ def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None, runner=()):
             feeds[vi.name] = rng.integers(0, hi, shape).astype(dt)
         else:
             feeds[vi.name] = rng.standard_normal(shape).astype(dt)
+    return feeds
+
+
+def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None, runner=()):
+    """Returns (worst scaled error over the outputs checked against tol, worst error in quantisation steps over the
+    outputs checked in steps). Without qsteps every output is checked against tol and the second value is None;
+    with qsteps either value is None when no output is checked that way."""
+    m = onnx.load(model)
+    feeds = make_feeds(m, specs, seed)
     name = "m_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(model))[0])
     with tempfile.TemporaryDirectory() as d:
         cmd = [bundlec, "compile", model, "-o", d, "--name", name] + (["--cpu", cpu] if cpu else [])

@@ -5,7 +5,7 @@
 //! broadcasts and partial stores. Every method emits what the hand-written kernels emitted, so a family moved
 //! onto the trait assembles to the same bytes.
 
-use super::regs::{broadcast_bits, broadcast_bits_ymm, clamp_keep_nan};
+use super::regs::{clamp_bounds, clamp_bounds_ymm, clamp_keep_nan};
 use super::shuffle::{store_head_ymm, transpose16, transpose8_ymm};
 use super::{YMM, ZMM};
 use iced_x86::code_asm::*;
@@ -66,21 +66,6 @@ pub trait Isa {
     ) -> R;
 }
 
-/// Broadcasts the bounds a clamp has into `regs` with `broadcast` (the ISA's) and returns them as [`Bounds`].
-fn bounds_into<V: Copy>(
-    a: &mut CodeAssembler,
-    (lo, hi): (Option<u32>, Option<u32>),
-    regs: [V; 2],
-    broadcast: fn(&mut CodeAssembler, V, u32) -> R,
-) -> Result<Bounds<V>, IcedError> {
-    for (reg, bound) in regs.into_iter().zip([lo, hi]) {
-        if let Some(bits) = bound {
-            broadcast(a, reg, bits)?;
-        }
-    }
-    Ok((lo.map(|b| (regs[0], b)), hi.map(|_| regs[1])))
-}
-
 /// AVX-512F on `zmm0..31`, `k1` for partial stores.
 pub struct Avx512;
 
@@ -114,10 +99,10 @@ impl Isa for Avx512 {
     }
     fn clamp_bounds(
         a: &mut CodeAssembler,
-        (lo, hi): (Option<u32>, Option<u32>),
+        bounds: (Option<u32>, Option<u32>),
         regs: [AsmRegisterZmm; 2],
     ) -> Result<Bounds<AsmRegisterZmm>, IcedError> {
-        bounds_into(a, (lo, hi), regs, broadcast_bits)
+        clamp_bounds(a, bounds, regs)
     }
     fn clamp(a: &mut CodeAssembler, x: AsmRegisterZmm, (lo, hi): Bounds<AsmRegisterZmm>) -> R {
         clamp_keep_nan(a, x, lo, hi)
@@ -178,10 +163,10 @@ impl Isa for Avx2 {
     }
     fn clamp_bounds(
         a: &mut CodeAssembler,
-        (lo, hi): (Option<u32>, Option<u32>),
+        bounds: (Option<u32>, Option<u32>),
         regs: [AsmRegisterYmm; 2],
     ) -> Result<Bounds<AsmRegisterYmm>, IcedError> {
-        bounds_into(a, (lo, hi), regs, broadcast_bits_ymm)
+        clamp_bounds_ymm(a, bounds, regs)
     }
     fn clamp(a: &mut CodeAssembler, x: AsmRegisterYmm, (lo, hi): Bounds<AsmRegisterYmm>) -> R {
         clamp_keep_nan(a, x, lo, hi)

@@ -26,7 +26,7 @@ fn defining(c: &Crate, p: &[String], depth: usize) -> Option<Vec<String>> {
     if m.defined.contains(name) || depth > 8 {
         return Some(module.to_vec());
     }
-    if let Some((target, _)) = m.uses.get(name) {
+    if let Some(target) = m.uses.get(name) {
         let mut t = target.clone();
         t.extend(rest[1..].iter().cloned());
         return defining(c, &t, depth + 1).or(Some(module.to_vec()));

@@ -1,5 +1,5 @@
 //! Reading a crate's sources for the layering check: from lib.rs along `mod` declarations, each file parsed with
-//! `syn`; per module its children, the items it defines, its `use` names (with whether they re-export) and globs,
+//! `syn`; per module its children, the items it defines, its `use` names and globs,
 //! and every path its non-test code writes (also inside macro token streams).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,13 +14,13 @@ pub(super) struct Module {
     pub(super) children: BTreeSet<String>,
     /// Items defined here by name.
     pub(super) defined: BTreeSet<String>,
-    /// `use` names: name -> absolute path, with whether it is a re-export (`pub`).
-    pub(super) uses: BTreeMap<String, (Vec<String>, bool)>,
+    /// `use` names (re-exported or not): name -> absolute path.
+    pub(super) uses: BTreeMap<String, Vec<String>>,
     /// Glob `use` targets (absolute), re-exported or not.
     pub(super) globs: Vec<Vec<String>>,
 }
 
-/// One import as written: the module it is in, the path, whether it is a `use` (counted on its own) and its line.
+/// One import as written: the module it is in, the path and its line. A `pub use` is not one.
 pub(super) struct Reference {
     pub(super) module: Vec<String>,
     pub(super) path: Vec<String>,
@@ -129,16 +129,14 @@ fn macro_paths(toks: &[proc_macro2::TokenTree], out: &mut Vec<(Vec<String>, usiz
                 let line = id.span().start().line;
                 let mut segs = vec![id.to_string()];
                 let mut j = i + 1;
-                while j + 2 < toks.len() + 1 {
-                    match (&toks.get(j), &toks.get(j + 1), &toks.get(j + 2)) {
-                        (Some(T::Punct(a)), Some(T::Punct(b)), Some(T::Ident(n)))
-                            if a.as_char() == ':' && b.as_char() == ':' =>
-                        {
-                            segs.push(n.to_string());
-                            j += 3;
-                        }
-                        _ => break,
+                while let (Some(T::Punct(a)), Some(T::Punct(b)), Some(T::Ident(n))) =
+                    (toks.get(j), toks.get(j + 1), toks.get(j + 2))
+                {
+                    if a.as_char() != ':' || b.as_char() != ':' {
+                        break;
                     }
+                    segs.push(n.to_string());
+                    j += 3;
                 }
                 out.push((segs, line));
                 i = j;
@@ -227,7 +225,7 @@ fn load_items(
                     let module = c.modules.get_mut(&m).unwrap();
                     match name {
                         Some(n) => {
-                            module.uses.insert(n, (abs, public));
+                            module.uses.insert(n, abs);
                         }
                         None => module.globs.push(abs),
                     }
@@ -280,7 +278,7 @@ pub(super) fn absolute(c: &Crate, m: &[String], path: &[String]) -> Option<Vec<S
                 b.extend(path.iter().cloned());
                 return Some(b);
             }
-            let (target, _) = module.uses.get(first)?;
+            let target = module.uses.get(first)?;
             let mut b = target.clone();
             b.extend(path[1..].iter().cloned());
             return Some(b);
