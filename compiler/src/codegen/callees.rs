@@ -58,10 +58,10 @@ fn softmax_rows(body: &Body) -> bool {
         if x86::softmax_x86::supported(*len))
 }
 
-/// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`x86/norm_x86.rs`, on AVX2 `norm_avx2.rs`):
+/// Whether a LayerNorm / RMSNorm kernel takes the row kernel (`x86/norm/`):
 /// per-element scale and bias (not InstanceNorm's per-row ones).
 fn norm_rows(body: &Body) -> bool {
-    matches!(body, Body::Norm { len, channels: None, .. } if x86::norm_x86::supported(*len))
+    matches!(body, Body::Norm { len, channels: None, .. } if x86::norm::supported(*len))
 }
 
 /// The machine code one kernel's body calls, by the body's family, each function declared in the kernel's
@@ -206,15 +206,15 @@ impl Callees {
                 has_bias,
                 ..
             } if norm_rows(&k.body) => {
-                let spec = x86::norm_x86::NormRows {
+                let spec = x86::norm::NormRows {
                     len: *len,
                     eps: *eps,
                     rms: *rms,
                     bias: *has_bias,
                 };
                 let code = match simd {
-                    Simd::Avx512 => x86::norm_x86::assemble(&spec),
-                    Simd::Avx2 => x86::norm_avx2::assemble(&spec),
+                    Simd::Avx512 => x86::norm::avx512::assemble(&spec),
+                    Simd::Avx2 => x86::norm::avx2::assemble(&spec),
                 };
                 Callees::One(env.one("norm", 5, code)?)
             }

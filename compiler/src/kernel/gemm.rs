@@ -112,7 +112,7 @@ pub struct GemmSpec {
 
 /// A transposing epilogue fused into a transposed convolution's GEMM (`lower/cnn/transposed.rs` `push_transposed`): C is
 /// `Cᵀ [batch, P16, M]` (role Scratch, 16 rows of slack after the last batch) and after a unit's tiles the
-/// machine-code transposer (`x86/transpose_x86.rs`, 16 channels per call) writes the unit's rows and
+/// machine-code transposer (`x86/transpose_out/`, 16 channels per call) writes the unit's rows and
 /// columns of `Cᵀ`, still in this core's cache, back as pixels `[i_lo, i_hi)` of channel rows `[j0, j0 + nr)`
 /// of `[batch, M, P]` (role Out), adding the residual (role Residual, same layout) and applying its clamp.
 /// A separate transposing kernel after the GEMM read `Cᵀ` back from memory one barrier later, written by

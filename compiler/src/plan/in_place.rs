@@ -4,7 +4,7 @@
 //! lines from further out (a store to a line not in cache reads it first), and the activation area shrinks.
 //!
 //! Which kernels qualify (`reads_residual_in_place`): the transposing epilogue of a convolution computed
-//! transposed, fused into its GEMM or a kernel of its own (`x86/transpose_x86.rs`), which loads a 16x16
+//! transposed, fused into its GEMM or a kernel of its own (`x86/transpose_out/`), which loads a 16x16
 //! block of the residual and stores the same block of the output, in units that own disjoint blocks; and a GEMM
 //! whose residual is laid out as C, with one K block and an epilogue the micro-kernels fuse
 //! (`GemmSpec::residual_in_place`: otherwise it keeps running sums in C before the residual is read).

@@ -1,6 +1,6 @@
 //! The vector ISA a machine-code family is written over (`Isa`), so that a family whose algorithm is the same on
-//! AVX-512 and AVX2 is written once: lanes, registers, whole-vector loads and stores, a multiply-add with a
-//! broadcast operand, clamps, the in-register transpose of a lanes x lanes block, and stores of a vector's first
+//! AVX-512 and AVX2 is written once: lanes, registers, whole-vector loads and stores, the arithmetic of whole
+//! vectors, a broadcast of a scalar, a multiply-add with a broadcast operand, clamps, the in-register transpose of a lanes x lanes block, and stores of a vector's first
 //! lanes. `Avx512` works on `zmm` with mask registers and embedded broadcasts, `Avx2` on `ymm` with explicit
 //! broadcasts and partial stores. Every method emits what the hand-written kernels emitted, so a family moved
 //! onto the trait assembles to the same bytes.
@@ -27,17 +27,30 @@ pub trait Isa {
     fn v(i: usize) -> Self::V;
     /// `v = +0.0` in every lane.
     fn zero(a: &mut CodeAssembler, v: Self::V) -> R;
-    /// `v = [base + disp]`, a whole vector.
-    fn load(a: &mut CodeAssembler, v: Self::V, base: AsmRegister64, disp: i32) -> R;
-    /// `v += [base + disp]`, a whole vector.
-    fn add_mem(a: &mut CodeAssembler, v: Self::V, base: AsmRegister64, disp: i32) -> R;
-    /// `acc += w · broadcast([base + disp])`; `t` is clobbered where the ISA broadcasts into a register.
+    /// `v = [m]`, a whole vector.
+    fn load(a: &mut CodeAssembler, v: Self::V, m: AsmMemoryOperand) -> R;
+    /// `[m] = v`, a whole vector.
+    fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: Self::V) -> R;
+    /// `v += [m]`, a whole vector.
+    fn add_mem(a: &mut CodeAssembler, v: Self::V, m: AsmMemoryOperand) -> R;
+    /// `d = x · [m]`, a whole vector.
+    fn mul_mem(a: &mut CodeAssembler, d: Self::V, x: Self::V, m: AsmMemoryOperand) -> R;
+    /// `d = x + y`.
+    fn add(a: &mut CodeAssembler, d: Self::V, x: Self::V, y: Self::V) -> R;
+    /// `d = x − y`.
+    fn sub(a: &mut CodeAssembler, d: Self::V, x: Self::V, y: Self::V) -> R;
+    /// `d = x · y`.
+    fn mul(a: &mut CodeAssembler, d: Self::V, x: Self::V, y: Self::V) -> R;
+    /// `d = x ^ y` as floats (`vxorps`; `x = y = d` zeroes `d`).
+    fn xor(a: &mut CodeAssembler, d: Self::V, x: Self::V, y: Self::V) -> R;
+    /// Every lane of `v` = lane 0 of `x`.
+    fn broadcast(a: &mut CodeAssembler, v: Self::V, x: AsmRegisterXmm) -> R;
+    /// `acc += w · broadcast([m])`; `t` is clobbered where the ISA broadcasts into a register.
     fn fma_bcast(
         a: &mut CodeAssembler,
         acc: Self::V,
         w: Self::V,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         t: Self::V,
     ) -> R;
     /// Broadcasts the clamp bounds a kernel has (f32 bits) into `regs` and returns them for [`Isa::clamp`].
@@ -54,12 +67,11 @@ pub trait Isa {
     /// Prepares stores of a vector's first `n` lanes ([`Isa::store_head`]): the lane mask where the ISA has
     /// mask registers.
     fn head_mask(a: &mut CodeAssembler, n: usize) -> R;
-    /// Stores the first `n` lanes of `v` at `[base + disp]` and nothing after them (`scratch` may be clobbered);
-    /// after [`Isa::head_mask`] for the same `n`.
+    /// Stores the first `n` lanes of `v` at `[m]` and nothing after them (`scratch` may be clobbered); after
+    /// [`Isa::head_mask`] for the same `n`.
     fn store_head(
         a: &mut CodeAssembler,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         v: Self::V,
         n: usize,
         scratch: Self::V,
@@ -81,21 +93,46 @@ impl Isa for Avx512 {
     fn zero(a: &mut CodeAssembler, v: AsmRegisterZmm) -> R {
         a.vpxord(v, v, v)
     }
-    fn load(a: &mut CodeAssembler, v: AsmRegisterZmm, base: AsmRegister64, disp: i32) -> R {
-        a.vmovups(v, zmmword_ptr(base + disp))
+    fn load(a: &mut CodeAssembler, v: AsmRegisterZmm, m: AsmMemoryOperand) -> R {
+        a.vmovups(v, zmmword_ptr(m))
     }
-    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterZmm, base: AsmRegister64, disp: i32) -> R {
-        a.vaddps(v, v, zmmword_ptr(base + disp))
+    fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: AsmRegisterZmm) -> R {
+        a.vmovups(zmmword_ptr(m), v)
+    }
+    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterZmm, m: AsmMemoryOperand) -> R {
+        a.vaddps(v, v, zmmword_ptr(m))
+    }
+    fn mul_mem(
+        a: &mut CodeAssembler,
+        d: AsmRegisterZmm,
+        x: AsmRegisterZmm,
+        m: AsmMemoryOperand,
+    ) -> R {
+        a.vmulps(d, x, zmmword_ptr(m))
+    }
+    fn add(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
+        a.vaddps(d, x, y)
+    }
+    fn sub(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
+        a.vsubps(d, x, y)
+    }
+    fn mul(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
+        a.vmulps(d, x, y)
+    }
+    fn xor(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
+        a.vxorps(d, x, y)
+    }
+    fn broadcast(a: &mut CodeAssembler, v: AsmRegisterZmm, x: AsmRegisterXmm) -> R {
+        a.vbroadcastss(v, x)
     }
     fn fma_bcast(
         a: &mut CodeAssembler,
         acc: AsmRegisterZmm,
         w: AsmRegisterZmm,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         _: AsmRegisterZmm,
     ) -> R {
-        a.vfmadd231ps(acc, w, dword_bcst(base + disp))
+        a.vfmadd231ps(acc, w, dword_bcst(m))
     }
     fn clamp_bounds(
         a: &mut CodeAssembler,
@@ -120,13 +157,12 @@ impl Isa for Avx512 {
     }
     fn store_head(
         a: &mut CodeAssembler,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         v: AsmRegisterZmm,
         n: usize,
         _: AsmRegisterZmm,
     ) -> R {
-        let dst = zmmword_ptr(base + disp);
+        let dst = zmmword_ptr(m);
         if n < Self::LANES {
             a.vmovups(dst.k1(), v)
         } else {
@@ -144,21 +180,46 @@ impl Isa for Avx2 {
     fn zero(a: &mut CodeAssembler, v: AsmRegisterYmm) -> R {
         a.vxorps(v, v, v)
     }
-    fn load(a: &mut CodeAssembler, v: AsmRegisterYmm, base: AsmRegister64, disp: i32) -> R {
-        a.vmovups(v, ptr(base + disp))
+    fn load(a: &mut CodeAssembler, v: AsmRegisterYmm, m: AsmMemoryOperand) -> R {
+        a.vmovups(v, ymmword_ptr(m))
     }
-    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterYmm, base: AsmRegister64, disp: i32) -> R {
-        a.vaddps(v, v, ptr(base + disp))
+    fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: AsmRegisterYmm) -> R {
+        a.vmovups(ymmword_ptr(m), v)
+    }
+    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterYmm, m: AsmMemoryOperand) -> R {
+        a.vaddps(v, v, ymmword_ptr(m))
+    }
+    fn mul_mem(
+        a: &mut CodeAssembler,
+        d: AsmRegisterYmm,
+        x: AsmRegisterYmm,
+        m: AsmMemoryOperand,
+    ) -> R {
+        a.vmulps(d, x, ymmword_ptr(m))
+    }
+    fn add(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
+        a.vaddps(d, x, y)
+    }
+    fn sub(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
+        a.vsubps(d, x, y)
+    }
+    fn mul(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
+        a.vmulps(d, x, y)
+    }
+    fn xor(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
+        a.vxorps(d, x, y)
+    }
+    fn broadcast(a: &mut CodeAssembler, v: AsmRegisterYmm, x: AsmRegisterXmm) -> R {
+        a.vbroadcastss(v, x)
     }
     fn fma_bcast(
         a: &mut CodeAssembler,
         acc: AsmRegisterYmm,
         w: AsmRegisterYmm,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         t: AsmRegisterYmm,
     ) -> R {
-        a.vbroadcastss(t, dword_ptr(base + disp))?;
+        a.vbroadcastss(t, dword_ptr(m))?;
         a.vfmadd231ps(acc, w, t)
     }
     fn clamp_bounds(
@@ -180,12 +241,11 @@ impl Isa for Avx2 {
     }
     fn store_head(
         a: &mut CodeAssembler,
-        base: AsmRegister64,
-        disp: i32,
+        m: AsmMemoryOperand,
         v: AsmRegisterYmm,
         n: usize,
         scratch: AsmRegisterYmm,
     ) -> R {
-        store_head_ymm(a, ptr(base + disp), v, n, scratch)
+        store_head_ymm(a, ptr(m), v, n, scratch)
     }
 }

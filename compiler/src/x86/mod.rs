@@ -7,8 +7,8 @@
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
 //! of small planes; `conv_direct/`: the direct convolution of
 //! few-channel inputs; `maxpool_x86.rs` and `maxpool_avx2.rs`: the AVX-512 and AVX2 separable 3x3 stride-2 max pooling;
-//! `norm_x86.rs` and `norm_avx2.rs`: the AVX-512 and AVX2 LayerNorm rows; `copy_x86.rs`: the strided row copies of
-//! im2col; `transpose_x86.rs` and `transpose_avx2.rs`: the transposing epilogue of the transposed GEMMs; `block_transpose/`:
+//! `norm/`: the LayerNorm / RMSNorm rows; `copy_x86.rs`: the strided row copies of
+//! im2col; `transpose_out/`: the transposing epilogue of the transposed GEMMs; `block_transpose/`:
 //! the gathering Transpose nodes' 2-D block transpose; `winograd_x86.rs` and
 //! `winograd4_x86.rs`: the AVX-512 Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms, `winograd_avx2.rs` the AVX2 ones;
 //! `cpu_check.rs`: the exported `NAME_cpu_supported`. The pieces several kernels share: `regs.rs` (the register
@@ -32,8 +32,7 @@ pub mod isa;
 mod masks;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;
-pub mod norm_avx2;
-pub mod norm_x86;
+pub mod norm;
 pub mod qgemm_x86;
 pub mod quant_avx2;
 pub mod quant_x86;
@@ -44,8 +43,7 @@ pub mod softmax_avx2;
 pub mod softmax_x86;
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 pub(crate) mod test_exec;
-pub mod transpose_avx2;
-pub mod transpose_x86;
+pub mod transpose_out;
 pub mod vmath_avx2;
 pub mod vmath_x86;
 pub mod winograd4_x86;
@@ -57,7 +55,7 @@ pub(crate) use masks::{
 };
 pub(crate) use regs::{
     broadcast_bits, broadcast_bits_ymm, clamp_bounds, clamp_bounds_ymm, clamp_keep_nan, disp,
-    max_into, xmm_of, BoundsYmm, YMM, ZMM,
+    max_into, xmm_of, BoundsYmm, XMM, YMM, ZMM,
 };
 pub(crate) use rows::{row_groups, row_loop, rows_begin, rows_end};
 pub use shuffle::pack16;

@@ -25,13 +25,17 @@ pub(crate) const YMM: [AsmRegisterYmm; 16] = {
     ]
 };
 
-/// The `xmm` half of a `ymm` register.
-pub(crate) fn xmm_of(r: AsmRegisterYmm) -> iced_x86::code_asm::AsmRegisterXmm {
+/// `xmm0..16` (VEX-encodable), the low lanes of the vector registers of the same number.
+pub(crate) const XMM: [iced_x86::code_asm::AsmRegisterXmm; 16] = {
     use iced_x86::code_asm::*;
-    const XMM: [AsmRegisterXmm; 16] = [
+    [
         xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13,
         xmm14, xmm15,
-    ];
+    ]
+};
+
+/// The `xmm` half of a `ymm` register.
+pub(crate) fn xmm_of(r: AsmRegisterYmm) -> iced_x86::code_asm::AsmRegisterXmm {
     XMM[YMM.iter().position(|&y| y == r).unwrap_or(15)]
 }
 

@@ -21,6 +21,7 @@
 //! `fn(x: *const f32, y: *mut f32, rows: u64)` (System V).
 
 use super::vmath_x86::{begin, finish, z, Em, NV, S};
+use super::XMM;
 use iced_x86::code_asm::*;
 
 type Asm = CodeAssembler;
@@ -373,11 +374,6 @@ fn lane(a: &mut Asm, m: &mut Em, d: AsmRegisterZmm, src: AsmRegisterZmm, l: usiz
 fn x(s: S, v: usize) -> AsmRegisterXmm {
     XMM[s as usize * NV + v]
 }
-
-const XMM: [AsmRegisterXmm; 16] = [
-    xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13, xmm14,
-    xmm15,
-];
 
 /// The maximum of `r`'s 16 lanes in every lane (exact in any order); `t` is scratch.
 fn row_max(a: &mut Asm, r: AsmRegisterZmm, t: AsmRegisterZmm) -> R {

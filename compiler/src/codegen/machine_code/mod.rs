@@ -178,7 +178,7 @@ pub(super) fn define_pool_row(
     define_row(module, &format!("{name}__k{i}_maxrow"), &spec, Simd::Avx512)
 }
 
-/// Defines the transposing epilogue of kernel `i` (`x86/transpose_x86.rs`): a `TransposeOut` kernel's, or
+/// Defines the transposing epilogue of kernel `i` (`x86/transpose_out/`): a `TransposeOut` kernel's, or
 /// the one fused into a transposed GEMM.
 pub(super) fn define_transpose(
     module: &mut dyn Module,
@@ -189,7 +189,7 @@ pub(super) fn define_transpose(
 ) -> Result<FuncId> {
     let (lo, hi) = clamp_bits(t.act)
         .ok_or_else(|| Error::internal("codegen", "transposed activation not a clamp"))?;
-    let spec = x86::transpose_x86::TransposeOut {
+    let spec = x86::transpose_out::TransposeOut {
         m: t.ld,
         p: t.p,
         residual: t.residual,
@@ -197,8 +197,8 @@ pub(super) fn define_transpose(
         hi,
     };
     let code = match simd {
-        Simd::Avx512 => x86::transpose_x86::assemble(&spec),
-        Simd::Avx2 => x86::transpose_avx2::assemble_out(&spec),
+        Simd::Avx512 => x86::transpose_out::avx512::assemble(&spec),
+        Simd::Avx2 => x86::transpose_out::avx2::assemble(&spec),
     };
     define_machine_code(module, &format!("{name}__k{i}_transpose"), 4, code)
 }
@@ -207,7 +207,7 @@ pub(super) fn define_transpose(
 pub(super) fn transpose_channels(simd: Simd) -> usize {
     match simd {
         Simd::Avx512 => 16,
-        Simd::Avx2 => x86::transpose_avx2::OUT_CHANNELS,
+        Simd::Avx2 => x86::transpose_out::avx2::CHANNELS,
     }
 }
 

@@ -350,7 +350,7 @@ pub fn emit_convert(kb: &mut Kb, from: DType, to: DType, len: usize, tasks: u32)
 
 /// Emits the driver of a transposing epilogue (`Body::TransposeOut`): roles X (`Cᵀ [N, P16, LD]`, `LD` =
 /// `t.ld`), \[Residual\] and Out (`[N, M, P]`), one unit per (batch, 16 channels), each one call to the
-/// machine-code block transpose `f` (`x86/transpose_x86.rs`).
+/// machine-code block transpose `f` (`x86/block_transpose/`).
 pub fn emit_transpose_out(
     kb: &mut Kb,
     [n, p, m, ld]: [usize; 4],

@@ -24,7 +24,7 @@ pub fn emit_softmax_rows(kb: &mut Kb, outer: usize, len: usize, tasks: u32, f: F
 }
 
 /// Emits a LayerNorm / RMSNorm over contiguous rows of `len` through the machine-code row kernel `f`
-/// (`x86/norm_x86.rs`, `norm_avx2.rs`): args x, scale, \[bias\], out; each task one call over its rows (without a bias the
+/// (`x86/norm/`): args x, scale, \[bias\], out; each task one call over its rows (without a bias the
 /// kernel is handed the scale's pointer, which it does not read as a bias).
 pub fn emit_norm_rows(
     kb: &mut Kb,

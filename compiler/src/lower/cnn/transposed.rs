@@ -211,7 +211,7 @@ fn wino_writes(cx: &mut Ctx, t: &Transposed, rows: usize) -> Option<(Buf, usize,
 }
 
 /// Pushes a transposed GEMM into scratch `[nb, P16, M]` (P rounded up to 16: the transposer loads whole 16x16
-/// blocks of `Cᵀ`) with the transposing epilogue (`x86/transpose_x86.rs`) into `t.out` fused after each of
+/// blocks of `Cᵀ`) with the transposing epilogue (`x86/transpose_out/`) into `t.out` fused after each of
 /// its units (`gemm::TransposeOut`), named `NODE.names.0`; where the micro-kernels cannot take the GEMM, the
 /// epilogue is a kernel of its own after it, `NODE[.names.1]`. Fused, a unit's block of `Cᵀ` is transposed from
 /// this core's cache and one barrier goes: measured on this session's Intel Xeon (Emerald Rapids), the

@@ -18,7 +18,13 @@ impl Tails for Avx2 {
     fn load_tail(a: &mut CodeAssembler, v: AsmRegisterYmm, disp: i32, _: CodeLabel) -> R {
         a.vmaskmovps(v, ymm15, ptr(r10 + disp))
     }
-    fn store(a: &mut CodeAssembler, disp: i32, v: AsmRegisterYmm, lanes: usize, _: CodeLabel) -> R {
+    fn store_row(
+        a: &mut CodeAssembler,
+        disp: i32,
+        v: AsmRegisterYmm,
+        lanes: usize,
+        _: CodeLabel,
+    ) -> R {
         store_head_ymm(a, ptr(r11 + disp), v, lanes, ymm0)
     }
     /// The column tail's load mask: its lanes all ones.

@@ -23,7 +23,7 @@ impl Tails for Avx512 {
     fn load_tail(a: &mut CodeAssembler, v: AsmRegisterZmm, disp: i32, _: ()) -> R {
         a.vmovups(v.k1().z(), zmmword_ptr(r10 + disp))
     }
-    fn store(a: &mut CodeAssembler, disp: i32, v: AsmRegisterZmm, lanes: usize, _: ()) -> R {
+    fn store_row(a: &mut CodeAssembler, disp: i32, v: AsmRegisterZmm, lanes: usize, _: ()) -> R {
         if lanes < 16 {
             a.vmovups(zmmword_ptr(r11 + disp).k2(), v)
         } else {

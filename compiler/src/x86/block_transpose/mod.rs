@@ -25,7 +25,7 @@ pub trait Tails: Isa {
     /// Loads a source row's tail columns into `v`.
     fn load_tail(a: &mut CodeAssembler, v: Self::V, disp: i32, st: Self::State) -> R;
     /// Stores output row `v`'s first `lanes` (all of them, or the row tail).
-    fn store(a: &mut CodeAssembler, disp: i32, v: Self::V, lanes: usize, st: Self::State) -> R;
+    fn store_row(a: &mut CodeAssembler, disp: i32, v: Self::V, lanes: usize, st: Self::State) -> R;
     /// After the code.
     fn finish(a: &mut CodeAssembler, st: &mut Self::State, s: &BlockTranspose) -> R;
 }
@@ -48,13 +48,13 @@ fn assemble<I: Tails>(s: &BlockTranspose) -> Result<Vec<u8>, String> {
                 if tail_cols {
                     I::load_tail(a, I::v(r), off, st)?;
                 } else {
-                    I::load(a, I::v(r), r10, off)?;
+                    I::load(a, I::v(r), r10 + off)?;
                 }
             }
             let cols = I::transpose(a)?;
             let lanes = if tail_row { tail_rows } else { I::LANES };
             for (c, &off) in stores.iter().enumerate() {
-                I::store(a, off, I::v(cols + c), lanes, st)?;
+                I::store_row(a, off, I::v(cols + c), lanes, st)?;
             }
             Ok(())
         },

@@ -196,9 +196,9 @@ fn pixel_block<I: Isa>(
     }
     channel_loop(a, s, n, |a, t, off| {
         let w = I::v(regs.weights + t % 2);
-        I::load(a, w, rax, d(t * 16 + lanes * half))?;
+        I::load(a, w, rax + d(t * 16 + lanes * half))?;
         for (j, &o) in off.iter().enumerate() {
-            I::fma_bcast(a, I::v(j), w, rbx, o, I::v(regs.bcast + j % 2))?;
+            I::fma_bcast(a, I::v(j), w, rbx + o, I::v(regs.bcast + j % 2))?;
         }
         Ok(())
     })?;
@@ -206,7 +206,7 @@ fn pixel_block<I: Isa>(
     let bounds = I::clamp_bounds(a, (s.lo, s.hi), clamp)?;
     for j in 0..n {
         if s.bias {
-            I::add_mem(a, I::v(j), rdx, d(lanes * half))?;
+            I::add_mem(a, I::v(j), rdx + d(lanes * half))?;
         }
         I::clamp(a, I::v(j), bounds)?;
     }
@@ -214,7 +214,7 @@ fn pixel_block<I: Isa>(
     let cols = I::transpose(a)?;
     I::head_mask(a, n)?;
     for c in 0..lanes {
-        I::store_head(a, r10, d(c * plane_out), I::v(cols + c), n, I::v(0))?;
+        I::store_head(a, r10 + d(c * plane_out), I::v(cols + c), n, I::v(0))?;
     }
     Ok(())
 }
