@@ -5,10 +5,9 @@
 
 use super::attrs::{Attrs, MAX_WINDOW};
 use super::importer::Importer;
-use super::nodes::{required, Lowered};
+use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
-use tract_onnx::pb::NodeProto;
 
 /// The ONNX ops this file maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
@@ -32,100 +31,6 @@ pub const SUPPORTED: &[(&str, &str)] = &[
 ];
 
 impl Importer<'_> {
-    /// Maps the CNN ops; `None` when `op` is not one of them.
-    pub(super) fn lower_cnn_op(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        ins: &[Option<TensorId>],
-        a: &Attrs,
-    ) -> Result<Option<Lowered>> {
-        let op = node.op_type.as_str();
-        let req = |i: usize| required(ins, name, op, i);
-        let rank = |t: TensorId| self.g.tensors[t].shape.len();
-        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
-        Ok(Some(match op {
-            "Conv" => {
-                let (x, w) = (req(0)?, req(1)?);
-                let bias = ins.get(2).copied().flatten();
-                let attrs = self.conv_attrs(a, op, x, w, bias.is_some())?;
-                let mut v = vec![x, w];
-                v.extend(bias);
-                Lowered::Node(Op::Conv(attrs), v)
-            }
-            "BatchNormalization" => {
-                if a.int("training_mode", 0)? != 0 {
-                    return Err(Error::unsupported(name, op, "training_mode = 1"));
-                }
-                if self.extra_outputs_used(node) {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "running mean/var outputs are used (training only)",
-                    ));
-                }
-                Lowered::Node(
-                    Op::BatchNorm {
-                        epsilon: self.batchnorm_epsilon(a, ins)?,
-                    },
-                    (0..5).map(req).collect::<Result<_>>()?,
-                )
-            }
-            "MaxPool" | "AveragePool" => {
-                let x = req(0)?;
-                if rank(x) != 4 {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        format!("only 2-D pooling is supported (input rank {})", rank(x)),
-                    ));
-                }
-                if op == "MaxPool" && self.extra_outputs_used(node) {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "the Indices output is not supported",
-                    ));
-                }
-                if a.int("storage_order", 0)? != 0 {
-                    return Err(Error::unsupported(name, op, "storage_order = 1"));
-                }
-                let k = a.positive_usizes("kernel_shape", 2, 0)?;
-                if !a.has("kernel_shape") {
-                    return Err(Error::node(
-                        name,
-                        op,
-                        "attribute 'kernel_shape' is required",
-                    ));
-                }
-                let strides = a.positive_usizes("strides", 2, 1)?;
-                let dil = a.positive_usizes("dilations", 2, 1)?;
-                if op == "AveragePool" && dil != [1, 1] {
-                    return Err(Error::unsupported(name, op, "dilations on AveragePool"));
-                }
-                let kernel = [k[0], k[1]];
-                let xs = shape(x);
-                let pads = self.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
-                let attrs = PoolAttrs {
-                    kernel,
-                    strides: [strides[0], strides[1]],
-                    pads,
-                    dilations: [dil[0], dil[1]],
-                    ceil_mode: a.int("ceil_mode", 0)? != 0,
-                    count_include_pad: a.int("count_include_pad", 0)? != 0,
-                };
-                let kind = if op == "MaxPool" {
-                    PoolKind::Max
-                } else {
-                    PoolKind::Average
-                };
-                Lowered::Node(Op::Pool(kind, attrs), vec![x])
-            }
-            "GlobalAveragePool" => Lowered::Node(Op::GlobalAveragePool, vec![req(0)?]),
-            _ => return Ok(None),
-        }))
-    }
-
     /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
     /// BatchNormalization's epsilon under the NaN policy, and with constant statistics every channel checked:
     /// a channel whose variance + epsilon is not positive, or whose scale, bias or mean is not finite, would
@@ -245,4 +150,124 @@ impl Importer<'_> {
             )),
         }
     }
+}
+
+/// The parsers of this file's op types.
+pub(super) const PARSERS: &[Parser] = &[
+    Parser {
+        ops: &["Conv"],
+        parse: parse_conv,
+    },
+    Parser {
+        ops: &["BatchNormalization"],
+        parse: parse_batch_normalization,
+    },
+    Parser {
+        ops: &["MaxPool", "AveragePool"],
+        parse: parse_pool,
+    },
+    Parser {
+        ops: &["GlobalAveragePool"],
+        parse: parse_global_average_pool,
+    },
+];
+
+/// `Conv`.
+fn parse_conv(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { op, ins, a, .. } = *n;
+    let (x, w) = (n.req(0)?, n.req(1)?);
+    let bias = ins.get(2).copied().flatten();
+    let attrs = im.conv_attrs(a, op, x, w, bias.is_some())?;
+    let mut v = vec![x, w];
+    v.extend(bias);
+    Ok(Lowered::Node(Op::Conv(attrs), v))
+}
+
+/// `BatchNormalization`.
+fn parse_batch_normalization(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node,
+        name,
+        op,
+        ins,
+        a,
+    } = *n;
+    if a.int("training_mode", 0)? != 0 {
+        return Err(Error::unsupported(name, op, "training_mode = 1"));
+    }
+    if im.extra_outputs_used(node) {
+        return Err(Error::unsupported(
+            name,
+            op,
+            "running mean/var outputs are used (training only)",
+        ));
+    }
+    Ok(Lowered::Node(
+        Op::BatchNorm {
+            epsilon: im.batchnorm_epsilon(a, ins)?,
+        },
+        (0..5).map(|i| n.req(i)).collect::<Result<_>>()?,
+    ))
+}
+
+/// `MaxPool`, `AveragePool`.
+fn parse_pool(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node, name, op, a, ..
+    } = *n;
+    let rank = |t: TensorId| im.g.tensors[t].shape.len();
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    let x = n.req(0)?;
+    if rank(x) != 4 {
+        return Err(Error::unsupported(
+            name,
+            op,
+            format!("only 2-D pooling is supported (input rank {})", rank(x)),
+        ));
+    }
+    if op == "MaxPool" && im.extra_outputs_used(node) {
+        return Err(Error::unsupported(
+            name,
+            op,
+            "the Indices output is not supported",
+        ));
+    }
+    if a.int("storage_order", 0)? != 0 {
+        return Err(Error::unsupported(name, op, "storage_order = 1"));
+    }
+    let k = a.positive_usizes("kernel_shape", 2, 0)?;
+    if !a.has("kernel_shape") {
+        return Err(Error::node(
+            name,
+            op,
+            "attribute 'kernel_shape' is required",
+        ));
+    }
+    let strides = a.positive_usizes("strides", 2, 1)?;
+    let dil = a.positive_usizes("dilations", 2, 1)?;
+    if op == "AveragePool" && dil != [1, 1] {
+        return Err(Error::unsupported(name, op, "dilations on AveragePool"));
+    }
+    let kernel = [k[0], k[1]];
+    let xs = shape(x);
+    let pads = im.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;
+    let attrs = PoolAttrs {
+        kernel,
+        strides: [strides[0], strides[1]],
+        pads,
+        dilations: [dil[0], dil[1]],
+        ceil_mode: a.int("ceil_mode", 0)? != 0,
+        count_include_pad: a.int("count_include_pad", 0)? != 0,
+    };
+    let kind = if op == "MaxPool" {
+        PoolKind::Max
+    } else {
+        PoolKind::Average
+    };
+    Ok(Lowered::Node(Op::Pool(kind, attrs), vec![x]))
+}
+
+/// `GlobalAveragePool`.
+fn parse_global_average_pool(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    Ok(Lowered::Node(Op::GlobalAveragePool, vec![n.req(0)?]))
 }

@@ -1,16 +1,19 @@
 //! ONNX import: `tract-onnx` parses the protobuf; this module turns the `ModelProto` into our `ir::Graph` (tract
 //! types stop here). It resolves input shapes (from the model or `--input` specs), decodes initializers, maps
-//! each node through `nodes.rs`, folds nodes whose inputs are all constants with the reference semantics, and
-//! lists every unsupported node at once.
+//! each node through the parser `registry.rs` holds for its op type (one family file each: `core_ops.rs`,
+//! `cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `resize_ops.rs`, `nn_ops.rs`, `quant_ops.rs`), folds nodes whose
+//! inputs are all constants with the reference semantics, and lists every unsupported node at once.
 
 mod attrs;
 mod cnn_ops;
+mod core_ops;
 mod data_ops;
 mod importer;
 mod input_spec;
 mod nn_ops;
 mod nodes;
 mod quant_ops;
+mod registry;
 mod resize_ops;
 mod shape_ops;
 mod tensor;
@@ -18,17 +21,7 @@ mod tensor;
 pub use input_spec::InputSpec;
 pub use shape_ops::reshape_target;
 
-/// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
-pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    nodes::SUPPORTED
-        .iter()
-        .chain(cnn_ops::SUPPORTED)
-        .chain(shape_ops::SUPPORTED)
-        .chain(data_ops::SUPPORTED)
-        .chain(resize_ops::SUPPORTED)
-        .chain(nn_ops::SUPPORTED)
-        .chain(quant_ops::SUPPORTED)
-}
+pub use registry::supported_ops;
 
 use crate::error::{clip_name, Error, Result, UnsupportedNode};
 use crate::ir::{self, DType, Graph, NodeData, Op, TensorId, TensorKind, UnOp};
@@ -258,7 +251,7 @@ impl Importer<'_> {
             }
             let lowered = if blocked {
                 // Downstream of an unsupported node: only check the op type is known.
-                if !supported_ops().any(|(ops, _)| ops.split(", ").any(|o| o == node.op_type)) {
+                if registry::parser(&node.op_type).is_none() {
                     unsupported.push(UnsupportedNode {
                         node: clip_name(&name),
                         op: clip_name(&node.op_type),

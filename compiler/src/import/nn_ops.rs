@@ -3,13 +3,12 @@
 //! RMSNormalization, InstanceNormalization, LRN, and ConvTranspose (pads, auto_pad, output_shape,
 //! output_padding).
 
-use super::attrs::{Attrs, MAX_WINDOW};
+use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
-use super::nodes::{required, Lowered};
+use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
-use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind, TensorId};
-use tract_onnx::pb::NodeProto;
+use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};
 
 /// The ONNX ops this file maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
@@ -48,235 +47,288 @@ fn reduce_kind(op: &str) -> Option<ReduceKind> {
     })
 }
 
-impl Importer<'_> {
-    /// Maps reductions and normalisations; `None` when `op` is not one of them.
-    pub(super) fn lower_nn_op(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        ins: &[Option<TensorId>],
-        a: &Attrs,
-    ) -> Result<Option<Lowered>> {
-        let op = node.op_type.as_str();
-        let input = |i: usize| ins.get(i).copied().flatten();
-        let req = |i: usize| required(ins, name, op, i);
-        let unused_extra_outputs = |what: &str| -> Result<()> {
-            if self.extra_outputs_used(node) {
-                return Err(Error::unsupported(
-                    name,
-                    op,
-                    format!("the {what} output is used"),
-                ));
-            }
-            Ok(())
-        };
-        if let Some(kind) = reduce_kind(op) {
-            let x = req(0)?;
-            let r = self.g.tensors[x].shape.len();
-            let axes_input = if op == "ReduceSum" { 13 } else { 18 };
-            let axes = if self.opset < axes_input {
-                a.ints("axes")?.map(<[i64]>::to_vec)
-            } else {
-                match input(1) {
-                    None => None,
-                    Some(t) => Some(
-                        self.const_ints(t)
-                            .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
-                    ),
-                }
-            };
-            let axes = axes.unwrap_or_default();
-            if axes.is_empty() && a.int("noop_with_empty_axes", 0)? != 0 {
-                return Ok(Some(Lowered::Alias(x)));
-            }
-            let mut axes: Vec<usize> = if axes.is_empty() {
-                (0..r).collect()
-            } else {
-                axes.iter()
-                    .map(|&v| {
-                        let u = if v < 0 { v + r as i64 } else { v };
-                        if (0..r as i64).contains(&u) {
-                            Ok(u as usize)
-                        } else {
-                            Err(Error::node(
-                                name,
-                                op,
-                                format!("axis {v} out of range for rank {r}"),
-                            ))
-                        }
-                    })
-                    .collect::<Result<_>>()?
-            };
-            axes.sort_unstable();
-            axes.dedup();
-            if self.g.tensors[x].shape.contains(&0) {
-                return Err(Error::unsupported(
-                    name,
-                    op,
-                    "zero-sized tensors are not supported",
-                ));
-            }
-            let keepdims = a.int("keepdims", 1)? != 0;
-            return Ok(Some(Lowered::Node(
-                Op::Reduce {
-                    kind,
-                    axes,
-                    keepdims,
-                },
-                vec![x],
-            )));
-        }
-        Ok(Some(match op {
-            "ArgMax" | "ArgMin" => {
-                let x = req(0)?;
-                let axis = a.axis("axis", 0, self.g.tensors[x].shape.len())?;
-                Lowered::Node(
-                    Op::ArgReduce {
-                        max: op == "ArgMax",
-                        axis,
-                        keepdims: a.int("keepdims", 1)? != 0,
-                        select_last: a.int("select_last_index", 0)? != 0,
-                    },
-                    vec![x],
-                )
-            }
-            "GlobalMaxPool" => {
-                let x = req(0)?;
-                let r = self.g.tensors[x].shape.len();
-                if r < 3 {
-                    return Err(Error::node(name, op, format!("input rank {r} < 3")));
-                }
-                Lowered::Node(
-                    Op::Reduce {
-                        kind: ReduceKind::Max,
-                        axes: (2..r).collect(),
-                        keepdims: true,
-                    },
-                    vec![x],
-                )
-            }
-            "LayerNormalization" | "RMSNormalization" => {
-                unused_extra_outputs("Mean / InvStdDev")?;
-                let x = req(0)?;
-                let axis = a.axis("axis", -1, self.g.tensors[x].shape.len())?;
-                let mut v = vec![x, req(1)?];
-                if op == "LayerNormalization" {
-                    v.extend(input(2));
-                }
-                Lowered::Node(
-                    Op::LayerNorm {
-                        axis,
-                        epsilon: a.epsilon(1e-5)?,
-                        rms: op == "RMSNormalization",
-                    },
-                    v,
-                )
-            }
-            "InstanceNormalization" => Lowered::Node(
-                Op::InstanceNorm {
-                    epsilon: a.epsilon(1e-5)?,
-                },
-                vec![req(0)?, req(1)?, req(2)?],
+impl Importer<'_> {}
+
+/// The parsers of this file's op types.
+pub(super) const PARSERS: &[Parser] = &[
+    Parser {
+        ops: &[
+            "ReduceSum",
+            "ReduceMean",
+            "ReduceMax",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceSumSquare",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+        ],
+        parse: parse_reduce,
+    },
+    Parser {
+        ops: &["ArgMax", "ArgMin"],
+        parse: parse_arg_reduce,
+    },
+    Parser {
+        ops: &["GlobalMaxPool"],
+        parse: parse_global_max_pool,
+    },
+    Parser {
+        ops: &["LayerNormalization", "RMSNormalization"],
+        parse: parse_layer_normalization,
+    },
+    Parser {
+        ops: &["InstanceNormalization"],
+        parse: parse_instance_normalization,
+    },
+    Parser {
+        ops: &["LRN"],
+        parse: parse_lrn,
+    },
+    Parser {
+        ops: &["ConvTranspose"],
+        parse: parse_conv_transpose,
+    },
+];
+
+/// The reductions (`reduce_kind`).
+fn parse_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node, name, op, a, ..
+    } = *n;
+    let kind = reduce_kind(op).ok_or_else(|| Error::node(name, op, "not a reduction"))?;
+    let x = n.req(0)?;
+    let r = im.g.tensors[x].shape.len();
+    let axes_input = if op == "ReduceSum" { 13 } else { 18 };
+    let axes = if im.opset < axes_input {
+        a.ints("axes")?.map(<[i64]>::to_vec)
+    } else {
+        match n.input(1) {
+            None => None,
+            Some(t) => Some(
+                im.const_ints(t)
+                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
             ),
-            "LRN" => {
-                let size = a.int_in("size", 0, 1..=MAX_WINDOW as i64)?;
-                let bias = a.finite("bias", 1.0)?;
-                if bias <= 0.0 {
-                    a.warn("bias", format!("{bias} is not positive: outputs are infinite or NaN where a window is all zeros"));
-                }
-                Lowered::Node(
-                    Op::Lrn(LrnAttrs {
-                        size: size as usize,
-                        alpha: a.finite("alpha", 1e-4)?,
-                        beta: a.finite("beta", 0.75)?,
-                        bias,
-                    }),
-                    vec![req(0)?],
-                )
-            }
-            "ConvTranspose" => {
-                let (x, w) = (req(0)?, req(1)?);
-                let (xs, ws) = (
-                    self.g.tensors[x].shape.clone(),
-                    self.g.tensors[w].shape.clone(),
-                );
-                if xs.len() != 4 || ws.len() != 4 {
-                    return Err(Error::unsupported(
+        }
+    };
+    let axes = axes.unwrap_or_default();
+    if axes.is_empty() && a.int("noop_with_empty_axes", 0)? != 0 {
+        return Ok(Lowered::Alias(x));
+    }
+    let mut axes: Vec<usize> = if axes.is_empty() {
+        (0..r).collect()
+    } else {
+        axes.iter()
+            .map(|&v| {
+                let u = if v < 0 { v + r as i64 } else { v };
+                if (0..r as i64).contains(&u) {
+                    Ok(u as usize)
+                } else {
+                    Err(Error::node(
                         name,
                         op,
-                        format!(
-                            "only 2-D ConvTranspose is supported (input rank {})",
-                            xs.len()
-                        ),
-                    ));
+                        format!("axis {v} out of range for rank {r}"),
+                    ))
                 }
-                let kernel = if a.has("kernel_shape") {
-                    let k = a.positive_usizes("kernel_shape", 2, 0)?;
-                    [k[0], k[1]]
-                } else {
-                    [ws[2], ws[3]]
-                };
-                let strides = a.positive_usizes("strides", 2, 1)?;
-                let dil = a.positive_usizes("dilations", 2, 1)?;
-                let mut out_pad = a.usizes("output_padding", 2, 0)?;
-                let auto = a.string("auto_pad", "NOTSET")?;
-                let out_shape = a
-                    .ints("output_shape")?
-                    .map(|v| v[v.len().saturating_sub(2)..].to_vec());
-                let mut pads = [0usize; 4];
-                // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
-                let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
-                    (_, Some(os)) if os.len() == 2 => {
-                        Some(os.iter().map(|&v| v.max(1) as usize).collect())
-                    }
-                    ("SAME_UPPER" | "SAME_LOWER", _) => {
-                        Some(vec![xs[2] * strides[0], xs[3] * strides[1]])
-                    }
-                    ("NOTSET", _) => {
-                        let p = a.usizes("pads", 4, 0)?;
-                        pads = [p[0], p[1], p[2], p[3]];
-                        None
-                    }
-                    ("VALID", _) => None,
-                    (other, _) => {
-                        return Err(Error::node(
-                            name,
-                            op,
-                            format!("attribute 'auto_pad': unknown value '{other}'"),
-                        ))
-                    }
-                };
-                if let Some(t) = target {
-                    for i in 0..2 {
-                        let (p, extra) = deconv_pads(
-                            xs[2 + i],
-                            kernel[i],
-                            strides[i],
-                            dil[i],
-                            out_pad[i],
-                            t[i],
-                            auto == "SAME_UPPER",
-                        );
-                        pads[i] = p[0];
-                        pads[i + 2] = p[1];
-                        out_pad[i] = extra;
-                    }
-                }
-                let bias = input(2);
-                let attrs = ConvTransposeAttrs {
-                    kernel,
-                    strides: [strides[0], strides[1]],
-                    pads,
-                    dilations: [dil[0], dil[1]],
-                    output_padding: [out_pad[0], out_pad[1]],
-                    group: a.int_in("group", 1, 1..=MAX_WINDOW as i64)? as usize,
-                    has_bias: bias.is_some(),
-                };
-                let mut v = vec![x, w];
-                v.extend(bias);
-                Lowered::Node(Op::ConvTranspose(attrs), v)
-            }
-            _ => return Ok(None),
-        }))
+            })
+            .collect::<Result<_>>()?
+    };
+    axes.sort_unstable();
+    axes.dedup();
+    if im.g.tensors[x].shape.contains(&0) {
+        return Err(Error::unsupported(
+            name,
+            op,
+            "zero-sized tensors are not supported",
+        ));
     }
+    let keepdims = a.int("keepdims", 1)? != 0;
+    Ok(Lowered::Node(
+        Op::Reduce {
+            kind,
+            axes,
+            keepdims,
+        },
+        vec![x],
+    ))
+}
+
+/// `ArgMax`, `ArgMin`.
+fn parse_arg_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { op, a, .. } = *n;
+    let x = n.req(0)?;
+    let axis = a.axis("axis", 0, im.g.tensors[x].shape.len())?;
+    Ok(Lowered::Node(
+        Op::ArgReduce {
+            max: op == "ArgMax",
+            axis,
+            keepdims: a.int("keepdims", 1)? != 0,
+            select_last: a.int("select_last_index", 0)? != 0,
+        },
+        vec![x],
+    ))
+}
+
+/// `GlobalMaxPool`.
+fn parse_global_max_pool(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { name, op, .. } = *n;
+    let x = n.req(0)?;
+    let r = im.g.tensors[x].shape.len();
+    if r < 3 {
+        return Err(Error::node(name, op, format!("input rank {r} < 3")));
+    }
+    Ok(Lowered::Node(
+        Op::Reduce {
+            kind: ReduceKind::Max,
+            axes: (2..r).collect(),
+            keepdims: true,
+        },
+        vec![x],
+    ))
+}
+
+/// `LayerNormalization`, `RMSNormalization`.
+fn parse_layer_normalization(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node, name, op, a, ..
+    } = *n;
+    let unused_extra_outputs = |what: &str| -> Result<()> {
+        if im.extra_outputs_used(node) {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!("the {what} output is used"),
+            ));
+        }
+        Ok(())
+    };
+    unused_extra_outputs("Mean / InvStdDev")?;
+    let x = n.req(0)?;
+    let axis = a.axis("axis", -1, im.g.tensors[x].shape.len())?;
+    let mut v = vec![x, n.req(1)?];
+    if op == "LayerNormalization" {
+        v.extend(n.input(2));
+    }
+    Ok(Lowered::Node(
+        Op::LayerNorm {
+            axis,
+            epsilon: a.epsilon(1e-5)?,
+            rms: op == "RMSNormalization",
+        },
+        v,
+    ))
+}
+
+/// `InstanceNormalization`.
+fn parse_instance_normalization(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { a, .. } = *n;
+    Ok(Lowered::Node(
+        Op::InstanceNorm {
+            epsilon: a.epsilon(1e-5)?,
+        },
+        vec![n.req(0)?, n.req(1)?, n.req(2)?],
+    ))
+}
+
+/// `LRN`.
+fn parse_lrn(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { a, .. } = *n;
+    let size = a.int_in("size", 0, 1..=MAX_WINDOW as i64)?;
+    let bias = a.finite("bias", 1.0)?;
+    if bias <= 0.0 {
+        a.warn(
+            "bias",
+            format!(
+                "{bias} is not positive: outputs are infinite or NaN where a window is all zeros"
+            ),
+        );
+    }
+    Ok(Lowered::Node(
+        Op::Lrn(LrnAttrs {
+            size: size as usize,
+            alpha: a.finite("alpha", 1e-4)?,
+            beta: a.finite("beta", 0.75)?,
+            bias,
+        }),
+        vec![n.req(0)?],
+    ))
+}
+
+/// `ConvTranspose`.
+fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { name, op, a, .. } = *n;
+    let (x, w) = (n.req(0)?, n.req(1)?);
+    let (xs, ws) = (im.g.tensors[x].shape.clone(), im.g.tensors[w].shape.clone());
+    if xs.len() != 4 || ws.len() != 4 {
+        return Err(Error::unsupported(
+            name,
+            op,
+            format!(
+                "only 2-D ConvTranspose is supported (input rank {})",
+                xs.len()
+            ),
+        ));
+    }
+    let kernel = if a.has("kernel_shape") {
+        let k = a.positive_usizes("kernel_shape", 2, 0)?;
+        [k[0], k[1]]
+    } else {
+        [ws[2], ws[3]]
+    };
+    let strides = a.positive_usizes("strides", 2, 1)?;
+    let dil = a.positive_usizes("dilations", 2, 1)?;
+    let mut out_pad = a.usizes("output_padding", 2, 0)?;
+    let auto = a.string("auto_pad", "NOTSET")?;
+    let out_shape = a
+        .ints("output_shape")?
+        .map(|v| v[v.len().saturating_sub(2)..].to_vec());
+    let mut pads = [0usize; 4];
+    // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
+    let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
+        (_, Some(os)) if os.len() == 2 => Some(os.iter().map(|&v| v.max(1) as usize).collect()),
+        ("SAME_UPPER" | "SAME_LOWER", _) => Some(vec![xs[2] * strides[0], xs[3] * strides[1]]),
+        ("NOTSET", _) => {
+            let p = a.usizes("pads", 4, 0)?;
+            pads = [p[0], p[1], p[2], p[3]];
+            None
+        }
+        ("VALID", _) => None,
+        (other, _) => {
+            return Err(Error::node(
+                name,
+                op,
+                format!("attribute 'auto_pad': unknown value '{other}'"),
+            ))
+        }
+    };
+    if let Some(t) = target {
+        for i in 0..2 {
+            let (p, extra) = deconv_pads(
+                xs[2 + i],
+                kernel[i],
+                strides[i],
+                dil[i],
+                out_pad[i],
+                t[i],
+                auto == "SAME_UPPER",
+            );
+            pads[i] = p[0];
+            pads[i + 2] = p[1];
+            out_pad[i] = extra;
+        }
+    }
+    let bias = n.input(2);
+    let attrs = ConvTransposeAttrs {
+        kernel,
+        strides: [strides[0], strides[1]],
+        pads,
+        dilations: [dil[0], dil[1]],
+        output_padding: [out_pad[0], out_pad[1]],
+        group: a.int_in("group", 1, 1..=MAX_WINDOW as i64)? as usize,
+        has_bias: bias.is_some(),
+    };
+    let mut v = vec![x, w];
+    v.extend(bias);
+    Ok(Lowered::Node(Op::ConvTranspose(attrs), v))
 }

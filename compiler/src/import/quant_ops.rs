@@ -5,13 +5,11 @@
 //! s8 (symmetric s8 weights, or u8 weights with zero point 128) are i8; others within [-255, 255] (u8 weights
 //! with zero point 0 or 255) are kept as "wide" i32 weights, which only the i16-pair GEMM kernels take.
 
-use super::attrs::Attrs;
 use super::importer::Importer;
-use super::nodes::{required, Lowered};
+use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::range_of;
 use crate::ir::{DType, Data, IntProduct, Op, QuantParams, Requant, Tensor, TensorId};
-use tract_onnx::pb::NodeProto;
 
 /// The ONNX ops this file maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
@@ -40,193 +38,6 @@ pub const SUPPORTED: &[(&str, &str)] = &[
 ];
 
 impl Importer<'_> {
-    /// Maps the int8 ops; `None` when `node` is not one of them.
-    pub(super) fn lower_quant_op(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        ins: &[Option<TensorId>],
-        a: &Attrs,
-    ) -> Result<Option<Lowered>> {
-        let op = node.op_type.as_str();
-        let input = |i: usize| ins.get(i).copied().flatten();
-        let req = |i: usize| required(ins, name, op, i);
-        if a.int("block_size", 0)? != 0 {
-            return Err(Error::unsupported(
-                name,
-                op,
-                "blocked quantisation (block_size)",
-            ));
-        }
-        // Every parameter input (scales, zero points, weights, bias) must be a constant: name them all at once.
-        let params: &[usize] = match op {
-            "QuantizeLinear" | "DequantizeLinear" => &[1, 2],
-            "QLinearConv" => &[1, 2, 3, 4, 5, 6, 7, 8],
-            "QLinearMatMul" => &[1, 2, 3, 4, 5, 6, 7],
-            "ConvInteger" | "MatMulInteger" => &[1, 2, 3],
-            "QLinearAdd" | "QLinearMul" => &[1, 2, 4, 5, 6, 7],
-            "QLinearGlobalAveragePool" => &[1, 2, 3, 4],
-            _ => &[],
-        };
-        let runtime: Vec<String> = params
-            .iter()
-            .filter_map(|&i| input(i))
-            .filter(|&t| self.g.constant(t).is_none())
-            .map(|t| format!("'{}'", self.g.tensors[t].name))
-            .collect();
-        if !runtime.is_empty() {
-            return Err(Error::unsupported(
-                name,
-                op,
-                format!(
-                    "quantisation parameters and weights {} must be constant",
-                    runtime.join(", ")
-                ),
-            ));
-        }
-        Ok(Some(match op {
-            "QuantizeLinear" | "DequantizeLinear" => {
-                let x = req(0)?;
-                let shape = self.g.tensors[x].shape.clone();
-                // The axis only matters (and is only checked) for per-axis parameters.
-                let per_axis = self
-                    .g
-                    .constant(req(1)?)
-                    .is_some_and(|s| s.shape.len() == 1 && s.len() > 1);
-                let axis = if per_axis {
-                    a.axis("axis", 1, shape.len().max(1))?
-                } else {
-                    0
-                };
-                let deq = op == "DequantizeLinear";
-                let default = if deq {
-                    self.g.tensors[x].dtype
-                } else {
-                    match a.int("output_dtype", 0)? {
-                        0 => DType::U8,
-                        c => DType::from_onnx(c as i32).ok_or_else(|| {
-                            a.err("output_dtype", format!("unknown type code {c}"))
-                        })?,
-                    }
-                };
-                let q = self.qparams(name, op, req(1)?, input(2), axis, default)?;
-                Lowered::Node(
-                    if deq {
-                        Op::Dequantize(q)
-                    } else {
-                        Op::Quantize(q)
-                    },
-                    vec![x],
-                )
-            }
-            "QLinearConv" | "ConvInteger" => {
-                let linear = op == "QLinearConv";
-                let (x, w) = if linear {
-                    (req(0)?, req(3)?)
-                } else {
-                    (req(0)?, req(1)?)
-                };
-                let attrs = self.conv_attrs(a, op, x, w, false)?;
-                let m = self.g.tensors[w].shape[0];
-                let zp_at = |i: usize, j: usize| if linear { input(i) } else { input(j) };
-                let xq = self.scalar_zero_point(name, op, zp_at(2, 2), x)?;
-                let wt = self.int8_weights(name, op, w, zp_at(5, 3), 0)?;
-                let p = if linear {
-                    let sx = self.scalar_scale(name, op, req(1)?)?;
-                    let sw = self.per_channel_scale(name, op, req(4)?, m)?;
-                    let (sy, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
-                    let bias = match input(8) {
-                        Some(b) => self.int32_bias(name, op, b, m)?,
-                        None => vec![0; m],
-                    };
-                    product(xq, bias, Some((sx, sw, sy, zy, dt)))
-                } else {
-                    product(xq, vec![0; m], None)
-                };
-                let wid = self.g.add_constant(format!("{name}::w_s8"), wt);
-                Lowered::Node(Op::QConv(attrs, p), vec![x, wid])
-            }
-            "QLinearMatMul" | "MatMulInteger" => {
-                let linear = op == "QLinearMatMul";
-                let (x, w) = if linear {
-                    (req(0)?, req(3)?)
-                } else {
-                    (req(0)?, req(1)?)
-                };
-                let ws = self.g.tensors[w].shape.clone();
-                if ws.len() != 2 {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        format!("the weight must be a 2-D [K, N] constant, got shape {ws:?}"),
-                    ));
-                }
-                let n = ws[1];
-                let zp_at = |i: usize, j: usize| if linear { input(i) } else { input(j) };
-                let xq = self.scalar_zero_point(name, op, zp_at(2, 2), x)?;
-                let wt = self.int8_weights(name, op, w, zp_at(5, 3), 1)?;
-                let p = if linear {
-                    let sx = self.scalar_scale(name, op, req(1)?)?;
-                    let sw = self.per_channel_scale(name, op, req(4)?, n)?;
-                    let (sy, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
-                    product(xq, vec![0; n], Some((sx, sw, sy, zy, dt)))
-                } else {
-                    product(xq, vec![0; n], None)
-                };
-                let wid = self.g.add_constant(format!("{name}::w_s8"), wt);
-                Lowered::Node(Op::QMatMul(p), vec![x, wid])
-            }
-            "QLinearAdd" | "QLinearMul" => {
-                let (a_in, b_in) = (req(0)?, req(3)?);
-                let (sa, sb, sy) = (
-                    self.scalar_scale(name, op, req(1)?)?,
-                    self.scalar_scale(name, op, req(4)?)?,
-                    self.scalar_scale(name, op, req(6)?)?,
-                );
-                let za = self.scalar_zero_point(name, op, input(2), a_in)?;
-                let zb = self.scalar_zero_point(name, op, input(5), b_in)?;
-                let (_, zy, dt) = self.output_params(name, op, req(6)?, input(7))?;
-                let clamp = range_of(dt).unwrap_or((0, 255));
-                Lowered::Node(
-                    Op::QAdd(crate::ir::QAddParams {
-                        a: (sa, za),
-                        b: (sb, zb),
-                        y: (sy, zy),
-                        clamp,
-                        dtype: dt,
-                        mul: op == "QLinearMul",
-                    }),
-                    vec![a_in, b_in],
-                )
-            }
-            "QLinearGlobalAveragePool" => {
-                if a.int("channels_last", 0)? != 0 {
-                    return Err(Error::unsupported(name, op, "channels_last = 1"));
-                }
-                let x = req(0)?;
-                let xdt = self.g.tensors[x].dtype;
-                let sx = self.scalar_scale(name, op, req(1)?)?;
-                let zx = self.scalar_zero_point(name, op, input(2), x)?;
-                let (sy, zy, dt) = self.output_params(name, op, req(3)?, input(4))?;
-                let per = |dtype, s, z| QuantParams {
-                    dtype,
-                    axis: None,
-                    scale: vec![s],
-                    zero_point: vec![z],
-                };
-                Lowered::Seq(
-                    vec![
-                        Op::Dequantize(per(xdt, sx, zx)),
-                        Op::GlobalAveragePool,
-                        Op::Quantize(per(dt, sy, zy)),
-                    ],
-                    vec![x],
-                )
-            }
-            _ => return Ok(None),
-        }))
-    }
-
     fn const_of(&self, name: &str, op: &str, t: TensorId, what: &str) -> Result<Tensor> {
         self.g.constant(t).cloned().ok_or_else(|| {
             Error::unsupported(
@@ -466,4 +277,223 @@ fn product(
             dtype: dt,
         }),
     }
+}
+
+/// The parsers of this file's op types.
+pub(super) const PARSERS: &[Parser] = &[
+    Parser {
+        ops: &["QuantizeLinear", "DequantizeLinear"],
+        parse: parse_quantize,
+    },
+    Parser {
+        ops: &["QLinearConv", "ConvInteger"],
+        parse: parse_qconv,
+    },
+    Parser {
+        ops: &["QLinearMatMul", "MatMulInteger"],
+        parse: parse_qmatmul,
+    },
+    Parser {
+        ops: &["QLinearAdd", "QLinearMul"],
+        parse: parse_qbinary,
+    },
+    Parser {
+        ops: &["QLinearGlobalAveragePool"],
+        parse: parse_qlinear_global_average_pool,
+    },
+];
+
+/// `QuantizeLinear`, `DequantizeLinear`.
+fn parse_quantize(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    check_params(im, n)?;
+    let Node { name, op, a, .. } = *n;
+    let x = n.req(0)?;
+    let shape = im.g.tensors[x].shape.clone();
+    // The axis only matters (and is only checked) for per-axis parameters.
+    let per_axis =
+        im.g.constant(n.req(1)?)
+            .is_some_and(|s| s.shape.len() == 1 && s.len() > 1);
+    let axis = if per_axis {
+        a.axis("axis", 1, shape.len().max(1))?
+    } else {
+        0
+    };
+    let deq = op == "DequantizeLinear";
+    let default = if deq {
+        im.g.tensors[x].dtype
+    } else {
+        match a.int("output_dtype", 0)? {
+            0 => DType::U8,
+            c => DType::from_onnx(c as i32)
+                .ok_or_else(|| a.err("output_dtype", format!("unknown type code {c}")))?,
+        }
+    };
+    let q = im.qparams(name, op, n.req(1)?, n.input(2), axis, default)?;
+    Ok(Lowered::Node(
+        if deq {
+            Op::Dequantize(q)
+        } else {
+            Op::Quantize(q)
+        },
+        vec![x],
+    ))
+}
+
+/// `QLinearConv`, `ConvInteger`.
+fn parse_qconv(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    check_params(im, n)?;
+    let Node { name, op, a, .. } = *n;
+    let linear = op == "QLinearConv";
+    let (x, w) = if linear {
+        (n.req(0)?, n.req(3)?)
+    } else {
+        (n.req(0)?, n.req(1)?)
+    };
+    let attrs = im.conv_attrs(a, op, x, w, false)?;
+    let m = im.g.tensors[w].shape[0];
+    let zp_at = |i: usize, j: usize| if linear { n.input(i) } else { n.input(j) };
+    let xq = im.scalar_zero_point(name, op, zp_at(2, 2), x)?;
+    let wt = im.int8_weights(name, op, w, zp_at(5, 3), 0)?;
+    let p = if linear {
+        let sx = im.scalar_scale(name, op, n.req(1)?)?;
+        let sw = im.per_channel_scale(name, op, n.req(4)?, m)?;
+        let (sy, zy, dt) = im.output_params(name, op, n.req(6)?, n.input(7))?;
+        let bias = match n.input(8) {
+            Some(b) => im.int32_bias(name, op, b, m)?,
+            None => vec![0; m],
+        };
+        product(xq, bias, Some((sx, sw, sy, zy, dt)))
+    } else {
+        product(xq, vec![0; m], None)
+    };
+    let wid = im.g.add_constant(format!("{name}::w_s8"), wt);
+    Ok(Lowered::Node(Op::QConv(attrs, p), vec![x, wid]))
+}
+
+/// `QLinearMatMul`, `MatMulInteger`.
+fn parse_qmatmul(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    check_params(im, n)?;
+    let Node { name, op, .. } = *n;
+    let linear = op == "QLinearMatMul";
+    let (x, w) = if linear {
+        (n.req(0)?, n.req(3)?)
+    } else {
+        (n.req(0)?, n.req(1)?)
+    };
+    let ws = im.g.tensors[w].shape.clone();
+    if ws.len() != 2 {
+        return Err(Error::unsupported(
+            name,
+            op,
+            format!("the weight must be a 2-D [K, N] constant, got shape {ws:?}"),
+        ));
+    }
+    let cols = ws[1];
+    let zp_at = |i: usize, j: usize| if linear { n.input(i) } else { n.input(j) };
+    let xq = im.scalar_zero_point(name, op, zp_at(2, 2), x)?;
+    let wt = im.int8_weights(name, op, w, zp_at(5, 3), 1)?;
+    let p = if linear {
+        let sx = im.scalar_scale(name, op, n.req(1)?)?;
+        let sw = im.per_channel_scale(name, op, n.req(4)?, cols)?;
+        let (sy, zy, dt) = im.output_params(name, op, n.req(6)?, n.input(7))?;
+        product(xq, vec![0; cols], Some((sx, sw, sy, zy, dt)))
+    } else {
+        product(xq, vec![0; cols], None)
+    };
+    let wid = im.g.add_constant(format!("{name}::w_s8"), wt);
+    Ok(Lowered::Node(Op::QMatMul(p), vec![x, wid]))
+}
+
+/// `QLinearAdd`, `QLinearMul`.
+fn parse_qbinary(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    check_params(im, n)?;
+    let Node { name, op, .. } = *n;
+    let (a_in, b_in) = (n.req(0)?, n.req(3)?);
+    let (sa, sb, sy) = (
+        im.scalar_scale(name, op, n.req(1)?)?,
+        im.scalar_scale(name, op, n.req(4)?)?,
+        im.scalar_scale(name, op, n.req(6)?)?,
+    );
+    let za = im.scalar_zero_point(name, op, n.input(2), a_in)?;
+    let zb = im.scalar_zero_point(name, op, n.input(5), b_in)?;
+    let (_, zy, dt) = im.output_params(name, op, n.req(6)?, n.input(7))?;
+    let clamp = range_of(dt).unwrap_or((0, 255));
+    Ok(Lowered::Node(
+        Op::QAdd(crate::ir::QAddParams {
+            a: (sa, za),
+            b: (sb, zb),
+            y: (sy, zy),
+            clamp,
+            dtype: dt,
+            mul: op == "QLinearMul",
+        }),
+        vec![a_in, b_in],
+    ))
+}
+
+/// `QLinearGlobalAveragePool`.
+fn parse_qlinear_global_average_pool(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    check_params(im, n)?;
+    let Node { name, op, a, .. } = *n;
+    if a.int("channels_last", 0)? != 0 {
+        return Err(Error::unsupported(name, op, "channels_last = 1"));
+    }
+    let x = n.req(0)?;
+    let xdt = im.g.tensors[x].dtype;
+    let sx = im.scalar_scale(name, op, n.req(1)?)?;
+    let zx = im.scalar_zero_point(name, op, n.input(2), x)?;
+    let (sy, zy, dt) = im.output_params(name, op, n.req(3)?, n.input(4))?;
+    let per = |dtype, s, z| QuantParams {
+        dtype,
+        axis: None,
+        scale: vec![s],
+        zero_point: vec![z],
+    };
+    Ok(Lowered::Seq(
+        vec![
+            Op::Dequantize(per(xdt, sx, zx)),
+            Op::GlobalAveragePool,
+            Op::Quantize(per(dt, sy, zy)),
+        ],
+        vec![x],
+    ))
+}
+
+/// What every int8 op asks first: no blocked quantisation, and every parameter input (scales, zero points,
+/// weights, bias) constant, naming all that are not at once.
+fn check_params(im: &Importer<'_>, n: &Node<'_>) -> Result<()> {
+    let Node { name, op, a, .. } = *n;
+    if a.int("block_size", 0)? != 0 {
+        return Err(Error::unsupported(
+            name,
+            op,
+            "blocked quantisation (block_size)",
+        ));
+    }
+    let params: &[usize] = match op {
+        "QuantizeLinear" | "DequantizeLinear" => &[1, 2],
+        "QLinearConv" => &[1, 2, 3, 4, 5, 6, 7, 8],
+        "QLinearMatMul" => &[1, 2, 3, 4, 5, 6, 7],
+        "ConvInteger" | "MatMulInteger" => &[1, 2, 3],
+        "QLinearAdd" | "QLinearMul" => &[1, 2, 4, 5, 6, 7],
+        "QLinearGlobalAveragePool" => &[1, 2, 3, 4],
+        _ => &[],
+    };
+    let runtime: Vec<String> = params
+        .iter()
+        .filter_map(|&i| n.input(i))
+        .filter(|&t| im.g.constant(t).is_none())
+        .map(|t| format!("'{}'", im.g.tensors[t].name))
+        .collect();
+    if !runtime.is_empty() {
+        return Err(Error::unsupported(
+            name,
+            op,
+            format!(
+                "quantisation parameters and weights {} must be constant",
+                runtime.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 use super::attrs::Attrs;
 use super::data_ops::err_const;
 use super::importer::Importer;
-use super::nodes::Lowered;
+use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::{CoordMode, NearestMode, Op, ResizeAttrs, ResizeMode, Tensor, TensorId};
 use tract_onnx::pb::NodeProto;
@@ -18,20 +18,6 @@ pub const SUPPORTED: &[(&str, &str)] = &[(
 )];
 
 impl Importer<'_> {
-    /// Maps Resize and Upsample; `None` for any other op.
-    pub(super) fn lower_resize_op(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        ins: &[Option<TensorId>],
-        a: &Attrs,
-    ) -> Result<Option<Lowered>> {
-        match node.op_type.as_str() {
-            "Resize" | "Upsample" => self.lower_resize(node, name, ins, a).map(Some),
-            _ => Ok(None),
-        }
-    }
-
     fn lower_resize(
         &mut self,
         node: &NodeProto,
@@ -207,4 +193,15 @@ impl Importer<'_> {
             vec![x],
         ))
     }
+}
+
+/// The parsers of this file's op types.
+pub(super) const PARSERS: &[Parser] = &[Parser {
+    ops: &["Resize", "Upsample"],
+    parse: parse_resize,
+}];
+
+/// `Resize`, `Upsample`.
+fn parse_resize(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    im.lower_resize(n.node, n.name, n.ins, n.a)
 }

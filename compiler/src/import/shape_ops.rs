@@ -2,14 +2,12 @@
 //! `Reshape` with a constant target), Transpose and Concat, and the ops folded at import (Constant, Shape, Size).
 //! Target shapes and axes must be constants, which shape-folded graphs have.
 
-use super::attrs::Attrs;
 use super::importer::Importer;
-use super::nodes::{required, Lowered};
+use super::nodes::{Lowered, Node, Parser};
 use super::tensor::decode;
 use crate::error::{Error, Result};
 use crate::ir::types::checked_numel;
 use crate::ir::{numel, Op, Tensor, TensorId};
-use tract_onnx::pb::NodeProto;
 
 /// The ONNX ops this file maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[
@@ -22,124 +20,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("Constant, Shape, Size", "folded at compile time"),
 ];
 
-impl Importer<'_> {
-    /// Maps the shape ops; `None` when `op` is not one of them.
-    pub(super) fn lower_shape_op(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        ins: &[Option<TensorId>],
-        a: &Attrs,
-    ) -> Result<Option<Lowered>> {
-        let op = node.op_type.as_str();
-        let req = |i: usize| required(ins, name, op, i);
-        let rank = |t: TensorId| self.g.tensors[t].shape.len();
-        let shape = |t: TensorId| self.g.tensors[t].shape.clone();
-        Ok(Some(match op {
-            "Flatten" => {
-                let x = req(0)?;
-                let s = shape(x);
-                let r = s.len() as i64;
-                let axis = a.int("axis", 1)?;
-                let axis = if axis < 0 { axis + r } else { axis };
-                if !(0..=r).contains(&axis) {
-                    return Err(Error::node(
-                        name,
-                        op,
-                        format!(
-                            "attribute 'axis': {} out of range for rank {r}",
-                            a.int("axis", 1)?
-                        ),
-                    ));
-                }
-                let axis = axis as usize;
-                Lowered::Node(
-                    Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
-                    vec![x],
-                )
-            }
-            "Reshape" => {
-                let x = req(0)?;
-                let spec = self
-                    .const_ints(req(1)?)
-                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
-                let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0)? != 0)
-                    .map_err(|m| Error::node(name, op, m))?;
-                Lowered::Node(Op::Reshape(to), vec![x])
-            }
-            "Squeeze" | "Unsqueeze" => {
-                let x = req(0)?;
-                let axes: Option<Vec<i64>> =
-                    if self.opset < 13 {
-                        a.ints("axes")?.map(|v| v.to_vec())
-                    } else {
-                        match ins.get(1).copied().flatten() {
-                            None => None,
-                            Some(t) => Some(self.const_ints(t).ok_or_else(|| {
-                                super::data_ops::err_const(node, name, &[1], "axes")
-                            })?),
-                        }
-                    };
-                let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
-                    .map_err(|m| Error::node(name, op, m))?;
-                Lowered::Node(Op::Reshape(to), vec![x])
-            }
-            "Transpose" => {
-                let x = req(0)?;
-                let r = rank(x);
-                let perm = match a.ints("perm")? {
-                    Some(p) => p
-                        .iter()
-                        .map(|&v| if v < 0 { usize::MAX } else { v as usize })
-                        .collect(),
-                    None => (0..r).rev().collect(),
-                };
-                Lowered::Node(Op::Transpose(perm), vec![x])
-            }
-            "Concat" => {
-                let list: Vec<TensorId> = ins.iter().flatten().copied().collect();
-                let first = *list
-                    .first()
-                    .ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
-                if !a.has("axis") {
-                    return Err(Error::node(name, op, "attribute 'axis' is required"));
-                }
-                let axis = a.axis("axis", 0, rank(first))?;
-                Lowered::Node(Op::Concat(axis), list)
-            }
-            "Constant" => {
-                if let Some(t) = a.tensor("value")? {
-                    Lowered::Const(decode(t, self.model_dir, &mut self.budget)?)
-                } else if a.has("value_float") {
-                    Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)?]))
-                } else if let Some(f) = a.floats("value_floats")?.filter(|_| a.has("value_floats"))
-                {
-                    Lowered::Const(Tensor::f32(vec![f.len()], f.to_vec()))
-                } else if a.has("value_int") {
-                    Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)?]))
-                } else if let Some(v) = a.ints("value_ints")? {
-                    Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
-                } else {
-                    return Err(Error::unsupported(
-                        name,
-                        op,
-                        "only tensor, float(s) and int(s) values are supported",
-                    ));
-                }
-            }
-            "Size" => Lowered::Const(Tensor::i64(vec![], vec![numel(&shape(req(0)?)) as i64])),
-            "Shape" => {
-                let s: Vec<i64> = shape(req(0)?).iter().map(|&d| d as i64).collect();
-                let r = s.len() as i64;
-                let clamp = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) } as usize;
-                let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", r)?));
-                let s = s[start..end.max(start)].to_vec();
-                Lowered::Const(Tensor::i64(vec![s.len()], s))
-            }
-            _ => return Ok(None),
-        }))
-    }
-}
+impl Importer<'_> {}
 
 /// Resolves an ONNX Reshape spec (0 copies, -1 infers).
 pub fn reshape_target(
@@ -227,4 +108,184 @@ fn squeeze_target(
                 .collect())
         }
     }
+}
+
+/// The parsers of this file's op types.
+pub(super) const PARSERS: &[Parser] = &[
+    Parser {
+        ops: &["Flatten"],
+        parse: parse_flatten,
+    },
+    Parser {
+        ops: &["Reshape"],
+        parse: parse_reshape,
+    },
+    Parser {
+        ops: &["Squeeze", "Unsqueeze"],
+        parse: parse_squeeze,
+    },
+    Parser {
+        ops: &["Transpose"],
+        parse: parse_transpose,
+    },
+    Parser {
+        ops: &["Concat"],
+        parse: parse_concat,
+    },
+    Parser {
+        ops: &["Constant"],
+        parse: parse_constant,
+    },
+    Parser {
+        ops: &["Size"],
+        parse: parse_size,
+    },
+    Parser {
+        ops: &["Shape"],
+        parse: parse_shape,
+    },
+];
+
+/// `Flatten`.
+fn parse_flatten(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { name, op, a, .. } = *n;
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    let x = n.req(0)?;
+    let s = shape(x);
+    let r = s.len() as i64;
+    let axis = a.int("axis", 1)?;
+    let axis = if axis < 0 { axis + r } else { axis };
+    if !(0..=r).contains(&axis) {
+        return Err(Error::node(
+            name,
+            op,
+            format!(
+                "attribute 'axis': {} out of range for rank {r}",
+                a.int("axis", 1)?
+            ),
+        ));
+    }
+    let axis = axis as usize;
+    Ok(Lowered::Node(
+        Op::Reshape(vec![numel(&s[..axis]), numel(&s[axis..])]),
+        vec![x],
+    ))
+}
+
+/// `Reshape`.
+fn parse_reshape(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node, name, op, a, ..
+    } = *n;
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    let x = n.req(0)?;
+    let spec = im
+        .const_ints(n.req(1)?)
+        .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
+    let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0)? != 0)
+        .map_err(|m| Error::node(name, op, m))?;
+    Ok(Lowered::Node(Op::Reshape(to), vec![x]))
+}
+
+/// `Squeeze`, `Unsqueeze`.
+fn parse_squeeze(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        node,
+        name,
+        op,
+        ins,
+        a,
+    } = *n;
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    let x = n.req(0)?;
+    let axes: Option<Vec<i64>> = if im.opset < 13 {
+        a.ints("axes")?.map(|v| v.to_vec())
+    } else {
+        match ins.get(1).copied().flatten() {
+            None => None,
+            Some(t) => Some(
+                im.const_ints(t)
+                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
+            ),
+        }
+    };
+    let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
+        .map_err(|m| Error::node(name, op, m))?;
+    Ok(Lowered::Node(Op::Reshape(to), vec![x]))
+}
+
+/// `Transpose`.
+fn parse_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { a, .. } = *n;
+    let rank = |t: TensorId| im.g.tensors[t].shape.len();
+    let x = n.req(0)?;
+    let r = rank(x);
+    let perm = match a.ints("perm")? {
+        Some(p) => p
+            .iter()
+            .map(|&v| if v < 0 { usize::MAX } else { v as usize })
+            .collect(),
+        None => (0..r).rev().collect(),
+    };
+    Ok(Lowered::Node(Op::Transpose(perm), vec![x]))
+}
+
+/// `Concat`.
+fn parse_concat(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node {
+        name, op, ins, a, ..
+    } = *n;
+    let rank = |t: TensorId| im.g.tensors[t].shape.len();
+    let list: Vec<TensorId> = ins.iter().flatten().copied().collect();
+    let first = *list
+        .first()
+        .ok_or_else(|| Error::node(name, op, "needs at least one input"))?;
+    if !a.has("axis") {
+        return Err(Error::node(name, op, "attribute 'axis' is required"));
+    }
+    let axis = a.axis("axis", 0, rank(first))?;
+    Ok(Lowered::Node(Op::Concat(axis), list))
+}
+
+/// `Constant`.
+fn parse_constant(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { name, op, a, .. } = *n;
+    Ok(if let Some(t) = a.tensor("value")? {
+        Lowered::Const(decode(t, im.model_dir, &mut im.budget)?)
+    } else if a.has("value_float") {
+        Lowered::Const(Tensor::f32(vec![], vec![a.float("value_float", 0.0)?]))
+    } else if let Some(f) = a.floats("value_floats")?.filter(|_| a.has("value_floats")) {
+        Lowered::Const(Tensor::f32(vec![f.len()], f.to_vec()))
+    } else if a.has("value_int") {
+        Lowered::Const(Tensor::i64(vec![], vec![a.int("value_int", 0)?]))
+    } else if let Some(v) = a.ints("value_ints")? {
+        Lowered::Const(Tensor::i64(vec![v.len()], v.to_vec()))
+    } else {
+        return Err(Error::unsupported(
+            name,
+            op,
+            "only tensor, float(s) and int(s) values are supported",
+        ));
+    })
+}
+
+/// `Size`.
+fn parse_size(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    Ok(Lowered::Const(Tensor::i64(
+        vec![],
+        vec![numel(&shape(n.req(0)?)) as i64],
+    )))
+}
+
+/// `Shape`.
+fn parse_shape(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { a, .. } = *n;
+    let shape = |t: TensorId| im.g.tensors[t].shape.clone();
+    let s: Vec<i64> = shape(n.req(0)?).iter().map(|&d| d as i64).collect();
+    let r = s.len() as i64;
+    let clamp = |v: i64| if v < 0 { (v + r).clamp(0, r) } else { v.clamp(0, r) } as usize;
+    let (start, end) = (clamp(a.int("start", 0)?), clamp(a.int("end", r)?));
+    let s = s[start..end.max(start)].to_vec();
+    Ok(Lowered::Const(Tensor::i64(vec![s.len()], s)))
 }

@@ -1,0 +1,123 @@
+//! The importer's registry: every family file's parsers (`PARSERS`: the ONNX op types each parser maps) and
+//! its `SUPPORTED` table for `bundlec ops`, gathered in one place; `lower_node` looks a node's op type up here.
+//! A test checks that the two agree: every registered op type is documented and every documented one
+//! registered.
+
+use super::attrs::Attrs;
+use super::importer::Importer;
+use super::nodes::{Lowered, Node, Parse, Parser};
+use super::{cnn_ops, core_ops, data_ops, nn_ops, quant_ops, resize_ops, shape_ops};
+use crate::error::{Error, Result};
+use crate::ir::TensorId;
+use tract_onnx::pb::NodeProto;
+
+/// Every family's parsers.
+const REGISTRY: &[&[Parser]] = &[
+    core_ops::PARSERS,
+    cnn_ops::PARSERS,
+    shape_ops::PARSERS,
+    data_ops::PARSERS,
+    resize_ops::PARSERS,
+    nn_ops::PARSERS,
+    quant_ops::PARSERS,
+];
+
+/// Every family's `SUPPORTED` table, in `bundlec ops` order.
+const DOCS: &[&[(&str, &str)]] = &[
+    core_ops::SUPPORTED,
+    cnn_ops::SUPPORTED,
+    shape_ops::SUPPORTED,
+    data_ops::SUPPORTED,
+    resize_ops::SUPPORTED,
+    nn_ops::SUPPORTED,
+    quant_ops::SUPPORTED,
+];
+
+/// The parser registered for ONNX op type `op`.
+pub(super) fn parser(op: &str) -> Option<Parse> {
+    REGISTRY
+        .iter()
+        .flat_map(|family| family.iter())
+        .find(|p| p.ops.contains(&op))
+        .map(|p| p.parse)
+}
+
+/// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
+pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    DOCS.iter().flat_map(|family| family.iter())
+}
+
+/// The domains whose ops are mapped: the default one, and three contrib int8 ops.
+fn domain_ok(node: &NodeProto) -> bool {
+    let contrib = node.domain == "com.microsoft"
+        && matches!(
+            node.op_type.as_str(),
+            "QLinearAdd" | "QLinearMul" | "QLinearGlobalAveragePool"
+        );
+    node.domain.is_empty() || node.domain == "ai.onnx" || contrib
+}
+
+impl Importer<'_> {
+    /// Maps one node through the parser registered for its op type. `ins` are the node's inputs (None for an
+    /// omitted optional input).
+    pub(super) fn lower_node(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        ins: &[Option<TensorId>],
+    ) -> Result<Lowered> {
+        let op = node.op_type.as_str();
+        if !domain_ok(node) {
+            return Err(Error::unsupported(
+                name,
+                op,
+                format!("domain '{}' is not supported", node.domain),
+            ));
+        }
+        let parse =
+            parser(op).ok_or_else(|| Error::unsupported(name, op, "op is not supported"))?;
+        let a = Attrs::new(node, name, self.warnings.clone());
+        let n = Node {
+            node,
+            name,
+            op,
+            ins,
+            a: &a,
+        };
+        parse(self, &n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The op types of a `SUPPORTED` row (`"Add, Sub"`, `"X (com.microsoft)"`, line continuations).
+    fn documented() -> Vec<String> {
+        supported_ops()
+            .flat_map(|(ops, _)| ops.split(','))
+            .map(|o| o.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_registered_op_is_documented_and_every_documented_op_registered() {
+        let docs = documented();
+        let registered: Vec<&str> = REGISTRY
+            .iter()
+            .flat_map(|f| f.iter())
+            .flat_map(|p| p.ops.iter().copied())
+            .collect();
+        for op in &registered {
+            assert!(
+                docs.iter().any(|d| d == op),
+                "{op} is registered but not in SUPPORTED"
+            );
+            let n = registered.iter().filter(|r| *r == op).count();
+            assert_eq!(n, 1, "{op} is registered {n} times");
+        }
+        for d in &docs {
+            assert!(parser(d).is_some(), "{d} is in SUPPORTED but has no parser");
+        }
+    }
+}
