@@ -154,22 +154,10 @@ impl Importer<'_> {
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    Parser {
-        ops: &["Conv"],
-        parse: parse_conv,
-    },
-    Parser {
-        ops: &["BatchNormalization"],
-        parse: parse_batch_normalization,
-    },
-    Parser {
-        ops: &["MaxPool", "AveragePool"],
-        parse: parse_pool,
-    },
-    Parser {
-        ops: &["GlobalAveragePool"],
-        parse: parse_global_average_pool,
-    },
+    (&["Conv"], parse_conv),
+    (&["BatchNormalization"], parse_batch_normalization),
+    (&["MaxPool", "AveragePool"], parse_pool),
+    (&["GlobalAveragePool"], parse_global_average_pool),
 ];
 
 /// `Conv`.

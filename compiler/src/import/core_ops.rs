@@ -118,8 +118,8 @@ fn unary(name: &str, op: &str, a: &Attrs) -> Result<UnOp> {
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    Parser {
-        ops: &[
+    (
+        &[
             "Relu",
             "Sigmoid",
             "Tanh",
@@ -146,68 +146,26 @@ pub(super) const PARSERS: &[Parser] = &[
             "Celu",
             "Gelu",
         ],
-        parse: parse_unary,
-    },
-    Parser {
-        ops: &["Add", "Sub", "Mul", "Div"],
-        parse: parse_arithmetic,
-    },
-    Parser {
-        ops: &["Pow"],
-        parse: parse_pow,
-    },
-    Parser {
-        ops: &["PRelu"],
-        parse: parse_prelu,
-    },
-    Parser {
-        ops: &["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"],
-        parse: parse_compare,
-    },
-    Parser {
-        ops: &["And", "Or", "Xor"],
-        parse: parse_logic,
-    },
-    Parser {
-        ops: &["Not"],
-        parse: parse_not,
-    },
-    Parser {
-        ops: &["Where"],
-        parse: parse_where,
-    },
-    Parser {
-        ops: &["Mod"],
-        parse: parse_mod,
-    },
-    Parser {
-        ops: &["Max", "Min", "Sum"],
-        parse: parse_variadic,
-    },
-    Parser {
-        ops: &["Identity"],
-        parse: parse_identity,
-    },
-    Parser {
-        ops: &["Dropout"],
-        parse: parse_dropout,
-    },
-    Parser {
-        ops: &["Clip"],
-        parse: parse_clip,
-    },
-    Parser {
-        ops: &["MatMul"],
-        parse: parse_mat_mul,
-    },
-    Parser {
-        ops: &["Gemm"],
-        parse: parse_gemm,
-    },
-    Parser {
-        ops: &["Softmax", "LogSoftmax"],
-        parse: parse_softmax,
-    },
+        parse_unary,
+    ),
+    (&["Add", "Sub", "Mul", "Div"], parse_arithmetic),
+    (&["Pow"], parse_pow),
+    (&["PRelu"], parse_prelu),
+    (
+        &["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"],
+        parse_compare,
+    ),
+    (&["And", "Or", "Xor"], parse_logic),
+    (&["Not"], parse_not),
+    (&["Where"], parse_where),
+    (&["Mod"], parse_mod),
+    (&["Max", "Min", "Sum"], parse_variadic),
+    (&["Identity"], parse_identity),
+    (&["Dropout"], parse_dropout),
+    (&["Clip"], parse_clip),
+    (&["MatMul"], parse_mat_mul),
+    (&["Gemm"], parse_gemm),
+    (&["Softmax", "LogSoftmax"], parse_softmax),
 ];
 
 /// The unary ops (`unary`).

@@ -1,7 +1,7 @@
 //! ONNX import: `tract-onnx` parses the protobuf; this module turns the `ModelProto` into our `ir::Graph` (tract
 //! types stop here). It resolves input shapes (from the model or `--input` specs), decodes initializers, maps
 //! each node through the parser `registry.rs` holds for its op type (one family file each: `core_ops.rs`,
-//! `cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `resize_ops.rs`, `nn_ops.rs`, `quant_ops.rs`), folds nodes whose
+//! `cnn_ops.rs`, `shape_ops.rs`, `data_ops.rs`, `slice_ops.rs`, `resize_ops.rs`, `nn_ops.rs`, `quant_ops.rs`), folds nodes whose
 //! inputs are all constants with the reference semantics, and lists every unsupported node at once.
 
 mod attrs;
@@ -16,6 +16,7 @@ mod quant_ops;
 mod registry;
 mod resize_ops;
 mod shape_ops;
+mod slice_ops;
 mod tensor;
 
 pub use input_spec::InputSpec;

@@ -5,7 +5,7 @@
 
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
-use super::nodes::{Lowered, Node, Parser};
+use super::nodes::{err_const, Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};
@@ -51,8 +51,8 @@ impl Importer<'_> {}
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    Parser {
-        ops: &[
+    (
+        &[
             "ReduceSum",
             "ReduceMean",
             "ReduceMax",
@@ -64,32 +64,17 @@ pub(super) const PARSERS: &[Parser] = &[
             "ReduceLogSum",
             "ReduceLogSumExp",
         ],
-        parse: parse_reduce,
-    },
-    Parser {
-        ops: &["ArgMax", "ArgMin"],
-        parse: parse_arg_reduce,
-    },
-    Parser {
-        ops: &["GlobalMaxPool"],
-        parse: parse_global_max_pool,
-    },
-    Parser {
-        ops: &["LayerNormalization", "RMSNormalization"],
-        parse: parse_layer_normalization,
-    },
-    Parser {
-        ops: &["InstanceNormalization"],
-        parse: parse_instance_normalization,
-    },
-    Parser {
-        ops: &["LRN"],
-        parse: parse_lrn,
-    },
-    Parser {
-        ops: &["ConvTranspose"],
-        parse: parse_conv_transpose,
-    },
+        parse_reduce,
+    ),
+    (&["ArgMax", "ArgMin"], parse_arg_reduce),
+    (&["GlobalMaxPool"], parse_global_max_pool),
+    (
+        &["LayerNormalization", "RMSNormalization"],
+        parse_layer_normalization,
+    ),
+    (&["InstanceNormalization"], parse_instance_normalization),
+    (&["LRN"], parse_lrn),
+    (&["ConvTranspose"], parse_conv_transpose),
 ];
 
 /// The reductions (`reduce_kind`).
@@ -108,7 +93,7 @@ fn parse_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
             None => None,
             Some(t) => Some(
                 im.const_ints(t)
-                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
+                    .ok_or_else(|| err_const(node, name, &[1], "axes"))?,
             ),
         }
     };

@@ -57,13 +57,8 @@ pub(super) struct Node<'n> {
 /// Maps one node of an op type the parser is registered for.
 pub(super) type Parse = fn(&mut Importer<'_>, &Node<'_>) -> Result<Lowered>;
 
-/// A registry entry: the ONNX op types one parser maps.
-pub(super) struct Parser {
-    /// The op types.
-    pub(super) ops: &'static [&'static str],
-    /// The parser.
-    pub(super) parse: Parse,
-}
+/// A registry entry: the ONNX op types one parser maps, and the parser.
+pub(super) type Parser = (&'static [&'static str], Parse);
 
 impl Node<'_> {
     /// Input `i`, or the error naming the node that lacks it.
@@ -73,5 +68,38 @@ impl Node<'_> {
     /// Input `i`, None when omitted.
     pub(super) fn input(&self, i: usize) -> Option<TensorId> {
         self.ins.get(i).copied().flatten()
+    }
+}
+
+/// The error for an index argument that is not a compile-time constant; names the ONNX input tensor(s).
+pub(super) fn err_const(node: &NodeProto, name: &str, idx: &[usize], what: &str) -> Error {
+    let names: Vec<String> = idx
+        .iter()
+        .filter_map(|&i| node.input.get(i).filter(|n| !n.is_empty()))
+        .map(|n| format!("'{n}'"))
+        .collect();
+    Error::unsupported(
+        name,
+        &node.op_type,
+        format!("input {} ({what}) must be constant", names.join(", ")),
+    )
+}
+
+impl Importer<'_> {
+    /// The integer constant at input `i` of `n` (None when the input is omitted), or the error naming it as
+    /// `what` when it is not a constant.
+    pub(super) fn const_input(
+        &self,
+        n: &Node<'_>,
+        i: usize,
+        what: &str,
+    ) -> Result<Option<Vec<i64>>> {
+        match n.input(i) {
+            None => Ok(None),
+            Some(t) => self
+                .const_ints(t)
+                .map(Some)
+                .ok_or_else(|| err_const(n.node, n.name, &[i], what)),
+        }
     }
 }

@@ -281,26 +281,14 @@ fn product(
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    Parser {
-        ops: &["QuantizeLinear", "DequantizeLinear"],
-        parse: parse_quantize,
-    },
-    Parser {
-        ops: &["QLinearConv", "ConvInteger"],
-        parse: parse_qconv,
-    },
-    Parser {
-        ops: &["QLinearMatMul", "MatMulInteger"],
-        parse: parse_qmatmul,
-    },
-    Parser {
-        ops: &["QLinearAdd", "QLinearMul"],
-        parse: parse_qbinary,
-    },
-    Parser {
-        ops: &["QLinearGlobalAveragePool"],
-        parse: parse_qlinear_global_average_pool,
-    },
+    (&["QuantizeLinear", "DequantizeLinear"], parse_quantize),
+    (&["QLinearConv", "ConvInteger"], parse_qconv),
+    (&["QLinearMatMul", "MatMulInteger"], parse_qmatmul),
+    (&["QLinearAdd", "QLinearMul"], parse_qbinary),
+    (
+        &["QLinearGlobalAveragePool"],
+        parse_qlinear_global_average_pool,
+    ),
 ];
 
 /// `QuantizeLinear`, `DequantizeLinear`.

@@ -6,7 +6,7 @@
 use super::attrs::Attrs;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parse, Parser};
-use super::{cnn_ops, core_ops, data_ops, nn_ops, quant_ops, resize_ops, shape_ops};
+use super::{cnn_ops, core_ops, data_ops, nn_ops, quant_ops, resize_ops, shape_ops, slice_ops};
 use crate::error::{Error, Result};
 use crate::ir::TensorId;
 use tract_onnx::pb::NodeProto;
@@ -17,6 +17,7 @@ const REGISTRY: &[&[Parser]] = &[
     cnn_ops::PARSERS,
     shape_ops::PARSERS,
     data_ops::PARSERS,
+    slice_ops::PARSERS,
     resize_ops::PARSERS,
     nn_ops::PARSERS,
     quant_ops::PARSERS,
@@ -28,6 +29,7 @@ const DOCS: &[&[(&str, &str)]] = &[
     cnn_ops::SUPPORTED,
     shape_ops::SUPPORTED,
     data_ops::SUPPORTED,
+    slice_ops::SUPPORTED,
     resize_ops::SUPPORTED,
     nn_ops::SUPPORTED,
     quant_ops::SUPPORTED,
@@ -38,8 +40,8 @@ pub(super) fn parser(op: &str) -> Option<Parse> {
     REGISTRY
         .iter()
         .flat_map(|family| family.iter())
-        .find(|p| p.ops.contains(&op))
-        .map(|p| p.parse)
+        .find(|(ops, _)| ops.contains(&op))
+        .map(|&(_, parse)| parse)
 }
 
 /// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
@@ -106,7 +108,7 @@ mod tests {
         let registered: Vec<&str> = REGISTRY
             .iter()
             .flat_map(|f| f.iter())
-            .flat_map(|p| p.ops.iter().copied())
+            .flat_map(|(ops, _)| ops.iter().copied())
             .collect();
         for op in &registered {
             assert!(

@@ -3,8 +3,8 @@
 //! from constant scales or sizes.
 
 use super::attrs::Attrs;
-use super::data_ops::err_const;
 use super::importer::Importer;
+use super::nodes::err_const;
 use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
 use crate::ir::{CoordMode, NearestMode, Op, ResizeAttrs, ResizeMode, Tensor, TensorId};
@@ -196,10 +196,7 @@ impl Importer<'_> {
 }
 
 /// The parsers of this file's op types.
-pub(super) const PARSERS: &[Parser] = &[Parser {
-    ops: &["Resize", "Upsample"],
-    parse: parse_resize,
-}];
+pub(super) const PARSERS: &[Parser] = &[(&["Resize", "Upsample"], parse_resize)];
 
 /// `Resize`, `Upsample`.
 fn parse_resize(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {

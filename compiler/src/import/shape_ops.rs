@@ -112,38 +112,14 @@ fn squeeze_target(
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    Parser {
-        ops: &["Flatten"],
-        parse: parse_flatten,
-    },
-    Parser {
-        ops: &["Reshape"],
-        parse: parse_reshape,
-    },
-    Parser {
-        ops: &["Squeeze", "Unsqueeze"],
-        parse: parse_squeeze,
-    },
-    Parser {
-        ops: &["Transpose"],
-        parse: parse_transpose,
-    },
-    Parser {
-        ops: &["Concat"],
-        parse: parse_concat,
-    },
-    Parser {
-        ops: &["Constant"],
-        parse: parse_constant,
-    },
-    Parser {
-        ops: &["Size"],
-        parse: parse_size,
-    },
-    Parser {
-        ops: &["Shape"],
-        parse: parse_shape,
-    },
+    (&["Flatten"], parse_flatten),
+    (&["Reshape"], parse_reshape),
+    (&["Squeeze", "Unsqueeze"], parse_squeeze),
+    (&["Transpose"], parse_transpose),
+    (&["Concat"], parse_concat),
+    (&["Constant"], parse_constant),
+    (&["Size"], parse_size),
+    (&["Shape"], parse_shape),
 ];
 
 /// `Flatten`.
@@ -181,7 +157,7 @@ fn parse_reshape(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let x = n.req(0)?;
     let spec = im
         .const_ints(n.req(1)?)
-        .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "shape"))?;
+        .ok_or_else(|| super::nodes::err_const(node, name, &[1], "shape"))?;
     let to = reshape_target(&shape(x), &spec, a.int("allowzero", 0)? != 0)
         .map_err(|m| Error::node(name, op, m))?;
     Ok(Lowered::Node(Op::Reshape(to), vec![x]))
@@ -205,7 +181,7 @@ fn parse_squeeze(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
             None => None,
             Some(t) => Some(
                 im.const_ints(t)
-                    .ok_or_else(|| super::data_ops::err_const(node, name, &[1], "axes"))?,
+                    .ok_or_else(|| super::nodes::err_const(node, name, &[1], "axes"))?,
             ),
         }
     };
