@@ -81,7 +81,7 @@ pub trait Rows: Isa {
     fn tail(a: &mut Asm, s: &NormRows, g: usize) -> R;
 }
 
-/// Assembles the row kernel of `s` on ISA `I`: `r11` at the constant table ([`N`], [`EPS`], [`ONE`]), the
+/// Assembles the row kernel of `s` on ISA `I`: `r11` at the constant table (`N`, `EPS`, `ONE`), the
 /// prologue, then steps of `GROUP` rows, then of fewer for the rest, down to one; `vzeroupper`, return, the
 /// table.
 pub fn assemble<I: Rows>(s: &NormRows) -> Result<Vec<u8>, String> {
