@@ -70,6 +70,35 @@ def main(d):
     # Trilu: the upper triangle above diagonal 1 of a batch of matrices, the lower one below diagonal -1.
     single(d, "trilu_upper", N("Trilu", ["x", "k"], ["y"]), [("x", [2, 5, 7])], [2, 5, 7], {"k": np.array(1, np.int64)}, opset=14)
     single(d, "trilu_lower", N("Trilu", ["x", "k"], ["y"], upper=0), [("x", [6, 4])], [6, 4], {"k": np.array(-1, np.int64)}, opset=14)
+    # Einsum: MaxViT's attention pair, an implicit output, an ellipsis batch with broadcasting, a sum and
+    # transpose of one operand, three operands.
+    save(d, "einsum_attention", [N("Einsum", ["q", "k"], ["s"], equation="bghid,bghjd->bghij"),
+                                 N("Einsum", ["s", "v"], ["y"], equation="bghij,bghjd->bghid")],
+         [("q", [1, 2, 3, 5, 4]), ("k", [1, 2, 3, 6, 4]), ("v", [1, 2, 3, 6, 4])], [("y", [1, 2, 3, 5, 4])], opset=12)
+    single(d, "einsum_implicit", N("Einsum", ["x", "w"], ["y"], equation="ij,jk"), [("x", [3, 5])], [3, 7], {"w": r(5, 7)}, opset=12)
+    save(d, "einsum_ellipsis", [N("Einsum", ["a", "b"], ["y"], equation="...ij,...jk->...ik")],
+         [("a", [2, 3, 4, 5]), ("b", [1, 3, 5, 6])], [("y", [2, 3, 4, 6])], opset=12)
+    single(d, "einsum_sum_transpose", N("Einsum", ["x"], ["y"], equation="abc->ca"), [("x", [3, 4, 5])], [5, 3], opset=12)
+    save(d, "einsum_three", [N("Einsum", ["a", "b", "c"], ["y"], equation="ij,jk,kl->li")],
+         [("a", [3, 4]), ("b", [4, 5]), ("c", [5, 2])], [("y", [2, 3])], opset=12)
+    # Indexed ops with constant indices on run-time data, and a GatherElements of constants only (folded).
+    i64 = lambda lo, hi, s: rng.integers(lo, hi, s).astype(np.int64)
+    single(d, "gather_elements", N("GatherElements", ["x", "i"], ["y"], axis=1), [("x", [3, 5, 4])], [3, 2, 4], {"i": i64(-5, 5, (3, 2, 4))})
+    single(d, "gather_nd_batch", N("GatherND", ["x", "i"], ["y"], batch_dims=1), [("x", [2, 4, 3, 5])], [2, 3, 5], {"i": i64(0, 3, (2, 3, 2))})
+    save(d, "scatter_nd", [N("ScatterND", ["x", "i", "u"], ["y"])], [("x", [4, 3, 2]), ("u", [2, 2])], [("y", [4, 3, 2])],
+         {"i": np.array([[0, 1], [3, 2]], np.int64)})
+    save(d, "scatter_nd_add", [N("ScatterND", ["x", "i", "u"], ["y"], reduction="add")], [("x", [5, 4]), ("u", [3, 4])], [("y", [5, 4])],
+         {"i": np.array([[1], [3], [1]], np.int64)}, opset=16)
+    save(d, "scatter_elements_max", [N("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="max")], [("x", [3, 5]), ("u", [3, 2])],
+         [("y", [3, 5])], {"i": np.array([[0, 4], [2, 2], [-1, 1]], np.int64)}, opset=18)
+    save(d, "gather_elements_folded", [N("GatherElements", ["t", "i"], ["c"], axis=0), N("Add", ["x", "c"], ["y"])], [("x", [4, 3])],
+         [("y", [4, 3])], {"t": r(6, 3), "i": i64(0, 6, (4, 3))})
+    # 1-D windowed ops (through their 2-D forms).
+    single(d, "conv1d", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 2], strides=[2], dilations=[2]), [("x", [2, 3, 20])], [2, 5, 10], {"w": r(5, 3, 3), "b": r(5)})
+    single(d, "conv1d_grouped_same", N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", group=2), [("x", [1, 4, 9])], [1, 6, 9], {"w": r(6, 2, 3)})
+    single(d, "maxpool1d", N("MaxPool", ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1]), [("x", [2, 3, 11])], [2, 3, 6])
+    single(d, "avgpool1d", N("AveragePool", ["x"], ["y"], kernel_shape=[2], strides=[2]), [("x", [1, 4, 9])], [1, 4, 4])
+    single(d, "convtranspose1d", N("ConvTranspose", ["x", "w"], ["y"], strides=[2], pads=[1, 1]), [("x", [1, 4, 7])], [1, 3, 13], {"w": r(4, 3, 3)})
     single(d, "concat", N("Concat", ["x", "b"], ["y"], axis=1), [("x", [2, 3, 4])], [2, 5, 4], {"b": r(2, 2, 4)})
     single(d, "batchnorm", N("BatchNormalization", ["x", "g", "be", "m", "v"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5],
            {"g": r(3), "be": r(3), "m": r(3), "v": np.abs(r(3)) + .5})

@@ -6,6 +6,7 @@
 use super::attrs::{Attrs, MAX_WINDOW};
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
+use super::windows_1d::lift;
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 
@@ -13,7 +14,7 @@ use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 pub const SUPPORTED: &[(&str, &str)] = &[
     (
         "Conv",
-        "2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
+        "1-D and 2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
     ),
     (
         "BatchNormalization",
@@ -21,17 +22,16 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "MaxPool",
-        "2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
+        "1-D and 2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
     ),
     (
         "AveragePool",
-        "2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
+        "1-D and 2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
     ),
     ("GlobalAveragePool", "rank >= 3"),
 ];
 
 impl Importer<'_> {
-    /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
     /// BatchNormalization's epsilon under the NaN policy, and with constant statistics every channel checked:
     /// a channel whose variance + epsilon is not positive, or whose scale, bias or mean is not finite, would
     /// make every output of that channel NaN or infinite.
@@ -67,6 +67,7 @@ impl Importer<'_> {
         Ok(eps)
     }
 
+    /// The attributes of a 2-D Conv-like node (Conv, QLinearConv, ConvInteger) with input `x` and weights `w`.
     pub(super) fn conv_attrs(
         &self,
         a: &Attrs,
@@ -154,9 +155,11 @@ impl Importer<'_> {
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    (&["Conv"], parse_conv),
+    (&["Conv"], |im, n| lift(im, n, parse_conv, true)),
     (&["BatchNormalization"], parse_batch_normalization),
-    (&["MaxPool", "AveragePool"], parse_pool),
+    (&["MaxPool", "AveragePool"], |im, n| {
+        lift(im, n, parse_pool, false)
+    }),
     (&["GlobalAveragePool"], parse_global_average_pool),
 ];
 

@@ -8,6 +8,7 @@ mod attrs;
 mod cnn_ops;
 mod core_ops;
 mod data_ops;
+mod einsum;
 mod importer;
 mod input_spec;
 mod nn_ops;
@@ -15,9 +16,11 @@ mod nodes;
 mod quant_ops;
 mod registry;
 mod resize_ops;
+mod scatter_ops;
 mod shape_ops;
 mod slice_ops;
 mod tensor;
+mod windows_1d;
 
 pub use input_spec::InputSpec;
 pub use shape_ops::reshape_target;
@@ -354,7 +357,7 @@ impl Importer<'_> {
     }
 
     /// Infers the output type, then either folds (all inputs constant) or appends a node.
-    fn add_node(
+    pub(super) fn add_node(
         &mut self,
         name: &str,
         onnx_op: &str,

@@ -6,6 +6,7 @@
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
 use super::nodes::{err_const, Lowered, Node, Parser};
+use super::windows_1d::lift;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};
@@ -27,7 +28,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("LRN", "across channels, rank >= 3"),
     (
         "ConvTranspose",
-        "2-D, f32; pads, auto_pad, strides, dilations, group, output_padding, output_shape, bias",
+        "1-D and 2-D, f32; pads, auto_pad, strides, dilations, group, output_padding, output_shape, bias",
     ),
 ];
 
@@ -74,7 +75,9 @@ pub(super) const PARSERS: &[Parser] = &[
     ),
     (&["InstanceNormalization"], parse_instance_normalization),
     (&["LRN"], parse_lrn),
-    (&["ConvTranspose"], parse_conv_transpose),
+    (&["ConvTranspose"], |im, n| {
+        lift(im, n, parse_conv_transpose, true)
+    }),
 ];
 
 /// The reductions (`reduce_kind`).

@@ -103,3 +103,24 @@ impl Importer<'_> {
         }
     }
 }
+
+impl Importer<'_> {
+    /// Appends (or folds, when its inputs are constants) one op of the decomposition of node `n`: named
+    /// `NODE.tag`, its output `OUTPUT.tag`.
+    pub(super) fn sub_node(
+        &mut self,
+        n: &Node<'_>,
+        tag: &str,
+        op: Op,
+        inputs: Vec<TensorId>,
+    ) -> Result<TensorId> {
+        let out0 = n.node.output.first().map_or("", String::as_str);
+        self.add_node(
+            &format!("{}.{tag}", n.name),
+            n.op,
+            op,
+            inputs,
+            &format!("{out0}.{tag}"),
+        )
+    }
+}

@@ -6,7 +6,10 @@
 use super::attrs::Attrs;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parse, Parser};
-use super::{cnn_ops, core_ops, data_ops, nn_ops, quant_ops, resize_ops, shape_ops, slice_ops};
+use super::{
+    cnn_ops, core_ops, data_ops, einsum, nn_ops, quant_ops, resize_ops, scatter_ops, shape_ops,
+    slice_ops,
+};
 use crate::error::{Error, Result};
 use crate::ir::TensorId;
 use tract_onnx::pb::NodeProto;
@@ -18,6 +21,8 @@ const REGISTRY: &[&[Parser]] = &[
     shape_ops::PARSERS,
     data_ops::PARSERS,
     slice_ops::PARSERS,
+    scatter_ops::PARSERS,
+    einsum::PARSERS,
     resize_ops::PARSERS,
     nn_ops::PARSERS,
     quant_ops::PARSERS,
@@ -30,6 +35,8 @@ const DOCS: &[&[(&str, &str)]] = &[
     shape_ops::SUPPORTED,
     data_ops::SUPPORTED,
     slice_ops::SUPPORTED,
+    scatter_ops::SUPPORTED,
+    einsum::SUPPORTED,
     resize_ops::SUPPORTED,
     nn_ops::SUPPORTED,
     quant_ops::SUPPORTED,
