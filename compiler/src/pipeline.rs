@@ -29,6 +29,8 @@ pub struct Options {
     pub name: String,
     /// Input shape overrides.
     pub inputs: Vec<InputSpec>,
+    /// `--outputs`: compute these tensors instead of the model's outputs (`import::select_outputs`).
+    pub outputs: Vec<String>,
     /// Target triple (None: host).
     pub target: Option<String>,
     /// CPU features (`--cpu`): `default` (the target's default sets, `isa::resolve_cpu`), native, generic,
@@ -70,6 +72,7 @@ impl Options {
         Options {
             name: name.into(),
             inputs: vec![],
+            outputs: vec![],
             target: None,
             cpu: codegen::isa::DEFAULT_CPU.into(),
             verify: true,
@@ -202,7 +205,7 @@ pub fn compile_file(path: &Path, opts: &Options) -> Result<Bundle> {
     let t = Instant::now();
     // One read serves the import and the partition cache's model hash.
     let bytes = import::read_model(path)?;
-    let g = import::import_read_file(path, &bytes, &opts.inputs)?;
+    let g = import::import_read_file(path, &bytes, &opts.inputs, &opts.outputs)?;
     let mut opts = opts.clone();
     if let Some(npu) = &mut opts.npu {
         npu.model_hash = crate::emit::weights::checksum64(&bytes);

@@ -191,3 +191,35 @@ fn bad_profiles_and_samples_name_the_file_and_tensor() {
         "{msg}"
     );
 }
+
+/// A tail whose output shape depends on the data (NonZero) is refused naming its node and pointing at
+/// `--outputs`; `--outputs` then compiles the static part before it (the graph input the tail alone reads is
+/// dropped), whose output matches the arithmetic; a name nothing produces is an error naming it.
+#[test]
+fn outputs_select_the_static_part_before_a_data_dependent_tail() {
+    let mut m = Model::new();
+    m.input("x", &[2, 3]).input("t", &[2, 3]).output("y", &[2, 4]);
+    let w: Vec<f32> = (0..6).map(|i| i as f32 * 0.5 - 1.0).collect();
+    m.init("w", &[2, 3], w.clone());
+    m.node("Relu", &["x"], &["r"], vec![])
+        .node("Mul", &["r", "w"], &["m"], vec![])
+        .node("Add", &["m", "t"], &["s"], vec![])
+        .node("NonZero", &["s"], &["y"], vec![]);
+    let e = compile_bytes(&m.bytes(), &Options::new("dd")).expect_err("data-dependent");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("nonzero_3") && msg.contains("depends on the input data") && msg.contains("--outputs"),
+        "{msg}"
+    );
+    let mut opts = Options::new("dd_head");
+    opts.outputs = vec!["m".into()];
+    let c = bundlec_tests::harness::compile_with(&m.bytes(), opts);
+    let x: Vec<f32> = vec![-1.0, 2.0, 0.5, 3.0, -0.25, 1.5];
+    let got = bundlec_tests::harness::run_c(&c, std::slice::from_ref(&x), &[6]);
+    let want: Vec<f32> = x.iter().zip(&w).map(|(a, b)| a.max(0.0) * b).collect();
+    assert_eq!(got[0], want);
+    let mut bad = Options::new("dd_bad");
+    bad.outputs = vec!["nope".into()];
+    let e = compile_bytes(&m.bytes(), &bad).expect_err("unknown output");
+    assert!(e.to_string().contains("'nope'") && e.to_string().contains("--outputs"), "{e}");
+}

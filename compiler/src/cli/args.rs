@@ -36,6 +36,11 @@ pub(super) enum Cmd {
         /// longer takes it; shape-like inputs (axes, pads, sizes) then fold.
         #[arg(long = "freeze", value_name = "NAME:SHAPExDTYPE=VALUES")]
         freeze: Vec<String>,
+        /// Compute these tensors (comma-separated or repeated) instead of the model's outputs: the nodes they
+        /// need and nothing after them, e.g. a detector's backbone and head without its data-dependent
+        /// post-processing (NonZero, NonMaxSuppression), which then runs on the host.
+        #[arg(long = "outputs", value_name = "NAME", value_delimiter = ',')]
+        outputs: Vec<String>,
         /// Target triple (default: the host).
         #[arg(long)]
         target: Option<String>,

@@ -224,7 +224,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
             // One read serves the import and the model hash.
             let bytes = crate::import::read_model(&model)?;
             po.model_hash = crate::emit::weights::checksum64(&bytes);
-            let g = crate::import::import_read_file(&model, &bytes, &specs)?;
+            let g = crate::import::import_read_file(&model, &bytes, &specs, &[])?;
             drop(bytes);
             let g = crate::pipeline::optimized(g)?;
             let p = crate::partition::partition(&g, &po)?;
@@ -243,6 +243,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
             name,
             inputs,
             freeze,
+            outputs,
             target,
             cpu,
             weights_as_c_array,
@@ -267,6 +268,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
                 }
                 opts.inputs.push(f.parse::<InputSpec>()?);
             }
+            opts.outputs = outputs;
             opts.target = target;
             opts.npu = npu.options()?;
             if let Some(c) = cpu {

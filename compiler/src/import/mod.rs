@@ -19,6 +19,7 @@ mod resize_ops;
 mod scatter_ops;
 mod shape_ops;
 mod slice_ops;
+mod subgraph;
 mod tensor;
 mod windows_1d;
 
@@ -26,6 +27,7 @@ pub use input_spec::InputSpec;
 pub use shape_ops::reshape_target;
 
 pub use registry::supported_ops;
+pub use subgraph::select_outputs;
 
 use crate::error::{clip_name, Error, Result, UnsupportedNode};
 use crate::ir::{self, DType, Graph, NodeData, Op, TensorId, TensorKind, UnOp};
@@ -38,7 +40,7 @@ use tract_onnx::prelude::Framework;
 
 /// Reads and imports an ONNX file.
 pub fn import_file(path: &Path, specs: &[InputSpec]) -> Result<Graph> {
-    import_read_file(path, &read_model(path)?, specs)
+    import_read_file(path, &read_model(path)?, specs, &[])
 }
 
 /// Reads an ONNX file's bytes (a regular file of at most `fsio::MAX_MODEL_BYTES`).
@@ -46,14 +48,22 @@ pub fn read_model(path: &Path) -> Result<Vec<u8>> {
     crate::fsio::read_bounded(path, crate::fsio::MAX_MODEL_BYTES, "an ONNX model")
 }
 
-/// Imports the `bytes` already read from `path` (named after its stem, external data beside it).
-pub fn import_read_file(path: &Path, bytes: &[u8], specs: &[InputSpec]) -> Result<Graph> {
+/// Imports the `bytes` already read from `path` (named after its stem, external data beside it). `outputs`
+/// (`--outputs`): when not empty, the tensors to compute instead of the graph's outputs
+/// ([`select_outputs`]).
+pub fn import_read_file(
+    path: &Path,
+    bytes: &[u8],
+    specs: &[InputSpec],
+    outputs: &[String],
+) -> Result<Graph> {
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
     import_bytes(
         bytes,
         &path.display().to_string(),
         name,
         specs,
+        outputs,
         path.parent(),
     )
 }
@@ -64,6 +74,7 @@ pub fn import_bytes(
     label: &str,
     name: &str,
     specs: &[InputSpec],
+    outputs: &[String],
     model_dir: Option<&Path>,
 ) -> Result<Graph> {
     let proto = tract_onnx::onnx()
@@ -72,10 +83,14 @@ pub fn import_bytes(
             path: label.to_string(),
             message: format!("{e:#}"),
         })?;
-    let graph = proto.graph.as_ref().ok_or_else(|| Error::Malformed {
+    let mut graph = proto.graph.ok_or_else(|| Error::Malformed {
         path: label.into(),
         message: "no graph".into(),
     })?;
+    if !outputs.is_empty() {
+        subgraph::select_outputs(&mut graph, outputs)?;
+    }
+    let graph = &graph;
     let opset = proto
         .opset_import
         .iter()

@@ -42,6 +42,17 @@ const DOCS: &[&[(&str, &str)]] = &[
     quant_ops::SUPPORTED,
 ];
 
+/// Op types whose output shapes depend on the data (and control flow, whose may).
+const DATA_DEPENDENT: &[&str] = &[
+    "NonZero",
+    "Unique",
+    "NonMaxSuppression",
+    "Compress",
+    "If",
+    "Loop",
+    "Scan",
+];
+
 /// The parser registered for ONNX op type `op`.
 pub(super) fn parser(op: &str) -> Option<Parse> {
     REGISTRY
@@ -83,8 +94,15 @@ impl Importer<'_> {
                 format!("domain '{}' is not supported", node.domain),
             ));
         }
-        let parse =
-            parser(op).ok_or_else(|| Error::unsupported(name, op, "op is not supported"))?;
+        let parse = parser(op).ok_or_else(|| {
+            let why = if DATA_DEPENDENT.contains(&op) {
+                "its output shape depends on the input data, which a bundle cannot have: compile the part \
+                 before it with --outputs NAME,... (the tensors it reads) and run the rest on the host"
+            } else {
+                "op is not supported"
+            };
+            Error::unsupported(name, op, why)
+        })?;
         let a = Attrs::new(node, name, self.warnings.clone());
         let n = Node {
             node,
