@@ -56,12 +56,19 @@ def main(d):
         save(d, name, [N("MatMul", ["x", "w"], ["p"]), N("Div", ["p", "c"], ["q"]), N("Add", ["q", "b"], ["s"]),
                        N("Relu", ["s"], ["y"])], [("x", [m, k])], [("y", [m, n])],
              {"w": r(k, n), "c": np.array(3.0, np.float32), "b": r(n)})
+    # A sequence-first projection: batch dims that leave one row each, folded into one GEMM's rows.
+    single(d, "matmul_seq_first", N("MatMul", ["x", "w"], ["y"]), [("x", [12, 1, 40])], [12, 1, 24], {"w": r(40, 24)})
     save(d, "matmul_broadcast", [N("MatMul", ["a", "b"], ["y"])], [("a", [2, 1, 4, 6]), ("b", [3, 6, 5])], [("y", [2, 3, 4, 5])])
     single(d, "softmax_axis1", N("Softmax", ["x"], ["y"], axis=1), [("x", [3, 7, 5])], [3, 7, 5])
     single(d, "softmax_last", N("Softmax", ["x"], ["y"]), [("x", [3, 11])], [3, 11])
     single(d, "softmax_opset11", N("Softmax", ["x"], ["y"], axis=1), [("x", [2, 3, 5])], [2, 3, 5], opset=11)
     for op in ["Relu", "Exp", "Tanh", "Sigmoid", "Neg", "Abs"]:
         single(d, op.lower(), N(op, ["x"], ["y"]), [("x", [3, 11])], [3, 11])
+    # Pow with small integer exponents (multiplies), and a fractional one (pow) of |x|.
+    for name, e in {"pow3": 3.0, "pow2": 2.0}.items():
+        single(d, name, N("Pow", ["x", "e"], ["y"]), [("x", [3, 11])], [3, 11], {"e": np.array(e, np.float32)})
+    save(d, "pow_frac", [N("Abs", ["x"], ["a"]), N("Pow", ["a", "e"], ["y"])], [("x", [3, 11])], [("y", [3, 11])],
+         {"e": np.array(1.5, np.float32)})
     single(d, "clip6", N("Clip", ["x", "lo", "hi"], ["y"]), [("x", [2, 19])], [2, 19], {"lo": np.array(0, np.float32), "hi": np.array(0.5, np.float32)})
     single(d, "add_channel", N("Add", ["x", "b"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5], {"b": r(3, 1, 1)})
     single(d, "div_lastdim", N("Div", ["x", "b"], ["y"]), [("x", [2, 3, 4, 5])], [2, 3, 4, 5], {"b": r(5) + 3})

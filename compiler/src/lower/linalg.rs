@@ -40,9 +40,13 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     (node.outputs[0], geo.n, dense)
                 }
             };
-            let batch = (0..nb)
+            let batch: Vec<[usize; 5]> = (0..nb)
                 .map(|d| [geo.batch[d], a_bs[d], b_bs[d], c_bs[d], 0])
                 .collect();
+            // Batch dims over which B is shared and A's and C's rows run on are more rows of one product (a
+            // sequence-first projection [S, 1, K] x [K, N] is one GEMM of S rows, not S GEMVs).
+            let residual_like_c = !e.residual || c_rs == geo.n;
+            let (m, batch) = fold_rows(geo.m, batch, a_rs, c_rs, residual_like_c);
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
             let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
@@ -68,7 +72,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 operand(Role::Residual, geo.n)
             });
             let spec = GemmSpec {
-                m: geo.m,
+                m,
                 n: geo.n,
                 k: geo.k,
                 batch,
@@ -94,6 +98,26 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         Op::Gemm(a) => lower_gemm(cx, n, a),
         _ => Err(Error::internal("lower", "linalg lowering of another op")),
     }
+}
+
+/// Folds the innermost batch dims into the rows: while the innermost dim shares B (stride 0) and the bias, and
+/// steps A and C by exactly `m` rows (`a_rs`, `c_rs` their row strides; `fold`: the residual is laid out like
+/// C), it multiplies `m`. Returns the rows and the batch dims left.
+fn fold_rows(
+    mut m: usize,
+    mut batch: Vec<[usize; 5]>,
+    a_rs: usize,
+    c_rs: usize,
+    fold: bool,
+) -> (usize, Vec<[usize; 5]>) {
+    while let Some(&[count, sa, sb, sc, sbias]) = batch.last() {
+        if !fold || sb != 0 || sbias != 0 || sa != m * a_rs || sc != m * c_rs {
+            break;
+        }
+        m *= count;
+        batch.pop();
+    }
+    (m, batch)
 }
 
 /// MatMul operand `t` (its dense row stride `rs`, batch strides `dense` over the `nb` batch dims of the
