@@ -31,6 +31,8 @@ pub struct Options {
     pub inputs: Vec<InputSpec>,
     /// `--outputs`: compute these tensors instead of the model's outputs (`import::select_outputs`).
     pub outputs: Vec<String>,
+    /// `--winograd`: which 3x3 convolutions take Winograd.
+    pub winograd: crate::lower::Winograd,
     /// Target triple (None: host).
     pub target: Option<String>,
     /// CPU features (`--cpu`): `default` (the target's default sets, `isa::resolve_cpu`), native, generic,
@@ -73,6 +75,7 @@ impl Options {
             name: name.into(),
             inputs: vec![],
             outputs: vec![],
+            winograd: crate::lower::Winograd::Auto,
             target: None,
             cpu: codegen::isa::DEFAULT_CPU.into(),
             verify: true,
@@ -329,6 +332,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             avx512: fast.as_ref().unwrap_or(&tgt).simd == Some(crate::x86::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),
+            winograd: opts.winograd,
         },
     )?;
     let (s, mut plan, segs) = match &part {

@@ -41,6 +41,10 @@ pub(super) enum Cmd {
         /// post-processing (NonZero, NonMaxSuppression), which then runs on the host.
         #[arg(long = "outputs", value_name = "NAME", value_delimiter = ',')]
         outputs: Vec<String>,
+        /// Which 3x3 convolutions take Winograd: off, f2 (F(2x2, 3x3)), f4 (F(4x4, 3x3) on large planes: faster,
+        /// 6-7 times F(2x2)'s error), auto (the most accurate form where Winograd pays: F(2x2)).
+        #[arg(long, value_name = "off|f2|f4|auto", default_value = "auto")]
+        winograd: crate::lower::Winograd,
         /// Target triple (default: the host).
         #[arg(long)]
         target: Option<String>,

@@ -244,6 +244,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
             inputs,
             freeze,
             outputs,
+            winograd,
             target,
             cpu,
             weights_as_c_array,
@@ -269,6 +270,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
                 opts.inputs.push(f.parse::<InputSpec>()?);
             }
             opts.outputs = outputs;
+            opts.winograd = winograd;
             opts.target = target;
             opts.npu = npu.options()?;
             if let Some(c) = cpu {

@@ -200,6 +200,36 @@ pub struct LowerOpts {
     /// Keep every Reshape's copy (`shape.rs`): NPU segments address their boundary tensors, which must then
     /// all exist.
     pub keep_reshapes: bool,
+    /// Which 3x3 convolutions take Winograd (`--winograd`).
+    pub winograd: Winograd,
+}
+
+/// Which eligible 3x3 convolutions take Winograd (`--winograd`; `lower/cnn/winograd.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Winograd {
+    /// None: every convolution is an im2col GEMM or a direct kernel.
+    Off,
+    /// F(2x2, 3x3) wherever it pays.
+    F2,
+    /// F(4x4, 3x3) wherever it fits, else F(2x2, 3x3).
+    F4,
+    /// The default: per layer, the form whose error is lowest where Winograd pays, which is F(2x2, 3x3) (F(4x4)'s
+    /// error is 6-7 times F(2x2)'s and 4-5 times the im2col GEMM's).
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for Winograd {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "off" => Winograd::Off,
+            "f2" => Winograd::F2,
+            "f4" => Winograd::F4,
+            "auto" => Winograd::Auto,
+            _ => return Err(format!("'{s}' is not one of off, f2, f4, auto")),
+        })
+    }
 }
 
 /// Rows per panel of a packed A (`GemmSpec::a_panel`): a multiple of the AVX2 (4) and AVX-512 (8) tile rows, so

@@ -2,7 +2,7 @@
 //! and the input transform, the GEMM per ξ (computed transposed where its tiles fill the column blocks badly)
 //! and the output transform they become.
 
-use super::super::ctx::{operand, pack_b_panels, Ctx};
+use super::super::ctx::{operand, pack_b_panels, Ctx, Winograd};
 use super::rules::{transposed_wins, NR};
 use super::transposed::{push_transposed, Transposed};
 use crate::error::Result;
@@ -14,11 +14,12 @@ use crate::kernel::{Body, Buf, Role};
 
 /// The Winograd geometry of a convolution when the target has the transforms and it pays: a 3x3, stride-1,
 /// undilated, one-group convolution without a residual whose activation is a clamp, with at least 16 input and
-/// output channels (else the transforms dominate), and whose planes and strides fit the kernels. F(4x4, 3x3)
-/// where it has at least 32 tiles per channel and its GEMMs do at most 3/4 of F(2x2)'s multiply-adds
-/// (ResNet-50's 56x56 and 28x28 layers); else F(2x2, 3x3) with at least 16 tiles per channel (its 14x14 layers,
-/// where F(4x4)'s 16 tiles would stream 2.25 times the weights for 0.73 of the work, and its 7x7 ones: 4x4
-/// tiles, computed transposed, 1.15 -> 0.8 ms each on AMD EPYC for 16/9 the direct GEMM's weight bytes).
+/// output channels (else the transforms dominate), and whose planes and strides fit the kernels, as
+/// `--winograd` asks. `f4`: F(4x4, 3x3) where it has at least 32 tiles per channel and its GEMMs do at most 3/4
+/// of F(2x2)'s multiply-adds (ResNet-50's 56x56 and 28x28 layers); else, and for `f2` and `auto`, F(2x2, 3x3)
+/// with at least 16 tiles per channel (its 14x14 layers, where F(4x4)'s 16 tiles would stream 2.25 times the
+/// weights for 0.73 of the work, and its 7x7 ones: 4x4 tiles, computed transposed, 1.15 -> 0.8 ms each on AMD
+/// EPYC for 16/9 the direct GEMM's weight bytes).
 pub(super) fn winograd_spec(
     cx: &Ctx,
     a: &ConvAttrs,
@@ -58,7 +59,15 @@ pub(super) fn winograd_spec(
             && small(bytes(s.m * s.tiles_all()))
     };
     let pays4 = per_image(&f4) >= 32 && 4 * f4.xis() * per_image(&f4) <= 3 * 16 * per_image(&f2);
-    let s = if pays4 && fits(&f4) { f4 } else { f2 };
+    let s = match cx.opts.winograd {
+        Winograd::Off => return None,
+        Winograd::F2 => f2,
+        Winograd::F4 if pays4 && fits(&f4) => f4,
+        Winograd::F4 => f2,
+        // F(4x4)'s error is 6-7 times F(2x2)'s and 4-5 times the im2col GEMM's (scripts/winograd_accuracy.py);
+        // F(2x2)'s is below the GEMM's (each ξ sums C products, not 9C).
+        Winograd::Auto => f2,
+    };
     let ok =
         s.c >= 16 && m >= 16 && per_image(&s) >= 16 && fits(&s) && s.pads[0] <= 2 && s.pads[1] <= 2;
     ok.then_some(s)
