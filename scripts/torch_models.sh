@@ -39,3 +39,9 @@ fi
 "$venv/bin/python" tests/py/gen_efficientnet.py target/torchmodels/efficientnet_lite0.onnx
 "$venv/bin/python" tests/py/int8_real.py target/torchmodels/efficientnet_lite0.onnx --bundlec "$BUNDLEC" \
   --methods percentile,minmax --min-top1 0.90
+# The model zoo's CI subset (scripts/zoo.py --list ci: torchvision, timm, a segmenter, a detector's backbone and
+# head, DistilBERT), exported with random weights and checked against onnxruntime; `--list all` is the whole list.
+if ! "$venv/bin/python" -c "import timm, transformers" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir "timm==1.0.22" "transformers==4.57.1"
+fi
+"$venv/bin/python" scripts/zoo.py --list ci --bundlec "$BUNDLEC" --reps 3

@@ -58,6 +58,9 @@ def main(d):
              {"w": r(k, n), "c": np.array(3.0, np.float32), "b": r(n)})
     # A sequence-first projection: batch dims that leave one row each, folded into one GEMM's rows.
     single(d, "matmul_seq_first", N("MatMul", ["x", "w"], ["y"]), [("x", [12, 1, 40])], [12, 1, 24], {"w": r(40, 24)})
+    # The same from a batch-first activation through a copy-free Transpose (torch's MultiheadAttention export).
+    save(d, "matmul_seq_first_transposed", [N("Transpose", ["x"], ["t"], perm=[1, 0, 2]), N("MatMul", ["t", "w"], ["y"])],
+         [("x", [1, 12, 40])], [("y", [12, 1, 24])], {"w": r(40, 24)})
     save(d, "matmul_broadcast", [N("MatMul", ["a", "b"], ["y"])], [("a", [2, 1, 4, 6]), ("b", [3, 6, 5])], [("y", [2, 3, 4, 5])])
     single(d, "softmax_axis1", N("Softmax", ["x"], ["y"], axis=1), [("x", [3, 7, 5])], [3, 7, 5])
     single(d, "softmax_last", N("Softmax", ["x"], ["y"]), [("x", [3, 11])], [3, 11])

@@ -25,6 +25,10 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     ("And, Or, Xor, Not", "bool; broadcasting"),
     (
+        "IsNaN, IsInf",
+        "f32; IsInf's detect_positive / detect_negative",
+    ),
+    (
         "Where",
         "bool condition, any dtype; broadcasting of all three",
     ),
@@ -158,6 +162,7 @@ pub(super) const PARSERS: &[Parser] = &[
     (&["And", "Or", "Xor"], parse_logic),
     (&["Not"], parse_not),
     (&["Where"], parse_where),
+    (&["IsNaN", "IsInf"], parse_is_special),
     (&["Mod"], parse_mod),
     (&["Max", "Min", "Sum"], parse_variadic),
     (&["Identity"], parse_identity),
@@ -267,6 +272,31 @@ fn parse_where(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
         Op::Where,
         vec![n.req(0)?, n.req(1)?, n.req(2)?],
     ))
+}
+
+/// `IsNaN` (x ≠ x: `Not(Equal(x, x))`), `IsInf` (`Equal` with ±∞, of `|x|` when both signs count).
+fn parse_is_special(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let x = n.req(0)?;
+    let out0 = n.node.output.first().map_or("", String::as_str);
+    if n.op == "IsNaN" {
+        let eq = im.sub_node(n, "eq", Op::Compare(CmpOp::Eq), vec![x, x])?;
+        return Ok(Lowered::Node(Op::Not, vec![eq]));
+    }
+    let (pos, neg) = (
+        n.a.int("detect_positive", 1)? != 0,
+        n.a.int("detect_negative", 1)? != 0,
+    );
+    let (v, operand) = match (pos, neg) {
+        (true, true) => (f32::INFINITY, im.sub_node(n, "abs", Op::Unary(UnOp::Abs), vec![x])?),
+        (true, false) => (f32::INFINITY, x),
+        (false, true) => (f32::NEG_INFINITY, x),
+        // Neither sign: no element is reported; NaN equals nothing.
+        (false, false) => (f32::NAN, x),
+    };
+    let c = im
+        .g
+        .add_constant(format!("{out0}.inf"), crate::ir::Tensor::f32(vec![], vec![v]));
+    Ok(Lowered::Node(Op::Compare(CmpOp::Eq), vec![operand, c]))
 }
 
 /// `Mod`.

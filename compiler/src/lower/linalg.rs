@@ -45,8 +45,13 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 .collect();
             // Batch dims over which B is shared and A's and C's rows run on are more rows of one product (a
             // sequence-first projection [S, 1, K] x [K, N] is one GEMM of S rows, not S GEMVs).
-            let residual_like_c = !e.residual || c_rs == geo.n;
-            let (m, batch) = fold_rows(geo.m, batch, a_rs, c_rs, residual_like_c);
+            let folded = fold_rows(geo.m, batch.clone(), a_rs, c_rs);
+            // The residual is read with C's layout and row stride N.
+            let (m, batch, a_rs, c_rs) = if e.residual && folded.3 != geo.n {
+                (geo.m, batch, a_rs, c_rs)
+            } else {
+                folded
+            };
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
             let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
@@ -101,23 +106,28 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 }
 
 /// Folds the innermost batch dims into the rows: while the innermost dim shares B (stride 0) and the bias, and
-/// steps A and C by exactly `m` rows (`a_rs`, `c_rs` their row strides; `fold`: the residual is laid out like
-/// C), it multiplies `m`. Returns the rows and the batch dims left.
+/// steps A and C by exactly `m` rows (`a_rs`, `c_rs` their row strides) — or `m` is 1, whose row strides are
+/// then the dim's (a transposed `[1, S, K]` read as `[S, 1, K]`) — it multiplies `m`. Returns the rows, the batch
+/// dims left and A's and C's row strides.
 fn fold_rows(
     mut m: usize,
     mut batch: Vec<[usize; 5]>,
-    a_rs: usize,
-    c_rs: usize,
-    fold: bool,
-) -> (usize, Vec<[usize; 5]>) {
+    mut a_rs: usize,
+    mut c_rs: usize,
+) -> (usize, Vec<[usize; 5]>, usize, usize) {
     while let Some(&[count, sa, sb, sc, sbias]) = batch.last() {
-        if !fold || sb != 0 || sbias != 0 || sa != m * a_rs || sc != m * c_rs {
+        if sb != 0 || sbias != 0 {
+            break;
+        }
+        if m == 1 && sa > 0 && sc > 0 {
+            (a_rs, c_rs) = (sa, sc);
+        } else if sa != m * a_rs || sc != m * c_rs {
             break;
         }
         m *= count;
         batch.pop();
     }
-    (m, batch)
+    (m, batch, a_rs, c_rs)
 }
 
 /// MatMul operand `t` (its dense row stride `rs`, batch strides `dense` over the `nb` batch dims of the
