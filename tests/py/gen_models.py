@@ -103,6 +103,17 @@ def main(d):
          [("y", [3, 5])], {"i": np.array([[0, 4], [2, 2], [-1, 1]], np.int64)}, opset=18)
     save(d, "gather_elements_folded", [N("GatherElements", ["t", "i"], ["c"], axis=0), N("Add", ["x", "c"], ["y"])], [("x", [4, 3])],
          [("y", [4, 3])], {"t": r(6, 3), "i": i64(0, 6, (4, 3))})
+    # TopK along an inner axis (largest) and the last one (smallest), both outputs.
+    for name, (axis, largest, k, out) in {"topk_axis1": (1, 1, 3, [2, 3, 9]),
+                                          "topk_last_smallest": (-1, 0, 4, [2, 7, 4])}.items():
+        g = h.make_graph([N("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], name,
+                         [h.make_tensor_value_info("x", T.FLOAT, [2, 7, 9])],
+                         [h.make_tensor_value_info("v", T.FLOAT, out), h.make_tensor_value_info("i", T.INT64, out)],
+                         [nh.from_array(np.array([k], np.int64), "k")])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.checker.check_model(m, full_check=True)
+        onnx.save(m, os.path.join(d, name + ".onnx"))
     # 1-D windowed ops (through their 2-D forms).
     single(d, "conv1d", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 2], strides=[2], dilations=[2]), [("x", [2, 3, 20])], [2, 5, 10], {"w": r(5, 3, 3), "b": r(5)})
     single(d, "conv1d_grouped_same", N("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", group=2), [("x", [1, 4, 9])], [1, 6, 9], {"w": r(6, 2, 3)})

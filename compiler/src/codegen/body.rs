@@ -188,6 +188,14 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             len,
             inner,
         } => ops::reduce::emit_arg(kb, *max, *last, *outer, *len, *inner, tasks),
+        Body::TopK {
+            largest,
+            indices,
+            k,
+            outer,
+            len,
+            inner,
+        } => ops::reduce::emit_topk(kb, (*largest, *indices), *k, (*outer, *len, *inner), tasks),
         Body::Norm {
             rows,
             len,

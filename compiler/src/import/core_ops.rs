@@ -287,15 +287,19 @@ fn parse_is_special(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
         n.a.int("detect_negative", 1)? != 0,
     );
     let (v, operand) = match (pos, neg) {
-        (true, true) => (f32::INFINITY, im.sub_node(n, "abs", Op::Unary(UnOp::Abs), vec![x])?),
+        (true, true) => (
+            f32::INFINITY,
+            im.sub_node(n, "abs", Op::Unary(UnOp::Abs), vec![x])?,
+        ),
         (true, false) => (f32::INFINITY, x),
         (false, true) => (f32::NEG_INFINITY, x),
         // Neither sign: no element is reported; NaN equals nothing.
         (false, false) => (f32::NAN, x),
     };
-    let c = im
-        .g
-        .add_constant(format!("{out0}.inf"), crate::ir::Tensor::f32(vec![], vec![v]));
+    let c = im.g.add_constant(
+        format!("{out0}.inf"),
+        crate::ir::Tensor::f32(vec![], vec![v]),
+    );
     Ok(Lowered::Node(Op::Compare(CmpOp::Eq), vec![operand, c]))
 }
 

@@ -19,6 +19,10 @@ pub const SUPPORTED: &[(&str, &str)] = &[
         "f32 (i64 Sum/Prod/Max/Min when folded); constant axes; keepdims, noop_with_empty_axes",
     ),
     ("ArgMax, ArgMin", "f32 input, i64 output; keepdims, select_last_index"),
+    (
+        "TopK",
+        "f32; constant k; largest or smallest; sorted (ties to the lower index)",
+    ),
     ("GlobalMaxPool", "rank >= 3"),
     (
         "LayerNormalization, RMSNormalization",
@@ -69,6 +73,7 @@ pub(super) const PARSERS: &[Parser] = &[
     ),
     (&["ArgMax", "ArgMin"], parse_arg_reduce),
     (&["GlobalMaxPool"], parse_global_max_pool),
+    (&["TopK"], parse_topk),
     (
         &["LayerNormalization", "RMSNormalization"],
         parse_layer_normalization,
@@ -156,6 +161,46 @@ fn parse_arg_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
         },
         vec![x],
     ))
+}
+
+/// `TopK`: one op per output, both from the same selection.
+fn parse_topk(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+    let Node { name, op, a, .. } = *n;
+    let x = n.req(0)?;
+    let xs = im.g.tensors[x].shape.clone();
+    let axis = a.axis("axis", -1, xs.len())?;
+    let k = if im.opset < 10 {
+        a.int("k", -1)?
+    } else {
+        let v = im
+            .const_input(n, 1, "k")?
+            .ok_or_else(|| Error::node(name, op, "missing input 'K'"))?;
+        match v.as_slice() {
+            [k] => *k,
+            _ => {
+                return Err(Error::node(
+                    name,
+                    op,
+                    format!("K must hold one value, holds {}", v.len()),
+                ))
+            }
+        }
+    };
+    let k = usize::try_from(k)
+        .ok()
+        .filter(|&k| k <= xs[axis])
+        .ok_or_else(|| Error::node(name, op, format!("k = {k} is not in 0..={}", xs[axis])))?;
+    let largest = a.int("largest", 1)? != 0;
+    let topk = |indices| Op::TopK {
+        axis,
+        k,
+        largest,
+        indices,
+    };
+    Ok(Lowered::Many(vec![
+        (topk(false), vec![x]),
+        (topk(true), vec![x]),
+    ]))
 }
 
 /// `GlobalMaxPool`.

@@ -103,6 +103,18 @@ pub enum Op {
         /// Ties pick the last index.
         select_last: bool,
     },
+    /// The `k` largest (or smallest) elements along an axis, in order, ties to the lower index: their values, or
+    /// with `indices` their positions (i64). ONNX TopK is two of these, one per output.
+    TopK {
+        /// The axis.
+        axis: usize,
+        /// How many.
+        k: usize,
+        /// The largest (else the smallest).
+        largest: bool,
+        /// The positions instead of the values.
+        indices: bool,
+    },
     /// Layer / RMS normalisation over the axes from `axis` on; inputs x, scale, optional bias.
     LayerNorm {
         /// First normalised axis.
@@ -191,7 +203,7 @@ impl Op {
             | Op::Tile(_)
             | Op::Gather { .. }
             | Op::Trilu { .. } => Family::Index,
-            Op::Reduce { .. } | Op::ArgReduce { .. } => Family::Reduce,
+            Op::Reduce { .. } | Op::ArgReduce { .. } | Op::TopK { .. } => Family::Reduce,
             Op::Resize(_) => Family::Resize,
             Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => Family::Logic,
             Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
@@ -237,7 +249,11 @@ impl Op {
     /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin, the int8
     /// family).
     pub fn any_output_dtype(&self) -> bool {
-        self.any_input_dtype() || matches!(self, Op::ArgReduce { .. } | Op::Quantize(_))
+        self.any_input_dtype()
+            || matches!(
+                self,
+                Op::ArgReduce { .. } | Op::TopK { indices: true, .. } | Op::Quantize(_)
+            )
     }
     /// A short name for reports and kernel names.
     pub fn name(&self) -> &'static str {
@@ -317,6 +333,8 @@ impl Op {
             },
             Op::ArgReduce { max: true, .. } => "argmax",
             Op::ArgReduce { max: false, .. } => "argmin",
+            Op::TopK { indices: false, .. } => "topk",
+            Op::TopK { indices: true, .. } => "topk_indices",
             Op::LayerNorm { rms: false, .. } => "layernorm",
             Op::LayerNorm { rms: true, .. } => "rmsnorm",
             Op::InstanceNorm { .. } => "instancenorm",

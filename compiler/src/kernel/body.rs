@@ -186,6 +186,21 @@ pub enum Body {
         /// Stride of the reduced axis.
         inner: usize,
     },
+    /// TopK over [outer, len, inner] rows into [outer, k, inner]: args x, out (f32 values, or i64 indices).
+    TopK {
+        /// The largest (else the smallest).
+        largest: bool,
+        /// Write the positions (i64) instead of the values.
+        indices: bool,
+        /// How many.
+        k: usize,
+        /// Rows.
+        outer: usize,
+        /// Row length.
+        len: usize,
+        /// Stride of the row's axis.
+        inner: usize,
+    },
     /// ArgMax / ArgMin over [outer, len, inner] to i64: args x, out.
     ArgReduce {
         /// ArgMax.
@@ -294,9 +309,9 @@ impl Body {
             Body::Convert { len, .. } => len.div_ceil(CHUNK),
             Body::IndexMap { out_shape, .. } => out_shape[..out_shape.len() - 1].iter().product(),
             Body::Gather { outer, k, .. } => outer * k,
-            Body::Reduce { outer, inner, .. } | Body::ArgReduce { outer, inner, .. } => {
-                outer * inner
-            }
+            Body::Reduce { outer, inner, .. }
+            | Body::ArgReduce { outer, inner, .. }
+            | Body::TopK { outer, inner, .. } => outer * inner,
             Body::Norm { rows, .. } => *rows,
             Body::Lrn { n, c, .. } => n * c,
             Body::Resample { outer, n_out, .. } => outer * n_out,

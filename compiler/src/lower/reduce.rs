@@ -38,6 +38,23 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             };
             (src, body)
         }
+        Op::TopK {
+            axis,
+            k,
+            largest,
+            indices,
+        } => {
+            let (src, (outer, len, inner)) = reduce_source(cx, n, &[*axis]);
+            let body = Body::TopK {
+                largest: *largest,
+                indices: *indices,
+                k: *k,
+                outer,
+                len,
+                inner,
+            };
+            (src, body)
+        }
         _ => return Err(Error::internal("lower", "reduce lowering of another op")),
     };
     let work = match &body {
@@ -45,6 +62,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             outer, len, inner, ..
         }
         | Body::ArgReduce {
+            outer, len, inner, ..
+        }
+        | Body::TopK {
             outer, len, inner, ..
         } => outer * len * inner,
         _ => 0,

@@ -179,11 +179,74 @@ pub(crate) fn eval_arg(
     Ok(vec![Tensor::i64(out, r)])
 }
 
+/// TopK's output: the input's shape with `k` along `axis` (f32 values, or i64 indices).
+pub(crate) fn infer_topk(
+    inputs: &[(DType, &[usize])],
+    axis: usize,
+    k: usize,
+    indices: bool,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 1, 1)?;
+    super::args::want_f32(inputs[0].0, "input")?;
+    let s = inputs[0].1;
+    let Some(&len) = s.get(axis) else {
+        return Err(format!("axis {axis} out of range for shape {s:?}"));
+    };
+    if k > len {
+        return Err(format!("k = {k} exceeds the axis length {len}"));
+    }
+    let mut out = s.to_vec();
+    out[axis] = k;
+    Ok(vec![(if indices { DType::I64 } else { DType::F32 }, out)])
+}
+
+/// TopK (reference semantics): per row, a stable sort by value (descending for `largest`), the first `k`.
+pub(crate) fn eval_topk(
+    inputs: &[&Tensor],
+    axis: usize,
+    k: usize,
+    largest: bool,
+    indices: bool,
+) -> Result<Vec<Tensor>, String> {
+    let (_, out) = infer_topk(&[(inputs[0].dtype, &inputs[0].shape)], axis, k, indices)?.remove(0);
+    let (x, (outer, len, inner)) = rows(inputs[0], &[axis])?;
+    let v = x.to_f32_vec();
+    let (mut vals, mut idx) = (vec![0f32; outer * k * inner], vec![0i64; outer * k * inner]);
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| v[(o * len + j) * inner + i];
+            let mut order: Vec<usize> = (0..len).collect();
+            // Stable: equal values keep the lower index first; NaN sorts last.
+            order.sort_by(|&a, &b| {
+                let (x, y) = (at(a), at(b));
+                let c = if largest {
+                    y.partial_cmp(&x)
+                } else {
+                    x.partial_cmp(&y)
+                };
+                c.unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
+            });
+            for (r, &j) in order[..k].iter().enumerate() {
+                vals[(o * k + r) * inner + i] = at(j);
+                idx[(o * k + r) * inner + i] = j as i64;
+            }
+        }
+    }
+    Ok(vec![if indices {
+        Tensor::i64(out, idx)
+    } else {
+        Tensor::f32(out, vals)
+    }])
+}
+
 /// The dtype and shape of each output of this family's `op` (`ops::infer`).
 pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
     match op {
         Op::Reduce { axes, keepdims, .. } => infer_reduce(inputs, axes, *keepdims),
         Op::ArgReduce { axis, keepdims, .. } => infer_arg(inputs, *axis, *keepdims),
+        Op::TopK {
+            axis, k, indices, ..
+        } => infer_topk(inputs, *axis, *k, *indices),
         _ => Err(format!("{} is not in the reduce family", op.name())),
     }
 }
@@ -202,6 +265,12 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
             keepdims,
             select_last,
         } => eval_arg(inputs, *max, *axis, *keepdims, *select_last),
+        Op::TopK {
+            axis,
+            k,
+            largest,
+            indices,
+        } => eval_topk(inputs, *axis, *k, *largest, *indices),
         _ => Err(format!("{} is not in the reduce family", op.name())),
     }
 }
@@ -209,6 +278,18 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topk_is_a_stable_partial_sort() {
+        let x = Tensor::f32(vec![2, 4], vec![1., 3., 3., 0., 5., f32::NAN, -1., 5.]);
+        let v = eval_topk(&[&x], 1, 2, true, false).unwrap();
+        assert_eq!(v[0].to_f32_vec(), [3., 3., 5., 5.]);
+        let i = eval_topk(&[&x], 1, 3, true, true).unwrap();
+        assert_eq!(i[0].to_i64_vec(), [1, 2, 0, 0, 3, 2]);
+        let s = eval_topk(&[&x], 0, 1, false, true).unwrap();
+        assert_eq!((s[0].shape.clone(), s[0].to_i64_vec()), (vec![1, 4], vec![0, 0, 1, 0]));
+        assert!(eval_topk(&[&x], 1, 5, true, false).is_err());
+    }
 
     #[test]
     fn geometry_adjacent_and_gapped() {
