@@ -103,6 +103,12 @@ def main(d):
          [("y", [3, 5])], {"i": np.array([[0, 4], [2, 2], [-1, 1]], np.int64)}, opset=18)
     save(d, "gather_elements_folded", [N("GatherElements", ["t", "i"], ["c"], axis=0), N("Add", ["x", "c"], ["y"])], [("x", [4, 3])],
          [("y", [4, 3])], {"t": r(6, 3), "i": i64(0, 6, (4, 3))})
+    # 3-D Conv (kernel depth slices as batches of 2-D convolutions): padded and strided with a bias; grouped and
+    # dilated in depth.
+    single(d, "conv3d", N("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1, 1, 1], strides=[2, 1, 2]),
+           [("x", [1, 3, 6, 7, 8])], [1, 4, 3, 7, 4], {"w": r(4, 3, 3, 3, 3), "b": r(4)})
+    single(d, "conv3d_grouped_dilated", N("Conv", ["x", "w"], ["y"], group=2, dilations=[2, 1, 1]),
+           [("x", [2, 4, 7, 5, 5])], [2, 6, 3, 3, 3], {"w": r(6, 2, 3, 3, 3)})
     # TopK along an inner axis (largest) and the last one (smallest), both outputs.
     for name, (axis, largest, k, out) in {"topk_axis1": (1, 1, 3, [2, 3, 9]),
                                           "topk_last_smallest": (-1, 0, 4, [2, 7, 4])}.items():

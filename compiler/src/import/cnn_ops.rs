@@ -6,7 +6,7 @@
 use super::attrs::{Attrs, MAX_WINDOW};
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
-use super::windows_1d::lift;
+use super::windows::{conv, lift};
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 
@@ -14,7 +14,7 @@ use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 pub const SUPPORTED: &[(&str, &str)] = &[
     (
         "Conv",
-        "1-D and 2-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
+        "1-D, 2-D and 3-D (3-D: explicit pads or VALID), f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
     ),
     (
         "BatchNormalization",
@@ -155,7 +155,7 @@ impl Importer<'_> {
 
 /// The parsers of this file's op types.
 pub(super) const PARSERS: &[Parser] = &[
-    (&["Conv"], |im, n| lift(im, n, parse_conv, true)),
+    (&["Conv"], |im, n| conv(im, n, parse_conv)),
     (&["BatchNormalization"], parse_batch_normalization),
     (&["MaxPool", "AveragePool"], |im, n| {
         lift(im, n, parse_pool, false)

@@ -21,7 +21,7 @@ mod shape_ops;
 mod slice_ops;
 mod subgraph;
 mod tensor;
-mod windows_1d;
+mod windows;
 
 pub use input_spec::InputSpec;
 pub use shape_ops::reshape_target;

@@ -6,7 +6,7 @@
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
 use super::nodes::{err_const, Lowered, Node, Parser};
-use super::windows_1d::lift;
+use super::windows::lift;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};

@@ -287,7 +287,10 @@ mod tests {
         let i = eval_topk(&[&x], 1, 3, true, true).unwrap();
         assert_eq!(i[0].to_i64_vec(), [1, 2, 0, 0, 3, 2]);
         let s = eval_topk(&[&x], 0, 1, false, true).unwrap();
-        assert_eq!((s[0].shape.clone(), s[0].to_i64_vec()), (vec![1, 4], vec![0, 0, 1, 0]));
+        assert_eq!(
+            (s[0].shape.clone(), s[0].to_i64_vec()),
+            (vec![1, 4], vec![0, 0, 1, 0])
+        );
         assert!(eval_topk(&[&x], 1, 5, true, false).is_err());
     }
 
