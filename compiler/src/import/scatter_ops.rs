@@ -67,6 +67,27 @@ fn index(n: &Node<'_>, v: i64, len: usize, what: &str) -> Result<usize> {
     }
 }
 
+/// The data offsets the elements of an index tensor `vals` (shape `is`) name along `axis` of data of shape `xs`:
+/// element `p`'s own coordinates with the one along `axis` replaced by its value (GatherElements'
+/// and ScatterElements' addressing).
+fn element_offsets(
+    n: &Node<'_>,
+    vals: &[i64],
+    is: &[usize],
+    xs: &[usize],
+    axis: usize,
+) -> Result<Vec<usize>> {
+    let st = strides(xs);
+    vals.iter()
+        .enumerate()
+        .map(|(p, &v)| {
+            let mut c = unravel(p, is);
+            c[axis] = index(n, v, xs[axis], "the axis")?;
+            Ok(c.iter().zip(&st).map(|(a, b)| a * b).sum())
+        })
+        .collect()
+}
+
 /// The constant integer indices at input 1: their values and shape.
 fn const_indices(im: &mut Importer<'_>, n: &Node<'_>) -> Result<(Vec<i64>, Vec<usize>)> {
     let idx = n.req(1)?;
@@ -116,16 +137,7 @@ fn parse_gather_elements(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered>
             format!("indices of shape {is:?} do not fit data of shape {xs:?} (axis {axis})"),
         ));
     }
-    let st = strides(&xs);
-    let map = vals
-        .iter()
-        .enumerate()
-        .map(|(p, &v)| {
-            let mut c = unravel(p, &is);
-            c[axis] = index(n, v, xs[axis], "the axis")?;
-            Ok(c.iter().zip(&st).map(|(a, b)| a * b).sum())
-        })
-        .collect::<Result<Vec<usize>>>()?;
+    let map = element_offsets(n, &vals, &is, &xs, axis)?;
     let flat = im.sub_node(n, "flat", Op::Reshape(vec![numel(&xs)]), vec![x])?;
     Ok(Lowered::Alias(gather_rows(im, n, "gather", flat, map, is)?))
 }
@@ -189,16 +201,7 @@ fn parse_scatter_elements(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered
             ),
         ));
     }
-    let st = strides(&xs);
-    let targets = vals
-        .iter()
-        .enumerate()
-        .map(|(p, &v)| {
-            let mut c = unravel(p, &is);
-            c[axis] = index(n, v, xs[axis], "the axis")?;
-            Ok(c.iter().zip(&st).map(|(a, b)| a * b).sum())
-        })
-        .collect::<Result<Vec<usize>>>()?;
+    let targets = element_offsets(n, &vals, &is, &xs, axis)?;
     scatter(im, n, (x, &xs), u, 1, targets)
 }
 

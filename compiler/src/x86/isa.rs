@@ -78,6 +78,40 @@ pub trait Isa {
     ) -> R;
 }
 
+/// The whole-vector loads, stores, arithmetic and broadcast, the same instructions on both register files
+/// (`$wide`: the memory operand of one vector).
+macro_rules! whole_vector_ops {
+    ($v:ty, $wide:ident) => {
+        fn load(a: &mut CodeAssembler, v: $v, m: AsmMemoryOperand) -> R {
+            a.vmovups(v, $wide(m))
+        }
+        fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: $v) -> R {
+            a.vmovups($wide(m), v)
+        }
+        fn add_mem(a: &mut CodeAssembler, v: $v, m: AsmMemoryOperand) -> R {
+            a.vaddps(v, v, $wide(m))
+        }
+        fn mul_mem(a: &mut CodeAssembler, d: $v, x: $v, m: AsmMemoryOperand) -> R {
+            a.vmulps(d, x, $wide(m))
+        }
+        fn add(a: &mut CodeAssembler, d: $v, x: $v, y: $v) -> R {
+            a.vaddps(d, x, y)
+        }
+        fn sub(a: &mut CodeAssembler, d: $v, x: $v, y: $v) -> R {
+            a.vsubps(d, x, y)
+        }
+        fn mul(a: &mut CodeAssembler, d: $v, x: $v, y: $v) -> R {
+            a.vmulps(d, x, y)
+        }
+        fn xor(a: &mut CodeAssembler, d: $v, x: $v, y: $v) -> R {
+            a.vxorps(d, x, y)
+        }
+        fn broadcast(a: &mut CodeAssembler, v: $v, x: AsmRegisterXmm) -> R {
+            a.vbroadcastss(v, x)
+        }
+    };
+}
+
 /// AVX-512F on `zmm0..31`, `k1` for partial stores.
 pub struct Avx512;
 
@@ -93,38 +127,7 @@ impl Isa for Avx512 {
     fn zero(a: &mut CodeAssembler, v: AsmRegisterZmm) -> R {
         a.vpxord(v, v, v)
     }
-    fn load(a: &mut CodeAssembler, v: AsmRegisterZmm, m: AsmMemoryOperand) -> R {
-        a.vmovups(v, zmmword_ptr(m))
-    }
-    fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: AsmRegisterZmm) -> R {
-        a.vmovups(zmmword_ptr(m), v)
-    }
-    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterZmm, m: AsmMemoryOperand) -> R {
-        a.vaddps(v, v, zmmword_ptr(m))
-    }
-    fn mul_mem(
-        a: &mut CodeAssembler,
-        d: AsmRegisterZmm,
-        x: AsmRegisterZmm,
-        m: AsmMemoryOperand,
-    ) -> R {
-        a.vmulps(d, x, zmmword_ptr(m))
-    }
-    fn add(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
-        a.vaddps(d, x, y)
-    }
-    fn sub(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
-        a.vsubps(d, x, y)
-    }
-    fn mul(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
-        a.vmulps(d, x, y)
-    }
-    fn xor(a: &mut CodeAssembler, d: AsmRegisterZmm, x: AsmRegisterZmm, y: AsmRegisterZmm) -> R {
-        a.vxorps(d, x, y)
-    }
-    fn broadcast(a: &mut CodeAssembler, v: AsmRegisterZmm, x: AsmRegisterXmm) -> R {
-        a.vbroadcastss(v, x)
-    }
+    whole_vector_ops!(AsmRegisterZmm, zmmword_ptr);
     fn fma_bcast(
         a: &mut CodeAssembler,
         acc: AsmRegisterZmm,
@@ -180,38 +183,7 @@ impl Isa for Avx2 {
     fn zero(a: &mut CodeAssembler, v: AsmRegisterYmm) -> R {
         a.vxorps(v, v, v)
     }
-    fn load(a: &mut CodeAssembler, v: AsmRegisterYmm, m: AsmMemoryOperand) -> R {
-        a.vmovups(v, ymmword_ptr(m))
-    }
-    fn store(a: &mut CodeAssembler, m: AsmMemoryOperand, v: AsmRegisterYmm) -> R {
-        a.vmovups(ymmword_ptr(m), v)
-    }
-    fn add_mem(a: &mut CodeAssembler, v: AsmRegisterYmm, m: AsmMemoryOperand) -> R {
-        a.vaddps(v, v, ymmword_ptr(m))
-    }
-    fn mul_mem(
-        a: &mut CodeAssembler,
-        d: AsmRegisterYmm,
-        x: AsmRegisterYmm,
-        m: AsmMemoryOperand,
-    ) -> R {
-        a.vmulps(d, x, ymmword_ptr(m))
-    }
-    fn add(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
-        a.vaddps(d, x, y)
-    }
-    fn sub(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
-        a.vsubps(d, x, y)
-    }
-    fn mul(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
-        a.vmulps(d, x, y)
-    }
-    fn xor(a: &mut CodeAssembler, d: AsmRegisterYmm, x: AsmRegisterYmm, y: AsmRegisterYmm) -> R {
-        a.vxorps(d, x, y)
-    }
-    fn broadcast(a: &mut CodeAssembler, v: AsmRegisterYmm, x: AsmRegisterXmm) -> R {
-        a.vbroadcastss(v, x)
-    }
+    whole_vector_ops!(AsmRegisterYmm, ymmword_ptr);
     fn fma_bcast(
         a: &mut CodeAssembler,
         acc: AsmRegisterYmm,
