@@ -198,7 +198,9 @@ fn bad_profiles_and_samples_name_the_file_and_tensor() {
 #[test]
 fn outputs_select_the_static_part_before_a_data_dependent_tail() {
     let mut m = Model::new();
-    m.input("x", &[2, 3]).input("t", &[2, 3]).output("y", &[2, 4]);
+    m.input("x", &[2, 3])
+        .input("t", &[2, 3])
+        .output("y", &[2, 4]);
     let w: Vec<f32> = (0..6).map(|i| i as f32 * 0.5 - 1.0).collect();
     m.init("w", &[2, 3], w.clone());
     m.node("Relu", &["x"], &["r"], vec![])
@@ -208,7 +210,9 @@ fn outputs_select_the_static_part_before_a_data_dependent_tail() {
     let e = compile_bytes(&m.bytes(), &Options::new("dd")).expect_err("data-dependent");
     let msg = e.to_string();
     assert!(
-        msg.contains("nonzero_3") && msg.contains("depends on the input data") && msg.contains("--outputs"),
+        msg.contains("nonzero_3")
+            && msg.contains("depends on the input data")
+            && msg.contains("--outputs"),
         "{msg}"
     );
     let mut opts = Options::new("dd_head");
@@ -221,5 +225,8 @@ fn outputs_select_the_static_part_before_a_data_dependent_tail() {
     let mut bad = Options::new("dd_bad");
     bad.outputs = vec!["nope".into()];
     let e = compile_bytes(&m.bytes(), &bad).expect_err("unknown output");
-    assert!(e.to_string().contains("'nope'") && e.to_string().contains("--outputs"), "{e}");
+    assert!(
+        e.to_string().contains("'nope'") && e.to_string().contains("--outputs"),
+        "{e}"
+    );
 }
