@@ -109,6 +109,14 @@ def main(d):
            [("x", [1, 3, 6, 7, 8])], [1, 4, 3, 7, 4], {"w": r(4, 3, 3, 3, 3), "b": r(4)})
     single(d, "conv3d_grouped_dilated", N("Conv", ["x", "w"], ["y"], group=2, dilations=[2, 1, 1]),
            [("x", [2, 4, 7, 5, 5])], [2, 6, 3, 3, 3], {"w": r(6, 2, 3, 3, 3)})
+    # 3-D pooling: max with depth and plane padding and strides, average counting padding, average excluding
+    # plane padding.
+    single(d, "maxpool3d", N("MaxPool", ["x"], ["y"], kernel_shape=[3, 3, 3], strides=[2, 2, 1], pads=[1, 1, 1, 1, 1, 1]),
+           [("x", [1, 2, 7, 8, 6])], [1, 2, 4, 4, 6])
+    single(d, "avgpool3d_include", N("AveragePool", ["x"], ["y"], kernel_shape=[2, 3, 3], strides=[1, 2, 2], pads=[1, 1, 1, 0, 1, 1],
+                                      count_include_pad=1), [("x", [2, 3, 5, 7, 7])], [2, 3, 5, 4, 4])
+    single(d, "avgpool3d_exclude", N("AveragePool", ["x"], ["y"], kernel_shape=[2, 3, 3], strides=[2, 1, 1], pads=[0, 1, 1, 0, 1, 1]),
+           [("x", [1, 4, 6, 5, 5])], [1, 4, 3, 5, 5])
     # TopK along an inner axis (largest) and the last one (smallest), both outputs.
     for name, (axis, largest, k, out) in {"topk_axis1": (1, 1, 3, [2, 3, 9]),
                                           "topk_last_smallest": (-1, 0, 4, [2, 7, 4])}.items():

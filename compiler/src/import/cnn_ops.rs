@@ -6,7 +6,7 @@
 use super::attrs::{Attrs, MAX_WINDOW};
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
-use super::windows::{conv, lift};
+use super::windows::{conv, pool};
 use crate::error::{Error, Result};
 use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 
@@ -22,11 +22,11 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "MaxPool",
-        "1-D and 2-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
+        "1-D, 2-D and 3-D (3-D: explicit pads or VALID, no ceil_mode); pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
     ),
     (
         "AveragePool",
-        "1-D and 2-D; pads, auto_pad, strides, ceil_mode, count_include_pad",
+        "1-D, 2-D and 3-D (3-D: explicit pads or VALID, no ceil_mode, depth padding only counted); pads, auto_pad, strides, ceil_mode, count_include_pad",
     ),
     ("GlobalAveragePool", "rank >= 3"),
 ];
@@ -157,9 +157,7 @@ impl Importer<'_> {
 pub(super) const PARSERS: &[Parser] = &[
     (&["Conv"], |im, n| conv(im, n, parse_conv)),
     (&["BatchNormalization"], parse_batch_normalization),
-    (&["MaxPool", "AveragePool"], |im, n| {
-        lift(im, n, parse_pool, false)
-    }),
+    (&["MaxPool", "AveragePool"], |im, n| pool(im, n, parse_pool)),
     (&["GlobalAveragePool"], parse_global_average_pool),
 ];
 

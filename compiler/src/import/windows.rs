@@ -10,13 +10,15 @@
 //! the input's depth slices that tap it (a strided `Slice`) become a batch of 2-D images `[N·D', C, H, W]`
 //! (a `Transpose` and a `Reshape`), convolved by a 2-D Conv with the weight's `kd` plane (folded at compile
 //! time); the `KD` products are added (the bias with the first) and the sum is viewed and transposed back to
-//! `[N, M, D', H', W']`.
+//! `[N, M, D', H', W']`. 3-D MaxPool and AveragePool alike: the 2-D pool of each kernel depth's slices, combined
+//! by Max, or added and scaled by `1/KD` (depth padding is −∞ for Max, zeros for an AveragePool that counts
+//! padding; one that excludes it takes no depth padding).
 
 use super::attrs::Attrs;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parse};
 use crate::error::{Error, Result};
-use crate::ir::{numel, Op, PadMode, TensorId};
+use crate::ir::{BinOp, Op, PadMode, Tensor, TensorId};
 
 /// Maps `n` with the 2-D parser `parse`, through the 2-D form when the input has one spatial axis; `weight`:
 /// input 1 is a weight with one spatial axis too.
@@ -71,6 +73,184 @@ pub(super) fn lift(
     ))
 }
 
+/// The depth slices `slice` of `x` (`[N, C, D', H, W]`) as a batch of 2-D images `[N·D', C, H, W]`.
+fn images(
+    im: &mut Importer<'_>,
+    n: &Node<'_>,
+    d: usize,
+    slice: Op,
+    x: TensorId,
+) -> Result<TensorId> {
+    let Op::Slice { out, .. } = &slice else {
+        return Err(Error::internal("import", "depth slices without a Slice"));
+    };
+    let [b, c, dd, h, w] = [out[0], out[1], out[2], out[3], out[4]];
+    let xd = im.sub_node(n, &format!("depth{d}"), slice, vec![x])?;
+    let xt = im.sub_node(
+        n,
+        &format!("depth_t{d}"),
+        Op::Transpose(vec![0, 2, 1, 3, 4]),
+        vec![xd],
+    )?;
+    im.sub_node(
+        n,
+        &format!("images{d}"),
+        Op::Reshape(vec![b * dd, c, h, w]),
+        vec![xt],
+    )
+}
+
+/// `[N·D', M, H', W']` viewed and transposed back to `[N, M, D', H', W']`.
+fn volume(
+    im: &mut Importer<'_>,
+    n: &Node<'_>,
+    y: TensorId,
+    batch: usize,
+    dout: usize,
+) -> Result<Lowered> {
+    let ys = im.g.tensors[y].shape.clone();
+    let v = im.sub_node(
+        n,
+        "volume",
+        Op::Reshape(vec![batch, dout, ys[1], ys[2], ys[3]]),
+        vec![y],
+    )?;
+    Ok(Lowered::Node(Op::Transpose(vec![0, 2, 1, 3, 4]), vec![v]))
+}
+
+/// The depth geometry of a 3-D windowed node over input `xs` with kernel depth `kd`: its strides, dilations
+/// and pads (all three axes, validated), and the output depth.
+struct Depth {
+    strides: Vec<i64>,
+    dil: Vec<i64>,
+    pads: Vec<i64>,
+    out: usize,
+}
+
+impl Depth {
+    fn of(n: &Node<'_>, xs: &[usize], kd: i64) -> Result<Depth> {
+        match n.a.string("auto_pad", "NOTSET")?.as_str() {
+            "NOTSET" | "VALID" => {}
+            p => return Err(unsupported(n, &format!("auto_pad {p}"))),
+        }
+        let three = |key: &str| -> Result<Vec<i64>> {
+            match n.a.ints(key)? {
+                None => Ok(vec![1; 3]),
+                Some(v) if v.len() == 3 && v.iter().all(|&e| e >= 1) => Ok(v.to_vec()),
+                Some(v) => Err(n.a.err(key, format!("expected 3 values >= 1, got {v:?}"))),
+            }
+        };
+        let (strides, dil) = (three("strides")?, three("dilations")?);
+        let pads = match n.a.ints("pads")? {
+            None => vec![0; 6],
+            Some(v) if v.len() == 6 && v.iter().all(|&p| p >= 0) => v.to_vec(),
+            Some(v) => {
+                return Err(n
+                    .a
+                    .err("pads", format!("expected 6 values >= 0, got {v:?}")));
+            }
+        };
+        let span = (kd - 1) * dil[0] + 1;
+        let dp = xs[2] as i64 + pads[0] + pads[3];
+        if kd < 1 || dp < span {
+            let m = format!("kernel depth {kd} does not fit depth {dp}");
+            return Err(Error::node(n.name, n.op, m));
+        }
+        let out = ((dp - span) / strides[0] + 1) as usize;
+        Ok(Depth {
+            strides,
+            dil,
+            pads,
+            out,
+        })
+    }
+
+    /// `x` with its depth padded by `fill` (itself without depth padding).
+    fn pad(&self, im: &mut Importer<'_>, n: &Node<'_>, x: TensorId, fill: f64) -> Result<TensorId> {
+        if self.pads[0] == 0 && self.pads[3] == 0 {
+            return Ok(x);
+        }
+        let op = Op::Pad {
+            begins: vec![0, 0, self.pads[0], 0, 0],
+            ends: vec![0, 0, self.pads[3], 0, 0],
+            mode: PadMode::Constant(fill),
+        };
+        im.sub_node(n, "pad_d", op, vec![x])
+    }
+
+    /// The strided slice of the depths that tap kernel depth `d`, of input `xs`.
+    fn slice(&self, xs: &[usize], d: usize) -> Op {
+        Op::Slice {
+            starts: vec![0, 0, d as i64 * self.dil[0], 0, 0],
+            steps: vec![1, 1, self.strides[0], 1, 1],
+            out: vec![xs[0], xs[1], self.out, xs[3], xs[4]],
+        }
+    }
+
+    /// `n` as the 2-D node over the planes: kernel `plane`, the H and W strides and pads, and the dilations
+    /// when `dilations`.
+    fn plane_node(
+        &self,
+        n: &Node<'_>,
+        plane: &[i64],
+        dilations: bool,
+    ) -> tract_onnx::pb::NodeProto {
+        let spatial = ["kernel_shape", "strides", "dilations", "pads"];
+        let mut proto = n.node.clone();
+        proto
+            .attribute
+            .retain(|a| !spatial.contains(&a.name.as_str()));
+        let ints = |name: &str, v: Vec<i64>| tract_onnx::pb::AttributeProto {
+            name: name.into(),
+            r#type: tract_onnx::pb::attribute_proto::AttributeType::Ints as i32,
+            ints: v,
+            ..Default::default()
+        };
+        let p = &self.pads;
+        proto.attribute.extend([
+            ints("kernel_shape", plane.to_vec()),
+            ints("strides", self.strides[1..].to_vec()),
+            ints("pads", vec![p[1], p[2], p[4], p[5]]),
+        ]);
+        if dilations {
+            proto
+                .attribute
+                .push(ints("dilations", self.dil[1..].to_vec()));
+        }
+        proto
+    }
+}
+
+/// The error for a 3-D form the decomposition does not take.
+fn unsupported(n: &Node<'_>, what: &str) -> Error {
+    Error::unsupported(n.name, n.op, format!("{what} on a 3-D {}", n.op))
+}
+
+/// Maps the 2-D node `proto` over inputs `ins` with `parse` and appends it as `tag`.
+fn plane_op(
+    im: &mut Importer<'_>,
+    n: &Node<'_>,
+    (proto, ins): (&tract_onnx::pb::NodeProto, &[Option<TensorId>]),
+    parse: Parse,
+    tag: &str,
+) -> Result<TensorId> {
+    let a = Attrs::new(proto, n.name, im.warnings.clone());
+    let n2 = Node {
+        node: proto,
+        name: n.name,
+        op: n.op,
+        ins,
+        a: &a,
+    };
+    let Lowered::Node(op, inputs) = parse(im, &n2)? else {
+        return Err(Error::internal(
+            "import",
+            format!("the 2-D form of {} did not map to one node", n.op),
+        ));
+    };
+    im.sub_node(n, tag, op, inputs)
+}
+
 /// A 3-D Conv (`x` of rank 5) through `parse` (the 2-D Conv parser), as the module says; other ranks go to
 /// [`lift`].
 pub(super) fn conv(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<Lowered> {
@@ -80,147 +260,86 @@ pub(super) fn conv(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     if xs.len() != 5 {
         return lift(im, n, parse, true);
     }
-    let err = |m: String| Error::unsupported(n.name, n.op, m);
     if ws.len() != 5 {
-        return Err(Error::node(
-            n.name,
-            n.op,
-            format!("weight of rank {} for a 3-D input", ws.len()),
-        ));
+        let m = format!("weight of rank {} for a 3-D input", ws.len());
+        return Err(Error::node(n.name, n.op, m));
     }
-    match n.a.string("auto_pad", "NOTSET")?.as_str() {
-        "NOTSET" | "VALID" => {}
-        p => return Err(err(format!("auto_pad {p} on a 3-D Conv"))),
-    }
-    let three = |key: &str, default: i64| -> Result<Vec<i64>> {
-        match n.a.ints(key)? {
-            None => Ok(vec![default; 3]),
-            Some(v) if v.len() == 3 && v.iter().all(|&e| e >= 1) => Ok(v.to_vec()),
-            Some(v) => Err(n.a.err(key, format!("expected 3 values >= 1, got {v:?}"))),
-        }
-    };
-    let (strides, dil) = (three("strides", 1)?, three("dilations", 1)?);
-    let pads = match n.a.ints("pads")? {
-        None => vec![0; 6],
-        Some(v) if v.len() == 6 && v.iter().all(|&p| p >= 0) => v.to_vec(),
-        Some(v) => {
-            return Err(n
-                .a
-                .err("pads", format!("expected 6 values >= 0, got {v:?}")))
-        }
-    };
-    let kd = ws[2];
-    let span = (kd as i64 - 1) * dil[0] + 1;
-    let dp = xs[2] as i64 + pads[0] + pads[3];
-    if dp < span || kd == 0 {
-        return Err(Error::node(
-            n.name,
-            n.op,
-            format!("kernel depth {kd} does not fit depth {dp}"),
-        ));
-    }
-    let dout = ((dp - span) / strides[0] + 1) as usize;
-    // Depth padding.
-    let mut xp = x;
-    if pads[0] > 0 || pads[3] > 0 {
-        let mode = PadMode::Constant(0.0);
-        let (begins, ends) = (vec![0, 0, pads[0], 0, 0], vec![0, 0, pads[3], 0, 0]);
-        xp = im.sub_node(n, "pad_d", Op::Pad { begins, ends, mode }, vec![x])?;
-    }
-    // The 2-D node: H and W attributes.
-    let mut proto = n.node.clone();
-    proto.attribute.retain(|a| {
-        !matches!(
-            a.name.as_str(),
-            "kernel_shape" | "strides" | "dilations" | "pads"
-        )
-    });
-    let ints = |name: &str, v: Vec<i64>| tract_onnx::pb::AttributeProto {
-        name: name.into(),
-        r#type: tract_onnx::pb::attribute_proto::AttributeType::Ints as i32,
-        ints: v,
-        ..Default::default()
-    };
-    proto.attribute.extend([
-        ints("kernel_shape", vec![ws[3] as i64, ws[4] as i64]),
-        ints("strides", strides[1..].to_vec()),
-        ints("dilations", dil[1..].to_vec()),
-        ints("pads", vec![pads[1], pads[2], pads[4], pads[5]]),
-    ]);
-    let a2 = Attrs::new(&proto, n.name, im.warnings.clone());
-    let (c, h, wd) = (xs[1], xs[3], xs[4]);
+    let depth = Depth::of(n, &xs, ws[2] as i64)?;
+    let xp = depth.pad(im, n, x, 0.0)?;
+    let proto = depth.plane_node(n, &[ws[3] as i64, ws[4] as i64], true);
     let mut acc: Option<TensorId> = None;
-    for d in 0..kd {
-        let tag = |what: &str| format!("{what}{d}");
-        let start = d as i64 * dil[0];
-        let slice = Op::Slice {
-            starts: vec![0, 0, start, 0, 0],
-            steps: vec![1, 1, strides[0], 1, 1],
-            out: vec![xs[0], c, dout, h, wd],
-        };
-        let xd = im.sub_node(n, &tag("depth"), slice, vec![xp])?;
-        let xt = im.sub_node(
-            n,
-            &tag("depth_t"),
-            Op::Transpose(vec![0, 2, 1, 3, 4]),
-            vec![xd],
-        )?;
-        let x2 = im.sub_node(
-            n,
-            &tag("images"),
-            Op::Reshape(vec![xs[0] * dout, c, h, wd]),
-            vec![xt],
-        )?;
+    for d in 0..ws[2] {
+        let x2 = images(im, n, d, depth.slice(&xs, d), xp)?;
         let wslice = Op::Slice {
             starts: vec![0, 0, d as i64, 0, 0],
             steps: vec![1; 5],
             out: vec![ws[0], ws[1], 1, ws[3], ws[4]],
         };
-        let w5 = im.sub_node(n, &tag("w_d"), wslice, vec![w])?;
+        let w5 = im.sub_node(n, &format!("w_d{d}"), wslice, vec![w])?;
         let w2 = im.sub_node(
             n,
-            &tag("w2d"),
+            &format!("w2d{d}"),
             Op::Reshape(vec![ws[0], ws[1], ws[3], ws[4]]),
             vec![w5],
         )?;
-        let mut ins = vec![Some(x2), Some(w2)];
-        if d == 0 {
-            ins.push(n.input(2));
-        }
-        let n2 = Node {
-            node: &proto,
-            name: n.name,
-            op: n.op,
-            ins: &ins,
-            a: &a2,
-        };
-        let Lowered::Node(op, inputs) = parse(im, &n2)? else {
-            return Err(Error::internal(
-                "import",
-                "a 2-D Conv did not map to one node",
-            ));
-        };
-        let y = im.sub_node(n, &tag("conv"), op, inputs)?;
+        // The bias with the first kernel depth.
+        let ins = [Some(x2), Some(w2), n.input(2).filter(|_| d == 0)];
+        let y = plane_op(im, n, (&proto, &ins), parse, &format!("conv{d}"))?;
         acc = Some(match acc {
             None => y,
-            Some(s) => im.sub_node(
-                n,
-                &tag("sum"),
-                Op::Binary(crate::ir::BinOp::Add),
-                vec![s, y],
-            )?,
+            Some(s) => im.sub_node(n, &format!("sum{d}"), Op::Binary(BinOp::Add), vec![s, y])?,
         });
     }
     let y = acc.ok_or_else(|| Error::internal("import", "a 3-D Conv without kernel depth"))?;
-    let ys = im.g.tensors[y].shape.clone();
-    let m = ys[1];
-    let (ho, wo) = (ys[2], ys[3]);
-    debug_assert_eq!(numel(&ys), xs[0] * dout * m * ho * wo);
-    let y5 = im.sub_node(
-        n,
-        "volume",
-        Op::Reshape(vec![xs[0], dout, m, ho, wo]),
-        vec![y],
-    )?;
-    Ok(Lowered::Node(Op::Transpose(vec![0, 2, 1, 3, 4]), vec![y5]))
+    volume(im, n, y, xs[0], depth.out)
+}
+
+/// A 3-D MaxPool or AveragePool (`x` of rank 5) through `parse` (the 2-D pool parser), as the module says; other
+/// ranks go to [`lift`].
+pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<Lowered> {
+    let x = n.req(0)?;
+    let xs = im.g.tensors[x].shape.clone();
+    if xs.len() != 5 {
+        return lift(im, n, parse, false);
+    }
+    if n.a.int("ceil_mode", 0)? != 0 {
+        return Err(unsupported(n, "ceil_mode"));
+    }
+    let k = match n.a.ints("kernel_shape")? {
+        Some(v) if v.len() == 3 && v.iter().all(|&e| e >= 1) => v.to_vec(),
+        v => {
+            return Err(n
+                .a
+                .err("kernel_shape", format!("expected 3 values >= 1, got {v:?}")))
+        }
+    };
+    let depth = Depth::of(n, &xs, k[0])?;
+    let max = n.op == "MaxPool";
+    let padded = depth.pads[0] > 0 || depth.pads[3] > 0;
+    if !max && padded && n.a.int("count_include_pad", 0)? == 0 {
+        return Err(unsupported(n, "depth padding excluded from the average"));
+    }
+    if !max && depth.dil[1..] != [1, 1] {
+        return Err(unsupported(n, "dilations"));
+    }
+    let xp = depth.pad(im, n, x, if max { f64::NEG_INFINITY } else { 0.0 })?;
+    let proto = depth.plane_node(n, &k[1..], max);
+    let combine = if max { BinOp::Max } else { BinOp::Add };
+    let mut acc: Option<TensorId> = None;
+    for d in 0..k[0] as usize {
+        let x2 = images(im, n, d, depth.slice(&xs, d), xp)?;
+        let y = plane_op(im, n, (&proto, &[Some(x2)]), parse, &format!("pool{d}"))?;
+        acc = Some(match acc {
+            None => y,
+            Some(s) => im.sub_node(n, &format!("combine{d}"), Op::Binary(combine), vec![s, y])?,
+        });
+    }
+    let mut y = acc.ok_or_else(|| Error::internal("import", "a 3-D pool without kernel depth"))?;
+    if !max && k[0] > 1 {
+        let out0 = n.node.output.first().map_or("", String::as_str);
+        let inv = Tensor::f32(vec![], vec![1.0 / k[0] as f32]);
+        let inv = im.g.add_constant(format!("{out0}.inv_depth"), inv);
+        y = im.sub_node(n, "mean_depth", Op::Binary(BinOp::Mul), vec![y, inv])?;
+    }
+    volume(im, n, y, xs[0], depth.out)
 }
