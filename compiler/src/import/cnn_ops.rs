@@ -163,9 +163,9 @@ pub(super) const PARSERS: &[Parser] = &[
 
 /// `Conv`.
 fn parse_conv(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
-    let Node { op, ins, a, .. } = *n;
+    let Node { op, a, .. } = *n;
     let (x, w) = (n.req(0)?, n.req(1)?);
-    let bias = ins.get(2).copied().flatten();
+    let bias = n.input(2);
     let attrs = im.conv_attrs(a, op, x, w, bias.is_some())?;
     let mut v = vec![x, w];
     v.extend(bias);

@@ -337,13 +337,7 @@ fn parse_identity(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
 
 /// `Dropout`.
 fn parse_dropout(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
-    let Node {
-        node,
-        name,
-        op,
-        ins,
-        ..
-    } = *n;
+    let Node { node, name, op, .. } = *n;
     if im.extra_outputs_used(node) {
         return Err(Error::unsupported(
             name,
@@ -351,7 +345,7 @@ fn parse_dropout(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
             "the mask output is used (training only)",
         ));
     }
-    if let Some(t) = ins.get(2).copied().flatten() {
+    if let Some(t) = n.input(2) {
         if im.const_ints(t).is_none_or(|v| v.iter().any(|&x| x != 0)) {
             return Err(Error::unsupported(
                 name,
@@ -366,17 +360,13 @@ fn parse_dropout(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
 /// `Clip`.
 fn parse_clip(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let Node {
-        node,
-        name,
-        op,
-        ins,
-        a,
+        node, name, op, a, ..
     } = *n;
     let (lo, hi) = if im.opset < 11 {
         (a.not_nan("min", f32::MIN)?, a.not_nan("max", f32::MAX)?)
     } else {
         let bound = |i: usize, d: f32| -> Result<f32> {
-            let Some(t) = ins.get(i).copied().flatten() else {
+            let Some(t) = n.input(i) else {
                 return Ok(d);
             };
             let v = scalar_const(im, t).ok_or_else(|| {
@@ -419,8 +409,8 @@ fn parse_mat_mul(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
 
 /// `Gemm`.
 fn parse_gemm(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
-    let Node { ins, a, .. } = *n;
-    let c = ins.get(2).copied().flatten();
+    let Node { a, .. } = *n;
+    let c = n.input(2);
     let attrs = GemmAttrs {
         alpha: a.finite("alpha", 1.0)?,
         beta: a.finite("beta", 1.0)?,

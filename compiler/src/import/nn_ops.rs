@@ -5,7 +5,7 @@
 
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
-use super::nodes::{err_const, Lowered, Node, Parser};
+use super::nodes::{Lowered, Node, Parser};
 use super::windows::lift;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
@@ -87,9 +87,7 @@ pub(super) const PARSERS: &[Parser] = &[
 
 /// The reductions (`reduce_kind`).
 fn parse_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
-    let Node {
-        node, name, op, a, ..
-    } = *n;
+    let Node { name, op, a, .. } = *n;
     let kind = reduce_kind(op).ok_or_else(|| Error::node(name, op, "not a reduction"))?;
     let x = n.req(0)?;
     let r = im.g.tensors[x].shape.len();
@@ -97,13 +95,7 @@ fn parse_reduce(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let axes = if im.opset < axes_input {
         a.ints("axes")?.map(<[i64]>::to_vec)
     } else {
-        match n.input(1) {
-            None => None,
-            Some(t) => Some(
-                im.const_ints(t)
-                    .ok_or_else(|| err_const(node, name, &[1], "axes"))?,
-            ),
-        }
+        im.const_input(n, 1, "axes")?
     };
     let axes = axes.unwrap_or_default();
     if axes.is_empty() && a.int("noop_with_empty_axes", 0)? != 0 {

@@ -14,33 +14,27 @@ use crate::error::{Error, Result};
 use crate::ir::TensorId;
 use tract_onnx::pb::NodeProto;
 
-/// Every family's parsers.
-const REGISTRY: &[&[Parser]] = &[
-    core_ops::PARSERS,
-    cnn_ops::PARSERS,
-    shape_ops::PARSERS,
-    data_ops::PARSERS,
-    slice_ops::PARSERS,
-    scatter_ops::PARSERS,
-    einsum::PARSERS,
-    resize_ops::PARSERS,
-    nn_ops::PARSERS,
-    quant_ops::PARSERS,
+/// A family file's `SUPPORTED` table: op types and their constraints.
+type Docs = &'static [(&'static str, &'static str)];
+
+/// Every family file's parsers and its `SUPPORTED` table (in `bundlec ops` order).
+const FAMILIES: &[(&[Parser], Docs)] = &[
+    (core_ops::PARSERS, core_ops::SUPPORTED),
+    (cnn_ops::PARSERS, cnn_ops::SUPPORTED),
+    (shape_ops::PARSERS, shape_ops::SUPPORTED),
+    (data_ops::PARSERS, data_ops::SUPPORTED),
+    (slice_ops::PARSERS, slice_ops::SUPPORTED),
+    (scatter_ops::PARSERS, scatter_ops::SUPPORTED),
+    (einsum::PARSERS, einsum::SUPPORTED),
+    (resize_ops::PARSERS, resize_ops::SUPPORTED),
+    (nn_ops::PARSERS, nn_ops::SUPPORTED),
+    (quant_ops::PARSERS, quant_ops::SUPPORTED),
 ];
 
-/// Every family's `SUPPORTED` table, in `bundlec ops` order.
-const DOCS: &[&[(&str, &str)]] = &[
-    core_ops::SUPPORTED,
-    cnn_ops::SUPPORTED,
-    shape_ops::SUPPORTED,
-    data_ops::SUPPORTED,
-    slice_ops::SUPPORTED,
-    scatter_ops::SUPPORTED,
-    einsum::SUPPORTED,
-    resize_ops::SUPPORTED,
-    nn_ops::SUPPORTED,
-    quant_ops::SUPPORTED,
-];
+/// Every registered parser.
+fn parsers() -> impl Iterator<Item = &'static Parser> {
+    FAMILIES.iter().flat_map(|(parsers, _)| parsers.iter())
+}
 
 /// Op types whose output shapes depend on the data (and control flow, whose may).
 const DATA_DEPENDENT: &[&str] = &[
@@ -55,16 +49,14 @@ const DATA_DEPENDENT: &[&str] = &[
 
 /// The parser registered for ONNX op type `op`.
 pub(super) fn parser(op: &str) -> Option<Parse> {
-    REGISTRY
-        .iter()
-        .flat_map(|family| family.iter())
+    parsers()
         .find(|(ops, _)| ops.contains(&op))
         .map(|&(_, parse)| parse)
 }
 
 /// Every ONNX op type the importer maps, with its constraints, for `bundlec ops`.
 pub fn supported_ops() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    DOCS.iter().flat_map(|family| family.iter())
+    FAMILIES.iter().flat_map(|(_, docs)| docs.iter())
 }
 
 /// The domains whose ops are mapped: the default one, and three contrib int8 ops.
@@ -130,11 +122,7 @@ mod tests {
     #[test]
     fn every_registered_op_is_documented_and_every_documented_op_registered() {
         let docs = documented();
-        let registered: Vec<&str> = REGISTRY
-            .iter()
-            .flat_map(|f| f.iter())
-            .flat_map(|(ops, _)| ops.iter().copied())
-            .collect();
+        let registered: Vec<&str> = parsers().flat_map(|(ops, _)| ops.iter().copied()).collect();
         for op in &registered {
             assert!(
                 docs.iter().any(|d| d == op),

@@ -165,25 +165,13 @@ fn parse_reshape(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
 
 /// `Squeeze`, `Unsqueeze`.
 fn parse_squeeze(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
-    let Node {
-        node,
-        name,
-        op,
-        ins,
-        a,
-    } = *n;
+    let Node { name, op, a, .. } = *n;
     let shape = |t: TensorId| im.g.tensors[t].shape.clone();
     let x = n.req(0)?;
     let axes: Option<Vec<i64>> = if im.opset < 13 {
         a.ints("axes")?.map(|v| v.to_vec())
     } else {
-        match ins.get(1).copied().flatten() {
-            None => None,
-            Some(t) => Some(
-                im.const_ints(t)
-                    .ok_or_else(|| super::nodes::err_const(node, name, &[1], "axes"))?,
-            ),
-        }
+        im.const_input(n, 1, "axes")?
     };
     let to = squeeze_target(&shape(x), axes.as_deref(), op == "Unsqueeze")
         .map_err(|m| Error::node(name, op, m))?;

@@ -51,53 +51,12 @@ pub(super) fn lift(
             ins[1] = Some(im.sub_node(n, "w2d", Op::Reshape(view(&ws)), vec![w])?);
         }
     }
-    let a = Attrs::new(&proto, n.name, im.warnings.clone());
-    let n2 = Node {
-        node: &proto,
-        name: n.name,
-        op: n.op,
-        ins: &ins,
-        a: &a,
-    };
-    let Lowered::Node(op, inputs) = parse(im, &n2)? else {
-        return Err(Error::internal(
-            "import",
-            format!("the 2-D form of {} did not map to one node", n.op),
-        ));
-    };
-    let y = im.sub_node(n, "y2d", op, inputs)?;
+    let y = plane_op(im, n, (&proto, &ins), parse, "y2d")?;
     let ys = im.g.tensors[y].shape.clone();
     Ok(Lowered::Node(
         Op::Reshape(vec![ys[0], ys[1], ys[3]]),
         vec![y],
     ))
-}
-
-/// The depth slices `slice` of `x` (`[N, C, D', H, W]`) as a batch of 2-D images `[N·D', C, H, W]`.
-fn images(
-    im: &mut Importer<'_>,
-    n: &Node<'_>,
-    d: usize,
-    slice: Op,
-    x: TensorId,
-) -> Result<TensorId> {
-    let Op::Slice { out, .. } = &slice else {
-        return Err(Error::internal("import", "depth slices without a Slice"));
-    };
-    let [b, c, dd, h, w] = [out[0], out[1], out[2], out[3], out[4]];
-    let xd = im.sub_node(n, &format!("depth{d}"), slice, vec![x])?;
-    let xt = im.sub_node(
-        n,
-        &format!("depth_t{d}"),
-        Op::Transpose(vec![0, 2, 1, 3, 4]),
-        vec![xd],
-    )?;
-    im.sub_node(
-        n,
-        &format!("images{d}"),
-        Op::Reshape(vec![b * dd, c, h, w]),
-        vec![xt],
-    )
 }
 
 /// `[N·D', M, H', W']` viewed and transposed back to `[N, M, D', H', W']`.
@@ -178,13 +137,26 @@ impl Depth {
         im.sub_node(n, "pad_d", op, vec![x])
     }
 
-    /// The strided slice of the depths that tap kernel depth `d`, of input `xs`.
-    fn slice(&self, xs: &[usize], d: usize) -> Op {
-        Op::Slice {
+    /// The depths of `x` (of shape `xs`) that tap kernel depth `d` (a strided `Slice`) as a batch of 2-D
+    /// images `[N·D', C, H, W]`.
+    fn images(
+        &self,
+        im: &mut Importer<'_>,
+        n: &Node<'_>,
+        (x, xs): (TensorId, &[usize]),
+        d: usize,
+    ) -> Result<TensorId> {
+        let [b, c, h, w] = [xs[0], xs[1], xs[3], xs[4]];
+        let slice = Op::Slice {
             starts: vec![0, 0, d as i64 * self.dil[0], 0, 0],
             steps: vec![1, 1, self.strides[0], 1, 1],
-            out: vec![xs[0], xs[1], self.out, xs[3], xs[4]],
-        }
+            out: vec![b, c, self.out, h, w],
+        };
+        let xd = im.sub_node(n, &format!("depth{d}"), slice, vec![x])?;
+        let to_front = Op::Transpose(vec![0, 2, 1, 3, 4]);
+        let xt = im.sub_node(n, &format!("depth_t{d}"), to_front, vec![xd])?;
+        let batch = Op::Reshape(vec![b * self.out, c, h, w]);
+        im.sub_node(n, &format!("images{d}"), batch, vec![xt])
     }
 
     /// `n` as the 2-D node over the planes: kernel `plane`, the H and W strides and pads, and the dilations
@@ -269,7 +241,7 @@ pub(super) fn conv(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     let proto = depth.plane_node(n, &[ws[3] as i64, ws[4] as i64], true);
     let mut acc: Option<TensorId> = None;
     for d in 0..ws[2] {
-        let x2 = images(im, n, d, depth.slice(&xs, d), xp)?;
+        let x2 = depth.images(im, n, (xp, &xs), d)?;
         let wslice = Op::Slice {
             starts: vec![0, 0, d as i64, 0, 0],
             steps: vec![1; 5],
@@ -327,7 +299,7 @@ pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     let combine = if max { BinOp::Max } else { BinOp::Add };
     let mut acc: Option<TensorId> = None;
     for d in 0..k[0] as usize {
-        let x2 = images(im, n, d, depth.slice(&xs, d), xp)?;
+        let x2 = depth.images(im, n, (xp, &xs), d)?;
         let y = plane_op(im, n, (&proto, &[Some(x2)]), parse, &format!("pool{d}"))?;
         acc = Some(match acc {
             None => y,

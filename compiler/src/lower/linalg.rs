@@ -45,13 +45,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 .collect();
             // Batch dims over which B is shared and A's and C's rows run on are more rows of one product (a
             // sequence-first projection [S, 1, K] x [K, N] is one GEMM of S rows, not S GEMVs).
-            let folded = fold_rows(geo.m, batch.clone(), a_rs, c_rs);
-            // The residual is read with C's layout and row stride N.
-            let (m, batch, a_rs, c_rs) = if e.residual && folded.3 != geo.n {
-                (geo.m, batch, a_rs, c_rs)
-            } else {
-                folded
-            };
+            // (With a residual C is dense, so its row stride stays N, the residual's.)
+            let (m, batch, a_rs, c_rs) = fold_rows(geo.m, batch, a_rs, c_rs);
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
             let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
