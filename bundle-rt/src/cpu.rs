@@ -4,7 +4,7 @@
 //! `x86/cpu_check.rs` (`X86_FEATURES`); docs/bundle-format.md lists it.
 
 /// Feature names by bit index (x86-64).
-pub const FEATURES: [&str; 9] = [
+pub const FEATURES: [&str; 11] = [
     "sse2",
     "avx",
     "fma",
@@ -14,6 +14,8 @@ pub const FEATURES: [&str; 9] = [
     "avx512bw",
     "avx512vl",
     "avx512vnni",
+    "avx512vbmi",
+    "amx-int8",
 ];
 
 /// Bits this runtime knows.
@@ -58,6 +60,7 @@ pub fn available() -> u64 {
     let xcr0 = unsafe { _xgetbv(0) };
     let avx_os = xcr0 & 0x6 == 0x6;
     let avx512_os = xcr0 & 0xE6 == 0xE6;
+    let amx_os = xcr0 & 0x6_0000 == 0x6_0000;
     // Leaf 7 only exists where the maximum leaf reaches it.
     let max = __cpuid(0).eax;
     let l7 = if max >= 7 {
@@ -79,6 +82,11 @@ pub fn available() -> u64 {
         (6, avx512_os && bit(l7.ebx, 30)),
         (7, avx512_os && bit(l7.ebx, 31)),
         (8, avx512_os && bit(l7.ecx, 11)),
+        (9, avx512_os && bit(l7.ecx, 1)),
+        (
+            10,
+            amx_os && bit(l7.edx, 24) && bit(l7.edx, 25) && amx_permitted(),
+        ),
     ];
     for (i, ok) in flags {
         if ok {
@@ -86,6 +94,39 @@ pub fn available() -> u64 {
         }
     }
     have
+}
+
+/// Asks Linux once per process for the AMX tile data state (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`,
+/// a raw system call: bundle-rt links no libc), which a process needs before its first tile instruction; true
+/// when granted (again: the kernel answers 0 once the permission is held). Other systems: false, so bundles
+/// that need AMX are refused there.
+#[cfg(target_arch = "x86_64")]
+pub fn amx_permitted() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const ARCH_REQ_XCOMP_PERM: usize = 0x1023;
+        const XFEATURE_XTILEDATA: usize = 18;
+        const SYS_ARCH_PRCTL: usize = 158;
+        let ret: isize;
+        // SAFETY: arch_prctl with ARCH_REQ_XCOMP_PERM only changes which register state the kernel lets this
+        // process use; the syscall instruction clobbers rcx and r11, declared.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL as isize => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
 }
 
 /// The known features present: none on targets whose bundles record no features (their baseline).

@@ -327,7 +327,8 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     let mut l = lower::lower_with(
         &mut g,
         lower::LowerOpts {
-            vnni: tgt.vnni,
+            vnni: tgt.ext.vnni,
+            vnni_depthwise: tgt.ext.vnni && tgt.ext.vbmi,
             micro_kernels: tgt.simd.is_some(),
             avx512: fast.as_ref().unwrap_or(&tgt).simd == Some(crate::x86::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
@@ -410,7 +411,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         &tgt.cpu,
         tgt.has_fma,
         tgt.simd,
-        tgt.vnni,
+        tgt.ext,
     )?;
     // The engine runs each interleaved pair as one op (no NPU segments: they own whole layers).
     let pair_ops = if segs.is_empty() {

@@ -218,10 +218,12 @@ impl Callees {
                 };
                 Callees::One(env.one("norm", 5, code)?)
             }
-            Body::QDepthwise(s) => match ops::qdepthwise::row_kernel(s, avx512) {
+            Body::QDepthwise(s) => match ops::qdepthwise::row_kernel(s) {
                 Some(spec) => {
                     let code = match simd {
+                        Simd::Avx512 if s.vnni => x86::qdepthwise_vnni::assemble(&spec),
                         Simd::Avx512 => x86::quant_x86::assemble_dw_row(&spec),
+                        Simd::Avx2 if s.vnni => Err("VNNI depthwise weights on an AVX2 set".into()),
                         Simd::Avx2 => x86::quant_avx2::assemble_dw_row(&spec),
                     };
                     Callees::One(env.one("dwrow", 6, code)?)

@@ -62,7 +62,7 @@ pub fn define_fat(
     let fast = entry("fast", &fast_kernels)?;
     let pick = format!("{name}__pick");
     let (pick, bits) =
-        super::define_pick(module, &pick, &f.cpu, f.has_fma, f.simd, f.vnni, fat.key)?;
+        super::define_pick(module, &pick, &f.cpu, f.has_fma, f.simd, f.ext, fat.key)?;
     define_dispatch(module, name, pick, fat.slot, fast, base)?;
     Ok((fast_kernels, bits))
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::kernel::interleave;
 use crate::kernel::{KernelId, Lowering};
 use crate::plan::{MemoryPlan, Schedule};
-use crate::x86::{self, gemm_x86::Simd};
+use crate::x86::{self, cpu_check::X86Ext, gemm_x86::Simd};
 use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{
     AbiParam, Function, InstBuilder, StackSlotData, StackSlotKind, UserFuncName,
@@ -27,10 +27,10 @@ pub fn define_cpu_check(
     cpu: &str,
     has_fma: bool,
     simd: Option<Simd>,
-    vnni: bool,
+    ext: X86Ext,
 ) -> Result<u64> {
     let fname = format!("{name}_cpu_supported");
-    define_feature_check(module, &fname, Linkage::Export, cpu, has_fma, simd, vnni).map(|r| r.1)
+    define_feature_check(module, &fname, Linkage::Export, cpu, has_fma, simd, ext).map(|r| r.1)
 }
 
 /// Defines `int fname(void)`: 1 when the CPU has every feature of a kernel set (see [`define_cpu_check`]);
@@ -42,7 +42,7 @@ fn define_feature_check(
     cpu: &str,
     has_fma: bool,
     simd: Option<Simd>,
-    vnni: bool,
+    ext: X86Ext,
 ) -> Result<(FuncId, u64)> {
     let mut sig = module.make_signature();
     sig.returns.push(AbiParam::new(I32));
@@ -50,7 +50,7 @@ fn define_feature_check(
         .declare_function(fname, linkage, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
     if module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
-        let needs = x86_needs(cpu, has_fma, simd, vnni);
+        let needs = x86_needs(cpu, has_fma, simd, ext);
         let bytes = x86::cpu_check::assemble(&needs).map_err(|e| Error::internal("codegen", e))?;
         module
             .define_function_bytes(id, 16, &bytes, &[])
@@ -76,14 +76,19 @@ fn define_feature_check(
 }
 
 /// What a kernel set of `cpu` needs of an x86-64 CPU.
-fn x86_needs(cpu: &str, has_fma: bool, simd: Option<Simd>, vnni: bool) -> x86::cpu_check::X86Needs {
+fn x86_needs(
+    cpu: &str,
+    has_fma: bool,
+    simd: Option<Simd>,
+    ext: X86Ext,
+) -> x86::cpu_check::X86Needs {
     let v4 =
         matches!(cpu, "x86-64-v4" | "skylake-avx512" | "icelake") || simd == Some(Simd::Avx512);
     x86::cpu_check::X86Needs {
         avx_fma: has_fma,
         avx2: has_fma,
         avx512: v4,
-        vnni,
+        ext,
     }
 }
 
@@ -96,7 +101,7 @@ pub fn define_pick(
     cpu: &str,
     has_fma: bool,
     simd: Option<Simd>,
-    vnni: bool,
+    ext: X86Ext,
     key: u64,
 ) -> Result<(FuncId, u64)> {
     let mut sig = module.make_signature();
@@ -105,7 +110,7 @@ pub fn define_pick(
     let id = module
         .declare_function(fname, Linkage::Local, &sig)
         .map_err(|e| Error::internal("codegen", format!("declare {fname}: {e}")))?;
-    let needs = x86_needs(cpu, has_fma, simd, vnni);
+    let needs = x86_needs(cpu, has_fma, simd, ext);
     let bytes =
         x86::cpu_check::assemble_pick(&needs, key).map_err(|e| Error::internal("codegen", e))?;
     module

@@ -5,6 +5,7 @@
 //! the host. The code is position independent so it links into PIE executables and shared libraries alike.
 
 use crate::error::{Error, Result};
+use crate::x86::cpu_check::X86Ext;
 use crate::x86::gemm_x86::Simd;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
@@ -21,9 +22,10 @@ pub struct Target {
     pub cpu: String,
     /// Machine-code micro-kernels (x86-64 System V targets with AVX2+FMA or AVX-512F); None: Cranelift only.
     pub simd: Option<Simd>,
-    /// The integer GEMM uses the AVX-512 VNNI micro-kernel (`--cpu icelake`, `cascadelake`, `sapphirerapids`,
-    /// `znver4`, `znver5`, or `native` on such a CPU).
-    pub vnni: bool,
+    /// The int8 extensions the kernels use: AVX-512 VNNI (`--cpu icelake`, `cascadelake`, `sapphirerapids`,
+    /// `znver4`, `znver5`, or `native` on such a CPU), VBMI (the same but `cascadelake`), AMX-INT8
+    /// (`sapphirerapids`, or `native` on a CPU whose OS enables the tile state).
+    pub ext: X86Ext,
 }
 
 const X86_V3: &[&str] = &[
@@ -136,20 +138,37 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
         "native" => host_simd(),
         _ => None,
     };
-    // AVX-512 VNNI (`vpdpbusd`): Cascade Lake and later, Zen 4 and later; not part of x86-64-v4.
-    let vnni = simd == Some(Simd::Avx512)
-        && match cpu {
-            "icelake" | "cascadelake" | "sapphirerapids" | "znver4" | "znver5" => true,
-            "native" => host_vnni(),
-            _ => false,
-        };
+    // AVX-512 VNNI (`vpdpbusd`): Cascade Lake and later, Zen 4 and later; not part of x86-64-v4. VBMI: the same
+    // but Cascade Lake. AMX: Sapphire Rapids and later Xeons.
+    let host = host_ext();
+    let ext = if simd == Some(Simd::Avx512) {
+        X86Ext {
+            vnni: match cpu {
+                "icelake" | "cascadelake" | "sapphirerapids" | "znver4" | "znver5" => true,
+                "native" => host.vnni,
+                _ => false,
+            },
+            vbmi: match cpu {
+                "icelake" | "sapphirerapids" | "znver4" | "znver5" => true,
+                "native" => host.vbmi,
+                _ => false,
+            },
+            amx: match cpu {
+                "sapphirerapids" => true,
+                "native" => host.amx,
+                _ => false,
+            },
+        }
+    } else {
+        X86Ext::default()
+    };
     let isa = builder.finish(shared).map_err(|e| bad("--target", e))?;
     Ok(Target {
         isa,
         has_fma,
         cpu: cpu.to_string(),
         simd,
-        vnni,
+        ext,
     })
 }
 
@@ -207,7 +226,7 @@ pub fn targets(triple: Option<&str>, cpus: &str) -> Result<(Target, Option<Targe
                     ),
                 ));
             }
-            if b.vnni != f.vnni {
+            if b.ext.vnni != f.ext.vnni {
                 return Err(bad(
                     "--cpu",
                     format!(
@@ -232,15 +251,28 @@ pub fn gemv_panel(base: &Target, fast: Option<&Target>) -> Option<usize> {
     fast.unwrap_or(base).simd.map(|s| s.tile().1)
 }
 
-/// Whether the host has AVX-512 VNNI.
-fn host_vnni() -> bool {
+/// The host's int8 extensions: AVX-512 VNNI and VBMI, and AMX-INT8 when the OS also enables the tile state
+/// (XCR0 bits 17-18; the process still asks for permission, `bundle-rt`'s AMX setup).
+pub fn host_ext() -> X86Ext {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512vnni")
+        use std::arch::x86_64::{__cpuid_count, _xgetbv};
+        if std::arch::x86_64::__cpuid(0).eax < 7 {
+            return X86Ext::default();
+        }
+        let l7 = __cpuid_count(7, 0);
+        let osxsave = std::arch::x86_64::__cpuid(1).ecx >> 27 & 1 == 1;
+        // SAFETY: OSXSAVE says XGETBV is available.
+        let xcr0 = if osxsave { unsafe { _xgetbv(0) } } else { 0 };
+        X86Ext {
+            vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
+            vbmi: std::arch::is_x86_feature_detected!("avx512vbmi"),
+            amx: l7.edx >> 24 & 3 == 3 && xcr0 >> 17 & 3 == 3,
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        X86Ext::default()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Depthwise convolution kernels' geometry: f32 (row kernels and the 16-channel block kernel, with its output
 //! layouts) and int8.
 
+use super::conv::reach;
 use crate::ir::{Activation, DType};
 
 /// Geometry of a depthwise convolution: x [N, C, H, W], w [C, 1, KH, KW], optional bias \[C\].
@@ -36,8 +37,8 @@ pub struct DepthwiseSpec {
     pub in_blocked: bool,
 }
 
-/// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`), bias (i32 `[C]`),
-/// [scale (f32 `[C]`)], out.
+/// Geometry and quantisation of an int8 depthwise convolution: args x, w (i8 `[C][KH·KW]`, or with `vnni` the
+/// quads of [`pack_vnni`]), bias (i32 `[C]`), [scale (f32 `[C]`)], out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QDepthwiseSpec {
     /// Batch.
@@ -62,6 +63,87 @@ pub struct QDepthwiseSpec {
     pub y: DType,
     /// Requantisation: output zero point and clamp (scale is arg 3); None for raw sums.
     pub requant: Option<(i32, (i32, i32))>,
+    /// The AVX-512 set runs the VNNI row kernel (`x86/qdepthwise_vnni.rs`): weights and bias packed by
+    /// [`pack_vnni`]. Set by the lowering where [`QDepthwiseSpec::vnni_fits`] holds.
+    pub vnni: bool,
+}
+
+/// Largest zero-point-padded plane (bytes) the int8 row kernels' path keeps on a task's stack.
+pub const Q_PLANE_LIMIT: usize = 64 << 10;
+
+/// Outputs per group of the VNNI row kernel (one zmm of i32 sums).
+pub const VNNI_GROUP: usize = 16;
+
+impl QDepthwiseSpec {
+    /// The `[rows, cols]` of the zero-point-padded plane the row-kernel path copies each input plane into: every
+    /// tap of every output inside it, and room for the whole input at `[top, left]`.
+    pub fn padded(&self) -> [usize; 2] {
+        let ([h, w], [kh, kw], [oh, ow]) = (self.hw, self.kernel, self.out);
+        [
+            reach(oh, kh, self.strides[0], self.dilations[0]).max(self.pads[0] + h),
+            reach(ow, kw, self.strides[1], self.dilations[1]).max(self.pads[1] + w),
+        ]
+    }
+
+    /// Whether the padded plane fits [`Q_PLANE_LIMIT`].
+    pub fn plane_fits(&self) -> bool {
+        let [rows, cols] = self.padded();
+        rows.checked_mul(cols).is_some_and(|b| b <= Q_PLANE_LIMIT)
+    }
+
+    /// Whether the VNNI row kernel takes this convolution: requantised output, at most `MAX_TAPS` taps, a plane
+    /// that fits, and a horizontal stride and dilation whose 16 outputs' four-tap windows lie in one 64-byte
+    /// load (`15·s + 3·d < 64`, stride 1 to 4).
+    pub fn vnni_fits(&self) -> bool {
+        let (s, d) = (self.strides[1], self.dilations[1]);
+        let window = (VNNI_GROUP - 1)
+            .checked_mul(s)
+            .and_then(|v| v.checked_add(d.checked_mul(3)?))
+            .is_some_and(|v| v < 64);
+        self.requant.is_some()
+            && (1..=4).contains(&s)
+            && d >= 1
+            && window
+            && self.kernel[0] * self.kernel[1] <= crate::kernel::depthwise::Q_MAX_TAPS
+            && self.plane_fits()
+    }
+
+    /// Bytes of one channel's weights: `KH·KW` taps, or with `vnni` `KH` rows of quads.
+    pub fn w_stride(&self) -> usize {
+        let [kh, kw] = self.kernel;
+        if self.vnni {
+            kh * vnni_quads(kw) * 4
+        } else {
+            kh * kw
+        }
+    }
+}
+
+/// Most taps of the int8 depthwise row kernels (15x15).
+pub const Q_MAX_TAPS: usize = 225;
+
+/// Quads of taps per kernel row of the VNNI row kernel.
+pub fn vnni_quads(kw: usize) -> usize {
+    kw.div_ceil(4)
+}
+
+/// The VNNI row kernel's weights and bias: for `c` channels of `kh x kw` taps (`w` in `[c][kh][kw]` order, i8
+/// values), `[c][kh][quads][4]` bytes (zero past `kw`), and the bias with the input zero point folded in,
+/// `bias - zp · Σw` (`zp` plus 128 for i8 inputs, which the kernel flips to u8), so that the kernel multiplies
+/// the raw bytes.
+pub fn pack_vnni(w: &[i64], bias: &[i64], [kh, kw]: [usize; 2], zp: i64) -> (Vec<i64>, Vec<i64>) {
+    let nq = vnni_quads(kw);
+    let taps = kh * kw;
+    let mut bytes = Vec::with_capacity(bias.len() * kh * nq * 4);
+    let mut folded = Vec::with_capacity(bias.len());
+    for (ch, &b) in bias.iter().enumerate() {
+        let t = &w[ch * taps..(ch + 1) * taps];
+        for ky in 0..kh {
+            bytes.extend((0..nq * 4).map(|q| if q < kw { t[ky * kw + q] } else { 0 }));
+        }
+        folded.push(b - zp * t.iter().sum::<i64>());
+    }
+    (bytes, folded)
 }
 
 /// Where the channel-blocked kernel writes its 16 channels' outputs.

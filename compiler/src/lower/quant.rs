@@ -8,6 +8,7 @@ use super::ctx::{operand, Ctx};
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
 use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
+use crate::kernel::depthwise::pack_vnni;
 use crate::kernel::gemm::Operand;
 use crate::kernel::qgemm::pack_a;
 use crate::kernel::qgemm::{QGemmSpec, QOut};
@@ -174,13 +175,42 @@ fn depthwise(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (x, wt, out) = (node.inputs[0], node.inputs[1], node.outputs[0]);
+    let mut spec = crate::kernel::depthwise::QDepthwiseSpec {
+        n: nb,
+        c,
+        hw: [h, w],
+        kernel: a.kernel,
+        strides: a.strides,
+        dilations: a.dilations,
+        pads: [a.pads[0], a.pads[1]],
+        out: out_hw,
+        x: (cx.g.tensors[x].dtype, p.x_zero_point),
+        y: p.out_dtype(),
+        requant: p.requant.as_ref().map(|r| (r.zero_point, r.clamp)),
+        vnni: false,
+    };
+    spec.vnni = cx.opts.vnni_depthwise && spec.vnni_fits();
+    let mut bias: Vec<i64> = p.bias.iter().map(|&b| b as i64).collect();
+    let wt = match (spec.vnni, cx.g.constant(wt)) {
+        (true, Some(t)) => {
+            let flip = if spec.x.0 == DType::I8 { 128 } else { 0 };
+            let zp = p.x_zero_point as i64 + flip;
+            let (packed, folded) = pack_vnni(&t.to_i64_vec(), &bias, a.kernel, zp);
+            bias = folded;
+            let len = packed.len();
+            cx.constant(
+                format!("{}::vnni_taps", node.name),
+                ints(DType::I8, vec![len], packed),
+            )
+        }
+        _ => {
+            spec.vnni = false;
+            wt
+        }
+    };
     let bias = cx.constant(
         format!("{}::bias", node.name),
-        ints(
-            DType::I32,
-            vec![c],
-            p.bias.iter().map(|&b| b as i64).collect(),
-        ),
+        ints(DType::I32, vec![c], bias),
     );
     let mut args = vec![
         (Role::X, Buf::Tensor(x)),
@@ -195,19 +225,6 @@ fn depthwise(
         args.push((Role::Scale, Buf::Tensor(sc)));
     }
     args.push((Role::Out, Buf::Tensor(out)));
-    let spec = crate::kernel::depthwise::QDepthwiseSpec {
-        n: nb,
-        c,
-        hw: [h, w],
-        kernel: a.kernel,
-        strides: a.strides,
-        dilations: a.dilations,
-        pads: [a.pads[0], a.pads[1]],
-        out: out_hw,
-        x: (cx.g.tensors[x].dtype, p.x_zero_point),
-        y: p.out_dtype(),
-        requant: p.requant.as_ref().map(|r| (r.zero_point, r.clamp)),
-    };
     let work = nb * c * out_hw[0] * out_hw[1] * a.kernel[0] * a.kernel[1];
     cx.push(n, None, &args, Body::QDepthwise(spec), work);
     Ok(())

@@ -7,6 +7,18 @@
 //! slot of the caller's activation area, so that the entry pays for CPUID once per area rather than per call.
 use iced_x86::code_asm::*;
 
+/// The x86-64 extensions beyond a kernel set's vector width that its int8 kernels use, as `--cpu` names them
+/// (`codegen::isa::target`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct X86Ext {
+    /// AVX-512 VNNI (`vpdpbusd`): the int8 GEMM micro-kernel.
+    pub vnni: bool,
+    /// AVX-512 VBMI (`vpermb`): the VNNI int8 depthwise row kernel's tap windows.
+    pub vbmi: bool,
+    /// AMX-TILE and AMX-INT8 with the OS's tile data state (XCR0 bits 17-18): the tile int8 GEMM.
+    pub amx: bool,
+}
+
 /// What a bundle's kernels require on x86-64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct X86Needs {
@@ -16,13 +28,13 @@ pub struct X86Needs {
     pub avx2: bool,
     /// AVX-512F, DQ, BW and VL (zmm registers; x86-64-v4).
     pub avx512: bool,
-    /// AVX-512 VNNI (`vpdpbusd`, the int8 micro-kernel).
-    pub vnni: bool,
+    /// The int8 extensions.
+    pub ext: X86Ext,
 }
 
 /// The `cpuFeatures` bits of `NAME_config` on x86-64 and their names, in bit order (docs/bundle-format.md;
 /// mirrored by `bundle-rt/src/cpu.rs`).
-pub const X86_FEATURES: [&str; 9] = [
+pub const X86_FEATURES: [&str; 11] = [
     "sse2",
     "avx",
     "fma",
@@ -32,6 +44,8 @@ pub const X86_FEATURES: [&str; 9] = [
     "avx512bw",
     "avx512vl",
     "avx512vnni",
+    "avx512vbmi",
+    "amx-int8",
 ];
 
 /// The names of the feature bits set in `bits`.
@@ -57,8 +71,14 @@ impl X86Needs {
         if self.avx512 {
             b |= 0b1111 << 4;
         }
-        if self.vnni {
+        if self.ext.vnni {
             b |= 1 << 8;
+        }
+        if self.ext.vbmi {
+            b |= 1 << 9;
+        }
+        if self.ext.amx {
+            b |= 1 << 10;
         }
         b
     }
@@ -87,13 +107,10 @@ pub fn assemble(n: &X86Needs) -> Result<Vec<u8>, String> {
 }
 
 /// The XCR0 bits a set's kernels need enabled by the OS: SSE and AVX state (1-2), plus opmask and ZMM state
-/// (5-7) for AVX-512.
+/// (5-7) for AVX-512, plus the tile configuration and tile data (17-18) for AMX.
 fn xcr0_bits(n: &X86Needs) -> i32 {
-    if n.avx512 {
-        0xE6
-    } else {
-        0x06
-    }
+    let amx = if n.ext.amx { 0x6_0000 } else { 0 };
+    amx | if n.avx512 { 0xE6 } else { 0x06 }
 }
 
 /// The feature check proper: falls through when every needed feature is present, else jumps to `fail`.
@@ -117,7 +134,8 @@ fn check(a: &mut CodeAssembler, n: &X86Needs, fail: CodeLabel) -> Result<(), Str
     a.and(eax, xcr0_bits(n)).map_err(e)?;
     a.cmp(eax, xcr0_bits(n)).map_err(e)?;
     a.jne(fail).map_err(e)?;
-    // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 DQ, 30 BW, 31 VL; ECX bit 11 AVX-512 VNNI.
+    // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 DQ, 30 BW, 31 VL; ECX bit 1 AVX-512 VBMI, 11 AVX-512
+    // VNNI; EDX bit 24 AMX-TILE, 25 AMX-INT8.
     let avx512 = (1u32 << 16) | (1 << 17) | (1 << 30) | (1 << 31);
     let leaf7 = if n.avx2 { 1u32 << 5 } else { 0 } | if n.avx512 { avx512 } else { 0 };
     if leaf7 != 0 {
@@ -127,9 +145,17 @@ fn check(a: &mut CodeAssembler, n: &X86Needs, fail: CodeLabel) -> Result<(), Str
         a.and(ebx, leaf7 as i32).map_err(e)?;
         a.cmp(ebx, leaf7 as i32).map_err(e)?;
         a.jne(fail).map_err(e)?;
-        if n.vnni {
-            a.and(ecx, 1 << 11).map_err(e)?;
-            a.jz(fail).map_err(e)?;
+        let leaf7c = if n.ext.vnni { 1 << 11 } else { 0 } | if n.ext.vbmi { 1 << 1 } else { 0 };
+        if leaf7c != 0 {
+            a.and(ecx, leaf7c).map_err(e)?;
+            a.cmp(ecx, leaf7c).map_err(e)?;
+            a.jne(fail).map_err(e)?;
+        }
+        if n.ext.amx {
+            let amx = (1 << 24) | (1 << 25);
+            a.and(edx, amx).map_err(e)?;
+            a.cmp(edx, amx).map_err(e)?;
+            a.jne(fail).map_err(e)?;
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel calls for
 //! every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns; `qgemm_x86.rs`: the AVX2
 //! and AVX-512 VNNI micro-kernels of the integer GEMM; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
-//! AVX2 int8 depthwise row kernel;
+//! AVX2 int8 depthwise row kernel, `qdepthwise_vnni.rs` the VNNI one;
 //! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
 //! of small planes; `conv_direct/`: the direct convolution of
@@ -33,6 +33,7 @@ mod masks;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;
 pub mod norm;
+pub mod qdepthwise_vnni;
 pub mod qgemm_x86;
 pub mod quant_avx2;
 pub mod quant_x86;
@@ -55,7 +56,7 @@ pub(crate) use masks::{
 };
 pub(crate) use regs::{
     broadcast_bits, broadcast_bits_ymm, clamp_bounds, clamp_bounds_ymm, clamp_keep_nan, disp,
-    max_into, xmm_of, BoundsYmm, XMM, YMM, ZMM,
+    max_into, stack_table_begin, stack_table_end, xmm_of, BoundsYmm, XMM, YMM, ZMM,
 };
 pub(crate) use rows::{row_groups, row_loop, rows_begin, rows_end};
 pub use shuffle::pack16;

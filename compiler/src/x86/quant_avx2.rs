@@ -2,14 +2,14 @@
 //! contract and the same arithmetic, 16 outputs per step in `ymm` registers. AVX2 has no byte masks, so every
 //! step is whole: the caller gives it room to read past its last output (the padded plane's slack) and a
 //! staging row it may fill up to the next multiple of 16 (`ops::qdepthwise::emit_rows` copies the outputs
-//! out). Taps live in registers, so at most 9.
+//! out). The first 9 taps live in registers, further ones in a stack table of broadcast words.
 
 use super::quant_x86::DwRowSpec;
 use super::YMM;
 use iced_x86::code_asm::*;
 
-/// Most taps of the AVX2 kernel (`ymm7..ymm15`).
-pub const MAX_TAPS: usize = 9;
+/// The taps the AVX2 kernel keeps in registers (`ymm7..ymm15`).
+const REG_TAPS: usize = 9;
 
 /// Assembles the AVX2 depthwise row kernel `fn(x, y, n, w, bias, scale)`: `n.div_ceil(16)` steps of 16
 /// outputs. Per step and tap: 16 input bytes widened to words (`vpmov[sz]xbw`; at stride 2, 32 bytes whose
@@ -18,7 +18,8 @@ pub const MAX_TAPS: usize = 9;
 /// round half to even (`vcvtps2dq`), plus the zero point, and a narrowing store of 16 bytes.
 pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    s.check(MAX_TAPS, "AVX2 depthwise row kernel")?;
+    s.check(super::quant_x86::MAX_TAPS, 2, "AVX2 depthwise row kernel")?;
+    let spilled = (s.kernel[0] * s.kernel[1]).saturating_sub(REG_TAPS);
     let [kh, kw] = s.kernel;
     let taps = kh * kw;
     let mut a = CodeAssembler::new(64).map_err(e)?;
@@ -32,10 +33,18 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         a.mov(eax, 0x00ff_00ffu32)?;
         a.vmovd(xmm6, eax)?;
         a.vpbroadcastd(ymm6, xmm6)?;
+        if spilled > 0 {
+            super::stack_table_begin(a, (spilled * 32) as i32, 32)?;
+        }
         for t in 0..taps {
             a.movsx(eax, byte_ptr(rcx + t as i32))?;
             a.vmovd(xmm0, eax)?;
-            a.vpbroadcastw(YMM[7 + t], xmm0)?;
+            if t < REG_TAPS {
+                a.vpbroadcastw(YMM[7 + t], xmm0)?;
+            } else {
+                a.vpbroadcastw(ymm0, xmm0)?;
+                a.vmovdqa(ymmword_ptr(rsp + ((t - REG_TAPS) * 32) as i32), ymm0)?;
+            }
         }
         let mut done = a.create_label();
         let mut top = a.create_label();
@@ -64,7 +73,12 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
                     }
                 }
                 a.vpsubw(ymm2, ymm2, ymm5)?;
-                a.vpmullw(ymm2, ymm2, YMM[7 + ky * kw + kx])?;
+                let t = ky * kw + kx;
+                if t < REG_TAPS {
+                    a.vpmullw(ymm2, ymm2, YMM[7 + t])?;
+                } else {
+                    a.vpmullw(ymm2, ymm2, ymmword_ptr(rsp + ((t - REG_TAPS) * 32) as i32))?;
+                }
                 a.vpmovsxwd(ymm3, xmm2)?;
                 a.vextracti128(xmm4, ymm2, 1)?;
                 a.vpmovsxwd(ymm4, xmm4)?;
@@ -98,6 +112,9 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         a.sub(rdx, 16)?;
         a.jg(top)?;
         a.set_label(&mut done)?;
+        if spilled > 0 {
+            super::stack_table_end(a)?;
+        }
         a.vzeroupper()?;
         a.ret()
     };

@@ -79,11 +79,12 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
 /// words, masked or shifted up and back), minus the zero point, times the tap (`vpmullw`: exact, both fit and so
 /// does the product), widened to i32 and summed; then the requantisation of `qconv` and a narrowing store. The
 /// last `n mod 32` outputs run once more under masks (loads of only the bytes they read, stores of only them).
-/// Taps live in registers, so at most 16. A full step at stride 2 loads one byte past the last one its outputs
-/// read: the plane keeps a byte of slack after its last row.
+/// The first 16 taps live in registers, any further ones (up to [`MAX_TAPS`]) as broadcast words in a table the
+/// kernel writes on its stack once per call and multiplies from. A full step at stride 2 loads one byte past the
+/// last one its outputs read: the plane keeps a byte of slack after its last row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DwRowSpec {
-    /// Kernel (KH, KW), KH · KW ≤ 16.
+    /// Kernel (KH, KW), KH · KW ≤ [`MAX_TAPS`].
     pub kernel: [usize; 2],
     /// Dilations.
     pub dilations: [usize; 2],
@@ -98,26 +99,32 @@ pub struct DwRowSpec {
 }
 
 impl DwRowSpec {
-    /// `Err` naming `kernel` unless the shape has 1 to `max_taps` taps, stride 1 or 2, and every tap's offset
-    /// (plus a step's 64-byte load) fits a 32-bit displacement.
-    pub fn check(&self, max_taps: usize, kernel: &str) -> Result<(), String> {
+    /// `Err` naming `kernel` unless the shape has 1 to `max_taps` taps, a stride up to `max_stride`, and every
+    /// tap's offset (plus a step's 64-byte load) fits a 32-bit displacement.
+    pub fn check(&self, max_taps: usize, max_stride: usize, kernel: &str) -> Result<(), String> {
         let [kh, kw] = self.kernel;
         let taps = kh * kw;
         let span = ((kh.max(1) - 1) * self.dilations[0])
             .checked_mul(self.w)
             .and_then(|v| v.checked_add((kw.max(1) - 1) * self.dilations[1] + 64));
         let ok = (1..=max_taps).contains(&taps)
-            && matches!(self.stride, 1 | 2)
+            && (1..=max_stride).contains(&self.stride)
             && span.is_some_and(|v| i32::try_from(v).is_ok());
         ok.then_some(())
             .ok_or_else(|| format!("{kernel} shape out of range: {self:?}"))
     }
 }
 
+/// Most taps of the int8 depthwise row kernels (15x15; the AVX-512 kernel's stack table is then 15 KiB).
+pub const MAX_TAPS: usize = crate::kernel::depthwise::Q_MAX_TAPS;
+
+/// The taps the AVX-512 kernel keeps in registers (`zmm10..zmm25`).
+const REG_TAPS: usize = 16;
+
 /// Assembles the depthwise row kernel.
 pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    s.check(16, "depthwise row kernel")?;
+    s.check(MAX_TAPS, 2, "depthwise row kernel")?;
     let [kh, kw] = s.kernel;
     let taps = kh * kw;
     let mut a = CodeAssembler::new(64).map_err(e)?;
@@ -134,9 +141,19 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
     ] {
         super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
     }
+    let spilled = taps.saturating_sub(REG_TAPS);
+    if spilled > 0 {
+        super::stack_table_begin(&mut a, (spilled * 64) as i32, 64).map_err(e)?;
+    }
     for t in 0..taps {
         a.movsx(eax, byte_ptr(rcx + t as i32)).map_err(e)?;
-        a.vpbroadcastw(ZMM[10 + t], eax).map_err(e)?;
+        if t < REG_TAPS {
+            a.vpbroadcastw(ZMM[10 + t], eax).map_err(e)?;
+        } else {
+            a.vpbroadcastw(zmm0, eax).map_err(e)?;
+            let at = zmmword_ptr(rsp + ((t - REG_TAPS) * 64) as i32);
+            a.vmovdqa64(at, zmm0).map_err(e)?;
+        }
     }
     a.vpbroadcastd(zmm26, dword_ptr(r8)).map_err(e)?;
     a.vpbroadcastd(zmm27, dword_ptr(r9)).map_err(e)?;
@@ -177,7 +194,12 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
                     }
                 }
                 a.vpsubw(zmm2, zmm2, zmm6)?;
-                a.vpmullw(zmm2, zmm2, ZMM[10 + ky * kw + kx])?;
+                let t = ky * kw + kx;
+                if t < REG_TAPS {
+                    a.vpmullw(zmm2, zmm2, ZMM[10 + t])?;
+                } else {
+                    a.vpmullw(zmm2, zmm2, zmmword_ptr(rsp + ((t - REG_TAPS) * 64) as i32))?;
+                }
                 a.vpmovsxwd(zmm4, ymm2)?;
                 a.vextracti64x4(ymm5, zmm2, 1)?;
                 a.vpmovsxwd(zmm5, ymm5)?;
@@ -244,6 +266,9 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
         a.zero_bytes()
     };
     body(&mut a).map_err(e)?;
+    if spilled > 0 {
+        super::stack_table_end(&mut a).map_err(e)?;
+    }
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.assemble(0).map_err(e)

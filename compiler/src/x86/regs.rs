@@ -216,3 +216,24 @@ mod tests {
         }
     }
 }
+
+/// Opens a frame for a table of `bytes` on the stack, aligned to `align` (a power of two) at `rsp`: `push rbp`,
+/// `mov rbp, rsp`, `sub rsp, bytes`, `and rsp, -align`. [`stack_table_end`] closes it.
+pub(crate) fn stack_table_begin(
+    a: &mut CodeAssembler,
+    bytes: i32,
+    align: i32,
+) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{rbp, rsp};
+    a.push(rbp)?;
+    a.mov(rbp, rsp)?;
+    a.sub(rsp, bytes)?;
+    a.and(rsp, -align)
+}
+
+/// Closes the frame [`stack_table_begin`] opened: `mov rsp, rbp`, `pop rbp`.
+pub(crate) fn stack_table_end(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{rbp, rsp};
+    a.mov(rsp, rbp)?;
+    a.pop(rbp)
+}

@@ -14,45 +14,27 @@ use super::depthwise_plane::interior;
 use super::quant::{bitcast, load1, round_to_int, store1, store4};
 use crate::codegen::builder::Kb;
 use crate::ir::DType;
-use crate::kernel::conv::reach;
-use crate::kernel::depthwise::QDepthwiseSpec;
+use crate::kernel::depthwise::{QDepthwiseSpec, Q_MAX_TAPS};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
 use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
 
-/// Largest zero-point-padded plane (bytes) the row-kernel path keeps on a task's stack.
-const PLANE_LIMIT: usize = 64 << 10;
-
 /// Bytes after the padded plane: a full stride-2 step of the AVX-512 row kernel loads one byte past the last one
-/// it reads, and the AVX2 kernel's whole last step up to 31 bytes past the last output's.
-const SLACK: usize = 64;
+/// it reads, the AVX2 kernel's whole last step up to 31 bytes past the last output's, and the VNNI kernel's
+/// windows up to [`qdepthwise_vnni::SLACK`](crate::x86::qdepthwise_vnni::SLACK).
+const SLACK: usize = crate::x86::qdepthwise_vnni::SLACK;
 
-/// The `[rows, cols]` of the zero-point-padded plane the row-kernel path copies each input plane into: every tap
-/// of every output inside it, and room for the whole input at `[top, left]`.
-fn padded(s: &QDepthwiseSpec) -> [usize; 2] {
-    let ([h, w], [kh, kw], [oh, ow]) = (s.hw, s.kernel, s.out);
-    [
-        reach(oh, kh, s.strides[0], s.dilations[0]).max(s.pads[0] + h),
-        reach(ow, kw, s.strides[1], s.dilations[1]).max(s.pads[1] + w),
-    ]
-}
-
-/// The machine-code row kernel's shape when it takes the whole convolution (requantised output, horizontal
-/// stride 1 or 2, a padded plane of at most `PLANE_LIMIT` bytes, at most 16 taps on AVX-512 and 9 on AVX2):
-/// each input plane is copied into a zero-point-padded plane on the stack and every output row is one call,
-/// borders included.
-pub fn row_kernel(s: &QDepthwiseSpec, avx512: bool) -> Option<crate::x86::quant_x86::DwRowSpec> {
+/// The machine-code row kernel's shape when it takes the whole convolution (requantised output, at most
+/// `Q_MAX_TAPS` taps, a padded plane of at most `Q_PLANE_LIMIT` bytes, horizontal stride 1 or 2 — or, for the
+/// VNNI kernel, what [`QDepthwiseSpec::vnni_fits`] allows): each input plane is copied into a zero-point-padded
+/// plane on the stack and every output row is one call, borders included.
+pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::x86::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
     let (zp, clamp) = s.requant?;
-    let [rows, cols] = padded(s);
-    let fits = rows.checked_mul(cols).is_some_and(|b| b <= PLANE_LIMIT);
-    let taps = if avx512 {
-        16
-    } else {
-        crate::x86::quant_avx2::MAX_TAPS
-    };
-    (matches!(s.strides[1], 1 | 2) && kh * kw <= taps && fits).then_some(
+    let [_, cols] = s.padded();
+    let stride_ok = s.vnni || matches!(s.strides[1], 1 | 2);
+    (stride_ok && kh * kw <= Q_MAX_TAPS && s.plane_fits()).then_some(
         crate::x86::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
@@ -91,8 +73,7 @@ fn emit_rows(
     whole_steps: bool,
 ) {
     let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
-    let [rows, cols] = padded(s);
-    let taps = s.kernel[0] * s.kernel[1];
+    let [rows, cols] = s.padded();
     let xsz = s.x.0.size();
     let (lo, hi) = kb.task_range(s.n * s.c, tasks);
     let (px, pw, pb) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Bias));
@@ -131,7 +112,7 @@ fn emit_rows(
             let to = kb.addr(first, iy, cols as i64);
             copy_bytes(kb, to, from, w * xsz);
         });
-        let wp = kb.addr(pw, ch, taps as i64);
+        let wp = kb.addr(pw, ch, s.w_stride() as i64);
         let bp = kb.addr(pb, ch, 4);
         let sp = kb.addr(psc, ch, 4);
         let out = kb.addr(po, u, (oh * ow) as i64);
@@ -166,7 +147,7 @@ fn emit_rows(
 /// steps than a call per output row: narrow planes (MobileNetV2's 7x7: 2 steps instead of 7), not stride-2
 /// rows that already fill their steps (half of a flattened stride-2 row is dropped outputs).
 fn flat(s: &QDepthwiseSpec) -> Option<usize> {
-    let [_, cols] = padded(s);
+    let [_, cols] = s.padded();
     let [oh, ow] = s.out;
     let n = (oh.max(1) - 1) * cols + ow;
     (s.strides[0] == s.strides[1] && n.div_ceil(32) < oh * ow.div_ceil(32)).then_some(n)
