@@ -329,6 +329,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         lower::LowerOpts {
             vnni: tgt.ext.vnni,
             vnni_depthwise: tgt.ext.vnni && tgt.ext.vbmi,
+            amx: tgt.ext.amx,
             micro_kernels: tgt.simd.is_some(),
             avx512: fast.as_ref().unwrap_or(&tgt).simd == Some(crate::x86::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),

@@ -30,7 +30,8 @@ pub fn compile(model: &[u8], name: &str) -> Compiled {
 
 /// Compiles ONNX bytes with the given options.
 /// The kernel sets the kernel tests run every case with (`--cpu generic`: Cranelift only; `x86-64-v3` / `-v4`:
-/// the AVX2 / AVX-512 machine-code micro-kernels; `icelake`: v4 plus the AVX-512 VNNI integer micro-kernel),
+/// the AVX2 / AVX-512 machine-code micro-kernels; `cascadelake`: v4 plus the AVX-512 VNNI integer GEMM;
+/// `icelake`: also VBMI, the VNNI depthwise row kernel; `sapphirerapids`: also the AMX tile integer GEMM),
 /// and whether this machine can execute each.
 pub fn kernel_variants() -> Vec<(&'static str, bool)> {
     #[cfg(target_arch = "x86_64")]
@@ -43,11 +44,15 @@ pub fn kernel_variants() -> Vec<(&'static str, bool)> {
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl");
         let vnni = v4 && std::arch::is_x86_feature_detected!("avx512vnni");
+        let vbmi = vnni && std::arch::is_x86_feature_detected!("avx512vbmi");
+        let amx = vbmi && bundlec::codegen::isa::host_ext().amx;
         vec![
             ("generic", true),
             ("x86-64-v3", v3),
             ("x86-64-v4", v4),
-            ("icelake", vnni),
+            ("cascadelake", vnni),
+            ("icelake", vbmi),
+            ("sapphirerapids", amx),
         ]
     }
     #[cfg(not(target_arch = "x86_64"))]

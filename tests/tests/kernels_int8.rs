@@ -247,6 +247,28 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // Row tiles of the AMX kernel: 50 output channels (a full 32-row tile and an 18-row tail over both A
+    // tiles); 70 over K = 1100 (two K blocks accumulated, two 64-row units, a 6-row tail).
+    conv(
+        "rows_50",
+        [1, 40, 6, 7],
+        [50, 40, 3, 3],
+        [1, 1, 1, 1],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
+    conv(
+        "rows_70_k1100",
+        [1, 1100, 3, 5],
+        [70, 1100, 1, 1],
+        [0, 0, 0, 0],
+        [1, 1],
+        [1, 1],
+        1,
+        3,
+    );
     // Direct depthwise: 32-wide row-kernel chunks (AVX-512), 8-wide interior chunks at stride 1 and 2, tails,
     // dilation, i8 activations, batch 2.
     for (name, x, w, pads, st, dil, act) in [
@@ -419,6 +441,8 @@ fn qmatmul_shapes() {
         ("mm_tails", vec![3, 5, 37], vec![37, 11], 2),
         ("mm_i8", vec![4, 64], vec![64, 32], 3),
         ("mm_deep", vec![2, 2100], vec![2100, 9], 2),
+        // Rows past one 32-row AMX tile (75 = 64 + 11: two units, a tail of 11), K past one 64-byte tile row.
+        ("mm_rows", vec![2, 7, 130], vec![130, 75], 3),
     ] {
         run_case(QCase {
             name,

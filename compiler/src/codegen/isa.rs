@@ -153,11 +153,13 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
                 "native" => host.vbmi,
                 _ => false,
             },
-            amx: match cpu {
-                "sapphirerapids" => true,
-                "native" => host.amx,
-                _ => false,
-            },
+            // The tile state is requested from Linux (`cpu_check.rs`, bundle-rt's `cpu.rs`).
+            amx: triple.operating_system == target_lexicon::OperatingSystem::Linux
+                && match cpu {
+                    "sapphirerapids" => true,
+                    "native" => host.amx,
+                    _ => false,
+                },
         }
     } else {
         X86Ext::default()

@@ -29,6 +29,9 @@ pub struct QGemmSpec {
     /// The AVX-512 VNNI layout and micro-kernel (`codegen/ops/qgemm_vnni.rs`): B is read as u8 (i8 activations flipped by
     /// `^ 0x80`) and the bias already holds `-zp · Σ_k A[i, k]`.
     pub vnni: bool,
+    /// With `vnni`: the AMX tile micro-kernel (`x86/qgemm_amx.rs`) instead of the VNNI one, tiles of 32 rows
+    /// and A rows padded to a multiple of 64 bytes.
+    pub amx: bool,
     /// The activation operand (element strides).
     pub b: Operand,
     /// B's dtype (u8 or i8).
@@ -113,6 +116,24 @@ pub mod vnni {
         blocks(s).1 == 1 && s.requant.is_some() && s.c.cs == 1
     }
 
+    /// Rows per micro-kernel tile: 32 with AMX, else [`MR`].
+    pub fn mr(s: &QGemmSpec) -> usize {
+        if s.amx {
+            32
+        } else {
+            MR
+        }
+    }
+
+    /// K quads of the panel the unit packs for one block of `quads`: AMX reads whole 16-quad tile steps.
+    pub fn panel_quads(s: &QGemmSpec, quads: usize) -> usize {
+        if s.amx {
+            quads.next_multiple_of(16)
+        } else {
+            quads
+        }
+    }
+
     /// Rows per work unit: more when K fits one block (tiles then go straight to the output).
     pub fn rows_per_unit(s: &QGemmSpec) -> usize {
         if blocks(s).1 == 1 {
@@ -136,6 +157,15 @@ pub mod vnni {
 
     /// A's row stride in bytes.
     pub fn a_rs(s: &QGemmSpec) -> usize {
-        s.k.div_ceil(4) * 4
+        a_row(s.k, s.amx)
+    }
+
+    /// A's row stride in bytes for `k`: K padded to a quad, or with `amx` to a tile row of 64.
+    pub fn a_row(k: usize, amx: bool) -> usize {
+        if amx {
+            k.next_multiple_of(64)
+        } else {
+            k.div_ceil(4) * 4
+        }
     }
 }

@@ -187,6 +187,8 @@ pub struct LowerOpts {
     /// Depthwise int8 convolutions run the VNNI row kernel (AVX-512 VNNI and VBMI: `vpermb` tap windows,
     /// `vpdpbusd` over four taps).
     pub vnni_depthwise: bool,
+    /// With `vnni`, integer GEMMs run the AMX tile micro-kernel (`Target::ext.amx`): A rows padded to 64 bytes.
+    pub amx: bool,
     /// The target has machine-code micro-kernels (AVX2 or AVX-512): constant GEMM A operands are packed in
     /// `A_PANEL`-row panels, eligible 3x3 convolutions use Winograd F(4x4, 3x3) or F(2x2, 3x3), and stems
     /// (at most four input channels) run the direct convolution kernel instead of im2col and a GEMM.

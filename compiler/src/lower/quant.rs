@@ -94,6 +94,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
                     [g, mg * a_row, b_group, mg * pix, mg],
                 ],
                 vnni,
+                amx: false,
                 b: operand(Role::B, pix),
                 b_dtype: xdt,
                 b_zero_point: p.x_zero_point,
@@ -124,6 +125,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
                 k,
                 batch: vec![],
                 vnni,
+                amx: false,
                 b: Operand {
                     arg: Role::B,
                     off: 0,
@@ -248,6 +250,7 @@ fn gemm(
     let x = cx.g.nodes[n].inputs[0];
     // VNNI multiplies s8 weights: wide ones take the i16-pair kernels.
     let vnni = cx.opts.vnni && w.iter().all(|v| (-128..=127).contains(v));
+    let amx = vnni && cx.opts.amx;
     let (a, a_row, bias) = if vnni {
         // u8 activations as they are; i8 ones flipped to u8 by `^ 0x80` (x + 128): the zero point moves with them.
         let zp = p.x_zero_point as i64
@@ -256,7 +259,7 @@ fn gemm(
             } else {
                 0
             };
-        let a_row = k.div_ceil(4) * 4;
+        let a_row = crate::kernel::qgemm::vnni::a_row(k, amx);
         let mut bytes = vec![0i64; rows * a_row];
         let mut bias = Vec::with_capacity(rows);
         for i in 0..rows {
@@ -290,7 +293,8 @@ fn gemm(
             clamp: r.clamp,
         }
     });
-    let s = spec(requant, a_row, vnni);
+    let mut s = spec(requant, a_row, vnni);
+    s.amx = amx;
     let work = s.macs();
     cx.push(n, None, &args, Body::QGemm(s), work);
     Ok(())

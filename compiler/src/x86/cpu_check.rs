@@ -1,9 +1,10 @@
 //! The x86-64 CPU feature checks, machine code assembled with `iced-x86` (CPUID leaf 1 for FMA, AVX and OSXSAVE,
-//! XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2, AVX-512F/DQ/BW/VL and AVX-512 VNNI):
-//! `int NAME_cpu_supported(void)`, the exported check that the running CPU (and OS) has every feature the
-//! bundle's kernels use, so that a program can refuse to call the entry function instead of dying of an illegal
-//! instruction (it uses only caller-saved registers besides `rbx`, which it saves, so it works under the System V
-//! and Windows ABIs alike); and a fat bundle's `pick`, the same check for its fast set remembered in a validated
+//! XGETBV for the OS-enabled register state, CPUID leaf 7 for AVX2, AVX-512F/DQ/BW/VL, VBMI and VNNI, AMX-TILE
+//! and AMX-INT8): `int NAME_cpu_supported(void)`, the exported check that the running CPU (and OS) has every
+//! feature the bundle's kernels use, so that a program can refuse to call the entry function instead of dying of
+//! an illegal instruction (it uses only caller-saved registers besides `rbx`, which it saves, so it works under
+//! the System V and Windows ABIs alike; AMX bundles, Linux only, also ask the kernel for the tile state with
+//! `arch_prctl`, which clobbers `rdi` and `rsi`); and a fat bundle's `pick`, the same check for its fast set remembered in a validated
 //! slot of the caller's activation area, so that the entry pays for CPUID once per area rather than per call.
 use iced_x86::code_asm::*;
 
@@ -96,6 +97,16 @@ pub fn assemble(n: &X86Needs) -> Result<Vec<u8>, String> {
     let mut fail = a.create_label();
     a.push(rbx).map_err(e)?;
     check(&mut a, n, fail)?;
+    if n.ext.amx {
+        // Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), the process's permission to use the tile
+        // data state (granted once per process; asking again returns 0). Clobbers rdi, rsi, rcx and r11.
+        a.mov(eax, 158u32).map_err(e)?;
+        a.mov(edi, 0x1023u32).map_err(e)?;
+        a.mov(esi, 18u32).map_err(e)?;
+        a.syscall().map_err(e)?;
+        a.test(eax, eax).map_err(e)?;
+        a.jnz(fail).map_err(e)?;
+    }
     a.mov(eax, 1u32).map_err(e)?;
     a.pop(rbx).map_err(e)?;
     a.ret().map_err(e)?;

@@ -367,24 +367,30 @@ pub(super) fn define_qmicro(
     i: usize,
     s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QMicroIds> {
-    use crate::kernel::qgemm::vnni::MR;
-    use x86::qgemm_x86::{assemble, QEpilogue, QMicroSpec};
+    use x86::qgemm_x86::{QEpilogue, QMicroSpec};
+    let (assemble, fits, tag): (fn(&QMicroSpec) -> _, fn(&QMicroSpec) -> bool, _) = if s.amx {
+        (x86::qgemm_amx::assemble, x86::qgemm_amx::fits, "amx")
+    } else {
+        (x86::qgemm_x86::assemble, x86::qgemm_x86::fits, "vnni")
+    };
+    let mr = crate::kernel::qgemm::vnni::mr(s);
     let (_, nb, last) = crate::kernel::qgemm::vnni::blocks(s);
     let a_rs = crate::kernel::qgemm::vnni::a_rs(s);
+    let kind = tag;
     let define = |module: &mut dyn Module, spec: &QMicroSpec, tag: String| -> Result<FuncId> {
         let params = if spec.epilogue.is_some() { 5 } else { 3 };
         define_machine_code(
             module,
-            &format!("{name}__k{i}_vnni_{tag}"),
+            &format!("{name}__k{i}_{kind}_{tag}"),
             params,
             assemble(spec),
         )
     };
     let mut ids = [[[None; 2]; 2]; 2];
     let mut direct = [None; 2];
-    let row_kinds = [(0, MR.min(s.m)), (1, s.m % MR)];
+    let row_kinds = [(0, mr.min(s.m)), (1, s.m % mr)];
     for (rk, rows) in row_kinds {
-        if rows == 0 || (rk == 0 && s.m < MR) {
+        if rows == 0 || (rk == 0 && s.m < mr) {
             continue;
         }
         // (block kind, quads, accumulate, used)
@@ -420,7 +426,7 @@ pub(super) fn define_qmicro(
                     signed: s.c_dtype == crate::ir::DType::I8,
                 }),
             };
-            if x86::qgemm_x86::fits(&spec) {
+            if fits(&spec) {
                 direct[rk] = Some(define(module, &spec, format!("{rk}q"))?);
             }
         }

@@ -13,7 +13,9 @@ use super::qgemm::{
 
 use crate::codegen::builder::Kb;
 use crate::ir::DType;
-use crate::kernel::qgemm::vnni::{a_rs, blocks, direct, rows_per_unit, units, KQB, MR, NR, ROWS};
+use crate::kernel::qgemm::vnni::{
+    a_rs, blocks, direct, mr, panel_quads, rows_per_unit, units, KQB, NR, ROWS,
+};
 use crate::kernel::qgemm::QGemmSpec;
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -34,10 +36,10 @@ pub struct QMicro {
 /// Emits the body of a VNNI integer GEMM kernel.
 pub fn emit(kb: &mut Kb, s: &QGemmSpec, tasks: u32, mk: &QMicro) {
     let (kq, _, _) = blocks(s);
-    let panel = slot(kb, KQB.min(kq) * NR * 4);
+    let panel = slot(kb, panel_quads(s, KQB.min(kq)) * NR * 4);
     let one_block = blocks(s).1 == 1;
     // One block: a tile-sized buffer (tiles are finished one at a time); else the unit's partial sums.
-    let ibuf = slot(kb, if one_block { MR } else { ROWS } * NR * 4);
+    let ibuf = slot(kb, if one_block { mr(s) } else { ROWS } * NR * 4);
     let ncb = s.n.div_ceil(NR);
     let (lo, hi) = kb.task_range(units(s), tasks);
     kb.for_range(lo, hi, 1, |kb, u| {
@@ -88,8 +90,9 @@ fn unit(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro) {
             let c = kb.addr(ibuf, di, (NR * 4) as i64);
             kb.b.ins().call(f, &[a, g.panel, c]);
         };
-        for_row_tiles(kb, g, MR, s.m, |kb, i, rows| {
-            call(kb, i, usize::from(rows < MR))
+        let mr = mr(s);
+        for_row_tiles(kb, g, mr, s.m, |kb, i, rows| {
+            call(kb, i, usize::from(rows < mr))
         });
     }
     epilogue_buffered(kb, s, g, ibuf, NR, cols);
@@ -126,8 +129,9 @@ fn unit_one_block(kb: &mut Kb, s: &QGemmSpec, g: &Unit, cols: usize, mk: &QMicro
             }
         }
     };
-    for_row_tiles(kb, g, MR, s.m, |kb, i, rows| {
-        tile(kb, i, usize::from(rows < MR), rows)
+    let mr = mr(s);
+    for_row_tiles(kb, g, mr, s.m, |kb, i, rows| {
+        tile(kb, i, usize::from(rows < mr), rows)
     });
 }
 

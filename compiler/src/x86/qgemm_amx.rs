@@ -1,0 +1,160 @@
+//! The AMX int8 micro-kernel of the integer GEMM (AMX-TILE + AMX-INT8), a drop-in for the VNNI one of
+//! `qgemm_x86.rs`: the same `fn(a, b, c)` / `fn(a, b, c, bias, scale)` contract, the same packed operands, up
+//! to 32 rows instead of 8. Eight tile registers: C as 2 x 2 tiles of 16 x 16 i32 (`tmm0..3`), two A tiles of 16
+//! weight rows x 64 K bytes (`tmm4..5`, row stride `a_rs`, which the lowering pads to a multiple of 64 with
+//! zeros), and two B tiles of 16 K quads x 16 columns read straight from the unit's `[kq][32][4]` panel (row
+//! stride 128 bytes: columns 0..15 at byte 0, 16..31 at byte 64). Per 64 K values: four tile loads and four
+//! `tdpbsud` (signed A bytes times unsigned B bytes, summed exactly into i32, like `vpdpbusd`). K quads past the
+//! panel's last are read as they lie on the caller's stack (the panel is padded to 16 quads) and meet zero A
+//! bytes, so they add nothing. The tile shape comes from a 64-byte configuration (palette 1) placed after the
+//! code and loaded with `ldtilecfg` on entry; `tilerelease` on exit, so no tile state outlives a call. The
+//! requantising variant stores the sums to a 4 KiB stack buffer and requantises them row by row exactly as the
+//! VNNI kernel does.
+
+use super::qgemm_x86::{QEpilogue, QMicroSpec};
+use super::ZMM;
+use iced_x86::code_asm::*;
+
+/// Most rows of the AMX micro-kernel (two A tiles).
+pub const MR: usize = 32;
+
+/// K quads per tile step (64 K bytes per A tile row).
+pub const STEP_QUADS: usize = 16;
+
+/// Whether the shape fits: 1 to 32 rows, and displacements within 32 bits.
+pub fn fits(m: &QMicroSpec) -> bool {
+    (1..=MR).contains(&m.rows)
+        && m.kq >= 1
+        && m.a_rs.is_multiple_of(64)
+        && m.a_rs
+            .checked_mul(MR)
+            .is_some_and(|x| i32::try_from(x).is_ok())
+        && m.epilogue.is_none_or(|q| {
+            q.c_rs
+                .checked_mul(MR)
+                .is_some_and(|x| i32::try_from(x).is_ok())
+        })
+}
+
+/// The 64-byte tile configuration for `rows` (palette 1): C and A tiles of the first 16 rows and, beyond 16,
+/// of the rest; B tiles of 16 quad rows; every tile 64 bytes wide.
+fn config(rows: usize) -> [u8; 64] {
+    let (r0, r1) = (rows.min(16) as u8, rows.saturating_sub(16) as u8);
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    // tmm0/1: C rows 0..15, tmm2/3: C rows 16..31, tmm4/5: A, tmm6/7: B.
+    let tiles = [r0, r0, r1, r1, r0, r1, 16, 16];
+    for (t, &r) in tiles.iter().enumerate() {
+        if r > 0 {
+            c[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
+            c[48 + t] = r;
+        }
+    }
+    c
+}
+
+/// Assembles the micro-kernel; `Err` only for a shape out of range (a bundlec bug).
+pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    if !fits(m) {
+        return Err(format!("AMX micro-kernel shape out of range: {m:?}"));
+    }
+    let two = m.rows > 16;
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let mut cfg = a.create_label();
+    let c_tiles = [tmm0, tmm1, tmm2, tmm3];
+    // C tile t sits at rows 16·(t / 2), columns 16·(t % 2) of a buffer with row stride 128 bytes.
+    let c_at = |t: usize| ((t / 2) * 16 * 128 + (t % 2) * 64) as i32;
+    let used = if two { 4 } else { 2 };
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        a.ldtilecfg(ptr(cfg))?;
+        a.mov(r11, 128u64)?;
+        for (t, &c) in c_tiles.iter().enumerate().take(used) {
+            if m.accumulate {
+                a.tileloadd(c, ptr(rdx + r11 + c_at(t)))?;
+            } else {
+                a.tilezero(c)?;
+            }
+        }
+        a.mov(r10, m.a_rs as u64)?;
+        a.mov(r9, m.kq.div_ceil(STEP_QUADS) as u64)?;
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.tileloadd(tmm4, ptr(rdi + r10))?;
+        if two {
+            a.tileloadd(tmm5, ptr(rdi + r10 + (16 * m.a_rs) as i32))?;
+        }
+        a.tileloadd(tmm6, ptr(rsi + r11))?;
+        a.tileloadd(tmm7, ptr(rsi + r11 + 64))?;
+        a.tdpbsud(tmm0, tmm4, tmm6)?;
+        a.tdpbsud(tmm1, tmm4, tmm7)?;
+        if two {
+            a.tdpbsud(tmm2, tmm5, tmm6)?;
+            a.tdpbsud(tmm3, tmm5, tmm7)?;
+        }
+        a.add(rdi, 64)?;
+        a.add(rsi, (STEP_QUADS * 128) as i32)?;
+        a.dec(r9)?;
+        a.jne(top)?;
+        match m.epilogue {
+            None => {
+                for (t, &c) in c_tiles.iter().enumerate().take(used) {
+                    a.tilestored(ptr(rdx + r11 + c_at(t)), c)?;
+                }
+                a.tilerelease()?;
+            }
+            Some(q) => {
+                // The sums to a 64-byte-aligned 4 KiB stack buffer, then the VNNI kernel's requantisation.
+                super::stack_table_begin(a, (MR * 128) as i32, 64)?;
+                for (t, &c) in c_tiles.iter().enumerate().take(used) {
+                    a.tilestored(ptr(rsp + r11 + c_at(t)), c)?;
+                }
+                a.tilerelease()?;
+                requantise(a, m.rows, &q)?;
+                super::stack_table_end(a)?;
+            }
+        }
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.set_label(&mut cfg).map_err(e)?;
+    a.db(&config(m.rows)).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// Requantises `rows` rows of 32 sums at `rsp` (row stride 128 bytes) to `rdx` (row stride `c_rs`), with the
+/// bias at `rcx` and the scale at `r8` per row.
+fn requantise(a: &mut CodeAssembler, rows: usize, q: &QEpilogue) -> Result<(), IcedError> {
+    let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
+    let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
+    for (reg, bits) in [
+        (ZMM[24], lo.to_bits()),
+        (ZMM[25], hi.to_bits()),
+        (ZMM[26], q.zero_point as u32),
+    ] {
+        super::broadcast_bits(a, reg, bits)?;
+    }
+    for r in 0..rows {
+        a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
+        a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
+        for v in 0..2 {
+            let x = ZMM[v];
+            a.vmovdqu32(x, zmmword_ptr(rsp + (r * 128 + v * 64) as i32))?;
+            a.vpaddd(x, x, zmm27)?;
+            a.vcvtdq2ps(x, x)?;
+            a.vmulps(x, x, zmm28)?;
+            a.vmaxps(x, x, ZMM[24])?;
+            a.vminps(x, x, ZMM[25])?;
+            a.vcvtps2dq(x, x)?;
+            a.vpaddd(x, x, ZMM[26])?;
+            let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
+            if q.signed {
+                a.vpmovsdb(dst, x)?;
+            } else {
+                a.vpmovusdb(dst, x)?;
+            }
+        }
+    }
+    Ok(())
+}
