@@ -138,8 +138,7 @@ fn requantise(a: &mut CodeAssembler, rows: usize, q: &QEpilogue) -> Result<(), I
     for r in 0..rows {
         a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
         a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
-        for v in 0..2 {
-            let x = ZMM[v];
+        for (v, x) in [zmm0, zmm1].into_iter().enumerate() {
             a.vmovdqu32(x, zmmword_ptr(rsp + (r * 128 + v * 64) as i32))?;
             a.vpaddd(x, x, zmm27)?;
             a.vcvtdq2ps(x, x)?;

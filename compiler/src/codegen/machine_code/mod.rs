@@ -368,7 +368,8 @@ pub(super) fn define_qmicro(
     s: &crate::kernel::qgemm::QGemmSpec,
 ) -> Result<QMicroIds> {
     use x86::qgemm_x86::{QEpilogue, QMicroSpec};
-    let (assemble, fits, tag): (fn(&QMicroSpec) -> _, fn(&QMicroSpec) -> bool, _) = if s.amx {
+    type Assemble = fn(&QMicroSpec) -> std::result::Result<Vec<u8>, String>;
+    let (assemble, fits, tag): (Assemble, fn(&QMicroSpec) -> bool, _) = if s.amx {
         (x86::qgemm_amx::assemble, x86::qgemm_amx::fits, "amx")
     } else {
         (x86::qgemm_x86::assemble, x86::qgemm_x86::fits, "vnni")
