@@ -450,10 +450,15 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
         .order
         .iter()
         .filter(|&&n| {
-            matches!(
-                g.nodes[n].op,
-                crate::ir::Op::QConv(..) | crate::ir::Op::QMatMul(_) | crate::ir::Op::QAdd(_)
-            )
+            let integer_in = || g.tensors[g.nodes[n].inputs[0]].dtype != crate::ir::DType::F32;
+            match g.nodes[n].op {
+                crate::ir::Op::QConv(..)
+                | crate::ir::Op::QMatMul(_)
+                | crate::ir::Op::QAdd(_)
+                | crate::ir::Op::QGlobalAvgPool(_) => true,
+                crate::ir::Op::Pool(..) => integer_in(),
+                _ => false,
+            }
         })
         .map(|&n| g.nodes[n].name.clone())
         .collect();

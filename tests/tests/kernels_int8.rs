@@ -455,6 +455,153 @@ fn qmatmul_shapes() {
     }
 }
 
+/// `DequantizeLinear → MaxPool → QuantizeLinear` of equal parameters runs on the integers and equals the f32
+/// chain bit for bit: ResNet's 3x3 stride-2 pad-1 window (vector chunks at stride 2), stride 1 with padding
+/// (chunks at stride 1, an overlapping last chunk), a dilated 2x2 at stride 3 (scalar), a plane narrower than one
+/// chunk; u8 and i8.
+#[test]
+fn qmaxpool_equals_the_f32_chain() {
+    for (name, shape, k, st, pads, dil, signed) in [
+        ("mp_3s2", [1usize, 3, 20, 41], 3i64, 2i64, 1i64, 1i64, false),
+        ("mp_3s1_i8", [2, 2, 9, 50], 3, 1, 1, 1, true),
+        ("mp_2s3_dil", [1, 2, 11, 29], 2, 3, 0, 2, false),
+        ("mp_narrow_i8", [1, 4, 6, 7], 2, 2, 1, 1, true),
+    ] {
+        let dim = |x: usize| ((x as i64 + 2 * pads - dil * (k - 1) - 1) / st + 1) as usize;
+        let out = [shape[0], shape[1], dim(shape[2]), dim(shape[3])];
+        let (zt, z) = if signed { (3, -9) } else { (2, 131) };
+        let mut m = Model::new();
+        m.input("x", &shape).output("y", &out);
+        m.init("s", &[], vec![0.05]);
+        m.init_ints("z", &[], zt, &[z]);
+        let attrs = vec![
+            ("kernel_shape", ints(&[k, k])),
+            ("strides", ints(&[st, st])),
+            ("pads", ints(&[pads, pads, pads, pads])),
+            ("dilations", ints(&[dil, dil])),
+        ];
+        m.node("QuantizeLinear", &["x", "s", "z"], &["xq"], vec![])
+            .node("DequantizeLinear", &["xq", "s", "z"], &["xd"], vec![])
+            .node("MaxPool", &["xd"], &["p"], attrs)
+            .node("QuantizeLinear", &["p", "s", "z"], &["yq"], vec![])
+            .node("DequantizeLinear", &["yq", "s", "z"], &["y"], vec![]);
+        let bytes = m.bytes();
+        let path = scratch(&format!("q_{name}")).join("model.onnx");
+        std::fs::write(&path, &bytes).expect("write");
+        let g = bundlec::import::import_file(&path, &[]).expect("import");
+        let n: usize = shape.iter().product();
+        let xv: Vec<f32> = rand_vec(n, 5).iter().map(|v| v * 9.0).collect();
+        let want = bundlec::ir::eval::run(
+            &g,
+            vec![Tensor::f32(shape.to_vec(), xv.clone())],
+            &mut |_, _| {},
+        )
+        .expect("reference");
+        let want = want[0].as_f32().expect("f32").to_vec();
+        for (cpu, ok) in kernel_variants() {
+            if !ok {
+                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+                continue;
+            }
+            let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
+            o.cpu = cpu.to_string();
+            let comp = compile_with(&bytes, o);
+            assert_eq!(
+                comp.bundle.report.int8.len(),
+                1,
+                "{name}: the MaxPool runs on integers"
+            );
+            let got = run_c(&comp, std::slice::from_ref(&xv), &[want.len()]);
+            let diff = got[0]
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                diff,
+                0,
+                "{name} --cpu {cpu}: {diff} of {} outputs differ",
+                want.len()
+            );
+        }
+    }
+}
+
+/// QLinearGlobalAveragePool (what `fold_qdq` also makes of DequantizeLinear → GlobalAveragePool →
+/// QuantizeLinear) against the reference `qgap_one`, bit for bit: ResNet's 7x7 planes (three 16-byte steps and a
+/// tail), planes of 3 (tail only) and 40x40 (1600: 100 steps); u8 and i8, saturation at both ends.
+#[test]
+fn qgap_matches_the_reference() {
+    for (name, shape, signed) in [
+        ("gap_7x7", [2usize, 5, 7, 7], false),
+        ("gap_3_i8", [1, 9, 1, 3], true),
+        ("gap_40_i8", [1, 3, 40, 40], true),
+    ] {
+        let out = [shape[0], shape[1], 1, 1];
+        let (zt, zx, zy) = if signed { (3, -5, 17) } else { (2, 120, 3) };
+        let mut m = Model::new();
+        m.input("x", &shape).output("y", &out);
+        m.init("xs", &[], vec![0.05]).init("ys", &[], vec![0.011]);
+        m.init_ints("xz", &[], zt, &[zx]);
+        m.init_ints("yz", &[], zt, &[zy]);
+        m.node("QuantizeLinear", &["x", "xs", "xz"], &["xq"], vec![])
+            .node(
+                "QLinearGlobalAveragePool",
+                &["xq", "xs", "xz", "ys", "yz"],
+                &["yq"],
+                vec![("channels_last", Attr::Int(0))],
+            )
+            .node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
+        let bytes = m.bytes();
+        let path = scratch(&format!("q_{name}")).join("model.onnx");
+        std::fs::write(&path, &bytes).expect("write");
+        let g = bundlec::import::import_file(&path, &[]).expect("import");
+        let n: usize = shape.iter().product();
+        // Planes biased up or down so some averages saturate.
+        let plane = shape[2] * shape[3];
+        let xv: Vec<f32> = rand_vec(n, 9)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * 4.0 + [-5.0, 0.0, 5.0][(i / plane) % 3])
+            .collect();
+        let want = bundlec::ir::eval::run(
+            &g,
+            vec![Tensor::f32(shape.to_vec(), xv.clone())],
+            &mut |_, _| {},
+        )
+        .expect("reference");
+        let want = want[0].as_f32().expect("f32").to_vec();
+        for (cpu, ok) in kernel_variants() {
+            if !ok {
+                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+                continue;
+            }
+            let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
+            o.cpu = cpu.to_string();
+            let comp = compile_with(&bytes, o);
+            let got = run_c(&comp, std::slice::from_ref(&xv), &[want.len()]);
+            let diff = got[0]
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                diff,
+                0,
+                "{name} --cpu {cpu}: {diff} of {} outputs differ",
+                want.len()
+            );
+        }
+        let lo = if signed { -128 } else { 0 };
+        let hi = if signed { 127 } else { 255 };
+        let ends = [(lo - zy) as f32 * 0.011, (hi - zy) as f32 * 0.011];
+        assert!(
+            ends.iter().all(|e| want.contains(e)) || shape[1] < 9,
+            "{name}: saturates at both ends"
+        );
+    }
+}
+
 /// `DequantizeLinear ×2 → Add → Relu → QuantizeLinear` (a quantised residual) fuses into one QAdd whose output
 /// equals the unfused f32 chain bit for bit, over an odd length (vector body and scalar tail) and saturation.
 #[test]

@@ -116,6 +116,12 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             dtypes,
             len,
         } => ops::quant::emit_qadd(kb, params, *dtypes, *len, tasks),
+        Body::QGlobalAvg {
+            params,
+            dtype,
+            planes,
+            size,
+        } => ops::quant::emit_qgap(kb, params, *dtype, [*planes, *size], tasks),
         Body::Im2col(s) => ops::conv::emit_im2col(kb, s, tasks, None),
         Body::PackRows { n, k, p, panel } => {
             ops::conv::emit_pack_rows(kb, [*n, *k, *p], *panel, tasks)

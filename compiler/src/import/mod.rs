@@ -329,25 +329,6 @@ impl Importer<'_> {
                     self.names.insert(oname, id);
                 }
             }
-            Lowered::Seq(ops, inputs) => {
-                let n = ops.len();
-                let mut ins = inputs;
-                let mut last = None;
-                for (i, op) in ops.into_iter().enumerate() {
-                    let oname = if i + 1 == n {
-                        out0.clone()
-                    } else {
-                        format!("{out0}.{i}")
-                    };
-                    let id =
-                        self.add_node(&format!("{name}.{i}"), &node.op_type, op, ins, &oname)?;
-                    ins = vec![id];
-                    last = Some(id);
-                }
-                if let Some(id) = last {
-                    self.names.insert(out0, id);
-                }
-            }
             Lowered::Chain(b, inputs) => {
                 let mut acc = inputs[0];
                 for (i, &next) in inputs[1..].iter().enumerate() {

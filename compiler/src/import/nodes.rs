@@ -20,9 +20,6 @@ pub enum Lowered {
     Const(Tensor),
     /// One IR node per ONNX output, in order (Split).
     Many(Vec<(Op, Vec<TensorId>)>),
-    /// A chain: the first op reads the inputs, each later op the previous one's output; the last writes the
-    /// node's output (QLinearGlobalAveragePool: dequantize, pool, quantize).
-    Seq(Vec<Op>, Vec<TensorId>),
 }
 
 /// Input `i` of a node (`ins`: None for an omitted optional input), or the error naming the node that lacks it.

@@ -431,20 +431,19 @@ fn parse_qlinear_global_average_pool(im: &mut Importer<'_>, n: &Node<'_>) -> Res
     let sx = im.scalar_scale(name, op, n.req(1)?)?;
     let zx = im.scalar_zero_point(name, op, n.input(2), x)?;
     let (sy, zy, dt) = im.output_params(name, op, n.req(3)?, n.input(4))?;
-    let per = |dtype, s, z| QuantParams {
-        dtype,
-        axis: None,
-        scale: vec![s],
-        zero_point: vec![z],
+    if !matches!(xdt, DType::U8 | DType::I8) {
+        return Err(Error::unsupported(
+            name,
+            op,
+            format!("X is {xdt}, not u8 or i8"),
+        ));
+    }
+    let params = crate::ir::QGapParams {
+        x: (sx, zx),
+        y: (sy, zy),
+        dtype: dt,
     };
-    Ok(Lowered::Seq(
-        vec![
-            Op::Dequantize(per(xdt, sx, zx)),
-            Op::GlobalAveragePool,
-            Op::Quantize(per(dt, sy, zy)),
-        ],
-        vec![x],
-    ))
+    Ok(Lowered::Node(Op::QGlobalAvgPool(params), vec![x]))
 }
 
 /// What every int8 op asks first: no blocked quantisation, and every parameter input (scales, zero points,

@@ -409,6 +409,26 @@ pub struct QAddParams {
     pub mul: bool,
 }
 
+/// Parameters of an integer GlobalAveragePool (`Op::QGlobalAvgPool`, onnxruntime's QLinearGlobalAveragePool):
+/// per plane of `size` elements `y = sat(rhe(f32(Σ (x - zx)) · m) + zy)` with the multiplier
+/// `m = sx / (sy · f32(size))` computed in f32 in that order (the sum is exact in i32).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QGapParams {
+    /// The input's scale and zero point.
+    pub x: (f32, i32),
+    /// The output's scale and zero point.
+    pub y: (f32, i32),
+    /// Output dtype (u8 or i8).
+    pub dtype: DType,
+}
+
+impl QGapParams {
+    /// The requantisation multiplier for planes of `size` elements.
+    pub fn multiplier(&self, size: usize) -> f32 {
+        self.x.0 / (self.y.0 * size as f32)
+    }
+}
+
 impl Activation {
     /// Applies the activation to one value (reference semantics).
     pub fn apply(self, x: f32) -> f32 {

@@ -15,7 +15,7 @@ pub mod verify;
 pub use attrs::{
     Activation, BinOp, CmpOp, ConvAttrs, ConvTransposeAttrs, CoordMode, Epilogue, GemmAttrs,
     IntProduct, LogicOp, LrnAttrs, NearestMode, PadMode, PoolAttrs, PoolKind, QAddParams,
-    QuantParams, ReduceKind, Requant, ResizeAttrs, ResizeMode, UnOp,
+    QGapParams, QuantParams, ReduceKind, Requant, ResizeAttrs, ResizeMode, UnOp,
 };
 pub use graph::{Graph, NodeData, NodeId, TensorData, TensorId, TensorKind};
 pub use op::Op;

@@ -3,7 +3,8 @@
 
 use super::attrs::{
     BinOp, CmpOp, ConvAttrs, ConvTransposeAttrs, Epilogue, GemmAttrs, IntProduct, LogicOp,
-    LrnAttrs, PadMode, PoolAttrs, PoolKind, QAddParams, QuantParams, ReduceKind, ResizeAttrs, UnOp,
+    LrnAttrs, PadMode, PoolAttrs, PoolKind, QAddParams, QGapParams, QuantParams, ReduceKind,
+    ResizeAttrs, UnOp,
 };
 use super::types::DType;
 
@@ -152,6 +153,9 @@ pub enum Op {
     QMatMul(IntProduct),
     /// Quantised add or multiply of two same-shaped u8 / i8 tensors (a residual connection, QLinearAdd/Mul).
     QAdd(QAddParams),
+    /// Integer GlobalAveragePool of a u8 / i8 tensor (QLinearGlobalAveragePool, or a DequantizeLinear →
+    /// GlobalAveragePool → QuantizeLinear).
+    QGlobalAvgPool(QGapParams),
 }
 
 /// The family an op belongs to: one file of `ir/ops/` holds its shape rule and reference semantics, one of
@@ -206,9 +210,12 @@ impl Op {
             Op::Reduce { .. } | Op::ArgReduce { .. } | Op::TopK { .. } => Family::Reduce,
             Op::Resize(_) => Family::Resize,
             Op::Compare(_) | Op::Logic(_) | Op::Not | Op::Where => Family::Logic,
-            Op::Quantize(_) | Op::Dequantize(_) | Op::QConv(..) | Op::QMatMul(_) | Op::QAdd(_) => {
-                Family::Quant
-            }
+            Op::Quantize(_)
+            | Op::Dequantize(_)
+            | Op::QConv(..)
+            | Op::QMatMul(_)
+            | Op::QAdd(_)
+            | Op::QGlobalAvgPool(_) => Family::Quant,
         }
     }
 }
@@ -230,12 +237,14 @@ impl Op {
                 | Op::Trilu { .. }
         )
     }
-    /// Whether the op takes non-f32 tensors at run time (data movement, Cast and the int8 family).
+    /// Whether the op takes non-f32 tensors at run time (data movement, Cast, the int8 family, and max pooling,
+    /// whose integer form `fold_qdq` makes).
     pub fn any_input_dtype(&self) -> bool {
         self.moves_data()
             || matches!(
                 self,
-                Op::Cast(_)
+                Op::Pool(PoolKind::Max, _)
+                    | Op::Cast(_)
                     | Op::Compare(_)
                     | Op::Logic(_)
                     | Op::Not
@@ -244,6 +253,7 @@ impl Op {
                     | Op::QConv(..)
                     | Op::QMatMul(_)
                     | Op::QAdd(_)
+                    | Op::QGlobalAvgPool(_)
             )
     }
     /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin, the int8
@@ -360,6 +370,7 @@ impl Op {
             Op::QMatMul(_) => "qmatmul",
             Op::QAdd(p) if p.mul => "qmul",
             Op::QAdd(_) => "qadd",
+            Op::QGlobalAvgPool(_) => "qglobalavgpool",
         }
     }
 }

@@ -10,7 +10,7 @@ use super::elementwise::{BinarySpec, LogicKind, CHUNK};
 use super::gemm::{GemmSpec, TransposeOut};
 use super::pool::PoolSpec;
 use super::qgemm::QGemmSpec;
-use super::quant::QuantSpec;
+use super::quant::{qgap_planes_per_unit, QuantSpec};
 use crate::ir::{DType, LrnAttrs, ReduceKind, UnOp};
 
 /// What a kernel computes; every variant's code generator lives in `codegen/ops/<family>.rs`.
@@ -32,6 +32,17 @@ pub enum Body {
         dtypes: [DType; 2],
         /// Elements.
         len: usize,
+    },
+    /// Integer GlobalAveragePool: args x, y; `planes` planes of `size` elements, one output each.
+    QGlobalAvg {
+        /// Parameters.
+        params: crate::ir::QGapParams,
+        /// The input's dtype.
+        dtype: DType,
+        /// Planes (N · C).
+        planes: usize,
+        /// Elements per plane.
+        size: usize,
     },
     /// Convolution input unfolding.
     Im2col(Im2colSpec),
@@ -281,6 +292,7 @@ impl Body {
             Body::QGemm(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),
+            Body::QGlobalAvg { planes, size, .. } => planes.div_ceil(qgap_planes_per_unit(*size)),
             Body::QDepthwise(s) => s.n * s.c,
             Body::Im2col(s) => s.units(),
             Body::PackRows { n, k, p, panel } => {

@@ -1,7 +1,7 @@
 //! Pooling kernels' geometry, and the 3x3 stride-2 max pooling that has a machine-code kernel.
 
 use super::conv::reach;
-use crate::ir::{PoolAttrs, PoolKind};
+use crate::ir::{DType, PoolAttrs, PoolKind};
 
 /// A pooling kernel's geometry.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +16,8 @@ pub struct PoolSpec {
     pub hw: [usize; 2],
     /// Output (OH, OW).
     pub out: [usize; 2],
+    /// Element type: f32, or u8 / i8 for an integer max pooling (`codegen/ops/qpool.rs`).
+    pub dtype: DType,
 }
 
 impl PoolSpec {
@@ -24,6 +26,7 @@ impl PoolSpec {
     pub fn max3s2(&self) -> Option<MaxPool3s2> {
         let a = &self.attrs;
         let fits = self.kind == PoolKind::Max
+            && self.dtype == DType::F32
             && a.kernel == [3, 3]
             && a.strides == [2, 2]
             && a.dilations == [1, 1]
@@ -39,7 +42,8 @@ impl PoolSpec {
     /// fits on the stack: every window of every output inside it, rows a multiple of 16 floats.
     pub fn padded_plane(&self) -> Option<[usize; 2]> {
         let a = &self.attrs;
-        if self.kind != PoolKind::Max || a.pads.iter().all(|&p| p == 0) {
+        if self.kind != PoolKind::Max || self.dtype != DType::F32 || a.pads.iter().all(|&p| p == 0)
+        {
             return None;
         }
         let [h, w] = self.hw;

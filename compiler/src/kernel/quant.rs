@@ -1,4 +1,4 @@
-//! QuantizeLinear / DequantizeLinear kernels' geometry.
+//! QuantizeLinear / DequantizeLinear kernels' geometry, and the integer GlobalAveragePool's work units.
 
 use crate::ir::DType;
 
@@ -16,4 +16,9 @@ pub struct QuantSpec {
     pub dequantize: bool,
     /// The integer side's dtype.
     pub dtype: DType,
+}
+
+/// Planes per work unit of an integer GlobalAveragePool of `size`-element planes: about 4096 elements each.
+pub fn qgap_planes_per_unit(size: usize) -> usize {
+    (4096 / size.max(1)).max(1)
 }

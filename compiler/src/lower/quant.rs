@@ -162,6 +162,20 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
             cx.push(n, None, &args, body, len);
             Ok(())
         }
+        Op::QGlobalAvgPool(params) => {
+            let xs = cx.shape(x);
+            let planes = xs[0] * xs[1];
+            let size = numel(&xs[2..]);
+            let args = [(Role::X, Buf::Tensor(x)), (Role::Out, Buf::Tensor(out))];
+            let body = Body::QGlobalAvg {
+                params: params.clone(),
+                dtype: cx.g.tensors[x].dtype,
+                planes,
+                size,
+            };
+            cx.push(n, None, &args, body, planes * size);
+            Ok(())
+        }
         _ => Err(Error::internal("lower", "quant lowering of a float op")),
     }
 }

@@ -5,7 +5,8 @@
 //! bias quantised with scale `x_scale * w_scale[c]`), `act` (Relu / Clip) becomes the output clamp, and the
 //! requantisation scale is `x_scale * w_scale[c] / y_scale`. Then `Quantize(Dequantize(t))` with the same
 //! parameters is `t`, and `Quantize(act(Add(Dequantize(a), Dequantize(b))))` becomes one `QAdd` (the residual
-//! connections of a quantised ResNet). It runs first, before constant folding can fold the weights' DequantizeLinear away; the
+//! connections of a quantised ResNet), `Quantize(MaxPool(Dequantize(x)))` of equal parameters a MaxPool on the
+//! integers, and `Quantize(GlobalAveragePool(Dequantize(x)))` one `QGlobalAvgPool`. It runs first, before constant folding can fold the weights' DequantizeLinear away; the
 //! DequantizeLinear nodes it leaves unread are removed by `eliminate_dead_nodes`.
 
 use crate::ir::ops::quant::{quantize_one, range_of};
@@ -29,6 +30,8 @@ pub fn fold_qdq(g: &mut Graph) -> usize {
     for n in g.order.clone() {
         if fold_product(g, &p, &mut f, n)
             .or_else(|| fold_add(g, &p, &mut f, n))
+            .or_else(|| fold_max_pool(g, &p, &mut f, n))
+            .or_else(|| fold_global_avg(g, &p, &mut f, n))
             .is_some()
         {
             count += 1;
@@ -325,6 +328,69 @@ fn fold_add(g: &mut Graph, p: &Producers, f: &mut Folding, n: NodeId) -> Option<
         outputs: vec![y],
     };
     f.replace(g, n, new, absorbed);
+    Some(())
+}
+
+/// `Quantize(MaxPool(Dequantize(x)))` with identical per-tensor parameters on both sides becomes `MaxPool(x)` on
+/// the integers: the dequantisation is monotone (positive scale) so the max commutes with it, and the
+/// requantisation of a dequantised integer gives it back exactly.
+fn fold_max_pool(g: &mut Graph, p: &Producers, f: &mut Folding, n: NodeId) -> Option<()> {
+    let node = g.nodes[n].clone();
+    let Op::Pool(crate::ir::PoolKind::Max, _) = node.op else {
+        return None;
+    };
+    let (d, q) = dequantize_of(g, p, node.inputs[0])?;
+    if q.axis.is_some()
+        || !matches!(q.dtype, DType::U8 | DType::I8)
+        || q.scale[0].partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+    {
+        return None;
+    }
+    let next = f.uses.single_use(node.outputs[0])?;
+    match &g.nodes[next].op {
+        Op::Quantize(yq) if *yq == q => {}
+        _ => return None,
+    }
+    let new = NodeData {
+        inputs: vec![g.nodes[d].inputs[0]],
+        outputs: vec![g.nodes[next].outputs[0]],
+        ..node
+    };
+    f.replace(g, n, new, vec![next]);
+    Some(())
+}
+
+/// `Quantize(GlobalAveragePool(Dequantize(x)))` of per-tensor parameters becomes `QGlobalAvgPool(x)`: the sum in
+/// i32, one multiply and one rounding (as onnxruntime's QLinearGlobalAveragePool), where the f32 chain rounds
+/// each partial sum; the two agree within a quantisation step.
+fn fold_global_avg(g: &mut Graph, p: &Producers, f: &mut Folding, n: NodeId) -> Option<()> {
+    let node = g.nodes[n].clone();
+    if node.op != Op::GlobalAveragePool {
+        return None;
+    }
+    let (d, q) = dequantize_of(g, p, node.inputs[0])?;
+    if q.axis.is_some() || !matches!(q.dtype, DType::U8 | DType::I8) {
+        return None;
+    }
+    let next = f.uses.single_use(node.outputs[0])?;
+    let Op::Quantize(yq) = &g.nodes[next].op else {
+        return None;
+    };
+    if yq.axis.is_some() || !matches!(yq.dtype, DType::U8 | DType::I8) {
+        return None;
+    }
+    let params = crate::ir::QGapParams {
+        x: (q.scale[0], q.zero_point[0]),
+        y: (yq.scale[0], yq.zero_point[0]),
+        dtype: yq.dtype,
+    };
+    let new = NodeData {
+        op: Op::QGlobalAvgPool(params),
+        inputs: vec![g.nodes[d].inputs[0]],
+        outputs: vec![g.nodes[next].outputs[0]],
+        ..node
+    };
+    f.replace(g, n, new, vec![next]);
     Some(())
 }
 

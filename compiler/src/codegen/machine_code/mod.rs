@@ -127,6 +127,9 @@ pub(super) fn define_pool_row(
     s: &crate::kernel::pool::PoolSpec,
     simd: Simd,
 ) -> Result<Option<FuncId>> {
+    if s.dtype != crate::ir::DType::F32 {
+        return Ok(None);
+    }
     if let Some(spec) = s.max3s2() {
         let code = match simd {
             Simd::Avx512 => x86::maxpool_x86::assemble(&spec),

@@ -1,7 +1,8 @@
 //! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
 //! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
-//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI) and `qdepthwise`;
+//! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI), `qdepthwise`
+//! and `qpool` (integer max pooling);
 //! `winograd`: the F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (AVX-512); `plane`: the padded stack
 //! planes the row-kernel paths (depthwise, max pooling, Winograd) share.
 
@@ -18,6 +19,7 @@ pub mod pool;
 pub mod qdepthwise;
 pub mod qgemm;
 pub mod qgemm_vnni;
+pub mod qpool;
 pub mod quant;
 pub mod reduce;
 pub mod winograd;

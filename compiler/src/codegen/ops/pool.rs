@@ -24,6 +24,9 @@ pub fn emit_pool(
     row: Option<FuncRef>,
     copy: Option<FuncRef>,
 ) {
+    if s.dtype != crate::ir::DType::F32 {
+        return super::qpool::emit_int_max(kb, s, tasks);
+    }
     if let (Some(f), Some(_)) = (row, s.max3s2()) {
         // One call per plane (`x86/maxpool_x86.rs`).
         let [h, w] = s.hw;

@@ -145,12 +145,19 @@ pub(crate) fn eval_conv(inputs: &[&Tensor], a: &ConvAttrs) -> Result<Vec<Tensor>
     Ok(vec![Tensor::f32(out_shape, out)])
 }
 
+/// Pooling's output type and shape. Max pooling also takes u8 / i8 (the integer max, which commutes with a
+/// quantisation's monotone map: `fold_qdq` runs a DequantizeLinear → MaxPool → QuantizeLinear of equal
+/// parameters on the integers).
 pub(crate) fn infer_pool(
+    kind: PoolKind,
     inputs: &[(DType, &[usize])],
     a: &PoolAttrs,
 ) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
-    want_f32(inputs[0].0, "X")?;
+    let dt = inputs[0].0;
+    if !(kind == PoolKind::Max && matches!(dt, DType::U8 | DType::I8)) {
+        want_f32(dt, "X")?;
+    }
     let x = inputs[0].1;
     if x.len() != 4 {
         return Err(format!("only 2-D pooling is supported (X {x:?})"));
@@ -163,7 +170,7 @@ pub(crate) fn infer_pool(
         a.pads,
         a.ceil_mode,
     )?;
-    Ok(vec![(DType::F32, vec![x[0], x[1], oh, ow])])
+    Ok(vec![(dt, vec![x[0], x[1], oh, ow])])
 }
 
 /// The window of output position `o` along one axis: (first valid input, end of valid inputs, divisor span).
@@ -189,9 +196,12 @@ pub(crate) fn eval_pool(
     inputs: &[&Tensor],
     a: &PoolAttrs,
 ) -> Result<Vec<Tensor>, String> {
-    let out_shape = infer_pool(&[(inputs[0].dtype, &inputs[0].shape)], a)?
+    let out_shape = infer_pool(kind, &[(inputs[0].dtype, &inputs[0].shape)], a)?
         .remove(0)
         .1;
+    if inputs[0].dtype != DType::F32 {
+        return Ok(vec![eval_int_max(inputs[0], a, &out_shape)]);
+    }
     let x = f32s(inputs[0], "X")?;
     let (h, w) = (inputs[0].shape[2], inputs[0].shape[3]);
     let (oh, ow) = (out_shape[2], out_shape[3]);
@@ -243,6 +253,40 @@ pub(crate) fn eval_pool(
     Ok(vec![Tensor::f32(out_shape, out)])
 }
 
+/// Integer max pooling: the largest input under each window (padding taps skipped; the dtype's minimum when a
+/// window holds no input).
+fn eval_int_max(x: &Tensor, a: &PoolAttrs, out_shape: &[usize]) -> Tensor {
+    let v = x.to_i64_vec();
+    let (h, w) = (x.shape[2], x.shape[3]);
+    let (oh, ow) = (out_shape[2], out_shape[3]);
+    let lowest = if x.dtype == DType::I8 { -128 } else { 0 };
+    let mut out = Vec::with_capacity(out_shape.iter().product());
+    for p in 0..out_shape[0] * out_shape[1] {
+        let plane = &v[p * h * w..(p + 1) * h * w];
+        for y in 0..oh {
+            for xo in 0..ow {
+                let mut m = lowest;
+                for ky in 0..a.kernel[0] {
+                    let iy = (y * a.strides[0] + ky * a.dilations[0]) as isize - a.pads[0] as isize;
+                    for kx in 0..a.kernel[1] {
+                        let ix =
+                            (xo * a.strides[1] + kx * a.dilations[1]) as isize - a.pads[1] as isize;
+                        if iy >= 0 && (iy as usize) < h && ix >= 0 && (ix as usize) < w {
+                            m = m.max(plane[iy as usize * w + ix as usize]);
+                        }
+                    }
+                }
+                out.push(m);
+            }
+        }
+    }
+    Tensor {
+        dtype: x.dtype,
+        shape: out_shape.to_vec(),
+        data: crate::ir::Data::I64(out),
+    }
+}
+
 pub(crate) fn infer_global_pool(
     inputs: &[(DType, &[usize])],
 ) -> Result<Vec<(DType, Shape)>, String> {
@@ -274,7 +318,7 @@ pub(crate) fn eval_global_pool(inputs: &[&Tensor]) -> Result<Vec<Tensor>, String
 pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
     match op {
         Op::Conv(a) => infer_conv(inputs, a),
-        Op::Pool(_, a) => infer_pool(inputs, a),
+        Op::Pool(k, a) => infer_pool(*k, inputs, a),
         Op::GlobalAveragePool => infer_global_pool(inputs),
         _ => Err(format!("{} is not in the cnn family", op.name())),
     }

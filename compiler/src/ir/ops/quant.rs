@@ -7,7 +7,7 @@
 
 use super::args::{arity, types_of};
 use crate::ir::op::Op;
-use crate::ir::{ConvAttrs, DType, IntProduct, QAddParams, QuantParams, Shape, Tensor};
+use crate::ir::{ConvAttrs, DType, IntProduct, QAddParams, QGapParams, QuantParams, Shape, Tensor};
 
 /// Round to nearest, ties to even, in f32.
 pub fn rhe(v: f32) -> f32 {
@@ -506,6 +506,49 @@ pub(crate) fn eval_qadd(inputs: &[&Tensor], p: &QAddParams) -> Result<Vec<Tensor
     Ok(vec![int_tensor(dt, shape, y)])
 }
 
+pub(crate) fn infer_qgap(
+    inputs: &[(DType, &[usize])],
+    p: &QGapParams,
+) -> Result<Vec<(DType, Shape)>, String> {
+    arity(inputs, 1, 1)?;
+    let (dt, x) = inputs[0];
+    if !matches!(dt, DType::U8 | DType::I8) {
+        return Err(format!("input must be u8 or i8, got {dt}"));
+    }
+    if x.len() < 3 {
+        return Err(format!("QGlobalAvgPool needs rank >= 3, got {x:?}"));
+    }
+    if !matches!(p.dtype, DType::U8 | DType::I8) {
+        return Err(format!("output must be u8 or i8, got {}", p.dtype));
+    }
+    let finite = |s: f32| s.is_finite() && s > 0.0;
+    if !(finite(p.x.0) && finite(p.y.0)) {
+        return Err(format!("bad quantisation parameters {p:?}"));
+    }
+    let mut out = x[..2].to_vec();
+    out.extend(std::iter::repeat_n(1, x.len() - 2));
+    Ok(vec![(p.dtype, out)])
+}
+
+/// One plane of an integer GlobalAveragePool ([`QGapParams`]).
+pub fn qgap_one(plane: &[i32], p: &QGapParams) -> i32 {
+    let sum: i64 = plane.iter().map(|&v| (v - p.x.1) as i64).sum();
+    let v = rhe(sum as i32 as f32 * p.multiplier(plane.len()));
+    let (lo, hi) = range_of(p.dtype).unwrap_or((0, 255));
+    (v.clamp(lo as f32 - p.y.1 as f32, hi as f32 - p.y.1 as f32) as i32) + p.y.1
+}
+
+pub(crate) fn eval_qgap(inputs: &[&Tensor], p: &QGapParams) -> Result<Vec<Tensor>, String> {
+    let (dt, shape) = infer_qgap(&types_of(inputs), p)?.remove(0);
+    let x = ints(inputs[0]);
+    let planes = shape[0] * shape[1];
+    let size = x.len() / planes.max(1);
+    let y = (0..planes)
+        .map(|i| qgap_one(&x[i * size..(i + 1) * size], p))
+        .collect();
+    Ok(vec![int_tensor(dt, shape, y)])
+}
+
 /// The dtype and shape of each output of this family's `op` (`ops::infer`).
 pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)>, String> {
     match op {
@@ -514,6 +557,7 @@ pub fn infer(op: &Op, inputs: &[(DType, &[usize])]) -> Result<Vec<(DType, Shape)
         Op::QConv(a, p) => infer_qconv(inputs, a, p),
         Op::QMatMul(p) => infer_qmatmul(inputs, p),
         Op::QAdd(p) => infer_qadd(inputs, p),
+        Op::QGlobalAvgPool(p) => infer_qgap(inputs, p),
         _ => Err(format!("{} is not in the quant family", op.name())),
     }
 }
@@ -526,6 +570,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
         Op::QConv(a, p) => eval_qconv(inputs, a, p),
         Op::QMatMul(p) => eval_qmatmul(inputs, p),
         Op::QAdd(p) => eval_qadd(inputs, p),
+        Op::QGlobalAvgPool(p) => eval_qgap(inputs, p),
         _ => Err(format!("{} is not in the quant family", op.name())),
     }
 }

@@ -39,6 +39,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                 planes: xs[0] * xs[1],
                 hw: [xs[2], xs[3]],
                 out: [os[2], os[3]],
+                dtype: cx.g.tensors[x].dtype,
             };
             let work = numel(&os) * a.kernel[0] * a.kernel[1];
             cx.push(n, None, &args, Body::Pool(spec), work);
