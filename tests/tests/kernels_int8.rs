@@ -443,6 +443,10 @@ fn qmatmul_shapes() {
         ("mm_deep", vec![2, 2100], vec![2100, 9], 2),
         // Rows past one 32-row AMX tile (75 = 64 + 11: two units, a tail of 11), K past one 64-byte tile row.
         ("mm_rows", vec![2, 7, 130], vec![130, 75], 3),
+        // One row: the VNNI GEMV (two units of 128 rows, a masked last block of 4; K padded from 2050 to 2064),
+        // and an i8 row whose K (70) and rows (21) both leave tails.
+        ("mv_wide", vec![1, 2050], vec![2050, 260], 2),
+        ("mv_i8", vec![1, 1, 70], vec![70, 21], 3),
     ] {
         run_case(QCase {
             name,

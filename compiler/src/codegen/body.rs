@@ -23,6 +23,7 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             ops::gemm::emit_with(kb, s, k.tasks, Some(m), None)
         }
         (Body::QGemm(s), Callees::QGemmVnni(mk)) => ops::qgemm_vnni::emit(kb, s, k.tasks, &mk),
+        (Body::QGemv(s), Callees::One(f)) => ops::qgemm_vnni::emit_gemv(kb, s, k.tasks, Some(f)),
         (Body::QGemm(s), Callees::QGemmPair(p)) => ops::qgemm::emit_with(kb, s, k.tasks, Some(p)),
         (Body::WinogradIn(s), c) => match c {
             Callees::Layout([Some(f), Some(copy), _]) => {
@@ -109,6 +110,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
     match body {
         Body::Gemm(s) => ops::gemm::emit(kb, s, tasks),
         Body::QGemm(s) => ops::qgemm::emit(kb, s, tasks),
+        Body::QGemv(s) => ops::qgemm_vnni::emit_gemv(kb, s, tasks, None),
         Body::Quantize(s) => ops::quant::emit_quantize(kb, s, tasks),
         Body::QDepthwise(s) => ops::qdepthwise::emit(kb, s, tasks),
         Body::QAdd {

@@ -39,6 +39,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::Im2col(_)
                 | Body::Pool(_)
                 | Body::QGemm(_)
+                | Body::QGemv(_)
                 | Body::QAdd { .. }
                 | Body::Depthwise(_)
                 | Body::QDepthwise(_)
@@ -154,6 +155,15 @@ impl Callees {
         Ok(match &k.body {
             Body::Gemm(s) => gemm(&mut env, s, simd)?,
             Body::QGemm(s) => qgemm_pair(&mut env, s)?,
+            Body::QGemv(s) if avx512 => {
+                let epilogue = s.requant.as_ref().map(|q| x86::qgemm_x86::QEpilogue {
+                    c_rs: 0,
+                    zero_point: q.zero_point,
+                    clamp: q.clamp,
+                    signed: s.y_dtype == crate::ir::DType::I8,
+                });
+                Callees::One(env.one("gemv", 6, x86::qgemv_vnni::assemble(s.kp(), epilogue))?)
+            }
             Body::QAdd { params, dtypes, .. } if avx512 => {
                 let signed = dtypes.map(|d| d == crate::ir::DType::I8);
                 Callees::One(env.one("qadd", 4, x86::quant_x86::assemble_qadd(params, signed))?)

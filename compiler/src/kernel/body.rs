@@ -10,6 +10,7 @@ use super::elementwise::{BinarySpec, LogicKind, CHUNK};
 use super::gemm::{GemmSpec, TransposeOut};
 use super::pool::PoolSpec;
 use super::qgemm::QGemmSpec;
+use super::qgemv::QGemvSpec;
 use super::quant::{qgap_planes_per_unit, QuantSpec};
 use crate::ir::{DType, LrnAttrs, ReduceKind, UnOp};
 
@@ -33,6 +34,8 @@ pub enum Body {
         /// Elements.
         len: usize,
     },
+    /// One-row integer matrix product on AVX-512 VNNI: args packed A, x, y, bias, \[scale\].
+    QGemv(QGemvSpec),
     /// Integer GlobalAveragePool: args x, y; `planes` planes of `size` elements, one output each.
     QGlobalAvg {
         /// Parameters.
@@ -290,6 +293,7 @@ impl Body {
         match self {
             Body::Gemm(g) => g.units(),
             Body::QGemm(g) => g.units(),
+            Body::QGemv(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),
             Body::QGlobalAvg { planes, size, .. } => planes.div_ceil(qgap_planes_per_unit(*size)),

@@ -16,6 +16,7 @@ pub mod interleave;
 pub mod math;
 pub mod pool;
 pub mod qgemm;
+pub mod qgemv;
 
 pub mod quant;
 

@@ -288,6 +288,15 @@ fn gemm(
         let t = ints(DType::I32, vec![rows, kp], pack_a(w, rows, k));
         (t, kp, p.bias.iter().map(|&b| b as i64).collect())
     };
+    // One row on VNNI: the GEMV, its weights in blocks of 16 rows.
+    let probe = spec(None, a_row, vnni);
+    let gemv = vnni && probe.n == 1 && probe.batch.is_empty() && probe.c.rs == 1;
+    let a = if gemv {
+        let packed = crate::kernel::qgemv::pack(w, rows, k);
+        ints(DType::I8, vec![packed.len()], packed)
+    } else {
+        a
+    };
     let a = cx.constant(format!("{name}::w_packed"), a);
     let bias = cx.constant(format!("{name}::bias"), ints(DType::I32, vec![rows], bias));
     let mut args = vec![
@@ -309,6 +318,17 @@ fn gemm(
     });
     let mut s = spec(requant, a_row, vnni);
     s.amx = amx;
+    if gemv {
+        let g = crate::kernel::qgemv::QGemvSpec {
+            m: rows,
+            k,
+            x_dtype: s.b_dtype,
+            y_dtype: s.c_dtype,
+            requant: s.requant,
+        };
+        cx.push(n, None, &args, Body::QGemv(g), rows * k);
+        return Ok(());
+    }
     let work = s.macs();
     cx.push(n, None, &args, Body::QGemm(s), work);
     Ok(())

@@ -1,7 +1,7 @@
 //! Machine-code kernels, assembled at compile time for the target's ISA and placed in the bundle's object beside the
 //! Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel calls for
 //! every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns; `qgemm_x86.rs`: the AVX2
-//! and AVX-512 VNNI micro-kernels of the integer GEMM, `qgemm_amx.rs` the AMX one; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
+//! and AVX-512 VNNI micro-kernels of the integer GEMM, `qgemm_amx.rs` the AMX one, `qgemv_vnni.rs` the one-row VNNI GEMV; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
 //! AVX2 int8 depthwise row kernel, `qdepthwise_vnni.rs` the VNNI one;
 //! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
@@ -36,6 +36,7 @@ pub mod norm;
 pub mod qdepthwise_vnni;
 pub mod qgemm_amx;
 pub mod qgemm_x86;
+pub mod qgemv_vnni;
 pub mod quant_avx2;
 pub mod quant_x86;
 mod regs;

@@ -17,9 +17,10 @@ use crate::kernel::qgemm::vnni::{
     a_rs, blocks, direct, mr, panel_quads, rows_per_unit, units, KQB, NR, ROWS,
 };
 use crate::kernel::qgemm::QGemmSpec;
+use crate::kernel::qgemv::QGemvSpec;
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{I32, I32X4, I8, I8X16};
+use cranelift_codegen::ir::types::{F32, I32, I32X4, I8, I8X16};
 use cranelift_codegen::ir::{ConstantData, FuncRef, Immediate, InstBuilder, Value};
 
 /// The micro-kernels one VNNI GEMM calls: `funcs[full rows | tail rows][full block | last block][zeroing |
@@ -264,4 +265,120 @@ fn scalar_quad(
             kb.store(v, dst, (j * 4 + r) as i64);
         }
     }
+}
+
+/// Emits the one-row GEMV (`Body::QGemv`): per task the activation row copied into a stack buffer of `kp` bytes
+/// (flipped to u8 for i8 activations, zero past K), then one call of the machine-code kernel
+/// (`x86/qgemv_vnni.rs`) per unit of 128 rows; without it (`f` None), the same sums one row at a time.
+pub fn emit_gemv(kb: &mut Kb, s: &QGemvSpec, tasks: u32, f: Option<FuncRef>) {
+    use crate::kernel::qgemv::{BLOCK, ROWS_PER_UNIT};
+    let kp = s.kp();
+    let xbuf = slot(kb, kp);
+    let (px, pa, po, pb) = (
+        kb.arg(Role::B),
+        kb.arg(Role::A),
+        kb.arg(Role::Out),
+        kb.arg(Role::Bias),
+    );
+    let ps = s.requant.as_ref().map(|_| kb.arg(Role::Scale));
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    // The row, flipped where i8, then zeros to kp.
+    let flip = s.x_dtype == DType::I8;
+    let x80 = {
+        let c = kb.b.ins().iconst(I8, 0x80);
+        kb.b.ins().splat(I8X16, c)
+    };
+    kb.for_const(0, s.k / 16, 1, |kb, i| {
+        let from = kb.addr(px, i, 16);
+        let v = kb.load(I8X16, from, 0);
+        let v = if flip { kb.b.ins().bxor(v, x80) } else { v };
+        let to = kb.addr(xbuf, i, 16);
+        kb.store(v, to, 0);
+    });
+    for i in s.k / 16 * 16..s.k {
+        let v =
+            kb.b.ins()
+                .load(I8, crate::codegen::builder::flags(), px, i as i32);
+        let v = if flip {
+            kb.b.ins().bxor_imm_u(v, 0x80)
+        } else {
+            v
+        };
+        kb.store(v, xbuf, i as i64);
+    }
+    for i in s.k..kp {
+        let z = kb.b.ins().iconst(I8, 0);
+        kb.store(z, xbuf, i as i64);
+    }
+    let ysz = s.y_dtype.size() as i64;
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let r0 = kb.b.ins().imul_imm_s(u, ROWS_PER_UNIT as i64);
+        let w = kb.addr(pa, u, (ROWS_PER_UNIT * kp) as i64);
+        let y = kb.addr(po, r0, ysz);
+        let bias = kb.addr(pb, r0, 4);
+        let scale = ps.map_or(bias, |p| kb.addr(p, r0, 4));
+        let m = kb.iconst(s.m as i64);
+        let left = kb.b.ins().isub(m, r0);
+        let cap = kb.iconst(ROWS_PER_UNIT as i64);
+        let rows = kb.b.ins().umin(left, cap);
+        match f {
+            Some(f) => {
+                kb.b.ins().call(f, &[w, xbuf, y, rows, bias, scale]);
+            }
+            None => gemv_rows(kb, s, [w, y, bias, scale], rows, xbuf, BLOCK),
+        }
+    });
+}
+
+/// The GEMV's rows without machine code: per row the sum over the blocked weights, the bias, then the
+/// requantisation (or the i32 store).
+fn gemv_rows(
+    kb: &mut Kb,
+    s: &QGemvSpec,
+    [w, y, bias, scale]: [Value; 4],
+    rows: Value,
+    x: Value,
+    block: usize,
+) {
+    let kp = s.kp();
+    let zero = kb.iconst(0);
+    let f = crate::codegen::builder::flags();
+    kb.for_range(zero, rows, 1, |kb, r| {
+        let (b, lane) = kb.divmod(r, block);
+        let wb = kb.addr(w, b, (block * kp) as i64);
+        let wl = kb.addr(wb, lane, 4);
+        let acc0 = kb.b.ins().iconst(I32, 0);
+        let acc = kb.var(I32, acc0);
+        kb.for_const(0, kp / 4, 1, |kb, q| {
+            let wq = kb.addr(wl, q, (block * 4) as i64);
+            let xq = kb.addr(x, q, 4);
+            let mut a = kb.b.use_var(acc);
+            for j in 0..4 {
+                let wv = kb.b.ins().sload8(I32, f, wq, j);
+                let xv = kb.b.ins().uload8(I32, f, xq, j);
+                let p = kb.b.ins().imul(wv, xv);
+                a = kb.b.ins().iadd(a, p);
+            }
+            kb.b.def_var(acc, a);
+        });
+        let sum = kb.b.use_var(acc);
+        let bp = kb.addr(bias, r, 4);
+        let bv = kb.load(I32, bp, 0);
+        let sum = kb.b.ins().iadd(sum, bv);
+        match &s.requant {
+            Some(q) => {
+                let sp = kb.addr(scale, r, 4);
+                let sv = kb.load(F32, sp, 0);
+                let v = kb.b.ins().fcvt_from_sint(F32, sum);
+                let v = kb.b.ins().fmul(v, sv);
+                let r8 = super::quant::round_to_int(kb, F32, v, q.zero_point, q.clamp.0, q.clamp.1);
+                let dst = kb.b.ins().iadd(y, r);
+                super::quant::store1(kb, r8, dst, 0, s.y_dtype);
+            }
+            None => {
+                let dst = kb.addr(y, r, 4);
+                kb.store(sum, dst, 0);
+            }
+        }
+    });
 }
