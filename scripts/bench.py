@@ -22,7 +22,9 @@ OpenVINO (CPU plugin, f32, latency hint, 1 and 2 threads) and tract (single-thre
 note when not installed. Ratios are bundlec's median over the faster peer's median at the same thread count. On a
 machine with AVX-512, when an AVX2 kernel set (x86-64-v3) is benchmarked, OpenVINO also runs with
 ONEDNN_MAX_CPU_ISA=AVX2 ("OpenVINO AVX2", 1 and 2 threads): the AVX2 rows' own ratios are against it, the peer
-an AVX2-only CPU would have (onnxruntime has no such switch); it does not count as the faster peer.
+an AVX2-only CPU would have (onnxruntime has no such switch); it does not count as the faster peer. Likewise a
+`--cpu C/bf16` variant (compiled with --precision bf16) is also timed against OpenVINO with
+INFERENCE_PRECISION_HINT=bf16 ("OpenVINO bf16"), its own ratio columns.
 
 FLOPs are 2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul, with shapes from ONNX shape inference;
 GFLOP/s = FLOPs / bundlec 1t median. The peak is one core's f32 FMA throughput measured by tests/c/fma_peak.c
@@ -211,10 +213,11 @@ if peer == "ort":
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     run = lambda: sess.run(None, feeds)
-elif peer in ("ov", "ov_avx2"):
+elif peer in ("ov", "ov_avx2", "ov_bf16"):
     import openvino as ov
+    prec = "bf16" if peer == "ov_bf16" else "f32"
     cm = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": th, "PERFORMANCE_HINT": "LATENCY",
-                                                "INFERENCE_PRECISION_HINT": "f32"})
+                                                "INFERENCE_PRECISION_HINT": prec})
     req = cm.create_infer_request()
     run = lambda: req.infer(feeds)
 else:
@@ -256,7 +259,7 @@ QUIET_NS = 200
 AVX2_SETS = ("x86-64-v3", "haswell", "skylake")
 
 
-def peer_configs(avx2_peer):
+def peer_configs(avx2_peer, bf16_peer=False):
     """The (peer, threads) configurations to run: onnxruntime, and OpenVINO and tract when installed; with
     `avx2_peer`, OpenVINO again with its oneDNN kernels held to AVX2 (`ov_avx2`: ONEDNN_MAX_CPU_ISA=AVX2), the
     peer of an AVX2 bundle on a machine with AVX-512."""
@@ -265,6 +268,8 @@ def peer_configs(avx2_peer):
         configs += [("ov", 1), ("ov", 2)]
         if avx2_peer:
             configs += [("ov_avx2", 1), ("ov_avx2", 2)]
+        if bf16_peer:
+            configs += [("ov_bf16", 1), ("ov_bf16", 2)]
     if importlib.util.find_spec("tract"):
         configs.append(("tract", 1))
     return configs
@@ -299,8 +304,11 @@ def build_variant(model, name, cpu, bundlec, d):
     """Compiles model for one --cpu and links the drivers: the variant's dict (paths, compile time, sizes)."""
     vname = name + "_" + re.sub(r"\W", "_", cpu)
     t = time.perf_counter()
-    # "default": no --cpu (the fat x86-64-v3,x86-64-v4 on x86-64); "A+B": the fat bundle --cpu A,B.
-    flags = [] if cpu == "default" else ["--cpu", cpu.replace("+", ",")]
+    # "default": no --cpu (the fat x86-64-v3,x86-64-v4 on x86-64); "A+B": the fat bundle --cpu A,B; "C/bf16":
+    # --cpu C --precision bf16.
+    set_, _, prec = cpu.partition("/")
+    flags = [] if set_ == "default" else ["--cpu", set_.replace("+", ",")]
+    flags += ["--precision", prec] if prec else []
     subprocess.run([bundlec, "compile", model, "-o", d, "--name", vname] + flags, check=True, capture_output=True)
     compile_s = time.perf_counter() - t
     obj = os.path.join(d, vname + ".o")
@@ -370,7 +378,8 @@ def bench(model, args, peak, notes, pingpong):
             feed_files.append((n, os.path.join(d, f"feed{i}.npy")))
             np.save(feed_files[-1][1], v)
         avx2_peer = peak.get("zmm") is not None and any(v["cpu"] in AVX2_SETS for v in variants)
-        peer = {k: [] for k in peer_configs(avx2_peer)}
+        bf16_peer = any(v["cpu"].endswith("/bf16") for v in variants)
+        peer = {k: [] for k in peer_configs(avx2_peer, bf16_peer)}
         # Each driver runs untimed for WARMUP_MS first (the first run faults in the code pages and areas and warms
         # the caches, as the peers' warm-up inferences do; the engine's first starts its workers), then --reps timed
         # runs, whose median is the process's sample: a noisy host's spikes (a single run of a 2-vCPU KVM guest
@@ -405,7 +414,8 @@ def bench(model, args, peak, notes, pingpong):
                 if rt is not None and max(rt, after) < QUIET_NS:
                     quiet.append(r)
     pm = {k: statistics.median(x) for k, x in peer.items()}
-    best = {th: min((x for (p, t), x in pm.items() if t == th and p != "ov_avx2"), default=None) for th in (1, 2)}
+    best = {th: min((x for (p, t), x in pm.items() if t == th and p not in ("ov_avx2", "ov_bf16")), default=None)
+            for th in (1, 2)}
     width = widest(peak)
     rows = []
     for v in variants:
@@ -422,6 +432,10 @@ def bench(model, args, peak, notes, pingpong):
             ova1=pm.get(("ov_avx2", 1)), ova2=pm.get(("ov_avx2", 2)),
             ratio_a1=med1 / pm[("ov_avx2", 1)] if v["cpu"] in AVX2_SETS and ("ov_avx2", 1) in pm else None,
             ratio_a2=med2 / pm[("ov_avx2", 2)] if med2 and v["cpu"] in AVX2_SETS and ("ov_avx2", 2) in pm else None,
+            ovb1=pm.get(("ov_bf16", 1)), ovb2=pm.get(("ov_bf16", 2)),
+            ratio_b1=med1 / pm[("ov_bf16", 1)] if v["cpu"].endswith("/bf16") and ("ov_bf16", 1) in pm else None,
+            ratio_b2=(med2 / pm[("ov_bf16", 2)] if med2 and v["cpu"].endswith("/bf16") and ("ov_bf16", 2) in pm
+                      else None),
             gflops=gflops,
             pct=100 * gflops / peak[width] if gflops and width else None,
             rss=v["rss"] * 1024 / 1e6 if v["rss"] else None,
@@ -456,6 +470,8 @@ def columns(peak_width):
         ("1t ratio to best 1t peer", "ratio1", "{:.2f}"), ("2t ratio to best 2t peer", "ratio2", "{:.2f}"),
         ("OpenVINO AVX2 1t", "ova1", "{:.2f}"), ("OpenVINO AVX2 2t", "ova2", "{:.2f}"),
         ("1t ratio to OpenVINO AVX2", "ratio_a1", "{:.2f}"), ("2t ratio to OpenVINO AVX2", "ratio_a2", "{:.2f}"),
+        ("OpenVINO bf16 1t", "ovb1", "{:.2f}"), ("OpenVINO bf16 2t", "ovb2", "{:.2f}"),
+        ("1t ratio to OpenVINO bf16", "ratio_b1", "{:.2f}"), ("2t ratio to OpenVINO bf16", "ratio_b2", "{:.2f}"),
         ("1t GFLOP/s", "gflops", "{:.1f}"), (f"1t % of {peak_width or '?'} peak", "pct", "{:.1f}"),
         ("1t peak RSS MB", "rss", "{:.1f}"), ("compile s", "compile_s", "{:.2f}"),
         ("first result ms (fresh process)", "first", "{:.1f}"), ("code B", "code", "{}"), ("weights B", "wts", "{}"),
@@ -502,7 +518,8 @@ def main():
                     help="the compiler to time (default: the release build, as `cargo install` makes it)")
     ap.add_argument("--cpu", default="default,native",
                     help="comma-separated --cpu values to compare: 'default' compiles without --cpu, A+B is the "
-                         "fat bundle --cpu A,B")
+                         "fat bundle --cpu A,B, C/bf16 is --cpu C --precision bf16 (timed also against OpenVINO "
+                         "with INFERENCE_PRECISION_HINT bf16)")
     ap.add_argument("--suite", action="store_true", help="also the four models of the speed issue, generated into "
                     "target/bench-models/ when missing")
     ap.add_argument("--scaling", action="store_true", help="also the compile-time scaling rows: chains of 1k to 100k "

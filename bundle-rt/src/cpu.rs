@@ -4,7 +4,7 @@
 //! `x86/cpu_check.rs` (`X86_FEATURES`); docs/bundle-format.md lists it.
 
 /// Feature names by bit index (x86-64).
-pub const FEATURES: [&str; 11] = [
+pub const FEATURES: [&str; 12] = [
     "sse2",
     "avx",
     "fma",
@@ -16,6 +16,7 @@ pub const FEATURES: [&str; 11] = [
     "avx512vnni",
     "avx512vbmi",
     "amx-int8",
+    "avx512bf16",
 ];
 
 /// Bits this runtime knows.
@@ -87,6 +88,7 @@ pub fn available() -> u64 {
             10,
             amx_os && bit(l7.edx, 24) && bit(l7.edx, 25) && amx_permitted(),
         ),
+        (11, avx512_os && max >= 7 && bit(__cpuid_count(7, 1).eax, 5)),
     ];
     for (i, ok) in flags {
         if ok {

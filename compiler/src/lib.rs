@@ -25,4 +25,5 @@ pub mod x86;
 pub use buildscript::BuildScript;
 pub use error::{Error, Result};
 pub use import::InputSpec;
+pub use lower::Precision;
 pub use pipeline::{compile_file, compile_graph, Bundle, Options, Report};

@@ -33,6 +33,8 @@ pub struct Options {
     pub outputs: Vec<String>,
     /// `--winograd`: which 3x3 convolutions take Winograd.
     pub winograd: crate::lower::Winograd,
+    /// `--precision`: f32, or bf16 MatMuls on AVX-512 BF16 targets.
+    pub precision: crate::lower::Precision,
     /// Target triple (None: host).
     pub target: Option<String>,
     /// CPU features (`--cpu`): `default` (the target's default sets, `isa::resolve_cpu`), native, generic,
@@ -76,6 +78,7 @@ impl Options {
             inputs: vec![],
             outputs: vec![],
             winograd: crate::lower::Winograd::Auto,
+            precision: crate::lower::Precision::F32,
             target: None,
             cpu: codegen::isa::DEFAULT_CPU.into(),
             verify: true,
@@ -335,6 +338,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
             keep_reshapes: part.is_some(),
             winograd: opts.winograd,
+            bf16: opts.precision == crate::lower::Precision::Bf16,
         },
     )?;
     let (s, mut plan, segs) = match &part {

@@ -45,6 +45,10 @@ pub(super) enum Cmd {
         /// 6-7 times F(2x2)'s error), auto (the most accurate form where Winograd pays: F(2x2)).
         #[arg(long, value_name = "off|f2|f4|auto", default_value = "auto")]
         winograd: crate::lower::Winograd,
+        /// Arithmetic of MatMuls with constant weights: f32, or bf16 (bf16 operands, f32 sums; needs AVX-512
+        /// BF16: --cpu sapphirerapids, znver4, znver5, or native on such a CPU).
+        #[arg(long, value_name = "f32|bf16", default_value = "f32")]
+        precision: crate::lower::Precision,
         /// Target triple (default: the host).
         #[arg(long)]
         target: Option<String>,

@@ -245,6 +245,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
             freeze,
             outputs,
             winograd,
+            precision,
             target,
             cpu,
             weights_as_c_array,
@@ -271,6 +272,7 @@ pub(super) fn run(cmd: Cmd) -> anyhow::Result<()> {
             }
             opts.outputs = outputs;
             opts.winograd = winograd;
+            opts.precision = precision;
             opts.target = target;
             opts.npu = npu.options()?;
             if let Some(c) = cpu {

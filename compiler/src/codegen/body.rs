@@ -24,6 +24,10 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         }
         (Body::QGemm(s), Callees::QGemmVnni(mk)) => ops::qgemm_vnni::emit(kb, s, k.tasks, &mk),
         (Body::QGemv(s), Callees::One(f)) => ops::qgemm_vnni::emit_gemv(kb, s, k.tasks, Some(f)),
+        (Body::ToBf16 { dims }, Callees::One(f)) => {
+            ops::gemm_bf16::emit_to_bf16(kb, *dims, k.tasks, f)
+        }
+        (Body::GemmBf16(s), Callees::Bf16(m)) => ops::gemm_bf16::emit_gemm(kb, s, k.tasks, &m),
         (Body::QGemm(s), Callees::QGemmPair(p)) => ops::qgemm::emit_with(kb, s, k.tasks, Some(p)),
         (Body::WinogradIn(s), c) => match c {
             Callees::Layout([Some(f), Some(copy), _]) => {
@@ -140,7 +144,9 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::WinogradOut(_)
         | Body::TransposeOut { .. }
         | Body::DepthwiseC16(_)
-        | Body::ConvDirect { .. } => {}
+        | Body::ConvDirect { .. }
+        | Body::ToBf16 { .. }
+        | Body::GemmBf16(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),
         Body::Logic {
             kind,

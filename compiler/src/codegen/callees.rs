@@ -40,6 +40,8 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::Pool(_)
                 | Body::QGemm(_)
                 | Body::QGemv(_)
+                | Body::ToBf16 { .. }
+                | Body::GemmBf16(_)
                 | Body::QAdd { .. }
                 | Body::Depthwise(_)
                 | Body::QDepthwise(_)
@@ -76,6 +78,8 @@ pub(super) enum Callees {
     Gemm(Option<ops::gemm::Micro>, Option<FuncRef>),
     /// The VNNI int8 GEMM's micro-kernels (`QGemm` with `vnni`).
     QGemmVnni(ops::qgemm_vnni::QMicro),
+    /// The bf16 GEMM's micro-kernels `[full | tail rows][full | tail columns]`.
+    Bf16(ops::gemm_bf16::Bf16Micro),
     /// The AVX2 int8 GEMM's pair micro-kernels (`QGemm` without `vnni`).
     QGemmPair(ops::qgemm::PairMicro),
     /// A machine-code-only body's functions (`layout_only`).
@@ -134,6 +138,26 @@ impl Callees {
             if s.vnni {
                 return qgemm_vnni(&mut env, s);
             }
+        }
+        match (&k.body, simd) {
+            (Body::ToBf16 { .. }, Some(Simd::Avx512)) => {
+                return Ok(Callees::One(env.one(
+                    "tobf16",
+                    3,
+                    x86::gemm_bf16::assemble_convert(),
+                )?));
+            }
+            (Body::GemmBf16(s), Some(Simd::Avx512)) => return gemm_bf16(&mut env, s),
+            (Body::ToBf16 { .. } | Body::GemmBf16(_), _) => {
+                return Err(Error::internal(
+                    "codegen",
+                    format!(
+                        "kernel '{}': the bf16 GEMM needs the AVX-512 kernel set",
+                        k.name
+                    ),
+                ))
+            }
+            _ => {}
         }
         let Some(simd) = simd else {
             if layout_only(&k.body) {
@@ -243,6 +267,38 @@ impl Callees {
             _ => Callees::None,
         })
     }
+}
+
+/// The bf16 GEMM's micro-kernels, one per tile kind it has.
+fn gemm_bf16(env: &mut Env, s: &crate::kernel::gemm_bf16::GemmBf16Spec) -> Result<Callees> {
+    use x86::gemm_bf16::{assemble, Bf16Micro, MR};
+    let clamp = match s.act {
+        crate::ir::Activation::None => (None, None),
+        crate::ir::Activation::Relu => (Some(0f32.to_bits()), None),
+        crate::ir::Activation::Clip(lo, hi) => (Some(lo.to_bits()), Some(hi.to_bits())),
+    };
+    let nr = crate::kernel::gemm_bf16::NR;
+    let mut micro = [[None; 2]; 2];
+    for (rk, rows) in [(0, MR.min(s.m)), (1, s.m % MR)] {
+        for (ck, cols) in [(0, nr.min(s.n)), (1, s.n % nr)] {
+            if rows == 0 || cols == 0 || (rk == 0 && s.m < MR) || (ck == 0 && s.n < nr) {
+                continue;
+            }
+            let m = Bf16Micro {
+                rows,
+                cols,
+                pairs: s.kp() / 2,
+                a_rs: s.kp() * 2,
+                c_rs: s.c_rs,
+                scale: (s.alpha != 1.0).then(|| s.alpha.to_bits()),
+                bias: s.bias,
+                res_rs: s.residual.then_some(s.c_rs),
+                clamp,
+            };
+            micro[rk][ck] = Some(env.one(&format!("bf16_{rk}{ck}"), 5, assemble(&m))?);
+        }
+    }
+    Ok(Callees::Bf16(micro))
 }
 
 /// The VNNI int8 GEMM's micro-kernels.

@@ -154,6 +154,11 @@ pub fn target(triple: Option<&str>, cpu: &str) -> Result<Target> {
                 _ => false,
             },
             // The tile state is requested from Linux (`cpu_check.rs`, bundle-rt's `cpu.rs`).
+            bf16: match cpu {
+                "sapphirerapids" | "znver4" | "znver5" => true,
+                "native" => host.bf16,
+                _ => false,
+            },
             amx: triple.operating_system == target_lexicon::OperatingSystem::Linux
                 && match cpu {
                     "sapphirerapids" => true,
@@ -270,6 +275,7 @@ pub fn host_ext() -> X86Ext {
             vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             vbmi: std::arch::is_x86_feature_detected!("avx512vbmi"),
             amx: l7.edx >> 24 & 3 == 3 && xcr0 >> 17 & 3 == 3,
+            bf16: __cpuid_count(7, 1).eax >> 5 & 1 == 1 && xcr0 & 0xE6 == 0xE6,
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

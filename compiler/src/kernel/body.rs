@@ -34,6 +34,14 @@ pub enum Body {
         /// Elements.
         len: usize,
     },
+    /// f32 rows to bf16 rows (`--precision bf16`): args X (`rows` rows of `k` floats, `src_rs` apart), Out
+    /// (bf16 rows of `k` padded to even).
+    ToBf16 {
+        /// Rows, K, the source's row stride in floats.
+        dims: [usize; 3],
+    },
+    /// The bf16 GEMM (`kernel/gemm_bf16.rs`).
+    GemmBf16(super::gemm_bf16::GemmBf16Spec),
     /// One-row integer matrix product on AVX-512 VNNI: args packed A, x, y, bias, \[scale\].
     QGemv(QGemvSpec),
     /// Integer GlobalAveragePool: args x, y; `planes` planes of `size` elements, one output each.
@@ -294,6 +302,8 @@ impl Body {
             Body::Gemm(g) => g.units(),
             Body::QGemm(g) => g.units(),
             Body::QGemv(g) => g.units(),
+            Body::ToBf16 { dims } => dims[0].div_ceil(16),
+            Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),
             Body::QGlobalAvg { planes, size, .. } => planes.div_ceil(qgap_planes_per_unit(*size)),

@@ -12,6 +12,7 @@ pub mod data;
 pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_bf16;
 pub mod interleave;
 pub mod math;
 pub mod pool;

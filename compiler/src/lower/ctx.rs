@@ -207,6 +207,29 @@ pub struct LowerOpts {
     pub keep_reshapes: bool,
     /// Which 3x3 convolutions take Winograd (`--winograd`).
     pub winograd: Winograd,
+    /// MatMuls with a constant B run the bf16 GEMM (`--precision bf16` on an AVX-512 BF16 target).
+    pub bf16: bool,
+}
+
+/// The arithmetic of the f32 matrix products (`--precision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// f32 throughout.
+    #[default]
+    F32,
+    /// MatMuls with a constant B take bf16 operands and accumulate in f32 (AVX-512 BF16 targets).
+    Bf16,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "f32" => Precision::F32,
+            "bf16" => Precision::Bf16,
+            _ => return Err(format!("'{s}' is not one of f32, bf16")),
+        })
+    }
 }
 
 /// Which eligible 3x3 convolutions take Winograd (`--winograd`; `lower/cnn/winograd.rs`).

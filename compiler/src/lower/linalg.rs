@@ -49,6 +49,24 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let (m, batch, a_rs, c_rs) = fold_rows(geo.m, batch, a_rs, c_rs);
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
+            if cx.opts.bf16 && shared && batch.is_empty() && cx.g.constant(ins[1]).is_some() {
+                let (k, nn) = (geo.k, geo.n);
+                let b =
+                    cx.g.constant(ins[1])
+                        .map(|t| t.to_f32_vec())
+                        .unwrap_or_default();
+                let spec = crate::kernel::gemm_bf16::GemmBf16Spec {
+                    m,
+                    n: nn,
+                    k,
+                    c_rs,
+                    alpha: e.scale,
+                    bias: e.bias,
+                    residual: e.residual,
+                    act: e.act,
+                };
+                return lower_bf16(cx, n, spec, [a_t, out_t], a_rs, &b);
+            }
             let panel = cx.opts.gemv_panel.filter(|&p| shared && geo.n >= p);
             // The constant is copied out of the graph only when it is packed.
             let b_const = panel.and_then(|p| Some((p, cx.g.constant(ins[1])?.clone())));
@@ -98,6 +116,55 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         Op::Gemm(a) => lower_gemm(cx, n, a),
         _ => Err(Error::internal("lower", "linalg lowering of another op")),
     }
+}
+
+/// Pushes a bf16 MatMul (`--precision bf16`): A's rows converted to bf16 into scratch, then the bf16 GEMM over
+/// B packed at compile time in bf16 panels (`kernel/gemm_bf16.rs`).
+fn lower_bf16(
+    cx: &mut Ctx,
+    n: NodeId,
+    spec: crate::kernel::gemm_bf16::GemmBf16Spec,
+    [a, out]: [crate::ir::TensorId; 2],
+    a_rs: usize,
+    b: &[f32],
+) -> Result<()> {
+    use crate::kernel::gemm_bf16::pack_b;
+    let node = cx.g.nodes[n].clone();
+    let rows = cx.scratch(spec.m * spec.kp() * 2);
+    let dims = [spec.m, spec.k, a_rs];
+    let args = [(Role::X, Buf::Tensor(a)), (Role::Out, rows)];
+    cx.push(
+        n,
+        Some("tobf16"),
+        &args,
+        Body::ToBf16 { dims },
+        spec.m * spec.k,
+    );
+    let packed = pack_b(b, spec.k, spec.n);
+    let len = packed.len();
+    let t = Tensor {
+        dtype: crate::ir::DType::I32,
+        shape: vec![len],
+        data: crate::ir::Data::I64(packed),
+    };
+    let bt = cx.constant(format!("{}::b_bf16", node.name), t);
+    let mut args = vec![
+        (Role::A, rows),
+        (Role::B, Buf::Tensor(bt)),
+        (Role::Out, Buf::Tensor(out)),
+    ];
+    if spec.bias {
+        args.push((Role::Bias, Buf::Tensor(node.inputs[2])));
+    }
+    if spec.residual {
+        args.push((
+            Role::Residual,
+            Buf::Tensor(node.inputs[node.inputs.len() - 1]),
+        ));
+    }
+    let work = spec.macs();
+    cx.push(n, None, &args, Body::GemmBf16(spec), work);
+    Ok(())
 }
 
 /// Folds the innermost batch dims into the rows: while the innermost dim shares B (stride 0) and the bias, and

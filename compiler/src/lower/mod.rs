@@ -26,7 +26,7 @@ use crate::ir::op::Family;
 use crate::ir::{Graph, NodeId};
 use crate::kernel::Lowering;
 use ctx::Ctx;
-pub use ctx::{task_count, LowerOpts, Winograd, A_PANEL, ROW_PANEL};
+pub use ctx::{task_count, LowerOpts, Precision, Winograd, A_PANEL, ROW_PANEL};
 
 /// Lowers every live node of `g` to kernels, in graph order.
 pub fn lower(g: &mut Graph) -> Result<Lowering> {

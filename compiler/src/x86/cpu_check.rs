@@ -18,6 +18,8 @@ pub struct X86Ext {
     pub vbmi: bool,
     /// AMX-TILE and AMX-INT8 with the OS's tile data state (XCR0 bits 17-18): the tile int8 GEMM.
     pub amx: bool,
+    /// AVX-512 BF16 (`vdpbf16ps`, `vcvtne2ps2bf16`): the bf16 GEMM of `--precision bf16`.
+    pub bf16: bool,
 }
 
 /// What a bundle's kernels require on x86-64.
@@ -35,7 +37,7 @@ pub struct X86Needs {
 
 /// The `cpuFeatures` bits of `NAME_config` on x86-64 and their names, in bit order (docs/bundle-format.md;
 /// mirrored by `bundle-rt/src/cpu.rs`).
-pub const X86_FEATURES: [&str; 11] = [
+pub const X86_FEATURES: [&str; 12] = [
     "sse2",
     "avx",
     "fma",
@@ -47,6 +49,7 @@ pub const X86_FEATURES: [&str; 11] = [
     "avx512vnni",
     "avx512vbmi",
     "amx-int8",
+    "avx512bf16",
 ];
 
 /// The names of the feature bits set in `bits`.
@@ -80,6 +83,9 @@ impl X86Needs {
         }
         if self.ext.amx {
             b |= 1 << 10;
+        }
+        if self.ext.bf16 {
+            b |= 1 << 11;
         }
         b
     }
@@ -167,6 +173,14 @@ fn check(a: &mut CodeAssembler, n: &X86Needs, fail: CodeLabel) -> Result<(), Str
             a.and(edx, amx).map_err(e)?;
             a.cmp(edx, amx).map_err(e)?;
             a.jne(fail).map_err(e)?;
+        }
+        if n.ext.bf16 {
+            // Leaf 7 subleaf 1: EAX bit 5 AVX-512 BF16.
+            a.mov(eax, 7u32).map_err(e)?;
+            a.mov(ecx, 1u32).map_err(e)?;
+            a.cpuid().map_err(e)?;
+            a.test(eax, 1 << 5).map_err(e)?;
+            a.jz(fail).map_err(e)?;
         }
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all matrix products),
+//! Kernel body generators, one file per op family (mirroring `ir/ops`): `gemm` (all f32 matrix products;
+//! `gemm_bf16` those `--precision bf16` runs in bf16),
 //! `conv` (im2col), `elementwise`, `pool`, `nn` (softmax, normalisations, LRN, resampling), `reduce` and `data`
 //! (copies, transpose, concat, index maps, gather, cast), `logic` (comparisons, logical ops, Where), and the int8
 //! family: `quant` (QuantizeLinear / DequantizeLinear) and `qgemm` (QConv, QMatMul; `qgemm_vnni` on AVX-512 VNNI), `qdepthwise`
@@ -12,6 +13,7 @@ pub mod depthwise;
 pub mod depthwise_plane;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_bf16;
 pub mod logic;
 pub mod nn;
 pub mod plane;

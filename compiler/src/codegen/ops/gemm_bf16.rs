@@ -1,0 +1,99 @@
+//! The bf16 GEMM (`--precision bf16`, `kernel/gemm_bf16.rs`) on AVX-512 BF16: the conversion of A's rows to
+//! bf16 (`Body::ToBf16`, one call of the machine-code row converter per row) and the GEMM over units of (32-column
+//! panel, 64 rows), each 8-row tile one call of the micro-kernel (`x86/gemm_bf16.rs`), which applies the whole
+//! epilogue. Both are machine code only.
+
+use crate::codegen::builder::Kb;
+use crate::kernel::gemm_bf16::{GemmBf16Spec, NR, ROWS_PER_UNIT};
+use crate::kernel::Role;
+use crate::x86::gemm_bf16::MR;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
+
+/// Rows per unit of the conversion kernel.
+pub const CONVERT_ROWS: usize = 16;
+
+/// The micro-kernels a bf16 GEMM calls, `[full rows | tail rows][full columns | tail columns]`; `None` where
+/// the GEMM has no such tile.
+pub type Bf16Micro = [[Option<FuncRef>; 2]; 2];
+
+/// Emits the conversion of `rows` rows of `k` floats (X, row stride `src_rs` floats) into bf16 rows of `kp`
+/// (Out, scratch), K padded with a zero.
+pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs]: [usize; 3], tasks: u32, f: FuncRef) {
+    let kp = k.next_multiple_of(2);
+    let (lo, hi) = kb.task_range(rows.div_ceil(CONVERT_ROWS), tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    let n = kb.iconst(k as i64);
+    let last = kb.iconst(rows as i64);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let r0 = kb.b.ins().imul_imm_s(u, CONVERT_ROWS as i64);
+        let r1 = kb.b.ins().iadd_imm_s(r0, CONVERT_ROWS as i64);
+        let r1 = kb.b.ins().umin(r1, last);
+        kb.for_range(r0, r1, 1, |kb, r| {
+            let src = kb.addr(px, r, (src_rs * 4) as i64);
+            let dst = kb.addr(po, r, (kp * 2) as i64);
+            kb.b.ins().call(f, &[src, dst, n]);
+        });
+    });
+}
+
+/// Emits the bf16 GEMM.
+pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
+    let groups = s.m.div_ceil(ROWS_PER_UNIT);
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    let (pa, pb, pc) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
+    let bias = s.bias.then(|| kb.arg(Role::Bias));
+    let res = s.residual.then(|| kb.arg(Role::Residual));
+    let panel_bytes = s.kp() / 2 * NR * 4;
+    let tail_cols = !s.n.is_multiple_of(NR);
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (panel, g) = kb.divmod(u, groups);
+        let b = kb.addr(pb, panel, panel_bytes as i64);
+        let j0 = kb.b.ins().imul_imm_s(panel, NR as i64);
+        let i0 = kb.b.ins().imul_imm_s(g, ROWS_PER_UNIT as i64);
+        let bias_at = bias.map(|p| kb.addr(p, j0, 4));
+        let run = |kb: &mut Kb, ck: usize| {
+            // Full 8-row tiles, then the tail rows of the last group.
+            let tile = |kb: &mut Kb, i: Value, rk: usize| {
+                let Some(f) = micro[rk][ck] else {
+                    return;
+                };
+                let a = kb.addr(pa, i, (s.kp() * 2) as i64);
+                let row = kb.b.ins().imul_imm_s(i, s.c_rs as i64);
+                let el = kb.b.ins().iadd(row, j0);
+                let c = kb.addr(pc, el, 4);
+                let zero = kb.iconst(0);
+                let bp = bias_at.unwrap_or(zero);
+                let rp = res.map_or(zero, |p| kb.addr(p, el, 4));
+                kb.b.ins().call(f, &[a, b, c, bp, rp]);
+            };
+            let full_end = {
+                let end = kb.b.ins().iadd_imm_s(i0, ROWS_PER_UNIT as i64);
+                let m = kb.iconst(s.m as i64);
+                kb.b.ins().umin(end, m)
+            };
+            // Rows [i0, full_end) in tiles of MR; the last group's `m mod MR` rows by the tail kernel.
+            let tiles_end = if s.m.is_multiple_of(MR) {
+                full_end
+            } else {
+                let m_full = kb.iconst((s.m / MR * MR) as i64);
+                kb.b.ins().umin(full_end, m_full)
+            };
+            kb.for_range(i0, tiles_end, MR as i64, |kb, i| tile(kb, i, 0));
+            if !s.m.is_multiple_of(MR) {
+                let has_tail =
+                    kb.b.ins()
+                        .icmp(IntCC::UnsignedGreaterThan, full_end, tiles_end);
+                kb.if_else(has_tail, |kb| tile(kb, tiles_end, 1), |_| {});
+            }
+        };
+        if tail_cols {
+            let last =
+                kb.b.ins()
+                    .icmp_imm_s(IntCC::Equal, panel, (s.panels() - 1) as i64);
+            kb.if_else(last, |kb| run(kb, 1), |kb| run(kb, 0));
+        } else {
+            run(kb, 0);
+        }
+    });
+}

@@ -1,0 +1,120 @@
+//! The bf16 GEMM's description (`--precision bf16` on AVX-512 BF16 targets): a MatMul with a constant B whose
+//! B is packed at compile time in bf16 panels of 32 columns ([`pack_b`]) and whose A a conversion kernel
+//! writes as bf16 rows into scratch before the GEMM reads it (`Body::ToBf16`). f32 accumulation, f32 output;
+//! the bf16 rounding of both operands is the only loss against the f32 GEMM.
+
+use crate::ir::Activation;
+
+/// Columns per panel (two zmm of f32 sums).
+pub const NR: usize = 32;
+
+/// Rows per work unit (eight micro-kernel tiles of 8 rows).
+pub const ROWS_PER_UNIT: usize = 64;
+
+/// A bf16 GEMM `C[i][j] = act(alpha · Σ_k A[i][k] · B[k][j] + bias[j] + residual[i][j])`: args A (bf16 rows
+/// in scratch, `kp` per row), B (packed panels), Out, \[Bias\], \[Residual\].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmBf16Spec {
+    /// Rows.
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// C's (and the residual's) row stride in floats.
+    pub c_rs: usize,
+    /// Product scale.
+    pub alpha: f32,
+    /// A column bias (role Bias, `n` floats).
+    pub bias: bool,
+    /// A residual laid out like C (role Residual).
+    pub residual: bool,
+    /// Fused activation (Relu or Clip become the micro-kernel's clamp).
+    pub act: Activation,
+}
+
+impl GemmBf16Spec {
+    /// K padded to an even count (a bf16 pair).
+    pub fn kp(&self) -> usize {
+        self.k.next_multiple_of(2)
+    }
+    /// Column panels.
+    pub fn panels(&self) -> usize {
+        self.n.div_ceil(NR)
+    }
+    /// Work units: (panel, 64-row group), panels outermost.
+    pub fn units(&self) -> usize {
+        self.panels() * self.m.div_ceil(ROWS_PER_UNIT)
+    }
+    /// Multiply-adds.
+    pub fn macs(&self) -> usize {
+        self.m * self.n * self.k
+    }
+}
+
+/// `x` rounded to bf16 (round to nearest, ties to even, as `vcvtne2ps2bf16`; NaN stays a quiet NaN).
+pub fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    let round = 0x7fff + ((b >> 16) & 1);
+    (b.wrapping_add(round) >> 16) as u16
+}
+
+/// The f32 value of bf16 bits.
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// Packs B (`k x n` row-major f32) as bf16 panels of [`NR`] columns, `[n/32][kp/2][32]` i32 words each
+/// holding the pair `(B[2p][j], B[2p+1][j])` (low half first), columns past `n` and the K pad zero.
+pub fn pack_b(b: &[f32], k: usize, n: usize) -> Vec<i64> {
+    let pairs = k.div_ceil(2);
+    let panels = n.div_ceil(NR);
+    let mut out = vec![0i64; panels * pairs * NR];
+    let at = |p: usize, j: usize| if p < k { to_bf16(b[p * n + j]) } else { 0 };
+    for j in 0..n {
+        for p in 0..pairs {
+            let word = at(2 * p, j) as u32 | (at(2 * p + 1, j) as u32) << 16;
+            out[(j / NR) * pairs * NR + p * NR + j % NR] = word as i32 as i64;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounding() {
+        assert_eq!(to_bf16(1.0), 0x3f80);
+        // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (down); just above rounds up.
+        assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+        assert_eq!(to_bf16(f32::from_bits(0x3f80_8001)), 0x3f81);
+        // 1 + 3·2^-8 ties up to the even 1 + 2^-6.
+        assert_eq!(to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(from_bf16(to_bf16(-2.5)), -2.5);
+        assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
+        assert_eq!(to_bf16(f32::INFINITY), 0x7f80);
+    }
+
+    #[test]
+    fn panels_hold_pairs() {
+        let (k, n) = (3, 33);
+        let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
+        let p = pack_b(&b, k, n);
+        assert_eq!(p.len(), 2 * 2 * NR);
+        // Column 32 is the first of panel 1; its pair 0 is (B[0][32], B[1][32]), pair 1 (B[2][32], 0).
+        let w = p[2 * NR] as u32;
+        assert_eq!(
+            (from_bf16(w as u16), from_bf16((w >> 16) as u16)),
+            (32.0, 65.0)
+        );
+        let w = p[2 * NR + NR] as u32;
+        assert_eq!((from_bf16(w as u16), w >> 16), (98.0, 0));
+        // Column 33 (past n) is zero.
+        assert_eq!(p[2 * NR + 1], 0);
+    }
+}

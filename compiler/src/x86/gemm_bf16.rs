@@ -1,0 +1,202 @@
+//! The bf16 GEMM micro-kernel (AVX-512 BF16, `--precision bf16`): `fn(a, b, c, bias, residual)` (System V)
+//! computes a `rows x 32` tile of `C = alpha · A·B (+ bias[j]) (+ residual) ⊓ clamp` with f32 accumulation.
+//! A is bf16 rows (`a_rs` bytes apart, K padded to an even count with zeros: `kernel::gemm_bf16::to_bf16_rows`),
+//! B a panel of 32 columns of bf16 K pairs (`[kp/2][32][2]`, 128 bytes a pair step: `kernel::gemm_bf16::pack_b`).
+//! Per pair step two zmm of B and, per row and half, one `vdpbf16ps` with the row's pair broadcast from memory
+//! (`{1to16}`): sixteen f32 accumulators, each lane adding `a[2p]·b[2p][j] + a[2p+1]·b[2p+1][j]`. The epilogue
+//! in registers: the scale, the column bias (32 floats at `bias`), the residual (row stride `res_rs` floats),
+//! the clamp; then the store, under a mask for a tile of fewer than 32 columns (`cols`).
+
+use super::ZMM;
+use iced_x86::code_asm::*;
+
+/// Most tile rows (16 of 32 registers accumulate, two hold B, the rest the epilogue's constants).
+pub const MR: usize = 8;
+
+/// One micro-kernel's compile-time shape and epilogue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bf16Micro {
+    /// Tile rows (1..=MR).
+    pub rows: usize,
+    /// Valid tile columns (1..=32): fewer are stored under masks.
+    pub cols: usize,
+    /// Pair steps (K padded to even, halved).
+    pub pairs: usize,
+    /// A's row stride in bytes.
+    pub a_rs: usize,
+    /// C's row stride in floats.
+    pub c_rs: usize,
+    /// Product scale (f32 bits), when not 1.
+    pub scale: Option<u32>,
+    /// Add the column bias (`rcx`, at the tile's first column).
+    pub bias: bool,
+    /// Add the residual (`r8`, at the tile's first element) with this row stride in floats.
+    pub res_rs: Option<usize>,
+    /// Clamp bounds (f32 bits).
+    pub clamp: (Option<u32>, Option<u32>),
+}
+
+/// Whether the shape fits the encodings (32-bit displacements).
+pub fn fits(m: &Bf16Micro) -> bool {
+    let d = |x: usize| {
+        x.checked_mul(MR)
+            .and_then(|v| i32::try_from(v).ok())
+            .is_some()
+    };
+    (1..=MR).contains(&m.rows)
+        && (1..=32).contains(&m.cols)
+        && m.pairs >= 1
+        && d(m.a_rs)
+        && d(m.c_rs * 4)
+        && m.res_rs.is_none_or(|r| d(r * 4))
+}
+
+/// Assembles the micro-kernel; `Err` for a shape out of range (a bundlec bug).
+pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    if !fits(m) {
+        return Err(format!("bf16 micro-kernel shape out of range: {m:?}"));
+    }
+    let vecs = if m.cols > 16 { 2 } else { 1 };
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        for r in 0..m.rows {
+            for v in 0..vecs {
+                let x = ZMM[r * 2 + v];
+                a.vpxord(x, x, x)?;
+            }
+        }
+        a.mov(r9, m.pairs as u64)?;
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        for v in 0..vecs {
+            a.vmovups(ZMM[28 + v], zmmword_ptr(rsi + 64 * v as i32))?;
+        }
+        for r in 0..m.rows {
+            let off = (r * m.a_rs) as i32;
+            for v in 0..vecs {
+                a.vdpbf16ps(ZMM[r * 2 + v], ZMM[28 + v], dword_bcst(rdi + off))?;
+            }
+        }
+        a.add(rsi, 128)?;
+        a.add(rdi, 4)?;
+        a.dec(r9)?;
+        a.jne(top)?;
+        // k1 / k2: the valid columns of the two halves.
+        let masked = m.cols < 32;
+        if masked {
+            let bits = (1u64 << m.cols) - 1;
+            a.mov(eax, (bits & 0xffff) as u32)?;
+            a.kmovw(k1, eax)?;
+            a.mov(eax, (bits >> 16) as u32)?;
+            a.kmovw(k2, eax)?;
+        }
+        if let Some(s) = m.scale {
+            super::broadcast_bits(a, zmm30, s)?;
+        }
+        if let Some(lo) = m.clamp.0 {
+            super::broadcast_bits(a, zmm26, lo)?;
+        }
+        if let Some(hi) = m.clamp.1 {
+            super::broadcast_bits(a, zmm27, hi)?;
+        }
+        for v in 0..vecs {
+            if m.bias {
+                let src = zmmword_ptr(rcx + 64 * v as i32);
+                if masked {
+                    let reg = if v == 0 { ZMM[24].k1() } else { ZMM[25].k2() };
+                    a.vmovups(reg.z(), src)?;
+                } else {
+                    a.vmovups(ZMM[24 + v], src)?;
+                }
+            }
+        }
+        for r in 0..m.rows {
+            for v in 0..vecs {
+                let x = ZMM[r * 2 + v];
+                if m.scale.is_some() {
+                    a.vmulps(x, x, zmm30)?;
+                }
+                if m.bias {
+                    a.vaddps(x, x, ZMM[24 + v])?;
+                }
+                if let Some(rs) = m.res_rs {
+                    let src = zmmword_ptr(r8 + ((r * rs + 16 * v) * 4) as i32);
+                    if masked {
+                        let reg = if v == 0 { zmm31.k1() } else { zmm31.k2() };
+                        a.vmovups(reg.z(), src)?;
+                        a.vaddps(x, x, zmm31)?;
+                    } else {
+                        a.vaddps(x, x, src)?;
+                    }
+                }
+                if m.clamp.0.is_some() {
+                    a.vmaxps(x, x, zmm26)?;
+                }
+                if m.clamp.1.is_some() {
+                    a.vminps(x, x, zmm27)?;
+                }
+                let dst = zmmword_ptr(rdx + ((r * m.c_rs + 16 * v) * 4) as i32);
+                if masked {
+                    a.vmovups(if v == 0 { dst.k1() } else { dst.k2() }, x)?;
+                } else {
+                    a.vmovups(dst, x)?;
+                }
+            }
+        }
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// Assembles the row converter `fn(src: *const f32, dst: *mut u16, n: u64)`: `n` floats to bf16 (round to
+/// nearest even, `vcvtne2ps2bf16`), 32 a step and the rest under a mask, then one zero bf16 when `n` is odd
+/// (the K pad of a bf16 row).
+pub fn assemble_convert() -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        let (mut top, mut tail, mut pad, mut done) = (
+            a.create_label(),
+            a.create_label(),
+            a.create_label(),
+            a.create_label(),
+        );
+        a.mov(r8, rdx)?;
+        a.set_label(&mut top)?;
+        a.cmp(rdx, 32)?;
+        a.jb(tail)?;
+        a.vmovups(zmm0, zmmword_ptr(rdi))?;
+        a.vmovups(zmm1, zmmword_ptr(rdi + 64))?;
+        // vcvtne2ps2bf16 dst, hi, lo: the second source fills the low half.
+        a.vcvtne2ps2bf16(zmm2, zmm1, zmm0)?;
+        a.vmovdqu16(zmmword_ptr(rsi), zmm2)?;
+        a.add(rdi, 128)?;
+        a.add(rsi, 64)?;
+        a.sub(rdx, 32)?;
+        a.jmp(top)?;
+        a.set_label(&mut tail)?;
+        a.test(rdx, rdx)?;
+        a.jz(pad)?;
+        a.mov(r9d, u32::MAX)?;
+        a.bzhi(eax, r9d, edx)?;
+        a.kmovd(k1, eax)?;
+        a.kshiftrd(k2, k1, 16)?;
+        a.vmovups(zmm0.k1().z(), zmmword_ptr(rdi))?;
+        a.vmovups(zmm1.k2().z(), zmmword_ptr(rdi + 64))?;
+        a.vcvtne2ps2bf16(zmm2, zmm1, zmm0)?;
+        a.vmovdqu16(zmmword_ptr(rsi).k1(), zmm2)?;
+        a.lea(rsi, ptr(rsi + rdx * 2))?;
+        a.set_label(&mut pad)?;
+        a.test(r8, 1)?;
+        a.jz(done)?;
+        a.mov(word_ptr(rsi), 0)?;
+        a.set_label(&mut done)?;
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}

@@ -1,0 +1,105 @@
+//! The bf16 GEMM (`--precision bf16`) against a float64 reference of the same bf16-rounded operands: each case
+//! is a MatMul with a constant B (optionally its bias, a residual Add and a Relu, which the passes fuse into the
+//! GEMM), compiled for `--cpu native` where the CPU has AVX-512 BF16 (else a `SKIPPED` line). Since the
+//! kernel's only rounding besides the operands' bf16 rounding is its f32 accumulation, the tolerance is the f32
+//! accumulation bound `4·K·2^-24·Σ|a·b|` per output, about a thousand times tighter than the bf16 error itself:
+//! a kernel that read a wrong element, dropped a pair or skipped the bias fails it. Shapes cover row tails of
+//! the 8-row tile, column tails of the 32-column panel (masked stores), odd K (the zero pad of the last pair),
+//! several 64-row units and panels.
+
+use bundlec::kernel::gemm_bf16::{from_bf16, to_bf16};
+use bundlec_tests::harness::{compile_with, run_c};
+use bundlec_tests::onnx::Model;
+use bundlec_tests::rand_vec;
+
+/// Whether this machine runs AVX-512 BF16 code.
+fn has_bf16() -> bool {
+    bundlec::codegen::isa::host_ext().bf16
+}
+
+fn bf(v: f32) -> f64 {
+    from_bf16(to_bf16(v)) as f64
+}
+
+#[test]
+fn matmul_bf16_matches_the_rounded_reference() {
+    if !has_bf16() {
+        eprintln!("SKIPPED: bf16 GEMM (this CPU lacks AVX-512 BF16)");
+        return;
+    }
+    // (name, rows, K, N, bias, residual, relu)
+    for (name, m, k, n, bias, residual, relu) in [
+        ("bf_small", 3usize, 5usize, 7usize, false, false, false),
+        ("bf_tiles", 70, 64, 96, true, false, false),
+        ("bf_odd_k", 9, 129, 45, true, true, false),
+        ("bf_relu", 130, 200, 33, false, true, true),
+    ] {
+        let a: Vec<f32> = rand_vec(m * k, 21).iter().map(|v| v * 2.0).collect();
+        let b: Vec<f32> = rand_vec(k * n, 22).iter().map(|v| v * 0.5).collect();
+        let bv: Vec<f32> = rand_vec(n, 23).iter().map(|v| v * 3.0).collect();
+        let rv: Vec<f32> = rand_vec(m * n, 24).to_vec();
+        let mut model = Model::new();
+        model.input("a", &[m, k]);
+        if residual {
+            model.input("r", &[m, n]);
+        }
+        model.output("y", &[m, n]);
+        model.init("b", &[k, n], b.clone());
+        model.init("bias", &[n], bv.clone());
+        model.node("MatMul", &["a", "b"], &["p"], vec![]);
+        let mut last = "p".to_string();
+        if bias {
+            model.node("Add", &[&last, "bias"], &["pb"], vec![]);
+            last = "pb".into();
+        }
+        if residual {
+            model.node("Add", &[&last, "r"], &["pr"], vec![]);
+            last = "pr".into();
+        }
+        if relu {
+            model.node("Relu", &[&last], &["pa"], vec![]);
+            last = "pa".into();
+        }
+        model.node("Identity", &[&last], &["y"], vec![]);
+        let mut o = bundlec::Options::new(name);
+        o.cpu = "native".into();
+        o.precision = bundlec::Precision::Bf16;
+        let comp = compile_with(&model.bytes(), o);
+        let mut inputs = vec![a.clone()];
+        if residual {
+            inputs.push(rv.clone());
+        }
+        let got = &run_c(&comp, &inputs, &[m * n])[0];
+        let mut worst = 0.0f64;
+        for i in 0..m {
+            for j in 0..n {
+                let (mut s, mut mag) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let t = bf(a[i * k + p]) * bf(b[p * n + j]);
+                    s += t;
+                    mag += t.abs();
+                }
+                if bias {
+                    s += bv[j] as f64;
+                    mag += (bv[j] as f64).abs();
+                }
+                if residual {
+                    s += rv[i * n + j] as f64;
+                    mag += (rv[i * n + j] as f64).abs();
+                }
+                if relu {
+                    s = s.max(0.0);
+                }
+                let tol = 4.0 * (k + 2) as f64 * f32::EPSILON as f64 / 2.0 * mag + 1e-30;
+                let err = (got[i * n + j] as f64 - s).abs();
+                assert!(
+                    err <= tol,
+                    "{name}: y[{i}][{j}] = {} against {s} (error {err:e}, tolerance {tol:e})",
+                    got[i * n + j]
+                );
+                worst = worst.max(err / tol);
+            }
+        }
+        eprintln!("{name}: worst error {worst:.3} of the tolerance");
+    }
+}
