@@ -298,6 +298,15 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
     };
     let cpu = isa::resolve_cpu(opts.target.as_deref(), &opts.cpu)?;
     let (tgt, fast) = isa::targets(opts.target.as_deref(), &cpu)?;
+    if opts.precision == crate::lower::Precision::Bf16 && (!tgt.ext.bf16 || fast.is_some()) {
+        return Err(Error::InvalidArgument {
+            what: "--precision".into(),
+            message: format!(
+                "bf16 needs a single kernel set with AVX-512 BF16 (--cpu sapphirerapids, znver4, znver5, or \
+                 native on such a CPU); --cpu {cpu} has none"
+            ),
+        });
+    }
     let (stats, qreport) = optimize_with(&mut g, opts.quantize.as_ref())?;
     report.passes = stats;
     report.kept_f32 = qreport.kept;

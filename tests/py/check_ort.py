@@ -103,7 +103,10 @@ def check(model, bundlec, tol, specs, seed, qsteps=None, cpu=None, runner=()):
     feeds = make_feeds(m, specs, seed)
     name = "m_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(model))[0])
     with tempfile.TemporaryDirectory() as d:
+        # "C/bf16": --cpu C --precision bf16.
+        cpu, _, prec = (cpu or "").partition("/")
         cmd = [bundlec, "compile", model, "-o", d, "--name", name] + (["--cpu", cpu] if cpu else [])
+        cmd += ["--precision", prec] if prec else []
         for k, v in feeds.items():
             cmd += ["--input", f"{k}:{'x'.join(map(str, v.shape))}x{DTYPE_NAME[v.dtype.type]}"]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -151,7 +154,7 @@ def main():
                     help="tolerance in quantisation steps for DequantizeLinear-produced and integer outputs")
     ap.add_argument("--input", action="append", default=[])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cpu", help="bundlec --cpu kernel set (default: bundlec's)")
+    ap.add_argument("--cpu", help="bundlec --cpu kernel set (default: bundlec's); C/bf16: --cpu C --precision bf16")
     ap.add_argument("--runner", default="",
                     help="command that runs the C driver, e.g. 'qemu-x86_64 -cpu max' (an AVX2 CPU without AVX-512: "
                          "a fat bundle then runs its base set)")

@@ -27,23 +27,27 @@ fn matmul_bf16_matches_the_rounded_reference() {
         eprintln!("SKIPPED: bf16 GEMM (this CPU lacks AVX-512 BF16)");
         return;
     }
-    // (name, rows, K, N, bias, residual, relu)
+    // (name, rows, K, N, bias, residual, relu); "bf_seq" has a leading batch dim of 1 ([1, rows, K], a
+    // transformer's activations).
     for (name, m, k, n, bias, residual, relu) in [
         ("bf_small", 3usize, 5usize, 7usize, false, false, false),
         ("bf_tiles", 70, 64, 96, true, false, false),
         ("bf_odd_k", 9, 129, 45, true, true, false),
         ("bf_relu", 130, 200, 33, false, true, true),
+        ("bf_seq", 20, 48, 40, true, false, false),
     ] {
+        let lead: &[usize] = if name == "bf_seq" { &[1] } else { &[] };
+        let dims = |a: usize, b: usize| [lead, &[a, b]].concat();
         let a: Vec<f32> = rand_vec(m * k, 21).iter().map(|v| v * 2.0).collect();
         let b: Vec<f32> = rand_vec(k * n, 22).iter().map(|v| v * 0.5).collect();
         let bv: Vec<f32> = rand_vec(n, 23).iter().map(|v| v * 3.0).collect();
         let rv: Vec<f32> = rand_vec(m * n, 24).to_vec();
         let mut model = Model::new();
-        model.input("a", &[m, k]);
+        model.input("a", &dims(m, k));
         if residual {
-            model.input("r", &[m, n]);
+            model.input("r", &dims(m, n));
         }
-        model.output("y", &[m, n]);
+        model.output("y", &dims(m, n));
         model.init("b", &[k, n], b.clone());
         model.init("bias", &[n], bv.clone());
         model.node("MatMul", &["a", "b"], &["p"], vec![]);
@@ -65,6 +69,10 @@ fn matmul_bf16_matches_the_rounded_reference() {
         o.cpu = "native".into();
         o.precision = bundlec::Precision::Bf16;
         let comp = compile_with(&model.bytes(), o);
+        assert!(
+            comp.bundle.report.kernels >= 2,
+            "{name}: the MatMul lowers to the bf16 conversion and GEMM"
+        );
         let mut inputs = vec![a.clone()];
         if residual {
             inputs.push(rv.clone());

@@ -49,7 +49,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let (m, batch, a_rs, c_rs) = fold_rows(geo.m, batch, a_rs, c_rs);
             // A constant B shared by every batch is packed in column panels (`b_panel`), as a Gemm's.
             let shared = geo.b_batch_strides.iter().all(|&s| s == 0);
-            if cx.opts.bf16 && shared && batch.is_empty() && cx.g.constant(ins[1]).is_some() {
+            // Batch dims of one entry are no batch at all.
+            let single = batch.iter().all(|d| d[0] == 1);
+            if cx.opts.bf16 && shared && single && cx.g.constant(ins[1]).is_some() {
                 let (k, nn) = (geo.k, geo.n);
                 let b =
                     cx.g.constant(ins[1])
