@@ -15,7 +15,7 @@ pub const FEATURES: [&str; 12] = [
     "avx512vl",
     "avx512vnni",
     "avx512vbmi",
-    "amx-int8",
+    "amx",
     "avx512bf16",
 ];
 
@@ -86,7 +86,7 @@ pub fn available() -> u64 {
         (9, avx512_os && bit(l7.ecx, 1)),
         (
             10,
-            amx_os && bit(l7.edx, 24) && bit(l7.edx, 25) && amx_permitted(),
+            amx_os && bit(l7.edx, 22) && bit(l7.edx, 24) && bit(l7.edx, 25) && amx_permitted(),
         ),
         (11, avx512_os && max >= 7 && bit(__cpuid_count(7, 1).eax, 5)),
     ];

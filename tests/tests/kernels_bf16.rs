@@ -65,19 +65,51 @@ fn matmul_bf16_matches_the_rounded_reference() {
             last = "pa".into();
         }
         model.node("Identity", &[&last], &["y"], vec![]);
-        let mut o = bundlec::Options::new(name);
-        o.cpu = "native".into();
-        o.precision = bundlec::Precision::Bf16;
-        let comp = compile_with(&model.bytes(), o);
-        assert!(
-            comp.bundle.report.kernels >= 2,
-            "{name}: the MatMul lowers to the bf16 conversion and GEMM"
-        );
         let mut inputs = vec![a.clone()];
         if residual {
             inputs.push(rv.clone());
         }
-        let got = &run_c(&comp, &inputs, &[m * n])[0];
+        // znver4: the AVX-512 BF16 micro-kernel; sapphirerapids: the AMX one.
+        let ext = bundlec::codegen::isa::host_ext();
+        for (cpu, ok) in [
+            ("znver4", ext.vbmi && ext.vnni),
+            ("sapphirerapids", ext.amx),
+        ] {
+            if !ok {
+                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+                continue;
+            }
+            let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
+            o.cpu = cpu.into();
+            o.precision = bundlec::Precision::Bf16;
+            let comp = compile_with(&model.bytes(), o);
+            assert!(
+                comp.bundle.report.kernels >= 2,
+                "{name}: the MatMul lowers to the bf16 conversion and GEMM"
+            );
+            let got = &run_c(&comp, &inputs, &[m * n])[0];
+            check(
+                name,
+                cpu,
+                got,
+                [m, k, n],
+                [&a, &b, &bv, &rv],
+                [bias, residual, relu],
+            );
+        }
+    }
+}
+
+/// Compares `got` with the float64 product of the bf16-rounded operands within the f32 accumulation bound.
+fn check(
+    name: &str,
+    cpu: &str,
+    got: &[f32],
+    [m, k, n]: [usize; 3],
+    [a, b, bv, rv]: [&[f32]; 4],
+    [bias, residual, relu]: [bool; 3],
+) {
+    {
         let mut worst = 0.0f64;
         for i in 0..m {
             for j in 0..n {
@@ -102,12 +134,12 @@ fn matmul_bf16_matches_the_rounded_reference() {
                 let err = (got[i * n + j] as f64 - s).abs();
                 assert!(
                     err <= tol,
-                    "{name}: y[{i}][{j}] = {} against {s} (error {err:e}, tolerance {tol:e})",
+                    "{name} --cpu {cpu}: y[{i}][{j}] = {} against {s} (error {err:e}, tolerance {tol:e})",
                     got[i * n + j]
                 );
                 worst = worst.max(err / tol);
             }
         }
-        eprintln!("{name}: worst error {worst:.3} of the tolerance");
+        eprintln!("{name} --cpu {cpu}: worst error {worst:.3} of the tolerance");
     }
 }

@@ -143,7 +143,7 @@ impl Callees {
             (Body::ToBf16 { .. }, Some(Simd::Avx512)) => {
                 return Ok(Callees::One(env.one(
                     "tobf16",
-                    3,
+                    4,
                     x86::gemm_bf16::assemble_convert(),
                 )?));
             }
@@ -271,7 +271,13 @@ impl Callees {
 
 /// The bf16 GEMM's micro-kernels, one per tile kind it has.
 fn gemm_bf16(env: &mut Env, s: &crate::kernel::gemm_bf16::GemmBf16Spec) -> Result<Callees> {
-    use x86::gemm_bf16::{assemble, Bf16Micro, MR};
+    use x86::gemm_bf16::Bf16Micro;
+    type Assemble = fn(&Bf16Micro) -> std::result::Result<Vec<u8>, String>;
+    let (assemble, mr): (Assemble, usize) = if s.amx {
+        (x86::gemm_bf16_amx::assemble, x86::gemm_bf16_amx::MR)
+    } else {
+        (x86::gemm_bf16::assemble, x86::gemm_bf16::MR)
+    };
     let clamp = match s.act {
         crate::ir::Activation::None => (None, None),
         crate::ir::Activation::Relu => (Some(0f32.to_bits()), None),
@@ -279,9 +285,9 @@ fn gemm_bf16(env: &mut Env, s: &crate::kernel::gemm_bf16::GemmBf16Spec) -> Resul
     };
     let nr = crate::kernel::gemm_bf16::NR;
     let mut micro = [[None; 2]; 2];
-    for (rk, rows) in [(0, MR.min(s.m)), (1, s.m % MR)] {
+    for (rk, rows) in [(0, mr.min(s.m)), (1, s.m % mr)] {
         for (ck, cols) in [(0, nr.min(s.n)), (1, s.n % nr)] {
-            if rows == 0 || cols == 0 || (rk == 0 && s.m < MR) || (ck == 0 && s.n < nr) {
+            if rows == 0 || cols == 0 || (rk == 0 && s.m < mr) || (ck == 0 && s.n < nr) {
                 continue;
             }
             let m = Bf16Micro {

@@ -274,7 +274,7 @@ pub fn host_ext() -> X86Ext {
         X86Ext {
             vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             vbmi: std::arch::is_x86_feature_detected!("avx512vbmi"),
-            amx: l7.edx >> 24 & 3 == 3 && xcr0 >> 17 & 3 == 3,
+            amx: l7.edx >> 24 & 3 == 3 && l7.edx >> 22 & 1 == 1 && xcr0 >> 17 & 3 == 3,
             bf16: __cpuid_count(7, 1).eax >> 5 & 1 == 1 && xcr0 & 0xE6 == 0xE6,
         }
     }

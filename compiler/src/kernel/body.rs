@@ -35,10 +35,10 @@ pub enum Body {
         len: usize,
     },
     /// f32 rows to bf16 rows (`--precision bf16`): args X (`rows` rows of `k` floats, `src_rs` apart), Out
-    /// (bf16 rows of `k` padded to even).
+    /// (bf16 rows of `kp`, zero past `k`).
     ToBf16 {
-        /// Rows, K, the source's row stride in floats.
-        dims: [usize; 3],
+        /// Rows, K, the source's row stride in floats, the padded K.
+        dims: [usize; 4],
     },
     /// The bf16 GEMM (`kernel/gemm_bf16.rs`).
     GemmBf16(super::gemm_bf16::GemmBf16Spec),

@@ -31,12 +31,22 @@ pub struct GemmBf16Spec {
     pub residual: bool,
     /// Fused activation (Relu or Clip become the micro-kernel's clamp).
     pub act: Activation,
+    /// AMX tiles (`x86/gemm_bf16_amx.rs`): 32-row tiles, K padded to 32.
+    pub amx: bool,
 }
 
 impl GemmBf16Spec {
-    /// K padded to an even count (a bf16 pair).
+    /// K padded to an even count (a bf16 pair), or with `amx` to a tile row of 32.
     pub fn kp(&self) -> usize {
-        self.k.next_multiple_of(2)
+        self.k.next_multiple_of(if self.amx { 32 } else { 2 })
+    }
+    /// Rows per micro-kernel tile.
+    pub fn mr(&self) -> usize {
+        if self.amx {
+            32
+        } else {
+            8
+        }
     }
     /// Column panels.
     pub fn panels(&self) -> usize {
@@ -68,9 +78,9 @@ pub fn from_bf16(h: u16) -> f32 {
 }
 
 /// Packs B (`k x n` row-major f32) as bf16 panels of [`NR`] columns, `[n/32][kp/2][32]` i32 words each
-/// holding the pair `(B[2p][j], B[2p+1][j])` (low half first), columns past `n` and the K pad zero.
-pub fn pack_b(b: &[f32], k: usize, n: usize) -> Vec<i64> {
-    let pairs = k.div_ceil(2);
+/// holding the pair `(B[2p][j], B[2p+1][j])` (low half first), columns past `n` and the K pad (to `kp`) zero.
+pub fn pack_b(b: &[f32], k: usize, n: usize, kp: usize) -> Vec<i64> {
+    let pairs = kp.max(k).div_ceil(2);
     let panels = n.div_ceil(NR);
     let mut out = vec![0i64; panels * pairs * NR];
     let at = |p: usize, j: usize| if p < k { to_bf16(b[p * n + j]) } else { 0 };
@@ -104,7 +114,7 @@ mod tests {
     fn panels_hold_pairs() {
         let (k, n) = (3, 33);
         let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
-        let p = pack_b(&b, k, n);
+        let p = pack_b(&b, k, n, 4);
         assert_eq!(p.len(), 2 * 2 * NR);
         // Column 32 is the first of panel 1; its pair 0 is (B[0][32], B[1][32]), pair 1 (B[2][32], 0).
         let w = p[2 * NR] as u32;

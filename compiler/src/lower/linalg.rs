@@ -66,6 +66,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     bias: e.bias,
                     residual: e.residual,
                     act: e.act,
+                    amx: cx.opts.amx,
                 };
                 return lower_bf16(cx, n, spec, [a_t, out_t], a_rs, &b);
             }
@@ -133,7 +134,7 @@ fn lower_bf16(
     use crate::kernel::gemm_bf16::pack_b;
     let node = cx.g.nodes[n].clone();
     let rows = cx.scratch(spec.m * spec.kp() * 2);
-    let dims = [spec.m, spec.k, a_rs];
+    let dims = [spec.m, spec.k, a_rs, spec.kp()];
     let args = [(Role::X, Buf::Tensor(a)), (Role::Out, rows)];
     cx.push(
         n,
@@ -142,7 +143,7 @@ fn lower_bf16(
         Body::ToBf16 { dims },
         spec.m * spec.k,
     );
-    let packed = pack_b(b, spec.k, spec.n);
+    let packed = pack_b(b, spec.k, spec.n, spec.kp());
     let len = packed.len();
     let t = Tensor {
         dtype: crate::ir::DType::I32,

@@ -16,7 +16,8 @@ pub struct X86Ext {
     pub vnni: bool,
     /// AVX-512 VBMI (`vpermb`): the VNNI int8 depthwise row kernel's tap windows.
     pub vbmi: bool,
-    /// AMX-TILE and AMX-INT8 with the OS's tile data state (XCR0 bits 17-18): the tile int8 GEMM.
+    /// AMX-TILE, AMX-INT8 and AMX-BF16 with the OS's tile data state (XCR0 bits 17-18): the tile int8 GEMM and,
+    /// with `--precision bf16`, the tile bf16 GEMM.
     pub amx: bool,
     /// AVX-512 BF16 (`vdpbf16ps`, `vcvtne2ps2bf16`): the bf16 GEMM of `--precision bf16`.
     pub bf16: bool,
@@ -48,7 +49,7 @@ pub const X86_FEATURES: [&str; 12] = [
     "avx512vl",
     "avx512vnni",
     "avx512vbmi",
-    "amx-int8",
+    "amx",
     "avx512bf16",
 ];
 
@@ -152,7 +153,7 @@ fn check(a: &mut CodeAssembler, n: &X86Needs, fail: CodeLabel) -> Result<(), Str
     a.cmp(eax, xcr0_bits(n)).map_err(e)?;
     a.jne(fail).map_err(e)?;
     // Leaf 7 subleaf 0: EBX bit 5 AVX2, 16 AVX-512F, 17 DQ, 30 BW, 31 VL; ECX bit 1 AVX-512 VBMI, 11 AVX-512
-    // VNNI; EDX bit 24 AMX-TILE, 25 AMX-INT8.
+    // VNNI; EDX bit 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
     let avx512 = (1u32 << 16) | (1 << 17) | (1 << 30) | (1 << 31);
     let leaf7 = if n.avx2 { 1u32 << 5 } else { 0 } | if n.avx512 { avx512 } else { 0 };
     if leaf7 != 0 {
@@ -169,7 +170,7 @@ fn check(a: &mut CodeAssembler, n: &X86Needs, fail: CodeLabel) -> Result<(), Str
             a.jne(fail).map_err(e)?;
         }
         if n.ext.amx {
-            let amx = (1 << 24) | (1 << 25);
+            let amx = (1 << 22) | (1 << 24) | (1 << 25);
             a.and(edx, amx).map_err(e)?;
             a.cmp(edx, amx).map_err(e)?;
             a.jne(fail).map_err(e)?;

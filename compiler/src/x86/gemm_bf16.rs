@@ -151,9 +151,9 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
-/// Assembles the row converter `fn(src: *const f32, dst: *mut u16, n: u64)`: `n` floats to bf16 (round to
-/// nearest even, `vcvtne2ps2bf16`), 32 a step and the rest under a mask, then one zero bf16 when `n` is odd
-/// (the K pad of a bf16 row).
+/// Assembles the row converter `fn(src: *const f32, dst: *mut u16, n: u64, pad: u64)`: `n` floats to bf16
+/// (round to nearest even, `vcvtne2ps2bf16`), 32 a step and the rest under a mask, then `pad` zero bf16 (the K
+/// pad of a bf16 row).
 pub fn assemble_convert() -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let mut a = CodeAssembler::new(64).map_err(e)?;
@@ -164,7 +164,6 @@ pub fn assemble_convert() -> Result<Vec<u8>, String> {
             a.create_label(),
             a.create_label(),
         );
-        a.mov(r8, rdx)?;
         a.set_label(&mut top)?;
         a.cmp(rdx, 32)?;
         a.jb(tail)?;
@@ -190,9 +189,12 @@ pub fn assemble_convert() -> Result<Vec<u8>, String> {
         a.vmovdqu16(zmmword_ptr(rsi).k1(), zmm2)?;
         a.lea(rsi, ptr(rsi + rdx * 2))?;
         a.set_label(&mut pad)?;
-        a.test(r8, 1)?;
+        a.test(rcx, rcx)?;
         a.jz(done)?;
         a.mov(word_ptr(rsi), 0)?;
+        a.add(rsi, 2)?;
+        a.dec(rcx)?;
+        a.jmp(pad)?;
         a.set_label(&mut done)?;
         a.vzeroupper()?;
         a.ret()

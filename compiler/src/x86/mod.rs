@@ -1,7 +1,7 @@
 //! Machine-code kernels, assembled at compile time for the target's ISA and placed in the bundle's object beside the
 //! Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel calls for
 //! every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns, `gemm_bf16.rs` the AVX-512 BF16
-//! GEMM micro-kernel and row converter (`--precision bf16`); `qgemm_x86.rs`: the AVX2
+//! GEMM micro-kernel and row converter (`--precision bf16`), `gemm_bf16_amx.rs` its AMX twin; `qgemm_x86.rs`: the AVX2
 //! and AVX-512 VNNI micro-kernels of the integer GEMM, `qgemm_amx.rs` the AMX one, `qgemv_vnni.rs` the one-row VNNI GEMV; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
 //! AVX2 int8 depthwise row kernel, `qdepthwise_vnni.rs` the VNNI one;
 //! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
@@ -27,6 +27,7 @@ pub mod depthwise_c16_avx2;
 pub mod depthwise_c16_x86;
 pub mod depthwise_x86;
 pub mod gemm_bf16;
+pub mod gemm_bf16_amx;
 pub mod gemm_fit;
 pub mod gemm_strip_avx2;
 pub mod gemm_x86;

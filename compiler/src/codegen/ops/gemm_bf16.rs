@@ -6,7 +6,6 @@
 use crate::codegen::builder::Kb;
 use crate::kernel::gemm_bf16::{GemmBf16Spec, NR, ROWS_PER_UNIT};
 use crate::kernel::Role;
-use crate::x86::gemm_bf16::MR;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
@@ -19,11 +18,11 @@ pub type Bf16Micro = [[Option<FuncRef>; 2]; 2];
 
 /// Emits the conversion of `rows` rows of `k` floats (X, row stride `src_rs` floats) into bf16 rows of `kp`
 /// (Out, scratch), K padded with a zero.
-pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs]: [usize; 3], tasks: u32, f: FuncRef) {
-    let kp = k.next_multiple_of(2);
+pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs, kp]: [usize; 4], tasks: u32, f: FuncRef) {
     let (lo, hi) = kb.task_range(rows.div_ceil(CONVERT_ROWS), tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let n = kb.iconst(k as i64);
+    let pad = kb.iconst((kp - k) as i64);
     let last = kb.iconst(rows as i64);
     kb.for_range(lo, hi, 1, |kb, u| {
         let r0 = kb.b.ins().imul_imm_s(u, CONVERT_ROWS as i64);
@@ -32,7 +31,7 @@ pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs]: [usize; 3], tasks: u32, f: F
         kb.for_range(r0, r1, 1, |kb, r| {
             let src = kb.addr(px, r, (src_rs * 4) as i64);
             let dst = kb.addr(po, r, (kp * 2) as i64);
-            kb.b.ins().call(f, &[src, dst, n]);
+            kb.b.ins().call(f, &[src, dst, n, pad]);
         });
     });
 }
@@ -46,6 +45,7 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
     let res = s.residual.then(|| kb.arg(Role::Residual));
     let panel_bytes = s.kp() / 2 * NR * 4;
     let tail_cols = !s.n.is_multiple_of(NR);
+    let mr = s.mr();
     kb.for_range(lo, hi, 1, |kb, u| {
         let (panel, g) = kb.divmod(u, groups);
         let b = kb.addr(pb, panel, panel_bytes as i64);
@@ -72,15 +72,15 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
                 let m = kb.iconst(s.m as i64);
                 kb.b.ins().umin(end, m)
             };
-            // Rows [i0, full_end) in tiles of MR; the last group's `m mod MR` rows by the tail kernel.
-            let tiles_end = if s.m.is_multiple_of(MR) {
+            // Rows [i0, full_end) in tiles of `mr`; the last group's `m mod mr` rows by the tail kernel.
+            let tiles_end = if s.m.is_multiple_of(mr) {
                 full_end
             } else {
-                let m_full = kb.iconst((s.m / MR * MR) as i64);
+                let m_full = kb.iconst((s.m / mr * mr) as i64);
                 kb.b.ins().umin(full_end, m_full)
             };
-            kb.for_range(i0, tiles_end, MR as i64, |kb, i| tile(kb, i, 0));
-            if !s.m.is_multiple_of(MR) {
+            kb.for_range(i0, tiles_end, mr as i64, |kb, i| tile(kb, i, 0));
+            if !s.m.is_multiple_of(mr) {
                 let has_tail =
                     kb.b.ins()
                         .icmp(IntCC::UnsignedGreaterThan, full_end, tiles_end);
