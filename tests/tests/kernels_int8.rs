@@ -490,44 +490,9 @@ fn qmaxpool_equals_the_f32_chain() {
             .node("QuantizeLinear", &["p", "s", "z"], &["yq"], vec![])
             .node("DequantizeLinear", &["yq", "s", "z"], &["y"], vec![]);
         let bytes = m.bytes();
-        let path = scratch(&format!("q_{name}")).join("model.onnx");
-        std::fs::write(&path, &bytes).expect("write");
-        let g = bundlec::import::import_file(&path, &[]).expect("import");
         let n: usize = shape.iter().product();
         let xv: Vec<f32> = rand_vec(n, 5).iter().map(|v| v * 9.0).collect();
-        let want = bundlec::ir::eval::run(
-            &g,
-            vec![Tensor::f32(shape.to_vec(), xv.clone())],
-            &mut |_, _| {},
-        )
-        .expect("reference");
-        let want = want[0].as_f32().expect("f32").to_vec();
-        for (cpu, ok) in kernel_variants() {
-            if !ok {
-                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
-                continue;
-            }
-            let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
-            o.cpu = cpu.to_string();
-            let comp = compile_with(&bytes, o);
-            assert_eq!(
-                comp.bundle.report.int8.len(),
-                1,
-                "{name}: the MaxPool runs on integers"
-            );
-            let got = run_c(&comp, std::slice::from_ref(&xv), &[want.len()]);
-            let diff = got[0]
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            assert_eq!(
-                diff,
-                0,
-                "{name} --cpu {cpu}: {diff} of {} outputs differ",
-                want.len()
-            );
-        }
+        bitwise_in_every_variant(name, &bytes, &[(shape.to_vec(), xv)], Some(1));
     }
 }
 
@@ -557,9 +522,6 @@ fn qgap_matches_the_reference() {
             )
             .node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
         let bytes = m.bytes();
-        let path = scratch(&format!("q_{name}")).join("model.onnx");
-        std::fs::write(&path, &bytes).expect("write");
-        let g = bundlec::import::import_file(&path, &[]).expect("import");
         let n: usize = shape.iter().product();
         // Planes biased up or down so some averages saturate.
         let plane = shape[2] * shape[3];
@@ -568,34 +530,7 @@ fn qgap_matches_the_reference() {
             .enumerate()
             .map(|(i, v)| v * 4.0 + [-5.0, 0.0, 5.0][(i / plane) % 3])
             .collect();
-        let want = bundlec::ir::eval::run(
-            &g,
-            vec![Tensor::f32(shape.to_vec(), xv.clone())],
-            &mut |_, _| {},
-        )
-        .expect("reference");
-        let want = want[0].as_f32().expect("f32").to_vec();
-        for (cpu, ok) in kernel_variants() {
-            if !ok {
-                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
-                continue;
-            }
-            let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
-            o.cpu = cpu.to_string();
-            let comp = compile_with(&bytes, o);
-            let got = run_c(&comp, std::slice::from_ref(&xv), &[want.len()]);
-            let diff = got[0]
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            assert_eq!(
-                diff,
-                0,
-                "{name} --cpu {cpu}: {diff} of {} outputs differ",
-                want.len()
-            );
-        }
+        let want = bitwise_in_every_variant(name, &bytes, &[(shape.to_vec(), xv)], Some(1));
         let lo = if signed { -128 } else { 0 };
         let hi = if signed { 127 } else { 255 };
         let ends = [(lo - zy) as f32 * 0.011, (hi - zy) as f32 * 0.011];
@@ -629,41 +564,56 @@ fn qadd_equals_the_f32_chain() {
         .node("QuantizeLinear", &["r", "sy", "zy"], &["yq"], vec![])
         .node("DequantizeLinear", &["yq", "sy", "zy"], &["y"], vec![]);
     let bytes = m.bytes();
-    let path = scratch("q_qadd").join("model.onnx");
-    std::fs::write(&path, &bytes).expect("write");
-    let g = bundlec::import::import_file(&path, &[]).expect("import");
     let xa: Vec<f32> = rand_vec(n, 11).iter().map(|v| v * 6.0).collect();
     let xb: Vec<f32> = rand_vec(n, 12).iter().map(|v| v * 9.0).collect();
-    let want = bundlec::ir::eval::run(
-        &g,
-        vec![
-            Tensor::f32(shape.to_vec(), xa.clone()),
-            Tensor::f32(shape.to_vec(), xb.clone()),
-        ],
-        &mut |_, _| {},
-    )
-    .expect("reference");
+    let ins = [(shape.to_vec(), xa), (shape.to_vec(), xb)];
+    let want = bitwise_in_every_variant("qadd", &bytes, &ins, Some(1));
+    assert!(want.contains(&((255 - 30) as f32 * 0.04)), "saturates");
+}
+
+/// Writes `bytes` as model `name`, runs the graph interpreter on `inputs` (shape, values) for the reference,
+/// then compiles and runs the model with every kernel variant this CPU runs (`SKIPPED` for the others) and
+/// asserts every output bit-equal to it and, with `int8_ops`, that many integer ops in the bundle's report.
+/// Returns the reference output.
+fn bitwise_in_every_variant(
+    name: &str,
+    bytes: &[u8],
+    inputs: &[(Vec<usize>, Vec<f32>)],
+    int8_ops: Option<usize>,
+) -> Vec<f32> {
+    let path = scratch(&format!("q_{name}")).join("model.onnx");
+    std::fs::write(&path, bytes).expect("write");
+    let g = bundlec::import::import_file(&path, &[]).expect("import");
+    let tensors = inputs
+        .iter()
+        .map(|(shape, v)| Tensor::f32(shape.clone(), v.clone()))
+        .collect();
+    let want = bundlec::ir::eval::run(&g, tensors, &mut |_, _| {}).expect("reference");
     let want = want[0].as_f32().expect("f32").to_vec();
+    let values: Vec<Vec<f32>> = inputs.iter().map(|(_, v)| v.clone()).collect();
     for (cpu, ok) in kernel_variants() {
         if !ok {
-            eprintln!("SKIPPED: qadd with --cpu {cpu} (this CPU lacks its features)");
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
             continue;
         }
-        let mut o = bundlec::Options::new(&format!("q_qadd_{}", cpu.replace('-', "_")));
+        let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
-        let comp = compile_with(&bytes, o);
-        assert_eq!(
-            comp.bundle.report.int8.len(),
-            1,
-            "the Add fuses into a QAdd"
-        );
-        let got = run_c(&comp, &[xa.clone(), xb.clone()], &[n]);
+        let comp = compile_with(bytes, o);
+        if let Some(k) = int8_ops {
+            assert_eq!(comp.bundle.report.int8.len(), k, "{name}: integer ops");
+        }
+        let got = run_c(&comp, &values, &[want.len()]);
         let diff = got[0]
             .iter()
             .zip(&want)
             .filter(|(a, b)| a.to_bits() != b.to_bits())
             .count();
-        assert_eq!(diff, 0, "qadd --cpu {cpu}: {diff} of {n} outputs differ");
-        assert!(want.contains(&((255 - 30) as f32 * 0.04)), "saturates");
+        assert_eq!(
+            diff,
+            0,
+            "{name} --cpu {cpu}: {diff} of {} outputs differ",
+            want.len()
+        );
     }
+    want
 }

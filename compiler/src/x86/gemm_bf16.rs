@@ -82,73 +82,91 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
         a.add(rdi, 4)?;
         a.dec(r9)?;
         a.jne(top)?;
-        // k1 / k2: the valid columns of the two halves.
-        let masked = m.cols < 32;
-        if masked {
-            let bits = (1u64 << m.cols) - 1;
-            a.mov(eax, (bits & 0xffff) as u32)?;
-            a.kmovw(k1, eax)?;
-            a.mov(eax, (bits >> 16) as u32)?;
-            a.kmovw(k2, eax)?;
-        }
-        if let Some(s) = m.scale {
-            super::broadcast_bits(a, zmm30, s)?;
-        }
-        if let Some(lo) = m.clamp.0 {
-            super::broadcast_bits(a, zmm26, lo)?;
-        }
-        if let Some(hi) = m.clamp.1 {
-            super::broadcast_bits(a, zmm27, hi)?;
-        }
-        for v in 0..vecs {
-            if m.bias {
-                let src = zmmword_ptr(rcx + 64 * v as i32);
-                if masked {
-                    let reg = if v == 0 { ZMM[24].k1() } else { ZMM[25].k2() };
-                    a.vmovups(reg.z(), src)?;
-                } else {
-                    a.vmovups(ZMM[24 + v], src)?;
-                }
-            }
-        }
-        for r in 0..m.rows {
-            for v in 0..vecs {
-                let x = ZMM[r * 2 + v];
-                if m.scale.is_some() {
-                    a.vmulps(x, x, zmm30)?;
-                }
-                if m.bias {
-                    a.vaddps(x, x, ZMM[24 + v])?;
-                }
-                if let Some(rs) = m.res_rs {
-                    let src = zmmword_ptr(r8 + ((r * rs + 16 * v) * 4) as i32);
-                    if masked {
-                        let reg = if v == 0 { zmm31.k1() } else { zmm31.k2() };
-                        a.vmovups(reg.z(), src)?;
-                        a.vaddps(x, x, zmm31)?;
-                    } else {
-                        a.vaddps(x, x, src)?;
-                    }
-                }
-                if m.clamp.0.is_some() {
-                    a.vmaxps(x, x, zmm26)?;
-                }
-                if m.clamp.1.is_some() {
-                    a.vminps(x, x, zmm27)?;
-                }
-                let dst = zmmword_ptr(rdx + ((r * m.c_rs + 16 * v) * 4) as i32);
-                if masked {
-                    a.vmovups(if v == 0 { dst.k1() } else { dst.k2() }, x)?;
-                } else {
-                    a.vmovups(dst, x)?;
-                }
-            }
-        }
+        epilogue(a, m, false)?;
         a.vzeroupper()?;
         a.ret()
     };
     go(&mut a).map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// The epilogue of a tile of `m.rows` x 32 sums, in the accumulators `zmm(2r + v)` or (`from_stack`, the AMX
+/// kernel's) at `rsp`, 32 floats a row: the scale, the column bias (`rcx`), the residual (`r8`), the clamp, and
+/// the store to `rdx`, the columns past `m.cols` under masks.
+pub(super) fn epilogue(
+    a: &mut CodeAssembler,
+    m: &Bf16Micro,
+    from_stack: bool,
+) -> Result<(), IcedError> {
+    // k1 / k2: the valid columns of the two halves.
+    let vecs = if m.cols > 16 { 2 } else { 1 };
+    let masked = m.cols < 32;
+    if masked {
+        let bits = (1u64 << m.cols) - 1;
+        a.mov(eax, (bits & 0xffff) as u32)?;
+        a.kmovw(k1, eax)?;
+        a.mov(eax, (bits >> 16) as u32)?;
+        a.kmovw(k2, eax)?;
+    }
+    if let Some(s) = m.scale {
+        super::broadcast_bits(a, zmm30, s)?;
+    }
+    if let Some(lo) = m.clamp.0 {
+        super::broadcast_bits(a, zmm26, lo)?;
+    }
+    if let Some(hi) = m.clamp.1 {
+        super::broadcast_bits(a, zmm27, hi)?;
+    }
+    for v in 0..vecs {
+        if m.bias {
+            let src = zmmword_ptr(rcx + 64 * v as i32);
+            if masked {
+                let reg = if v == 0 { ZMM[24].k1() } else { ZMM[25].k2() };
+                a.vmovups(reg.z(), src)?;
+            } else {
+                a.vmovups(ZMM[24 + v], src)?;
+            }
+        }
+    }
+    for r in 0..m.rows {
+        for v in 0..vecs {
+            let x = if from_stack {
+                a.vmovups(ZMM[v], zmmword_ptr(rsp + (r * 128 + 64 * v) as i32))?;
+                ZMM[v]
+            } else {
+                ZMM[r * 2 + v]
+            };
+            if m.scale.is_some() {
+                a.vmulps(x, x, zmm30)?;
+            }
+            if m.bias {
+                a.vaddps(x, x, ZMM[24 + v])?;
+            }
+            if let Some(rs) = m.res_rs {
+                let src = zmmword_ptr(r8 + ((r * rs + 16 * v) * 4) as i32);
+                if masked {
+                    let reg = if v == 0 { zmm31.k1() } else { zmm31.k2() };
+                    a.vmovups(reg.z(), src)?;
+                    a.vaddps(x, x, zmm31)?;
+                } else {
+                    a.vaddps(x, x, src)?;
+                }
+            }
+            if m.clamp.0.is_some() {
+                a.vmaxps(x, x, zmm26)?;
+            }
+            if m.clamp.1.is_some() {
+                a.vminps(x, x, zmm27)?;
+            }
+            let dst = zmmword_ptr(rdx + ((r * m.c_rs + 16 * v) * 4) as i32);
+            if masked {
+                a.vmovups(if v == 0 { dst.k1() } else { dst.k2() }, x)?;
+            } else {
+                a.vmovups(dst, x)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Assembles the row converter `fn(src: *const f32, dst: *mut u16, n: u64, pad: u64)`: `n` floats to bf16

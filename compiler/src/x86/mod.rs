@@ -2,7 +2,8 @@
 //! Cranelift functions. `gemm_x86.rs`: the AVX2 and AVX-512 GEMM micro-kernels that the Cranelift GEMM kernel calls for
 //! every full tile, `gemm_strip_avx2.rs` the AVX2 column strip of a GEMM's last few columns, `gemm_bf16.rs` the AVX-512 BF16
 //! GEMM micro-kernel and row converter (`--precision bf16`), `gemm_bf16_amx.rs` its AMX twin; `qgemm_x86.rs`: the AVX2
-//! and AVX-512 VNNI micro-kernels of the integer GEMM, `qgemm_amx.rs` the AMX one, `qgemv_vnni.rs` the one-row VNNI GEMV; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
+//! and AVX-512 VNNI micro-kernels of the integer GEMM, `qgemm_amx.rs` the AMX one (`amx.rs`: the tile configuration and
+//! stack buffer both AMX kernels share), `qgemv_vnni.rs` the one-row VNNI GEMV; `quant_x86.rs`: the AVX-512 QAdd, int8 depthwise and QuantizeLinear row kernels, `quant_avx2.rs` the
 //! AVX2 int8 depthwise row kernel, `qdepthwise_vnni.rs` the VNNI one;
 //! `depthwise_x86.rs` and `depthwise_avx2.rs`: the AVX-512 and AVX2 f32 depthwise row kernels (the AVX-512 one also max
 //! pooling); `depthwise_c16_x86.rs` and `depthwise_c16_avx2.rs`: the AVX-512 and AVX2 channel-blocked depthwise kernels
@@ -17,6 +18,7 @@
 //! `rows.rs` (the row loop and its multi-row wrappers) and `shuffle.rs` (the 16x16 and 8x8 transposes, the AVX2
 //! partial store, the 16-lane weight packing), re-exported here. Every other target keeps the Cranelift kernels.
 
+pub mod amx;
 pub mod block_transpose;
 pub mod conv_direct;
 pub mod copy_x86;

@@ -11,12 +11,12 @@
 //! requantising variant stores the sums to a 4 KiB stack buffer and requantises them row by row exactly as the
 //! VNNI kernel does.
 
+use super::amx::{c_at, close_stack_buffer, config, tiles_to_stack, C_TILES};
 use super::qgemm_x86::{QEpilogue, QMicroSpec};
 use super::ZMM;
 use iced_x86::code_asm::*;
 
-/// Most rows of the AMX micro-kernel (two A tiles).
-pub const MR: usize = 32;
+pub use super::amx::MR;
 
 /// K quads per tile step (64 K bytes per A tile row).
 pub const STEP_QUADS: usize = 16;
@@ -36,23 +36,6 @@ pub fn fits(m: &QMicroSpec) -> bool {
         })
 }
 
-/// The 64-byte tile configuration for `rows` (palette 1): C and A tiles of the first 16 rows and, beyond 16,
-/// of the rest; B tiles of 16 quad rows; every tile 64 bytes wide.
-fn config(rows: usize) -> [u8; 64] {
-    let (r0, r1) = (rows.min(16) as u8, rows.saturating_sub(16) as u8);
-    let mut c = [0u8; 64];
-    c[0] = 1;
-    // tmm0/1: C rows 0..15, tmm2/3: C rows 16..31, tmm4/5: A, tmm6/7: B.
-    let tiles = [r0, r0, r1, r1, r0, r1, 16, 16];
-    for (t, &r) in tiles.iter().enumerate() {
-        if r > 0 {
-            c[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
-            c[48 + t] = r;
-        }
-    }
-    c
-}
-
 /// Assembles the micro-kernel; `Err` only for a shape out of range (a bundlec bug).
 pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
@@ -62,14 +45,11 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     let two = m.rows > 16;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut cfg = a.create_label();
-    let c_tiles = [tmm0, tmm1, tmm2, tmm3];
-    // C tile t sits at rows 16·(t / 2), columns 16·(t % 2) of a buffer with row stride 128 bytes.
-    let c_at = |t: usize| ((t / 2) * 16 * 128 + (t % 2) * 64) as i32;
-    let used = if two { 4 } else { 2 };
+    let used = super::amx::used(m.rows);
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
         a.ldtilecfg(ptr(cfg))?;
         a.mov(r11, 128u64)?;
-        for (t, &c) in c_tiles.iter().enumerate().take(used) {
+        for (t, &c) in C_TILES.iter().enumerate().take(used) {
             if m.accumulate {
                 a.tileloadd(c, ptr(rdx + r11 + c_at(t)))?;
             } else {
@@ -98,20 +78,16 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
         a.jne(top)?;
         match m.epilogue {
             None => {
-                for (t, &c) in c_tiles.iter().enumerate().take(used) {
+                for (t, &c) in C_TILES.iter().enumerate().take(used) {
                     a.tilestored(ptr(rdx + r11 + c_at(t)), c)?;
                 }
                 a.tilerelease()?;
             }
             Some(q) => {
                 // The sums to a 64-byte-aligned 4 KiB stack buffer, then the VNNI kernel's requantisation.
-                super::stack_table_begin(a, (MR * 128) as i32, 64)?;
-                for (t, &c) in c_tiles.iter().enumerate().take(used) {
-                    a.tilestored(ptr(rsp + r11 + c_at(t)), c)?;
-                }
-                a.tilerelease()?;
+                tiles_to_stack(a, m.rows)?;
                 requantise(a, m.rows, &q)?;
-                super::stack_table_end(a)?;
+                close_stack_buffer(a)?;
             }
         }
         a.vzeroupper()?;
