@@ -41,6 +41,44 @@ pub fn used(rows: usize) -> usize {
     }
 }
 
+/// The tile dot product of a kernel: `tdpbsud` (int8) or `tdpbf16ps` (bf16), `C += A · B`.
+pub type Dot =
+    fn(&mut CodeAssembler, AsmRegisterTmm, AsmRegisterTmm, AsmRegisterTmm) -> Result<(), IcedError>;
+
+/// The K loop of a block of `rows`: `steps` times, the A tiles (`rdi`, row stride `a_rs` in `r10`), the B tiles
+/// (`rsi`, row stride 128 in `r11`, columns 16..31 at byte 64) and two or four `dot`s; `rdi` moves 64 bytes and
+/// `rsi` 16 B rows a step. `r9` counts.
+pub fn k_loop(
+    a: &mut CodeAssembler,
+    rows: usize,
+    a_rs: usize,
+    steps: usize,
+    dot: Dot,
+) -> Result<(), IcedError> {
+    let two = rows > 16;
+    a.mov(r10, a_rs as u64)?;
+    a.mov(r11, 128u64)?;
+    a.mov(r9, steps as u64)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top)?;
+    a.tileloadd(tmm4, ptr(rdi + r10))?;
+    if two {
+        a.tileloadd(tmm5, ptr(rdi + r10 + (16 * a_rs) as i32))?;
+    }
+    a.tileloadd(tmm6, ptr(rsi + r11))?;
+    a.tileloadd(tmm7, ptr(rsi + r11 + 64))?;
+    dot(a, tmm0, tmm4, tmm6)?;
+    dot(a, tmm1, tmm4, tmm7)?;
+    if two {
+        dot(a, tmm2, tmm5, tmm6)?;
+        dot(a, tmm3, tmm5, tmm7)?;
+    }
+    a.add(rdi, 64)?;
+    a.add(rsi, 16 * 128)?;
+    a.dec(r9)?;
+    a.jne(top)
+}
+
 /// Opens a 64-byte-aligned 4 KiB stack buffer, stores the `rows`' C tiles into it (row stride 128 bytes, `r11`
 /// holding 128) and releases the tiles; [`close_stack_buffer`] closes it.
 pub fn tiles_to_stack(a: &mut CodeAssembler, rows: usize) -> Result<(), IcedError> {

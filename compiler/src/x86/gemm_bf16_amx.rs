@@ -39,7 +39,6 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
     if !fits(m) {
         return Err(format!("AMX bf16 micro-kernel shape out of range: {m:?}"));
     }
-    let two = m.rows > 16;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut cfg = a.create_label();
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
@@ -47,27 +46,8 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
         for &c in C_TILES.iter().take(super::amx::used(m.rows)) {
             a.tilezero(c)?;
         }
-        a.mov(r10, m.a_rs as u64)?;
-        a.mov(r11, 128u64)?;
-        a.mov(r9, (2 * m.pairs / K_STEP) as u64)?;
-        let mut top = a.create_label();
-        a.set_label(&mut top)?;
-        a.tileloadd(tmm4, ptr(rdi + r10))?;
-        if two {
-            a.tileloadd(tmm5, ptr(rdi + r10 + (16 * m.a_rs) as i32))?;
-        }
-        a.tileloadd(tmm6, ptr(rsi + r11))?;
-        a.tileloadd(tmm7, ptr(rsi + r11 + 64))?;
-        a.tdpbf16ps(tmm0, tmm4, tmm6)?;
-        a.tdpbf16ps(tmm1, tmm4, tmm7)?;
-        if two {
-            a.tdpbf16ps(tmm2, tmm5, tmm6)?;
-            a.tdpbf16ps(tmm3, tmm5, tmm7)?;
-        }
-        a.add(rdi, 64)?;
-        a.add(rsi, (K_STEP / 2 * 128) as i32)?;
-        a.dec(r9)?;
-        a.jne(top)?;
+        let steps = 2 * m.pairs / K_STEP;
+        super::amx::k_loop(a, m.rows, m.a_rs, steps, |a, c, x, y| a.tdpbf16ps(c, x, y))?;
         tiles_to_stack(a, m.rows)?;
         super::gemm_bf16::epilogue(a, m, true)?;
         close_stack_buffer(a)?;

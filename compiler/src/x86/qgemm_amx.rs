@@ -42,7 +42,6 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     if !fits(m) {
         return Err(format!("AMX micro-kernel shape out of range: {m:?}"));
     }
-    let two = m.rows > 16;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut cfg = a.create_label();
     let used = super::amx::used(m.rows);
@@ -56,26 +55,8 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
                 a.tilezero(c)?;
             }
         }
-        a.mov(r10, m.a_rs as u64)?;
-        a.mov(r9, m.kq.div_ceil(STEP_QUADS) as u64)?;
-        let mut top = a.create_label();
-        a.set_label(&mut top)?;
-        a.tileloadd(tmm4, ptr(rdi + r10))?;
-        if two {
-            a.tileloadd(tmm5, ptr(rdi + r10 + (16 * m.a_rs) as i32))?;
-        }
-        a.tileloadd(tmm6, ptr(rsi + r11))?;
-        a.tileloadd(tmm7, ptr(rsi + r11 + 64))?;
-        a.tdpbsud(tmm0, tmm4, tmm6)?;
-        a.tdpbsud(tmm1, tmm4, tmm7)?;
-        if two {
-            a.tdpbsud(tmm2, tmm5, tmm6)?;
-            a.tdpbsud(tmm3, tmm5, tmm7)?;
-        }
-        a.add(rdi, 64)?;
-        a.add(rsi, (STEP_QUADS * 128) as i32)?;
-        a.dec(r9)?;
-        a.jne(top)?;
+        let steps = m.kq.div_ceil(STEP_QUADS);
+        super::amx::k_loop(a, m.rows, m.a_rs, steps, |a, c, x, y| a.tdpbsud(c, x, y))?;
         match m.epilogue {
             None => {
                 for (t, &c) in C_TILES.iter().enumerate().take(used) {
