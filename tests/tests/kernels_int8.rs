@@ -318,8 +318,8 @@ fn qconv_shapes() {
             3,
         ),
         // MobileNetV2's narrow planes (one masked step per row), stride 2 over 33 outputs (a full step and a
-        // one-output tail), a 5x5 stride-2 window with uneven pads, i8 at stride 2, and a plane too large for
-        // the row-kernel path's stack plane (the Cranelift path).
+        // one-output tail), a 5x5 stride-2 window with uneven pads, i8 at stride 2, and planes too large for
+        // one stack plane (the row-kernel path in bands of output rows: 123 + 7 rows, and 5x5 stride 2 over i8).
         (
             "dw_7x7",
             [2, 20, 7, 7],
@@ -418,6 +418,15 @@ fn qconv_shapes() {
             [5, 1, 7, 7],
             [3, 1, 2, 3],
             [1, 1],
+            [1, 1],
+            3,
+        ),
+        (
+            "dw_big_s2_5x5",
+            [1, 3, 301, 263],
+            [3, 1, 5, 5],
+            [2, 2, 2, 2],
+            [2, 2],
             [1, 1],
             3,
         ),

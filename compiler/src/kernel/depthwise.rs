@@ -91,8 +91,35 @@ impl QDepthwiseSpec {
         rows.checked_mul(cols).is_some_and(|b| b <= Q_PLANE_LIMIT)
     }
 
+    /// Output rows per band of the row-kernel path: all of them when the padded plane fits
+    /// [`Q_PLANE_LIMIT`], else the most whose input rows (`reach` of them) fit it as one band; `None` when not
+    /// even one output row's do.
+    pub fn band(&self) -> Option<usize> {
+        if self.plane_fits() {
+            return Some(self.out[0]);
+        }
+        let [_, cols] = self.padded();
+        let fits = |bo: usize| {
+            reach(bo, self.kernel[0], self.strides[0], self.dilations[0])
+                .checked_mul(cols)
+                .is_some_and(|b| b <= Q_PLANE_LIMIT)
+        };
+        (fits(1)).then(|| {
+            let (mut lo, mut hi) = (1, self.out[0]);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                if fits(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            lo
+        })
+    }
+
     /// Whether the VNNI row kernel takes this convolution: requantised output, at most `MAX_TAPS` taps, a plane
-    /// that fits, and a horizontal stride and dilation whose 16 outputs' four-tap windows lie in one 64-byte
+    /// that fits in bands ([`QDepthwiseSpec::band`]), and a horizontal stride and dilation whose 16 outputs' four-tap windows lie in one 64-byte
     /// load (`15·s + 3·d < 64`, stride 1 to 4).
     pub fn vnni_fits(&self) -> bool {
         let (s, d) = (self.strides[1], self.dilations[1]);
@@ -105,7 +132,7 @@ impl QDepthwiseSpec {
             && d >= 1
             && window
             && self.kernel[0] * self.kernel[1] <= crate::kernel::depthwise::Q_MAX_TAPS
-            && self.plane_fits()
+            && self.band().is_some()
     }
 
     /// Bytes of one channel's weights: `KH·KW` taps, or with `vnni` `KH` rows of quads.

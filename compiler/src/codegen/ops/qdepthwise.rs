@@ -26,15 +26,16 @@ use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
 const SLACK: usize = crate::x86::qdepthwise_vnni::SLACK;
 
 /// The machine-code row kernel's shape when it takes the whole convolution (requantised output, at most
-/// `Q_MAX_TAPS` taps, a padded plane of at most `Q_PLANE_LIMIT` bytes, horizontal stride 1 or 2 — or, for the
-/// VNNI kernel, what [`QDepthwiseSpec::vnni_fits`] allows): each input plane is copied into a zero-point-padded
-/// plane on the stack and every output row is one call, borders included.
+/// `Q_MAX_TAPS` taps, the input rows of at least one output row within `Q_PLANE_LIMIT` bytes padded, horizontal
+/// stride 1 or 2 — or, for the VNNI kernel, what [`QDepthwiseSpec::vnni_fits`] allows): each input plane (or
+/// band of it, [`QDepthwiseSpec::band`]) is copied into a zero-point-padded plane on the stack and every
+/// output row is one call, borders included.
 pub fn row_kernel(s: &QDepthwiseSpec) -> Option<crate::x86::quant_x86::DwRowSpec> {
     let [kh, kw] = s.kernel;
     let (zp, clamp) = s.requant?;
     let [_, cols] = s.padded();
     let stride_ok = s.vnni || matches!(s.strides[1], 1 | 2);
-    (stride_ok && kh * kw <= Q_MAX_TAPS && s.plane_fits()).then_some(
+    (stride_ok && kh * kw <= Q_MAX_TAPS && s.band().is_some()).then_some(
         crate::x86::quant_x86::DwRowSpec {
             kernel: s.kernel,
             dilations: s.dilations,
@@ -73,6 +74,9 @@ fn emit_rows(
     whole_steps: bool,
 ) {
     let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
+    if let Some(bo) = s.band().filter(|&b| b < oh) {
+        return emit_banded(kb, s, tasks, f, whole_steps, bo);
+    }
     let [rows, cols] = s.padded();
     let xsz = s.x.0.size();
     let (lo, hi) = kb.task_range(s.n * s.c, tasks);
@@ -138,6 +142,84 @@ fn emit_rows(
                 kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
             }),
         }
+    });
+}
+
+/// The row-kernel path of a plane too large for one stack plane: per (batch, channel) bands of `bo` output
+/// rows, each over a stack band filled with the zero point and then the input rows its outputs' taps read, one
+/// row-kernel call per output row.
+fn emit_banded(
+    kb: &mut Kb,
+    s: &QDepthwiseSpec,
+    tasks: u32,
+    f: cranelift_codegen::ir::FuncRef,
+    whole_steps: bool,
+    bo: usize,
+) {
+    let ([h, w], [oh, ow], [pt, pl]) = (s.hw, s.out, s.pads);
+    let [_, cols] = s.padded();
+    let sh = s.strides[0];
+    let band_rows = crate::kernel::conv::reach(bo, s.kernel[0], sh, s.dilations[0]);
+    let xsz = s.x.0.size();
+    let (lo, hi) = kb.task_range(s.n * s.c, tasks);
+    let (px, pw, pb) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Bias));
+    let (psc, po) = (kb.arg(Role::Scale), kb.arg(Role::Out));
+    let bytes = band_rows * cols + SLACK;
+    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        bytes as u32,
+        6,
+    ));
+    let band = kb.b.ins().stack_addr(I64, slot, 0);
+    let staged = whole_steps.then(|| {
+        let b = ow.next_multiple_of(16) as u32;
+        let slot =
+            kb.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, b, 6));
+        kb.b.ins().stack_addr(I64, slot, 0)
+    });
+    let n = kb.iconst(ow as i64);
+    let (zero, h_v, oh_v) = (kb.iconst(0), kb.iconst(h as i64), kb.iconst(oh as i64));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (_, ch) = kb.divmod(u, s.c);
+        let xin = kb.addr(px, u, (h * w * xsz) as i64);
+        let wp = kb.addr(pw, ch, s.w_stride() as i64);
+        let bp = kb.addr(pb, ch, 4);
+        let sp = kb.addr(psc, ch, 4);
+        let out = kb.addr(po, u, (oh * ow) as i64);
+        kb.for_const(0, oh.div_ceil(bo), 1, |kb, b| {
+            fill_bytes(kb, band, 0, bytes, s.x.1 as u8);
+            // Padded rows [p0, p0 + band_rows) are input rows p - pt where those exist.
+            let p0 = kb.b.ins().imul_imm_s(b, (bo * sh) as i64);
+            let iy0 = kb.b.ins().iadd_imm_s(p0, -(pt as i64));
+            let iy0 = kb.b.ins().smax(iy0, zero);
+            let iy1 = kb.b.ins().iadd_imm_s(p0, (band_rows as i64) - pt as i64);
+            let iy1 = kb.b.ins().smin(iy1, h_v);
+            kb.for_range(iy0, iy1, 1, |kb, iy| {
+                let from = kb.addr(xin, iy, (w * xsz) as i64);
+                let r = kb.b.ins().iadd_imm_s(iy, pt as i64);
+                let r = kb.b.ins().isub(r, p0);
+                let row = kb.addr(band, r, cols as i64);
+                let to = kb.b.ins().iadd_imm_s(row, pl as i64);
+                copy_bytes(kb, to, from, w * xsz);
+            });
+            let oy0 = kb.b.ins().imul_imm_s(b, bo as i64);
+            let oy1 = kb.b.ins().iadd_imm_s(oy0, bo as i64);
+            let oy1 = kb.b.ins().smin(oy1, oh_v);
+            kb.for_range(oy0, oy1, 1, |kb, oy| {
+                let r = kb.b.ins().isub(oy, oy0);
+                let xp = kb.addr(band, r, (sh * cols) as i64);
+                let yp = kb.addr(out, oy, ow as i64);
+                match staged {
+                    Some(row_at) => {
+                        kb.b.ins().call(f, &[xp, row_at, n, wp, bp, sp]);
+                        copy_bytes(kb, yp, row_at, ow);
+                    }
+                    None => {
+                        kb.b.ins().call(f, &[xp, yp, n, wp, bp, sp]);
+                    }
+                }
+            });
+        });
     });
 }
 
