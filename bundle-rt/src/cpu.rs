@@ -100,10 +100,26 @@ pub fn available() -> u64 {
 
 /// Asks Linux once per process for the AMX tile data state (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`,
 /// a raw system call: bundle-rt links no libc), which a process needs before its first tile instruction; true
-/// when granted (again: the kernel answers 0 once the permission is held). Other systems: false, so bundles
-/// that need AMX are refused there.
+/// when granted. The answer is remembered, so later feature checks make no system call. Other systems: false,
+/// so bundles that need AMX are refused there.
 #[cfg(target_arch = "x86_64")]
 pub fn amx_permitted() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not asked yet, 1: granted, 2: refused.
+    static ANSWER: AtomicU8 = AtomicU8::new(0);
+    match ANSWER.load(Ordering::Relaxed) {
+        0 => {
+            let granted = request_amx();
+            ANSWER.store(if granted { 1 } else { 2 }, Ordering::Relaxed);
+            granted
+        }
+        a => a == 1,
+    }
+}
+
+/// The system call of [`amx_permitted`].
+#[cfg(target_arch = "x86_64")]
+fn request_amx() -> bool {
     #[cfg(target_os = "linux")]
     {
         const ARCH_REQ_XCOMP_PERM: usize = 0x1023;

@@ -175,6 +175,34 @@ impl<'a> Kb<'a> {
         self.b.switch_to_block(exit);
         self.b.seal_block(exit);
     }
+    /// For each work unit `u` in `[lo, hi)` (a task's range), `body(item)` for the items `[u·per, u·per + per)`
+    /// that exist below `total`: units that each take `per` of `total` items, the last one fewer.
+    pub fn for_unit_items(
+        &mut self,
+        (lo, hi): (Value, Value),
+        per: usize,
+        total: usize,
+        mut body: impl FnMut(&mut Self, Value),
+    ) {
+        let last = self.iconst(total as i64);
+        self.for_range(lo, hi, 1, |kb, u| {
+            let first = kb.b.ins().imul_imm_s(u, per as i64);
+            let end = kb.b.ins().iadd_imm_s(first, per as i64);
+            let end = kb.b.ins().umin(end, last);
+            kb.for_range(first, end, 1, &mut body);
+        });
+    }
+    /// The address of a new stack slot of `bytes`, aligned to `1 << align_shift`.
+    pub fn stack(&mut self, bytes: usize, align_shift: u8) -> Value {
+        let slot = self
+            .b
+            .create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+                cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+                bytes as u32,
+                align_shift,
+            ));
+        self.b.ins().stack_addr(I64, slot, 0)
+    }
     /// `for_range` with constant bounds; skips emitting anything for an empty range.
     pub fn for_const(
         &mut self,

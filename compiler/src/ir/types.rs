@@ -216,6 +216,14 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// An integer tensor of `dtype` (its values in `I64`). The caller guarantees `values.len() == numel(shape)`.
+    pub fn ints(dtype: DType, shape: Shape, values: Vec<i64>) -> Tensor {
+        Tensor {
+            dtype,
+            shape,
+            data: Data::I64(values),
+        }
+    }
     /// A float tensor. The caller guarantees `values.len() == numel(shape)`.
     pub fn f32(shape: Shape, values: Vec<f32>) -> Tensor {
         Tensor {

@@ -145,11 +145,7 @@ fn lower_bf16(
     );
     let packed = pack_b(b, spec.k, spec.n, spec.kp());
     let len = packed.len();
-    let t = Tensor {
-        dtype: crate::ir::DType::I32,
-        shape: vec![len],
-        data: crate::ir::Data::I64(packed),
-    };
+    let t = Tensor::ints(crate::ir::DType::I32, vec![len], packed);
     let bt = cx.constant(format!("{}::b_bf16", node.name), t);
     let mut args = vec![
         (Role::A, rows),

@@ -7,21 +7,13 @@
 use super::ctx::{operand, Ctx};
 use crate::error::{Error, Result};
 use crate::ir::ops::quant::slices;
-use crate::ir::{numel, DType, Data, IntProduct, NodeId, Op, Tensor};
+use crate::ir::{numel, DType, IntProduct, NodeId, Op, Tensor};
 use crate::kernel::depthwise::pack_vnni;
 use crate::kernel::gemm::Operand;
 use crate::kernel::qgemm::pack_a;
 use crate::kernel::qgemm::{QGemmSpec, QOut};
 use crate::kernel::quant::QuantSpec;
 use crate::kernel::{Body, Buf, Role};
-
-fn ints(dtype: DType, shape: Vec<usize>, v: Vec<i64>) -> Tensor {
-    Tensor {
-        dtype,
-        shape,
-        data: Data::I64(v),
-    }
-}
 
 /// Lowers a Quantize, Dequantize, QConv or QMatMul node.
 pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
@@ -38,7 +30,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
             );
             let zp = cx.constant(
                 format!("{name}::zero_point"),
-                ints(
+                Tensor::ints(
                     DType::I32,
                     vec![c],
                     q.zero_point.iter().map(|&z| z as i64).collect(),
@@ -216,7 +208,7 @@ fn depthwise(
             let len = packed.len();
             cx.constant(
                 format!("{}::vnni_taps", node.name),
-                ints(DType::I8, vec![len], packed),
+                Tensor::ints(DType::I8, vec![len], packed),
             )
         }
         _ => {
@@ -226,7 +218,7 @@ fn depthwise(
     };
     let bias = cx.constant(
         format!("{}::bias", node.name),
-        ints(DType::I32, vec![c], bias),
+        Tensor::ints(DType::I32, vec![c], bias),
     );
     let mut args = vec![
         (Role::X, Buf::Tensor(x)),
@@ -281,11 +273,11 @@ fn gemm(
             let sum: i64 = w[i * k..(i + 1) * k].iter().sum();
             bias.push((p.bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64);
         }
-        let t = ints(DType::I8, vec![rows, a_row], bytes);
+        let t = Tensor::ints(DType::I8, vec![rows, a_row], bytes);
         (t, a_row, bias)
     } else {
         let kp = k.div_ceil(2);
-        let t = ints(DType::I32, vec![rows, kp], pack_a(w, rows, k));
+        let t = Tensor::ints(DType::I32, vec![rows, kp], pack_a(w, rows, k));
         (t, kp, p.bias.iter().map(|&b| b as i64).collect())
     };
     // One row on VNNI: the GEMV, its weights in blocks of 16 rows.
@@ -293,12 +285,15 @@ fn gemm(
     let gemv = vnni && probe.n == 1 && probe.batch.is_empty() && probe.c.rs == 1;
     let a = if gemv {
         let packed = crate::kernel::qgemv::pack(w, rows, k);
-        ints(DType::I8, vec![packed.len()], packed)
+        Tensor::ints(DType::I8, vec![packed.len()], packed)
     } else {
         a
     };
     let a = cx.constant(format!("{name}::w_packed"), a);
-    let bias = cx.constant(format!("{name}::bias"), ints(DType::I32, vec![rows], bias));
+    let bias = cx.constant(
+        format!("{name}::bias"),
+        Tensor::ints(DType::I32, vec![rows], bias),
+    );
     let mut args = vec![
         (Role::A, Buf::Tensor(a)),
         (Role::B, b),

@@ -27,6 +27,27 @@ pub fn config(rows: usize) -> [u8; 64] {
     c
 }
 
+/// Assembles an AMX kernel of a tile block of `rows`: `ldtilecfg` of [`config`] (placed after the code), then
+/// `body`, then `vzeroupper` and `ret`. `Err` only for an assembler failure (a bundlec bug).
+pub fn assemble(
+    rows: usize,
+    body: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>,
+) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let mut cfg = a.create_label();
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        a.ldtilecfg(ptr(cfg))?;
+        body(a)?;
+        a.vzeroupper()?;
+        a.ret()?;
+        a.set_label(&mut cfg)?;
+        a.db(&config(rows))
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
 /// Byte offset of C tile `t` in a buffer of 32 sums (128 bytes) a row.
 pub fn c_at(t: usize) -> i32 {
     ((t / 2) * 16 * 128 + (t % 2) * 64) as i32

@@ -38,12 +38,14 @@ pub struct Bf16Micro {
 
 /// Whether the shape fits the encodings (32-bit displacements).
 pub fn fits(m: &Bf16Micro) -> bool {
-    let d = |x: usize| {
-        x.checked_mul(MR)
-            .and_then(|v| i32::try_from(v).ok())
-            .is_some()
-    };
-    (1..=MR).contains(&m.rows)
+    fits_rows(m, MR)
+}
+
+/// Whether the shape fits a micro-kernel of at most `mr` rows (`gemm_bf16_amx.rs` too): 1 to `mr` rows, 1 to
+/// 32 columns, and A's, C's and the residual's row offsets within 32-bit displacements.
+pub(super) fn fits_rows(m: &Bf16Micro, mr: usize) -> bool {
+    let d = |x: usize| x.checked_mul(mr).is_some_and(|v| i32::try_from(v).is_ok());
+    (1..=mr).contains(&m.rows)
         && (1..=32).contains(&m.cols)
         && m.pairs >= 1
         && d(m.a_rs)

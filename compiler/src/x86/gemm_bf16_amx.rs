@@ -8,9 +8,8 @@
 //! the epilogue of `gemm_bf16.rs` (scale, column bias, residual, clamp, masked column tail) reads them back
 //! row by row.
 
-use super::amx::{close_stack_buffer, config, tiles_to_stack, C_TILES};
+use super::amx::{close_stack_buffer, tiles_to_stack, C_TILES};
 use super::gemm_bf16::Bf16Micro;
-use iced_x86::code_asm::*;
 
 pub use super::amx::MR;
 
@@ -19,30 +18,15 @@ pub const K_STEP: usize = 32;
 
 /// Whether the shape fits: 1 to 32 rows and columns, K a multiple of 32, displacements within 32 bits.
 pub fn fits(m: &Bf16Micro) -> bool {
-    let d = |x: usize| {
-        x.checked_mul(MR)
-            .and_then(|v| i32::try_from(v).ok())
-            .is_some()
-    };
-    (1..=MR).contains(&m.rows)
-        && (1..=32).contains(&m.cols)
-        && m.pairs >= 1
-        && (2 * m.pairs).is_multiple_of(K_STEP)
-        && d(m.a_rs)
-        && d(m.c_rs * 4)
-        && m.res_rs.is_none_or(|r| d(r * 4))
+    super::gemm_bf16::fits_rows(m, MR) && (2 * m.pairs).is_multiple_of(K_STEP)
 }
 
 /// Assembles the micro-kernel; `Err` for a shape out of range (a bundlec bug).
 pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
-    let e = |x: IcedError| x.to_string();
     if !fits(m) {
         return Err(format!("AMX bf16 micro-kernel shape out of range: {m:?}"));
     }
-    let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut cfg = a.create_label();
-    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-        a.ldtilecfg(ptr(cfg))?;
+    super::amx::assemble(m.rows, |a| {
         for &c in C_TILES.iter().take(super::amx::used(m.rows)) {
             a.tilezero(c)?;
         }
@@ -50,12 +34,6 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
         super::amx::k_loop(a, m.rows, m.a_rs, steps, |a, c, x, y| a.tdpbf16ps(c, x, y))?;
         tiles_to_stack(a, m.rows)?;
         super::gemm_bf16::epilogue(a, m, true)?;
-        close_stack_buffer(a)?;
-        a.vzeroupper()?;
-        a.ret()
-    };
-    go(&mut a).map_err(e)?;
-    a.set_label(&mut cfg).map_err(e)?;
-    a.db(&config(m.rows)).map_err(e)?;
-    a.assemble(0).map_err(e)
+        close_stack_buffer(a)
+    })
 }

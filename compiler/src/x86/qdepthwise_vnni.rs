@@ -82,24 +82,19 @@ pub fn assemble(s: &DwRowSpec) -> Result<Vec<u8>, String> {
             for g in 0..2 {
                 let (x, other) = (ZMM[2 * g], ZMM[2 * g + 1]);
                 a.vpaddd(x, x, other)?;
-                a.vpaddd(x, x, zmm26)?;
-                a.vcvtdq2ps(x, x)?;
-                a.vmulps(x, x, zmm27)?;
-                a.vmaxps(x, x, zmm7)?;
-                a.vminps(x, x, zmm8)?;
-                a.vcvtps2dq(x, x)?;
-                a.vpaddd(x, x, zmm9)?;
                 let dst = xmmword_ptr(rsi + (g * GROUP) as i32);
                 let dst = match (masked, g) {
                     (false, _) => dst,
                     (true, 0) => dst.k2(),
                     (true, _) => dst.k3(),
                 };
-                if y_signed {
-                    a.vpmovsdb(dst, x)?;
-                } else {
-                    a.vpmovusdb(dst, x)?;
-                }
+                super::quant_x86::requant_store(
+                    a,
+                    x,
+                    &super::quant_x86::DW_REQUANT,
+                    dst,
+                    y_signed,
+                )?;
             }
             Ok(())
         };

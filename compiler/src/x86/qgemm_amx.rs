@@ -11,9 +11,9 @@
 //! requantising variant stores the sums to a 4 KiB stack buffer and requantises them row by row exactly as the
 //! VNNI kernel does.
 
-use super::amx::{c_at, close_stack_buffer, config, tiles_to_stack, C_TILES};
+use super::amx::{c_at, close_stack_buffer, tiles_to_stack, C_TILES};
 use super::qgemm_x86::{QEpilogue, QMicroSpec};
-use super::ZMM;
+use super::quant_x86::{requant_store, RequantRegs};
 use iced_x86::code_asm::*;
 
 pub use super::amx::MR;
@@ -21,32 +21,18 @@ pub use super::amx::MR;
 /// K quads per tile step (64 K bytes per A tile row).
 pub const STEP_QUADS: usize = 16;
 
-/// Whether the shape fits: 1 to 32 rows, and displacements within 32 bits.
+/// Whether the shape fits: 1 to 32 rows, A rows whole tile rows, and displacements within 32 bits.
 pub fn fits(m: &QMicroSpec) -> bool {
-    (1..=MR).contains(&m.rows)
-        && m.kq >= 1
-        && m.a_rs.is_multiple_of(64)
-        && m.a_rs
-            .checked_mul(MR)
-            .is_some_and(|x| i32::try_from(x).is_ok())
-        && m.epilogue.is_none_or(|q| {
-            q.c_rs
-                .checked_mul(MR)
-                .is_some_and(|x| i32::try_from(x).is_ok())
-        })
+    super::qgemm_x86::fits_rows(m, MR) && m.a_rs.is_multiple_of(64)
 }
 
 /// Assembles the micro-kernel; `Err` only for a shape out of range (a bundlec bug).
 pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
-    let e = |x: IcedError| x.to_string();
     if !fits(m) {
         return Err(format!("AMX micro-kernel shape out of range: {m:?}"));
     }
-    let mut a = CodeAssembler::new(64).map_err(e)?;
-    let mut cfg = a.create_label();
     let used = super::amx::used(m.rows);
-    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-        a.ldtilecfg(ptr(cfg))?;
+    super::amx::assemble(m.rows, |a| {
         a.mov(r11, 128u64)?;
         for (t, &c) in C_TILES.iter().enumerate().take(used) {
             if m.accumulate {
@@ -62,54 +48,36 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
                 for (t, &c) in C_TILES.iter().enumerate().take(used) {
                     a.tilestored(ptr(rdx + r11 + c_at(t)), c)?;
                 }
-                a.tilerelease()?;
+                a.tilerelease()
             }
             Some(q) => {
                 // The sums to a 64-byte-aligned 4 KiB stack buffer, then the VNNI kernel's requantisation.
                 tiles_to_stack(a, m.rows)?;
                 requantise(a, m.rows, &q)?;
-                close_stack_buffer(a)?;
+                close_stack_buffer(a)
             }
         }
-        a.vzeroupper()?;
-        a.ret()
-    };
-    go(&mut a).map_err(e)?;
-    a.set_label(&mut cfg).map_err(e)?;
-    a.db(&config(m.rows)).map_err(e)?;
-    a.assemble(0).map_err(e)
+    })
 }
 
 /// Requantises `rows` rows of 32 sums at `rsp` (row stride 128 bytes) to `rdx` (row stride `c_rs`), with the
 /// bias at `rcx` and the scale at `r8` per row.
 fn requantise(a: &mut CodeAssembler, rows: usize, q: &QEpilogue) -> Result<(), IcedError> {
-    let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
-    let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
-    for (reg, bits) in [
-        (ZMM[24], lo.to_bits()),
-        (ZMM[25], hi.to_bits()),
-        (ZMM[26], q.zero_point as u32),
-    ] {
-        super::broadcast_bits(a, reg, bits)?;
-    }
+    q.broadcast_bounds(a)?;
     for r in 0..rows {
         a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
         a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
+        let regs = RequantRegs {
+            bias: zmm27,
+            scale: zmm28,
+            lo: zmm24,
+            hi: zmm25,
+            zp: zmm26,
+        };
         for (v, x) in [zmm0, zmm1].into_iter().enumerate() {
             a.vmovdqu32(x, zmmword_ptr(rsp + (r * 128 + v * 64) as i32))?;
-            a.vpaddd(x, x, zmm27)?;
-            a.vcvtdq2ps(x, x)?;
-            a.vmulps(x, x, zmm28)?;
-            a.vmaxps(x, x, ZMM[24])?;
-            a.vminps(x, x, ZMM[25])?;
-            a.vcvtps2dq(x, x)?;
-            a.vpaddd(x, x, ZMM[26])?;
             let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
-            if q.signed {
-                a.vpmovsdb(dst, x)?;
-            } else {
-                a.vpmovusdb(dst, x)?;
-            }
+            requant_store(a, x, &regs, dst, q.signed)?;
         }
     }
     Ok(())

@@ -31,6 +31,23 @@ pub struct QEpilogue {
     pub signed: bool,
 }
 
+impl QEpilogue {
+    /// Broadcasts the clamp `lo - zp`, `hi - zp` (f32) and the zero point (i32) into `zmm24..26`, where the
+    /// requantising int8 kernels (this one, `qgemm_amx.rs`, `qgemv_vnni.rs`) keep them.
+    pub(super) fn broadcast_bounds(&self, a: &mut CodeAssembler) -> Result<(), IcedError> {
+        let lo = (self.clamp.0 as f64 - self.zero_point as f64) as f32;
+        let hi = (self.clamp.1 as f64 - self.zero_point as f64) as f32;
+        for (reg, bits) in [
+            (zmm24, lo.to_bits()),
+            (zmm25, hi.to_bits()),
+            (zmm26, self.zero_point as u32),
+        ] {
+            super::broadcast_bits(a, reg, bits)?;
+        }
+        Ok(())
+    }
+}
+
 /// One VNNI micro-kernel's compile-time shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QMicroSpec {
@@ -48,16 +65,14 @@ pub struct QMicroSpec {
 
 /// Whether the shape fits the encodings (32-bit displacements).
 pub fn fits(m: &QMicroSpec) -> bool {
-    (1..=MR).contains(&m.rows)
-        && m.kq >= 1
-        && m.a_rs
-            .checked_mul(MR)
-            .is_some_and(|x| i32::try_from(x).is_ok())
-        && m.epilogue.is_none_or(|q| {
-            q.c_rs
-                .checked_mul(MR)
-                .is_some_and(|x| i32::try_from(x).is_ok())
-        })
+    fits_rows(m, MR)
+}
+
+/// Whether the shape fits a micro-kernel of at most `mr` rows (`qgemm_amx.rs` too): 1 to `mr` rows, and A's and
+/// C's row offsets within 32-bit displacements.
+pub(super) fn fits_rows(m: &QMicroSpec, mr: usize) -> bool {
+    let d = |rs: usize| rs.checked_mul(mr).is_some_and(|x| i32::try_from(x).is_ok());
+    (1..=mr).contains(&m.rows) && m.kq >= 1 && d(m.a_rs) && m.epilogue.is_none_or(|q| d(q.c_rs))
 }
 
 /// Assembles the micro-kernel; `Err` only on an assembler failure (a bundlec bug).
@@ -106,15 +121,7 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
         }
         Some(q) => {
             // rcx = bias (i32 per row), r8 = scale (f32 per row); zmm24..26 hold lo - zp, hi - zp, zp.
-            let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
-            let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
-            for (reg, bits) in [
-                (ZMM[24], lo.to_bits()),
-                (ZMM[25], hi.to_bits()),
-                (ZMM[26], q.zero_point as u32),
-            ] {
-                super::broadcast_bits(&mut a, reg, bits).map_err(e)?;
-            }
+            q.broadcast_bounds(&mut a).map_err(e)?;
             for r in 0..m.rows {
                 for v in 0..2 {
                     let x = ZMM[r * 2 + v];

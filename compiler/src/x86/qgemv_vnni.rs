@@ -8,6 +8,7 @@
 //! mask. `x` is `kp` bytes (zero past K, flipped to u8 for i8 activations by the caller).
 
 use super::qgemm_x86::QEpilogue;
+use super::quant_x86::{requant_store, RequantRegs};
 use iced_x86::code_asm::*;
 
 /// Rows per block (one zmm of i32 sums).
@@ -27,11 +28,7 @@ pub fn assemble(kp: usize, epilogue: Option<QEpilogue>) -> Result<Vec<u8>, Strin
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
         if let Some(q) = epilogue {
-            let lo = (q.clamp.0 as f64 - q.zero_point as f64) as f32;
-            let hi = (q.clamp.1 as f64 - q.zero_point as f64) as f32;
-            super::broadcast_bits(a, zmm24, lo.to_bits())?;
-            super::broadcast_bits(a, zmm25, hi.to_bits())?;
-            super::broadcast_bits(a, zmm26, q.zero_point as u32)?;
+            q.broadcast_bounds(a)?;
         }
         // One block: rows' sums into zmm0 (r10 walks x, rax the block's weights).
         let block = |a: &mut CodeAssembler, masked: bool| -> Result<(), IcedError> {
@@ -54,44 +51,34 @@ pub fn assemble(kp: usize, epilogue: Option<QEpilogue>) -> Result<Vec<u8>, Strin
             a.vpaddd(zmm0, zmm0, zmm1)?;
             a.vpaddd(zmm2, zmm2, zmm3)?;
             a.vpaddd(zmm0, zmm0, zmm2)?;
-            let bias = if masked {
-                a.vmovdqu32(zmm1.k1().z(), zmmword_ptr(r8))?;
-                zmm1
-            } else {
-                a.vmovdqu32(zmm1, zmmword_ptr(r8))?;
-                zmm1
-            };
-            a.vpaddd(zmm0, zmm0, bias)?;
+            // The bias and scale of the block's rows (the last block's under k1, zeros past its rows).
+            let rows = |reg: AsmRegisterZmm| if masked { reg.k1().z() } else { reg };
+            a.vmovdqu32(rows(zmm1), zmmword_ptr(r8))?;
             match epilogue {
                 Some(q) => {
-                    if masked {
-                        a.vmovups(zmm2.k1().z(), zmmword_ptr(r9))?;
-                    } else {
-                        a.vmovups(zmm2, zmmword_ptr(r9))?;
-                    }
-                    a.vcvtdq2ps(zmm0, zmm0)?;
-                    a.vmulps(zmm0, zmm0, zmm2)?;
-                    a.vmaxps(zmm0, zmm0, zmm24)?;
-                    a.vminps(zmm0, zmm0, zmm25)?;
-                    a.vcvtps2dq(zmm0, zmm0)?;
-                    a.vpaddd(zmm0, zmm0, zmm26)?;
+                    a.vmovups(rows(zmm2), zmmword_ptr(r9))?;
                     let dst = if masked {
                         xmmword_ptr(rdx).k1()
                     } else {
                         xmmword_ptr(rdx)
                     };
-                    if q.signed {
-                        a.vpmovsdb(dst, zmm0)?;
-                    } else {
-                        a.vpmovusdb(dst, zmm0)?;
-                    }
+                    let regs = RequantRegs {
+                        bias: zmm1,
+                        scale: zmm2,
+                        lo: zmm24,
+                        hi: zmm25,
+                        zp: zmm26,
+                    };
+                    requant_store(a, zmm0, &regs, dst, q.signed)?;
                 }
                 None => {
-                    if masked {
-                        a.vmovdqu32(zmmword_ptr(rdx).k1(), zmm0)?;
+                    a.vpaddd(zmm0, zmm0, zmm1)?;
+                    let dst = if masked {
+                        zmmword_ptr(rdx).k1()
                     } else {
-                        a.vmovdqu32(zmmword_ptr(rdx), zmm0)?;
-                    }
+                        zmmword_ptr(rdx)
+                    };
+                    a.vmovdqu32(dst, zmm0)?;
                 }
             }
             Ok(())

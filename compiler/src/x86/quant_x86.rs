@@ -115,6 +115,50 @@ impl DwRowSpec {
     }
 }
 
+/// The registers of a requantisation in registers: per-lane i32 bias and f32 scale, the clamp `lo - zp` and
+/// `hi - zp` (f32) and the zero point (i32).
+pub(super) struct RequantRegs {
+    pub bias: AsmRegisterZmm,
+    pub scale: AsmRegisterZmm,
+    pub lo: AsmRegisterZmm,
+    pub hi: AsmRegisterZmm,
+    pub zp: AsmRegisterZmm,
+}
+
+/// The reference requantisation of the i32 sums in `x` (`qconv`, `ir/ops/quant.rs`):
+/// `cvt_rne(min(max(f32(x + bias) · scale, lo - zp), hi - zp)) + zp` (`vcvtps2dq` rounds half to even under the
+/// default MXCSR), narrowed with saturation to `dst` as i8 (`signed`) or u8. The int8 depthwise, GEMV and AMX
+/// kernels' epilogue.
+pub(super) fn requant_store(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    r: &RequantRegs,
+    dst: AsmMemoryOperand,
+    signed: bool,
+) -> Result<(), IcedError> {
+    a.vpaddd(x, x, r.bias)?;
+    a.vcvtdq2ps(x, x)?;
+    a.vmulps(x, x, r.scale)?;
+    a.vmaxps(x, x, r.lo)?;
+    a.vminps(x, x, r.hi)?;
+    a.vcvtps2dq(x, x)?;
+    a.vpaddd(x, x, r.zp)?;
+    if signed {
+        a.vpmovsdb(dst, x)
+    } else {
+        a.vpmovusdb(dst, x)
+    }
+}
+
+/// The depthwise row kernels' requantisation registers (`qdepthwise_vnni.rs` keeps the same plan).
+pub(super) const DW_REQUANT: RequantRegs = RequantRegs {
+    bias: zmm26,
+    scale: zmm27,
+    lo: zmm7,
+    hi: zmm8,
+    zp: zmm9,
+};
+
 /// Most taps of the int8 depthwise row kernels (15x15; the AVX-512 kernel's stack table is then 15 KiB).
 pub const MAX_TAPS: usize = crate::kernel::depthwise::Q_MAX_TAPS;
 
@@ -208,24 +252,13 @@ pub fn assemble_dw_row(s: &DwRowSpec) -> Result<Vec<u8>, String> {
             }
         }
         for (h, x) in [zmm0, zmm1].into_iter().enumerate() {
-            a.vpaddd(x, x, zmm26)?;
-            a.vcvtdq2ps(x, x)?;
-            a.vmulps(x, x, zmm27)?;
-            a.vmaxps(x, x, zmm7)?;
-            a.vminps(x, x, zmm8)?;
-            a.vcvtps2dq(x, x)?;
-            a.vpaddd(x, x, zmm9)?;
             let dst = xmmword_ptr(rsi + (h * 16) as i32);
             let dst = match (masked, h) {
                 (false, _) => dst,
                 (true, 0) => dst.k2(),
                 (true, _) => dst.k3(),
             };
-            if s.y.2 {
-                a.vpmovsdb(dst, x)?;
-            } else {
-                a.vpmovusdb(dst, x)?;
-            }
+            requant_store(a, x, &DW_REQUANT, dst, s.y.2)?;
         }
         Ok(())
     };

@@ -19,20 +19,14 @@ pub type Bf16Micro = [[Option<FuncRef>; 2]; 2];
 /// Emits the conversion of `rows` rows of `k` floats (X, row stride `src_rs` floats) into bf16 rows of `kp`
 /// (Out, scratch), K padded with a zero.
 pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs, kp]: [usize; 4], tasks: u32, f: FuncRef) {
-    let (lo, hi) = kb.task_range(rows.div_ceil(CONVERT_ROWS), tasks);
+    let units = kb.task_range(rows.div_ceil(CONVERT_ROWS), tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let n = kb.iconst(k as i64);
     let pad = kb.iconst((kp - k) as i64);
-    let last = kb.iconst(rows as i64);
-    kb.for_range(lo, hi, 1, |kb, u| {
-        let r0 = kb.b.ins().imul_imm_s(u, CONVERT_ROWS as i64);
-        let r1 = kb.b.ins().iadd_imm_s(r0, CONVERT_ROWS as i64);
-        let r1 = kb.b.ins().umin(r1, last);
-        kb.for_range(r0, r1, 1, |kb, r| {
-            let src = kb.addr(px, r, (src_rs * 4) as i64);
-            let dst = kb.addr(po, r, (kp * 2) as i64);
-            kb.b.ins().call(f, &[src, dst, n, pad]);
-        });
+    kb.for_unit_items(units, CONVERT_ROWS, rows, |kb, r| {
+        let src = kb.addr(px, r, (src_rs * 4) as i64);
+        let dst = kb.addr(po, r, (kp * 2) as i64);
+        kb.b.ins().call(f, &[src, dst, n, pad]);
     });
 }
 

@@ -18,7 +18,7 @@ use crate::kernel::depthwise::{QDepthwiseSpec, Q_MAX_TAPS};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
-use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
+use cranelift_codegen::ir::{InstBuilder, Value};
 
 /// Bytes after the padded plane: a full stride-2 step of the AVX-512 row kernel loads one byte past the last one
 /// it reads, the AVX2 kernel's whole last step up to 31 bytes past the last output's, and the VNNI kernel's
@@ -84,12 +84,7 @@ fn emit_rows(
     let psc = kb.arg(Role::Scale);
     let po = kb.arg(Role::Out);
     let bytes = rows * cols + SLACK;
-    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
-        StackSlotKind::ExplicitSlot,
-        bytes as u32,
-        6,
-    ));
-    let plane = kb.b.ins().stack_addr(I64, slot, 0);
+    let plane = kb.stack(bytes, 6);
     fill_bytes(kb, plane, 0, bytes, s.x.1 as u8);
     let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
     let flat = flat(s);
@@ -100,14 +95,7 @@ fn emit_rows(
         (None, true) => Some(ow.next_multiple_of(16)),
         (None, false) => None,
     };
-    let staged = stage_bytes.map(|b| {
-        let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            b as u32,
-            6,
-        ));
-        kb.b.ins().stack_addr(I64, slot, 0)
-    });
+    let staged = stage_bytes.map(|b| kb.stack(b, 6));
     kb.for_range(lo, hi, 1, |kb, u| {
         let (_, ch) = kb.divmod(u, s.c);
         let xin = kb.addr(px, u, (h * w * xsz) as i64);
@@ -165,18 +153,8 @@ fn emit_banded(
     let (px, pw, pb) = (kb.arg(Role::X), kb.arg(Role::W), kb.arg(Role::Bias));
     let (psc, po) = (kb.arg(Role::Scale), kb.arg(Role::Out));
     let bytes = band_rows * cols + SLACK;
-    let slot = kb.b.create_sized_stack_slot(StackSlotData::new(
-        StackSlotKind::ExplicitSlot,
-        bytes as u32,
-        6,
-    ));
-    let band = kb.b.ins().stack_addr(I64, slot, 0);
-    let staged = whole_steps.then(|| {
-        let b = ow.next_multiple_of(16) as u32;
-        let slot =
-            kb.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, b, 6));
-        kb.b.ins().stack_addr(I64, slot, 0)
-    });
+    let band = kb.stack(bytes, 6);
+    let staged = whole_steps.then(|| kb.stack(ow.next_multiple_of(16), 6));
     let n = kb.iconst(ow as i64);
     let (zero, h_v, oh_v) = (kb.iconst(0), kb.iconst(h as i64), kb.iconst(oh as i64));
     kb.for_range(lo, hi, 1, |kb, u| {

@@ -16,7 +16,7 @@ use crate::kernel::qgemm::{QGemmSpec, NR, ROWS};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I16X8, I32, I32X4, I64, I64X2, I8X16};
-use cranelift_codegen::ir::{ConstantData, InstBuilder, StackSlotData, StackSlotKind, Value};
+use cranelift_codegen::ir::{ConstantData, InstBuilder, Value};
 use cranelift_frontend::Variable;
 
 /// Rows per tile.
@@ -25,12 +25,7 @@ pub const MR: usize = 4;
 pub const KC: usize = 2048;
 
 pub(super) fn slot(kb: &mut Kb, bytes: usize) -> Value {
-    let s = kb.b.create_sized_stack_slot(StackSlotData::new(
-        StackSlotKind::ExplicitSlot,
-        bytes as u32,
-        4,
-    ));
-    kb.b.ins().stack_addr(I64, s, 0)
+    kb.stack(bytes, 4)
 }
 
 /// The AVX2 pair micro-kernels one GEMM calls (`x86/qgemm_x86.rs::assemble_avx2`), indexed `[full rows |

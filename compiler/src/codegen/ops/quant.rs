@@ -317,66 +317,60 @@ pub fn emit_qgap(
     tasks: u32,
 ) {
     let per = crate::kernel::quant::qgap_planes_per_unit(size);
-    let (lo, hi) = kb.task_range(planes.div_ceil(per), tasks);
+    let units = kb.task_range(planes.div_ceil(per), tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     let (ylo, yhi) = range_of(p.dtype).unwrap_or((0, 255));
     let signed = dtype == DType::I8;
-    let last = kb.iconst(planes as i64);
-    kb.for_range(lo, hi, 1, |kb, u| {
-        let first = kb.b.ins().imul_imm_s(u, per as i64);
-        let end = kb.b.ins().iadd_imm_s(first, per as i64);
-        let end = kb.b.ins().umin(end, last);
-        kb.for_range(first, end, 1, |kb, pl| {
-            let src = kb.addr(px, pl, size as i64);
-            let zero = kb.b.ins().iconst(I32, 0);
-            let mut acc = kb.b.ins().splat(I32X4, zero);
-            // Sixteen bytes a step: widened twice into four i32x4 and added (no overflow: |x| < 2^8 per lane
-            // and at most 2^23 steps' worth in a plane the f32 conversion keeps exact).
-            let vecs = size / 16;
-            if vecs > 0 {
-                let v = kb.var(I32X4, acc);
-                kb.for_const(0, vecs, 1, |kb, i| {
-                    let at = kb.addr(src, i, 16);
-                    let b = kb.load(I8X16, at, 0);
-                    let halves = if signed {
-                        [kb.b.ins().swiden_low(b), kb.b.ins().swiden_high(b)]
+    kb.for_unit_items(units, per, planes, |kb, pl| {
+        let src = kb.addr(px, pl, size as i64);
+        let zero = kb.b.ins().iconst(I32, 0);
+        let mut acc = kb.b.ins().splat(I32X4, zero);
+        // Sixteen bytes a step: widened twice into four i32x4 and added (no overflow: |x| < 2^8 per lane
+        // and at most 2^23 steps' worth in a plane the f32 conversion keeps exact).
+        let vecs = size / 16;
+        if vecs > 0 {
+            let v = kb.var(I32X4, acc);
+            kb.for_const(0, vecs, 1, |kb, i| {
+                let at = kb.addr(src, i, 16);
+                let b = kb.load(I8X16, at, 0);
+                let halves = if signed {
+                    [kb.b.ins().swiden_low(b), kb.b.ins().swiden_high(b)]
+                } else {
+                    [kb.b.ins().uwiden_low(b), kb.b.ins().uwiden_high(b)]
+                };
+                let mut a = kb.b.use_var(v);
+                for h in halves {
+                    let (l, r) = if signed {
+                        (kb.b.ins().swiden_low(h), kb.b.ins().swiden_high(h))
                     } else {
-                        [kb.b.ins().uwiden_low(b), kb.b.ins().uwiden_high(b)]
+                        (kb.b.ins().uwiden_low(h), kb.b.ins().uwiden_high(h))
                     };
-                    let mut a = kb.b.use_var(v);
-                    for h in halves {
-                        let (l, r) = if signed {
-                            (kb.b.ins().swiden_low(h), kb.b.ins().swiden_high(h))
-                        } else {
-                            (kb.b.ins().uwiden_low(h), kb.b.ins().uwiden_high(h))
-                        };
-                        a = kb.b.ins().iadd(a, l);
-                        a = kb.b.ins().iadd(a, r);
-                    }
-                    kb.b.def_var(v, a);
-                });
-                acc = kb.b.use_var(v);
-            }
-            let mut sum = {
-                let l = [0u8, 1, 2, 3].map(|i| kb.b.ins().extractlane(acc, i));
-                let s01 = kb.b.ins().iadd(l[0], l[1]);
-                let s23 = kb.b.ins().iadd(l[2], l[3]);
-                kb.b.ins().iadd(s01, s23)
-            };
-            for i in vecs * 16..size {
-                let v = load1(kb, src, i as i64, dtype);
-                sum = kb.b.ins().iadd(sum, v);
-            }
-            // Σ (x - zx) = Σ x - zx · size (exact in wrapping i32, as the reference's i64 sum truncated).
-            let bias = (-(p.x.1 as i64)).wrapping_mul(size as i64) as i32;
-            let bias = kb.b.ins().iconst(I32, bias as i64);
-            let sum = kb.b.ins().iadd(sum, bias);
-            let f = kb.b.ins().fcvt_from_sint(F32, sum);
-            let m = kb.fconst(F32, p.multiplier(size));
-            let v = kb.b.ins().fmul(f, m);
-            let r = round_to_int(kb, F32, v, p.y.1, ylo, yhi);
-            let dst = kb.b.ins().iadd(po, pl);
-            store1(kb, r, dst, 0, p.dtype);
-        });
+                    a = kb.b.ins().iadd(a, l);
+                    a = kb.b.ins().iadd(a, r);
+                }
+                kb.b.def_var(v, a);
+            });
+            acc = kb.b.use_var(v);
+        }
+        let mut sum = {
+            let l = [0u8, 1, 2, 3].map(|i| kb.b.ins().extractlane(acc, i));
+            let s01 = kb.b.ins().iadd(l[0], l[1]);
+            let s23 = kb.b.ins().iadd(l[2], l[3]);
+            kb.b.ins().iadd(s01, s23)
+        };
+        for i in vecs * 16..size {
+            let v = load1(kb, src, i as i64, dtype);
+            sum = kb.b.ins().iadd(sum, v);
+        }
+        // Σ (x - zx) = Σ x - zx · size (exact in wrapping i32, as the reference's i64 sum truncated).
+        let bias = (-(p.x.1 as i64)).wrapping_mul(size as i64) as i32;
+        let bias = kb.b.ins().iconst(I32, bias as i64);
+        let sum = kb.b.ins().iadd(sum, bias);
+        let f = kb.b.ins().fcvt_from_sint(F32, sum);
+        let m = kb.fconst(F32, p.multiplier(size));
+        let v = kb.b.ins().fmul(f, m);
+        let r = round_to_int(kb, F32, v, p.y.1, ylo, yhi);
+        let dst = kb.b.ins().iadd(po, pl);
+        store1(kb, r, dst, 0, p.dtype);
     });
 }

@@ -280,11 +280,7 @@ fn eval_int_max(x: &Tensor, a: &PoolAttrs, out_shape: &[usize]) -> Tensor {
             }
         }
     }
-    Tensor {
-        dtype: x.dtype,
-        shape: out_shape.to_vec(),
-        data: crate::ir::Data::I64(out),
-    }
+    Tensor::ints(x.dtype, out_shape.to_vec(), out)
 }
 
 pub(crate) fn infer_global_pool(

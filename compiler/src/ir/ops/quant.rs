@@ -283,11 +283,7 @@ pub(crate) fn infer_quantize(
 }
 
 fn int_tensor(dtype: DType, shape: Shape, v: Vec<i32>) -> Tensor {
-    Tensor {
-        dtype,
-        shape,
-        data: crate::ir::Data::I64(v.into_iter().map(i64::from).collect()),
-    }
+    Tensor::ints(dtype, shape, v.into_iter().map(i64::from).collect())
 }
 
 fn ints(t: &Tensor) -> Vec<i32> {
