@@ -7,7 +7,7 @@ use super::machine_code::{
     define_dw_row_f32, define_layout, define_machine_code, define_micro, define_pool_row,
     define_qmicro, define_qpair, define_transpose,
 };
-use super::{ops, KC};
+use super::ops;
 use crate::error::{Error, Result};
 use crate::kernel::{Body, Kernel};
 use crate::x86::{self, gemm_x86::Simd};
@@ -337,7 +337,7 @@ fn gemm(env: &mut Env, s: &crate::kernel::gemm::GemmSpec, simd: Simd) -> Result<
         mr: m.mr,
         nr: m.nr,
         nt: m.nt,
-        kc: KC,
+        kc: s.kc,
         prefetch_next: m.prefetch_next,
         funcs: m.ids.map(|set| set.map(|id| id.map(|id| env.declare(id)))),
         strip: m.strip.map(|id| env.declare(id)),

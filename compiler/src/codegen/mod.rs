@@ -23,7 +23,6 @@ pub mod ops;
 pub mod symbols;
 
 use crate::error::{Error, Result};
-pub use crate::kernel::gemm::KC;
 use crate::kernel::{interleave, KernelId, Lowering};
 use crate::x86::gemm_x86::Simd;
 use builder::Kb;

@@ -63,6 +63,10 @@ pub struct GemmSpec {
     pub n: usize,
     /// Reduction length.
     pub k: usize,
+    /// Depth of a K block (a multiple of 16): each block's products are summed from +0.0 and then added to the
+    /// earlier blocks' sums, as MLAS does, which bounds the rounding error of a long reduction ([`KC`],
+    /// [`CONV_KC`], [`WINOGRAD_KC`]).
+    pub kc: usize,
     /// Batch dims, outermost first: (count, A, B, C, bias strides) in elements. The residual uses C's.
     pub batch: Vec<[usize; 5]>,
     /// Left operand (broadcast loads).
@@ -157,7 +161,7 @@ impl GemmSpec {
             (None, Some(r)) => {
                 (r.off, r.rs, r.cs) == (self.c.off, self.c.rs, self.c.cs)
                     && self.res_k16 == self.c_k16
-                    && self.k <= super::gemm::KC
+                    && self.k <= self.kc
                     && super::gemm::fused_epilogue(self).is_some()
             }
             (None, None) => false,
@@ -207,8 +211,21 @@ pub struct MicroEpi {
     pub hi: Option<u32>,
 }
 
-/// Depth of one K block of the micro-kernel path (a column tail's packed B panel is `KC x nr` floats on the stack).
+/// Depth of a K block of a MatMul or Gemm (`GemmSpec::kc`), the deepest there is (a column tail's packed B panel
+/// is `kc x nr` floats on the stack). A sequential sum's rounding error grows about as the square root of its
+/// length; a block of 256 keeps transformer GEMMs (K = 256 to 3072) within 1.5x onnxruntime's error while
+/// costing one add per element and block (a shallower block made an encoder 3 % slower).
 pub const KC: usize = 256;
+
+/// Depth of a K block of a convolution's GEMM (im2col, 1x1, transposed): MLAS's 128, so that a 3x3 layer of
+/// 64-512 channels (K = 576-4608) is as accurate as onnxruntime's (0.93-0.99x its RMS error against float64,
+/// `scripts/winograd_accuracy.py`; 1.2x with 256, 1.9-4.5x with one sequential chain), at no measured cost.
+pub const CONV_KC: usize = 128;
+
+/// Depth of a K block of a Winograd GEMM (K = the input channels): F(2x2)'s transforms add their own rounding,
+/// so its products need shallower sums than the direct GEMM's to stay within 2x onnxruntime's error: 1.3-1.4x
+/// at 64-512 channels (1.4-1.9x with 128).
+pub const WINOGRAD_KC: usize = 64;
 
 /// The epilogue a micro-kernel can apply in registers with the Cranelift epilogue's exact rounding: the product's
 /// scale (`alpha`, a product then the additions, as there), bias per row or column (unscaled), the residual,

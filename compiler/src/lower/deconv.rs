@@ -30,6 +30,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         m: mg * khw,
         n: p,
         k: cg,
+        kc: crate::kernel::gemm::CONV_KC,
         batch: vec![
             [nb, 0, c * p, m * khw * p, 0],
             [g, cg * mg * khw, cg * p, mg * khw * p, 0],

@@ -3,7 +3,7 @@
 //! before it fuses, so that the code generator always finds the micro-kernels a fused GEMM needs).
 
 use super::gemm_x86::{self, MicroSpec, Simd};
-use crate::kernel::gemm::{GemmSpec, KC};
+use crate::kernel::gemm::GemmSpec;
 
 /// How many steps of K ahead the micro-kernels prefetch a panel-packed B (8 KiB at 32 columns): measured on
 /// ResNet-50 (AMD EPYC, AVX-512), whose 7x7 layers stream 4–9 MiB of packed weights each, 3–5 % faster than
@@ -42,7 +42,7 @@ pub fn fuses_transpose(s: &GemmSpec) -> bool {
         simd,
         rows,
         cols: nr,
-        k: KC.min(s.k),
+        k: s.kc.min(s.k),
         a_rs: s.a_steps().0,
         a_cs: s.a_steps().1,
         b_rs: s.b_k_step(),

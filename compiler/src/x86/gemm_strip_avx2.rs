@@ -11,8 +11,8 @@
 //! place. Several 8-row panels run together ([`chunk`]) so that enough accumulators hide the FMA latency; a K
 //! not a multiple of four ends with single steps gathered by `vinsertps`.
 //!
-//! Each output is an fma chain over K in ascending order from +0.0 — the chain the tiles compute — stored into
-//! the GEMM's column-tail buffer (row stride `c_rs`), whose epilogue (bias, residual, clamp) the caller applies
+//! Each output is a sum of fma chains over blocks of `KC` steps of K in ascending order, each from +0.0 — the
+//! chains the tiles compute — stored into the GEMM's column-tail buffer (row stride `c_rs`), whose epilogue (bias, residual, clamp) the caller applies
 //! as it does after the tail tiles: results are bitwise the same.
 //!
 //! `fn(a: *const f32, b: *const f32, c: *mut f32, panels: u64)` (System V): `a` the first row at K = 0, `b` B's
@@ -35,6 +35,8 @@ const BLOCK: usize = 4;
 pub struct StripSpec {
     /// Reduction length (≥ 1).
     pub k: usize,
+    /// Depth of a K block (`GemmSpec::kc`, a multiple of 16).
+    pub kc: usize,
     /// Columns (1..=[`MAX_COLS`]).
     pub cols: usize,
     /// A's row stride (its steps of K are adjacent).
@@ -67,7 +69,12 @@ fn disp(floats: usize) -> Result<i32, String> {
 /// Assembles the strip; `Err` when the shape or a displacement is out of range (the caller keeps the tiles).
 pub fn assemble(s: &StripSpec) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
-    if s.k == 0 || !(1..=MAX_COLS).contains(&s.cols) || s.c_rs < s.cols {
+    if s.k == 0
+        || s.kc == 0
+        || !s.kc.is_multiple_of(16)
+        || !(1..=MAX_COLS).contains(&s.cols)
+        || s.c_rs < s.cols
+    {
         return Err(format!("column strip shape out of range: {s:?}"));
     }
     let p = chunk(s.cols);
@@ -109,20 +116,60 @@ pub fn assemble(s: &StripSpec) -> Result<Vec<u8>, String> {
 }
 
 /// `q` panels of `s.cols` columns at `rdi`, `rsi`, `rdx`: accumulator (panel, column) is `ymm[5 + panel·cols +
-/// column]`; `ymm0..4` hold a panel's transposed block and the broadcast. `r8` counts blocks of K, `r9` and
-/// `r10` walk A and B.
+/// column]`; `ymm0..4` hold a panel's transposed block and the broadcast. `r8` counts blocks of four steps of
+/// K, `r11` blocks of `kc`, `r9` and `r10` walk A and B. With more than one K block each block's sums start at
+/// +0.0 and are added to the buffer, which starts at +0.0 (as the tiles do: `gemm_x86.rs`).
 fn chunk_body(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), IcedError> {
-    let acc = |panel: usize, col: usize| YMM[5 + panel * s.cols + col];
+    a.mov(r9, rdi)?;
+    a.mov(r10, rsi)?;
+    let (full, tail) = (s.k / s.kc, s.k % s.kc);
+    if full + usize::from(tail > 0) == 1 {
+        zero(a, s, q)?;
+        steps(a, s, q, s.k)?;
+        return store(a, s, q, false);
+    }
+    zero(a, s, q)?;
+    store(a, s, q, false)?;
+    if full > 0 {
+        a.mov(r11, full as u64)?;
+        let mut next = a.create_label();
+        a.set_label(&mut next)?;
+        zero(a, s, q)?;
+        steps(a, s, q, s.kc)?;
+        store(a, s, q, true)?;
+        a.dec(r11)?;
+        a.jnz(next)?;
+    }
+    if tail > 0 {
+        zero(a, s, q)?;
+        steps(a, s, q, tail)?;
+        store(a, s, q, true)?;
+    }
+    Ok(())
+}
+
+/// Accumulator of `panel`, `col`.
+fn acc(s: &StripSpec, panel: usize, col: usize) -> AsmRegisterYmm {
+    YMM[5 + panel * s.cols + col]
+}
+
+/// Sets the accumulators to +0.0.
+fn zero(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), IcedError> {
+    for panel in 0..q {
+        for col in 0..s.cols {
+            let v = acc(s, panel, col);
+            a.vxorps(v, v, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// `depth` steps of K from `r9` / `r10` into the accumulators, advancing both past the whole blocks of four
+/// steps (a shorter last block, `depth % 4`, ends the reduction).
+fn steps(a: &mut CodeAssembler, s: &StripSpec, q: usize, depth: usize) -> Result<(), IcedError> {
     let row =
         |panel: usize, r: usize, k: usize| r9 + (4 * ((panel * PANEL + r) * s.a_rs + k)) as i32;
     let b_at = |k: usize, col: usize| r10 + (4 * (k * s.b_rs + col)) as i32;
-    for panel in 0..q {
-        for col in 0..s.cols {
-            a.vxorps(acc(panel, col), acc(panel, col), acc(panel, col))?;
-        }
-    }
-    a.mov(r9, rdi)?;
-    a.mov(r10, rsi)?;
     // One block of four steps of K at `kk` steps past r9 / r10 for `panel`.
     let block = |a: &mut CodeAssembler, panel: usize, kk: usize| -> Result<(), IcedError> {
         // Rows r and r + 4 of the block as the halves of ymm r (r < 4), ymm4 the scratch.
@@ -144,14 +191,14 @@ fn chunk_body(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), Iced
         for (j, &v) in steps.iter().enumerate() {
             for col in 0..s.cols {
                 a.vbroadcastss(ymm1, dword_ptr(b_at(kk + j, col)))?;
-                a.vfmadd231ps(acc(panel, col), v, ymm1)?;
+                a.vfmadd231ps(acc(s, panel, col), v, ymm1)?;
             }
         }
         Ok(())
     };
     // Blocks of K sixteen steps at a time (four blocks of each panel in turn, so that each row's line is used
     // whole while it is in L1), then four at a time.
-    let blocks = s.k / BLOCK;
+    let blocks = depth / BLOCK;
     for (unroll, count) in [(4, blocks / 4), (1, blocks % 4)] {
         if count == 0 {
             continue;
@@ -169,8 +216,8 @@ fn chunk_body(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), Iced
         a.dec(r8)?;
         a.jnz(step)?;
     }
-    // The last K % 4 steps one at a time: the eight rows gathered into ymm0 (rows 4..8 via xmm4).
-    for j in 0..s.k % BLOCK {
+    // The last depth % 4 steps one at a time: the eight rows gathered into ymm0 (rows 4..8 via xmm4).
+    for j in 0..depth % BLOCK {
         for panel in 0..q {
             for (half, x) in [xmm0, xmm4].into_iter().enumerate() {
                 a.vmovss(x, dword_ptr(row(panel, 4 * half, j)))?;
@@ -186,17 +233,37 @@ fn chunk_body(a: &mut CodeAssembler, s: &StripSpec, q: usize) -> Result<(), Iced
             a.vinsertf128(ymm0, ymm0, xmm4, 1)?;
             for col in 0..s.cols {
                 a.vbroadcastss(ymm1, dword_ptr(b_at(j, col)))?;
-                a.vfmadd231ps(acc(panel, col), ymm0, ymm1)?;
+                a.vfmadd231ps(acc(s, panel, col), ymm0, ymm1)?;
             }
         }
     }
-    // Row `panel·8 + lane`, column `col` of the buffer.
+    Ok(())
+}
+
+/// Stores the accumulators into the buffer at `rdx` (row `panel·8 + lane`, column `col`), with `add` after
+/// adding the values already there (gathered into `ymm0` the way the last steps of K gather A).
+fn store(a: &mut CodeAssembler, s: &StripSpec, q: usize, add: bool) -> Result<(), IcedError> {
     let at = |panel: usize, lane: usize, col: usize| {
         rdx + (4 * ((panel * PANEL + lane) * s.c_rs + col)) as i32
     };
     for panel in 0..q {
         for col in 0..s.cols {
-            let v = acc(panel, col);
+            let v = acc(s, panel, col);
+            if add {
+                for (half, x) in [xmm0, xmm4].into_iter().enumerate() {
+                    a.vmovss(x, dword_ptr(at(panel, 4 * half, col)))?;
+                    for lane in 1..4 {
+                        a.vinsertps(
+                            x,
+                            x,
+                            dword_ptr(at(panel, 4 * half + lane, col)),
+                            (lane << 4) as i32,
+                        )?;
+                    }
+                }
+                a.vinsertf128(ymm0, ymm0, xmm4, 1)?;
+                a.vaddps(v, v, ymm0)?;
+            }
             let lo = super::xmm_of(v);
             a.vmovss(dword_ptr(at(panel, 0, col)), lo)?;
             for lane in 1..4 {
@@ -217,7 +284,7 @@ mod tests {
     use super::super::test_exec::{exec, guarded, pattern, skip_without_avx2};
     use super::*;
 
-    /// Every shape's outputs bitwise against the fma chain over K from +0.0, and nothing else in the buffer
+    /// Every shape's outputs bitwise against the fma chains over blocks of K from +0.0, summed, and nothing else in the buffer
     /// written; A and B end on guard pages (no read past them). Panel counts cover whole chunks and every
     /// remainder.
     #[test]
@@ -226,13 +293,16 @@ mod tests {
             return;
         }
         for cols in 1..=MAX_COLS {
-            for k in [1, 3, 4, 16, 77] {
+            for k in [1, 3, 4, 16, 77, KC, KC + 5, 2 * KC + 16, 3 * KC] {
                 for panels in 1..=2 * chunk(cols) + 1 {
                     check(cols, k, panels);
                 }
             }
         }
     }
+
+    /// The K block depth of the checks.
+    const KC: usize = 64;
 
     fn check(cols: usize, k: usize, panels: usize) {
         let b_rs = cols + 5;
@@ -241,6 +311,7 @@ mod tests {
         let a_rs = k + 3;
         let spec = StripSpec {
             k,
+            kc: KC,
             cols,
             a_rs,
             b_rs,
@@ -271,9 +342,12 @@ mod tests {
         for r in 0..rows {
             for j in 0..c_rs {
                 let want = if j < cols {
-                    (0..k).fold(0.0f32, |acc, p| {
-                        let av = a[r * a_rs + p];
-                        av.mul_add(b[p * b_rs + j], acc)
+                    (0..k).step_by(KC).fold(0.0f32, |total, lo| {
+                        total
+                            + (lo..k.min(lo + KC)).fold(0.0f32, |acc, p| {
+                                let av = a[r * a_rs + p];
+                                av.mul_add(b[p * b_rs + j], acc)
+                            })
                     })
                 } else {
                     -1.0

@@ -6,7 +6,7 @@
 use super::define_machine_code;
 use crate::codegen::ops;
 use crate::error::Result;
-use crate::kernel::gemm::{fused_epilogue, KC};
+use crate::kernel::gemm::fused_epilogue;
 use crate::x86;
 use crate::x86::gemm_fit::{c_block, micro_shape_ok, B_PREFETCH};
 use crate::x86::gemm_x86::{self, MicroSpec, Simd};
@@ -46,7 +46,7 @@ fn b_bytes(s: &crate::kernel::gemm::GemmSpec) -> usize {
 const A_K16_PREFETCH: usize = 1;
 
 /// Defines the machine-code micro-kernels of GEMM kernel `i` when the target has them and the GEMM has full
-/// tiles: for K blocks of `KC` and for the last, shorter block, a zeroing and an accumulating variant each, plus
+/// tiles: for K blocks of `GemmSpec::kc` and for the last, shorter block, a zeroing and an accumulating variant each, plus
 /// the last block with the epilogue fused (only those the GEMM uses), for full tiles, column tails (reading a
 /// packed `[k][nr]` panel) and the last `m % mr` rows.
 pub(in crate::codegen) fn define_micro(
@@ -63,7 +63,8 @@ pub(in crate::codegen) fn define_micro(
     if !micro_shape_ok(s, nr) {
         return Ok(None);
     }
-    let (full, tail) = (s.k / KC, s.k % KC);
+    let kc = s.kc;
+    let (full, tail) = (s.k / kc, s.k % kc);
     let mut ids = [[None; 5]; 4];
     let epi = fused_epilogue(s);
     let trivial = s.alpha == 1.0
@@ -74,11 +75,11 @@ pub(in crate::codegen) fn define_micro(
     let last = if tail > 0 {
         (tail, full > 0)
     } else {
-        (KC, full > 1)
+        (kc, full > 1)
     };
     let wanted = [
-        (KC, false, full > 0),
-        (KC, true, full > 1),
+        (kc, false, full > 0),
+        (kc, true, full > 1),
         (tail, false, full == 0),
         (tail, true, full > 0 && tail > 0),
         (last.0, last.1, epi.is_some()),
@@ -195,6 +196,7 @@ fn strip_spec(
         && s.row_groups.is_none();
     ok.then_some(StripSpec {
         k: s.k,
+        kc: s.kc,
         cols,
         a_rs: s.a.rs,
         b_rs: s.b_k_step(),
@@ -330,7 +332,7 @@ const TILE_ROWS_AVX2_16: [usize; 2] = [4, 6];
 /// A tile's cost per step of K beyond its rows' FMAs, in cycles (`tile_rows`).
 const TILE_STEP_COST: usize = 2;
 
-/// The micro-kernels of one GEMM: (KC, zeroing), (KC, accumulating), (tail, zeroing), (tail, accumulating),
+/// The micro-kernels of one GEMM: (kc, zeroing), (kc, accumulating), (tail, zeroing), (tail, accumulating),
 /// storing into C and into the column-tail buffer.
 pub(in crate::codegen) struct MicroIds {
     pub(in crate::codegen) mr: usize,

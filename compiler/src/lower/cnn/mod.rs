@@ -184,6 +184,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         m: mg,
         n: p,
         k: kk,
+        kc: crate::kernel::gemm::CONV_KC,
         batch: vec![
             [nb, 0, b_batch, m * p, 0],
             [g, a_group, b_group, mg * p, mg],

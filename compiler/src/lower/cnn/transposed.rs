@@ -61,6 +61,7 @@ pub(super) fn lower_conv_transposed(
         p,
         m,
         k: kk,
+        kc: crate::kernel::gemm::CONV_KC,
         a: (cols, cols_batch),
         a_blocked,
         b: (Buf::Tensor(wt), 0),
@@ -80,6 +81,8 @@ pub(super) struct Transposed {
     pub(super) p: usize,
     pub(super) m: usize,
     pub(super) k: usize,
+    /// The GEMM's K block depth (`GemmSpec::kc`).
+    pub(super) kc: usize,
     /// A `[K, P]` per batch, read transposed (row stride 1, column stride P), and its batch stride.
     pub(super) a: (Buf, usize),
     /// A is channel blocks `[K/16, P, 16]` already (`blocked::strided_columns`), read as they are.
@@ -234,6 +237,7 @@ pub(super) fn push_transposed(
         m: t.p,
         n: ld,
         k: t.k,
+        kc: t.kc,
         batch: vec![[t.nb, a_batch, t.b.1, p16 * ld, 0]],
         a,
         a_panel,

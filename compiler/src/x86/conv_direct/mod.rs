@@ -11,12 +11,14 @@
 //! (`ops/conv.rs`'s pad pass writes it), so nothing is gathered and no column matrix exists.
 //!
 //! One call computes one output row for every output channel: per block of 16 channels (a counted loop), per
-//! block of pixels (a counted loop, then a shorter last block), the accumulators start at +0.0 and take the taps
-//! in (c, ky, kx) order — a loop over input channels around the unrolled taps — then the bias is added and the
-//! clamp applied (NaN kept), the block is transposed so that each register holds one channel's pixels, and
-//! stored, the last block's cut to its pixels (a masked store, or `store_head_ymm`): nothing past the row is
-//! written. Each output is the fma chain of the im2col GEMM over K = (c, ky, kx) with zeros at padded taps, then
-//! the same bias add and clamp: bitwise identical to it.
+//! block of pixels (a counted loop, then a shorter last block), the accumulators take the taps in (c, ky, kx)
+//! order — a loop over input channels around the unrolled taps — in K blocks of whole channels ([`group`]: each
+//! block from +0.0, added to the earlier blocks' totals kept on the stack, as the GEMM sums its K blocks), then
+//! the bias is added and the clamp applied (NaN kept), the block is transposed so that each register holds one
+//! channel's pixels, and stored, the last block's cut to its pixels (a masked store, or `store_head_ymm`):
+//! nothing past the row is written. Each output is the im2col GEMM's sum over K = (c, ky, kx) with zeros at
+//! padded taps, then the same bias add and clamp; where its K blocks and the GEMM's part at different steps
+//! the two agree within rounding (bitwise where K fits one block).
 //!
 //! `fn(x: *const f32, w: *const f32, bias: *const f32, out: *mut f32)` (System V): `x` the padded input's
 //! channel 0 at the row the output row's taps start at, `w` the weights packed `[M/16][C·KH·KW][16]`
@@ -99,6 +101,12 @@ fn assemble_blocks(
     let mut a = CodeAssembler::new(64).map_err(e)?;
     a.push(rbx).map_err(e)?;
     a.push(r12).map_err(e)?;
+    let grouped = group(s) < s.c;
+    if grouped {
+        // r13 counts the channel groups; the totals of a pixel block below rsp.
+        a.push(r13).map_err(e)?;
+        a.sub(rsp, (pixels * pixels * 4) as i32).map_err(e)?;
+    }
     a.mov(r8, (s.m / 16) as u64).map_err(e)?;
     let mut block_loop = a.create_label();
     a.set_label(&mut block_loop).map_err(e)?;
@@ -128,6 +136,10 @@ fn assemble_blocks(
     a.add(rcx, disp(name, 16 * plane_out)?).map_err(e)?;
     a.dec(r8).map_err(e)?;
     a.jnz(block_loop).map_err(e)?;
+    if grouped {
+        a.add(rsp, (pixels * pixels * 4) as i32).map_err(e)?;
+        a.pop(r13).map_err(e)?;
+    }
     a.pop(r12).map_err(e)?;
     a.pop(rbx).map_err(e)?;
     a.vzeroupper().map_err(e)?;
@@ -135,23 +147,31 @@ fn assemble_blocks(
     a.assemble(0).map_err(e)
 }
 
-/// The loop over input channels of a pixel block, for both kernel sets: `rax` walks the packed weights from
-/// `rsi`, `rbx` the padded input planes from `r9`, `r12` counts; per tap `t` (in (ky, kx) order) `tap(a, t,
-/// offsets)` emits the tap, `offsets[j]` the byte offset from `rbx` of the input of the block's pixel `j < n`.
+/// Input channels per K block: as many whole channels (`kh·kw` steps of K each) as fit in the convolution GEMM's
+/// block depth (`kernel::gemm::CONV_KC`), at least one. Each block's sums start at +0.0 and are added to the
+/// earlier blocks' (as the GEMM's are; the block boundaries differ, so the two agree within rounding).
+pub fn group(s: &ConvDirect) -> usize {
+    let taps = (s.kernel[0] * s.kernel[1]).max(1);
+    (crate::kernel::gemm::CONV_KC / taps).clamp(1, s.c.max(1))
+}
+
+/// The loop over `count` input channels of a pixel block, for both kernel sets: `rax` walks the packed weights,
+/// `rbx` the padded input planes (both set by the caller and left at the next channel), `r12` counts; per tap
+/// `t` (in (ky, kx) order) `tap(a, t, offsets)` emits the tap, `offsets[j]` the byte offset from `rbx` of the
+/// input of the block's pixel `j < n`.
 fn channel_loop(
     a: &mut CodeAssembler,
     s: &ConvDirect,
     n: usize,
-    mut tap: impl FnMut(&mut CodeAssembler, usize, &[i32]) -> Result<(), IcedError>,
+    count: usize,
+    tap: &mut impl FnMut(&mut CodeAssembler, usize, &[i32]) -> Result<(), IcedError>,
 ) -> Result<(), IcedError> {
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
     let [hp, wp] = s.padded;
     let [kh, kw] = s.kernel;
     let [dil_y, dil_x] = s.dilations;
     let sw = s.strides[1];
-    a.mov(rax, rsi)?;
-    a.mov(rbx, r9)?;
-    a.mov(r12, s.c as u64)?;
+    a.mov(r12, count as u64)?;
     let mut channel = a.create_label();
     a.set_label(&mut channel)?;
     for t in 0..kh * kw {
@@ -191,17 +211,54 @@ fn pixel_block<I: Isa>(
 ) -> Result<(), IcedError> {
     let d = |floats: usize| i32::try_from(floats * 4).unwrap_or(0);
     let lanes = I::LANES;
-    for j in 0..lanes {
-        I::zero(a, I::v(j))?;
-    }
-    channel_loop(a, s, n, |a, t, off| {
+    let mut tap = |a: &mut CodeAssembler, t: usize, off: &[i32]| {
         let w = I::v(regs.weights + t % 2);
         I::load(a, w, rax + d(t * 16 + lanes * half))?;
         for (j, &o) in off.iter().enumerate() {
             I::fma_bcast(a, I::v(j), w, rbx + o, I::v(regs.bcast + j % 2))?;
         }
         Ok(())
-    })?;
+    };
+    let zero = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        for j in 0..lanes {
+            I::zero(a, I::v(j))?;
+        }
+        Ok(())
+    };
+    a.mov(rax, rsi)?;
+    a.mov(rbx, r9)?;
+    let g = group(s);
+    if g == s.c {
+        zero(a)?;
+        channel_loop(a, s, n, s.c, &mut tap)?;
+    } else {
+        // K blocks of `g` channels: the totals below rsp start at +0.0; each block's sums from +0.0 are added
+        // to them (the last block's stay in the accumulators).
+        let total = |j: usize| rsp + d(j * lanes);
+        zero(a)?;
+        for j in 0..lanes {
+            I::store(a, total(j), I::v(j))?;
+        }
+        let (full, rest) = (s.c / g, s.c % g);
+        a.mov(r13, full as u64)?;
+        let mut next = a.create_label();
+        a.set_label(&mut next)?;
+        zero(a)?;
+        channel_loop(a, s, n, g, &mut tap)?;
+        for j in 0..lanes {
+            I::add_mem(a, I::v(j), total(j))?;
+            I::store(a, total(j), I::v(j))?;
+        }
+        a.dec(r13)?;
+        a.jnz(next)?;
+        if rest > 0 {
+            zero(a)?;
+            channel_loop(a, s, n, rest, &mut tap)?;
+            for j in 0..lanes {
+                I::add_mem(a, I::v(j), total(j))?;
+            }
+        }
+    }
     let clamp = regs.clamp.map(I::v);
     let bounds = I::clamp_bounds(a, (s.lo, s.hi), clamp)?;
     for j in 0..n {
@@ -227,10 +284,11 @@ pub(super) mod tests {
 
     type Kernel = extern "sysv64" fn(*const f32, *const f32, *const f32, *mut f32);
 
-    /// A kernel assembled by `assemble`, one call per output row, against the fma chain over (c, ky, kx) from
-    /// +0.0 then the bias and the clamp (NaN kept), bitwise — over rows around 8- and 16-pixel blocks, strides 1
-    /// and 2, dilation 2, 1 to 4 input channels and 16 or 32 output channels; the output planes end on a guard
-    /// page.
+    /// A kernel assembled by `assemble`, one call per output row, against the fma chains over (c, ky, kx) from
+    /// +0.0 per block of [`group`] channels, summed, then the bias and the clamp (NaN kept), bitwise — over rows
+    /// around 8- and 16-pixel blocks, strides 1 and 2, dilation 2, 1 to 4 input channels (one block, or two for
+    /// the 7x7 stem) and 28 to 40 (two or three blocks, the last whole or shorter), 16 or 32 output channels;
+    /// the output planes end on a guard page.
     pub(in crate::x86) fn check_rows(assemble: fn(&ConvDirect) -> Result<Vec<u8>, String>) {
         // (c, m, kernel, strides, dilations, out)
         let cases = [
@@ -240,6 +298,8 @@ pub(super) mod tests {
             (3, 32, [3, 3], [2, 1], [1, 1], [2, 33]),
             (4, 16, [1, 1], [1, 1], [1, 1], [1, 7]),
             (3, 16, [3, 3], [2, 2], [1, 1], [2, 13]),
+            (40, 16, [3, 3], [2, 2], [1, 1], [2, 17]),
+            (28, 32, [3, 3], [1, 1], [1, 1], [1, 9]),
         ];
         for (i, &(c, m, kernel, strides, dilations, out)) in cases.iter().enumerate() {
             let padded = ConvDirect::padded_plane(out, kernel, strides, dilations);
@@ -280,14 +340,18 @@ pub(super) mod tests {
                 for oy in 0..out[0] {
                     for ox in 0..out[1] {
                         let mut acc = 0.0f32;
-                        for ci in 0..c {
-                            for t in 0..taps {
-                                let (ky, kx) = (t / kernel[1], t % kernel[1]);
-                                let y = oy * strides[0] + ky * dilations[0];
-                                let xx = ox * strides[1] + kx * dilations[1];
-                                let v = xv[(ci * hp + y) * wp + xx];
-                                acc = v.mul_add(wv[oc * k + ci * taps + t], acc);
+                        for c0 in (0..c).step_by(group(&s)) {
+                            let mut blk = 0.0f32;
+                            for ci in c0..c.min(c0 + group(&s)) {
+                                for t in 0..taps {
+                                    let (ky, kx) = (t / kernel[1], t % kernel[1]);
+                                    let y = oy * strides[0] + ky * dilations[0];
+                                    let xx = ox * strides[1] + kx * dilations[1];
+                                    let v = xv[(ci * hp + y) * wp + xx];
+                                    blk = v.mul_add(wv[oc * k + ci * taps + t], blk);
+                                }
                             }
+                            acc += blk;
                         }
                         if s.bias {
                             acc += bv[oc];

@@ -40,20 +40,26 @@ pub(super) fn tile(
     let b_el = b_col_el(kb, s, j0, offs[1]);
     let b_base = kb.arg(s.b.arg);
     let b_ptr0 = kb.addr(b_base, b_el, 4);
-    let mut acc: Vec<Vec<Variable>> = Vec::with_capacity(rows);
-    for _ in 0..rows {
-        let row = (0..ncols_slots)
-            .map(|c| {
-                let ty = lane_ty(c);
-                let z = kb.fconst(ty, 0.0);
-                kb.var(ty, z)
+    // The totals, and the running sums of the current K block (`kc` steps from +0.0, then added to the
+    // totals: the micro-kernels' blocked chains, `x86/gemm_x86.rs`).
+    let zeros = |kb: &mut Kb| -> Vec<Vec<Variable>> {
+        (0..rows)
+            .map(|_| {
+                (0..ncols_slots)
+                    .map(|c| {
+                        let ty = lane_ty(c);
+                        let z = kb.fconst(ty, 0.0);
+                        kb.var(ty, z)
+                    })
+                    .collect()
             })
-            .collect();
-        acc.push(row);
-    }
+            .collect()
+    };
+    let acc = zeros(kb);
+    let blk = zeros(kb);
     let a_ptr = kb.var(cranelift_codegen::ir::types::I64, a_ptr0);
     let b_ptr = kb.var(cranelift_codegen::ir::types::I64, b_ptr0);
-    kb.for_const(0, s.k, 1, |kb, p| {
+    let step = |kb: &mut Kb, p: Value| {
         let ap = kb.b.use_var(a_ptr);
         let bp = kb.b.use_var(b_ptr);
         let bv: Vec<Value> = (0..ncols_slots)
@@ -66,7 +72,7 @@ pub(super) fn tile(
                 kb.load(lane_ty(c), bp, (off * 4) as i64)
             })
             .collect();
-        for (r, row) in acc.iter().enumerate() {
+        for (r, row) in blk.iter().enumerate() {
             let a = kb.load(F32, ap, (r * a_row_step * 4) as i64);
             let av = if nv > 0 { kb.splat(VEC, a) } else { a };
             for (c, &v) in row.iter().enumerate() {
@@ -77,7 +83,8 @@ pub(super) fn tile(
             }
         }
         let ap2 = if s.a_k16 {
-            // One element on within a block of 16; from its last to the next block's first.
+            // One element on within a block of 16; from its last to the next block's first (K blocks start at
+            // multiples of 16, so `p` within the block has the same position in its block of 16).
             let last = kb.b.ins().band_imm_u(p, 15);
             let last = kb.b.ins().icmp_imm_u(IntCC::Equal, last, 15);
             let step = kb.iconst(4);
@@ -90,7 +97,29 @@ pub(super) fn tile(
         kb.b.def_var(a_ptr, ap2);
         let bp2 = kb.b.ins().iadd_imm_s(bp, (s.b_k_step() * 4) as i64);
         kb.b.def_var(b_ptr, bp2);
-    });
+    };
+    // One K block of `depth` steps: its sums from +0.0, then onto the totals.
+    let block = |kb: &mut Kb, depth: usize| {
+        for row in &blk {
+            for (c, &v) in row.iter().enumerate() {
+                let z = kb.fconst(lane_ty(c), 0.0);
+                kb.b.def_var(v, z);
+            }
+        }
+        kb.for_const(0, depth, 1, &step);
+        for (row, trow) in blk.iter().zip(&acc) {
+            for (&v, &t) in row.iter().zip(trow) {
+                let (x, y) = (kb.b.use_var(t), kb.b.use_var(v));
+                let sum = kb.b.ins().fadd(x, y);
+                kb.b.def_var(t, sum);
+            }
+        }
+    };
+    let (full, tail) = (s.k / s.kc, s.k % s.kc);
+    kb.for_const(0, full, 1, |kb, _| block(kb, s.kc));
+    if tail > 0 {
+        block(kb, tail);
+    }
     let vals: Vec<Vec<Value>> = acc
         .iter()
         .map(|row| row.iter().map(|&v| kb.b.use_var(v)).collect())
