@@ -203,13 +203,20 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
             inner,
         } => ops::reduce::emit_arg(kb, *max, *last, *outer, *len, *inner, tasks),
         Body::TopK {
+            dtype,
             largest,
             indices,
             k,
             outer,
             len,
             inner,
-        } => ops::reduce::emit_topk(kb, (*largest, *indices), *k, (*outer, *len, *inner), tasks),
+        } => ops::reduce::emit_topk(
+            kb,
+            (*dtype, *largest, *indices),
+            *k,
+            (*outer, *len, *inner),
+            tasks,
+        ),
         Body::Norm {
             rows,
             len,

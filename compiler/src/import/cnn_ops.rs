@@ -234,9 +234,6 @@ fn parse_pool(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     }
     let strides = a.positive_usizes("strides", 2, 1)?;
     let dil = a.positive_usizes("dilations", 2, 1)?;
-    if op == "AveragePool" && dil != [1, 1] {
-        return Err(Error::unsupported(name, op, "dilations on AveragePool"));
-    }
     let kernel = [k[0], k[1]];
     let xs = shape(x);
     let pads = im.pads(a, op, &xs[2..], &kernel, &strides, &dil)?;

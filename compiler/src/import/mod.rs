@@ -8,6 +8,7 @@ mod attrs;
 mod cnn_ops;
 mod core_ops;
 mod data_ops;
+mod deconv3d;
 mod einsum;
 mod importer;
 mod input_spec;

@@ -6,7 +6,6 @@
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
-use super::windows::lift;
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};
@@ -81,7 +80,7 @@ pub(super) const PARSERS: &[Parser] = &[
     (&["InstanceNormalization"], parse_instance_normalization),
     (&["LRN"], parse_lrn),
     (&["ConvTranspose"], |im, n| {
-        lift(im, n, parse_conv_transpose, true)
+        super::deconv3d::conv_transpose(im, n, parse_conv_transpose)
     }),
 ];
 
@@ -280,8 +279,84 @@ fn parse_lrn(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     ))
 }
 
-/// `ConvTranspose`.
-fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
+/// A ConvTranspose's geometry over its spatial axes, output_shape and SAME resolved into explicit pads (begins,
+/// then ends) and output padding.
+pub(super) struct Deconv {
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dil: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub out_pad: Vec<usize>,
+}
+
+impl Deconv {
+    /// The geometry of ConvTranspose `n` over input shape `xs` and weight shape `ws` (ranks checked equal by
+    /// the caller), validated.
+    pub(super) fn of(n: &Node<'_>, xs: &[usize], ws: &[usize]) -> Result<Deconv> {
+        let Node { name, op, a, .. } = *n;
+        let sp = xs.len() - 2;
+        let kernel = if a.has("kernel_shape") {
+            a.positive_usizes("kernel_shape", sp, 0)?
+        } else {
+            ws[2..].to_vec()
+        };
+        let strides = a.positive_usizes("strides", sp, 1)?;
+        let dil = a.positive_usizes("dilations", sp, 1)?;
+        let mut out_pad = a.usizes("output_padding", sp, 0)?;
+        let auto = a.string("auto_pad", "NOTSET")?;
+        let out_shape = a
+            .ints("output_shape")?
+            .map(|v| v[v.len().saturating_sub(sp)..].to_vec());
+        let mut pads = vec![0usize; 2 * sp];
+        // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
+        let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
+            (_, Some(os)) if os.len() == sp => {
+                Some(os.iter().map(|&v| v.max(1) as usize).collect())
+            }
+            ("SAME_UPPER" | "SAME_LOWER", _) => {
+                Some((0..sp).map(|i| xs[2 + i] * strides[i]).collect())
+            }
+            ("NOTSET", _) => {
+                pads = a.usizes("pads", 2 * sp, 0)?;
+                None
+            }
+            ("VALID", _) => None,
+            (other, _) => {
+                return Err(Error::node(
+                    name,
+                    op,
+                    format!("attribute 'auto_pad': unknown value '{other}'"),
+                ))
+            }
+        };
+        if let Some(t) = target {
+            for i in 0..sp {
+                let (p, extra) = deconv_pads(
+                    xs[2 + i],
+                    kernel[i],
+                    strides[i],
+                    dil[i],
+                    out_pad[i],
+                    t[i],
+                    auto == "SAME_UPPER",
+                );
+                pads[i] = p[0];
+                pads[i + sp] = p[1];
+                out_pad[i] = extra;
+            }
+        }
+        Ok(Deconv {
+            kernel,
+            strides,
+            dil,
+            pads,
+            out_pad,
+        })
+    }
+}
+
+/// `ConvTranspose` of a 4-D input (the 1-D and 3-D forms: `windows.rs`).
+pub(super) fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let Node { name, op, a, .. } = *n;
     let (x, w) = (n.req(0)?, n.req(1)?);
     let (xs, ws) = (im.g.tensors[x].shape.clone(), im.g.tensors[w].shape.clone());
@@ -290,66 +365,20 @@ fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> 
             name,
             op,
             format!(
-                "only 2-D ConvTranspose is supported (input rank {})",
-                xs.len()
+                "ConvTranspose of input rank {} and weight rank {} (1-D, 2-D and 3-D are supported)",
+                xs.len(),
+                ws.len()
             ),
         ));
     }
-    let kernel = if a.has("kernel_shape") {
-        let k = a.positive_usizes("kernel_shape", 2, 0)?;
-        [k[0], k[1]]
-    } else {
-        [ws[2], ws[3]]
-    };
-    let strides = a.positive_usizes("strides", 2, 1)?;
-    let dil = a.positive_usizes("dilations", 2, 1)?;
-    let mut out_pad = a.usizes("output_padding", 2, 0)?;
-    let auto = a.string("auto_pad", "NOTSET")?;
-    let out_shape = a
-        .ints("output_shape")?
-        .map(|v| v[v.len().saturating_sub(2)..].to_vec());
-    let mut pads = [0usize; 4];
-    // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
-    let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
-        (_, Some(os)) if os.len() == 2 => Some(os.iter().map(|&v| v.max(1) as usize).collect()),
-        ("SAME_UPPER" | "SAME_LOWER", _) => Some(vec![xs[2] * strides[0], xs[3] * strides[1]]),
-        ("NOTSET", _) => {
-            let p = a.usizes("pads", 4, 0)?;
-            pads = [p[0], p[1], p[2], p[3]];
-            None
-        }
-        ("VALID", _) => None,
-        (other, _) => {
-            return Err(Error::node(
-                name,
-                op,
-                format!("attribute 'auto_pad': unknown value '{other}'"),
-            ))
-        }
-    };
-    if let Some(t) = target {
-        for i in 0..2 {
-            let (p, extra) = deconv_pads(
-                xs[2 + i],
-                kernel[i],
-                strides[i],
-                dil[i],
-                out_pad[i],
-                t[i],
-                auto == "SAME_UPPER",
-            );
-            pads[i] = p[0];
-            pads[i + 2] = p[1];
-            out_pad[i] = extra;
-        }
-    }
+    let g = Deconv::of(n, &xs, &ws)?;
     let bias = n.input(2);
     let attrs = ConvTransposeAttrs {
-        kernel,
-        strides: [strides[0], strides[1]],
-        pads,
-        dilations: [dil[0], dil[1]],
-        output_padding: [out_pad[0], out_pad[1]],
+        kernel: [g.kernel[0], g.kernel[1]],
+        strides: [g.strides[0], g.strides[1]],
+        pads: [g.pads[0], g.pads[1], g.pads[2], g.pads[3]],
+        dilations: [g.dil[0], g.dil[1]],
+        output_padding: [g.out_pad[0], g.out_pad[1]],
         group: a.int_in("group", 1, 1..=MAX_WINDOW as i64)? as usize,
         has_bias: bias.is_some(),
     };

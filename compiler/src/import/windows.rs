@@ -60,7 +60,7 @@ pub(super) fn lift(
 }
 
 /// `[N·D', M, H', W']` viewed and transposed back to `[N, M, D', H', W']`.
-fn volume(
+pub(super) fn volume(
     im: &mut Importer<'_>,
     n: &Node<'_>,
     y: TensorId,
@@ -77,21 +77,20 @@ fn volume(
     Ok(Lowered::Node(Op::Transpose(vec![0, 2, 1, 3, 4]), vec![v]))
 }
 
-/// The depth geometry of a 3-D windowed node over input `xs` with kernel depth `kd`: its strides, dilations
-/// and pads (all three axes, validated), and the output depth.
+/// The depth geometry of a 3-D windowed node over input `xs`: its strides, dilations and pads (all three
+/// axes, validated; SAME resolved into explicit pads), the output depth, and the padding past the end that
+/// `ceil_mode` adds for the last window.
 struct Depth {
     strides: Vec<i64>,
     dil: Vec<i64>,
     pads: Vec<i64>,
     out: usize,
+    over: i64,
 }
 
 impl Depth {
-    fn of(n: &Node<'_>, xs: &[usize], kd: i64) -> Result<Depth> {
-        match n.a.string("auto_pad", "NOTSET")?.as_str() {
-            "NOTSET" | "VALID" => {}
-            p => return Err(unsupported(n, &format!("auto_pad {p}"))),
-        }
+    /// `kernel`: the three kernel extents; `ceil`: the node's `ceil_mode`.
+    fn of(n: &Node<'_>, xs: &[usize], kernel: &[i64], ceil: bool) -> Result<Depth> {
         let three = |key: &str| -> Result<Vec<i64>> {
             match n.a.ints(key)? {
                 None => Ok(vec![1; 3]),
@@ -100,38 +99,87 @@ impl Depth {
             }
         };
         let (strides, dil) = (three("strides")?, three("dilations")?);
-        let pads = match n.a.ints("pads")? {
-            None => vec![0; 6],
-            Some(v) if v.len() == 6 && v.iter().all(|&p| p >= 0) => v.to_vec(),
-            Some(v) => {
-                return Err(n
-                    .a
-                    .err("pads", format!("expected 6 values >= 0, got {v:?}")));
+        let span = |i: usize| (kernel[i] - 1) * dil[i] + 1;
+        let pads = match n.a.string("auto_pad", "NOTSET")?.as_str() {
+            "NOTSET" => match n.a.ints("pads")? {
+                None => vec![0; 6],
+                Some(v) if v.len() == 6 && v.iter().all(|&p| p >= 0) => v.to_vec(),
+                Some(v) => {
+                    return Err(n
+                        .a
+                        .err("pads", format!("expected 6 values >= 0, got {v:?}")));
+                }
+            },
+            "VALID" => vec![0; 6],
+            same @ ("SAME_UPPER" | "SAME_LOWER") => {
+                // Output ceil(in / stride); the extra padding after (UPPER) or before (LOWER) the input.
+                let mut p = vec![0; 6];
+                for i in 0..3 {
+                    let input = xs[2 + i] as i64;
+                    let out = (input + strides[i] - 1) / strides[i];
+                    let total = ((out - 1) * strides[i] + span(i) - input).max(0);
+                    let small = total / 2;
+                    let begin = if same == "SAME_UPPER" {
+                        small
+                    } else {
+                        total - small
+                    };
+                    p[i] = begin;
+                    p[i + 3] = total - begin;
+                }
+                p
             }
+            p => return Err(n.a.err("auto_pad", format!("unknown value '{p}'"))),
         };
-        let span = (kd - 1) * dil[0] + 1;
+        let (kd, sd) = (kernel[0], strides[0]);
         let dp = xs[2] as i64 + pads[0] + pads[3];
-        if kd < 1 || dp < span {
+        if kd < 1 || dp < span(0) {
             let m = format!("kernel depth {kd} does not fit depth {dp}");
             return Err(Error::node(n.name, n.op, m));
         }
-        let out = ((dp - span) / strides[0] + 1) as usize;
+        let mut out = (dp - span(0)) / sd + 1;
+        if ceil {
+            // One more window when the last one would start inside the input or its begin padding.
+            out = (dp - span(0) + sd - 1) / sd + 1;
+            if (out - 1) * sd >= xs[2] as i64 + pads[0] {
+                out -= 1;
+            }
+        }
+        let over = ((out - 1) * sd + span(0) - dp).max(0);
         Ok(Depth {
             strides,
             dil,
             pads,
-            out,
+            out: out as usize,
+            over,
         })
     }
 
-    /// `x` with its depth padded by `fill` (itself without depth padding).
+    /// For each output depth, how many kernel depths an average divides by: those inside the padded input
+    /// (`include_pad`) or inside the input itself; never the `ceil_mode` overhang.
+    fn counts(&self, depth: usize, kd: usize, include_pad: bool) -> Vec<usize> {
+        let (lo, hi) = match include_pad {
+            true => (0, depth as i64 + self.pads[0] + self.pads[3]),
+            false => (self.pads[0], self.pads[0] + depth as i64),
+        };
+        (0..self.out as i64)
+            .map(|od| {
+                (0..kd as i64)
+                    .map(|d| od * self.strides[0] + d * self.dil[0])
+                    .filter(|p| (lo..hi).contains(p))
+                    .count()
+            })
+            .collect()
+    }
+
+    /// `x` with its depth padded by `fill`, the `ceil_mode` overhang included (itself without depth padding).
     fn pad(&self, im: &mut Importer<'_>, n: &Node<'_>, x: TensorId, fill: f64) -> Result<TensorId> {
-        if self.pads[0] == 0 && self.pads[3] == 0 {
+        if self.pads[0] == 0 && self.pads[3] + self.over == 0 {
             return Ok(x);
         }
         let op = Op::Pad {
             begins: vec![0, 0, self.pads[0], 0, 0],
-            ends: vec![0, 0, self.pads[3], 0, 0],
+            ends: vec![0, 0, self.pads[3] + self.over, 0, 0],
             mode: PadMode::Constant(fill),
         };
         im.sub_node(n, "pad_d", op, vec![x])
@@ -167,7 +215,7 @@ impl Depth {
         plane: &[i64],
         dilations: bool,
     ) -> tract_onnx::pb::NodeProto {
-        let spatial = ["kernel_shape", "strides", "dilations", "pads"];
+        let spatial = ["kernel_shape", "strides", "dilations", "pads", "auto_pad"];
         let mut proto = n.node.clone();
         proto
             .attribute
@@ -193,13 +241,8 @@ impl Depth {
     }
 }
 
-/// The error for a 3-D form the decomposition does not take.
-fn unsupported(n: &Node<'_>, what: &str) -> Error {
-    Error::unsupported(n.name, n.op, format!("{what} on a 3-D {}", n.op))
-}
-
 /// Maps the 2-D node `proto` over inputs `ins` with `parse` and appends it as `tag`.
-fn plane_op(
+pub(super) fn plane_op(
     im: &mut Importer<'_>,
     n: &Node<'_>,
     (proto, ins): (&tract_onnx::pb::NodeProto, &[Option<TensorId>]),
@@ -236,7 +279,8 @@ pub(super) fn conv(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
         let m = format!("weight of rank {} for a 3-D input", ws.len());
         return Err(Error::node(n.name, n.op, m));
     }
-    let depth = Depth::of(n, &xs, ws[2] as i64)?;
+    let kernel: Vec<i64> = ws[2..].iter().map(|&k| k as i64).collect();
+    let depth = Depth::of(n, &xs, &kernel, false)?;
     let xp = depth.pad(im, n, x, 0.0)?;
     let proto = depth.plane_node(n, &[ws[3] as i64, ws[4] as i64], true);
     let mut acc: Option<TensorId> = None;
@@ -274,9 +318,6 @@ pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     if xs.len() != 5 {
         return lift(im, n, parse, false);
     }
-    if n.a.int("ceil_mode", 0)? != 0 {
-        return Err(unsupported(n, "ceil_mode"));
-    }
     let k = match n.a.ints("kernel_shape")? {
         Some(v) if v.len() == 3 && v.iter().all(|&e| e >= 1) => v.to_vec(),
         v => {
@@ -285,17 +326,10 @@ pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
                 .err("kernel_shape", format!("expected 3 values >= 1, got {v:?}")))
         }
     };
-    let depth = Depth::of(n, &xs, k[0])?;
+    let depth = Depth::of(n, &xs, &k, n.a.int("ceil_mode", 0)? != 0)?;
     let max = n.op == "MaxPool";
-    let padded = depth.pads[0] > 0 || depth.pads[3] > 0;
-    if !max && padded && n.a.int("count_include_pad", 0)? == 0 {
-        return Err(unsupported(n, "depth padding excluded from the average"));
-    }
-    if !max && depth.dil[1..] != [1, 1] {
-        return Err(unsupported(n, "dilations"));
-    }
     let xp = depth.pad(im, n, x, if max { f64::NEG_INFINITY } else { 0.0 })?;
-    let proto = depth.plane_node(n, &k[1..], max);
+    let proto = depth.plane_node(n, &k[1..], true);
     let combine = if max { BinOp::Max } else { BinOp::Add };
     let mut acc: Option<TensorId> = None;
     for d in 0..k[0] as usize {
@@ -306,12 +340,28 @@ pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
             Some(s) => im.sub_node(n, &format!("combine{d}"), Op::Binary(combine), vec![s, y])?,
         });
     }
-    let mut y = acc.ok_or_else(|| Error::internal("import", "a 3-D pool without kernel depth"))?;
-    if !max && k[0] > 1 {
-        let out0 = n.node.output.first().map_or("", String::as_str);
-        let inv = Tensor::f32(vec![], vec![1.0 / k[0] as f32]);
-        let inv = im.g.add_constant(format!("{out0}.inv_depth"), inv);
-        y = im.sub_node(n, "mean_depth", Op::Binary(BinOp::Mul), vec![y, inv])?;
+    let y = acc.ok_or_else(|| Error::internal("import", "a 3-D pool without kernel depth"))?;
+    if max {
+        return volume(im, n, y, xs[0], depth.out);
     }
-    volume(im, n, y, xs[0], depth.out)
+    // The sum of the kernel depths' plane averages over the depths counted (the 2-D pool divides by the
+    // plane's count: the windows are products, so the two divisors multiply).
+    let include_pad = n.a.int("count_include_pad", 0)? != 0;
+    let counts = depth.counts(xs[2], k[0] as usize, include_pad);
+    let out0 = n.node.output.first().map_or("", String::as_str);
+    let inv = |c: &usize| if *c == 0 { 0.0 } else { 1.0 / *c as f32 };
+    let v = volume(im, n, y, xs[0], depth.out)?;
+    let Lowered::Node(op, ins) = v else {
+        return Ok(v);
+    };
+    if counts.iter().all(|&c| c == 1) {
+        return Ok(Lowered::Node(op, ins));
+    }
+    let y = im.sub_node(n, "volume_t", op, ins)?;
+    let inv = match counts.iter().all(|&c| c == counts[0]) {
+        true => Tensor::f32(vec![], vec![inv(&counts[0])]),
+        false => Tensor::f32(vec![depth.out, 1, 1], counts.iter().map(inv).collect()),
+    };
+    let inv = im.g.add_constant(format!("{out0}.inv_depth"), inv);
+    Ok(Lowered::Node(Op::Binary(BinOp::Mul), vec![y, inv]))
 }

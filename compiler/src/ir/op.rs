@@ -254,6 +254,7 @@ impl Op {
                     | Op::QMatMul(_)
                     | Op::QAdd(_)
                     | Op::QGlobalAvgPool(_)
+                    | Op::TopK { .. }
             )
     }
     /// Whether the op may produce a non-f32 tensor at run time (data movement, Cast, ArgMax/ArgMin, the int8

@@ -208,8 +208,11 @@ pub enum Body {
         /// Stride of the reduced axis.
         inner: usize,
     },
-    /// TopK over [outer, len, inner] rows into [outer, k, inner]: args x, out (f32 values, or i64 indices).
+    /// TopK over [outer, len, inner] rows into [outer, k, inner]: args x, out (values of `dtype`, or i64
+    /// indices).
     TopK {
+        /// The input's element type (f32, i32 or i64).
+        dtype: crate::ir::DType,
         /// The largest (else the smallest).
         largest: bool,
         /// Write the positions (i64) instead of the values.

@@ -45,7 +45,9 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             indices,
         } => {
             let (src, (outer, len, inner)) = reduce_source(cx, n, &[*axis]);
+            let x = cx.g.nodes[n].inputs[0];
             let body = Body::TopK {
+                dtype: cx.g.tensors[x].dtype,
                 largest: *largest,
                 indices: *indices,
                 k: *k,

@@ -96,15 +96,24 @@ pub fn emit_pool(
             }
             if s.kind == PoolKind::Average {
                 if a.count_include_pad {
-                    // Window clipped to the padded extent: min(start + k, size + pad_end) - start.
-                    let span = |kb: &mut Kb, start, k: usize, size: usize, pad_end: usize| {
-                        let end = kb.b.ins().iadd_imm_s(start, k as i64);
-                        let lim = kb.iconst((size + pad_end) as i64);
-                        let end = kb.b.ins().smin(end, lim);
-                        kb.b.ins().isub(end, start)
+                    // The taps inside the padded extent (never the ceil_mode overhang): those before
+                    // size + pad_end.
+                    let span = |kb: &mut Kb, start, axis: usize, size: usize| {
+                        let (k, d) = (a.kernel[axis], a.dilations[axis]);
+                        let lim = (size + a.pads[axis + 2]) as i64;
+                        let mut n = kb.iconst(0);
+                        for t in 0..k {
+                            let at = kb.b.ins().iadd_imm_s(start, (t * d) as i64);
+                            let inside = kb.b.ins().icmp_imm_s(IntCC::SignedLessThan, at, lim);
+                            let inside =
+                                kb.b.ins()
+                                    .uextend(cranelift_codegen::ir::types::I64, inside);
+                            n = kb.b.ins().iadd(n, inside);
+                        }
+                        n
                     };
-                    let sy = span(kb, y0, a.kernel[0], h, a.pads[2]);
-                    let sx = span(kb, x0, a.kernel[1], w, a.pads[3]);
+                    let sy = span(kb, y0, 0, h);
+                    let sx = span(kb, x0, 1, w);
                     let n = kb.b.ins().imul(sy, sx);
                     count = kb.b.ins().fcvt_from_sint(F32, n);
                 } else {

@@ -138,24 +138,35 @@ pub fn emit_arg(
 /// compares through the input at them.
 pub fn emit_topk(
     kb: &mut Kb,
-    (largest, indices): (bool, bool),
+    (dtype, largest, indices): (crate::ir::DType, bool, bool),
     k: usize,
     (outer, len, inner): (usize, usize, usize),
     tasks: u32,
 ) {
     let (lo, hi) = kb.task_range(outer * inner, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
-    let xstep = (inner * 4) as i64;
-    let (slot_ty, oscale) = if indices { (I64, 8) } else { (F32, 4) };
-    let ostep = inner as i64 * oscale;
-    let cc = if largest {
-        FloatCC::GreaterThan
+    // The element type and bytes of the input (and of the values written).
+    let (ety, esize) = match dtype {
+        crate::ir::DType::I64 => (I64, 8),
+        crate::ir::DType::I32 => (cranelift_codegen::ir::types::I32, 4),
+        _ => (F32, 4),
+    };
+    let float = ety == F32;
+    let xstep = (inner * esize) as i64;
+    let (slot_ty, oscale) = if indices {
+        (I64, 8)
     } else {
-        FloatCC::LessThan
+        (ety, esize as i64)
+    };
+    let ostep = inner as i64 * oscale;
+    let (cc, icc) = if largest {
+        (FloatCC::GreaterThan, IntCC::SignedGreaterThan)
+    } else {
+        (FloatCC::LessThan, IntCC::SignedLessThan)
     };
     kb.for_range(lo, hi, 1, |kb, u| {
         let start = kb.strided_row_start(u, len, inner);
-        let x = kb.addr(px, start, 4);
+        let x = kb.addr(px, start, esize as i64);
         let ostart = kb.strided_row_start(u, k, inner);
         let o = kb.addr(po, ostart, oscale);
         // The value in slot `i` of the output row.
@@ -164,13 +175,16 @@ pub fn emit_topk(
             if indices {
                 let j = kb.load(I64, p, 0);
                 let q = kb.addr(x, j, xstep);
-                kb.load(F32, q, 0)
+                kb.load(ety, q, 0)
             } else {
-                kb.load(F32, p, 0)
+                kb.load(ety, p, 0)
             }
         };
-        // v beats w: better, or a number against NaN.
+        // v beats w: better, or (floats) a number against NaN.
         let beats = |kb: &mut Kb, v, w| {
+            if !float {
+                return kb.b.ins().icmp(icc, v, w);
+            }
             let better = kb.b.ins().fcmp(cc, v, w);
             let w_nan = kb.b.ins().fcmp(FloatCC::Unordered, w, w);
             let v_num = kb.b.ins().fcmp(FloatCC::Ordered, v, v);
@@ -179,7 +193,7 @@ pub fn emit_topk(
         };
         kb.for_const(0, len, 1, |kb, j| {
             let q = kb.addr(x, j, xstep);
-            let v = kb.load(F32, q, 0);
+            let v = kb.load(ety, q, 0);
             let last = kb.iconst(k as i64 - 1);
             let full =
                 kb.b.ins()

@@ -173,22 +173,23 @@ pub(crate) fn infer_pool(
     Ok(vec![(dt, vec![x[0], x[1], oh, ow])])
 }
 
-/// The window of output position `o` along one axis: (first valid input, end of valid inputs, divisor span).
-/// The divisor span counts positions inside the padded extent (for count_include_pad).
-pub fn pool_window(
+/// The window of output position `o` along one axis of `input` elements (kernel `k`, stride `s`, dilation `d`,
+/// pads `p0` before and `p1` after): the input positions its taps read, in order, and the divisor
+/// count_include_pad uses — the taps inside the padded extent, never the ceil_mode overhang past it.
+pub fn pool_taps(
     o: usize,
     input: usize,
-    k: usize,
-    s: usize,
-    p0: usize,
-    p1: usize,
-) -> (usize, usize, usize) {
-    let start = (o * s) as isize - p0 as isize;
-    let end_padded = (start + k as isize).min((input + p1) as isize);
-    let span = (end_padded - start) as usize;
-    let lo = start.max(0) as usize;
-    let hi = (end_padded.min(input as isize)).max(lo as isize) as usize;
-    (lo, hi, span)
+    [k, s, d]: [usize; 3],
+    [p0, p1]: [usize; 2],
+) -> (Vec<usize>, usize) {
+    let pos = |t: usize| (o * s + t * d) as isize - p0 as isize;
+    let inside = (0..k)
+        .map(pos)
+        .filter(|p| (0..input as isize).contains(p))
+        .map(|p| p as usize)
+        .collect();
+    let padded = (0..k).filter(|&t| pos(t) < (input + p1) as isize).count();
+    (inside, padded)
 }
 
 pub(crate) fn eval_pool(
@@ -228,20 +229,21 @@ pub(crate) fn eval_pool(
                         m
                     }
                     PoolKind::Average => {
-                        let (y0, y1, sy) =
-                            pool_window(y, h, a.kernel[0], a.strides[0], a.pads[0], a.pads[2]);
-                        let (x0, x1, sx) =
-                            pool_window(xo, w, a.kernel[1], a.strides[1], a.pads[1], a.pads[3]);
+                        let axis = |o: usize, i: usize, size: usize| {
+                            let ksd = [a.kernel[i], a.strides[i], a.dilations[i]];
+                            pool_taps(o, size, ksd, [a.pads[i], a.pads[i + 2]])
+                        };
+                        let ((ys, py), (xs, px)) = (axis(y, 0, h), axis(xo, 1, w));
                         let mut s = 0.0f32;
-                        for iy in y0..y1 {
-                            for ix in x0..x1 {
+                        for &iy in &ys {
+                            for &ix in &xs {
                                 s += plane[iy * w + ix];
                             }
                         }
                         let count = if a.count_include_pad {
-                            sy * sx
+                            py * px
                         } else {
-                            (y1 - y0) * (x1 - x0)
+                            ys.len() * xs.len()
                         };
                         s / count.max(1) as f32
                     }
@@ -343,9 +345,13 @@ mod tests {
     }
 
     #[test]
-    fn pool_window_counts_padding() {
-        // input 4, k 3, s 1, pads 1/1: first window covers [-1, 2) -> valid [0, 2), span 3.
-        assert_eq!(pool_window(0, 4, 3, 1, 1, 1), (0, 2, 3));
-        assert_eq!(pool_window(3, 4, 3, 1, 1, 1), (2, 4, 3));
+    fn pool_taps_count_padding() {
+        // input 4, k 3, s 1, pads 1/1: the first window covers [-1, 2) -> reads 0 and 1, divisor 3.
+        assert_eq!(pool_taps(0, 4, [3, 1, 1], [1, 1]), (vec![0, 1], 3));
+        assert_eq!(pool_taps(3, 4, [3, 1, 1], [1, 1]), (vec![2, 3], 3));
+        // Dilation 2, pads 2/2 over 5: taps at -2, 0, 2 -> reads 0 and 2, divisor 3; a ceil_mode window
+        // starting at 4 reaches 8 past the padded end 7: divisor 2.
+        assert_eq!(pool_taps(0, 5, [3, 1, 2], [2, 2]), (vec![0, 2], 3));
+        assert_eq!(pool_taps(3, 5, [3, 2, 2], [2, 2]), (vec![4], 2));
     }
 }

@@ -179,7 +179,8 @@ pub(crate) fn eval_arg(
     Ok(vec![Tensor::i64(out, r)])
 }
 
-/// TopK's output: the input's shape with `k` along `axis` (f32 values, or i64 indices).
+/// TopK's output: the input's shape with `k` along `axis` (values of the input's dtype: f32, i32 or i64; or
+/// i64 indices).
 pub(crate) fn infer_topk(
     inputs: &[(DType, &[usize])],
     axis: usize,
@@ -187,7 +188,10 @@ pub(crate) fn infer_topk(
     indices: bool,
 ) -> Result<Vec<(DType, Shape)>, String> {
     arity(inputs, 1, 1)?;
-    super::args::want_f32(inputs[0].0, "input")?;
+    let dt = inputs[0].0;
+    if !matches!(dt, DType::F32 | DType::I32 | DType::I64) {
+        return Err(format!("input is {dt}: TopK takes f32, i32 or i64"));
+    }
     let s = inputs[0].1;
     let Some(&len) = s.get(axis) else {
         return Err(format!("axis {axis} out of range for shape {s:?}"));
@@ -197,10 +201,11 @@ pub(crate) fn infer_topk(
     }
     let mut out = s.to_vec();
     out[axis] = k;
-    Ok(vec![(if indices { DType::I64 } else { DType::F32 }, out)])
+    Ok(vec![(if indices { DType::I64 } else { dt }, out)])
 }
 
-/// TopK (reference semantics): per row, a stable sort by value (descending for `largest`), the first `k`.
+/// TopK (reference semantics): per row, a stable sort by value (descending for `largest`; NaN last), the first
+/// `k`. Integers compare exactly (as i64).
 pub(crate) fn eval_topk(
     inputs: &[&Tensor],
     axis: usize,
@@ -210,32 +215,51 @@ pub(crate) fn eval_topk(
 ) -> Result<Vec<Tensor>, String> {
     let (_, out) = infer_topk(&[(inputs[0].dtype, &inputs[0].shape)], axis, k, indices)?.remove(0);
     let (x, (outer, len, inner)) = rows(inputs[0], &[axis])?;
-    let v = x.to_f32_vec();
-    let (mut vals, mut idx) = (vec![0f32; outer * k * inner], vec![0i64; outer * k * inner]);
+    let float = x.dtype == DType::F32;
+    let (fv, iv) = match float {
+        true => (x.to_f32_vec(), Vec::new()),
+        false => (Vec::new(), x.to_i64_vec()),
+    };
+    let n = outer * k * inner;
+    let (mut vals, mut ivals, mut idx) = (vec![0f32; n], vec![0i64; n], vec![0i64; n]);
     for o in 0..outer {
         for i in 0..inner {
-            let at = |j: usize| v[(o * len + j) * inner + i];
+            let pos = |j: usize| (o * len + j) * inner + i;
             let mut order: Vec<usize> = (0..len).collect();
             // Stable: equal values keep the lower index first; NaN sorts last.
-            order.sort_by(|&a, &b| {
-                let (x, y) = (at(a), at(b));
-                let c = if largest {
-                    y.partial_cmp(&x)
-                } else {
-                    x.partial_cmp(&y)
-                };
-                c.unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
+            order.sort_by(|&a, &b| match float {
+                true => {
+                    let (x, y) = (fv[pos(a)], fv[pos(b)]);
+                    let c = if largest {
+                        y.partial_cmp(&x)
+                    } else {
+                        x.partial_cmp(&y)
+                    };
+                    c.unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))
+                }
+                false => {
+                    let (x, y) = (iv[pos(a)], iv[pos(b)]);
+                    if largest {
+                        y.cmp(&x)
+                    } else {
+                        x.cmp(&y)
+                    }
+                }
             });
             for (r, &j) in order[..k].iter().enumerate() {
-                vals[(o * k + r) * inner + i] = at(j);
-                idx[(o * k + r) * inner + i] = j as i64;
+                let at = (o * k + r) * inner + i;
+                match float {
+                    true => vals[at] = fv[pos(j)],
+                    false => ivals[at] = iv[pos(j)],
+                }
+                idx[at] = j as i64;
             }
         }
     }
-    Ok(vec![if indices {
-        Tensor::i64(out, idx)
-    } else {
-        Tensor::f32(out, vals)
+    Ok(vec![match (indices, float) {
+        (true, _) => Tensor::i64(out, idx),
+        (false, true) => Tensor::f32(out, vals),
+        (false, false) => Tensor::ints(x.dtype, out, ivals),
     }])
 }
 

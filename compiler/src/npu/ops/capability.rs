@@ -358,6 +358,10 @@ pub fn npu_op_for_node(g: &Graph, n: NodeId, t: &NpuTarget) -> Result<NpuOp, Rej
             if a.ceil_mode {
                 return Err(no(&CEIL, "ceil_mode = 1"));
             }
+            if *kind == PoolKind::Average && a.dilations != [1, 1] {
+                let d = a.dilations;
+                return Err(no(&DILATION, format!("average pooling dilated {d:?}")));
+            }
             window_limits(s, a.kernel, a.strides, a.dilations, a.pads)?;
             NpuOp::Pool(PoolOp {
                 elem,

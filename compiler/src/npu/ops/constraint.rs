@@ -29,7 +29,7 @@ constraints! {
     RANK = "rank", "Conv, pools, MatMul", "Conv and pools are 2-D (NCHW); MatMul's right operand is 2-D";
     KERNEL = "kernel", "Conv, MaxPool, AveragePool", "kernel sides are at most `ops[].max_kernel`";
     STRIDE = "stride", "Conv, MaxPool, AveragePool", "strides are at most `ops[].max_stride`";
-    DILATION = "dilation", "Conv, MaxPool, AveragePool", "dilations are at most `ops[].max_dilation`";
+    DILATION = "dilation", "Conv, MaxPool, AveragePool", "dilations are at most `ops[].max_dilation`, an AveragePool's 1";
     PADS = "pads", "Conv, MaxPool, AveragePool", "each pad is smaller than the kernel extent (no output row sees only padding)";
     CEIL = "ceil-mode", "MaxPool, AveragePool", "ceil_mode is 0";
     GEMM_ATTRS = "gemm-attrs", "Gemm, MatMul", "alpha = beta = 1 (a MatMul's fused scale 1), transA = 0, C has N elements (or 1)";
