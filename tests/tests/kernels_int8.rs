@@ -259,6 +259,30 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // The implicit convolution on AMX (`kernel/qconv.rs`; im2col + GEMM elsewhere): i8 input flipped, 70
+    // channels (two 64-channel blocks, a last quad of two), 37 output channels (a 32-row block and a 5-row
+    // one), batch 2, rows of 21 (a 16-pixel block and a masked tail); then u8, a 3x5 window with asymmetric
+    // pads, fewer than 32 output channels, rows of 40.
+    conv(
+        "amx_implicit_i8_b2",
+        [2, 70, 9, 21],
+        [37, 70, 3, 3],
+        [1, 1, 1, 1],
+        [1, 1],
+        [1, 1],
+        1,
+        3,
+    );
+    conv(
+        "amx_implicit_3x5",
+        [1, 36, 11, 40],
+        [20, 36, 3, 5],
+        [0, 2, 1, 1],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
     conv(
         "rows_70_k1100",
         [1, 1100, 3, 5],

@@ -47,6 +47,16 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             }
             _ => return false,
         },
+        (Body::QReorder(s), c) => match c {
+            Callees::Layout([Some(f), last, _]) => ops::qconv_amx::emit_reorder(kb, s, k.tasks, f, last),
+            _ => return false,
+        },
+        (Body::QConvAmx(s), c) => match c {
+            Callees::Layout([full, last, _]) if full.is_some() || last.is_some() => {
+                ops::qconv_amx::emit_conv(kb, s, k.tasks, full, last)
+            }
+            _ => return false,
+        },
         (Body::ConvDirect { n, spec }, c) => match c {
             Callees::Layout([Some(f), _, _]) => ops::conv::emit_direct(kb, *n, spec, k.tasks, f),
             _ => return false,
@@ -145,6 +155,8 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::TransposeOut { .. }
         | Body::DepthwiseC16(_)
         | Body::ConvDirect { .. }
+        | Body::QReorder(_)
+        | Body::QConvAmx(_)
         | Body::ToBf16 { .. }
         | Body::GemmBf16(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),

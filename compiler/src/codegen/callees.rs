@@ -22,6 +22,8 @@ fn layout_only(body: &Body) -> bool {
         body,
         Body::WinogradIn(_)
             | Body::WinogradOut(_)
+            | Body::QReorder(_)
+            | Body::QConvAmx(_)
             | Body::TransposeOut { .. }
             | Body::DepthwiseC16(_)
             | Body::ConvDirect { .. }

@@ -44,6 +44,12 @@ pub enum Body {
     GemmBf16(super::gemm_bf16::GemmBf16Spec),
     /// One-row integer matrix product on AVX-512 VNNI: args packed A, x, y, bias, \[scale\].
     QGemv(QGemvSpec),
+    /// The implicit int8 convolution's reorder (`kernel/qconv.rs`): args X (the NCHW input), Out (the
+    /// reordered planes of every batch entry).
+    QReorder(super::qconv::QConvAmx),
+    /// The implicit int8 convolution on AMX (`kernel/qconv.rs`): args A (weights), B (the reordered planes),
+    /// Out (`[N, M, positions]`), Bias (i32), Scale (f32).
+    QConvAmx(super::qconv::QConvAmx),
     /// Integer GlobalAveragePool: args x, y; `planes` planes of `size` elements, one output each.
     QGlobalAvg {
         /// Parameters.
@@ -305,6 +311,8 @@ impl Body {
             Body::Gemm(g) => g.units(),
             Body::QGemm(g) => g.units(),
             Body::QGemv(g) => g.units(),
+            Body::QReorder(s) => s.n * s.quads(),
+            Body::QConvAmx(s) => s.units(),
             Body::ToBf16 { dims } => dims[0].div_ceil(16),
             Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,

@@ -16,6 +16,7 @@ pub mod gemm_bf16;
 pub mod interleave;
 pub mod math;
 pub mod pool;
+pub mod qconv;
 pub mod qgemm;
 pub mod qgemv;
 

@@ -16,6 +16,7 @@ mod index;
 mod linalg;
 mod logic;
 mod nn;
+mod qconv_amx;
 mod quant;
 mod reduce;
 mod resize;

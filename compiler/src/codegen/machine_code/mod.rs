@@ -308,6 +308,27 @@ pub(super) fn define_layout(
             None,
             None,
         ]),
+        // The implicit int8 convolution (AMX targets only): quads of four channels and the last, shorter one.
+        Body::QReorder(s) => {
+            let full = f(module, "qreorder", 2, x86::qconv_amx::assemble_reorder(s, 4))?;
+            let last = match s.c % 4 {
+                0 => None,
+                c => f(module, "qreorder_last", 2, x86::qconv_amx::assemble_reorder(s, c))?,
+            };
+            Ok([full, last, None])
+        }
+        Body::QConvAmx(s) => {
+            let block = |rows| x86::qconv_amx::assemble(s, rows);
+            let full = match s.m >= crate::kernel::qconv::MR {
+                true => f(module, "qconv_amx", 5, block(crate::kernel::qconv::MR))?,
+                false => None,
+            };
+            let last = match s.m % crate::kernel::qconv::MR {
+                0 => None,
+                rows => f(module, "qconv_amx_last", 5, block(rows))?,
+            };
+            Ok([full, last, None])
+        }
         _ => Ok([None; 3]),
     }
 }

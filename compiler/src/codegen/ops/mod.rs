@@ -20,6 +20,7 @@ pub mod plane;
 pub mod pool;
 pub mod qdepthwise;
 pub mod qgemm;
+pub mod qconv_amx;
 pub mod qgemm_vnni;
 pub mod qpool;
 pub mod quant;

@@ -1,0 +1,90 @@
+//! The drivers of the implicit int8 convolution on AMX (`kernel/qconv.rs`, machine code in
+//! `x86/qconv_amx.rs`): the reorder kernel's units (one channel quad of one batch entry each) and the
+//! convolution's (one block of 32 output channels by 32 positions each), every unit one call.
+
+use crate::codegen::builder::Kb;
+use crate::kernel::qconv::{QConvAmx, MR, NQ};
+use crate::kernel::Role;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{FuncRef, InstBuilder};
+
+/// Emits the reorder (`Body::QReorder`): roles X and Out; `full` takes four channels, `last` the last quad's
+/// `C % 4` (when C is not a multiple of four).
+pub fn emit_reorder(kb: &mut Kb, s: &QConvAmx, tasks: u32, full: FuncRef, last: Option<FuncRef>) {
+    let [h, w] = s.hw;
+    let quads = s.quads();
+    let (lo, hi) = kb.task_range(s.n * quads, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (b, q) = kb.divmod(u, quads);
+        let xb = kb.addr(px, b, (s.c * h * w) as i64);
+        let x = kb.addr(xb, q, (4 * h * w) as i64);
+        let ob = kb.addr(po, b, s.reordered_bytes() as i64);
+        let dst = kb.addr(ob, q, (s.plane_words() * 4) as i64);
+        match last {
+            None => {
+                kb.b.ins().call(full, &[x, dst]);
+            }
+            Some(f) => {
+                let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, quads as i64 - 1);
+                kb.if_else(
+                    is_last,
+                    |kb| {
+                        kb.b.ins().call(f, &[x, dst]);
+                    },
+                    |kb| {
+                        kb.b.ins().call(full, &[x, dst]);
+                    },
+                );
+            }
+        }
+    });
+}
+
+/// Emits the convolution (`Body::QConvAmx`): roles A, B, Out, Bias, Scale; `full` computes 32 output channels,
+/// `last` the last `M % 32`.
+pub fn emit_conv(
+    kb: &mut Kb,
+    s: &QConvAmx,
+    tasks: u32,
+    full: Option<FuncRef>,
+    last: Option<FuncRef>,
+) {
+    let blocks = s.m.div_ceil(MR);
+    let qblocks = s.positions() / NQ;
+    let (lo, hi) = kb.task_range(s.units(), tasks);
+    let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
+    let (pbias, pscale) = (kb.arg(Role::Bias), kb.arg(Role::Scale));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // Position blocks innermost: a block of weights stays cached while the positions stream.
+        let (b, rest) = kb.divmod(u, blocks * qblocks);
+        let (rb, qb) = kb.divmod(rest, qblocks);
+        let a = kb.addr(pa, rb, (MR * s.a_row()) as i64);
+        let xb = kb.addr(pb, b, s.reordered_bytes() as i64);
+        let x = kb.addr(xb, qb, (NQ * 4) as i64);
+        let ob = kb.addr(po, b, (s.m * s.positions()) as i64);
+        let orow = kb.addr(ob, rb, (MR * s.positions()) as i64);
+        let out = kb.addr(orow, qb, NQ as i64);
+        let bias = kb.addr(pbias, rb, (MR * 4) as i64);
+        let scale = kb.addr(pscale, rb, (MR * 4) as i64);
+        let args = [a, x, out, bias, scale];
+        match (full, last) {
+            (Some(f), None) | (None, Some(f)) => {
+                kb.b.ins().call(f, &args);
+            }
+            (Some(f), Some(g)) => {
+                let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, rb, blocks as i64 - 1);
+                kb.if_else(
+                    is_last,
+                    |kb| {
+                        kb.b.ins().call(g, &args);
+                    },
+                    |kb| {
+                        kb.b.ins().call(f, &args);
+                    },
+                );
+            }
+            (None, None) => {}
+        }
+    });
+}

@@ -1,0 +1,147 @@
+//! The implicit int8 convolution on AMX (`QConvAmx`): what it computes and the geometry its three kernels
+//! share. No column matrix: a reorder kernel (`Body::QReorder`) writes the input once as zero-point-padded planes
+//! of channel quads, `[C64/4][HP·WP + slack][4]` (four channels' bytes of one pixel in a 32-bit word, i8 input
+//! flipped to u8 by `^ 0x80`); the convolution kernel (`Body::QConvAmx`) then computes output position
+//! `q = oy·WP + ox` of every row of the padded width, so that tap `(ky, kx)` of 16 consecutive positions is 16
+//! consecutive words at `q + ky·WP + kx` — an AMX B tile of 16 channel quads is read straight from the reordered
+//! planes with a row stride of one plane, for every tap, with no packing. Weights are rows of `(tap, channel)`
+//! bytes, channels padded with zeros to a multiple of 64 (one A tile row per tap and 64 channels). The positions
+//! past `OW` in each row (`WP − OW` of them) and past `OH·WP` are computed and dropped: a strided copy
+//! (`Body::Transpose`) writes the `[M, OH, OW]` output. Stride 1, no dilation, one group.
+
+use crate::ir::DType;
+
+/// Bytes of slack after each reordered plane, read by the last tiles' taps (never used in kept outputs).
+const SLACK_QUADS: usize = 64;
+
+/// The implicit convolution's geometry (sizes per batch entry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QConvAmx {
+    /// Batch entries.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height and width.
+    pub hw: [usize; 2],
+    /// Output channels.
+    pub m: usize,
+    /// Kernel height and width.
+    pub kernel: [usize; 2],
+    /// Zero padding before the rows and the columns.
+    pub pads: [usize; 2],
+    /// The padded plane's height and width (`HP`, `WP`).
+    pub padded: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+    /// The input's dtype (i8 is flipped to u8 by `^ 0x80`).
+    pub x_dtype: DType,
+    /// The padding byte: the input zero point in the u8 domain.
+    pub fill: u8,
+    /// The output's dtype (u8 or i8).
+    pub y_dtype: DType,
+    /// Output zero point.
+    pub zero_point: i32,
+    /// Output clamp.
+    pub clamp: (i32, i32),
+}
+
+/// Output rows (channels) per tile block.
+pub const MR: usize = 32;
+/// Output positions per tile block.
+pub const NQ: usize = 32;
+
+impl QConvAmx {
+    /// Taps per output (`KH·KW`).
+    pub fn taps(&self) -> usize {
+        self.kernel[0] * self.kernel[1]
+    }
+    /// Blocks of 64 input channels.
+    pub fn blocks(&self) -> usize {
+        self.c.div_ceil(64)
+    }
+    /// Channel quads holding input channels.
+    pub fn quads(&self) -> usize {
+        self.c.div_ceil(4)
+    }
+    /// Words (quads of bytes) of one reordered plane, slack included.
+    pub fn plane_words(&self) -> usize {
+        (self.padded[0] * self.padded[1] + NQ + SLACK_QUADS).next_multiple_of(16)
+    }
+    /// Bytes of the reordered input of one batch entry: every quad of the channel blocks.
+    pub fn reordered_bytes(&self) -> usize {
+        self.blocks() * 16 * self.plane_words() * 4
+    }
+    /// Positions computed per output channel: whole rows of the padded width, rounded to tile blocks.
+    pub fn positions(&self) -> usize {
+        (self.out[0] * self.padded[1]).next_multiple_of(NQ)
+    }
+    /// Bytes per weight row: 64 channels per tap and block.
+    pub fn a_row(&self) -> usize {
+        self.taps() * self.blocks() * 64
+    }
+    /// Byte offset of tap `t` within a reordered plane (`(ky·WP + kx)` words).
+    pub fn tap_offset(&self, t: usize) -> usize {
+        let (ky, kx) = (t / self.kernel[1], t % self.kernel[1]);
+        (ky * self.padded[1] + kx) * 4
+    }
+    /// Work units of the convolution kernel: (batch entry, block of `MR` channels, block of `NQ` positions).
+    pub fn units(&self) -> usize {
+        self.n * self.m.div_ceil(MR) * (self.positions() / NQ)
+    }
+    /// Multiply-adds (the kept outputs'), for the cost model and reports.
+    pub fn macs(&self) -> usize {
+        self.n * self.m * self.out[0] * self.out[1] * self.c * self.taps()
+    }
+    /// Packs weights `w` (`[M, C, KH, KW]`, s8 values) as rows of `(tap, channel)` bytes, channels zero-padded
+    /// to the blocks ([`a_row`](Self::a_row) bytes a row).
+    pub fn pack_weights(&self, w: &[i64]) -> Vec<i64> {
+        let (taps, cp) = (self.taps(), self.blocks() * 64);
+        let mut a = vec![0i64; self.m * self.a_row()];
+        for r in 0..self.m {
+            for ch in 0..self.c {
+                for t in 0..taps {
+                    a[r * self.a_row() + t * cp + ch] = w[(r * self.c + ch) * taps + t];
+                }
+            }
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> QConvAmx {
+        QConvAmx {
+            n: 1,
+            c: 70,
+            hw: [5, 7],
+            m: 3,
+            kernel: [3, 3],
+            pads: [1, 1],
+            padded: [7, 9],
+            out: [5, 7],
+            x_dtype: DType::U8,
+            fill: 3,
+            y_dtype: DType::U8,
+            zero_point: 0,
+            clamp: (0, 255),
+        }
+    }
+
+    #[test]
+    fn weights_by_tap_then_channel() {
+        let s = spec();
+        assert_eq!((s.blocks(), s.a_row()), (2, 9 * 128));
+        let w: Vec<i64> = (0..3 * 70 * 9).map(|i| (i % 251) as i64 - 125).collect();
+        let a = s.pack_weights(&w);
+        // Row 2, channel 69, tap (1, 2) = 5.
+        assert_eq!(a[2 * s.a_row() + 5 * 128 + 69], w[(2 * 70 + 69) * 9 + 5]);
+        // Padded channels are zero.
+        assert_eq!(a[2 * s.a_row() + 5 * 128 + 70], 0);
+        assert_eq!(s.tap_offset(5), (9 + 2) * 4);
+        // Positions: 5 rows of 9, rounded to 64.
+        assert_eq!(s.positions(), 64);
+    }
+}

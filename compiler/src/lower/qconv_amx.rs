@@ -1,0 +1,107 @@
+//! Lowering of an int8 convolution to the implicit convolution on AMX (`kernel/qconv.rs`): the reorder kernel,
+//! the tile kernel, and the strided copy that drops the positions past each output row. Taken by QConvs of one
+//! group, stride 1, no dilation, a window of more than one tap, at least 32 input channels, s8 weights and a
+//! requantised output on targets with AMX; the others keep im2col and the GEMM (`quant.rs`).
+
+use super::ctx::Ctx;
+use crate::error::Result;
+use crate::ir::{ConvAttrs, DType, IntProduct, NodeId, Tensor};
+use crate::kernel::qconv::QConvAmx;
+use crate::kernel::{Body, Buf, Role};
+
+/// The implicit convolution's geometry for QConv `n` when it takes it, else `None`.
+pub(super) fn spec(cx: &Ctx, n: NodeId, a: &ConvAttrs, p: &IntProduct, w: &[i64]) -> Option<QConvAmx> {
+    let node = &cx.g.nodes[n];
+    let (x, wt) = (node.inputs[0], node.inputs[1]);
+    let (xs, ws) = (cx.shape(x), cx.shape(wt));
+    let os = cx.shape(node.outputs[0]);
+    let r = p.requant.as_ref()?;
+    let taken = cx.opts.amx
+        && cx.opts.vnni
+        && a.group == 1
+        && a.strides == [1, 1]
+        && a.dilations == [1, 1]
+        && a.kernel[1] <= 16
+        && xs[1] >= 32
+        && matches!(cx.g.tensors[x].dtype, DType::U8 | DType::I8)
+        && matches!(r.dtype, DType::U8 | DType::I8)
+        && w.iter().all(|v| (-128..=127).contains(v));
+    if !taken {
+        return None;
+    }
+    let flip = cx.g.tensors[x].dtype == DType::I8;
+    let fill = (p.x_zero_point + if flip { 128 } else { 0 }) as u8;
+    let s = QConvAmx {
+        n: xs[0],
+        c: xs[1],
+        hw: [xs[2], xs[3]],
+        m: ws[0],
+        kernel: a.kernel,
+        pads: [a.pads[0], a.pads[1]],
+        padded: [xs[2] + a.pads[0] + a.pads[2], xs[3] + a.pads[1] + a.pads[3]],
+        out: [os[2], os[3]],
+        x_dtype: cx.g.tensors[x].dtype,
+        fill,
+        y_dtype: r.dtype,
+        zero_point: r.zero_point,
+        clamp: r.clamp,
+    };
+    // Both kernels assemble (every displacement fits), the output is what the padded plane gives.
+    let fits = crate::x86::qconv_amx::assemble(&s, crate::kernel::qconv::MR.min(s.m)).is_ok()
+        && crate::x86::qconv_amx::assemble_reorder(&s, 4).is_ok()
+        && s.out == [s.padded[0] + 1 - s.kernel[0], s.padded[1] + 1 - s.kernel[1]];
+    fits.then_some(s)
+}
+
+/// Pushes the three kernels of the implicit convolution `s` of QConv `n` with weights `w` (`[M, C, KH, KW]`).
+pub(super) fn lower(cx: &mut Ctx, n: NodeId, s: QConvAmx, p: &IntProduct, w: &[i64]) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let (x, out) = (node.inputs[0], node.outputs[0]);
+    let name = node.name.clone();
+    let r = p.requant.clone().ok_or_else(|| {
+        crate::error::Error::internal("lower", "implicit int8 convolution without requantisation")
+    })?;
+    let kk = s.c * s.taps();
+    // The activation zero point in the u8 domain, folded into the bias: -zp · Σ w per row.
+    let zp = s.fill as i64;
+    let bias: Vec<i64> = (0..s.m)
+        .map(|i| {
+            let sum: i64 = w[i * kk..(i + 1) * kk].iter().sum();
+            (p.bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64
+        })
+        .collect();
+    let a = cx.constant(
+        format!("{name}::w_taps"),
+        Tensor::ints(DType::I8, vec![s.m, s.a_row()], s.pack_weights(w)),
+    );
+    let bias = cx.constant(format!("{name}::bias"), Tensor::ints(DType::I32, vec![s.m], bias));
+    let scale = cx.constant(format!("{name}::requant_scale"), Tensor::f32(vec![s.m], r.scale));
+    let planes = cx.scratch(s.n * s.reordered_bytes());
+    cx.push(
+        n,
+        Some("qreorder"),
+        &[(Role::X, Buf::Tensor(x)), (Role::Out, planes)],
+        Body::QReorder(s.clone()),
+        s.n * s.c * s.hw[0] * s.hw[1],
+    );
+    let sums = cx.scratch(s.n * s.m * s.positions());
+    let args = [
+        (Role::A, Buf::Tensor(a)),
+        (Role::B, planes),
+        (Role::Out, sums),
+        (Role::Bias, Buf::Tensor(bias)),
+        (Role::Scale, Buf::Tensor(scale)),
+    ];
+    let macs = s.macs();
+    cx.push(n, Some("qconv_amx"), &args, Body::QConvAmx(s.clone()), macs);
+    // Rows of the padded width to the output's rows.
+    let [oh, ow] = s.out;
+    let body = Body::Transpose {
+        out_shape: vec![s.n, s.m, oh, ow],
+        in_strides: vec![s.m * s.positions(), s.positions(), s.padded[1], 1],
+        elem: 1,
+    };
+    let args = [(Role::X, sums), (Role::Out, Buf::Tensor(out))];
+    cx.push(n, Some("qcompact"), &args, body, s.n * s.m * oh * ow);
+    Ok(())
+}
