@@ -283,6 +283,38 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // Stride 2 on AMX: phase planes (3x3 with pads; 1x1 with none, i8, batch 2; asymmetric pads over odd
+    // sides).
+    conv(
+        "amx_implicit_s2",
+        [1, 48, 13, 22],
+        [40, 48, 3, 3],
+        [1, 1, 1, 1],
+        [2, 2],
+        [1, 1],
+        1,
+        2,
+    );
+    conv(
+        "amx_implicit_s2_1x1_i8",
+        [2, 64, 14, 14],
+        [33, 64, 1, 1],
+        [0, 0, 0, 0],
+        [2, 2],
+        [1, 1],
+        1,
+        3,
+    );
+    conv(
+        "amx_implicit_s2_odd",
+        [1, 36, 9, 11],
+        [17, 36, 3, 3],
+        [0, 1, 1, 0],
+        [2, 2],
+        [1, 1],
+        1,
+        2,
+    );
     conv(
         "rows_70_k1100",
         [1, 1100, 3, 5],

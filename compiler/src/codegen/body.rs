@@ -48,7 +48,9 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             _ => return false,
         },
         (Body::QReorder(s), c) => match c {
-            Callees::Layout([Some(f), last, _]) => ops::qconv_amx::emit_reorder(kb, s, k.tasks, f, last),
+            Callees::Layout([Some(f), last, _]) => {
+                ops::qconv_amx::emit_reorder(kb, s, k.tasks, f, last)
+            }
             _ => return false,
         },
         (Body::QConvAmx(s), c) => match c {

@@ -7,7 +7,10 @@
 //! planes with a row stride of one plane, for every tap, with no packing. Weights are rows of `(tap, channel)`
 //! bytes, channels padded with zeros to a multiple of 64 (one A tile row per tap and 64 channels). The positions
 //! past `OW` in each row (`WP − OW` of them) and past `OH·WP` are computed and dropped: a strided copy
-//! (`Body::Transpose`) writes the `[M, OH, OW]` output. Stride 1, no dilation, one group.
+//! (`Body::Transpose`) writes the `[M, OH, OW]` output. A stride `s` > 1 splits each padded plane into `s²`
+//! phase planes (rows `≡ py`, columns `≡ px` mod `s`, each `⌈HP/s⌉ x ⌈WP/s⌉`): tap `(ky, kx)` of output
+//! `(oy, ox)` is then phase `(ky mod s, kx mod s)` at `(oy + ky/s, ox + kx/s)`, again linear in
+//! `q = oy·WS + ox` over the phase width `WS`. No dilation, one group.
 
 use crate::ir::DType;
 
@@ -31,6 +34,8 @@ pub struct QConvAmx {
     pub pads: [usize; 2],
     /// The padded plane's height and width (`HP`, `WP`).
     pub padded: [usize; 2],
+    /// The stride of both axes (1 to 4).
+    pub stride: usize,
     /// Output height and width.
     pub out: [usize; 2],
     /// The input's dtype (i8 is flipped to u8 by `^ 0x80`).
@@ -63,26 +68,37 @@ impl QConvAmx {
     pub fn quads(&self) -> usize {
         self.c.div_ceil(4)
     }
-    /// Words (quads of bytes) of one reordered plane, slack included.
+    /// A phase plane's height and width (`⌈HP/s⌉`, `WS = ⌈WP/s⌉`; the padded plane itself at stride 1).
+    pub fn phase(&self) -> [usize; 2] {
+        self.padded.map(|d| d.div_ceil(self.stride))
+    }
+    /// Words (quads of bytes) of one reordered (phase) plane, slack included.
     pub fn plane_words(&self) -> usize {
-        (self.padded[0] * self.padded[1] + NQ + SLACK_QUADS).next_multiple_of(16)
+        let [hs, ws] = self.phase();
+        (hs * ws + NQ + SLACK_QUADS).next_multiple_of(16)
+    }
+    /// Bytes from one channel quad's planes to the next's: its `s²` phase planes.
+    pub fn quad_bytes(&self) -> usize {
+        self.stride * self.stride * self.plane_words() * 4
     }
     /// Bytes of the reordered input of one batch entry: every quad of the channel blocks.
     pub fn reordered_bytes(&self) -> usize {
-        self.blocks() * 16 * self.plane_words() * 4
+        self.blocks() * 16 * self.quad_bytes()
     }
-    /// Positions computed per output channel: whole rows of the padded width, rounded to tile blocks.
+    /// Positions computed per output channel: whole rows of the phase width, rounded to tile blocks.
     pub fn positions(&self) -> usize {
-        (self.out[0] * self.padded[1]).next_multiple_of(NQ)
+        (self.out[0] * self.phase()[1]).next_multiple_of(NQ)
     }
     /// Bytes per weight row: 64 channels per tap and block.
     pub fn a_row(&self) -> usize {
         self.taps() * self.blocks() * 64
     }
-    /// Byte offset of tap `t` within a reordered plane (`(ky·WP + kx)` words).
+    /// Byte offset of tap `t` from a quad's first plane: its phase plane, then `(ky/s)·WS + kx/s` words.
     pub fn tap_offset(&self, t: usize) -> usize {
+        let s = self.stride;
         let (ky, kx) = (t / self.kernel[1], t % self.kernel[1]);
-        (ky * self.padded[1] + kx) * 4
+        let phase = (ky % s) * s + kx % s;
+        phase * self.plane_words() * 4 + ((ky / s) * self.phase()[1] + kx / s) * 4
     }
     /// Work units of the convolution kernel: (batch entry, block of `MR` channels, block of `NQ` positions).
     pub fn units(&self) -> usize {
@@ -121,6 +137,7 @@ mod tests {
             kernel: [3, 3],
             pads: [1, 1],
             padded: [7, 9],
+            stride: 1,
             out: [5, 7],
             x_dtype: DType::U8,
             fill: 3,
@@ -143,5 +160,14 @@ mod tests {
         assert_eq!(s.tap_offset(5), (9 + 2) * 4);
         // Positions: 5 rows of 9, rounded to 64.
         assert_eq!(s.positions(), 64);
+        // Stride 2: phase planes of 4 x 5; tap (1, 2) is phase (1, 0) at row 0, column 1.
+        let s2 = QConvAmx {
+            stride: 2,
+            out: [3, 4],
+            ..s
+        };
+        assert_eq!(s2.phase(), [4, 5]);
+        assert_eq!(s2.tap_offset(5), 2 * s2.plane_words() * 4 + 4);
+        assert_eq!(s2.positions(), 32);
     }
 }

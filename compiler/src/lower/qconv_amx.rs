@@ -1,7 +1,7 @@
 //! Lowering of an int8 convolution to the implicit convolution on AMX (`kernel/qconv.rs`): the reorder kernel,
 //! the tile kernel, and the strided copy that drops the positions past each output row. Taken by QConvs of one
-//! group, stride 1, no dilation, a window of more than one tap, at least 32 input channels, s8 weights and a
-//! requantised output on targets with AMX; the others keep im2col and the GEMM (`quant.rs`).
+//! group, equal strides up to 4, no dilation, at least 32 input channels, s8 weights and a requantised output
+//! on targets with AMX; the others keep im2col and the GEMM (`quant.rs`).
 
 use super::ctx::Ctx;
 use crate::error::Result;
@@ -10,7 +10,13 @@ use crate::kernel::qconv::QConvAmx;
 use crate::kernel::{Body, Buf, Role};
 
 /// The implicit convolution's geometry for QConv `n` when it takes it, else `None`.
-pub(super) fn spec(cx: &Ctx, n: NodeId, a: &ConvAttrs, p: &IntProduct, w: &[i64]) -> Option<QConvAmx> {
+pub(super) fn spec(
+    cx: &Ctx,
+    n: NodeId,
+    a: &ConvAttrs,
+    p: &IntProduct,
+    w: &[i64],
+) -> Option<QConvAmx> {
     let node = &cx.g.nodes[n];
     let (x, wt) = (node.inputs[0], node.inputs[1]);
     let (xs, ws) = (cx.shape(x), cx.shape(wt));
@@ -19,7 +25,8 @@ pub(super) fn spec(cx: &Ctx, n: NodeId, a: &ConvAttrs, p: &IntProduct, w: &[i64]
     let taken = cx.opts.amx
         && cx.opts.vnni
         && a.group == 1
-        && a.strides == [1, 1]
+        && a.strides[0] == a.strides[1]
+        && (1..=4).contains(&a.strides[0])
         && a.dilations == [1, 1]
         && a.kernel[1] <= 16
         && xs[1] >= 32
@@ -39,6 +46,7 @@ pub(super) fn spec(cx: &Ctx, n: NodeId, a: &ConvAttrs, p: &IntProduct, w: &[i64]
         kernel: a.kernel,
         pads: [a.pads[0], a.pads[1]],
         padded: [xs[2] + a.pads[0] + a.pads[2], xs[3] + a.pads[1] + a.pads[3]],
+        stride: a.strides[0],
         out: [os[2], os[3]],
         x_dtype: cx.g.tensors[x].dtype,
         fill,
@@ -49,7 +57,7 @@ pub(super) fn spec(cx: &Ctx, n: NodeId, a: &ConvAttrs, p: &IntProduct, w: &[i64]
     // Both kernels assemble (every displacement fits), the output is what the padded plane gives.
     let fits = crate::x86::qconv_amx::assemble(&s, crate::kernel::qconv::MR.min(s.m)).is_ok()
         && crate::x86::qconv_amx::assemble_reorder(&s, 4).is_ok()
-        && s.out == [s.padded[0] + 1 - s.kernel[0], s.padded[1] + 1 - s.kernel[1]];
+        && s.out == [0, 1].map(|i| (s.padded[i] - s.kernel[i]) / s.stride + 1);
     fits.then_some(s)
 }
 
@@ -74,8 +82,14 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, s: QConvAmx, p: &IntProduct, w: &[i
         format!("{name}::w_taps"),
         Tensor::ints(DType::I8, vec![s.m, s.a_row()], s.pack_weights(w)),
     );
-    let bias = cx.constant(format!("{name}::bias"), Tensor::ints(DType::I32, vec![s.m], bias));
-    let scale = cx.constant(format!("{name}::requant_scale"), Tensor::f32(vec![s.m], r.scale));
+    let bias = cx.constant(
+        format!("{name}::bias"),
+        Tensor::ints(DType::I32, vec![s.m], bias),
+    );
+    let scale = cx.constant(
+        format!("{name}::requant_scale"),
+        Tensor::f32(vec![s.m], r.scale),
+    );
     let planes = cx.scratch(s.n * s.reordered_bytes());
     cx.push(
         n,
@@ -98,7 +112,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, s: QConvAmx, p: &IntProduct, w: &[i
     let [oh, ow] = s.out;
     let body = Body::Transpose {
         out_shape: vec![s.n, s.m, oh, ow],
-        in_strides: vec![s.m * s.positions(), s.positions(), s.padded[1], 1],
+        in_strides: vec![s.m * s.positions(), s.positions(), s.phase()[1], 1],
         elem: 1,
     };
     let args = [(Role::X, sums), (Role::Out, Buf::Tensor(out))];

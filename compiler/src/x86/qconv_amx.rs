@@ -2,17 +2,18 @@
 //! tile micro-kernel.
 //!
 //! Reorder `fn(x: *const u8, dst: *mut u8)` (System V): one quad of `chans` (1..4) input channels, `x` at the
-//! first channel's plane (`H·W` bytes, channels a plane apart), `dst` at the quad's reordered plane. It fills
-//! the plane (padding and slack) with the padding byte in every lane, then writes each input row at its padded
-//! place: per 16 pixels one `vpmovzxbd` per channel (masked for the row's last block), shifted to the channel's
-//! byte and or-ed into the words, flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
+//! first channel's plane (`H·W` bytes, channels a plane apart), `dst` at the quad's reordered (phase) planes. It
+//! fills them (padding and slack) with the padding byte in every lane, then writes each input row at its padded
+//! place: per 16 pixels (of one phase column at stride `s` > 1: 64 bytes loaded and every `s`-th picked by
+//! `vpermb`) one `vpmovzxbd` per channel (masked at the row's end), shifted to the channel's byte and or-ed into
+//! the words, flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
 //!
 //! Micro-kernel `fn(a, b, c, bias, scale)`: a block of `rows` (≤ 32) output channels by 32 positions. `a` the
 //! block's first weight row (`a_row` bytes a row), `b` the batch entry's reordered planes at the block's first
 //! position, `c` the output position block of the first channel (row stride `c_rs` bytes). C is 2 x 2 tiles of
 //! 16 x 16 i32 (`x86/amx.rs`); per tap (unrolled) and block of 64 channels (a counted loop) the A tiles are the
-//! next 64 weight bytes of 16 rows, the B tiles the 16 channel quads' planes at the tap's offset (row stride one
-//! plane; positions 16..31 at byte 64), and four `tdpbsud` add them. The sums are requantised through a stack
+//! next 64 weight bytes of 16 rows, the B tiles the 16 channel quads' planes at the tap's offset (its phase
+//! plane and position; row stride one quad's planes; positions 16..31 at byte 64), and four `tdpbsud` add them. The sums are requantised through a stack
 //! buffer as the AMX GEMM's are (`qgemm_amx.rs`).
 
 use super::amx::{close_stack_buffer, tiles_to_stack, C_TILES};
@@ -24,95 +25,157 @@ use iced_x86::code_asm::*;
 pub fn assemble_reorder(s: &QConvAmx, chans: usize) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let [h, w] = s.hw;
-    let [_, wp] = s.padded;
+    let st = s.stride;
+    let [_, ws] = s.phase();
     let plane = h * w;
     let words = s.plane_words();
-    if !(1..=4).contains(&chans) || w == 0 || h == 0 {
-        return Err(format!("reorder: {chans} channels of {h}x{w}"));
+    if !(1..=4).contains(&chans) || w == 0 || h == 0 || !(1..=4).contains(&st) {
+        return Err(format!("reorder: {chans} channels of {h}x{w}, stride {st}"));
     }
-    for bytes in [words * 4, 3 * plane + w, (s.pads[0] * wp + s.pads[1]) * 4 + wp * 4] {
+    for bytes in [
+        s.quad_bytes(),
+        3 * plane + w + 64,
+        4 * ws * 4 + s.quad_bytes(),
+    ] {
         i32::try_from(bytes).map_err(|_| format!("reorder: plane of {bytes} bytes"))?;
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-        // zmm31: the padding byte in every lane; zmm30: the flip.
+    let mut table = a.create_label();
+    let mut go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        // zmm31: the padding byte in every lane; zmm30: the flip; zmm29: every s-th byte (vpermb).
         a.mov(eax, u32::from(s.fill) * 0x0101_0101)?;
         a.vpbroadcastd(zmm31, eax)?;
         a.mov(eax, 0x8080_8080u32)?;
         a.vpbroadcastd(zmm30, eax)?;
-        // Fill the whole plane, 16 words a store.
+        if st > 1 {
+            a.vmovdqu8(zmm29, zmmword_ptr(table))?;
+        }
+        // Fill every phase plane, 16 words a store.
         a.mov(rax, rsi)?;
-        a.mov(rcx, (words / 16) as u64)?;
+        a.mov(rcx, (st * st * words / 16) as u64)?;
         let mut fill = a.create_label();
         a.set_label(&mut fill)?;
         a.vmovdqu32(zmmword_ptr(rax), zmm31)?;
         a.add(rax, 64)?;
         a.dec(rcx)?;
         a.jnz(fill)?;
-        // The tail mask of a row: its last `w % 16` pixels.
-        let tail = w % 16;
-        if tail > 0 {
-            a.mov(eax, (1u32 << tail) - 1)?;
-            a.kmovw(k1, eax)?;
-        }
-        // rsi at the first interior word, r8 rows left; rdi walks the input rows.
-        a.add(rsi, ((s.pads[0] * wp + s.pads[1]) * 4) as i32)?;
-        a.mov(r8, h as u64)?;
-        let mut row = a.create_label();
-        a.set_label(&mut row)?;
-        let block = |a: &mut CodeAssembler, x0: usize, masked: bool| -> Result<(), IcedError> {
-            for chan in 0..chans {
-                let src = xmmword_ptr(rdi + (chan * plane + x0) as i32);
-                let v = [zmm0, zmm1, zmm2, zmm3][chan];
-                if masked {
-                    a.vpmovzxbd(v.k1().z(), src)?;
-                } else {
-                    a.vpmovzxbd(v, src)?;
+        // Row `r` of a group of `st` input rows (rdi at the group's first, rsi at the phase row of the group).
+        let row = |a: &mut CodeAssembler, r: usize| -> Result<(), IcedError> {
+            let yy = r + s.pads[0];
+            let dst_row = (yy % st) * st * words * 4 + (yy / st) * ws * 4;
+            for px in 0..st {
+                // The first input column of phase column `px`, and how many there are.
+                let x0 = (px + st - s.pads[1] % st) % st;
+                if x0 >= w {
+                    continue;
                 }
-                if chan > 0 {
-                    a.vpslld(v, v, (8 * chan) as u32)?;
-                    a.vpord(zmm0, zmm0, v)?;
+                let n = (w - x0).div_ceil(st);
+                let col0 = (x0 + s.pads[1]) / st;
+                let dst_phase = dst_row + (px * words * 4);
+                for j0 in (0..n).step_by(16) {
+                    let src = r * w + x0 + st * j0;
+                    let avail = (w - (x0 + st * j0)).min(64);
+                    let count = (n - j0).min(16);
+                    channels(a, s, chans, plane, src, avail, st)?;
+                    let dst = zmmword_ptr(rsi + (dst_phase + (col0 + j0) * 4) as i32);
+                    if count < 16 {
+                        a.mov(eax, (1u32 << count) - 1)?;
+                        a.kmovw(k1, eax)?;
+                        a.vmovdqu32(dst.k1(), zmm0)?;
+                    } else {
+                        a.vmovdqu32(dst, zmm0)?;
+                    }
                 }
             }
-            if s.x_dtype == crate::ir::DType::I8 {
-                a.vpxord(zmm0, zmm0, zmm30)?;
-            }
-            if chans < 4 {
-                // The absent channels' bytes: the padding byte (they meet zero weights).
-                let keep = (1u32 << (8 * chans)) - 1;
-                a.mov(eax, !keep)?;
-                a.vpbroadcastd(zmm4, eax)?;
-                a.vpandd(zmm4, zmm4, zmm31)?;
-                a.vpord(zmm0, zmm0, zmm4)?;
-            }
-            let dst = zmmword_ptr(rsi + (x0 * 4) as i32);
-            if masked {
-                a.vmovdqu32(dst.k1(), zmm0)
-            } else {
-                a.vmovdqu32(dst, zmm0)
-            }
+            Ok(())
         };
-        for b in 0..w / 16 {
-            block(a, b * 16, false)?;
+        let (groups, rest) = (h / st, h % st);
+        if groups > 0 {
+            a.mov(r8, groups as u64)?;
+            let mut group = a.create_label();
+            a.set_label(&mut group)?;
+            for r in 0..st {
+                row(a, r)?;
+            }
+            a.add(rdi, (st * w) as i32)?;
+            a.add(rsi, (ws * 4) as i32)?;
+            a.dec(r8)?;
+            a.jnz(group)?;
         }
-        if tail > 0 {
-            block(a, w / 16 * 16, true)?;
+        for r in 0..rest {
+            row(a, r)?;
         }
-        a.add(rdi, w as i32)?;
-        a.add(rsi, (wp * 4) as i32)?;
-        a.dec(r8)?;
-        a.jnz(row)?;
         a.vzeroupper()?;
-        a.ret()
+        a.ret()?;
+        a.set_label(&mut table)?;
+        let bytes: Vec<u8> = (0..64).map(|i| ((i % 16) * st) as u8).collect();
+        a.db(&bytes)
     };
     go(&mut a).map_err(e)?;
     a.assemble(0).map_err(e)
 }
 
+/// The words of 16 pixels of a row (stride `st` apart from `rdi + src`, `avail` bytes readable there) of
+/// `chans` channels (a plane apart) in `zmm0`: each channel's bytes zero-extended to words (`vpermb` through
+/// `zmm29` first when `st` > 1), shifted to its byte and or-ed; flipped for i8 input; the absent channels' bytes
+/// the padding byte.
+fn channels(
+    a: &mut CodeAssembler,
+    s: &QConvAmx,
+    chans: usize,
+    plane: usize,
+    src: usize,
+    avail: usize,
+    st: usize,
+) -> Result<(), IcedError> {
+    let need = if st == 1 { 16 } else { 64 };
+    let masked = avail < need;
+    if masked {
+        a.mov(rax, (1u64 << avail) - 1)?;
+        a.kmovq(k2, rax)?;
+    }
+    for chan in 0..chans {
+        let v = [zmm0, zmm1, zmm2, zmm3][chan];
+        let at = rdi + (chan * plane + src) as i32;
+        if st == 1 {
+            if masked {
+                a.vpmovzxbd(v.k2().z(), xmmword_ptr(at))?;
+            } else {
+                a.vpmovzxbd(v, xmmword_ptr(at))?;
+            }
+        } else {
+            if masked {
+                a.vmovdqu8(zmm5.k2().z(), zmmword_ptr(at))?;
+            } else {
+                a.vmovdqu8(zmm5, zmmword_ptr(at))?;
+            }
+            a.vpermb(zmm5, zmm29, zmm5)?;
+            a.vpmovzxbd(v, xmm5)?;
+        }
+        if chan > 0 {
+            a.vpslld(v, v, (8 * chan) as u32)?;
+            a.vpord(zmm0, zmm0, v)?;
+        }
+    }
+    if s.x_dtype == crate::ir::DType::I8 {
+        a.vpxord(zmm0, zmm0, zmm30)?;
+    }
+    if chans < 4 {
+        // The absent channels' bytes: the padding byte (they meet zero weights).
+        let keep = (1u32 << (8 * chans)) - 1;
+        a.mov(eax, !keep)?;
+        a.vpbroadcastd(zmm4, eax)?;
+        a.vpandd(zmm4, zmm4, zmm31)?;
+        a.vpord(zmm0, zmm0, zmm4)?;
+    }
+    Ok(())
+}
+
 /// Assembles the micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
 pub fn assemble(s: &QConvAmx, rows: usize) -> Result<Vec<u8>, String> {
     let a_rs = s.a_row();
-    let plane = s.plane_words() * 4;
+    // B's row stride: one channel quad's planes.
+    let plane = s.quad_bytes();
     let fits = |x: usize| i32::try_from(x).is_ok();
     if !(1..=32).contains(&rows)
         || !fits(a_rs * 32)

@@ -62,7 +62,11 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
 
 /// Requantises `rows` rows of 32 sums at `rsp` (row stride 128 bytes) to `rdx` (row stride `c_rs`), with the
 /// bias at `rcx` and the scale at `r8` per row.
-pub(super) fn requantise(a: &mut CodeAssembler, rows: usize, q: &QEpilogue) -> Result<(), IcedError> {
+pub(super) fn requantise(
+    a: &mut CodeAssembler,
+    rows: usize,
+    q: &QEpilogue,
+) -> Result<(), IcedError> {
     q.broadcast_bounds(a)?;
     for r in 0..rows {
         a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;

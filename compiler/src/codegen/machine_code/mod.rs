@@ -310,10 +310,20 @@ pub(super) fn define_layout(
         ]),
         // The implicit int8 convolution (AMX targets only): quads of four channels and the last, shorter one.
         Body::QReorder(s) => {
-            let full = f(module, "qreorder", 2, x86::qconv_amx::assemble_reorder(s, 4))?;
+            let full = f(
+                module,
+                "qreorder",
+                2,
+                x86::qconv_amx::assemble_reorder(s, 4),
+            )?;
             let last = match s.c % 4 {
                 0 => None,
-                c => f(module, "qreorder_last", 2, x86::qconv_amx::assemble_reorder(s, c))?,
+                c => f(
+                    module,
+                    "qreorder_last",
+                    2,
+                    x86::qconv_amx::assemble_reorder(s, c),
+                )?,
             };
             Ok([full, last, None])
         }

@@ -20,7 +20,7 @@ pub fn emit_reorder(kb: &mut Kb, s: &QConvAmx, tasks: u32, full: FuncRef, last: 
         let xb = kb.addr(px, b, (s.c * h * w) as i64);
         let x = kb.addr(xb, q, (4 * h * w) as i64);
         let ob = kb.addr(po, b, s.reordered_bytes() as i64);
-        let dst = kb.addr(ob, q, (s.plane_words() * 4) as i64);
+        let dst = kb.addr(ob, q, s.quad_bytes() as i64);
         match last {
             None => {
                 kb.b.ins().call(full, &[x, dst]);
