@@ -49,13 +49,13 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         },
         (Body::QReorder(s), c) => match c {
             Callees::Layout([Some(f), last, _]) => {
-                ops::qconv_amx::emit_reorder(kb, s, k.tasks, f, last)
+                ops::qconv_implicit::emit_reorder(kb, s, k.tasks, f, last)
             }
             _ => return false,
         },
-        (Body::QConvAmx(s), c) => match c {
+        (Body::QConvImplicit(s), c) => match c {
             Callees::Layout([full, last, _]) if full.is_some() || last.is_some() => {
-                ops::qconv_amx::emit_conv(kb, s, k.tasks, full, last)
+                ops::qconv_implicit::emit_conv(kb, s, k.tasks, full, last)
             }
             _ => return false,
         },
@@ -158,7 +158,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::DepthwiseC16(_)
         | Body::ConvDirect { .. }
         | Body::QReorder(_)
-        | Body::QConvAmx(_)
+        | Body::QConvImplicit(_)
         | Body::ToBf16 { .. }
         | Body::GemmBf16(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),

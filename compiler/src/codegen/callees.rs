@@ -23,7 +23,7 @@ fn layout_only(body: &Body) -> bool {
         Body::WinogradIn(_)
             | Body::WinogradOut(_)
             | Body::QReorder(_)
-            | Body::QConvAmx(_)
+            | Body::QConvImplicit(_)
             | Body::TransposeOut { .. }
             | Body::DepthwiseC16(_)
             | Body::ConvDirect { .. }

@@ -46,10 +46,10 @@ pub enum Body {
     QGemv(QGemvSpec),
     /// The implicit int8 convolution's reorder (`kernel/qconv.rs`): args X (the NCHW input), Out (the
     /// reordered planes of every batch entry).
-    QReorder(super::qconv::QConvAmx),
+    QReorder(super::qconv::QConvImplicit),
     /// The implicit int8 convolution on AMX (`kernel/qconv.rs`): args A (weights), B (the reordered planes),
     /// Out (`[N, M, positions]`), Bias (i32), Scale (f32).
-    QConvAmx(super::qconv::QConvAmx),
+    QConvImplicit(super::qconv::QConvImplicit),
     /// Integer GlobalAveragePool: args x, y; `planes` planes of `size` elements, one output each.
     QGlobalAvg {
         /// Parameters.
@@ -312,7 +312,7 @@ impl Body {
             Body::QGemm(g) => g.units(),
             Body::QGemv(g) => g.units(),
             Body::QReorder(s) => s.n * s.quads(),
-            Body::QConvAmx(s) => s.units(),
+            Body::QConvImplicit(s) => s.units(),
             Body::ToBf16 { dims } => dims[0].div_ceil(16),
             Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,

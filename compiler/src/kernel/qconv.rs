@@ -1,10 +1,11 @@
-//! The implicit int8 convolution on AMX (`QConvAmx`): what it computes and the geometry its three kernels
-//! share. No column matrix: a reorder kernel (`Body::QReorder`) writes the input once as zero-point-padded planes
+//! The implicit int8 convolution (`QConvImplicit`, on AMX or AVX-512 VNNI): what it computes and the geometry
+//! its three kernels share. No column matrix: a reorder kernel (`Body::QReorder`) writes the input once as zero-point-padded planes
 //! of channel quads, `[C64/4][HP·WP + slack][4]` (four channels' bytes of one pixel in a 32-bit word, i8 input
-//! flipped to u8 by `^ 0x80`); the convolution kernel (`Body::QConvAmx`) then computes output position
+//! flipped to u8 by `^ 0x80`); the convolution kernel (`Body::QConvImplicit`) then computes output position
 //! `q = oy·WP + ox` of every row of the padded width, so that tap `(ky, kx)` of 16 consecutive positions is 16
 //! consecutive words at `q + ky·WP + kx` — an AMX B tile of 16 channel quads is read straight from the reordered
-//! planes with a row stride of one plane, for every tap, with no packing. Weights are rows of `(tap, channel)`
+//! planes with a row stride of one plane, for every tap, with no packing, as is the `vpdpbusd` operand of 16
+//! positions of one quad on VNNI. Weights are rows of `(tap, channel)`
 //! bytes, channels padded with zeros to a multiple of 64 (one A tile row per tap and 64 channels). The positions
 //! past `OW` in each row (`WP − OW` of them) and past `OH·WP` are computed and dropped: a strided copy
 //! (`Body::Transpose`) writes the `[M, OH, OW]` output. A stride `s` > 1 splits each padded plane into `s²`
@@ -19,7 +20,7 @@ const SLACK_QUADS: usize = 64;
 
 /// The implicit convolution's geometry (sizes per batch entry).
 #[derive(Debug, Clone, PartialEq)]
-pub struct QConvAmx {
+pub struct QConvImplicit {
     /// Batch entries.
     pub n: usize,
     /// Input channels.
@@ -48,14 +49,18 @@ pub struct QConvAmx {
     pub zero_point: i32,
     /// Output clamp.
     pub clamp: (i32, i32),
+    /// AMX tiles (blocks of 32 output channels), else AVX-512 VNNI (blocks of [`MR_VNNI`]).
+    pub amx: bool,
 }
 
-/// Output rows (channels) per tile block.
+/// Output rows (channels) per block on AMX.
 pub const MR: usize = 32;
+/// Output rows (channels) per block on VNNI (24 accumulators).
+pub const MR_VNNI: usize = 12;
 /// Output positions per tile block.
 pub const NQ: usize = 32;
 
-impl QConvAmx {
+impl QConvImplicit {
     /// Taps per output (`KH·KW`).
     pub fn taps(&self) -> usize {
         self.kernel[0] * self.kernel[1]
@@ -100,9 +105,17 @@ impl QConvAmx {
         let phase = (ky % s) * s + kx % s;
         phase * self.plane_words() * 4 + ((ky / s) * self.phase()[1] + kx / s) * 4
     }
-    /// Work units of the convolution kernel: (batch entry, block of `MR` channels, block of `NQ` positions).
+    /// Output channels per block: [`MR`] on AMX, [`MR_VNNI`] on VNNI.
+    pub fn mr(&self) -> usize {
+        if self.amx {
+            MR
+        } else {
+            MR_VNNI
+        }
+    }
+    /// Work units of the convolution kernel: (batch entry, block of `mr` channels, block of `NQ` positions).
     pub fn units(&self) -> usize {
-        self.n * self.m.div_ceil(MR) * (self.positions() / NQ)
+        self.n * self.m.div_ceil(self.mr()) * (self.positions() / NQ)
     }
     /// Multiply-adds (the kept outputs'), for the cost model and reports.
     pub fn macs(&self) -> usize {
@@ -128,8 +141,8 @@ impl QConvAmx {
 mod tests {
     use super::*;
 
-    fn spec() -> QConvAmx {
-        QConvAmx {
+    fn spec() -> QConvImplicit {
+        QConvImplicit {
             n: 1,
             c: 70,
             hw: [5, 7],
@@ -144,6 +157,7 @@ mod tests {
             y_dtype: DType::U8,
             zero_point: 0,
             clamp: (0, 255),
+            amx: true,
         }
     }
 
@@ -161,7 +175,7 @@ mod tests {
         // Positions: 5 rows of 9, rounded to 64.
         assert_eq!(s.positions(), 64);
         // Stride 2: phase planes of 4 x 5; tap (1, 2) is phase (1, 0) at row 0, column 1.
-        let s2 = QConvAmx {
+        let s2 = QConvImplicit {
             stride: 2,
             out: [3, 4],
             ..s

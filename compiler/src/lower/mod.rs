@@ -16,7 +16,7 @@ mod index;
 mod linalg;
 mod logic;
 mod nn;
-mod qconv_amx;
+mod qconv_implicit;
 mod quant;
 mod reduce;
 mod resize;

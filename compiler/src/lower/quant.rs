@@ -75,8 +75,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
             if g == c && m == c && cg == 1 && !wide {
                 return depthwise(cx, n, a, p, [nb, c, h, wd], [os[2], os[3]]);
             }
-            if let Some(s) = super::qconv_amx::spec(cx, n, a, p, &wv) {
-                return super::qconv_amx::lower(cx, n, s, p, &wv);
+            if let Some(s) = super::qconv_implicit::spec(cx, n, a, p, &wv) {
+                return super::qconv_implicit::lower(cx, n, s, p, &wv);
             }
             let (b_buf, b_batch, b_group) =
                 cx.conv_columns(n, a, &xs, &os, cg, Some(p.x_zero_point as u8));

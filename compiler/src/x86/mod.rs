@@ -38,7 +38,7 @@ mod masks;
 pub mod maxpool_avx2;
 pub mod maxpool_x86;
 pub mod norm;
-pub mod qconv_amx;
+pub mod qconv_implicit;
 pub mod qdepthwise_vnni;
 pub mod qgemm_amx;
 pub mod qgemm_x86;

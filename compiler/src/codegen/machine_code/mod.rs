@@ -314,7 +314,7 @@ pub(super) fn define_layout(
                 module,
                 "qreorder",
                 2,
-                x86::qconv_amx::assemble_reorder(s, 4),
+                x86::qconv_implicit::assemble_reorder(s, 4),
             )?;
             let last = match s.c % 4 {
                 0 => None,
@@ -322,20 +322,23 @@ pub(super) fn define_layout(
                     module,
                     "qreorder_last",
                     2,
-                    x86::qconv_amx::assemble_reorder(s, c),
+                    x86::qconv_implicit::assemble_reorder(s, c),
                 )?,
             };
             Ok([full, last, None])
         }
-        Body::QConvAmx(s) => {
-            let block = |rows| x86::qconv_amx::assemble(s, rows);
-            let full = match s.m >= crate::kernel::qconv::MR {
-                true => f(module, "qconv_amx", 5, block(crate::kernel::qconv::MR))?,
+        Body::QConvImplicit(s) => {
+            let (block, tag): (fn(_, _) -> _, _) = match s.amx {
+                true => (x86::qconv_implicit::assemble, "qconv_amx"),
+                false => (x86::qconv_implicit::assemble_vnni, "qconv_vnni"),
+            };
+            let full = match s.m >= s.mr() {
+                true => f(module, tag, 5, block(s, s.mr()))?,
                 false => None,
             };
-            let last = match s.m % crate::kernel::qconv::MR {
+            let last = match s.m % s.mr() {
                 0 => None,
-                rows => f(module, "qconv_amx_last", 5, block(rows))?,
+                rows => f(module, &format!("{tag}_last"), 5, block(s, rows))?,
             };
             Ok([full, last, None])
         }

@@ -18,7 +18,7 @@ pub mod logic;
 pub mod nn;
 pub mod plane;
 pub mod pool;
-pub mod qconv_amx;
+pub mod qconv_implicit;
 pub mod qdepthwise;
 pub mod qgemm;
 pub mod qgemm_vnni;

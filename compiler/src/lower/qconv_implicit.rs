@@ -1,12 +1,13 @@
-//! Lowering of an int8 convolution to the implicit convolution on AMX (`kernel/qconv.rs`): the reorder kernel,
+//! Lowering of an int8 convolution to the implicit convolution (`kernel/qconv.rs`): the reorder kernel,
 //! the tile kernel, and the strided copy that drops the positions past each output row. Taken by QConvs of one
 //! group, equal strides up to 4, no dilation, at least 32 input channels, s8 weights and a requantised output
-//! on targets with AMX; the others keep im2col and the GEMM (`quant.rs`).
+//! on targets with AVX-512 VNNI (the AMX tiles where the target has them); the others keep im2col and the GEMM
+//! (`quant.rs`).
 
 use super::ctx::Ctx;
 use crate::error::Result;
 use crate::ir::{ConvAttrs, DType, IntProduct, NodeId, Tensor};
-use crate::kernel::qconv::QConvAmx;
+use crate::kernel::qconv::QConvImplicit;
 use crate::kernel::{Body, Buf, Role};
 
 /// The implicit convolution's geometry for QConv `n` when it takes it, else `None`.
@@ -16,17 +17,18 @@ pub(super) fn spec(
     a: &ConvAttrs,
     p: &IntProduct,
     w: &[i64],
-) -> Option<QConvAmx> {
+) -> Option<QConvImplicit> {
     let node = &cx.g.nodes[n];
     let (x, wt) = (node.inputs[0], node.inputs[1]);
     let (xs, ws) = (cx.shape(x), cx.shape(wt));
     let os = cx.shape(node.outputs[0]);
     let r = p.requant.as_ref()?;
-    let taken = cx.opts.amx
-        && cx.opts.vnni
+    let taken = cx.opts.vnni
         && a.group == 1
         && a.strides[0] == a.strides[1]
         && (1..=4).contains(&a.strides[0])
+        // A stride picks every s-th pixel with `vpermb` (VBMI, which `vnni_depthwise` implies).
+        && (a.strides[0] == 1 || cx.opts.vnni_depthwise)
         && a.dilations == [1, 1]
         && a.kernel[1] <= 16
         && xs[1] >= 32
@@ -38,7 +40,7 @@ pub(super) fn spec(
     }
     let flip = cx.g.tensors[x].dtype == DType::I8;
     let fill = (p.x_zero_point + if flip { 128 } else { 0 }) as u8;
-    let s = QConvAmx {
+    let s = QConvImplicit {
         n: xs[0],
         c: xs[1],
         hw: [xs[2], xs[3]],
@@ -53,16 +55,27 @@ pub(super) fn spec(
         y_dtype: r.dtype,
         zero_point: r.zero_point,
         clamp: r.clamp,
+        amx: cx.opts.amx,
     };
     // Both kernels assemble (every displacement fits), the output is what the padded plane gives.
-    let fits = crate::x86::qconv_amx::assemble(&s, crate::kernel::qconv::MR.min(s.m)).is_ok()
-        && crate::x86::qconv_amx::assemble_reorder(&s, 4).is_ok()
+    let kernel = match s.amx {
+        true => crate::x86::qconv_implicit::assemble,
+        false => crate::x86::qconv_implicit::assemble_vnni,
+    };
+    let fits = kernel(&s, s.mr().min(s.m)).is_ok()
+        && crate::x86::qconv_implicit::assemble_reorder(&s, 4).is_ok()
         && s.out == [0, 1].map(|i| (s.padded[i] - s.kernel[i]) / s.stride + 1);
     fits.then_some(s)
 }
 
 /// Pushes the three kernels of the implicit convolution `s` of QConv `n` with weights `w` (`[M, C, KH, KW]`).
-pub(super) fn lower(cx: &mut Ctx, n: NodeId, s: QConvAmx, p: &IntProduct, w: &[i64]) -> Result<()> {
+pub(super) fn lower(
+    cx: &mut Ctx,
+    n: NodeId,
+    s: QConvImplicit,
+    p: &IntProduct,
+    w: &[i64],
+) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (x, out) = (node.inputs[0], node.outputs[0]);
     let name = node.name.clone();
@@ -107,7 +120,13 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, s: QConvAmx, p: &IntProduct, w: &[i
         (Role::Scale, Buf::Tensor(scale)),
     ];
     let macs = s.macs();
-    cx.push(n, Some("qconv_amx"), &args, Body::QConvAmx(s.clone()), macs);
+    cx.push(
+        n,
+        Some("qconv"),
+        &args,
+        Body::QConvImplicit(s.clone()),
+        macs,
+    );
     // Rows of the padded width to the output's rows.
     let [oh, ow] = s.out;
     let body = Body::Transpose {

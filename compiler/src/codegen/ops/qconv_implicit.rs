@@ -1,16 +1,22 @@
 //! The drivers of the implicit int8 convolution on AMX (`kernel/qconv.rs`, machine code in
-//! `x86/qconv_amx.rs`): the reorder kernel's units (one channel quad of one batch entry each) and the
+//! `x86/qconv_implicit.rs`): the reorder kernel's units (one channel quad of one batch entry each) and the
 //! convolution's (one block of 32 output channels by 32 positions each), every unit one call.
 
 use crate::codegen::builder::Kb;
-use crate::kernel::qconv::{QConvAmx, MR, NQ};
+use crate::kernel::qconv::{QConvImplicit, NQ};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{FuncRef, InstBuilder};
 
 /// Emits the reorder (`Body::QReorder`): roles X and Out; `full` takes four channels, `last` the last quad's
 /// `C % 4` (when C is not a multiple of four).
-pub fn emit_reorder(kb: &mut Kb, s: &QConvAmx, tasks: u32, full: FuncRef, last: Option<FuncRef>) {
+pub fn emit_reorder(
+    kb: &mut Kb,
+    s: &QConvImplicit,
+    tasks: u32,
+    full: FuncRef,
+    last: Option<FuncRef>,
+) {
     let [h, w] = s.hw;
     let quads = s.quads();
     let (lo, hi) = kb.task_range(s.n * quads, tasks);
@@ -41,16 +47,17 @@ pub fn emit_reorder(kb: &mut Kb, s: &QConvAmx, tasks: u32, full: FuncRef, last: 
     });
 }
 
-/// Emits the convolution (`Body::QConvAmx`): roles A, B, Out, Bias, Scale; `full` computes 32 output channels,
-/// `last` the last `M % 32`.
+/// Emits the convolution (`Body::QConvImplicit`): roles A, B, Out, Bias, Scale; `full` computes a block of `mr`
+/// output channels, `last` the last `M % mr`.
 pub fn emit_conv(
     kb: &mut Kb,
-    s: &QConvAmx,
+    s: &QConvImplicit,
     tasks: u32,
     full: Option<FuncRef>,
     last: Option<FuncRef>,
 ) {
-    let blocks = s.m.div_ceil(MR);
+    let mr = s.mr();
+    let blocks = s.m.div_ceil(mr);
     let qblocks = s.positions() / NQ;
     let (lo, hi) = kb.task_range(s.units(), tasks);
     let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
@@ -59,14 +66,14 @@ pub fn emit_conv(
         // Position blocks innermost: a block of weights stays cached while the positions stream.
         let (b, rest) = kb.divmod(u, blocks * qblocks);
         let (rb, qb) = kb.divmod(rest, qblocks);
-        let a = kb.addr(pa, rb, (MR * s.a_row()) as i64);
+        let a = kb.addr(pa, rb, (mr * s.a_row()) as i64);
         let xb = kb.addr(pb, b, s.reordered_bytes() as i64);
         let x = kb.addr(xb, qb, (NQ * 4) as i64);
         let ob = kb.addr(po, b, (s.m * s.positions()) as i64);
-        let orow = kb.addr(ob, rb, (MR * s.positions()) as i64);
+        let orow = kb.addr(ob, rb, (mr * s.positions()) as i64);
         let out = kb.addr(orow, qb, NQ as i64);
-        let bias = kb.addr(pbias, rb, (MR * 4) as i64);
-        let scale = kb.addr(pscale, rb, (MR * 4) as i64);
+        let bias = kb.addr(pbias, rb, (mr * 4) as i64);
+        let scale = kb.addr(pscale, rb, (mr * 4) as i64);
         let args = [a, x, out, bias, scale];
         match (full, last) {
             (Some(f), None) | (None, Some(f)) => {

@@ -18,11 +18,13 @@
 
 use super::amx::{close_stack_buffer, tiles_to_stack, C_TILES};
 use super::qgemm_x86::QEpilogue;
-use crate::kernel::qconv::QConvAmx;
+use super::quant_x86::{requant_store, RequantRegs};
+use super::ZMM;
+use crate::kernel::qconv::QConvImplicit;
 use iced_x86::code_asm::*;
 
 /// Assembles the reorder kernel for quads of `chans` channels; `Err` when a displacement does not fit.
-pub fn assemble_reorder(s: &QConvAmx, chans: usize) -> Result<Vec<u8>, String> {
+pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let [h, w] = s.hw;
     let st = s.stride;
@@ -121,7 +123,7 @@ pub fn assemble_reorder(s: &QConvAmx, chans: usize) -> Result<Vec<u8>, String> {
 /// the padding byte.
 fn channels(
     a: &mut CodeAssembler,
-    s: &QConvAmx,
+    s: &QConvImplicit,
     chans: usize,
     plane: usize,
     src: usize,
@@ -172,7 +174,7 @@ fn channels(
 }
 
 /// Assembles the micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
-pub fn assemble(s: &QConvAmx, rows: usize) -> Result<Vec<u8>, String> {
+pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let a_rs = s.a_row();
     // B's row stride: one channel quad's planes.
     let plane = s.quad_bytes();
@@ -226,4 +228,77 @@ pub fn assemble(s: &QConvAmx, rows: usize) -> Result<Vec<u8>, String> {
         super::qgemm_amx::requantise(a, rows, &q)?;
         close_stack_buffer(a)
     })
+}
+
+/// Assembles the AVX-512 VNNI micro-kernel of a block of `rows` (at most `MR_VNNI`) output channels by 32
+/// positions, the AMX kernel's contract: per tap (unrolled) and channel quad (a counted loop over the quads
+/// holding channels) two 64-byte loads of the quad's plane at the tap's offset (positions 0..15 and 16..31)
+/// and per row one `vpdpbusd` each with the row's four weight bytes broadcast; the weights of the padding
+/// channels are skipped. The sums are requantised straight from the accumulators.
+pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let a_rs = s.a_row();
+    let quad = s.quad_bytes();
+    let skip = s.blocks() * 64 - 4 * s.quads();
+    let fits = |x: usize| i32::try_from(x).is_ok();
+    if !(1..=crate::kernel::qconv::MR_VNNI).contains(&rows)
+        || !fits(a_rs * rows)
+        || !fits(quad)
+        || !fits(s.positions() * rows)
+        || !fits(s.tap_offset(s.taps() - 1) + 64)
+    {
+        return Err(format!("VNNI convolution out of range: {s:?}"));
+    }
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        for &x in &ZMM[..2 * rows] {
+            a.vpxord(x, x, x)?;
+        }
+        for t in 0..s.taps() {
+            a.lea(rax, ptr(rsi + s.tap_offset(t) as i32))?;
+            a.mov(r9, s.quads() as u64)?;
+            let mut top = a.create_label();
+            a.set_label(&mut top)?;
+            a.vmovdqu32(zmm28, zmmword_ptr(rax))?;
+            a.vmovdqu32(zmm29, zmmword_ptr(rax + 64))?;
+            for r in 0..rows {
+                let w = dword_bcst(rdi + (r * a_rs) as i32);
+                a.vpdpbusd(ZMM[2 * r], zmm28, w)?;
+                a.vpdpbusd(ZMM[2 * r + 1], zmm29, w)?;
+            }
+            a.add(rax, quad as i32)?;
+            a.add(rdi, 4)?;
+            a.dec(r9)?;
+            a.jne(top)?;
+            if skip > 0 {
+                a.add(rdi, skip as i32)?;
+            }
+        }
+        let q = QEpilogue {
+            c_rs: s.positions(),
+            zero_point: s.zero_point,
+            clamp: s.clamp,
+            signed: s.y_dtype == crate::ir::DType::I8,
+        };
+        q.broadcast_bounds(a)?;
+        let regs = RequantRegs {
+            bias: zmm27,
+            scale: zmm28,
+            lo: zmm24,
+            hi: zmm25,
+            zp: zmm26,
+        };
+        for r in 0..rows {
+            a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
+            a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
+            for v in 0..2 {
+                let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
+                requant_store(a, ZMM[2 * r + v], &regs, dst, q.signed)?;
+            }
+        }
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
 }
