@@ -315,6 +315,17 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // A 1x1 convolution written straight to the output: 63 positions, the last block overlapping the first.
+    conv(
+        "amx_implicit_1x1_direct",
+        [1, 40, 7, 9],
+        [45, 40, 1, 1],
+        [0, 0, 0, 0],
+        [1, 1],
+        [1, 1],
+        1,
+        2,
+    );
     conv(
         "rows_70_k1100",
         [1, 1100, 3, 5],

@@ -8,7 +8,8 @@
 //! positions of one quad on VNNI. Weights are rows of `(tap, channel)`
 //! bytes, channels padded with zeros to a multiple of 64 (one A tile row per tap and 64 channels). The positions
 //! past `OW` in each row (`WP − OW` of them) and past `OH·WP` are computed and dropped: a strided copy
-//! (`Body::Transpose`) writes the `[M, OH, OW]` output. A stride `s` > 1 splits each padded plane into `s²`
+//! (`Body::Transpose`) writes the `[M, OH, OW]` output — unless there are none (`direct`: 1x1 windows without
+//! padding), where the kernel writes the output itself. A stride `s` > 1 splits each padded plane into `s²`
 //! phase planes (rows `≡ py`, columns `≡ px` mod `s`, each `⌈HP/s⌉ x ⌈WP/s⌉`): tap `(ky, kx)` of output
 //! `(oy, ox)` is then phase `(ky mod s, kx mod s)` at `(oy + ky/s, ox + kx/s)`, again linear in
 //! `q = oy·WS + ox` over the phase width `WS`. No dilation, one group.
@@ -55,6 +56,8 @@ pub struct QConvImplicit {
 
 /// Output rows (channels) per block on AMX.
 pub const MR: usize = 32;
+/// Position blocks per call of the convolution's micro-kernels.
+pub const BLOCKS_PER_CALL: usize = 4;
 /// Output rows (channels) per block on VNNI (24 accumulators).
 pub const MR_VNNI: usize = 12;
 /// Output positions per tile block.
@@ -90,9 +93,25 @@ impl QConvImplicit {
     pub fn reordered_bytes(&self) -> usize {
         self.blocks() * 16 * self.quad_bytes()
     }
-    /// Positions computed per output channel: whole rows of the phase width, rounded to tile blocks.
+    /// Whether the kernel writes the output itself: every position is an output (`WS = OW`: 1x1 windows
+    /// without padding) and there is at least one whole block; the last block then starts `NQ` before the end
+    /// (overlapping the one before, which computes the same values).
+    pub fn direct(&self) -> bool {
+        self.phase()[1] == self.out[1] && self.out[0] * self.out[1] >= NQ
+    }
+    /// Positions per output channel (the row stride of what the kernel writes): whole rows of the phase width,
+    /// rounded to tile blocks; exactly `OH·OW` when [`direct`](Self::direct).
     pub fn positions(&self) -> usize {
-        (self.out[0] * self.phase()[1]).next_multiple_of(NQ)
+        let p = self.out[0] * self.phase()[1];
+        if self.direct() {
+            p
+        } else {
+            p.next_multiple_of(NQ)
+        }
+    }
+    /// Blocks of `NQ` positions per output channel.
+    pub fn position_blocks(&self) -> usize {
+        self.positions().div_ceil(NQ)
     }
     /// Bytes per weight row: 64 channels per tap and block.
     pub fn a_row(&self) -> usize {
@@ -113,9 +132,11 @@ impl QConvImplicit {
             MR_VNNI
         }
     }
-    /// Work units of the convolution kernel: (batch entry, block of `mr` channels, block of `NQ` positions).
+    /// Work units of the convolution kernel: (batch entry, block of `mr` channels, chunk of
+    /// `BLOCKS_PER_CALL` blocks of `NQ` positions).
     pub fn units(&self) -> usize {
-        self.n * self.m.div_ceil(self.mr()) * (self.positions() / NQ)
+        let chunks = self.position_blocks().div_ceil(BLOCKS_PER_CALL);
+        self.n * self.m.div_ceil(self.mr()) * chunks
     }
     /// Multiply-adds (the kept outputs'), for the cost model and reports.
     pub fn macs(&self) -> usize {

@@ -111,7 +111,11 @@ pub(super) fn lower(
         Body::QReorder(s.clone()),
         s.n * s.c * s.hw[0] * s.hw[1],
     );
-    let sums = cx.scratch(s.n * s.m * s.positions());
+    // Written to the output itself, or to rows of the padded width that a strided copy cuts to the output's.
+    let sums = match s.direct() {
+        true => Buf::Tensor(out),
+        false => cx.scratch(s.n * s.m * s.positions()),
+    };
     let args = [
         (Role::A, Buf::Tensor(a)),
         (Role::B, planes),
@@ -120,14 +124,10 @@ pub(super) fn lower(
         (Role::Scale, Buf::Tensor(scale)),
     ];
     let macs = s.macs();
-    cx.push(
-        n,
-        Some("qconv"),
-        &args,
-        Body::QConvImplicit(s.clone()),
-        macs,
-    );
-    // Rows of the padded width to the output's rows.
+    cx.push(n, Some("qconv"), &args, Body::QConvImplicit(s.clone()), macs);
+    if s.direct() {
+        return Ok(());
+    }
     let [oh, ow] = s.out;
     let body = Body::Transpose {
         out_shape: vec![s.n, s.m, oh, ow],

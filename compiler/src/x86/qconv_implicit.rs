@@ -8,19 +8,21 @@
 //! `vpermb`) one `vpmovzxbd` per channel (masked at the row's end), shifted to the channel's byte and or-ed into
 //! the words, flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
 //!
-//! Micro-kernel `fn(a, b, c, bias, scale)`: a block of `rows` (≤ 32) output channels by 32 positions. `a` the
-//! block's first weight row (`a_row` bytes a row), `b` the batch entry's reordered planes at the block's first
-//! position, `c` the output position block of the first channel (row stride `c_rs` bytes). C is 2 x 2 tiles of
+//! Micro-kernels `fn(a, b, c, bias, scale, count)`: `count` consecutive blocks of `rows` (≤ 32 on AMX, 12 on
+//! VNNI) output channels by 32 positions. `a` the block's first weight row (`a_row` bytes a row), `b` the batch
+//! entry's reordered planes at the first block's first position, `c` the output position block of the first
+//! channel (row stride `c_rs` bytes). C is 2 x 2 tiles of
 //! 16 x 16 i32 (`x86/amx.rs`); per tap (unrolled) and block of 64 channels (a counted loop) the A tiles are the
 //! next 64 weight bytes of 16 rows, the B tiles the 16 channel quads' planes at the tap's offset (its phase
-//! plane and position; row stride one quad's planes; positions 16..31 at byte 64), and four `tdpbsud` add them. The sums are requantised through a stack
-//! buffer as the AMX GEMM's are (`qgemm_amx.rs`).
+//! plane and position; row stride one quad's planes; positions 16..31 at byte 64), and four `tdpbsud` add them.
+//! The sums are requantised through a stack buffer as the AMX GEMM's are (`qgemm_amx.rs`); the tile
+//! configuration and the buffer are set up once per call.
 
-use super::amx::{close_stack_buffer, tiles_to_stack, C_TILES};
+use super::amx::C_TILES;
 use super::qgemm_x86::QEpilogue;
 use super::quant_x86::{requant_store, RequantRegs};
 use super::ZMM;
-use crate::kernel::qconv::QConvImplicit;
+use crate::kernel::qconv::{QConvImplicit, NQ};
 use iced_x86::code_asm::*;
 
 /// Assembles the reorder kernel for quads of `chans` channels; `Err` when a displacement does not fit.
@@ -173,7 +175,7 @@ fn channels(
     Ok(())
 }
 
-/// Assembles the micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
+/// Assembles the AMX micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
 pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let a_rs = s.a_row();
     // B's row stride: one channel quad's planes.
@@ -196,10 +198,16 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let two = rows > 16;
     let used = super::amx::used(rows);
     super::amx::assemble(rows, |a| {
+        // r12 counts the position blocks; the stack buffer of the sums stays open across them.
+        a.push(r12)?;
+        a.mov(r12, r9)?;
+        super::stack_table_begin(a, (super::amx::MR * 128) as i32, 64)?;
+        let mut block = a.create_label();
+        a.set_label(&mut block)?;
         for &c in C_TILES.iter().take(used) {
             a.tilezero(c)?;
         }
-        // r10 A's row stride, r11 B's (one plane); rax walks B per tap, r9 counts the channel blocks.
+        // r10 A's row stride, r11 B's (one quad's planes); rax walks B per tap, r9 counts the channel blocks.
         a.mov(r10, a_rs as u64)?;
         a.mov(r11, plane as u64)?;
         for t in 0..s.taps() {
@@ -224,9 +232,20 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
             a.dec(r9)?;
             a.jne(top)?;
         }
-        tiles_to_stack(a, rows)?;
+        a.mov(r11, 128u64)?;
+        for (t, &c) in C_TILES.iter().enumerate().take(used) {
+            a.tilestored(ptr(rsp + r11 + super::amx::c_at(t)), c)?;
+        }
         super::qgemm_amx::requantise(a, rows, &q)?;
-        close_stack_buffer(a)
+        // The next block: A from its start, B and C 32 positions on.
+        a.sub(rdi, a_rs as i32)?;
+        a.add(rsi, (NQ * 4) as i32)?;
+        a.add(rdx, NQ as i32)?;
+        a.dec(r12)?;
+        a.jnz(block)?;
+        a.tilerelease()?;
+        super::stack_table_end(a)?;
+        a.pop(r12)
     })
 }
 
@@ -251,6 +270,10 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
     }
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        // r11 counts the position blocks.
+        a.mov(r11, r9)?;
+        let mut block = a.create_label();
+        a.set_label(&mut block)?;
         for &x in &ZMM[..2 * rows] {
             a.vpxord(x, x, x)?;
         }
@@ -296,6 +319,12 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
                 requant_store(a, ZMM[2 * r + v], &regs, dst, q.signed)?;
             }
         }
+        // The next block: A from its start, B and C 32 positions on.
+        a.sub(rdi, a_rs as i32)?;
+        a.add(rsi, (NQ * 4) as i32)?;
+        a.add(rdx, NQ as i32)?;
+        a.dec(r11)?;
+        a.jnz(block)?;
         a.vzeroupper()?;
         a.ret()
     };

@@ -333,12 +333,12 @@ pub(super) fn define_layout(
                 false => (x86::qconv_implicit::assemble_vnni, "qconv_vnni"),
             };
             let full = match s.m >= s.mr() {
-                true => f(module, tag, 5, block(s, s.mr()))?,
+                true => f(module, tag, 6, block(s, s.mr()))?,
                 false => None,
             };
             let last = match s.m % s.mr() {
                 0 => None,
-                rows => f(module, &format!("{tag}_last"), 5, block(s, rows))?,
+                rows => f(module, &format!("{tag}_last"), 6, block(s, rows))?,
             };
             Ok([full, last, None])
         }

@@ -3,10 +3,10 @@
 //! convolution's (one block of 32 output channels by 32 positions each), every unit one call.
 
 use crate::codegen::builder::Kb;
-use crate::kernel::qconv::{QConvImplicit, NQ};
+use crate::kernel::qconv::{QConvImplicit, BLOCKS_PER_CALL, NQ};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{FuncRef, InstBuilder};
+use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
 
 /// Emits the reorder (`Body::QReorder`): roles X and Out; `full` takes four channels, `last` the last quad's
 /// `C % 4` (when C is not a multiple of four).
@@ -48,7 +48,9 @@ pub fn emit_reorder(
 }
 
 /// Emits the convolution (`Body::QConvImplicit`): roles A, B, Out, Bias, Scale; `full` computes a block of `mr`
-/// output channels, `last` the last `M % mr`.
+/// output channels, `last` the last `M % mr`. A unit is [`BLOCKS_PER_CALL`] position blocks of one channel
+/// block of one batch entry; where the positions end inside a block (`direct` outputs), the last block starts
+/// `NQ` before the end.
 pub fn emit_conv(
     kb: &mut Kb,
     s: &QConvImplicit,
@@ -58,40 +60,62 @@ pub fn emit_conv(
 ) {
     let mr = s.mr();
     let blocks = s.m.div_ceil(mr);
-    let qblocks = s.positions() / NQ;
-    let (lo, hi) = kb.task_range(s.units(), tasks);
+    let qblocks = s.position_blocks();
+    let chunks = qblocks.div_ceil(BLOCKS_PER_CALL);
+    let last_n = qblocks - (chunks - 1) * BLOCKS_PER_CALL;
+    let ragged = usize::from(!s.positions().is_multiple_of(NQ));
+    let (lo, hi) = kb.task_range(s.n * blocks * chunks, tasks);
     let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     let (pbias, pscale) = (kb.arg(Role::Bias), kb.arg(Role::Scale));
     kb.for_range(lo, hi, 1, |kb, u| {
-        // Position blocks innermost: a block of weights stays cached while the positions stream.
-        let (b, rest) = kb.divmod(u, blocks * qblocks);
-        let (rb, qb) = kb.divmod(rest, qblocks);
+        // Position chunks innermost: a block of weights stays cached while the positions stream.
+        let (b, rest) = kb.divmod(u, blocks * chunks);
+        let (rb, chunk) = kb.divmod(rest, chunks);
         let a = kb.addr(pa, rb, (mr * s.a_row()) as i64);
         let xb = kb.addr(pb, b, s.reordered_bytes() as i64);
-        let x = kb.addr(xb, qb, (NQ * 4) as i64);
         let ob = kb.addr(po, b, (s.m * s.positions()) as i64);
         let orow = kb.addr(ob, rb, (mr * s.positions()) as i64);
-        let out = kb.addr(orow, qb, NQ as i64);
         let bias = kb.addr(pbias, rb, (mr * 4) as i64);
         let scale = kb.addr(pscale, rb, (mr * 4) as i64);
-        let args = [a, x, out, bias, scale];
-        match (full, last) {
-            (Some(f), None) | (None, Some(f)) => {
-                kb.b.ins().call(f, &args);
+        let first = kb.b.ins().imul_imm_s(chunk, (BLOCKS_PER_CALL * NQ) as i64);
+        // `count` blocks from position `q0` with the row block's kernel.
+        let call = |kb: &mut Kb, q0: Value, count: usize| {
+            let x = kb.addr(xb, q0, 4);
+            let out = kb.addr(orow, q0, 1);
+            let n = kb.iconst(count as i64);
+            let args = [a, x, out, bias, scale, n];
+            match (full, last) {
+                (Some(f), None) | (None, Some(f)) => {
+                    kb.b.ins().call(f, &args);
+                }
+                (Some(f), Some(g)) => {
+                    let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, rb, blocks as i64 - 1);
+                    kb.if_else(
+                        is_last,
+                        |kb| {
+                            kb.b.ins().call(g, &args);
+                        },
+                        |kb| {
+                            kb.b.ins().call(f, &args);
+                        },
+                    );
+                }
+                (None, None) => {}
             }
-            (Some(f), Some(g)) => {
-                let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, rb, blocks as i64 - 1);
-                kb.if_else(
-                    is_last,
-                    |kb| {
-                        kb.b.ins().call(g, &args);
-                    },
-                    |kb| {
-                        kb.b.ins().call(f, &args);
-                    },
-                );
-            }
-            (None, None) => {}
-        }
+        };
+        let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, chunk, chunks as i64 - 1);
+        kb.if_else(
+            is_last,
+            |kb| {
+                if last_n > ragged {
+                    call(kb, first, last_n - ragged);
+                }
+                if ragged == 1 {
+                    let end = kb.iconst((s.positions() - NQ) as i64);
+                    call(kb, end, 1);
+                }
+            },
+            |kb| call(kb, first, BLOCKS_PER_CALL),
+        );
     });
 }
