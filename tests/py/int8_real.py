@@ -27,8 +27,11 @@ Nothing is written outside --workdir (a temporary directory unless given). Pixel
 Needs numpy, onnxruntime, Pillow (scikit-image optional) and a C compiler: run it with the torch virtualenv's
 python (target/torchvenv/bin/python), which sees the system onnx/onnxruntime/numpy as well.
 
+With --bf16 it also compiles the f32 model with --precision bf16 and reports that row (exit 1 unless its top-1
+equals the f32 one on every input where f32 is confident).
+
 usage: int8_real.py MODEL.onnx [--bundlec PATH] [--workdir DIR] [--min-top1 0.99] [--min-inputs 100] [--calib 16]
-                    [--methods minmax,percentile,entropy] [--all-methods] [--cpu CPU] [--norm tf|imagenet]"""
+                    [--methods minmax,percentile,entropy] [--all-methods] [--cpu CPU] [--norm tf|imagenet] [--bf16]"""
 import argparse
 import glob
 import math
@@ -209,6 +212,10 @@ def main():
     ap.add_argument("--all-methods", action="store_true", help="try every method even after one passes")
     ap.add_argument("--cpu", help="passed to bundlec compile --cpu")
     ap.add_argument("--norm", choices=["tf", "imagenet"], default="tf")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also compile the f32 model with --precision bf16 (needs --cpu with AVX-512 BF16, e.g. "
+                         "native there) and report its agreement; exits 1 unless its top-1 agrees on every input "
+                         "where the f32 model is confident (top-1 probability >= 0.5)")
     ap.add_argument("--ort-baseline", action="store_true",
                     help="also quantise with onnxruntime's quantize_static (QDQ, per-channel s8 weights, u8 "
                          "activations) on the same calibration inputs, for each method, and report its agreement")
@@ -303,6 +310,14 @@ def body(a, wd, t_all):
     got, rep = build_and_run(a, a.model, wd, "f32", [], held_paths, out_shape)
     rows.append(("f32 bundle", compare(ref, got), rep))
     logits = {"f32 bundle": got}
+    bf16_ok = True
+    if a.bf16:
+        got16, rep16 = build_and_run(a, a.model, wd, "bf16", ["--precision", "bf16"], held_paths, out_shape)
+        rows.append(("bf16", compare(ref, got16), rep16))
+        logits["bf16"] = got16
+        e16 = np.exp(ref - ref.max(1, keepdims=True))
+        confident16 = (e16 / e16.sum(1, keepdims=True)).max(1) >= 0.5
+        bf16_ok = bool(np.all(got16.argmax(1)[confident16] == ref.argmax(1)[confident16]))
     passed = None
     for meth in [s for s in a.methods.split(",") if s]:
         got, rep = build_and_run(a, a.model, wd, "int8_" + meth, ["--load-profile", prof, "--calibration", meth],
@@ -359,7 +374,9 @@ def body(a, wd, t_all):
         print(f"PASS: int8 {passed} keeps the f32 top-1 on >= {a.min_top1:.0%} of {n} held-out inputs")
     else:
         print(f"FAIL: no calibration method reaches {a.min_top1:.0%} top-1 agreement")
-    return 0 if passed and f32_ok else 1
+    if a.bf16:
+        print(("PASS" if bf16_ok else "FAIL") + ": bf16 keeps the f32 top-1 on every input where f32 is confident")
+    return 0 if passed and f32_ok and bf16_ok else 1
 
 
 if __name__ == "__main__":

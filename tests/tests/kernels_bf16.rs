@@ -94,20 +94,120 @@ fn matmul_bf16_matches_the_rounded_reference() {
                 got,
                 [m, k, n],
                 [&a, &b, &bv, &rv],
-                [bias, residual, relu],
+                [bias, residual, relu, false],
             );
         }
     }
 }
 
-/// Compares `got` with the float64 product of the bf16-rounded operands within the f32 accumulation bound.
+/// Convolutions under `--precision bf16`: the weights as bf16 rows, the columns packed into bf16 panels at run
+/// time (`Body::PackBf16`), the bias per output channel. A 3x3 with padding, bias and Relu over a 9x11 plane
+/// (99 pixels: three panels and a tail of 3; 37 channels: a row tail; K = 180), and a 1x1 with a fused residual
+/// Add over 7x7 (a panel and a tail of 17) with odd K (33: the last pair padded).
+#[test]
+fn conv_bf16_matches_the_rounded_reference() {
+    if !has_bf16() {
+        eprintln!("SKIPPED: bf16 convolution (this CPU lacks AVX-512 BF16)");
+        return;
+    }
+    // (name, C, M, H, W, kernel, pad, residual)
+    for (name, c, m, h, w, kk, pad, residual) in [
+        (
+            "bfc_3x3", 20usize, 37usize, 9usize, 11usize, 3usize, 1usize, false,
+        ),
+        ("bfc_1x1_res", 33, 40, 7, 7, 1, 0, true),
+    ] {
+        let k = c * kk * kk;
+        let p = h * w;
+        let x: Vec<f32> = rand_vec(c * p, 31).iter().map(|v| v * 2.0).collect();
+        let wv: Vec<f32> = rand_vec(m * k, 32).iter().map(|v| v * 0.5).collect();
+        let bv: Vec<f32> = rand_vec(m, 33).iter().map(|v| v * 3.0).collect();
+        let rv: Vec<f32> = rand_vec(m * p, 34).to_vec();
+        let mut model = Model::new();
+        model.input("x", &[1, c, h, w]);
+        if residual {
+            model.input("r", &[1, m, h, w]);
+        }
+        model.output("y", &[1, m, h, w]);
+        model.init("w", &[m, c, kk, kk], wv.clone());
+        model.init("bias", &[m], bv.clone());
+        let ints = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
+        let pads = [pad as i64; 4];
+        model.node(
+            "Conv",
+            &["x", "w", "bias"],
+            &["c"],
+            vec![
+                ("pads", ints(&pads)),
+                ("kernel_shape", ints(&[kk as i64, kk as i64])),
+            ],
+        );
+        let last = if residual {
+            model.node("Add", &["c", "r"], &["cr"], vec![]);
+            "cr"
+        } else {
+            model.node("Relu", &["c"], &["cr"], vec![]);
+            "cr"
+        };
+        model.node("Identity", &[last], &["y"], vec![]);
+        // The columns [K, P] (zero at padded taps): the GEMM's B.
+        let mut cols = vec![0f32; k * p];
+        for ch in 0..c {
+            for t in 0..kk * kk {
+                let (ky, kx) = (t / kk, t % kk);
+                for oy in 0..h {
+                    for ox in 0..w {
+                        let (iy, ix) = (
+                            (oy + ky) as isize - pad as isize,
+                            (ox + kx) as isize - pad as isize,
+                        );
+                        if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                            cols[(ch * kk * kk + t) * p + oy * w + ox] =
+                                x[ch * p + iy as usize * w + ix as usize];
+                        }
+                    }
+                }
+            }
+        }
+        let mut inputs = vec![x.clone()];
+        if residual {
+            inputs.push(rv.clone());
+        }
+        let ext = bundlec::codegen::isa::host_ext();
+        for (cpu, ok) in [
+            ("znver4", ext.vbmi && ext.vnni),
+            ("sapphirerapids", ext.amx),
+        ] {
+            if !ok {
+                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+                continue;
+            }
+            let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
+            o.cpu = cpu.into();
+            o.precision = bundlec::Precision::Bf16;
+            let comp = compile_with(&model.bytes(), o);
+            let got = &run_c(&comp, &inputs, &[m * p])[0];
+            check(
+                name,
+                cpu,
+                got,
+                [m, k, p],
+                [&wv, &cols, &bv, &rv],
+                [true, residual, !residual, true],
+            );
+        }
+    }
+}
+
+/// Compares `got` with the float64 product of the bf16-rounded operands within the f32 accumulation bound (the
+/// bias per column, or with `bias_row` per row).
 fn check(
     name: &str,
     cpu: &str,
     got: &[f32],
     [m, k, n]: [usize; 3],
     [a, b, bv, rv]: [&[f32]; 4],
-    [bias, residual, relu]: [bool; 3],
+    [bias, residual, relu, bias_row]: [bool; 4],
 ) {
     {
         let mut worst = 0.0f64;
@@ -120,8 +220,9 @@ fn check(
                     mag += t.abs();
                 }
                 if bias {
-                    s += bv[j] as f64;
-                    mag += (bv[j] as f64).abs();
+                    let b = if bias_row { bv[i] } else { bv[j] } as f64;
+                    s += b;
+                    mag += b.abs();
                 }
                 if residual {
                     s += rv[i * n + j] as f64;

@@ -43,6 +43,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::QGemm(_)
                 | Body::QGemv(_)
                 | Body::ToBf16 { .. }
+                | Body::PackBf16 { .. }
                 | Body::GemmBf16(_)
                 | Body::QAdd { .. }
                 | Body::Depthwise(_)
@@ -150,7 +151,22 @@ impl Callees {
                 )?));
             }
             (Body::GemmBf16(s), Some(Simd::Avx512)) => return gemm_bf16(&mut env, s),
-            (Body::ToBf16 { .. } | Body::GemmBf16(_), _) => {
+            (
+                Body::PackBf16 {
+                    dims: [k, n, rs, kp],
+                },
+                Some(Simd::Avx512),
+            ) => {
+                let nr = crate::kernel::gemm_bf16::NR;
+                let pack = |cols| x86::gemm_bf16::assemble_pack(*k, *kp, cols, *rs);
+                let full = env.one("packbf16", 2, pack(nr.min(*n)))?;
+                let tail = match n % nr {
+                    c if c == 0 || *n < nr => None,
+                    c => Some(env.one("packbf16_tail", 2, pack(c))?),
+                };
+                return Ok(Callees::Rows(Some(full), tail));
+            }
+            (Body::ToBf16 { .. } | Body::PackBf16 { .. } | Body::GemmBf16(_), _) => {
                 return Err(Error::internal(
                     "codegen",
                     format!(
@@ -300,6 +316,7 @@ fn gemm_bf16(env: &mut Env, s: &crate::kernel::gemm_bf16::GemmBf16Spec) -> Resul
                 c_rs: s.c_rs,
                 scale: (s.alpha != 1.0).then(|| s.alpha.to_bits()),
                 bias: s.bias,
+                bias_row: s.bias_row,
                 res_rs: s.residual.then_some(s.c_rs),
                 clamp,
             };

@@ -42,6 +42,12 @@ pub enum Body {
     },
     /// The bf16 GEMM (`kernel/gemm_bf16.rs`).
     GemmBf16(super::gemm_bf16::GemmBf16Spec),
+    /// f32 rows to the bf16 GEMM's B panels (`kernel/gemm_bf16.rs`, a convolution's columns): args X (`k` rows
+    /// of `n` floats, `src_rs` apart), Out (`[n/32][kp/2][32]` words of bf16 pairs, zero past `n` and `k`).
+    PackBf16 {
+        /// Rows (K), columns (N), the source's row stride in floats, the padded K.
+        dims: [usize; 4],
+    },
     /// One-row integer matrix product on AVX-512 VNNI: args packed A, x, y, bias, \[scale\].
     QGemv(QGemvSpec),
     /// The implicit int8 convolution's reorder (`kernel/qconv.rs`): args X (the NCHW input), Out (the
@@ -314,6 +320,7 @@ impl Body {
             Body::QReorder(s) => s.n * s.quads(),
             Body::QConvImplicit(s) => s.units(),
             Body::ToBf16 { dims } => dims[0].div_ceil(16),
+            Body::PackBf16 { dims } => dims[1].div_ceil(super::gemm_bf16::NR),
             Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),

@@ -1,7 +1,9 @@
-//! The bf16 GEMM's description (`--precision bf16` on AVX-512 BF16 targets): a MatMul with a constant B whose
-//! B is packed at compile time in bf16 panels of 32 columns ([`pack_b`]) and whose A a conversion kernel
-//! writes as bf16 rows into scratch before the GEMM reads it (`Body::ToBf16`). f32 accumulation, f32 output;
-//! the bf16 rounding of both operands is the only loss against the f32 GEMM.
+//! The bf16 GEMM's description (`--precision bf16` on AVX-512 BF16 targets). A MatMul with a constant B: B
+//! packed at compile time in bf16 panels of 32 columns ([`pack_b`]), A written as bf16 rows into scratch by a
+//! conversion kernel before the GEMM reads it (`Body::ToBf16`). A convolution the other way round: the weights
+//! are A, bf16 rows at compile time, and the columns (im2col's, or the input of a 1x1 convolution) are B,
+//! packed into the same panels at run time (`Body::PackBf16`), the bias per row. f32 accumulation, f32
+//! output; the bf16 rounding of both operands is the only loss against the f32 GEMM.
 
 use crate::ir::Activation;
 
@@ -27,6 +29,8 @@ pub struct GemmBf16Spec {
     pub alpha: f32,
     /// A column bias (role Bias, `n` floats).
     pub bias: bool,
+    /// A row bias instead (role Bias, `m` floats: a convolution's per channel).
+    pub bias_row: bool,
     /// A residual laid out like C (role Residual).
     pub residual: bool,
     /// Fused activation (Relu or Clip become the micro-kernel's clamp).
@@ -60,6 +64,16 @@ impl GemmBf16Spec {
     pub fn macs(&self) -> usize {
         self.m * self.n * self.k
     }
+}
+
+/// Packs A (`m x k` row-major f32, a convolution's weights) as bf16 rows of `kp` values, two a word (low half
+/// first), the K pad zero.
+pub fn pack_rows(a: &[f32], m: usize, k: usize, kp: usize) -> Vec<i64> {
+    let at = |i: usize, p: usize| if p < k { to_bf16(a[i * k + p]) } else { 0 };
+    (0..m)
+        .flat_map(|i| (0..kp / 2).map(move |p| (i, p)))
+        .map(|(i, p)| (at(i, 2 * p) as u32 | (at(i, 2 * p + 1) as u32) << 16) as i32 as i64)
+        .collect()
 }
 
 /// `x` rounded to bf16 (round to nearest, ties to even, as `vcvtne2ps2bf16`; NaN stays a quiet NaN).

@@ -64,6 +64,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     c_rs,
                     alpha: e.scale,
                     bias: e.bias,
+                    bias_row: false,
                     residual: e.residual,
                     act: e.act,
                     amx: cx.opts.amx,

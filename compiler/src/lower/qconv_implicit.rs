@@ -124,7 +124,13 @@ pub(super) fn lower(
         (Role::Scale, Buf::Tensor(scale)),
     ];
     let macs = s.macs();
-    cx.push(n, Some("qconv"), &args, Body::QConvImplicit(s.clone()), macs);
+    cx.push(
+        n,
+        Some("qconv"),
+        &args,
+        Body::QConvImplicit(s.clone()),
+        macs,
+    );
     if s.direct() {
         return Ok(());
     }

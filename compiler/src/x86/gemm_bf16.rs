@@ -4,8 +4,9 @@
 //! B a panel of 32 columns of bf16 K pairs (`[kp/2][32][2]`, 128 bytes a pair step: `kernel::gemm_bf16::pack_b`).
 //! Per pair step two zmm of B and, per row and half, one `vdpbf16ps` with the row's pair broadcast from memory
 //! (`{1to16}`): sixteen f32 accumulators, each lane adding `a[2p]·b[2p][j] + a[2p+1]·b[2p+1][j]`. The epilogue
-//! in registers: the scale, the column bias (32 floats at `bias`), the residual (row stride `res_rs` floats),
-//! the clamp; then the store, under a mask for a tile of fewer than 32 columns (`cols`).
+//! in registers: the scale, the column bias (32 floats at `bias`) or the row bias (one float a row), the
+//! residual (row stride `res_rs` floats), the clamp; then the store, under a mask for a tile of fewer than 32
+//! columns (`cols`). `assemble_pack` packs a convolution's f32 columns into B panels at run time.
 
 use super::ZMM;
 use iced_x86::code_asm::*;
@@ -30,6 +31,8 @@ pub struct Bf16Micro {
     pub scale: Option<u32>,
     /// Add the column bias (`rcx`, at the tile's first column).
     pub bias: bool,
+    /// Add a row bias instead (`rcx`, at the tile's first row).
+    pub bias_row: bool,
     /// Add the residual (`r8`, at the tile's first element) with this row stride in floats.
     pub res_rs: Option<usize>,
     /// Clamp bounds (f32 bits).
@@ -144,6 +147,9 @@ pub(super) fn epilogue(
             if m.bias {
                 a.vaddps(x, x, ZMM[24 + v])?;
             }
+            if m.bias_row {
+                a.vaddps(x, x, dword_bcst(rcx + (r * 4) as i32))?;
+            }
             if let Some(rs) = m.res_rs {
                 let src = zmmword_ptr(r8 + ((r * rs + 16 * v) * 4) as i32);
                 if masked {
@@ -218,6 +224,91 @@ pub fn assemble_convert() -> Result<Vec<u8>, String> {
         a.set_label(&mut done)?;
         a.vzeroupper()?;
         a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
+/// Assembles the panel packer `fn(src: *const f32, dst: *mut u32)`: `cols` (1..=32) columns of `k` rows of
+/// floats (`src_rs` apart) into a B panel of `kp / 2` pair steps (`kernel::gemm_bf16::pack_b`'s layout, 128
+/// bytes a step): per pair of rows `vcvtne2ps2bf16` of 16 columns of each (masked loads past `cols`) and
+/// `vpermw` interleaving them into `(row 2p, row 2p + 1)` words; an odd last row is paired with zeros and the
+/// steps past `k` are zero.
+pub fn assemble_pack(k: usize, kp: usize, cols: usize, src_rs: usize) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    if k == 0 || kp < k || !kp.is_multiple_of(2) || !(1..=32).contains(&cols) {
+        return Err(format!("bf16 pack of {k} rows to {kp}, {cols} columns"));
+    }
+    let row = i32::try_from(src_rs * 4).map_err(|_| format!("bf16 pack row of {src_rs} floats"))?;
+    i32::try_from(2 * src_rs * 4).map_err(|_| format!("bf16 pack row of {src_rs} floats"))?;
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let mut table = a.create_label();
+    let mut go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        a.vmovdqu16(zmm31, zmmword_ptr(table))?;
+        let masked = cols < 32;
+        if masked {
+            let bits = (1u64 << cols) - 1;
+            a.mov(eax, (bits & 0xffff) as u32)?;
+            a.kmovw(k1, eax)?;
+            a.mov(eax, (bits >> 16) as u32)?;
+            a.kmovw(k2, eax)?;
+        }
+        // The 16-column halves of a row at `at` into two registers (zero past `cols`).
+        let load =
+            |a: &mut CodeAssembler, regs: [AsmRegisterZmm; 2], at: i32| -> Result<(), IcedError> {
+                for (v, &x) in regs.iter().enumerate() {
+                    let src = zmmword_ptr(rdi + at + 64 * v as i32);
+                    match (masked, v) {
+                        (false, _) => a.vmovups(x, src)?,
+                        (true, 0) => a.vmovups(x.k1().z(), src)?,
+                        (true, _) if cols > 16 => a.vmovups(x.k2().z(), src)?,
+                        (true, _) => a.vpxord(x, x, x)?,
+                    }
+                }
+                Ok(())
+            };
+        // One pair step from zmm0/1 (row 2p) and zmm2/3 (row 2p + 1) to rsi.
+        let step = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+            for v in 0..2 {
+                a.vcvtne2ps2bf16(zmm4, ZMM[2 + v], ZMM[v])?;
+                a.vpermw(zmm4, zmm31, zmm4)?;
+                a.vmovdqu32(zmmword_ptr(rsi + 64 * v as i32), zmm4)?;
+            }
+            a.add(rsi, 128)
+        };
+        let pairs = k / 2;
+        if pairs > 0 {
+            a.mov(rcx, pairs as u64)?;
+            let mut top = a.create_label();
+            a.set_label(&mut top)?;
+            load(a, [zmm0, zmm1], 0)?;
+            load(a, [zmm2, zmm3], row)?;
+            step(a)?;
+            a.add(rdi, 2 * row)?;
+            a.dec(rcx)?;
+            a.jnz(top)?;
+        }
+        if k % 2 == 1 {
+            load(a, [zmm0, zmm1], 0)?;
+            a.vpxord(zmm2, zmm2, zmm2)?;
+            a.vpxord(zmm3, zmm3, zmm3)?;
+            step(a)?;
+        }
+        a.vpxord(zmm4, zmm4, zmm4)?;
+        for _ in k.div_ceil(2)..kp / 2 {
+            a.vmovdqu32(zmmword_ptr(rsi), zmm4)?;
+            a.vmovdqu32(zmmword_ptr(rsi + 64), zmm4)?;
+            a.add(rsi, 128)?;
+        }
+        a.vzeroupper()?;
+        a.ret()?;
+        // vpermw's indices: word 2j from the low row (word j), word 2j + 1 from the high one (word 16 + j).
+        a.set_label(&mut table)?;
+        let idx: Vec<u8> = (0..32u16)
+            .map(|w| if w % 2 == 0 { w / 2 } else { 16 + w / 2 })
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        a.db(&idx)
     };
     go(&mut a).map_err(e)?;
     a.assemble(0).map_err(e)

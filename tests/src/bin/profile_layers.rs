@@ -1,4 +1,5 @@
-//! profile_layers MODEL.onnx \[RUNS\] \[CPU\]: compiles the model (`--cpu` CPU, default `native`), runs it on the
+//! profile_layers MODEL.onnx \[RUNS\] \[CPU\]: compiles the model (`--cpu` CPU, default `native`; `CPU/bf16` adds
+//! `--precision bf16`), runs it on the
 //! bundle-rt engine at 1 and 2 threads with per-op timing (`Engine::run_profiled`), and prints the layers that
 //! take longest at 2 threads: each layer's wall time (first task start to last task end; median over RUNS
 //! runs) at 1 and 2 threads, the speed-up, and its ops' names. The last line compares the sum of the layers
@@ -26,7 +27,16 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     let mut opts = bundlec::Options::new("profile");
-    opts.cpu = args.get(3).cloned().unwrap_or_else(|| "native".into());
+    // CPU, or CPU/bf16 for `--precision bf16` (as bench.py spells it).
+    let cpu = args.get(3).cloned().unwrap_or_else(|| "native".into());
+    let (cpu, bf16) = match cpu.strip_suffix("/bf16") {
+        Some(c) => (c.to_string(), true),
+        None => (cpu, false),
+    };
+    opts.cpu = cpu;
+    if bf16 {
+        opts.precision = bundlec::lower::Precision::Bf16;
+    }
     let model = std::fs::read(path).expect("read model");
     let c = compile_with(&model, opts);
     let l = Loaded::open(&c);

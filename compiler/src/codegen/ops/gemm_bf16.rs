@@ -35,7 +35,7 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
     let groups = s.m.div_ceil(ROWS_PER_UNIT);
     let (lo, hi) = kb.task_range(s.units(), tasks);
     let (pa, pb, pc) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
-    let bias = s.bias.then(|| kb.arg(Role::Bias));
+    let bias = (s.bias || s.bias_row).then(|| kb.arg(Role::Bias));
     let res = s.residual.then(|| kb.arg(Role::Residual));
     let panel_bytes = s.kp() / 2 * NR * 4;
     let tail_cols = !s.n.is_multiple_of(NR);
@@ -45,7 +45,7 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
         let b = kb.addr(pb, panel, panel_bytes as i64);
         let j0 = kb.b.ins().imul_imm_s(panel, NR as i64);
         let i0 = kb.b.ins().imul_imm_s(g, ROWS_PER_UNIT as i64);
-        let bias_at = bias.map(|p| kb.addr(p, j0, 4));
+        let bias_at = bias.filter(|_| s.bias).map(|p| kb.addr(p, j0, 4));
         let run = |kb: &mut Kb, ck: usize| {
             // Full 8-row tiles, then the tail rows of the last group.
             let tile = |kb: &mut Kb, i: Value, rk: usize| {
@@ -57,7 +57,11 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
                 let el = kb.b.ins().iadd(row, j0);
                 let c = kb.addr(pc, el, 4);
                 let zero = kb.iconst(0);
-                let bp = bias_at.unwrap_or(zero);
+                let bp = match (bias_at, bias) {
+                    (Some(p), _) => p,
+                    (None, Some(p)) => kb.addr(p, i, 4),
+                    (None, None) => zero,
+                };
                 let rp = res.map_or(zero, |p| kb.addr(p, el, 4));
                 kb.b.ins().call(f, &[a, b, c, bp, rp]);
             };
@@ -88,6 +92,41 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
             kb.if_else(last, |kb| run(kb, 1), |kb| run(kb, 0));
         } else {
             run(kb, 0);
+        }
+    });
+}
+
+/// Emits the panel packing of a convolution's columns (`Body::PackBf16`): one call of the machine-code packer
+/// per 32-column panel, `tail` for the last panel's `n mod 32` columns.
+pub fn emit_pack(
+    kb: &mut Kb,
+    [_, n, _, kp]: [usize; 4],
+    tasks: u32,
+    full: FuncRef,
+    tail: Option<FuncRef>,
+) {
+    let panels = n.div_ceil(NR);
+    let (lo, hi) = kb.task_range(panels, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, p| {
+        let src = kb.addr(px, p, (NR * 4) as i64);
+        let dst = kb.addr(po, p, (kp / 2 * NR * 4) as i64);
+        match tail {
+            None => {
+                kb.b.ins().call(full, &[src, dst]);
+            }
+            Some(t) => {
+                let last = kb.b.ins().icmp_imm_s(IntCC::Equal, p, panels as i64 - 1);
+                kb.if_else(
+                    last,
+                    |kb| {
+                        kb.b.ins().call(t, &[src, dst]);
+                    },
+                    |kb| {
+                        kb.b.ins().call(full, &[src, dst]);
+                    },
+                );
+            }
         }
     });
 }

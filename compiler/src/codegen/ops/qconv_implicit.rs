@@ -103,7 +103,9 @@ pub fn emit_conv(
                 (None, None) => {}
             }
         };
-        let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, chunk, chunks as i64 - 1);
+        let is_last =
+            kb.b.ins()
+                .icmp_imm_s(IntCC::Equal, chunk, chunks as i64 - 1);
         kb.if_else(
             is_last,
             |kb| {

@@ -75,7 +75,9 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
     let once = ins.iter().filter(|&&i| i == x).count() == 1;
     let as_input = ins[0] == x;
     let as_residual = a.epilogue.residual && ins.last() == Some(&x) && m == c && !strided;
+    // Under `--precision bf16` such a convolution is the bf16 GEMM (`bf16.rs`), which reads planes.
     pointwise(a)
+        && !cx.opts.bf16
         && p >= MIN_PIXELS
         && once
         && (as_input || as_residual)

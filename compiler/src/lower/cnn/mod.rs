@@ -6,6 +6,7 @@
 //! shapes allow, a Conv takes the direct kernel instead (`direct.rs`), Winograd (`winograd.rs`), or its GEMM
 //! computed transposed (`transposed.rs`).
 
+mod bf16;
 mod blocked;
 mod direct;
 mod rules;
@@ -122,6 +123,11 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         args.push((Role::Out, out));
         cx.push(n, None, &args, body, nb * m * p * khw);
         return Ok(());
+    }
+    if bf16::applies(cx, n, a, nb) {
+        if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            return bf16::lower(cx, n, a, (&xs, &os), m, &w);
+        }
     }
     if let Some(spec) = direct_spec(cx, a, &xs, &os, m) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {

@@ -1,0 +1,72 @@
+//! Convolutions under `--precision bf16` (`kernel/gemm_bf16.rs`): one group, batch 1, constant weights. The
+//! weights become bf16 rows at compile time (the GEMM's A); the columns — im2col's, or the input itself for a
+//! 1x1 stride-1 convolution — are packed into bf16 B panels at run time (`Body::PackBf16`), and the bf16 GEMM
+//! computes `[M, P]` straight into the output with the bias per row, the residual and the clamp in its
+//! epilogue. No Winograd, transposed GEMM or direct kernel: those are f32.
+
+use super::super::ctx::Ctx;
+use crate::error::Result;
+use crate::ir::{ConvAttrs, DType, NodeId, Tensor};
+use crate::kernel::gemm_bf16::{pack_rows, GemmBf16Spec, NR};
+use crate::kernel::{Body, Buf, Role};
+
+/// Whether convolution `n` runs in bf16: the target takes `--precision bf16`, one group, batch 1, constant
+/// weights.
+pub(super) fn applies(cx: &Ctx, n: NodeId, a: &ConvAttrs, nb: usize) -> bool {
+    cx.opts.bf16 && a.group == 1 && nb == 1 && cx.g.constant(cx.g.nodes[n].inputs[1]).is_some()
+}
+
+/// Pushes the bf16 convolution `n` (input `xs`, output `os`, `m` output channels) with f32 weights `w`.
+pub(super) fn lower(
+    cx: &mut Ctx,
+    n: NodeId,
+    a: &ConvAttrs,
+    (xs, os): (&[usize], &[usize]),
+    m: usize,
+    w: &[f32],
+) -> Result<()> {
+    let node = cx.g.nodes[n].clone();
+    let ins = &node.inputs;
+    let kk = xs[1] * a.kernel[0] * a.kernel[1];
+    let p = os[2] * os[3];
+    let (cols, _, _) = cx.conv_columns(n, a, xs, os, xs[1], None);
+    let spec = GemmBf16Spec {
+        m,
+        n: p,
+        k: kk,
+        c_rs: p,
+        alpha: 1.0,
+        bias: false,
+        bias_row: a.has_bias,
+        residual: a.epilogue.residual,
+        act: a.epilogue.act,
+        amx: cx.opts.amx,
+    };
+    let kp = spec.kp();
+    let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
+    cx.push(
+        n,
+        Some("packbf16"),
+        &[(Role::X, cols), (Role::Out, panels)],
+        Body::PackBf16 {
+            dims: [kk, p, p, kp],
+        },
+        kk * p,
+    );
+    let rows = Tensor::ints(DType::I32, vec![m, kp / 2], pack_rows(w, m, kk, kp));
+    let rows = cx.constant(format!("{}::w_bf16", node.name), rows);
+    let mut args = vec![
+        (Role::A, Buf::Tensor(rows)),
+        (Role::B, panels),
+        (Role::Out, Buf::Tensor(node.outputs[0])),
+    ];
+    if a.has_bias {
+        args.push((Role::Bias, Buf::Tensor(ins[2])));
+    }
+    if a.epilogue.residual {
+        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+    }
+    let work = spec.macs();
+    cx.push(n, None, &args, Body::GemmBf16(spec), work);
+    Ok(())
+}
