@@ -14,7 +14,7 @@ use crate::ir::{ConvAttrs, Epilogue, Op, PoolAttrs, PoolKind, TensorId};
 pub const SUPPORTED: &[(&str, &str)] = &[
     (
         "Conv",
-        "1-D, 2-D and 3-D (3-D: explicit pads or VALID), f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
+        "1-D, 2-D and 3-D, f32; pads, auto_pad, strides, dilations, group (incl. depthwise), bias",
     ),
     (
         "BatchNormalization",
@@ -22,11 +22,11 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "MaxPool",
-        "1-D, 2-D and 3-D (3-D: explicit pads or VALID, no ceil_mode); pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
+        "1-D, 2-D and 3-D; pads, auto_pad, strides, dilations, ceil_mode; no Indices output",
     ),
     (
         "AveragePool",
-        "1-D, 2-D and 3-D (3-D: explicit pads or VALID, no ceil_mode, depth padding only counted); pads, auto_pad, strides, ceil_mode, count_include_pad",
+        "1-D, 2-D and 3-D; pads, auto_pad, strides, dilations, ceil_mode, count_include_pad",
     ),
     ("GlobalAveragePool", "rank >= 3"),
 ];

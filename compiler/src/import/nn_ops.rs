@@ -20,7 +20,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("ArgMax, ArgMin", "f32 input, i64 output; keepdims, select_last_index"),
     (
         "TopK",
-        "f32; constant k; largest or smallest; sorted (ties to the lower index)",
+        "f32, i32, i64; constant k; largest or smallest; sorted (ties to the lower index)",
     ),
     ("GlobalMaxPool", "rank >= 3"),
     (
@@ -31,7 +31,7 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("LRN", "across channels, rank >= 3"),
     (
         "ConvTranspose",
-        "1-D and 2-D, f32; pads, auto_pad, strides, dilations, group, output_padding, output_shape, bias",
+        "1-D, 2-D and 3-D, f32; pads, auto_pad, strides, dilations, group, output_padding, output_shape, bias",
     ),
 ];
 
