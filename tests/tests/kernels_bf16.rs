@@ -17,6 +17,27 @@ fn has_bf16() -> bool {
     bundlec::codegen::isa::host_ext().bf16
 }
 
+/// The model compiled with `--precision bf16` for each bf16 kernel variant this CPU runs: `znver4` (the
+/// `vdpbf16ps` micro-kernel) and `sapphirerapids` (the AMX one); `SKIPPED` lines for the others.
+fn compiled(name: &str, model: &[u8]) -> Vec<(&'static str, bundlec_tests::harness::Compiled)> {
+    let ext = bundlec::codegen::isa::host_ext();
+    let mut out = Vec::new();
+    for (cpu, ok) in [
+        ("znver4", ext.vbmi && ext.vnni),
+        ("sapphirerapids", ext.amx),
+    ] {
+        if !ok {
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
+        o.cpu = cpu.into();
+        o.precision = bundlec::Precision::Bf16;
+        out.push((cpu, compile_with(model, o)));
+    }
+    out
+}
+
 fn bf(v: f32) -> f64 {
     from_bf16(to_bf16(v)) as f64
 }
@@ -69,20 +90,7 @@ fn matmul_bf16_matches_the_rounded_reference() {
         if residual {
             inputs.push(rv.clone());
         }
-        // znver4: the AVX-512 BF16 micro-kernel; sapphirerapids: the AMX one.
-        let ext = bundlec::codegen::isa::host_ext();
-        for (cpu, ok) in [
-            ("znver4", ext.vbmi && ext.vnni),
-            ("sapphirerapids", ext.amx),
-        ] {
-            if !ok {
-                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
-                continue;
-            }
-            let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
-            o.cpu = cpu.into();
-            o.precision = bundlec::Precision::Bf16;
-            let comp = compile_with(&model.bytes(), o);
+        for (cpu, comp) in compiled(name, &model.bytes()) {
             assert!(
                 comp.bundle.report.kernels >= 2,
                 "{name}: the MatMul lowers to the bf16 conversion and GEMM"
@@ -173,19 +181,7 @@ fn conv_bf16_matches_the_rounded_reference() {
         if residual {
             inputs.push(rv.clone());
         }
-        let ext = bundlec::codegen::isa::host_ext();
-        for (cpu, ok) in [
-            ("znver4", ext.vbmi && ext.vnni),
-            ("sapphirerapids", ext.amx),
-        ] {
-            if !ok {
-                eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
-                continue;
-            }
-            let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
-            o.cpu = cpu.into();
-            o.precision = bundlec::Precision::Bf16;
-            let comp = compile_with(&model.bytes(), o);
+        for (cpu, comp) in compiled(name, &model.bytes()) {
             let got = &run_c(&comp, &inputs, &[m * p])[0];
             check(
                 name,

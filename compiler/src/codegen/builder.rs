@@ -6,7 +6,7 @@
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
-use cranelift_codegen::ir::{BlockArg, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{BlockArg, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use std::cell::Cell;
 
@@ -235,6 +235,30 @@ impl<'a> Kb<'a> {
                 .icmp_imm_s(IntCC::Equal, index, count as i64 - 1);
             self.if_else(c, |kb| body(kb, last), |kb| body(kb, full));
         }
+    }
+    /// Calls `then` where unit index `i` equals `at`, else `otherwise` (or `then` always when there is no
+    /// `otherwise`), with the same arguments: a tail variant of a machine-code kernel for the last unit.
+    pub fn call_at(
+        &mut self,
+        (i, at): (Value, usize),
+        then: FuncRef,
+        otherwise: Option<FuncRef>,
+        args: &[Value],
+    ) {
+        let Some(other) = otherwise else {
+            self.b.ins().call(then, args);
+            return;
+        };
+        let c = self.b.ins().icmp_imm_s(IntCC::Equal, i, at as i64);
+        self.if_else(
+            c,
+            |kb| {
+                kb.b.ins().call(then, args);
+            },
+            |kb| {
+                kb.b.ins().call(other, args);
+            },
+        );
     }
     /// Emits `if cond { then() } else { otherwise() }`.
     pub fn if_else(

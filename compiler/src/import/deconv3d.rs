@@ -1,5 +1,6 @@
-//! The 3-D ConvTranspose (volumetric decoders, 3-D U-Nets, video generators) over the 2-D one; other ranks go
-//! to the 1-D lift or the 2-D parser (`windows.rs`).
+//! ConvTranspose's geometry for every rank (`Deconv`: pads, output padding, output_shape and SAME resolved per
+//! axis), and the 3-D ConvTranspose (volumetric decoders, 3-D U-Nets, video generators) over the 2-D one; other
+//! ranks go to the 1-D lift or the 2-D parser (`windows.rs`, `nn_ops.rs`).
 //!
 //! Output depth `o` of a transposed convolution gathers input depth `i` through kernel depth `k` where
 //! `o = i·s + k·d − pad_begin`. So for each kernel depth the input's depth slices, as a batch of 2-D images
@@ -8,16 +9,92 @@
 //! zero `Pad` of a unit axis and a `Reshape`), shifted to `k·d − pad_begin` and cut or zero-filled to the output
 //! depth (one `Pad`, negative where it crops), and the kernel depths' placements are added. The sum is viewed
 //! and transposed back to `[N, M, D', H', W']` and the bias added last, so that it reaches every output depth.
-//! Pads, output_padding, output_shape and SAME are resolved per axis as the 2-D form resolves them
-//! (`nn_ops::Deconv`).
+//! Pads, output_padding, output_shape and SAME are resolved per axis by [`Deconv`], which the 2-D parser
+//! (`nn_ops.rs`) uses too.
 
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
-use super::nn_ops::Deconv;
 use super::nodes::{Lowered, Node, Parse};
 use super::windows::{lift, plane_op, volume};
 use crate::error::{Error, Result};
+use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{BinOp, Op, PadMode, TensorId};
+
+/// A ConvTranspose's geometry over its spatial axes, output_shape and SAME resolved into explicit pads (begins,
+/// then ends) and output padding.
+pub(super) struct Deconv {
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dil: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub out_pad: Vec<usize>,
+}
+
+impl Deconv {
+    /// The geometry of ConvTranspose `n` over input shape `xs` and weight shape `ws` (ranks checked equal by
+    /// the caller), validated.
+    pub(super) fn of(n: &Node<'_>, xs: &[usize], ws: &[usize]) -> Result<Deconv> {
+        let Node { name, op, a, .. } = *n;
+        let sp = xs.len() - 2;
+        let kernel = if a.has("kernel_shape") {
+            a.positive_usizes("kernel_shape", sp, 0)?
+        } else {
+            ws[2..].to_vec()
+        };
+        let strides = a.positive_usizes("strides", sp, 1)?;
+        let dil = a.positive_usizes("dilations", sp, 1)?;
+        let mut out_pad = a.usizes("output_padding", sp, 0)?;
+        let auto = a.string("auto_pad", "NOTSET")?;
+        let out_shape = a
+            .ints("output_shape")?
+            .map(|v| v[v.len().saturating_sub(sp)..].to_vec());
+        let mut pads = vec![0usize; 2 * sp];
+        // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
+        let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
+            (_, Some(os)) if os.len() == sp => {
+                Some(os.iter().map(|&v| v.max(1) as usize).collect())
+            }
+            ("SAME_UPPER" | "SAME_LOWER", _) => {
+                Some((0..sp).map(|i| xs[2 + i] * strides[i]).collect())
+            }
+            ("NOTSET", _) => {
+                pads = a.usizes("pads", 2 * sp, 0)?;
+                None
+            }
+            ("VALID", _) => None,
+            (other, _) => {
+                return Err(Error::node(
+                    name,
+                    op,
+                    format!("attribute 'auto_pad': unknown value '{other}'"),
+                ))
+            }
+        };
+        if let Some(t) = target {
+            for i in 0..sp {
+                let (p, extra) = deconv_pads(
+                    xs[2 + i],
+                    kernel[i],
+                    strides[i],
+                    dil[i],
+                    out_pad[i],
+                    t[i],
+                    auto == "SAME_UPPER",
+                );
+                pads[i] = p[0];
+                pads[i + sp] = p[1];
+                out_pad[i] = extra;
+            }
+        }
+        Ok(Deconv {
+            kernel,
+            strides,
+            dil,
+            pads,
+            out_pad,
+        })
+    }
+}
 
 /// A ConvTranspose of a 5-D input as the module says; other ranks through [`lift`].
 pub(super) fn conv_transpose(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<Lowered> {

@@ -7,7 +7,6 @@ use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
-use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{ConvTransposeAttrs, LrnAttrs, Op, ReduceKind};
 
 /// The ONNX ops this file maps, for `bundlec ops`.
@@ -279,82 +278,6 @@ fn parse_lrn(_: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     ))
 }
 
-/// A ConvTranspose's geometry over its spatial axes, output_shape and SAME resolved into explicit pads (begins,
-/// then ends) and output padding.
-pub(super) struct Deconv {
-    pub kernel: Vec<usize>,
-    pub strides: Vec<usize>,
-    pub dil: Vec<usize>,
-    pub pads: Vec<usize>,
-    pub out_pad: Vec<usize>,
-}
-
-impl Deconv {
-    /// The geometry of ConvTranspose `n` over input shape `xs` and weight shape `ws` (ranks checked equal by
-    /// the caller), validated.
-    pub(super) fn of(n: &Node<'_>, xs: &[usize], ws: &[usize]) -> Result<Deconv> {
-        let Node { name, op, a, .. } = *n;
-        let sp = xs.len() - 2;
-        let kernel = if a.has("kernel_shape") {
-            a.positive_usizes("kernel_shape", sp, 0)?
-        } else {
-            ws[2..].to_vec()
-        };
-        let strides = a.positive_usizes("strides", sp, 1)?;
-        let dil = a.positive_usizes("dilations", sp, 1)?;
-        let mut out_pad = a.usizes("output_padding", sp, 0)?;
-        let auto = a.string("auto_pad", "NOTSET")?;
-        let out_shape = a
-            .ints("output_shape")?
-            .map(|v| v[v.len().saturating_sub(sp)..].to_vec());
-        let mut pads = vec![0usize; 2 * sp];
-        // An explicit output_shape, or SAME's input·stride, fixes the pads (and any extra end padding).
-        let target: Option<Vec<usize>> = match (auto.as_str(), out_shape) {
-            (_, Some(os)) if os.len() == sp => {
-                Some(os.iter().map(|&v| v.max(1) as usize).collect())
-            }
-            ("SAME_UPPER" | "SAME_LOWER", _) => {
-                Some((0..sp).map(|i| xs[2 + i] * strides[i]).collect())
-            }
-            ("NOTSET", _) => {
-                pads = a.usizes("pads", 2 * sp, 0)?;
-                None
-            }
-            ("VALID", _) => None,
-            (other, _) => {
-                return Err(Error::node(
-                    name,
-                    op,
-                    format!("attribute 'auto_pad': unknown value '{other}'"),
-                ))
-            }
-        };
-        if let Some(t) = target {
-            for i in 0..sp {
-                let (p, extra) = deconv_pads(
-                    xs[2 + i],
-                    kernel[i],
-                    strides[i],
-                    dil[i],
-                    out_pad[i],
-                    t[i],
-                    auto == "SAME_UPPER",
-                );
-                pads[i] = p[0];
-                pads[i + sp] = p[1];
-                out_pad[i] = extra;
-            }
-        }
-        Ok(Deconv {
-            kernel,
-            strides,
-            dil,
-            pads,
-            out_pad,
-        })
-    }
-}
-
 /// `ConvTranspose` of a 4-D input (the 1-D and 3-D forms: `windows.rs`).
 pub(super) fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let Node { name, op, a, .. } = *n;
@@ -371,7 +294,7 @@ pub(super) fn parse_conv_transpose(im: &mut Importer<'_>, n: &Node<'_>) -> Resul
             ),
         ));
     }
-    let g = Deconv::of(n, &xs, &ws)?;
+    let g = super::deconv3d::Deconv::of(n, &xs, &ws)?;
     let bias = n.input(2);
     let attrs = ConvTransposeAttrs {
         kernel: [g.kernel[0], g.kernel[1]],

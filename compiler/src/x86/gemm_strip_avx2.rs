@@ -219,18 +219,7 @@ fn steps(a: &mut CodeAssembler, s: &StripSpec, q: usize, depth: usize) -> Result
     // The last depth % 4 steps one at a time: the eight rows gathered into ymm0 (rows 4..8 via xmm4).
     for j in 0..depth % BLOCK {
         for panel in 0..q {
-            for (half, x) in [xmm0, xmm4].into_iter().enumerate() {
-                a.vmovss(x, dword_ptr(row(panel, 4 * half, j)))?;
-                for r in 1..4 {
-                    a.vinsertps(
-                        x,
-                        x,
-                        dword_ptr(row(panel, 4 * half + r, j)),
-                        (r << 4) as i32,
-                    )?;
-                }
-            }
-            a.vinsertf128(ymm0, ymm0, xmm4, 1)?;
+            gather8(a, |r| row(panel, r, j))?;
             for col in 0..s.cols {
                 a.vbroadcastss(ymm1, dword_ptr(b_at(j, col)))?;
                 a.vfmadd231ps(acc(s, panel, col), ymm0, ymm1)?;
@@ -238,6 +227,17 @@ fn steps(a: &mut CodeAssembler, s: &StripSpec, q: usize, depth: usize) -> Result
         }
     }
     Ok(())
+}
+
+/// Gathers the floats at `at(0..8)` into the lanes of `ymm0` (through `xmm0` and `xmm4`).
+fn gather8(a: &mut CodeAssembler, at: impl Fn(usize) -> AsmMemoryOperand) -> Result<(), IcedError> {
+    for (half, x) in [xmm0, xmm4].into_iter().enumerate() {
+        a.vmovss(x, dword_ptr(at(4 * half)))?;
+        for lane in 1..4 {
+            a.vinsertps(x, x, dword_ptr(at(4 * half + lane)), (lane << 4) as i32)?;
+        }
+    }
+    a.vinsertf128(ymm0, ymm0, xmm4, 1)
 }
 
 /// Stores the accumulators into the buffer at `rdx` (row `panel·8 + lane`, column `col`), with `add` after
@@ -250,18 +250,7 @@ fn store(a: &mut CodeAssembler, s: &StripSpec, q: usize, add: bool) -> Result<()
         for col in 0..s.cols {
             let v = acc(s, panel, col);
             if add {
-                for (half, x) in [xmm0, xmm4].into_iter().enumerate() {
-                    a.vmovss(x, dword_ptr(at(panel, 4 * half, col)))?;
-                    for lane in 1..4 {
-                        a.vinsertps(
-                            x,
-                            x,
-                            dword_ptr(at(panel, 4 * half + lane, col)),
-                            (lane << 4) as i32,
-                        )?;
-                    }
-                }
-                a.vinsertf128(ymm0, ymm0, xmm4, 1)?;
+                gather8(a, |lane| at(panel, lane, col))?;
                 a.vaddps(v, v, ymm0)?;
             }
             let lo = super::xmm_of(v);

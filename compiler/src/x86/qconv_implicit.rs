@@ -20,7 +20,6 @@
 
 use super::amx::C_TILES;
 use super::qgemm_x86::QEpilogue;
-use super::quant_x86::{requant_store, RequantRegs};
 use super::ZMM;
 use crate::kernel::qconv::{QConvImplicit, NQ};
 use iced_x86::code_asm::*;
@@ -175,20 +174,24 @@ fn channels(
     Ok(())
 }
 
+/// `Err` unless `rows` is 1 to `mr` and every displacement of the kernels fits 32 bits.
+fn check(s: &QConvImplicit, rows: usize, mr: usize) -> Result<(), String> {
+    let fits = |x: usize| i32::try_from(x).is_ok();
+    let ok = (1..=mr).contains(&rows)
+        && fits(s.a_row() * mr)
+        && fits(s.quad_bytes() * 16)
+        && fits(s.positions() * mr)
+        && fits(s.tap_offset(s.taps() - 1) + 64);
+    ok.then_some(())
+        .ok_or_else(|| format!("implicit convolution of {rows} rows out of range: {s:?}"))
+}
+
 /// Assembles the AMX micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
 pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let a_rs = s.a_row();
     // B's row stride: one channel quad's planes.
     let plane = s.quad_bytes();
-    let fits = |x: usize| i32::try_from(x).is_ok();
-    if !(1..=32).contains(&rows)
-        || !fits(a_rs * 32)
-        || !fits(plane * 16)
-        || !fits(s.positions() * 32)
-        || !fits(s.tap_offset(s.taps() - 1) + 64)
-    {
-        return Err(format!("AMX convolution out of range: {s:?}"));
-    }
+    check(s, rows, crate::kernel::qconv::MR)?;
     let q = QEpilogue {
         c_rs: s.positions(),
         zero_point: s.zero_point,
@@ -236,7 +239,7 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
         for (t, &c) in C_TILES.iter().enumerate().take(used) {
             a.tilestored(ptr(rsp + r11 + super::amx::c_at(t)), c)?;
         }
-        super::qgemm_amx::requantise(a, rows, &q)?;
+        super::qgemm_amx::requantise(a, rows, &q, true)?;
         // The next block: A from its start, B and C 32 positions on.
         a.sub(rdi, a_rs as i32)?;
         a.add(rsi, (NQ * 4) as i32)?;
@@ -259,15 +262,7 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
     let a_rs = s.a_row();
     let quad = s.quad_bytes();
     let skip = s.blocks() * 64 - 4 * s.quads();
-    let fits = |x: usize| i32::try_from(x).is_ok();
-    if !(1..=crate::kernel::qconv::MR_VNNI).contains(&rows)
-        || !fits(a_rs * rows)
-        || !fits(quad)
-        || !fits(s.positions() * rows)
-        || !fits(s.tap_offset(s.taps() - 1) + 64)
-    {
-        return Err(format!("VNNI convolution out of range: {s:?}"));
-    }
+    check(s, rows, crate::kernel::qconv::MR_VNNI)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
         // r11 counts the position blocks.
@@ -303,22 +298,7 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
             clamp: s.clamp,
             signed: s.y_dtype == crate::ir::DType::I8,
         };
-        q.broadcast_bounds(a)?;
-        let regs = RequantRegs {
-            bias: zmm27,
-            scale: zmm28,
-            lo: zmm24,
-            hi: zmm25,
-            zp: zmm26,
-        };
-        for r in 0..rows {
-            a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
-            a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
-            for v in 0..2 {
-                let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
-                requant_store(a, ZMM[2 * r + v], &regs, dst, q.signed)?;
-            }
-        }
+        super::qgemm_amx::requantise(a, rows, &q, false)?;
         // The next block: A from its start, B and C 32 positions on.
         a.sub(rdi, a_rs as i32)?;
         a.add(rsi, (NQ * 4) as i32)?;

@@ -53,19 +53,21 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
             Some(q) => {
                 // The sums to a 64-byte-aligned 4 KiB stack buffer, then the VNNI kernel's requantisation.
                 tiles_to_stack(a, m.rows)?;
-                requantise(a, m.rows, &q)?;
+                requantise(a, m.rows, &q, true)?;
                 close_stack_buffer(a)
             }
         }
     })
 }
 
-/// Requantises `rows` rows of 32 sums at `rsp` (row stride 128 bytes) to `rdx` (row stride `c_rs`), with the
-/// bias at `rcx` and the scale at `r8` per row.
+/// Requantises `rows` rows of 32 sums at `rsp` (`from_stack`: row stride 128 bytes) or in the accumulators
+/// `zmm(2r + v)` (the VNNI kernels') to `rdx` (row stride `c_rs`), with the bias at `rcx` and the scale at `r8`
+/// per row.
 pub(super) fn requantise(
     a: &mut CodeAssembler,
     rows: usize,
     q: &QEpilogue,
+    from_stack: bool,
 ) -> Result<(), IcedError> {
     q.broadcast_bounds(a)?;
     for r in 0..rows {
@@ -78,8 +80,14 @@ pub(super) fn requantise(
             hi: zmm25,
             zp: zmm26,
         };
-        for (v, x) in [zmm0, zmm1].into_iter().enumerate() {
-            a.vmovdqu32(x, zmmword_ptr(rsp + (r * 128 + v * 64) as i32))?;
+        for v in 0..2 {
+            let x = if from_stack {
+                let x = [zmm0, zmm1][v];
+                a.vmovdqu32(x, zmmword_ptr(rsp + (r * 128 + v * 64) as i32))?;
+                x
+            } else {
+                super::ZMM[2 * r + v]
+            };
             let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
             requant_store(a, x, &regs, dst, q.signed)?;
         }

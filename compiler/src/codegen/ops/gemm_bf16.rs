@@ -112,21 +112,8 @@ pub fn emit_pack(
         let src = kb.addr(px, p, (NR * 4) as i64);
         let dst = kb.addr(po, p, (kp / 2 * NR * 4) as i64);
         match tail {
-            None => {
-                kb.b.ins().call(full, &[src, dst]);
-            }
-            Some(t) => {
-                let last = kb.b.ins().icmp_imm_s(IntCC::Equal, p, panels as i64 - 1);
-                kb.if_else(
-                    last,
-                    |kb| {
-                        kb.b.ins().call(t, &[src, dst]);
-                    },
-                    |kb| {
-                        kb.b.ins().call(full, &[src, dst]);
-                    },
-                );
-            }
+            Some(t) => kb.call_at((p, panels - 1), t, Some(full), &[src, dst]),
+            None => kb.call_at((p, 0), full, None, &[src, dst]),
         }
     });
 }

@@ -28,21 +28,8 @@ pub fn emit_reorder(
         let ob = kb.addr(po, b, s.reordered_bytes() as i64);
         let dst = kb.addr(ob, q, s.quad_bytes() as i64);
         match last {
-            None => {
-                kb.b.ins().call(full, &[x, dst]);
-            }
-            Some(f) => {
-                let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, q, quads as i64 - 1);
-                kb.if_else(
-                    is_last,
-                    |kb| {
-                        kb.b.ins().call(f, &[x, dst]);
-                    },
-                    |kb| {
-                        kb.b.ins().call(full, &[x, dst]);
-                    },
-                );
-            }
+            Some(f) => kb.call_at((q, quads - 1), f, Some(full), &[x, dst]),
+            None => kb.call_at((q, 0), full, None, &[x, dst]),
         }
     });
 }
@@ -85,21 +72,8 @@ pub fn emit_conv(
             let n = kb.iconst(count as i64);
             let args = [a, x, out, bias, scale, n];
             match (full, last) {
-                (Some(f), None) | (None, Some(f)) => {
-                    kb.b.ins().call(f, &args);
-                }
-                (Some(f), Some(g)) => {
-                    let is_last = kb.b.ins().icmp_imm_s(IntCC::Equal, rb, blocks as i64 - 1);
-                    kb.if_else(
-                        is_last,
-                        |kb| {
-                            kb.b.ins().call(g, &args);
-                        },
-                        |kb| {
-                            kb.b.ins().call(f, &args);
-                        },
-                    );
-                }
+                (Some(f), None) | (None, Some(f)) => kb.call_at((rb, 0), f, None, &args),
+                (Some(f), Some(g)) => kb.call_at((rb, blocks - 1), g, Some(f), &args),
                 (None, None) => {}
             }
         };
