@@ -1,7 +1,7 @@
 //! The compiler pipeline in order, with optional verification and timing between stages:
 //!
 //! ```text
-//! import ─► fold_qdq ─► fold_constants ─► fold_pad ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
+//! import ─► fold_qdq ─► fold_constants ─► fold_pad ─► trim_taps ─► fold_batchnorm ─► fuse_epilogues ─► eliminate_dead_nodes ─► verify
 //!        ─► partition (--npu: capability, convex segments, cost model, fused transactions)
 //!        ─► lower (kernels) ─► schedule (BSP layers; a segment owns its layers) ─► plan (memory, staging)
 //!        ─► codegen (Cranelift)
@@ -243,6 +243,7 @@ pub fn optimize_with(
     let qdq = passes::fold_qdq::fold_qdq(g);
     let folded = passes::fold_constants::fold_constants(g)?;
     let pads = passes::fold_pad::fold_pad(g);
+    let taps = passes::trim_taps::trim_taps(g);
     let bn = passes::fold_batchnorm::fold_batchnorm(g);
     let gelu = passes::fuse_gelu::fuse_gelu(g);
     let transposes = passes::fuse_transposes::fuse_transposes(g);
@@ -250,6 +251,7 @@ pub fn optimize_with(
         ("fold_qdq", qdq),
         ("fold_constants", folded),
         ("fold_pad", pads),
+        ("trim_taps", taps),
         ("fold_batchnorm", bn),
         ("fuse_gelu", gelu),
         ("fuse_transposes", transposes),

@@ -50,6 +50,27 @@ fn conv_shapes_pads_strides_groups() {
             [1, 1],
             6,
         ),
+        // Atrous 3x3s past the plane (`passes/trim_taps.rs`): dilation 7 over 6x6 reads only the centre tap (a
+        // 1x1 remains); dilation (2, 5) over 5x9 keeps the 3 rows and drops the left and right columns of one
+        // row of taps with uneven pads.
+        (
+            "atrous_centre",
+            [1, 5, 6, 6],
+            [4, 5, 3, 3],
+            [7, 7, 7, 7],
+            [1, 1],
+            [7, 7],
+            1,
+        ),
+        (
+            "atrous_rows",
+            [1, 3, 5, 9],
+            [4, 3, 3, 3],
+            [2, 9, 2, 10],
+            [1, 1],
+            [2, 9],
+            1,
+        ),
         // Wide rows through im2col's AVX-512 strided row copy: stride 2 (two-vector steps and a masked tail of
         // 6), stride 1 (pair, single, tail of 2), and a first-layer 7x7 at stride 2 with pads 3.
         (

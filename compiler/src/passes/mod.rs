@@ -11,6 +11,7 @@ pub mod fuse_epilogues;
 pub mod fuse_gelu;
 pub mod fuse_transposes;
 pub mod quantize;
+pub mod trim_taps;
 
 use crate::ir::{Graph, NodeId, TensorId};
 
