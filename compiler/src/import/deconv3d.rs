@@ -15,7 +15,7 @@
 use super::attrs::MAX_WINDOW;
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parse};
-use super::windows::{lift, plane_op, volume};
+use super::windows::{fold_into, lift, plane_op, volume, weight_plane};
 use crate::error::{Error, Result};
 use crate::ir::ops::deconv::deconv_pads;
 use crate::ir::{BinOp, Op, PadMode, TensorId};
@@ -130,18 +130,7 @@ pub(super) fn conv_transpose(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) 
     let mut acc: Option<TensorId> = None;
     let mut plane_shape = Vec::new();
     for k in 0..kd {
-        let wslice = Op::Slice {
-            starts: vec![0, 0, k as i64, 0, 0],
-            steps: vec![1; 5],
-            out: vec![ws[0], ws[1], 1, ws[3], ws[4]],
-        };
-        let w5 = im.sub_node(n, &format!("w_d{k}"), wslice, vec![w])?;
-        let w2 = im.sub_node(
-            n,
-            &format!("w2d{k}"),
-            Op::Reshape(vec![ws[0], ws[1], ws[3], ws[4]]),
-            vec![w5],
-        )?;
+        let w2 = weight_plane(im, n, (w, &ws), k)?;
         let y = plane_op(
             im,
             n,
@@ -188,15 +177,13 @@ pub(super) fn conv_transpose(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) 
             mode: PadMode::Constant(0.0),
         };
         let placed = im.sub_node(n, &format!("place{k}"), place, vec![flat])?;
-        acc = Some(match acc {
-            None => placed,
-            Some(s) => im.sub_node(
-                n,
-                &format!("sum{k}"),
-                Op::Binary(BinOp::Add),
-                vec![s, placed],
-            )?,
-        });
+        acc = Some(fold_into(
+            im,
+            n,
+            acc,
+            placed,
+            (BinOp::Add, &format!("sum{k}")),
+        )?);
     }
     let y = acc.ok_or_else(|| Error::node(n.name, n.op, "no kernel depth reaches the output"))?;
     let mut images = vec![b * dout];

@@ -241,6 +241,39 @@ impl Depth {
     }
 }
 
+/// The 2-D weight `[M, C/g, KH, KW]` of kernel depth `d` of a 3-D weight `w` of shape `ws` (a strided `Slice` and a
+/// `Reshape`, both folded at compile time for a constant weight).
+pub(super) fn weight_plane(
+    im: &mut Importer<'_>,
+    n: &Node<'_>,
+    (w, ws): (TensorId, &[usize]),
+    d: usize,
+) -> Result<TensorId> {
+    let wslice = Op::Slice {
+        starts: vec![0, 0, d as i64, 0, 0],
+        steps: vec![1; 5],
+        out: vec![ws[0], ws[1], 1, ws[3], ws[4]],
+    };
+    let w5 = im.sub_node(n, &format!("w_d{d}"), wslice, vec![w])?;
+    let plane = Op::Reshape(vec![ws[0], ws[1], ws[3], ws[4]]);
+    im.sub_node(n, &format!("w2d{d}"), plane, vec![w5])
+}
+
+/// `y` combined into the running result `acc` of the kernel depths by `op` (appended as `tag`), or `y` itself
+/// for the first.
+pub(super) fn fold_into(
+    im: &mut Importer<'_>,
+    n: &Node<'_>,
+    acc: Option<TensorId>,
+    y: TensorId,
+    (op, tag): (BinOp, &str),
+) -> Result<TensorId> {
+    match acc {
+        None => Ok(y),
+        Some(s) => im.sub_node(n, tag, Op::Binary(op), vec![s, y]),
+    }
+}
+
 /// Maps the 2-D node `proto` over inputs `ins` with `parse` and appends it as `tag`.
 pub(super) fn plane_op(
     im: &mut Importer<'_>,
@@ -286,25 +319,11 @@ pub(super) fn conv(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     let mut acc: Option<TensorId> = None;
     for d in 0..ws[2] {
         let x2 = depth.images(im, n, (xp, &xs), d)?;
-        let wslice = Op::Slice {
-            starts: vec![0, 0, d as i64, 0, 0],
-            steps: vec![1; 5],
-            out: vec![ws[0], ws[1], 1, ws[3], ws[4]],
-        };
-        let w5 = im.sub_node(n, &format!("w_d{d}"), wslice, vec![w])?;
-        let w2 = im.sub_node(
-            n,
-            &format!("w2d{d}"),
-            Op::Reshape(vec![ws[0], ws[1], ws[3], ws[4]]),
-            vec![w5],
-        )?;
+        let w2 = weight_plane(im, n, (w, &ws), d)?;
         // The bias with the first kernel depth.
         let ins = [Some(x2), Some(w2), n.input(2).filter(|_| d == 0)];
         let y = plane_op(im, n, (&proto, &ins), parse, &format!("conv{d}"))?;
-        acc = Some(match acc {
-            None => y,
-            Some(s) => im.sub_node(n, &format!("sum{d}"), Op::Binary(BinOp::Add), vec![s, y])?,
-        });
+        acc = Some(fold_into(im, n, acc, y, (BinOp::Add, &format!("sum{d}")))?);
     }
     let y = acc.ok_or_else(|| Error::internal("import", "a 3-D Conv without kernel depth"))?;
     volume(im, n, y, xs[0], depth.out)
@@ -335,10 +354,7 @@ pub(super) fn pool(im: &mut Importer<'_>, n: &Node<'_>, parse: Parse) -> Result<
     for d in 0..k[0] as usize {
         let x2 = depth.images(im, n, (xp, &xs), d)?;
         let y = plane_op(im, n, (&proto, &[Some(x2)]), parse, &format!("pool{d}"))?;
-        acc = Some(match acc {
-            None => y,
-            Some(s) => im.sub_node(n, &format!("combine{d}"), Op::Binary(combine), vec![s, y])?,
-        });
+        acc = Some(fold_into(im, n, acc, y, (combine, &format!("combine{d}")))?);
     }
     let y = acc.ok_or_else(|| Error::internal("import", "a 3-D pool without kernel depth"))?;
     if max {

@@ -16,7 +16,8 @@
 
 use crate::ir::DType;
 
-/// Bytes of slack after each reordered plane, read by the last tiles' taps (never used in kept outputs).
+/// Words of slack after each reordered plane (besides a block of `NQ`), read by the last blocks' taps (never
+/// used in kept outputs).
 const SLACK_QUADS: usize = 64;
 
 /// The implicit convolution's geometry (sizes per batch entry).

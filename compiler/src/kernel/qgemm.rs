@@ -46,6 +46,19 @@ pub struct QGemmSpec {
     pub requant: Option<QOut>,
 }
 
+/// The i32 bias per row with the activation zero point `zp` (in the u8 domain of the VNNI and implicit
+/// convolution kernels, which multiply unsigned activations) folded in: `bias[i] − zp · Σ_k w[i][k]`, wrapping
+/// as i32, for `rows` rows of `w`.
+pub fn folded_bias(bias: &[i32], w: &[i64], rows: usize, zp: i64) -> Vec<i64> {
+    let k = w.len() / rows.max(1);
+    (0..rows)
+        .map(|i| {
+            let sum: i64 = w[i * k..(i + 1) * k].iter().sum();
+            (bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64
+        })
+        .collect()
+}
+
 impl QGemmSpec {
     /// Batch count (the product of the batch dims).
     pub fn batches(&self) -> usize {

@@ -57,13 +57,10 @@ pub(super) fn spec(
         clamp: r.clamp,
         amx: cx.opts.amx,
     };
-    // Both kernels assemble (every displacement fits), the output is what the padded plane gives.
-    let kernel = match s.amx {
-        true => crate::x86::qconv_implicit::assemble,
-        false => crate::x86::qconv_implicit::assemble_vnni,
-    };
-    let fits = kernel(&s, s.mr().min(s.m)).is_ok()
-        && crate::x86::qconv_implicit::assemble_reorder(&s, 4).is_ok()
+    // Both kernels' displacements fit, and the output is what the padded plane gives.
+    use crate::x86::qconv_implicit::{check, check_reorder};
+    let fits = check(&s, s.mr().min(s.m), s.mr()).is_ok()
+        && check_reorder(&s).is_ok()
         && s.out == [0, 1].map(|i| (s.padded[i] - s.kernel[i]) / s.stride + 1);
     fits.then_some(s)
 }
@@ -82,15 +79,8 @@ pub(super) fn lower(
     let r = p.requant.clone().ok_or_else(|| {
         crate::error::Error::internal("lower", "implicit int8 convolution without requantisation")
     })?;
-    let kk = s.c * s.taps();
-    // The activation zero point in the u8 domain, folded into the bias: -zp · Σ w per row.
-    let zp = s.fill as i64;
-    let bias: Vec<i64> = (0..s.m)
-        .map(|i| {
-            let sum: i64 = w[i * kk..(i + 1) * kk].iter().sum();
-            (p.bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64
-        })
-        .collect();
+    // The activation zero point in the u8 domain (the padding byte) folded into the bias.
+    let bias = crate::kernel::qgemm::folded_bias(&p.bias, w, s.m, s.fill as i64);
     let a = cx.constant(
         format!("{name}::w_taps"),
         Tensor::ints(DType::I8, vec![s.m, s.a_row()], s.pack_weights(w)),

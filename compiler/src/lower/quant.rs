@@ -270,12 +270,10 @@ fn gemm(
             };
         let a_row = crate::kernel::qgemm::vnni::a_row(k, amx);
         let mut bytes = vec![0i64; rows * a_row];
-        let mut bias = Vec::with_capacity(rows);
         for i in 0..rows {
             bytes[i * a_row..i * a_row + k].copy_from_slice(&w[i * k..(i + 1) * k]);
-            let sum: i64 = w[i * k..(i + 1) * k].iter().sum();
-            bias.push((p.bias[i] as i64).wrapping_sub(zp * sum) as i32 as i64);
         }
+        let bias = crate::kernel::qgemm::folded_bias(&p.bias, w, rows, zp);
         let t = Tensor::ints(DType::I8, vec![rows, a_row], bytes);
         (t, a_row, bias)
     } else {

@@ -76,9 +76,22 @@ pub fn k_loop(
     steps: usize,
     dot: Dot,
 ) -> Result<(), IcedError> {
+    k_loop_over(a, rows, a_rs, (rsi, 128), steps, dot)
+}
+
+/// [`k_loop`] with the B tiles at register `b`, row stride `b_rs` bytes (in `r11`), `b` moving 16 B rows a
+/// step: a panel (`rsi`, 128) or the implicit convolution's reordered planes (one channel quad's planes a row).
+pub fn k_loop_over(
+    a: &mut CodeAssembler,
+    rows: usize,
+    a_rs: usize,
+    (b, b_rs): (AsmRegister64, usize),
+    steps: usize,
+    dot: Dot,
+) -> Result<(), IcedError> {
     let two = rows > 16;
     a.mov(r10, a_rs as u64)?;
-    a.mov(r11, 128u64)?;
+    a.mov(r11, b_rs as u64)?;
     a.mov(r9, steps as u64)?;
     let mut top = a.create_label();
     a.set_label(&mut top)?;
@@ -86,8 +99,8 @@ pub fn k_loop(
     if two {
         a.tileloadd(tmm5, ptr(rdi + r10 + (16 * a_rs) as i32))?;
     }
-    a.tileloadd(tmm6, ptr(rsi + r11))?;
-    a.tileloadd(tmm7, ptr(rsi + r11 + 64))?;
+    a.tileloadd(tmm6, ptr(b + r11))?;
+    a.tileloadd(tmm7, ptr(b + r11 + 64))?;
     dot(a, tmm0, tmm4, tmm6)?;
     dot(a, tmm1, tmm4, tmm7)?;
     if two {
@@ -95,20 +108,31 @@ pub fn k_loop(
         dot(a, tmm3, tmm5, tmm7)?;
     }
     a.add(rdi, 64)?;
-    a.add(rsi, 16 * 128)?;
+    a.add(b, (16 * b_rs) as i32)?;
     a.dec(r9)?;
     a.jne(top)
 }
 
-/// Opens a 64-byte-aligned 4 KiB stack buffer, stores the `rows`' C tiles into it (row stride 128 bytes, `r11`
-/// holding 128) and releases the tiles; [`close_stack_buffer`] closes it.
+/// Opens a 64-byte-aligned 4 KiB stack buffer, stores the `rows`' C tiles into it and releases the tiles;
+/// [`close_stack_buffer`] closes it.
 pub fn tiles_to_stack(a: &mut CodeAssembler, rows: usize) -> Result<(), IcedError> {
-    super::stack_table_begin(a, (MR * 128) as i32, 64)?;
+    open_stack_buffer(a)?;
+    store_tiles(a, rows)?;
+    a.tilerelease()
+}
+
+/// Opens the 64-byte-aligned 4 KiB stack buffer of the C tiles.
+pub fn open_stack_buffer(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    super::stack_table_begin(a, (MR * 128) as i32, 64)
+}
+
+/// Stores the `rows`' C tiles into the open stack buffer (row stride 128 bytes, `r11` left holding 128).
+pub fn store_tiles(a: &mut CodeAssembler, rows: usize) -> Result<(), IcedError> {
     a.mov(r11, 128u64)?;
     for (t, &c) in C_TILES.iter().enumerate().take(used(rows)) {
         a.tilestored(ptr(rsp + r11 + c_at(t)), c)?;
     }
-    a.tilerelease()
+    Ok(())
 }
 
 /// Closes the stack buffer of [`tiles_to_stack`].

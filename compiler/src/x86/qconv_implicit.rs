@@ -1,5 +1,5 @@
-//! The machine code of the implicit int8 convolution on AMX (`kernel/qconv.rs`): the reorder kernel and the
-//! tile micro-kernel.
+//! The machine code of the implicit int8 convolution (`kernel/qconv.rs`): the reorder kernel and the AMX and
+//! AVX-512 VNNI micro-kernels, and the range checks the lowering asks before choosing it.
 //!
 //! Reorder `fn(x: *const u8, dst: *mut u8)` (System V): one quad of `chans` (1..4) input channels, `x` at the
 //! first channel's plane (`H·W` bytes, channels a plane apart), `dst` at the quad's reordered (phase) planes. It
@@ -11,8 +11,7 @@
 //! Micro-kernels `fn(a, b, c, bias, scale, count)`: `count` consecutive blocks of `rows` (≤ 32 on AMX, 12 on
 //! VNNI) output channels by 32 positions. `a` the block's first weight row (`a_row` bytes a row), `b` the batch
 //! entry's reordered planes at the first block's first position, `c` the output position block of the first
-//! channel (row stride `c_rs` bytes). C is 2 x 2 tiles of
-//! 16 x 16 i32 (`x86/amx.rs`); per tap (unrolled) and block of 64 channels (a counted loop) the A tiles are the
+//! channel (row stride `c_rs` bytes). On AMX C is 2 x 2 tiles of 16 x 16 i32 (`x86/amx.rs`); per tap (unrolled) and block of 64 channels (a counted loop) the A tiles are the
 //! next 64 weight bytes of 16 rows, the B tiles the 16 channel quads' planes at the tap's offset (its phase
 //! plane and position; row stride one quad's planes; positions 16..31 at byte 64), and four `tdpbsud` add them.
 //! The sums are requantised through a stack buffer as the AMX GEMM's are (`qgemm_amx.rs`); the tile
@@ -32,24 +31,24 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
     let [_, ws] = s.phase();
     let plane = h * w;
     let words = s.plane_words();
-    if !(1..=4).contains(&chans) || w == 0 || h == 0 || !(1..=4).contains(&st) {
-        return Err(format!("reorder: {chans} channels of {h}x{w}, stride {st}"));
+    if !(1..=4).contains(&chans) {
+        return Err(format!("reorder: {chans} channels"));
     }
-    for bytes in [
-        s.quad_bytes(),
-        3 * plane + w + 64,
-        4 * ws * 4 + s.quad_bytes(),
-    ] {
-        i32::try_from(bytes).map_err(|_| format!("reorder: plane of {bytes} bytes"))?;
-    }
+    check_reorder(s)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
     let mut go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-        // zmm31: the padding byte in every lane; zmm30: the flip; zmm29: every s-th byte (vpermb).
+        // zmm31: the padding byte in every lane; zmm30: the flip; zmm29: every s-th byte (vpermb); zmm28: the
+        // padding byte in the absent channels' bytes of a last quad of fewer than four.
         a.mov(eax, u32::from(s.fill) * 0x0101_0101)?;
         a.vpbroadcastd(zmm31, eax)?;
         a.mov(eax, 0x8080_8080u32)?;
         a.vpbroadcastd(zmm30, eax)?;
+        if chans < 4 {
+            let absent = !((1u32 << (8 * chans)) - 1);
+            a.mov(eax, (u32::from(s.fill) * 0x0101_0101) & absent)?;
+            a.vpbroadcastd(zmm28, eax)?;
+        }
         if st > 1 {
             a.vmovdqu8(zmm29, zmmword_ptr(table))?;
         }
@@ -118,10 +117,27 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
     a.assemble(0).map_err(e)
 }
 
+/// `Err` unless the reorder kernel's shape is in range: a plane, stride 1 to 4, and every displacement within
+/// 32 bits.
+pub fn check_reorder(s: &QConvImplicit) -> Result<(), String> {
+    let ([h, w], st, [_, ws]) = (s.hw, s.stride, s.phase());
+    if w == 0 || h == 0 || !(1..=4).contains(&st) {
+        return Err(format!("reorder: {h}x{w}, stride {st}"));
+    }
+    for bytes in [
+        s.quad_bytes(),
+        3 * h * w + w + 64,
+        4 * ws * 4 + s.quad_bytes(),
+    ] {
+        i32::try_from(bytes).map_err(|_| format!("reorder: plane of {bytes} bytes"))?;
+    }
+    Ok(())
+}
+
 /// The words of 16 pixels of a row (stride `st` apart from `rdi + src`, `avail` bytes readable there) of
 /// `chans` channels (a plane apart) in `zmm0`: each channel's bytes zero-extended to words (`vpermb` through
 /// `zmm29` first when `st` > 1), shifted to its byte and or-ed; flipped for i8 input; the absent channels' bytes
-/// the padding byte.
+/// the padding byte (`zmm28`).
 fn channels(
     a: &mut CodeAssembler,
     s: &QConvImplicit,
@@ -165,17 +181,14 @@ fn channels(
     }
     if chans < 4 {
         // The absent channels' bytes: the padding byte (they meet zero weights).
-        let keep = (1u32 << (8 * chans)) - 1;
-        a.mov(eax, !keep)?;
-        a.vpbroadcastd(zmm4, eax)?;
-        a.vpandd(zmm4, zmm4, zmm31)?;
-        a.vpord(zmm0, zmm0, zmm4)?;
+        a.vpord(zmm0, zmm0, zmm28)?;
     }
     Ok(())
 }
 
-/// `Err` unless `rows` is 1 to `mr` and every displacement of the kernels fits 32 bits.
-fn check(s: &QConvImplicit, rows: usize, mr: usize) -> Result<(), String> {
+/// `Err` unless `rows` is 1 to `mr` (the kernel set's block, [`QConvImplicit::mr`]) and every displacement of the
+/// micro-kernels fits 32 bits.
+pub fn check(s: &QConvImplicit, rows: usize, mr: usize) -> Result<(), String> {
     let fits = |x: usize| i32::try_from(x).is_ok();
     let ok = (1..=mr).contains(&rows)
         && fits(s.a_row() * mr)
@@ -186,68 +199,60 @@ fn check(s: &QConvImplicit, rows: usize, mr: usize) -> Result<(), String> {
         .ok_or_else(|| format!("implicit convolution of {rows} rows out of range: {s:?}"))
 }
 
+/// The requantising store of the convolution's sums: row stride one channel's positions.
+fn epilogue(s: &QConvImplicit) -> QEpilogue {
+    QEpilogue {
+        c_rs: s.positions(),
+        zero_point: s.zero_point,
+        clamp: s.clamp,
+        signed: s.y_dtype == crate::ir::DType::I8,
+    }
+}
+
+/// The end of a position block: A back to the block's first weight row, B and C 32 positions on, and the loop
+/// on `count` (the register counting the blocks) back to `block`.
+fn next_block(
+    a: &mut CodeAssembler,
+    a_rs: usize,
+    count: AsmRegister64,
+    block: CodeLabel,
+) -> Result<(), IcedError> {
+    a.sub(rdi, a_rs as i32)?;
+    a.add(rsi, (NQ * 4) as i32)?;
+    a.add(rdx, NQ as i32)?;
+    a.dec(count)?;
+    a.jnz(block)
+}
+
 /// Assembles the AMX micro-kernel of a block of `rows` output channels; `Err` when the shape is out of range.
 pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let a_rs = s.a_row();
     // B's row stride: one channel quad's planes.
     let plane = s.quad_bytes();
     check(s, rows, crate::kernel::qconv::MR)?;
-    let q = QEpilogue {
-        c_rs: s.positions(),
-        zero_point: s.zero_point,
-        clamp: s.clamp,
-        signed: s.y_dtype == crate::ir::DType::I8,
-    };
-    let two = rows > 16;
+    let q = epilogue(s);
     let used = super::amx::used(rows);
     super::amx::assemble(rows, |a| {
         // r12 counts the position blocks; the stack buffer of the sums stays open across them.
         a.push(r12)?;
         a.mov(r12, r9)?;
-        super::stack_table_begin(a, (super::amx::MR * 128) as i32, 64)?;
+        super::amx::open_stack_buffer(a)?;
         let mut block = a.create_label();
         a.set_label(&mut block)?;
         for &c in C_TILES.iter().take(used) {
             a.tilezero(c)?;
         }
-        // r10 A's row stride, r11 B's (one quad's planes); rax walks B per tap, r9 counts the channel blocks.
-        a.mov(r10, a_rs as u64)?;
-        a.mov(r11, plane as u64)?;
+        // Per tap, the channel blocks of B from the tap's offset (rax), one quad's planes a tile row.
         for t in 0..s.taps() {
             a.lea(rax, ptr(rsi + s.tap_offset(t) as i32))?;
-            a.mov(r9, s.blocks() as u64)?;
-            let mut top = a.create_label();
-            a.set_label(&mut top)?;
-            a.tileloadd(tmm4, ptr(rdi + r10))?;
-            if two {
-                a.tileloadd(tmm5, ptr(rdi + r10 + (16 * a_rs) as i32))?;
-            }
-            a.tileloadd(tmm6, ptr(rax + r11))?;
-            a.tileloadd(tmm7, ptr(rax + r11 + 64))?;
-            a.tdpbsud(tmm0, tmm4, tmm6)?;
-            a.tdpbsud(tmm1, tmm4, tmm7)?;
-            if two {
-                a.tdpbsud(tmm2, tmm5, tmm6)?;
-                a.tdpbsud(tmm3, tmm5, tmm7)?;
-            }
-            a.add(rdi, 64)?;
-            a.add(rax, (16 * plane) as i32)?;
-            a.dec(r9)?;
-            a.jne(top)?;
+            let dot: super::amx::Dot = |a, c, x, y| a.tdpbsud(c, x, y);
+            super::amx::k_loop_over(a, rows, a_rs, (rax, plane), s.blocks(), dot)?;
         }
-        a.mov(r11, 128u64)?;
-        for (t, &c) in C_TILES.iter().enumerate().take(used) {
-            a.tilestored(ptr(rsp + r11 + super::amx::c_at(t)), c)?;
-        }
+        super::amx::store_tiles(a, rows)?;
         super::qgemm_amx::requantise(a, rows, &q, true)?;
-        // The next block: A from its start, B and C 32 positions on.
-        a.sub(rdi, a_rs as i32)?;
-        a.add(rsi, (NQ * 4) as i32)?;
-        a.add(rdx, NQ as i32)?;
-        a.dec(r12)?;
-        a.jnz(block)?;
+        next_block(a, a_rs, r12, block)?;
         a.tilerelease()?;
-        super::stack_table_end(a)?;
+        super::amx::close_stack_buffer(a)?;
         a.pop(r12)
     })
 }
@@ -292,19 +297,8 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
                 a.add(rdi, skip as i32)?;
             }
         }
-        let q = QEpilogue {
-            c_rs: s.positions(),
-            zero_point: s.zero_point,
-            clamp: s.clamp,
-            signed: s.y_dtype == crate::ir::DType::I8,
-        };
-        super::qgemm_amx::requantise(a, rows, &q, false)?;
-        // The next block: A from its start, B and C 32 positions on.
-        a.sub(rdi, a_rs as i32)?;
-        a.add(rsi, (NQ * 4) as i32)?;
-        a.add(rdx, NQ as i32)?;
-        a.dec(r11)?;
-        a.jnz(block)?;
+        super::qgemm_amx::requantise(a, rows, &epilogue(s), false)?;
+        next_block(a, a_rs, r11, block)?;
         a.vzeroupper()?;
         a.ret()
     };

@@ -1,6 +1,6 @@
-//! The drivers of the implicit int8 convolution on AMX (`kernel/qconv.rs`, machine code in
-//! `x86/qconv_implicit.rs`): the reorder kernel's units (one channel quad of one batch entry each) and the
-//! convolution's (one block of 32 output channels by 32 positions each), every unit one call.
+//! The drivers of the implicit int8 convolution (`kernel/qconv.rs`, machine code in `x86/qconv_implicit.rs`):
+//! the reorder kernel's units (one channel quad of one batch entry each) and the convolution's (a block of `mr`
+//! output channels by up to `BLOCKS_PER_CALL` blocks of 32 positions each), every unit one or two calls.
 
 use crate::codegen::builder::Kb;
 use crate::kernel::qconv::{QConvImplicit, BLOCKS_PER_CALL, NQ};
