@@ -14,6 +14,8 @@
 # target's corpus is also replayed by tests/tests/fuzz_corpus.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A fresh clone gains nothing from incremental caches, which take gigabytes of a CI machine's disk.
+export CARGO_INCREMENTAL=0
 bash scripts/setup.sh
 cargo build --workspace --bins
 cargo build -p bundle-rt --no-default-features
@@ -21,7 +23,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-it
 cargo test --workspace
 cargo test -p bundle-rt --features capi
 make -C examples/c-api run
-cargo run -q -p rust-app
+# Built by the workspace build above; `cargo run -p rust-app` would resolve features anew and rebuild the compiler.
+target/debug/rust-app
 rm -rf target/pymodels target/wheels
 python3 tests/py/gen_models.py target/pymodels
 python3 tests/py/gen_resnet.py target/pymodels/resnet50_bn.onnx
