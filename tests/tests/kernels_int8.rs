@@ -19,6 +19,9 @@ struct QCase {
     attrs: Vec<(&'static str, Attr)>,
     act: i32,
     conv: bool,
+    /// A residual `Add` (in QDQ form, then Relu) of a second quantised input after the product: fused into
+    /// the implicit convolution's epilogue on VNNI (`kernel::qconv::QResidual`).
+    residual: bool,
 }
 
 fn ints(v: &[i64]) -> Attr {
@@ -73,6 +76,16 @@ fn run_case(c: QCase) {
     m.init("ys", &[], vec![y_scale]);
     m.init_ints("yz", &[], c.act, &[zy]);
     m.node("QuantizeLinear", &["x", "xs", "xz"], &["xq"], vec![]);
+    // The residual: r quantised with its own parameters (i8 where the activations are u8, and the reverse),
+    // ready before the product (as a ResNet block's input or shortcut is).
+    let (out_scale, out_zp, rs) = (y_scale * 1.5, zy, y_scale * 0.75);
+    if c.residual {
+        let (r_dt, rz) = if c.act == 2 { (3, -5) } else { (2, 131) };
+        m.input("r", &y_shape);
+        m.init("rs", &[], vec![rs]);
+        m.init_ints("rz", &[], r_dt, &[rz]);
+        m.node("QuantizeLinear", &["r", "rs", "rz"], &["rq"], vec![]);
+    }
     if c.conv {
         let bias: Vec<i64> = (0..m_out as i64).map(|i| (i * 37 % 101) - 50).collect();
         m.init_ints("b", &[m_out], 6, &bias);
@@ -90,7 +103,19 @@ fn run_case(c: QCase) {
             c.attrs,
         );
     }
-    m.node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
+    // The residual branch's tail: added to the product in QDQ form, Relu, quantised to the output's parameters.
+    if c.residual {
+        m.init("os", &[], vec![out_scale]);
+        m.init_ints("oz", &[], c.act, &[out_zp]);
+        m.node("DequantizeLinear", &["yq", "ys", "yz"], &["yd"], vec![]);
+        m.node("DequantizeLinear", &["rq", "rs", "rz"], &["rd"], vec![]);
+        m.node("Add", &["rd", "yd"], &["sum"], vec![]);
+        m.node("Relu", &["sum"], &["act"], vec![]);
+        m.node("QuantizeLinear", &["act", "os", "oz"], &["oq"], vec![]);
+        m.node("DequantizeLinear", &["oq", "os", "oz"], &["y"], vec![]);
+    } else {
+        m.node("DequantizeLinear", &["yq", "ys", "yz"], &["y"], vec![]);
+    }
     m.output("y", &y_shape);
     let bytes = m.bytes();
     let dir = scratch(&format!("q_{}", c.name));
@@ -103,12 +128,15 @@ fn run_case(c: QCase) {
         .iter()
         .map(|v| v * x_scale * (hi - lo) as f32 * 0.7)
         .collect();
-    let want = bundlec::ir::eval::run(
-        &g,
-        vec![Tensor::f32(c.x.clone(), xv.clone())],
-        &mut |_, _| {},
-    )
-    .expect("reference");
+    let mut inputs = vec![Tensor::f32(c.x.clone(), xv.clone())];
+    let mut feeds = vec![xv];
+    if c.residual {
+        let len = y_shape.iter().product();
+        let rv: Vec<f32> = rand_vec(len, 5).iter().map(|v| v * rs * 150.0).collect();
+        inputs.push(Tensor::f32(y_shape.clone(), rv.clone()));
+        feeds.push(rv);
+    }
+    let want = bundlec::ir::eval::run(&g, inputs, &mut |_, _| {}).expect("reference");
     assert_eq!(want[0].shape, y_shape, "{}: reference shape", c.name);
     let want = want[0].as_f32().expect("f32").to_vec();
     for (cpu, ok) in kernel_variants() {
@@ -122,7 +150,7 @@ fn run_case(c: QCase) {
         let mut o = bundlec::Options::new(&format!("q_{}_{}", c.name, cpu.replace('-', "_")));
         o.cpu = cpu.to_string();
         let comp = compile_with(&bytes, o);
-        let got = run_c(&comp, std::slice::from_ref(&xv), &[want.len()]);
+        let got = run_c(&comp, &feeds, &[want.len()]);
         let diff = got[0]
             .iter()
             .zip(&want)
@@ -135,9 +163,22 @@ fn run_case(c: QCase) {
             c.name,
             want.len()
         );
+        if c.residual && matches!(cpu, "cascadelake" | "icelake") {
+            // Where the implicit convolution writes its output itself on VNNI, no QAdd kernel is left.
+            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
+            assert!(
+                has(b"_qconv_vnni") && !has(b"_qadd"),
+                "{} --cpu {cpu}: the residual add is not fused",
+                c.name
+            );
+        }
+        let top = (hi - out_zp) as f32 * out_scale;
         let sat = want
             .iter()
-            .filter(|&&v| v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale)
+            .filter(|&&v| match c.residual {
+                true => v == top,
+                false => v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale,
+            })
             .count();
         assert!(
             sat > 0 && sat * 5 < want.len(),
@@ -171,6 +212,7 @@ fn conv(
         ],
         act,
         conv: true,
+        residual: false,
     });
 }
 
@@ -531,6 +573,34 @@ fn qmatmul_shapes() {
             attrs: vec![],
             act,
             conv: false,
+            residual: false,
+        });
+    }
+}
+
+/// A residual add after a 1x1 convolution (ResNet's bottleneck end): fused into the implicit convolution's
+/// epilogue on VNNI (checked by the absence of a QAdd kernel there), a QAdd kernel elsewhere; u8 activations
+/// with an i8 residual over 63 positions (the last block overlapping the one before), i8 with a u8 residual
+/// and a 12-row block tail over two batch entries.
+#[test]
+fn qconv_residual_add() {
+    for (name, x, w, act) in [
+        ("res_u8", [1, 40, 7, 9], [45, 40, 1, 1], 2),
+        ("res_i8_b2", [2, 64, 6, 8], [30, 64, 1, 1], 3),
+    ] {
+        run_case(QCase {
+            name,
+            x: x.to_vec(),
+            w: w.to_vec(),
+            attrs: vec![
+                ("pads", ints(&[0, 0, 0, 0])),
+                ("strides", ints(&[1, 1])),
+                ("dilations", ints(&[1, 1])),
+                ("group", Attr::Int(1)),
+            ],
+            act,
+            conv: true,
+            residual: true,
         });
     }
 }

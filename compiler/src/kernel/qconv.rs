@@ -53,6 +53,19 @@ pub struct QConvImplicit {
     pub clamp: (i32, i32),
     /// AMX tiles (blocks of 32 output channels), else AVX-512 VNNI (blocks of [`MR_VNNI`]).
     pub amx: bool,
+    /// A residual QAdd fused into the epilogue ([`direct`](Self::direct) outputs on VNNI): the requantised
+    /// value (`y_dtype`, `zero_point`, `clamp` above) is not stored but added to the residual as the QAdd does.
+    pub add: Option<QResidual>,
+}
+
+/// A quantised residual add absorbed by the convolution: `qadd_one(conv, residual, params)` of
+/// `ir/ops/quant.rs` per output, the residual read in the output's layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QResidual {
+    /// The QAdd's parameters with the convolution's output as operand `a`.
+    pub params: crate::ir::QAddParams,
+    /// The residual's dtype (u8 or i8).
+    pub dtype: DType,
 }
 
 /// Output rows (channels) per block on AMX.
@@ -180,6 +193,7 @@ mod tests {
             zero_point: 0,
             clamp: (0, 255),
             amx: true,
+            add: None,
         }
     }
 

@@ -77,6 +77,8 @@ pub struct Ctx<'g> {
     pub(super) blocked: std::collections::HashMap<TensorId, (Buf, usize)>,
     /// Producers and readers of the graph's tensors (lowering adds constants but never rewires nodes).
     pub(super) uses: crate::ir::Uses,
+    /// Each live node's place in the lowering order.
+    pub(super) position: std::collections::HashMap<NodeId, usize>,
 }
 
 impl Ctx<'_> {

@@ -47,6 +47,7 @@ pub fn lower_with(g: &mut Graph, opts: LowerOpts) -> Result<Lowering> {
         views: Default::default(),
         written: Default::default(),
         blocked: Default::default(),
+        position: order.iter().enumerate().map(|(i, &n)| (n, i)).collect(),
     };
     for n in order {
         lower_node(&mut cx, n)?;

@@ -6,8 +6,8 @@
 
 use super::ctx::Ctx;
 use crate::error::Result;
-use crate::ir::{ConvAttrs, DType, IntProduct, NodeId, Tensor};
-use crate::kernel::qconv::QConvImplicit;
+use crate::ir::{ConvAttrs, DType, IntProduct, NodeId, Op, Tensor, TensorId};
+use crate::kernel::qconv::{QConvImplicit, QResidual};
 use crate::kernel::{Body, Buf, Role};
 
 /// The implicit convolution's geometry for QConv `n` when it takes it, else `None`.
@@ -56,6 +56,7 @@ pub(super) fn spec(
         zero_point: r.zero_point,
         clamp: r.clamp,
         amx: cx.opts.amx,
+        add: None,
     };
     // Both kernels' displacements fit, and the output is what the padded plane gives.
     use crate::x86::qconv_implicit::{check, check_reorder};
@@ -65,16 +66,67 @@ pub(super) fn spec(
     fits.then_some(s)
 }
 
-/// Pushes the three kernels of the implicit convolution `s` of QConv `n` with weights `w` (`[M, C, KH, KW]`).
+/// The residual QAdd that QConv `n`'s implicit convolution `s` absorbs, with the residual and the QAdd's
+/// output: on VNNI, where the kernel writes the output itself (`direct`), the QAdd is the output's only
+/// reader, the residual is another tensor in the plain layout that is ready before `n` runs, and the QAdd's
+/// zero point for the convolution's output is the requantisation's.
+fn residual(
+    cx: &Ctx,
+    n: NodeId,
+    s: &QConvImplicit,
+) -> Option<(NodeId, TensorId, TensorId, QResidual)> {
+    let out = cx.g.nodes[n].outputs[0];
+    if s.amx || !s.direct() {
+        return None;
+    }
+    let m = cx.uses.single_use(out)?;
+    let add = &cx.g.nodes[m];
+    let Op::QAdd(p) = &add.op else {
+        return None;
+    };
+    let mut params = p.clone();
+    let res = match add.inputs[..] {
+        [a, b] if a == out && b != out => b,
+        [a, b] if b == out && a != out => {
+            // Addition commutes exactly in f32: the convolution becomes operand a.
+            std::mem::swap(&mut params.a, &mut params.b);
+            a
+        }
+        _ => return None,
+    };
+    let ready = match cx.uses.producer(res) {
+        Some(r) => cx.position.get(&r)? < cx.position.get(&n)?,
+        None => true,
+    };
+    let plain = !cx.blocked.contains_key(&res) && !cx.views.contains_key(&res);
+    let dtype = cx.g.tensors[res].dtype;
+    let fits = ready
+        && plain
+        && !params.mul
+        && params.a.1 == s.zero_point
+        && matches!(dtype, DType::U8 | DType::I8)
+        && cx.shape(res) == cx.shape(out);
+    fits.then(|| (m, res, add.outputs[0], QResidual { params, dtype }))
+}
+
+/// Pushes the three kernels of the implicit convolution `s` of QConv `n` with weights `w` (`[M, C, KH, KW]`),
+/// with the residual QAdd after it fused where [`residual`] allows.
 pub(super) fn lower(
     cx: &mut Ctx,
     n: NodeId,
-    s: QConvImplicit,
+    mut s: QConvImplicit,
     p: &IntProduct,
     w: &[i64],
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
-    let (x, out) = (node.inputs[0], node.outputs[0]);
+    let (x, mut out) = (node.inputs[0], node.outputs[0]);
+    let mut extra = vec![];
+    if let Some((m, res, y, add)) = residual(cx, n, &s) {
+        s.add = Some(add);
+        out = y;
+        extra.push((Role::Residual, Buf::Tensor(res)));
+        cx.written.insert(m);
+    }
     let name = node.name.clone();
     let r = p.requant.clone().ok_or_else(|| {
         crate::error::Error::internal("lower", "implicit int8 convolution without requantisation")
@@ -106,13 +158,14 @@ pub(super) fn lower(
         true => Buf::Tensor(out),
         false => cx.scratch(s.n * s.m * s.positions()),
     };
-    let args = [
+    let mut args = vec![
         (Role::A, Buf::Tensor(a)),
         (Role::B, planes),
         (Role::Out, sums),
         (Role::Bias, Buf::Tensor(bias)),
         (Role::Scale, Buf::Tensor(scale)),
     ];
+    args.extend(extra);
     let macs = s.macs();
     cx.push(
         n,

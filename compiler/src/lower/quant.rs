@@ -140,6 +140,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId) -> Result<()> {
             };
             gemm(cx, n, &name, &wtr, nn, k, Buf::Tensor(x), p, spec)
         }
+        // Absorbed by the convolution before it (`qconv_implicit.rs`).
+        Op::QAdd(_) if cx.written.contains(&n) => Ok(()),
         Op::QAdd(params) => {
             let b = node.inputs[1];
             let len = numel(&cx.shape(out));

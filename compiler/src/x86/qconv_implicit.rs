@@ -8,7 +8,8 @@
 //! `vpermb`) one `vpmovzxbd` per channel (masked at the row's end), shifted to the channel's byte and or-ed into
 //! the words, flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
 //!
-//! Micro-kernels `fn(a, b, c, bias, scale, count)`: `count` consecutive blocks of `rows` (≤ 32 on AMX, 12 on
+//! Micro-kernels `fn(a, b, c, bias, scale, count)` (VNNI with a fused residual add: a seventh argument, the
+//! residual at `c`'s place in its own buffer): `count` consecutive blocks of `rows` (≤ 32 on AMX, 12 on
 //! VNNI) output channels by 32 positions. `a` the block's first weight row (`a_row` bytes a row), `b` the batch
 //! entry's reordered planes at the first block's first position, `c` the output position block of the first
 //! channel (row stride `c_rs` bytes). On AMX C is 2 x 2 tiles of 16 x 16 i32 (`x86/amx.rs`); per tap (unrolled) and block of 64 channels (a counted loop) the A tiles are the
@@ -19,6 +20,7 @@
 
 use super::amx::C_TILES;
 use super::qgemm_x86::QEpilogue;
+use super::quant_x86::{requant_add_store, RequantRegs, ResidualConsts};
 use super::ZMM;
 use crate::kernel::qconv::{QConvImplicit, NQ};
 use iced_x86::code_asm::*;
@@ -209,17 +211,22 @@ fn epilogue(s: &QConvImplicit) -> QEpilogue {
     }
 }
 
-/// The end of a position block: A back to the block's first weight row, B and C 32 positions on, and the loop
+/// The end of a position block: A back to the block's first weight row, B, C (and the `residual` at r10) 32
+/// positions on, and the loop
 /// on `count` (the register counting the blocks) back to `block`.
 fn next_block(
     a: &mut CodeAssembler,
     a_rs: usize,
     count: AsmRegister64,
     block: CodeLabel,
+    residual: bool,
 ) -> Result<(), IcedError> {
     a.sub(rdi, a_rs as i32)?;
     a.add(rsi, (NQ * 4) as i32)?;
     a.add(rdx, NQ as i32)?;
+    if residual {
+        a.add(r10, NQ as i32)?;
+    }
     a.dec(count)?;
     a.jnz(block)
 }
@@ -230,6 +237,9 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     // B's row stride: one channel quad's planes.
     let plane = s.quad_bytes();
     check(s, rows, crate::kernel::qconv::MR)?;
+    if s.add.is_some() {
+        return Err("the AMX implicit convolution has no fused residual add".into());
+    }
     let q = epilogue(s);
     let used = super::amx::used(rows);
     super::amx::assemble(rows, |a| {
@@ -250,7 +260,7 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
         }
         super::amx::store_tiles(a, rows)?;
         super::qgemm_amx::requantise(a, rows, &q, true)?;
-        next_block(a, a_rs, r12, block)?;
+        next_block(a, a_rs, r12, block, false)?;
         a.tilerelease()?;
         super::amx::close_stack_buffer(a)?;
         a.pop(r12)
@@ -269,7 +279,12 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
     let skip = s.blocks() * 64 - 4 * s.quads();
     check(s, rows, crate::kernel::qconv::MR_VNNI)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
+    let mut consts = s.add.as_ref().map(|r| ResidualConsts::new(&mut a, r));
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        if consts.is_some() {
+            // The residual: the seventh argument, on the stack above the return address.
+            a.mov(r10, qword_ptr(rsp + 8))?;
+        }
         // r11 counts the position blocks.
         a.mov(r11, r9)?;
         let mut block = a.create_label();
@@ -297,11 +312,46 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
                 a.add(rdi, skip as i32)?;
             }
         }
-        super::qgemm_amx::requantise(a, rows, &epilogue(s), false)?;
-        next_block(a, a_rs, r11, block)?;
+        match &consts {
+            Some(c) => requantise_add(a, rows, &epilogue(s), c)?,
+            None => super::qgemm_amx::requantise(a, rows, &epilogue(s), false)?,
+        }
+        next_block(a, a_rs, r11, block, consts.is_some())?;
         a.vzeroupper()?;
         a.ret()
     };
     go(&mut a).map_err(e)?;
+    if let Some(c) = consts.as_mut() {
+        c.emit(&mut a).map_err(e)?;
+    }
     a.assemble(0).map_err(e)
+}
+
+/// The VNNI kernel's epilogue with a fused residual add: `rows` rows of 32 sums in the accumulators
+/// `zmm(2r + v)`, the residual at `r10` and the output at `rdx` (both row stride `c_rs`), bias at `rcx` and
+/// scale at `r8` per row.
+fn requantise_add(
+    a: &mut CodeAssembler,
+    rows: usize,
+    q: &QEpilogue,
+    c: &ResidualConsts,
+) -> Result<(), IcedError> {
+    q.broadcast_bounds(a)?;
+    for r in 0..rows {
+        a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
+        a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
+        let regs = RequantRegs {
+            bias: zmm27,
+            scale: zmm28,
+            lo: zmm24,
+            hi: zmm25,
+            zp: zmm26,
+        };
+        for v in 0..2 {
+            let at = (r * q.c_rs + v * 16) as i32;
+            let res = (xmmword_ptr(r10 + at), zmm29);
+            requant_add_store(a, ZMM[2 * r + v], &regs, c, res, xmmword_ptr(rdx + at))?;
+        }
+    }
+    Ok(())
 }

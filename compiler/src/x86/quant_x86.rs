@@ -136,18 +136,122 @@ pub(super) fn requant_store(
     dst: AsmMemoryOperand,
     signed: bool,
 ) -> Result<(), IcedError> {
+    requant_centred(a, x, r)?;
+    a.vpaddd(x, x, r.zp)?;
+    narrow_store(a, x, dst, signed)
+}
+
+/// `requant_store` up to the rounding: `x` becomes the requantised value minus the zero point (i32).
+fn requant_centred(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    r: &RequantRegs,
+) -> Result<(), IcedError> {
     a.vpaddd(x, x, r.bias)?;
     a.vcvtdq2ps(x, x)?;
     a.vmulps(x, x, r.scale)?;
     a.vmaxps(x, x, r.lo)?;
     a.vminps(x, x, r.hi)?;
-    a.vcvtps2dq(x, x)?;
-    a.vpaddd(x, x, r.zp)?;
+    a.vcvtps2dq(x, x)
+}
+
+/// Narrows the i32 lanes of `x` with saturation to 16 bytes at `dst`, i8 (`signed`) or u8.
+fn narrow_store(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    dst: AsmMemoryOperand,
+    signed: bool,
+) -> Result<(), IcedError> {
     if signed {
         a.vpmovsdb(dst, x)
     } else {
         a.vpmovusdb(dst, x)
     }
+}
+
+/// The constants of a fused residual add (`kernel::qconv::QResidual`), as labels of 32-bit words the kernel
+/// emits after its code ([`ResidualConsts::emit`]) and reads as broadcast operands: the convolution's output
+/// scale, the residual's zero point and scale, the output scale, the clamp `lo - zy` and `hi - zy` (f32) and
+/// the output zero point.
+pub(super) struct ResidualConsts {
+    labels: [CodeLabel; 7],
+    bits: [u32; 7],
+    /// i8 residual (else u8), i8 output (else u8).
+    signed: (bool, bool),
+}
+
+impl ResidualConsts {
+    /// The labels of `r`'s constants (not yet placed).
+    pub(super) fn new(
+        a: &mut CodeAssembler,
+        r: &crate::kernel::qconv::QResidual,
+    ) -> ResidualConsts {
+        let p = &r.params;
+        let lo = (p.clamp.0 as f64 - p.y.1 as f64) as f32;
+        let hi = (p.clamp.1 as f64 - p.y.1 as f64) as f32;
+        let bits = [
+            p.a.0.to_bits(),
+            p.b.1 as u32,
+            p.b.0.to_bits(),
+            p.y.0.to_bits(),
+            lo.to_bits(),
+            hi.to_bits(),
+            p.y.1 as u32,
+        ];
+        let signed = (
+            r.dtype == crate::ir::DType::I8,
+            p.dtype == crate::ir::DType::I8,
+        );
+        ResidualConsts {
+            labels: std::array::from_fn(|_| a.create_label()),
+            bits,
+            signed,
+        }
+    }
+
+    fn at(&self, i: usize) -> AsmMemoryOperand {
+        dword_bcst(self.labels[i])
+    }
+
+    /// Places the constants (after the kernel's last instruction).
+    pub(super) fn emit(&mut self, a: &mut CodeAssembler) -> Result<(), IcedError> {
+        for (l, b) in self.labels.iter_mut().zip(self.bits) {
+            a.set_label(l)?;
+            a.dd(&[b])?;
+        }
+        Ok(())
+    }
+}
+
+/// The requantisation of `requant_store` followed by a residual QAdd (`ir/ops/quant.rs::qadd_one`, step for
+/// step): `(q - zq)·sq + (b - zb)·sb`, divided by `sy`, clamped, rounded, plus `zy`, narrowed to `dst`; `q`
+/// never leaves the register (its zero point cancels), `b` is 16 residual bytes at `res`. Uses `t` as scratch.
+pub(super) fn requant_add_store(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    r: &RequantRegs,
+    c: &ResidualConsts,
+    (res, t): (AsmMemoryOperand, AsmRegisterZmm),
+    dst: AsmMemoryOperand,
+) -> Result<(), IcedError> {
+    requant_centred(a, x, r)?;
+    a.vcvtdq2ps(x, x)?;
+    a.vmulps(x, x, c.at(0))?;
+    if c.signed.0 {
+        a.vpmovsxbd(t, res)?;
+    } else {
+        a.vpmovzxbd(t, res)?;
+    }
+    a.vpsubd(t, t, c.at(1))?;
+    a.vcvtdq2ps(t, t)?;
+    a.vmulps(t, t, c.at(2))?;
+    a.vaddps(x, x, t)?;
+    a.vdivps(x, x, c.at(3))?;
+    a.vmaxps(x, x, c.at(4))?;
+    a.vminps(x, x, c.at(5))?;
+    a.vcvtps2dq(x, x)?;
+    a.vpaddd(x, x, c.at(6))?;
+    narrow_store(a, x, dst, c.signed.1)
 }
 
 /// The depthwise row kernels' requantisation registers (`qdepthwise_vnni.rs` keeps the same plan).

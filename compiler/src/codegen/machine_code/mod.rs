@@ -332,13 +332,15 @@ pub(super) fn define_layout(
                 true => (x86::qconv_implicit::assemble, "qconv_amx"),
                 false => (x86::qconv_implicit::assemble_vnni, "qconv_vnni"),
             };
+            // A fused residual add takes the residual as a seventh argument.
+            let params = 6 + usize::from(s.add.is_some());
             let full = match s.m >= s.mr() {
-                true => f(module, tag, 6, block(s, s.mr()))?,
+                true => f(module, tag, params, block(s, s.mr()))?,
                 false => None,
             };
             let last = match s.m % s.mr() {
                 0 => None,
-                rows => f(module, &format!("{tag}_last"), 6, block(s, rows))?,
+                rows => f(module, &format!("{tag}_last"), params, block(s, rows))?,
             };
             Ok([full, last, None])
         }

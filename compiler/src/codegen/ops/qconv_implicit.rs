@@ -34,7 +34,8 @@ pub fn emit_reorder(
     });
 }
 
-/// Emits the convolution (`Body::QConvImplicit`): roles A, B, Out, Bias, Scale; `full` computes a block of `mr`
+/// Emits the convolution (`Body::QConvImplicit`): roles A, B, Out, Bias, Scale (and Residual with a fused
+/// add); `full` computes a block of `mr`
 /// output channels, `last` the last `M % mr`. A unit is [`BLOCKS_PER_CALL`] position blocks of one channel
 /// block of one batch entry; where the positions end inside a block (`direct` outputs), the last block starts
 /// `NQ` before the end.
@@ -54,14 +55,20 @@ pub fn emit_conv(
     let (lo, hi) = kb.task_range(s.n * blocks * chunks, tasks);
     let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     let (pbias, pscale) = (kb.arg(Role::Bias), kb.arg(Role::Scale));
+    // A fused residual add reads the residual in the output's layout.
+    let pres = s.add.as_ref().map(|_| kb.arg(Role::Residual));
     kb.for_range(lo, hi, 1, |kb, u| {
         // Position chunks innermost: a block of weights stays cached while the positions stream.
         let (b, rest) = kb.divmod(u, blocks * chunks);
         let (rb, chunk) = kb.divmod(rest, chunks);
         let a = kb.addr(pa, rb, (mr * s.a_row()) as i64);
         let xb = kb.addr(pb, b, s.reordered_bytes() as i64);
-        let ob = kb.addr(po, b, (s.m * s.positions()) as i64);
-        let orow = kb.addr(ob, rb, (mr * s.positions()) as i64);
+        let row = |kb: &mut Kb, p: Value| {
+            let ob = kb.addr(p, b, (s.m * s.positions()) as i64);
+            kb.addr(ob, rb, (mr * s.positions()) as i64)
+        };
+        let orow = row(kb, po);
+        let rrow = pres.map(|p| row(kb, p));
         let bias = kb.addr(pbias, rb, (mr * 4) as i64);
         let scale = kb.addr(pscale, rb, (mr * 4) as i64);
         let first = kb.b.ins().imul_imm_s(chunk, (BLOCKS_PER_CALL * NQ) as i64);
@@ -70,7 +77,10 @@ pub fn emit_conv(
             let x = kb.addr(xb, q0, 4);
             let out = kb.addr(orow, q0, 1);
             let n = kb.iconst(count as i64);
-            let args = [a, x, out, bias, scale, n];
+            let mut args = vec![a, x, out, bias, scale, n];
+            if let Some(r) = rrow {
+                args.push(kb.addr(r, q0, 1));
+            }
             match (full, last) {
                 (Some(f), None) | (None, Some(f)) => kb.call_at((rb, 0), f, None, &args),
                 (Some(f), Some(g)) => kb.call_at((rb, blocks - 1), g, Some(f), &args),
