@@ -20,7 +20,7 @@
 
 use super::amx::C_TILES;
 use super::qgemm_x86::QEpilogue;
-use super::quant_x86::{requant_add_store, RequantRegs, ResidualConsts};
+use super::quant_x86::ResidualConsts;
 use super::ZMM;
 use crate::kernel::qconv::{QConvImplicit, NQ};
 use iced_x86::code_asm::*;
@@ -259,7 +259,7 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
             super::amx::k_loop_over(a, rows, a_rs, (rax, plane), s.blocks(), dot)?;
         }
         super::amx::store_tiles(a, rows)?;
-        super::qgemm_amx::requantise(a, rows, &q, true)?;
+        super::qgemm_amx::requantise(a, rows, &q, true, None)?;
         next_block(a, a_rs, r12, block, false)?;
         a.tilerelease()?;
         super::amx::close_stack_buffer(a)?;
@@ -312,10 +312,7 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
                 a.add(rdi, skip as i32)?;
             }
         }
-        match &consts {
-            Some(c) => requantise_add(a, rows, &epilogue(s), c)?,
-            None => super::qgemm_amx::requantise(a, rows, &epilogue(s), false)?,
-        }
+        super::qgemm_amx::requantise(a, rows, &epilogue(s), false, consts.as_ref())?;
         next_block(a, a_rs, r11, block, consts.is_some())?;
         a.vzeroupper()?;
         a.ret()
@@ -325,33 +322,4 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
         c.emit(&mut a).map_err(e)?;
     }
     a.assemble(0).map_err(e)
-}
-
-/// The VNNI kernel's epilogue with a fused residual add: `rows` rows of 32 sums in the accumulators
-/// `zmm(2r + v)`, the residual at `r10` and the output at `rdx` (both row stride `c_rs`), bias at `rcx` and
-/// scale at `r8` per row.
-fn requantise_add(
-    a: &mut CodeAssembler,
-    rows: usize,
-    q: &QEpilogue,
-    c: &ResidualConsts,
-) -> Result<(), IcedError> {
-    q.broadcast_bounds(a)?;
-    for r in 0..rows {
-        a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
-        a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
-        let regs = RequantRegs {
-            bias: zmm27,
-            scale: zmm28,
-            lo: zmm24,
-            hi: zmm25,
-            zp: zmm26,
-        };
-        for v in 0..2 {
-            let at = (r * q.c_rs + v * 16) as i32;
-            let res = (xmmword_ptr(r10 + at), zmm29);
-            requant_add_store(a, ZMM[2 * r + v], &regs, c, res, xmmword_ptr(rdx + at))?;
-        }
-    }
-    Ok(())
 }

@@ -13,7 +13,7 @@
 
 use super::amx::{c_at, close_stack_buffer, tiles_to_stack, C_TILES};
 use super::qgemm_x86::{QEpilogue, QMicroSpec};
-use super::quant_x86::{requant_store, RequantRegs};
+use super::quant_x86::{requant_add_store, requant_store, RequantRegs, ResidualConsts};
 use iced_x86::code_asm::*;
 
 pub use super::amx::MR;
@@ -53,7 +53,7 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
             Some(q) => {
                 // The sums to a 64-byte-aligned 4 KiB stack buffer, then the VNNI kernel's requantisation.
                 tiles_to_stack(a, m.rows)?;
-                requantise(a, m.rows, &q, true)?;
+                requantise(a, m.rows, &q, true, None)?;
                 close_stack_buffer(a)
             }
         }
@@ -62,12 +62,14 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
 
 /// Requantises `rows` rows of 32 sums at `rsp` (`from_stack`: row stride 128 bytes) or in the accumulators
 /// `zmm(2r + v)` (the VNNI kernels') to `rdx` (row stride `c_rs`), with the bias at `rcx` and the scale at `r8`
-/// per row.
+/// per row; with `add`, a fused residual QAdd (`quant_x86::requant_add_store`) of the residual at `r10` (row
+/// stride `c_rs` too).
 pub(super) fn requantise(
     a: &mut CodeAssembler,
     rows: usize,
     q: &QEpilogue,
     from_stack: bool,
+    add: Option<&ResidualConsts>,
 ) -> Result<(), IcedError> {
     q.broadcast_bounds(a)?;
     for r in 0..rows {
@@ -88,8 +90,12 @@ pub(super) fn requantise(
             } else {
                 super::ZMM[2 * r + v]
             };
-            let dst = xmmword_ptr(rdx + (r * q.c_rs + v * 16) as i32);
-            requant_store(a, x, &regs, dst, q.signed)?;
+            let at = (r * q.c_rs + v * 16) as i32;
+            let dst = xmmword_ptr(rdx + at);
+            match add {
+                Some(c) => requant_add_store(a, x, &regs, c, (xmmword_ptr(r10 + at), zmm29), dst)?,
+                None => requant_store(a, x, &regs, dst, q.signed)?,
+            }
         }
     }
     Ok(())

@@ -13,8 +13,7 @@ use iced_x86::code_asm::*;
 pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let lo = (p.clamp.0 as f64 - p.y.1 as f64) as f32;
-    let hi = (p.clamp.1 as f64 - p.y.1 as f64) as f32;
+    let (lo, hi) = centred_clamp(p);
     // zmm16.. hold the constants: za, sa, zb, sb, sy, lo, hi, zy.
     let consts = [
         p.a.1 as u32,
@@ -69,6 +68,12 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.vzeroupper().map_err(e)?;
     a.ret().map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// A QAdd's clamp less its output zero point, `lo - zy` and `hi - zy`, in f32 (exact: both fit 24 bits).
+fn centred_clamp(p: &crate::ir::QAddParams) -> (f32, f32) {
+    let c = |v: i32| (v as f64 - p.y.1 as f64) as f32;
+    (c(p.clamp.0), c(p.clamp.1))
 }
 
 /// The depthwise row kernel (AVX-512BW): `fn(x, y, n, w, bias, scale)` computes `n` consecutive outputs of one
@@ -187,8 +192,7 @@ impl ResidualConsts {
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
         let p = &r.params;
-        let lo = (p.clamp.0 as f64 - p.y.1 as f64) as f32;
-        let hi = (p.clamp.1 as f64 - p.y.1 as f64) as f32;
+        let (lo, hi) = centred_clamp(p);
         let bits = [
             p.a.0.to_bits(),
             p.b.1 as u32,
