@@ -357,6 +357,28 @@ fn qconv_shapes() {
         1,
         2,
     );
+    // A stem: 3 channels (one quad per tap on VNNI), 7x7 at stride 2 over odd sides; and 8 channels, 3x3 at
+    // stride 2, i8.
+    conv(
+        "stem_7x7_s2",
+        [1, 3, 23, 21],
+        [20, 3, 7, 7],
+        [3, 3, 3, 3],
+        [2, 2],
+        [1, 1],
+        1,
+        2,
+    );
+    conv(
+        "stem_c8_s2_i8",
+        [1, 8, 16, 18],
+        [13, 8, 3, 3],
+        [1, 1, 1, 1],
+        [2, 2],
+        [1, 1],
+        1,
+        3,
+    );
     // A 1x1 convolution written straight to the output: 63 positions, the last block overlapping the first.
     conv(
         "amx_implicit_1x1_direct",

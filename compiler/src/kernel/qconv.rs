@@ -1,12 +1,13 @@
 //! The implicit int8 convolution (`QConvImplicit`, on AMX or AVX-512 VNNI): what it computes and the geometry
 //! its three kernels share. No column matrix: a reorder kernel (`Body::QReorder`) writes the input once as zero-point-padded planes
 //! of channel quads, `[C64/4][HP·WP + slack][4]` (four channels' bytes of one pixel in a 32-bit word, i8 input
-//! flipped to u8 by `^ 0x80`); the convolution kernel (`Body::QConvImplicit`) then computes output position
+//! flipped to u8 by `^ 0x80`; on VNNI only the quads holding channels); the convolution kernel (`Body::QConvImplicit`) then computes output position
 //! `q = oy·WP + ox` of every row of the padded width, so that tap `(ky, kx)` of 16 consecutive positions is 16
 //! consecutive words at `q + ky·WP + kx` — an AMX B tile of 16 channel quads is read straight from the reordered
 //! planes with a row stride of one plane, for every tap, with no packing, as is the `vpdpbusd` operand of 16
 //! positions of one quad on VNNI. Weights are rows of `(tap, channel)`
-//! bytes, channels padded with zeros to a multiple of 64 (one A tile row per tap and 64 channels). The positions
+//! bytes, channels padded with zeros to a multiple of 64 on AMX (one A tile row per tap and 64 channels), of 4 on
+//! VNNI. The positions
 //! past `OW` in each row (`WP − OW` of them) and past `OH·WP` are computed and dropped: a strided copy
 //! (`Body::Transpose`) writes the `[M, OH, OW]` output — unless there are none (`direct`: 1x1 windows without
 //! padding), where the kernel writes the output itself. A stride `s` > 1 splits each padded plane into `s²`
@@ -103,9 +104,18 @@ impl QConvImplicit {
     pub fn quad_bytes(&self) -> usize {
         self.stride * self.stride * self.plane_words() * 4
     }
-    /// Bytes of the reordered input of one batch entry: every quad of the channel blocks.
+    /// Channel quads of the reordered input: every quad of the 64-channel blocks on AMX (the B tiles span
+    /// 16 quads), the quads holding channels on VNNI.
+    pub fn stored_quads(&self) -> usize {
+        if self.amx {
+            self.blocks() * 16
+        } else {
+            self.quads()
+        }
+    }
+    /// Bytes of the reordered input of one batch entry.
     pub fn reordered_bytes(&self) -> usize {
-        self.blocks() * 16 * self.quad_bytes()
+        self.stored_quads() * self.quad_bytes()
     }
     /// Whether the kernel writes the output itself: every position is an output (`WS = OW`: 1x1 windows
     /// without padding) and there is at least one whole block; the last block then starts `NQ` before the end
@@ -127,9 +137,14 @@ impl QConvImplicit {
     pub fn position_blocks(&self) -> usize {
         self.positions().div_ceil(NQ)
     }
-    /// Bytes per weight row: 64 channels per tap and block.
+    /// Weight bytes per tap: the channels padded to 64-channel blocks on AMX (one A tile row), to quads on
+    /// VNNI.
+    pub fn tap_bytes(&self) -> usize {
+        self.stored_quads() * 4
+    }
+    /// Bytes per weight row: [`tap_bytes`](Self::tap_bytes) per tap.
     pub fn a_row(&self) -> usize {
-        self.taps() * self.blocks() * 64
+        self.taps() * self.tap_bytes()
     }
     /// Byte offset of tap `t` from a quad's first plane: its phase plane, then `(ky/s)·WS + kx/s` words.
     pub fn tap_offset(&self, t: usize) -> usize {
@@ -157,9 +172,9 @@ impl QConvImplicit {
         self.n * self.m * self.out[0] * self.out[1] * self.c * self.taps()
     }
     /// Packs weights `w` (`[M, C, KH, KW]`, s8 values) as rows of `(tap, channel)` bytes, channels zero-padded
-    /// to the blocks ([`a_row`](Self::a_row) bytes a row).
+    /// to [`tap_bytes`](Self::tap_bytes) ([`a_row`](Self::a_row) bytes a row).
     pub fn pack_weights(&self, w: &[i64]) -> Vec<i64> {
-        let (taps, cp) = (self.taps(), self.blocks() * 64);
+        let (taps, cp) = (self.taps(), self.tap_bytes());
         let mut a = vec![0i64; self.m * self.a_row()];
         for r in 0..self.m {
             for ch in 0..self.c {
@@ -208,6 +223,16 @@ mod tests {
         // Padded channels are zero.
         assert_eq!(a[2 * s.a_row() + 5 * 128 + 70], 0);
         assert_eq!(s.tap_offset(5), (9 + 2) * 4);
+        // On VNNI a tap's channels are padded to quads only (70 -> 72), and only those are reordered.
+        let v = QConvImplicit {
+            amx: false,
+            ..s.clone()
+        };
+        assert_eq!((v.tap_bytes(), v.a_row()), (72, 9 * 72));
+        assert_eq!(v.reordered_bytes(), 18 * v.quad_bytes());
+        let av = v.pack_weights(&w);
+        assert_eq!(av[2 * v.a_row() + 5 * 72 + 69], w[(2 * 70 + 69) * 9 + 5]);
+        assert_eq!(av[2 * v.a_row() + 5 * 72 + 70], 0);
         // Positions: 5 rows of 9, rounded to 64.
         assert_eq!(s.positions(), 64);
         // Stride 2: phase planes of 4 x 5; tap (1, 2) is phase (1, 0) at row 0, column 1.

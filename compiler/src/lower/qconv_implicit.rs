@@ -1,7 +1,7 @@
 //! Lowering of an int8 convolution to the implicit convolution (`kernel/qconv.rs`): the reorder kernel,
 //! the tile kernel, and the strided copy that drops the positions past each output row. Taken by QConvs of one
-//! group, equal strides up to 4, no dilation, at least 32 input channels, s8 weights and a requantised output
-//! on targets with AVX-512 VNNI (the AMX tiles where the target has them); the others keep im2col and the GEMM
+//! group, equal strides up to 4, no dilation, s8 weights and a requantised output on targets with AVX-512 VNNI
+//! (any channel count) or AMX (at least 32 input channels); the others keep im2col and the GEMM
 //! (`quant.rs`).
 
 use super::ctx::Ctx;
@@ -31,7 +31,9 @@ pub(super) fn spec(
         && (a.strides[0] == 1 || cx.opts.vnni_depthwise)
         && a.dilations == [1, 1]
         && a.kernel[1] <= 16
-        && xs[1] >= 32
+        // AMX pads each tap's channels to a 64-byte tile row; VNNI only to a quad (a stem of 3 channels is
+        // one quad per tap, and its input plane far cheaper to reorder than to expand into columns).
+        && (xs[1] >= 32 || !cx.opts.amx)
         && matches!(cx.g.tensors[x].dtype, DType::U8 | DType::I8)
         && matches!(r.dtype, DType::U8 | DType::I8)
         && w.iter().all(|v| (-128..=127).contains(v));

@@ -276,7 +276,7 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
     let e = |x: IcedError| x.to_string();
     let a_rs = s.a_row();
     let quad = s.quad_bytes();
-    let skip = s.blocks() * 64 - 4 * s.quads();
+    let skip = s.tap_bytes() - 4 * s.quads();
     check(s, rows, crate::kernel::qconv::MR_VNNI)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut consts = s.add.as_ref().map(|r| ResidualConsts::new(&mut a, r));
