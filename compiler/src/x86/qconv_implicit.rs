@@ -54,19 +54,35 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
         if st > 1 {
             a.vmovdqu8(zmm29, zmmword_ptr(table))?;
         }
-        // Fill every phase plane, 16 words a store.
-        a.mov(rax, rsi)?;
-        a.mov(rcx, (st * st * words / 16) as u64)?;
-        let mut fill = a.create_label();
-        a.set_label(&mut fill)?;
-        a.vmovdqu32(zmmword_ptr(rax), zmm31)?;
-        a.add(rax, 64)?;
-        a.dec(rcx)?;
-        a.jnz(fill)?;
-        // Row `r` of a group of `st` input rows (rdi at the group's first, rsi at the phase row of the group).
+        // The padding byte where no input row lands: per phase plane the rows above the first input row's
+        // and from below the last one's to the plane's end (slack included), 16 words a store. The first
+        // region's last store may reach into a row that is filled and written later; the second region ends
+        // at the plane's end (a multiple of 16 words), its first store reaching back into rows written
+        // later, never past the quad's planes (another unit's).
+        let top_pad = s.pads[0];
+        for py in 0..st {
+            let top = top_pad.saturating_sub(py).div_ceil(st);
+            let bottom = (top_pad + h).saturating_sub(py).div_ceil(st);
+            for px in 0..st {
+                let base = (py * st + px) * words * 4;
+                if top > 0 {
+                    fill_words(a, base, (top * ws).div_ceil(16))?;
+                }
+                let stores = (words - (bottom * ws).min(words)).div_ceil(16);
+                if stores > 0 {
+                    fill_words(a, base + (words - 16 * stores) * 4, stores)?;
+                }
+            }
+        }
+        // Row `r` of a group of `st` input rows (rdi at the group's first, rsi at the phase row of the group):
+        // each phase row it lands in is filled first (its padding columns; the stores stay in the cache
+        // that the row's own stores then hit), then written.
         let row = |a: &mut CodeAssembler, r: usize| -> Result<(), IcedError> {
             let yy = r + s.pads[0];
             let dst_row = (yy % st) * st * words * 4 + (yy / st) * ws * 4;
+            for px in 0..st {
+                fill_from(a, dst_row + px * words * 4, ws.div_ceil(16))?;
+            }
             for px in 0..st {
                 // The first input column of phase column `px`, and how many there are.
                 let x0 = (px + st - s.pads[1] % st) % st;
@@ -117,6 +133,29 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
     };
     go(&mut a).map_err(e)?;
     a.assemble(0).map_err(e)
+}
+
+/// `stores` stores of the padding byte's 16 words (zmm31) from `rsi + at`, unrolled up to 8, else a loop.
+fn fill_from(a: &mut CodeAssembler, at: usize, stores: usize) -> Result<(), IcedError> {
+    if stores <= 8 {
+        for k in 0..stores {
+            a.vmovdqu32(zmmword_ptr(rsi + (at + 64 * k) as i32), zmm31)?;
+        }
+        return Ok(());
+    }
+    fill_words(a, at, stores)
+}
+
+/// `stores` stores of the padding byte's 16 words (zmm31) from `rsi + at`, as a loop over `rax` / `rcx`.
+fn fill_words(a: &mut CodeAssembler, at: usize, stores: usize) -> Result<(), IcedError> {
+    a.lea(rax, ptr(rsi + at as i32))?;
+    a.mov(rcx, stores as u64)?;
+    let mut fill = a.create_label();
+    a.set_label(&mut fill)?;
+    a.vmovdqu32(zmmword_ptr(rax), zmm31)?;
+    a.add(rax, 64)?;
+    a.dec(rcx)?;
+    a.jnz(fill)
 }
 
 /// `Err` unless the reorder kernel's shape is in range: a plane, stride 1 to 4, and every displacement within
