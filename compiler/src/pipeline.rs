@@ -347,7 +347,7 @@ pub fn compile_graph(mut g: Graph, opts: &Options, model: &str) -> Result<Bundle
             micro_kernels: tgt.simd.is_some(),
             avx512: fast.as_ref().unwrap_or(&tgt).simd == Some(crate::x86::gemm_x86::Simd::Avx512),
             gemv_panel: codegen::isa::gemv_panel(&tgt, fast.as_ref()),
-            keep_reshapes: part.is_some(),
+            keep_tensors: part.is_some(),
             winograd: opts.winograd,
             bf16: opts.precision == crate::lower::Precision::Bf16,
         },

@@ -204,9 +204,10 @@ pub struct LowerOpts {
     /// packed in column panels of this width (`GemmSpec::b_panel`), a multiple of every kernel set's tile
     /// columns; `None`: read in place (targets without machine-code micro-kernels).
     pub gemv_panel: Option<usize>,
-    /// Keep every Reshape's copy (`shape.rs`): NPU segments address their boundary tensors, which must then
-    /// all exist.
-    pub keep_reshapes: bool,
+    /// Every node's output exists and is written by that node's own kernels (NPU segments address their
+    /// boundary tensors and take over kernels by node): every Reshape's copy is kept (`shape.rs`), and no
+    /// kernel writes a later node's output in its place (a fused residual QAdd, `qconv_implicit.rs`).
+    pub keep_tensors: bool,
     /// Which 3x3 convolutions take Winograd (`--winograd`).
     pub winograd: Winograd,
     /// MatMuls with a constant B run the bf16 GEMM (`--precision bf16` on an AVX-512 BF16 target).

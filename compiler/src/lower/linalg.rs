@@ -26,7 +26,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
             let (a_t, a_rs, a_bs) = view_operand(cx, ins[0], nb, geo.k, &geo.a_batch_strides);
             let (b_t, b_rs, b_bs) = view_operand(cx, ins[1], nb, geo.n, &geo.b_batch_strides);
             // A Transpose keeping rows whole as the result's only reader: written in its layout.
-            let into = (!e.residual && !cx.opts.keep_reshapes)
+            let into = (!e.residual && !cx.opts.keep_tensors)
                 .then(|| transposed_reader(cx, node.outputs[0], nb))
                 .flatten();
             let (out_t, c_rs, c_bs) = match into {

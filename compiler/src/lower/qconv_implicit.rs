@@ -71,14 +71,14 @@ pub(super) fn spec(
 /// The residual QAdd that QConv `n`'s implicit convolution `s` absorbs, with the residual and the QAdd's
 /// output: on VNNI, where the kernel writes the output itself (`direct`), the QAdd is the output's only
 /// reader, the residual is another tensor in the plain layout that is ready before `n` runs, and the QAdd's
-/// zero point for the convolution's output is the requantisation's.
+/// zero point for the convolution's output is the requantisation's; never with NPU segments (`keep_tensors`).
 fn residual(
     cx: &Ctx,
     n: NodeId,
     s: &QConvImplicit,
 ) -> Option<(NodeId, TensorId, TensorId, QResidual)> {
     let out = cx.g.nodes[n].outputs[0];
-    if s.amx || !s.direct() {
+    if s.amx || !s.direct() || cx.opts.keep_tensors {
         return None;
     }
     let m = cx.uses.single_use(out)?;

@@ -1,6 +1,6 @@
 //! Lowering of the data-movement family (`ir/ops/shape.rs`): Reshape is nothing (its readers read its input:
 //! `Ctx::alias`) unless its result is a model output or NPU segments need every boundary tensor
-//! (`LowerOpts::keep_reshapes`), then a byte copy; Transpose a gather through per-dimension input strides,
+//! (`LowerOpts::keep_tensors`), then a byte copy; Transpose a gather through per-dimension input strides,
 //! Concat one kernel copying each input's block per outer index.
 
 use super::ctx::Ctx;
@@ -22,7 +22,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         Op::Reshape(_) => {
             // A Reshape keeps the bytes in order: unless its result is a model output (its own buffer), it
             // emits nothing and its readers read its input.
-            if !cx.opts.keep_reshapes && !cx.g.outputs.contains(&out) {
+            if !cx.opts.keep_tensors && !cx.g.outputs.contains(&out) {
                 let src = cx.alias(ins[0]);
                 cx.aliases.insert(out, src);
                 return Ok(());
@@ -34,7 +34,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
         Op::Transpose(perm) => {
             let in_strides = transpose_strides(&cx.shape(ins[0]), perm);
             // Rows kept whole and only MatMuls reading the result: they read the input through the strides.
-            if !cx.opts.keep_reshapes
+            if !cx.opts.keep_tensors
                 && perm.len() >= 2
                 && perm[perm.len() - 1] == perm.len() - 1
                 && read_only_as_matmul_operand(cx.g, &cx.uses, out)

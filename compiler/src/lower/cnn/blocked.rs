@@ -140,7 +140,7 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     if let Some(&b) = cx.blocked.get(&x) {
         return Some(b);
     }
-    if cx.opts.keep_reshapes || p < MIN_PIXELS || !accepts(cx, x, c, p) {
+    if cx.opts.keep_tensors || p < MIN_PIXELS || !accepts(cx, x, c, p) {
         return None;
     }
     let id = (cx.out.kernels.iter())

@@ -154,7 +154,7 @@ fn c16_feeder<'a>(cx: &'a mut Ctx, t: &Transposed) -> Option<&'a mut crate::kern
     let Buf::Tensor(x) = t.a.0 else {
         return None;
     };
-    if cx.opts.keep_reshapes || cx.uses.single_use(x).is_none() {
+    if cx.opts.keep_tensors || cx.uses.single_use(x).is_none() {
         return None;
     }
     let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
