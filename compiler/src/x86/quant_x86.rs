@@ -13,19 +13,8 @@ use iced_x86::code_asm::*;
 pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    let (lo, hi) = centred_clamp(p);
     // zmm16.. hold the constants: za, sa, zb, sb, sy, lo, hi, zy.
-    let consts = [
-        p.a.1 as u32,
-        p.a.0.to_bits(),
-        p.b.1 as u32,
-        p.b.0.to_bits(),
-        p.y.0.to_bits(),
-        lo.to_bits(),
-        hi.to_bits(),
-        p.y.1 as u32,
-    ];
-    for (i, bits) in consts.iter().enumerate() {
+    for (i, bits) in qadd_bits(p).iter().enumerate() {
         super::broadcast_bits(&mut a, ZMM[16 + i], *bits).map_err(e)?;
     }
     let mut done = a.create_label();
@@ -70,10 +59,20 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.assemble(0).map_err(e)
 }
 
-/// A QAdd's clamp less its output zero point, `lo - zy` and `hi - zy`, in f32 (exact: both fit 24 bits).
-fn centred_clamp(p: &crate::ir::QAddParams) -> (f32, f32) {
-    let c = |v: i32| (v as f64 - p.y.1 as f64) as f32;
-    (c(p.clamp.0), c(p.clamp.1))
+/// A QAdd's constants as 32-bit words: `za, sa, zb, sb, sy`, the clamp less the output zero point
+/// `lo - zy, hi - zy` (f32, exact: both fit 24 bits), and `zy`.
+fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
+    let c = |v: i32| ((v as f64 - p.y.1 as f64) as f32).to_bits();
+    [
+        p.a.1 as u32,
+        p.a.0.to_bits(),
+        p.b.1 as u32,
+        p.b.0.to_bits(),
+        p.y.0.to_bits(),
+        c(p.clamp.0),
+        c(p.clamp.1),
+        p.y.1 as u32,
+    ]
 }
 
 /// The depthwise row kernel (AVX-512BW): `fn(x, y, n, w, bias, scale)` computes `n` consecutive outputs of one
@@ -192,16 +191,9 @@ impl ResidualConsts {
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
         let p = &r.params;
-        let (lo, hi) = centred_clamp(p);
-        let bits = [
-            p.a.0.to_bits(),
-            p.b.1 as u32,
-            p.b.0.to_bits(),
-            p.y.0.to_bits(),
-            lo.to_bits(),
-            hi.to_bits(),
-            p.y.1 as u32,
-        ];
+        // All but a's zero point, which cancels.
+        let all = qadd_bits(p);
+        let bits = std::array::from_fn(|i| all[i + 1]);
         let signed = (
             r.dtype == crate::ir::DType::I8,
             p.dtype == crate::ir::DType::I8,
