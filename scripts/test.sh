@@ -21,6 +21,8 @@ cargo build --workspace --bins
 cargo build -p bundle-rt --no-default-features
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 cargo test --workspace
+# The Rust tests' scratch bundles (about 1.3 GB, ResNet-50 compiles among them) are not needed past this point.
+rm -rf "${TMPDIR:-/tmp}/bundlec-tests"
 cargo test -p bundle-rt --features capi
 make -C examples/c-api run
 # Built by the workspace build above; `cargo run -p rust-app` would resolve features anew and rebuild the compiler.
