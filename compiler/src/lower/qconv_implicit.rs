@@ -122,13 +122,13 @@ pub(super) fn lower(
 ) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (x, mut out) = (node.inputs[0], node.outputs[0]);
-    let mut extra = vec![];
-    if let Some((m, res, y, add)) = residual(cx, n, &s) {
+    // With a fused add the kernel writes the QAdd's output and reads the residual.
+    let fused = residual(cx, n, &s).map(|(m, res, y, add)| {
         s.add = Some(add);
         out = y;
-        extra.push((Role::Residual, Buf::Tensor(res)));
         cx.written.insert(m);
-    }
+        (Role::Residual, Buf::Tensor(res))
+    });
     let name = node.name.clone();
     let r = p.requant.clone().ok_or_else(|| {
         crate::error::Error::internal("lower", "implicit int8 convolution without requantisation")
@@ -167,7 +167,7 @@ pub(super) fn lower(
         (Role::Bias, Buf::Tensor(bias)),
         (Role::Scale, Buf::Tensor(scale)),
     ];
-    args.extend(extra);
+    args.extend(fused);
     let macs = s.macs();
     cx.push(
         n,

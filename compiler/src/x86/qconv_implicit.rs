@@ -66,11 +66,11 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
             for px in 0..st {
                 let base = (py * st + px) * words * 4;
                 if top > 0 {
-                    fill_words(a, base, (top * ws).div_ceil(16))?;
+                    fill(a, base, (top * ws).div_ceil(16))?;
                 }
                 let stores = (words - (bottom * ws).min(words)).div_ceil(16);
                 if stores > 0 {
-                    fill_words(a, base + (words - 16 * stores) * 4, stores)?;
+                    fill(a, base + (words - 16 * stores) * 4, stores)?;
                 }
             }
         }
@@ -81,9 +81,8 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
             let yy = r + s.pads[0];
             let dst_row = (yy % st) * st * words * 4 + (yy / st) * ws * 4;
             for px in 0..st {
-                fill_from(a, dst_row + px * words * 4, ws.div_ceil(16))?;
-            }
-            for px in 0..st {
+                let dst_phase = dst_row + (px * words * 4);
+                fill(a, dst_phase, ws.div_ceil(16))?;
                 // The first input column of phase column `px`, and how many there are.
                 let x0 = (px + st - s.pads[1] % st) % st;
                 if x0 >= w {
@@ -91,7 +90,6 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
                 }
                 let n = (w - x0).div_ceil(st);
                 let col0 = (x0 + s.pads[1]) / st;
-                let dst_phase = dst_row + (px * words * 4);
                 for j0 in (0..n).step_by(16) {
                     let src = r * w + x0 + st * j0;
                     let avail = (w - (x0 + st * j0)).min(64);
@@ -135,27 +133,23 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
     a.assemble(0).map_err(e)
 }
 
-/// `stores` stores of the padding byte's 16 words (zmm31) from `rsi + at`, unrolled up to 8, else a loop.
-fn fill_from(a: &mut CodeAssembler, at: usize, stores: usize) -> Result<(), IcedError> {
+/// `stores` stores of the padding byte's 16 words (zmm31) from `rsi + at`: unrolled up to 8, else a loop over
+/// `rax` / `rcx`.
+fn fill(a: &mut CodeAssembler, at: usize, stores: usize) -> Result<(), IcedError> {
     if stores <= 8 {
         for k in 0..stores {
             a.vmovdqu32(zmmword_ptr(rsi + (at + 64 * k) as i32), zmm31)?;
         }
         return Ok(());
     }
-    fill_words(a, at, stores)
-}
-
-/// `stores` stores of the padding byte's 16 words (zmm31) from `rsi + at`, as a loop over `rax` / `rcx`.
-fn fill_words(a: &mut CodeAssembler, at: usize, stores: usize) -> Result<(), IcedError> {
     a.lea(rax, ptr(rsi + at as i32))?;
     a.mov(rcx, stores as u64)?;
-    let mut fill = a.create_label();
-    a.set_label(&mut fill)?;
+    let mut top = a.create_label();
+    a.set_label(&mut top)?;
     a.vmovdqu32(zmmword_ptr(rax), zmm31)?;
     a.add(rax, 64)?;
     a.dec(rcx)?;
-    a.jnz(fill)
+    a.jnz(top)
 }
 
 /// `Err` unless the reorder kernel's shape is in range: a plane, stride 1 to 4, and every displacement within

@@ -4,6 +4,9 @@
 //! results equal the Cranelift paths' bit for bit.
 
 use super::ZMM;
+use iced_x86::code_asm::asm_traits::{
+    CodeAsmVdivps, CodeAsmVmaxps, CodeAsmVminps, CodeAsmVmulps, CodeAsmVpaddd, CodeAsmVpsubd,
+};
 use iced_x86::code_asm::*;
 
 /// The AVX-512 QAdd kernel `fn(a: *const u8, b: *const u8, y: *mut u8, blocks: u64)` over `16 · blocks`
@@ -17,37 +20,21 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     for (i, bits) in qadd_bits(p).iter().enumerate() {
         super::broadcast_bits(&mut a, ZMM[16 + i], *bits).map_err(e)?;
     }
+    let k = QAddOps::from(std::array::from_fn(|i| ZMM[16 + i]));
     let mut done = a.create_label();
     a.test(rcx, rcx).map_err(e)?;
     a.je(done).map_err(e)?;
     let mut top = a.create_label();
     a.set_label(&mut top).map_err(e)?;
-    for (v, (src, s)) in [(rdi, signed[0]), (rsi, signed[1])].into_iter().enumerate() {
-        let x = ZMM[v];
-        if s {
-            a.vpmovsxbd(x, xmmword_ptr(src)).map_err(e)?;
-        } else {
-            a.vpmovzxbd(x, xmmword_ptr(src)).map_err(e)?;
-        }
-        a.vpsubd(x, x, ZMM[16 + 2 * v]).map_err(e)?;
-        a.vcvtdq2ps(x, x).map_err(e)?;
-        a.vmulps(x, x, ZMM[17 + 2 * v]).map_err(e)?;
-    }
+    dequantise(&mut a, zmm0, xmmword_ptr(rdi), signed[0], (k.za, k.sa)).map_err(e)?;
+    dequantise(&mut a, zmm1, xmmword_ptr(rsi), signed[1], (k.zb, k.sb)).map_err(e)?;
     if p.mul {
         a.vmulps(zmm0, zmm0, zmm1).map_err(e)?;
     } else {
         a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
     }
-    a.vdivps(zmm0, zmm0, ZMM[20]).map_err(e)?;
-    a.vmaxps(zmm0, zmm0, ZMM[21]).map_err(e)?;
-    a.vminps(zmm0, zmm0, ZMM[22]).map_err(e)?;
-    a.vcvtps2dq(zmm0, zmm0).map_err(e)?;
-    a.vpaddd(zmm0, zmm0, ZMM[23]).map_err(e)?;
-    if p.dtype == crate::ir::DType::I8 {
-        a.vpmovsdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
-    } else {
-        a.vpmovusdb(xmmword_ptr(rdx), zmm0).map_err(e)?;
-    }
+    let signed_y = p.dtype == crate::ir::DType::I8;
+    quantise_store(&mut a, zmm0, &k, xmmword_ptr(rdx), signed_y).map_err(e)?;
     a.add(rdi, 16).map_err(e)?;
     a.add(rsi, 16).map_err(e)?;
     a.add(rdx, 16).map_err(e)?;
@@ -73,6 +60,80 @@ fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
         c(p.clamp.1),
         p.y.1 as u32,
     ]
+}
+
+/// Where a QAdd's f32 chain reads its constants (in [`qadd_bits`]' order): registers (the QAdd kernel) or
+/// broadcast words after the code (a convolution's fused epilogue, [`ResidualConsts`]).
+#[derive(Clone, Copy)]
+pub(super) struct QAddOps<T> {
+    za: T,
+    sa: T,
+    zb: T,
+    sb: T,
+    sy: T,
+    lo: T,
+    hi: T,
+    zy: T,
+}
+
+impl<T> From<[T; 8]> for QAddOps<T> {
+    fn from([za, sa, zb, sb, sy, lo, hi, zy]: [T; 8]) -> Self {
+        QAddOps {
+            za,
+            sa,
+            zb,
+            sb,
+            sy,
+            lo,
+            hi,
+            zy,
+        }
+    }
+}
+
+/// `x = f32(b - z) · s` for the 16 bytes `b` at `src` (i8 when `signed`, else u8).
+fn dequantise<T>(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    src: AsmMemoryOperand,
+    signed: bool,
+    (z, s): (T, T),
+) -> Result<(), IcedError>
+where
+    CodeAssembler: CodeAsmVpsubd<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVmulps<AsmRegisterZmm, AsmRegisterZmm, T>,
+{
+    if signed {
+        a.vpmovsxbd(x, src)?;
+    } else {
+        a.vpmovzxbd(x, src)?;
+    }
+    a.vpsubd(x, x, z)?;
+    a.vcvtdq2ps(x, x)?;
+    a.vmulps(x, x, s)
+}
+
+/// The QAdd's quantisation of the f32 sum `x`: divided by `sy`, clamped, rounded, plus `zy`, narrowed to `dst`
+/// (i8 when `signed`, else u8).
+fn quantise_store<T: Copy>(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    k: &QAddOps<T>,
+    dst: AsmMemoryOperand,
+    signed: bool,
+) -> Result<(), IcedError>
+where
+    CodeAssembler: CodeAsmVdivps<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVmaxps<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVminps<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVpaddd<AsmRegisterZmm, AsmRegisterZmm, T>,
+{
+    a.vdivps(x, x, k.sy)?;
+    a.vmaxps(x, x, k.lo)?;
+    a.vminps(x, x, k.hi)?;
+    a.vcvtps2dq(x, x)?;
+    a.vpaddd(x, x, k.zy)?;
+    narrow_store(a, x, dst, signed)
 }
 
 /// The depthwise row kernel (AVX-512BW): `fn(x, y, n, w, bias, scale)` computes `n` consecutive outputs of one
@@ -173,13 +234,11 @@ fn narrow_store(
     }
 }
 
-/// The constants of a fused residual add (`kernel::qconv::QResidual`), as labels of 32-bit words the kernel
-/// emits after its code ([`ResidualConsts::emit`]) and reads as broadcast operands: the convolution's output
-/// scale, the residual's zero point and scale, the output scale, the clamp `lo - zy` and `hi - zy` (f32) and
-/// the output zero point.
+/// The constants of a fused residual add (`kernel::qconv::QResidual`): [`qadd_bits`]' words, placed after
+/// the kernel's code ([`ResidualConsts::emit`]) and read as broadcast operands.
 pub(super) struct ResidualConsts {
-    labels: [CodeLabel; 7],
-    bits: [u32; 7],
+    labels: [CodeLabel; 8],
+    bits: [u32; 8],
     /// i8 residual (else u8), i8 output (else u8).
     signed: (bool, bool),
 }
@@ -190,23 +249,19 @@ impl ResidualConsts {
         a: &mut CodeAssembler,
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
-        let p = &r.params;
-        // All but a's zero point, which cancels.
-        let all = qadd_bits(p);
-        let bits = std::array::from_fn(|i| all[i + 1]);
         let signed = (
             r.dtype == crate::ir::DType::I8,
-            p.dtype == crate::ir::DType::I8,
+            r.params.dtype == crate::ir::DType::I8,
         );
         ResidualConsts {
             labels: std::array::from_fn(|_| a.create_label()),
-            bits,
+            bits: qadd_bits(&r.params),
             signed,
         }
     }
 
-    fn at(&self, i: usize) -> AsmMemoryOperand {
-        dword_bcst(self.labels[i])
+    fn ops(&self) -> QAddOps<AsmMemoryOperand> {
+        QAddOps::from(self.labels.map(dword_bcst))
     }
 
     /// Places the constants (after the kernel's last instruction).
@@ -220,8 +275,8 @@ impl ResidualConsts {
 }
 
 /// The requantisation of `requant_store` followed by a residual QAdd (`ir/ops/quant.rs::qadd_one`, step for
-/// step): `(q - zq)·sq + (b - zb)·sb`, divided by `sy`, clamped, rounded, plus `zy`, narrowed to `dst`; `q`
-/// never leaves the register (its zero point cancels), `b` is 16 residual bytes at `res`. Uses `t` as scratch.
+/// step): `(q - zq)·sq + (b - zb)·sb`, then the QAdd's quantisation; `q` never leaves the register (its zero
+/// point cancels), `b` is 16 residual bytes at `res`. Uses `t` as scratch.
 pub(super) fn requant_add_store(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
@@ -230,24 +285,13 @@ pub(super) fn requant_add_store(
     (res, t): (AsmMemoryOperand, AsmRegisterZmm),
     dst: AsmMemoryOperand,
 ) -> Result<(), IcedError> {
+    let k = c.ops();
     requant_centred(a, x, r)?;
     a.vcvtdq2ps(x, x)?;
-    a.vmulps(x, x, c.at(0))?;
-    if c.signed.0 {
-        a.vpmovsxbd(t, res)?;
-    } else {
-        a.vpmovzxbd(t, res)?;
-    }
-    a.vpsubd(t, t, c.at(1))?;
-    a.vcvtdq2ps(t, t)?;
-    a.vmulps(t, t, c.at(2))?;
+    a.vmulps(x, x, k.sa)?;
+    dequantise(a, t, res, c.signed.0, (k.zb, k.sb))?;
     a.vaddps(x, x, t)?;
-    a.vdivps(x, x, c.at(3))?;
-    a.vmaxps(x, x, c.at(4))?;
-    a.vminps(x, x, c.at(5))?;
-    a.vcvtps2dq(x, x)?;
-    a.vpaddd(x, x, c.at(6))?;
-    narrow_store(a, x, dst, c.signed.1)
+    quantise_store(a, x, &k, dst, c.signed.1)
 }
 
 /// The depthwise row kernels' requantisation registers (`qdepthwise_vnni.rs` keeps the same plan).
