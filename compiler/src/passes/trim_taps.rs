@@ -47,7 +47,9 @@ pub fn trim_taps(g: &mut Graph) -> usize {
             let geo = (a.strides[i], a.dilations[i], a.pads[i]);
             ranges[i] = live(xs[2 + i], ys[2 + i], a.kernel[i], geo);
         }
-        let unchanged = (0..2).all(|i| ranges[i] == (0, a.kernel[i]));
+        if (0..2).all(|i| ranges[i] == (0, a.kernel[i])) {
+            continue;
+        }
         // The new pads (before, after) per axis: the dropped rows' reach comes out of the leading padding, and
         // the trailing padding keeps the output size, (out − 1)·s + (k − 1)·d + 1 = size + before + after; both
         // must be non-negative.
@@ -61,9 +63,6 @@ pub fn trim_taps(g: &mut Graph) -> usize {
         let Some(new_pads) = pads.collect::<Option<Vec<_>>>() else {
             continue;
         };
-        if unchanged {
-            continue;
-        }
         let ws = wt.shape.clone();
         let v = wt.to_f32_vec();
         let [(y0, y1), (x0, x1)] = ranges;
