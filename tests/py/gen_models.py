@@ -81,7 +81,8 @@ def main(d):
     single(d, "trilu_upper", N("Trilu", ["x", "k"], ["y"]), [("x", [2, 5, 7])], [2, 5, 7], {"k": np.array(1, np.int64)}, opset=14)
     single(d, "trilu_lower", N("Trilu", ["x", "k"], ["y"], upper=0), [("x", [6, 4])], [6, 4], {"k": np.array(-1, np.int64)}, opset=14)
     # Einsum: MaxViT's attention pair, an implicit output, an ellipsis batch with broadcasting, a sum and
-    # transpose of one operand, three operands.
+    # transpose of one operand, three operands, diagonals (a batch's traces, a diagonal times a matrix, a letter
+    # three times).
     save(d, "einsum_attention", [N("Einsum", ["q", "k"], ["s"], equation="bghid,bghjd->bghij"),
                                  N("Einsum", ["s", "v"], ["y"], equation="bghij,bghjd->bghid")],
          [("q", [1, 2, 3, 5, 4]), ("k", [1, 2, 3, 6, 4]), ("v", [1, 2, 3, 6, 4])], [("y", [1, 2, 3, 5, 4])], opset=12)
@@ -91,6 +92,10 @@ def main(d):
     single(d, "einsum_sum_transpose", N("Einsum", ["x"], ["y"], equation="abc->ca"), [("x", [3, 4, 5])], [5, 3], opset=12)
     save(d, "einsum_three", [N("Einsum", ["a", "b", "c"], ["y"], equation="ij,jk,kl->li")],
          [("a", [3, 4]), ("b", [4, 5]), ("c", [5, 2])], [("y", [2, 3])], opset=12)
+    single(d, "einsum_trace", N("Einsum", ["x"], ["y"], equation="bii->b"), [("x", [3, 5, 5])], [3], opset=12)
+    save(d, "einsum_diagonal", [N("Einsum", ["a", "b"], ["y"], equation="jii,ik->jki")],
+         [("a", [2, 4, 4]), ("b", [4, 3])], [("y", [2, 3, 4])], opset=12)
+    single(d, "einsum_cube", N("Einsum", ["x"], ["y"], equation="iaii->ai"), [("x", [3, 2, 3, 3])], [2, 3], opset=12)
     # Indexed ops with constant indices on run-time data, and a GatherElements of constants only (folded).
     i64 = lambda lo, hi, s: rng.integers(lo, hi, s).astype(np.int64)
     single(d, "gather_elements", N("GatherElements", ["x", "i"], ["y"], axis=1), [("x", [3, 5, 4])], [3, 2, 4], {"i": i64(-5, 5, (3, 2, 4))})

@@ -2,19 +2,21 @@
 //! reads are summed first (`Reduce` Sum), operands are contracted pairwise from the left — the shared letters
 //! that are still needed become the batch of a `MatMul`, the others its inner dimension, each side's own letters
 //! its rows and columns, with `Transpose` and `Reshape` around it — and the result is transposed to the output's
-//! order. Operands whose letters broadcast (size 1 against n) are expanded first. What is left — a letter
-//! repeated within one operand (a diagonal) — is refused with an error that names the equation.
+//! order. A letter repeated within one operand takes that operand's diagonal first (a `Gather` over the
+//! repeated axes flattened into one, at the constant indices `k·(1 + n + … + n^(r-1))`), and operands whose
+//! letters broadcast (size 1 against n) are expanded. A malformed equation or letters whose sizes disagree get
+//! an error that names the equation.
 
 use super::importer::Importer;
 use super::nodes::{Lowered, Node, Parser};
 use crate::error::{Error, Result};
-use crate::ir::{Epilogue, Op, ReduceKind, TensorId};
+use crate::ir::{DType, Epilogue, Op, ReduceKind, Tensor, TensorId};
 use std::collections::HashMap;
 
 /// The ONNX ops this file maps, for `bundlec ops`.
 pub const SUPPORTED: &[(&str, &str)] = &[(
     "Einsum",
-    "f32; any operand count, explicit or implicit output, ellipsis, broadcasting; no repeated letter within \
+    "f32; any operand count, explicit or implicit output, ellipsis, broadcasting, repeated letters within \
      an operand (diagonals)",
 )];
 
@@ -215,6 +217,62 @@ impl Ctx<'_, '_> {
         };
         Ok((self.emit(im, op, vec![t])?, kept))
     }
+    /// The diagonal of `t` over each letter that `letters` repeats: its axes moved last, flattened into one
+    /// and gathered at `k·(1 + n + … + n^(r-1))` for `k < n`; returns the tensor and its letters (each once).
+    fn diagonal(
+        &mut self,
+        im: &mut Importer<'_>,
+        t: TensorId,
+        letters: &[char],
+    ) -> Result<(TensorId, Letters)> {
+        let mut unique: Letters = Vec::new();
+        for &c in letters {
+            if !unique.contains(&c) {
+                unique.push(c);
+            }
+        }
+        if unique.len() == letters.len() {
+            return Ok((t, letters.to_vec()));
+        }
+        let count = |c: char| letters.iter().filter(|&&d| d == c).count();
+        let single: Letters = unique.iter().copied().filter(|&c| count(c) == 1).collect();
+        let repeated: Letters = unique.iter().copied().filter(|&c| count(c) > 1).collect();
+        // Axes of single letters first, then each repeated letter's axes together.
+        let mut order: Vec<usize> = (0..letters.len())
+            .filter(|&i| count(letters[i]) == 1)
+            .collect();
+        for &c in &repeated {
+            order.extend((0..letters.len()).filter(|&i| letters[i] == c));
+        }
+        let t = if order.iter().enumerate().all(|(i, &j)| i == j) {
+            t
+        } else {
+            self.emit(im, Op::Transpose(order), vec![t])?
+        };
+        let mut shape: Vec<usize> = single.iter().map(|c| self.sizes[c]).collect();
+        shape.extend(
+            repeated
+                .iter()
+                .map(|&c| self.sizes[&c].pow(count(c) as u32)),
+        );
+        let mut t = self.reshape(im, t, shape)?;
+        for (j, &c) in repeated.iter().enumerate() {
+            let n = self.sizes[&c];
+            let step: usize = (0..count(c)).map(|m| n.pow(m as u32)).sum();
+            im.budget
+                .take(n, DType::I64)
+                .map_err(|m| Error::node(self.n.name, self.n.op, m))?;
+            let out0 = self.n.node.output.first().map_or("", String::as_str);
+            self.tag += 1;
+            let idx = im.g.add_constant(
+                format!("{out0}.einsum{}_diagonal", self.tag),
+                Tensor::i64(vec![n], (0..n).map(|k| (k * step) as i64).collect()),
+            );
+            let axis = single.len() + j;
+            t = self.emit(im, Op::Gather { axis }, vec![t, idx])?;
+        }
+        Ok((t, [&single[..], &repeated].concat()))
+    }
     /// Contracts `a` and `b` into the letters of both that `keep` holds: one batched MatMul.
     fn pair(
         &mut self,
@@ -275,12 +333,14 @@ fn parse_einsum(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let mut sizes: HashMap<char, usize> = HashMap::new();
     for (letters, shape) in inputs.iter().zip(&shapes) {
         for (i, (&c, &d)) in letters.iter().zip(shape).enumerate() {
-            if letters[..i].contains(&c) {
-                return Err(Error::unsupported(
-                    name,
-                    op,
-                    format!("equation '{eq}': letter '{c}' repeats within an operand (a diagonal)"),
-                ));
+            if let Some(j) = letters[..i].iter().position(|&e| e == c) {
+                if shape[j] != d {
+                    return Err(bad(format!(
+                        "letter '{c}' repeats within an operand with sizes {} and {d}",
+                        shape[j]
+                    )));
+                }
+                continue;
             }
             let s = sizes.entry(c).or_insert(d);
             if *s != d && *s != 1 && d != 1 {
@@ -292,9 +352,17 @@ fn parse_einsum(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let mut cx = Ctx { n, sizes, tag: 0 };
     let mut terms: Vec<(TensorId, Letters)> = Vec::new();
     for (i, (&t, letters)) in operands.iter().zip(&inputs).enumerate() {
+        // A repeated letter's diagonal, at the size this operand has.
+        let own = cx.sizes.clone();
+        for (&c, &d) in letters.iter().zip(&shapes[i]) {
+            cx.sizes.insert(c, d);
+        }
+        let (t, letters) = cx.diagonal(im, t, letters)?;
+        cx.sizes = own;
+        let letters = &letters;
         // Broadcast size-1 letters to their full size.
         let full: Vec<usize> = letters.iter().map(|c| cx.sizes[c]).collect();
-        let t = if shapes[i] != full {
+        let t = if im.g.tensors[t].shape != full {
             cx.emit(im, Op::Expand(full), vec![t])?
         } else {
             t
