@@ -5,7 +5,9 @@
 //! accumulation bound `4·K·2^-24·Σ|a·b|` per output, about a thousand times tighter than the bf16 error itself:
 //! a kernel that read a wrong element, dropped a pair or skipped the bias fails it. Shapes cover row tails of
 //! the 8-row tile, column tails of the 32-column panel (masked stores), odd K (the zero pad of the last pair),
-//! several 64-row units and panels.
+//! several 64-row units and panels. Winograd's bf16 GEMMs (a batch of them, `V` packed at run time) are
+//! checked on integer data whose transforms, bf16 roundings and sums are all exact: the output must equal the
+//! direct convolution's bit for bit.
 
 use bundlec::kernel::gemm_bf16::{from_bf16, to_bf16};
 use bundlec_tests::harness::{compile_with, run_c};
@@ -20,6 +22,15 @@ fn has_bf16() -> bool {
 /// The model compiled with `--precision bf16` for each bf16 kernel variant this CPU runs: `znver4` (the
 /// `vdpbf16ps` micro-kernel) and `sapphirerapids` (the AMX one); `SKIPPED` lines for the others.
 fn compiled(name: &str, model: &[u8]) -> Vec<(&'static str, bundlec_tests::harness::Compiled)> {
+    compiled_with(name, model, bundlec::lower::Winograd::Auto)
+}
+
+/// [`compiled`] with the `--winograd` choice.
+fn compiled_with(
+    name: &str,
+    model: &[u8],
+    winograd: bundlec::lower::Winograd,
+) -> Vec<(&'static str, bundlec_tests::harness::Compiled)> {
     let ext = bundlec::codegen::isa::host_ext();
     let mut out = Vec::new();
     for (cpu, ok) in [
@@ -33,6 +44,7 @@ fn compiled(name: &str, model: &[u8]) -> Vec<(&'static str, bundlec_tests::harne
         let mut o = bundlec::Options::new(&format!("{name}_{cpu}"));
         o.cpu = cpu.into();
         o.precision = bundlec::Precision::Bf16;
+        o.winograd = winograd;
         out.push((cpu, compile_with(model, o)));
     }
     out
@@ -181,7 +193,9 @@ fn conv_bf16_matches_the_rounded_reference() {
         if residual {
             inputs.push(rv.clone());
         }
-        for (cpu, comp) in compiled(name, &model.bytes()) {
+        // The direct bf16 GEMM over im2col's columns, not Winograd's.
+        let off = bundlec::lower::Winograd::Off;
+        for (cpu, comp) in compiled_with(name, &model.bytes(), off) {
             let got = &run_c(&comp, &inputs, &[m * p])[0];
             check(
                 name,
@@ -191,6 +205,81 @@ fn conv_bf16_matches_the_rounded_reference() {
                 [&wv, &cols, &bv, &rv],
                 [true, residual, !residual, true],
             );
+        }
+    }
+}
+
+#[test]
+fn winograd_bf16_is_exact_on_integers() {
+    if !has_bf16() {
+        eprintln!("SKIPPED: bf16 Winograd (this CPU lacks AVX-512 BF16)");
+        return;
+    }
+    // 3x3, pad 1, bias and Relu; 36 and 49 tiles (the bf16 GEMMs take at least one whole panel of tiles): one
+    // panel and a column tail, several 64-row units (M = 70), an odd C (the zero pad of the last pair). Inputs
+    // in -3..=3 and weights in -2..=2 make F(2x2)'s V (sums of 16 inputs) integers below 256 and U (sums of
+    // 9 weights over 4) quarters below 5, both exact in bf16, and every product and sum exact in f32.
+    for (name, c, m, h, w) in [
+        ("bfw_36", 24usize, 20usize, 12usize, 12usize),
+        ("bfw_49", 17, 70, 14, 13),
+    ] {
+        let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
+            rand_vec(n, seed)
+                .iter()
+                .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
+                .collect()
+        };
+        let x = ints(c * h * w, 41, 3.0);
+        let wv = ints(m * c * 9, 42, 2.0);
+        let bv = ints(m, 43, 5.0);
+        let mut model = Model::new();
+        model.input("x", &[1, c, h, w]);
+        model.output("y", &[1, m, h, w]);
+        model.init("w", &[m, c, 3, 3], wv.clone());
+        model.init("bias", &[m], bv.clone());
+        let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
+        model.node(
+            "Conv",
+            &["x", "w", "bias"],
+            &["c"],
+            vec![("pads", attr(&[1; 4])), ("kernel_shape", attr(&[3, 3]))],
+        );
+        model.node("Relu", &["c"], &["y"], vec![]);
+        let mut want = vec![0f64; m * h * w];
+        for o in 0..m {
+            for oy in 0..h {
+                for ox in 0..w {
+                    let mut s = bv[o] as f64;
+                    for ch in 0..c {
+                        for t in 0..9 {
+                            let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
+                            if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                                let xv = x[(ch * h + iy as usize) * w + ix as usize] as f64;
+                                s += wv[(o * c + ch) * 9 + t] as f64 * xv;
+                            }
+                        }
+                    }
+                    want[(o * h + oy) * w + ox] = s.max(0.0);
+                }
+            }
+        }
+        for (cpu, comp) in compiled(name, &model.bytes()) {
+            // The AMX variant keeps the direct bf16 GEMM; on the vdpbf16ps one Winograd's GEMMs are bf16.
+            let wino = comp
+                .bundle
+                .object
+                .windows(13)
+                .any(|s| s == b"winograd_pack");
+            assert_eq!(
+                wino,
+                cpu == "znver4",
+                "{name} --cpu {cpu}: bf16 Winograd chosen"
+            );
+            let got = &run_c(&comp, std::slice::from_ref(&x), &[m * h * w])[0];
+            for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g as f64, e, "{name} --cpu {cpu}: y[{i}]");
+            }
+            eprintln!("{name} --cpu {cpu}: exact (winograd: {wino})");
         }
     }
 }

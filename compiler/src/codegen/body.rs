@@ -28,8 +28,8 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
             ops::gemm_bf16::emit_to_bf16(kb, *dims, k.tasks, f)
         }
         (Body::GemmBf16(s), Callees::Bf16(m)) => ops::gemm_bf16::emit_gemm(kb, s, k.tasks, &m),
-        (Body::PackBf16 { dims }, Callees::Rows(Some(full), tail)) => {
-            ops::gemm_bf16::emit_pack(kb, *dims, k.tasks, full, tail)
+        (Body::PackBf16 { dims, batch }, Callees::Rows(Some(full), tail)) => {
+            ops::gemm_bf16::emit_pack(kb, *dims, *batch, k.tasks, full, tail)
         }
         (Body::QGemm(s), Callees::QGemmPair(p)) => ops::qgemm::emit_with(kb, s, k.tasks, Some(p)),
         (Body::WinogradIn(s), c) => match c {

@@ -154,6 +154,7 @@ impl Callees {
             (
                 Body::PackBf16 {
                     dims: [k, n, rs, kp],
+                    ..
                 },
                 Some(Simd::Avx512),
             ) => {

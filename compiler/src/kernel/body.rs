@@ -43,10 +43,13 @@ pub enum Body {
     /// The bf16 GEMM (`kernel/gemm_bf16.rs`).
     GemmBf16(super::gemm_bf16::GemmBf16Spec),
     /// f32 rows to the bf16 GEMM's B panels (`kernel/gemm_bf16.rs`, a convolution's columns): args X (`k` rows
-    /// of `n` floats, `src_rs` apart), Out (`[n/32][kp/2][32]` words of bf16 pairs, zero past `n` and `k`).
+    /// of `n` floats, `src_rs` apart), Out (`[n/32][kp/2][32]` words of bf16 pairs, zero past `n` and `k`);
+    /// `batch[0]` such matrices, `batch[1]` floats apart in X, their panels one after the other in Out.
     PackBf16 {
         /// Rows (K), columns (N), the source's row stride in floats, the padded K.
         dims: [usize; 4],
+        /// Matrices, and the source's stride between them in floats.
+        batch: [usize; 2],
     },
     /// One-row integer matrix product on AVX-512 VNNI: args packed A, x, y, bias, \[scale\].
     QGemv(QGemvSpec),
@@ -320,7 +323,7 @@ impl Body {
             Body::QReorder(s) => s.n * s.quads(),
             Body::QConvImplicit(s) => s.units(),
             Body::ToBf16 { dims } => dims[0].div_ceil(16),
-            Body::PackBf16 { dims } => dims[1].div_ceil(super::gemm_bf16::NR),
+            Body::PackBf16 { dims, batch } => batch[0] * dims[1].div_ceil(super::gemm_bf16::NR),
             Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,
             Body::QAdd { len, .. } => len.div_ceil(1024),

@@ -2,8 +2,9 @@
 //! packed at compile time in bf16 panels of 32 columns ([`pack_b`]), A written as bf16 rows into scratch by a
 //! conversion kernel before the GEMM reads it (`Body::ToBf16`). A convolution the other way round: the weights
 //! are A, bf16 rows at compile time, and the columns (im2col's, or the input of a 1x1 convolution) are B,
-//! packed into the same panels at run time (`Body::PackBf16`), the bias per row. f32 accumulation, f32
-//! output; the bf16 rounding of both operands is the only loss against the f32 GEMM.
+//! packed into the same panels at run time (`Body::PackBf16`), the bias per row. Winograd's GEMMs are a batch
+//! of them, one per ξ: `U[ξ]` bf16 rows, `V[ξ]` packed at run time. f32 accumulation, f32 output; the bf16
+//! rounding of both operands is the only loss against the f32 GEMM.
 
 use crate::ir::Activation;
 
@@ -37,6 +38,11 @@ pub struct GemmBf16Spec {
     pub act: Activation,
     /// AMX tiles (`x86/gemm_bf16_amx.rs`): 32-row tiles, K padded to 32.
     pub amx: bool,
+    /// GEMMs in the batch (≥ 1): A's and B's follow each other densely (`a_batch_bytes`, `b_batch_bytes`),
+    /// C's are `c_bs` floats apart.
+    pub batch: usize,
+    /// C's batch stride in floats.
+    pub c_bs: usize,
 }
 
 impl GemmBf16Spec {
@@ -56,13 +62,21 @@ impl GemmBf16Spec {
     pub fn panels(&self) -> usize {
         self.n.div_ceil(NR)
     }
-    /// Work units: (panel, 64-row group), panels outermost.
+    /// Work units: (batch entry, panel, 64-row group), the batch outermost, then panels.
     pub fn units(&self) -> usize {
-        self.panels() * self.m.div_ceil(ROWS_PER_UNIT)
+        self.batch * self.panels() * self.m.div_ceil(ROWS_PER_UNIT)
     }
-    /// Multiply-adds.
+    /// Bytes from one batch entry's A (bf16 rows) to the next.
+    pub fn a_batch_bytes(&self) -> usize {
+        self.m * self.kp() * 2
+    }
+    /// Bytes from one batch entry's B panels to the next.
+    pub fn b_batch_bytes(&self) -> usize {
+        self.panels() * self.kp() / 2 * NR * 4
+    }
+    /// Multiply-adds of the whole batch.
     pub fn macs(&self) -> usize {
-        self.m * self.n * self.k
+        self.batch * self.m * self.n * self.k
     }
 }
 

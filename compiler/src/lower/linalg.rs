@@ -68,6 +68,8 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     residual: e.residual,
                     act: e.act,
                     amx: cx.opts.amx,
+                    batch: 1,
+                    c_bs: 0,
                 };
                 return lower_bf16(cx, n, spec, [a_t, out_t], a_rs, &b);
             }

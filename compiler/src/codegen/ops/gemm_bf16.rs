@@ -1,7 +1,7 @@
 //! The bf16 GEMM (`--precision bf16`, `kernel/gemm_bf16.rs`) on AVX-512 BF16: the conversion of A's rows to
-//! bf16 (`Body::ToBf16`, one call of the machine-code row converter per row) and the GEMM over units of (32-column
-//! panel, 64 rows), each 8-row tile one call of the micro-kernel (`x86/gemm_bf16.rs`), which applies the whole
-//! epilogue. Both are machine code only.
+//! bf16 (`Body::ToBf16`, one call of the machine-code row converter per row) and the GEMM over units of (batch
+//! entry, 32-column panel, 64 rows), each 8-row tile one call of the micro-kernel (`x86/gemm_bf16.rs`), which
+//! applies the whole epilogue. Both are machine code only.
 
 use crate::codegen::builder::Kb;
 use crate::kernel::gemm_bf16::{GemmBf16Spec, NR, ROWS_PER_UNIT};
@@ -34,13 +34,23 @@ pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs, kp]: [usize; 4], tasks: u32, 
 pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
     let groups = s.m.div_ceil(ROWS_PER_UNIT);
     let (lo, hi) = kb.task_range(s.units(), tasks);
-    let (pa, pb, pc) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
+    let (a0, b0, c0) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     let bias = (s.bias || s.bias_row).then(|| kb.arg(Role::Bias));
     let res = s.residual.then(|| kb.arg(Role::Residual));
     let panel_bytes = s.kp() / 2 * NR * 4;
     let tail_cols = !s.n.is_multiple_of(NR);
     let mr = s.mr();
+    let per_entry = s.units() / s.batch;
     kb.for_range(lo, hi, 1, |kb, u| {
+        let (pa, pb, pc, u) = if s.batch > 1 {
+            let (e, u) = kb.divmod(u, per_entry);
+            let pa = kb.addr(a0, e, s.a_batch_bytes() as i64);
+            let pb = kb.addr(b0, e, s.b_batch_bytes() as i64);
+            let pc = kb.addr(c0, e, (s.c_bs * 4) as i64);
+            (pa, pb, pc, u)
+        } else {
+            (a0, b0, c0, u)
+        };
         let (panel, g) = kb.divmod(u, groups);
         let b = kb.addr(pb, panel, panel_bytes as i64);
         let j0 = kb.b.ins().imul_imm_s(panel, NR as i64);
@@ -97,20 +107,29 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
 }
 
 /// Emits the panel packing of a convolution's columns (`Body::PackBf16`): one call of the machine-code packer
-/// per 32-column panel, `tail` for the last panel's `n mod 32` columns.
+/// per 32-column panel of each of `count` matrices (`src_bs` floats apart), `tail` for each last panel's
+/// `n mod 32` columns.
 pub fn emit_pack(
     kb: &mut Kb,
     [_, n, _, kp]: [usize; 4],
+    [count, src_bs]: [usize; 2],
     tasks: u32,
     full: FuncRef,
     tail: Option<FuncRef>,
 ) {
     let panels = n.div_ceil(NR);
-    let (lo, hi) = kb.task_range(panels, tasks);
-    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
-    kb.for_range(lo, hi, 1, |kb, p| {
+    let (lo, hi) = kb.task_range(count * panels, tasks);
+    let (x0, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        // The matrices' panels follow each other in Out: unit u's is the u-th; its source is (entry, panel).
+        let dst = kb.addr(po, u, (kp / 2 * NR * 4) as i64);
+        let (px, p) = if count > 1 {
+            let (e, p) = kb.divmod(u, panels);
+            (kb.addr(x0, e, (src_bs * 4) as i64), p)
+        } else {
+            (x0, u)
+        };
         let src = kb.addr(px, p, (NR * 4) as i64);
-        let dst = kb.addr(po, p, (kp / 2 * NR * 4) as i64);
         match tail {
             Some(t) => kb.call_at((p, panels - 1), t, Some(full), &[src, dst]),
             None => kb.call_at((p, 0), full, None, &[src, dst]),

@@ -2,11 +2,13 @@
 //! weights become bf16 rows at compile time (the GEMM's A); the columns — im2col's, or the input itself for a
 //! 1x1 stride-1 convolution — are packed into bf16 B panels at run time (`Body::PackBf16`), and the bf16 GEMM
 //! computes `[M, P]` straight into the output with the bias per row, the residual and the clamp in its
-//! epilogue. No Winograd, transposed GEMM or direct kernel: those are f32.
+//! epilogue. Without AMX, the 3x3 convolutions Winograd takes keep its f32 transforms and run its GEMMs in bf16
+//! ([`winograd_gemms`]). No transposed GEMM or direct kernel: those are f32.
 
 use super::super::ctx::Ctx;
 use crate::error::Result;
-use crate::ir::{ConvAttrs, DType, NodeId, Tensor};
+use crate::ir::{Activation, ConvAttrs, DType, NodeId, Tensor};
+use crate::kernel::conv::WinogradSpec;
 use crate::kernel::gemm_bf16::{pack_rows, GemmBf16Spec, NR};
 use crate::kernel::{Body, Buf, Role};
 
@@ -41,6 +43,8 @@ pub(super) fn lower(
         residual: a.epilogue.residual,
         act: a.epilogue.act,
         amx: cx.opts.amx,
+        batch: 1,
+        c_bs: 0,
     };
     let kp = spec.kp();
     let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
@@ -50,6 +54,7 @@ pub(super) fn lower(
         &[(Role::X, cols), (Role::Out, panels)],
         Body::PackBf16 {
             dims: [kk, p, p, kp],
+            batch: [1, 0],
         },
         kk * p,
     );
@@ -69,4 +74,64 @@ pub(super) fn lower(
     let work = spec.macs();
     cx.push(n, None, &args, Body::GemmBf16(spec), work);
     Ok(())
+}
+
+/// Whether Winograd's GEMMs run in bf16 rather than f32: with at least one whole 32-column panel of tiles.
+/// With fewer (ResNet-50's 7x7 layers: 16 tiles) each weight pair serves 16 columns and the bf16 GEMM, which
+/// streams `U` row by row, ran slower than the f32 one computed transposed (1.66 against 1.43 ms, AMD EPYC
+/// Zen 4); at 49 tiles (14x14) it is 1.37x faster, at 196 and 784 2.2x.
+pub(super) fn winograd_pays(s: &WinogradSpec) -> bool {
+    s.tiles_all() >= NR
+}
+
+/// Winograd's GEMMs `M[ξ] = U[ξ]·V[ξ]` (`lower_winograd` under `--precision bf16`) as one batch of bf16 GEMMs:
+/// `U` (f32 `[α², M, C]`) as bf16 rows at compile time, the input transform's planes `v` packed into B panels
+/// at run time, the products written into `mm` as the f32 GEMMs write them (`m_stride` apart).
+pub(super) fn winograd_gemms(
+    cx: &mut Ctx,
+    n: NodeId,
+    s: &WinogradSpec,
+    u: &[f32],
+    (v, mm): (Buf, Buf),
+) {
+    let (m, c, t, xis) = (s.m, s.c, s.tiles_all(), s.xis());
+    let spec = GemmBf16Spec {
+        m,
+        n: t,
+        k: c,
+        c_rs: t,
+        alpha: 1.0,
+        bias: false,
+        bias_row: false,
+        residual: false,
+        act: Activation::None,
+        amx: cx.opts.amx,
+        batch: xis,
+        c_bs: s.m_stride(),
+    };
+    let kp = spec.kp();
+    let panels = cx.scratch(xis * spec.b_batch_bytes());
+    cx.push(
+        n,
+        Some("winograd_pack"),
+        &[(Role::X, v), (Role::Out, panels)],
+        Body::PackBf16 {
+            dims: [c, t, t, kp],
+            batch: [xis, s.v_stride()],
+        },
+        xis * c * t,
+    );
+    let rows = (0..xis)
+        .flat_map(|xi| pack_rows(&u[xi * m * c..(xi + 1) * m * c], m, c, kp))
+        .collect();
+    let rows = Tensor::ints(DType::I32, vec![xis, m, kp / 2], rows);
+    let name = format!("{}.W_winograd_bf16", cx.g.nodes[n].name);
+    let rows = cx.constant(name, rows);
+    let args = [
+        (Role::A, Buf::Tensor(rows)),
+        (Role::B, panels),
+        (Role::Out, mm),
+    ];
+    let work = spec.macs();
+    cx.push(n, Some("winograd_gemm"), &args, Body::GemmBf16(spec), work);
 }

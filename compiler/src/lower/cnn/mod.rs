@@ -126,6 +126,13 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     }
     if bf16::applies(cx, n, a, nb) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
+            // Without AMX (`vdpbf16ps`: twice an f32 FMA's multiply-adds) the 3x3 convolutions Winograd takes
+            // run its GEMMs in bf16 (`bf16::winograd_pays`): the direct bf16 GEMM does 2.25x F(2x2)'s
+            // multiply-adds and was slower than f32 Winograd. AMX tiles run the direct GEMM faster still.
+            if let Some(spec) = winograd_spec(cx, a, &xs, &os, m).filter(|_| !cx.opts.amx) {
+                let bf16 = bf16::winograd_pays(&spec);
+                return lower_winograd(cx, n, spec, &w, bf16);
+            }
             return bf16::lower(cx, n, a, (&xs, &os), m, &w);
         }
     }
@@ -136,7 +143,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     }
     if let Some(spec) = winograd_spec(cx, a, &xs, &os, m) {
         if let Some(w) = cx.g.constant(ins[1]).map(|t| t.to_f32_vec()) {
-            return lower_winograd(cx, n, spec, &w);
+            return lower_winograd(cx, n, spec, &w, false);
         }
     }
     // A downsample of channel blocks takes its columns as blocks (`blocked.rs`).

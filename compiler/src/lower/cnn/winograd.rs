@@ -87,12 +87,19 @@ const TRANSPOSED_MIN_K: usize = 128;
 /// ResNet-50's 28x28 and 14x14 layers, 49 tiles in 64 columns) and K is deep enough (`TRANSPOSED_MIN_K`),
 /// each GEMM is computed transposed, `Mᵀ[ξ] = V[ξ]ᵀ · U[ξ]ᵀ` (tiles as rows, `Uᵀ` packed in column panels at
 /// compile time), and the block-transposing kernel writes `M` back: the same fma chains, so the output is
-/// bitwise the same.
-pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]) -> Result<()> {
+/// bitwise the same. With `bf16` (`--precision bf16`) the GEMMs are bf16 ones (`bf16::winograd_gemms`), never
+/// transposed.
+pub(super) fn lower_winograd(
+    cx: &mut Ctx,
+    n: NodeId,
+    s: WinogradSpec,
+    w: &[f32],
+    bf16: bool,
+) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let (c, m, t, xis) = (s.c, s.m, s.tiles_all(), s.xis());
     let u = transform_weights(w, m, c, s.tile);
-    let transposed = cx.opts.avx512 && transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
+    let transposed = !bf16 && cx.opts.avx512 && transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
     let s = WinogradSpec {
         pad_planes: !transposed,
         ..s
@@ -106,7 +113,6 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
     } else {
         (u, vec![xis, m, c])
     };
-    let u = cx.constant(format!("{}.W_winograd", node.name), Tensor::f32(u_shape, u));
     let v = cx.scratch(s.v_bytes());
     let x = Buf::Tensor(node.inputs[0]);
     cx.push(
@@ -117,7 +123,10 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
         xis * c * t,
     );
     let mm = cx.scratch(s.m_bytes());
-    if transposed {
+    if bf16 {
+        super::bf16::winograd_gemms(cx, n, &s, &u, (v, mm));
+    } else if transposed {
+        let u = cx.constant(format!("{}.W_winograd", node.name), Tensor::f32(u_shape, u));
         let tr = Transposed {
             nb: xis,
             p: t,
@@ -135,6 +144,7 @@ pub(super) fn lower_winograd(cx: &mut Ctx, n: NodeId, s: WinogradSpec, w: &[f32]
         };
         push_transposed(cx, n, tr, ("winograd_gemm_t", Some("winograd_t")))?;
     } else {
+        let u = cx.constant(format!("{}.W_winograd", node.name), Tensor::f32(u_shape, u));
         let spec = GemmSpec {
             m,
             n: t,
