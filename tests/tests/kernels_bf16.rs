@@ -215,13 +215,17 @@ fn winograd_bf16_is_exact_on_integers() {
         eprintln!("SKIPPED: bf16 Winograd (this CPU lacks AVX-512 BF16)");
         return;
     }
-    // 3x3, pad 1, bias and Relu; 36 and 49 tiles (the bf16 GEMMs take at least one whole panel of tiles): one
-    // panel and a column tail, several 64-row units (M = 70), an odd C (the zero pad of the last pair). Inputs
+    // 3x3, pad 1, bias and Relu; computed plain with 36 and 49 tiles (one panel and a column tail, several
+    // 64-row units: M = 70) and transposed with 49 and 16 tiles (a row tail of one tile; M a multiple of 16
+    // with 49 of 64 or 16 of 32 columns used: `rules::transposed_wins`); an odd C (the zero pad of the last
+    // pair). Inputs
     // in -3..=3 and weights in -2..=2 make F(2x2)'s V (sums of 16 inputs) integers below 256 and U (sums of
     // 9 weights over 4) quarters below 5, both exact in bf16, and every product and sum exact in f32.
-    for (name, c, m, h, w) in [
-        ("bfw_36", 24usize, 20usize, 12usize, 12usize),
-        ("bfw_49", 17, 70, 14, 13),
+    for (name, c, m, h, w, transposed) in [
+        ("bfw_36", 24usize, 20usize, 12usize, 12usize, false),
+        ("bfw_49", 17, 70, 14, 13, false),
+        ("bfw_t49", 19, 64, 14, 14, true),
+        ("bfw_t16", 32, 32, 8, 7, true),
     ] {
         let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
             rand_vec(n, seed)
@@ -265,15 +269,18 @@ fn winograd_bf16_is_exact_on_integers() {
         }
         for (cpu, comp) in compiled(name, &model.bytes()) {
             // The AMX variant keeps the direct bf16 GEMM; on the vdpbf16ps one Winograd's GEMMs are bf16.
-            let wino = comp
-                .bundle
-                .object
-                .windows(13)
-                .any(|s| s == b"winograd_pack");
+            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
+            let wino = has(b"winograd_pack");
             assert_eq!(
                 wino,
                 cpu == "znver4",
                 "{name} --cpu {cpu}: bf16 Winograd chosen"
+            );
+            let t = has(b"winograd_gemm_t");
+            assert_eq!(
+                t,
+                wino && transposed,
+                "{name} --cpu {cpu}: computed transposed"
             );
             let got = &run_c(&comp, std::slice::from_ref(&x), &[m * h * w])[0];
             for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {

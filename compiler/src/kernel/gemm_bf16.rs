@@ -43,6 +43,10 @@ pub struct GemmBf16Spec {
     pub batch: usize,
     /// C's batch stride in floats.
     pub c_bs: usize,
+    /// A is a run-time pack in B's panel layout read transposed (`Body::PackBf16`'s output: row `i` is panel
+    /// `i / 32`'s column `i mod 32`, rows 4 bytes apart, pair steps 128): Winograd's `V` packed once serves as
+    /// the A of `Mᵀ = Vᵀ·Uᵀ`.
+    pub a_panels: bool,
 }
 
 impl GemmBf16Spec {
@@ -66,9 +70,29 @@ impl GemmBf16Spec {
     pub fn units(&self) -> usize {
         self.batch * self.panels() * self.m.div_ceil(ROWS_PER_UNIT)
     }
-    /// Bytes from one batch entry's A (bf16 rows) to the next.
+    /// Bytes from one batch entry's A (bf16 rows, or panels with `a_panels`) to the next.
     pub fn a_batch_bytes(&self) -> usize {
-        self.m * self.kp() * 2
+        if self.a_panels {
+            self.m.div_ceil(NR) * self.kp() / 2 * NR * 4
+        } else {
+            self.m * self.kp() * 2
+        }
+    }
+    /// Bytes between A's rows within a tile.
+    pub fn a_row_bytes(&self) -> usize {
+        if self.a_panels {
+            4
+        } else {
+            self.kp() * 2
+        }
+    }
+    /// Bytes between A's consecutive pair steps.
+    pub fn a_pair_bytes(&self) -> usize {
+        if self.a_panels {
+            NR * 4
+        } else {
+            4
+        }
     }
     /// Bytes from one batch entry's B panels to the next.
     pub fn b_batch_bytes(&self) -> usize {

@@ -25,6 +25,9 @@ pub struct Bf16Micro {
     pub pairs: usize,
     /// A's row stride in bytes.
     pub a_rs: usize,
+    /// Bytes from one of A's pair steps to the next: 4 in bf16 rows; 128 where A is a packed B panel read
+    /// transposed (`kernel::gemm_bf16::GemmBf16Spec::a_panels`: rows 4 bytes apart).
+    pub a_ps: usize,
     /// C's row stride in floats.
     pub c_rs: usize,
     /// Product scale (f32 bits), when not 1.
@@ -54,6 +57,7 @@ pub(super) fn fits_rows(m: &Bf16Micro, mr: usize) -> bool {
         && d(m.a_rs)
         && d(m.c_rs * 4)
         && m.res_rs.is_none_or(|r| d(r * 4))
+        && i32::try_from(m.a_ps).is_ok()
 }
 
 /// Assembles the micro-kernel; `Err` for a shape out of range (a bundlec bug).
@@ -84,7 +88,7 @@ pub fn assemble(m: &Bf16Micro) -> Result<Vec<u8>, String> {
             }
         }
         a.add(rsi, 128)?;
-        a.add(rdi, 4)?;
+        a.add(rdi, m.a_ps as i32)?;
         a.dec(r9)?;
         a.jne(top)?;
         epilogue(a, m, false)?;

@@ -16,9 +16,10 @@ pub use super::amx::MR;
 /// K values per tile step (a 64-byte A tile row).
 pub const K_STEP: usize = 32;
 
-/// Whether the shape fits: 1 to 32 rows and columns, K a multiple of 32, displacements within 32 bits.
+/// Whether the shape fits: 1 to 32 rows and columns, K a multiple of 32, displacements within 32 bits, A in
+/// bf16 rows (pairs 4 bytes apart).
 pub fn fits(m: &Bf16Micro) -> bool {
-    super::gemm_bf16::fits_rows(m, MR) && (2 * m.pairs).is_multiple_of(K_STEP)
+    super::gemm_bf16::fits_rows(m, MR) && (2 * m.pairs).is_multiple_of(K_STEP) && m.a_ps == 4
 }
 
 /// Assembles the micro-kernel; `Err` for a shape out of range (a bundlec bug).

@@ -62,7 +62,14 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
                 let Some(f) = micro[rk][ck] else {
                     return;
                 };
-                let a = kb.addr(pa, i, (s.kp() * 2) as i64);
+                let a = if s.a_panels {
+                    // Row i: panel i / 32, its column i mod 32 (tiles never straddle panels).
+                    let (q, r) = kb.divmod(i, NR);
+                    let panel = kb.addr(pa, q, (s.kp() / 2 * NR * 4) as i64);
+                    kb.addr(panel, r, 4)
+                } else {
+                    kb.addr(pa, i, (s.kp() * 2) as i64)
+                };
                 let row = kb.b.ins().imul_imm_s(i, s.c_rs as i64);
                 let el = kb.b.ins().iadd(row, j0);
                 let c = kb.addr(pc, el, 4);

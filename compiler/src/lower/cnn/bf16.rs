@@ -6,10 +6,12 @@
 //! ([`winograd_gemms`]). No transposed GEMM or direct kernel: those are f32.
 
 use super::super::ctx::Ctx;
+use super::rules::transposed_wins;
 use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, DType, NodeId, Tensor};
 use crate::kernel::conv::WinogradSpec;
-use crate::kernel::gemm_bf16::{pack_rows, GemmBf16Spec, NR};
+use crate::kernel::gemm::TransposeOut;
+use crate::kernel::gemm_bf16::{pack_b, pack_rows, GemmBf16Spec, NR};
 use crate::kernel::{Body, Buf, Role};
 
 /// Whether convolution `n` runs in bf16: the target takes `--precision bf16`, one group, batch 1, constant
@@ -44,6 +46,7 @@ pub(super) fn lower(
         act: a.epilogue.act,
         amx: cx.opts.amx,
         batch: 1,
+        a_panels: false,
         c_bs: 0,
     };
     let kp = spec.kp();
@@ -76,30 +79,37 @@ pub(super) fn lower(
     Ok(())
 }
 
-/// Whether Winograd's GEMMs run in bf16 rather than f32: with at least one whole 32-column panel of tiles.
-/// With fewer (ResNet-50's 7x7 layers: 16 tiles) each weight pair serves 16 columns and the bf16 GEMM, which
-/// streams `U` row by row, ran slower than the f32 one computed transposed (1.66 against 1.43 ms, AMD EPYC
-/// Zen 4); at 49 tiles (14x14) it is 1.37x faster, at 196 and 784 2.2x.
+/// Whether Winograd's GEMMs run in bf16 rather than f32: computed transposed, or with at least one whole
+/// 32-column panel of tiles. With fewer (ResNet-50's 7x7 layers: 16 tiles) computed plain, each weight pair
+/// serves 16 columns and the bf16 GEMM, which streams `U` row by row, ran slower than the f32 one computed
+/// transposed (1.66 against 1.43 ms, AMD EPYC Zen 4).
 pub(super) fn winograd_pays(s: &WinogradSpec) -> bool {
-    s.tiles_all() >= NR
+    s.tiles_all() >= NR || transposed_wins(s.m, s.tiles_all())
 }
 
-/// Winograd's GEMMs `M[ξ] = U[ξ]·V[ξ]` (`lower_winograd` under `--precision bf16`) as one batch of bf16 GEMMs:
-/// `U` (f32 `[α², M, C]`) as bf16 rows at compile time, the input transform's planes `v` packed into B panels
-/// at run time, the products written into `mm` as the f32 GEMMs write them (`m_stride` apart).
+/// Winograd's GEMMs `M[ξ] = U[ξ]·V[ξ]` (`lower_winograd` under `--precision bf16`) as one batch of bf16 GEMMs,
+/// the input transform's planes `v` packed into B panels at run time, the products written into `mm` as the f32
+/// GEMMs write them (`m_stride` apart). Plain, `U` (f32 `[α², M, C]`) is A, bf16 rows made at compile time.
+/// `transposed` (tiles filling the 32-column panels badly: `rules::transposed_wins`) computes
+/// `Mᵀ[ξ] = V[ξ]ᵀ·U[ξ]ᵀ` instead: the same packed `V` read as A (`GemmBf16Spec::a_panels`: tiles as rows, which
+/// the 8-row tiles cover to within the last few rows), `Uᵀ` packed in column panels at compile time, and the
+/// transposing kernel writing `M` back (planes `M·T` apart: `pad_planes` off).
 pub(super) fn winograd_gemms(
     cx: &mut Ctx,
     n: NodeId,
     s: &WinogradSpec,
     u: &[f32],
     (v, mm): (Buf, Buf),
+    transposed: bool,
 ) {
     let (m, c, t, xis) = (s.m, s.c, s.tiles_all(), s.xis());
+    let name = cx.g.nodes[n].name.clone();
+    let (ld, p16) = (m.next_multiple_of(NR), t.next_multiple_of(16));
     let spec = GemmBf16Spec {
-        m,
-        n: t,
+        m: if transposed { t } else { m },
+        n: if transposed { m } else { t },
         k: c,
-        c_rs: t,
+        c_rs: if transposed { ld } else { t },
         alpha: 1.0,
         bias: false,
         bias_row: false,
@@ -107,10 +117,16 @@ pub(super) fn winograd_gemms(
         act: Activation::None,
         amx: cx.opts.amx,
         batch: xis,
-        c_bs: s.m_stride(),
+        c_bs: if transposed { p16 * ld } else { s.m_stride() },
+        a_panels: transposed,
     };
     let kp = spec.kp();
-    let panels = cx.scratch(xis * spec.b_batch_bytes());
+    let packed = if transposed {
+        spec.a_batch_bytes()
+    } else {
+        spec.b_batch_bytes()
+    };
+    let panels = cx.scratch(xis * packed);
     cx.push(
         n,
         Some("winograd_pack"),
@@ -121,17 +137,56 @@ pub(super) fn winograd_gemms(
         },
         xis * c * t,
     );
-    let rows = (0..xis)
-        .flat_map(|xi| pack_rows(&u[xi * m * c..(xi + 1) * m * c], m, c, kp))
-        .collect();
-    let rows = Tensor::ints(DType::I32, vec![xis, m, kp / 2], rows);
-    let name = format!("{}.W_winograd_bf16", cx.g.nodes[n].name);
-    let rows = cx.constant(name, rows);
-    let args = [
-        (Role::A, Buf::Tensor(rows)),
-        (Role::B, panels),
-        (Role::Out, mm),
-    ];
+    let per_xi = |xi: usize| &u[xi * m * c..(xi + 1) * m * c];
     let work = spec.macs();
-    cx.push(n, Some("winograd_gemm"), &args, Body::GemmBf16(spec), work);
+    if !transposed {
+        let rows = (0..xis)
+            .flat_map(|xi| pack_rows(per_xi(xi), m, c, kp))
+            .collect();
+        let rows = Tensor::ints(DType::I32, vec![xis, m, kp / 2], rows);
+        let rows = cx.constant(format!("{name}.W_winograd_bf16"), rows);
+        let args = [
+            (Role::A, Buf::Tensor(rows)),
+            (Role::B, panels),
+            (Role::Out, mm),
+        ];
+        cx.push(n, Some("winograd_gemm"), &args, Body::GemmBf16(spec), work);
+        return;
+    }
+    // Uᵀ[ξ] ([C, M]) in column panels.
+    let ut: Vec<i64> = (0..xis)
+        .flat_map(|xi| {
+            let uxi = per_xi(xi);
+            let tr: Vec<f32> = (0..c * m).map(|i| uxi[(i % m) * c + i / m]).collect();
+            pack_b(&tr, c, m, kp)
+        })
+        .collect();
+    let words = ut.len() / xis;
+    let ut = Tensor::ints(DType::I32, vec![xis, words], ut);
+    let ut = cx.constant(format!("{name}.W_winograd_bf16_t"), ut);
+    let ct = cx.scratch(xis * p16 * ld * 4);
+    let args = [
+        (Role::A, panels),
+        (Role::B, Buf::Tensor(ut)),
+        (Role::Out, ct),
+    ];
+    cx.push(
+        n,
+        Some("winograd_gemm_t"),
+        &args,
+        Body::GemmBf16(spec),
+        work,
+    );
+    let body = Body::TransposeOut {
+        n: xis,
+        t: TransposeOut {
+            p: t,
+            m,
+            ld,
+            residual: false,
+            act: Activation::None,
+        },
+    };
+    let args = [(Role::X, ct), (Role::Out, mm)];
+    cx.push(n, Some("winograd_t"), &args, body, xis * m * t);
 }

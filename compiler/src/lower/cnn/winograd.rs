@@ -100,8 +100,10 @@ pub(super) fn lower_winograd(
     let (c, m, t, xis) = (s.c, s.m, s.tiles_all(), s.xis());
     let u = transform_weights(w, m, c, s.tile);
     let transposed = !bf16 && cx.opts.avx512 && transposed_wins(m, t) && c >= TRANSPOSED_MIN_K;
+    // The bf16 GEMMs computed transposed (`bf16::winograd_gemms`) where the tiles fill panels badly.
+    let bf16_t = bf16 && transposed_wins(m, t);
     let s = WinogradSpec {
-        pad_planes: !transposed,
+        pad_planes: !transposed && !bf16_t,
         ..s
     };
     let (u, u_shape) = if transposed {
@@ -124,7 +126,7 @@ pub(super) fn lower_winograd(
     );
     let mm = cx.scratch(s.m_bytes());
     if bf16 {
-        super::bf16::winograd_gemms(cx, n, &s, &u, (v, mm));
+        super::bf16::winograd_gemms(cx, n, &s, &u, (v, mm), bf16_t);
     } else if transposed {
         let u = cx.constant(format!("{}.W_winograd", node.name), Tensor::f32(u_shape, u));
         let tr = Transposed {
