@@ -136,6 +136,9 @@ fn conv_bf16_matches_the_rounded_reference() {
             "bfc_3x3", 20usize, 37usize, 9usize, 11usize, 3usize, 1usize, false,
         ),
         ("bfc_1x1_res", 33, 40, 7, 7, 1, 0, true),
+        // Computed transposed (49 pixels, M a multiple of 16 or 32: `rules::transposed_wins`).
+        ("bfc_1x1_t", 33, 64, 7, 7, 1, 0, true),
+        ("bfc_3x3_t", 20, 96, 7, 7, 3, 1, false),
     ] {
         let k = c * kk * kk;
         let p = h * w;
@@ -196,6 +199,9 @@ fn conv_bf16_matches_the_rounded_reference() {
         // The direct bf16 GEMM over im2col's columns, not Winograd's.
         let off = bundlec::lower::Winograd::Off;
         for (cpu, comp) in compiled_with(name, &model.bytes(), off) {
+            let t = comp.bundle.object.windows(6).any(|w| w == b"gemm_t");
+            let want_t = cpu == "znver4" && name.ends_with("_t");
+            assert_eq!(t, want_t, "{name} --cpu {cpu}: computed transposed");
             let got = &run_c(&comp, &inputs, &[m * p])[0];
             check(
                 name,

@@ -20,7 +20,11 @@ pub(super) fn applies(cx: &Ctx, n: NodeId, a: &ConvAttrs, nb: usize) -> bool {
     cx.opts.bf16 && a.group == 1 && nb == 1 && cx.g.constant(cx.g.nodes[n].inputs[1]).is_some()
 }
 
-/// Pushes the bf16 convolution `n` (input `xs`, output `os`, `m` output channels) with f32 weights `w`.
+/// Pushes the bf16 convolution `n` (input `xs`, output `os`, `m` output channels) with f32 weights `w`. Where
+/// the pixels fill the 32-column panels badly (`rules::transposed_wins`: 7x7 and 14x14 planes) and the target
+/// has no AMX, it is computed transposed, as Winograd's GEMMs are: `Yᵀ = colsᵀ·Wᵀ` with the packed columns
+/// read as A, `Wᵀ` in column panels, the bias per column, and the transposing kernel adding the residual and
+/// clamping on the way back.
 pub(super) fn lower(
     cx: &mut Ctx,
     n: NodeId,
@@ -34,20 +38,26 @@ pub(super) fn lower(
     let kk = xs[1] * a.kernel[0] * a.kernel[1];
     let p = os[2] * os[3];
     let (cols, _, _) = cx.conv_columns(n, a, xs, os, xs[1], None);
+    let transposed = !cx.opts.amx && transposed_wins(m, p);
+    let (ld, p16) = (m.next_multiple_of(NR), p.next_multiple_of(16));
     let spec = GemmBf16Spec {
-        m,
-        n: p,
+        m: if transposed { p } else { m },
+        n: if transposed { m } else { p },
         k: kk,
-        c_rs: p,
+        c_rs: if transposed { ld } else { p },
         alpha: 1.0,
-        bias: false,
-        bias_row: a.has_bias,
-        residual: a.epilogue.residual,
-        act: a.epilogue.act,
+        bias: transposed && a.has_bias,
+        bias_row: !transposed && a.has_bias,
+        residual: !transposed && a.epilogue.residual,
+        act: if transposed {
+            Activation::None
+        } else {
+            a.epilogue.act
+        },
         amx: cx.opts.amx,
         batch: 1,
-        a_panels: false,
         c_bs: 0,
+        a_panels: transposed,
     };
     let kp = spec.kp();
     let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
@@ -61,20 +71,49 @@ pub(super) fn lower(
         },
         kk * p,
     );
+    let out = Buf::Tensor(node.outputs[0]);
+    let residual = Buf::Tensor(ins[ins.len() - 1]);
+    let work = spec.macs();
+    if transposed {
+        let wt: Vec<f32> = (0..kk * m).map(|i| w[(i % m) * kk + i / m]).collect();
+        let wt = pack_b(&wt, kk, m, kp);
+        let wt = Tensor::ints(DType::I32, vec![wt.len()], wt);
+        let wt = cx.constant(format!("{}::w_bf16_t", node.name), wt);
+        let ct = cx.scratch(p16 * ld * 4);
+        let mut args = vec![(Role::A, panels), (Role::B, Buf::Tensor(wt))];
+        if a.has_bias {
+            args.push((Role::Bias, Buf::Tensor(ins[2])));
+        }
+        args.push((Role::Out, ct));
+        cx.push(n, Some("gemm_t"), &args, Body::GemmBf16(spec), work);
+        let mut args = vec![(Role::X, ct)];
+        if a.epilogue.residual {
+            args.push((Role::Residual, residual));
+        }
+        args.push((Role::Out, out));
+        let t = TransposeOut {
+            p,
+            m,
+            ld,
+            residual: a.epilogue.residual,
+            act: a.epilogue.act,
+        };
+        cx.push(n, None, &args, Body::TransposeOut { n: 1, t }, m * p);
+        return Ok(());
+    }
     let rows = Tensor::ints(DType::I32, vec![m, kp / 2], pack_rows(w, m, kk, kp));
     let rows = cx.constant(format!("{}::w_bf16", node.name), rows);
     let mut args = vec![
         (Role::A, Buf::Tensor(rows)),
         (Role::B, panels),
-        (Role::Out, Buf::Tensor(node.outputs[0])),
+        (Role::Out, out),
     ];
     if a.has_bias {
         args.push((Role::Bias, Buf::Tensor(ins[2])));
     }
     if a.epilogue.residual {
-        args.push((Role::Residual, Buf::Tensor(ins[ins.len() - 1])));
+        args.push((Role::Residual, residual));
     }
-    let work = spec.macs();
     cx.push(n, None, &args, Body::GemmBf16(spec), work);
     Ok(())
 }
