@@ -297,6 +297,76 @@ fn winograd_bf16_is_exact_on_integers() {
     }
 }
 
+#[test]
+fn bf16_channel_blocks_feed_the_depthwise_kernel() {
+    if !has_bf16() {
+        eprintln!("SKIPPED: bf16 channel blocks (this CPU lacks AVX-512 BF16)");
+        return;
+    }
+    // An inverted residual's expansion on a 7x7 plane (computed transposed) and its 3x3 depthwise reader: the
+    // expansion stores channel blocks, the depthwise kernel reads them. M = 80 leaves a block of padding past
+    // the channels (ld = 96). Integer data keeps every value exact (bf16 operands, f32 sums).
+    let (c, m, h, w) = (24usize, 80usize, 7usize, 7usize);
+    let p = h * w;
+    let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
+        rand_vec(n, seed)
+            .iter()
+            .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
+            .collect()
+    };
+    let (x, we, be) = (ints(c * p, 51, 3.0), ints(m * c, 52, 2.0), ints(m, 53, 4.0));
+    let (wd, bd) = (ints(m * 9, 54, 2.0), ints(m, 55, 3.0));
+    let mut model = Model::new();
+    model.input("x", &[1, c, h, w]);
+    model.output("y", &[1, m, h, w]);
+    model.init("we", &[m, c, 1, 1], we.clone());
+    model.init("be", &[m], be.clone());
+    model.init("wd", &[m, 1, 3, 3], wd.clone());
+    model.init("bd", &[m], bd.clone());
+    let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
+    let one = vec![("kernel_shape", attr(&[1, 1]))];
+    model.node("Conv", &["x", "we", "be"], &["e"], one);
+    model.node("Relu", &["e"], &["er"], vec![]);
+    let dw = vec![
+        ("kernel_shape", attr(&[3, 3])),
+        ("pads", attr(&[1; 4])),
+        ("group", bundlec_tests::onnx::Attr::Int(m as i64)),
+    ];
+    model.node("Conv", &["er", "wd", "bd"], &["y"], dw);
+    let e: Vec<f64> = (0..m * p)
+        .map(|i| {
+            let (o, q) = (i / p, i % p);
+            let s: f64 = (0..c)
+                .map(|ch| we[o * c + ch] as f64 * x[ch * p + q] as f64)
+                .sum();
+            (s + be[o] as f64).max(0.0)
+        })
+        .collect();
+    for (cpu, comp) in compiled("bfb_dw", &model.bytes()) {
+        if cpu == "znver4" {
+            // Pack, transposed GEMM into blocks, depthwise: no transposing kernel between them (4 without).
+            assert_eq!(comp.bundle.report.kernels, 3, "--cpu {cpu}: kernels");
+        }
+        let got = &run_c(&comp, std::slice::from_ref(&x), &[m * p])[0];
+        for o in 0..m {
+            for oy in 0..h {
+                for ox in 0..w {
+                    let mut s = bd[o] as f64;
+                    for t in 0..9 {
+                        let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
+                        if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                            s += wd[o * 9 + t] as f64 * e[o * p + iy as usize * w + ix as usize];
+                        }
+                    }
+                    let g = got[o * p + oy * w + ox] as f64;
+                    assert_eq!(g, s, "--cpu {cpu}: y[{o}][{oy}][{ox}]");
+                }
+            }
+        }
+        eprintln!("bfb_dw --cpu {cpu}: exact");
+    }
+}
+
 /// Compares `got` with the float64 product of the bf16-rounded operands within the f32 accumulation bound (the
 /// bias per column, or with `bias_row` per row).
 fn check(

@@ -316,6 +316,7 @@ fn gemm_bf16(env: &mut Env, s: &crate::kernel::gemm_bf16::GemmBf16Spec) -> Resul
                 a_rs: s.a_row_bytes(),
                 a_ps: s.a_pair_bytes(),
                 c_rs: s.c_rs,
+                c_vs: if s.c_blocks { s.m * 16 } else { 16 },
                 scale: (s.alpha != 1.0).then(|| s.alpha.to_bits()),
                 bias: s.bias,
                 bias_row: s.bias_row,

@@ -47,6 +47,9 @@ pub struct GemmBf16Spec {
     /// `i / 32`'s column `i mod 32`, rows 4 bytes apart, pair steps 128): Winograd's `V` packed once serves as
     /// the A of `Mᵀ = Vᵀ·Uᵀ`.
     pub a_panels: bool,
+    /// C stored as channel blocks `[n/16][m][16]` (`lower/cnn/blocked.rs`: a convolution computed transposed,
+    /// rows = pixels, whose readers take blocks), `c_rs` = 16; no residual.
+    pub c_blocks: bool,
 }
 
 impl GemmBf16Spec {

@@ -70,6 +70,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
                     amx: cx.opts.amx,
                     batch: 1,
                     a_panels: false,
+                    c_blocks: false,
                     c_bs: 0,
                 };
                 return lower_bf16(cx, n, spec, [a_t, out_t], a_rs, &b);

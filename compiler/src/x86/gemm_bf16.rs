@@ -30,6 +30,9 @@ pub struct Bf16Micro {
     pub a_ps: usize,
     /// C's row stride in floats.
     pub c_rs: usize,
+    /// Floats from a row's first 16 columns to its next 16 in C: 16 row-major; with C stored as channel blocks
+    /// (`kernel::gemm_bf16::GemmBf16Spec::c_blocks`) a block's size.
+    pub c_vs: usize,
     /// Product scale (f32 bits), when not 1.
     pub scale: Option<u32>,
     /// Add the column bias (`rcx`, at the tile's first column).
@@ -56,6 +59,7 @@ pub(super) fn fits_rows(m: &Bf16Micro, mr: usize) -> bool {
         && m.pairs >= 1
         && d(m.a_rs)
         && d(m.c_rs * 4)
+        && i32::try_from((m.c_vs + m.c_rs * mr) * 4).is_ok()
         && m.res_rs.is_none_or(|r| d(r * 4))
         && i32::try_from(m.a_ps).is_ok()
 }
@@ -170,7 +174,7 @@ pub(super) fn epilogue(
             if m.clamp.1.is_some() {
                 a.vminps(x, x, zmm27)?;
             }
-            let dst = zmmword_ptr(rdx + ((r * m.c_rs + 16 * v) * 4) as i32);
+            let dst = zmmword_ptr(rdx + ((r * m.c_rs + m.c_vs * v) * 4) as i32);
             if masked {
                 a.vmovups(if v == 0 { dst.k1() } else { dst.k2() }, x)?;
             } else {

@@ -72,7 +72,14 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
                 };
                 let row = kb.b.ins().imul_imm_s(i, s.c_rs as i64);
                 let el = kb.b.ins().iadd(row, j0);
-                let c = kb.addr(pc, el, 4);
+                // Channel blocks: column j0's block starts j0 / 16 blocks of m·16 floats in.
+                let c = if s.c_blocks {
+                    let block = kb.b.ins().imul_imm_s(j0, s.m as i64);
+                    let at = kb.b.ins().iadd(row, block);
+                    kb.addr(pc, at, 4)
+                } else {
+                    kb.addr(pc, el, 4)
+                };
                 let zero = kb.iconst(0);
                 let bp = match (bias_at, bias) {
                     (Some(p), _) => p,

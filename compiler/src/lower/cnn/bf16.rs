@@ -3,7 +3,8 @@
 //! 1x1 stride-1 convolution — are packed into bf16 B panels at run time (`Body::PackBf16`), and the bf16 GEMM
 //! computes `[M, P]` straight into the output with the bias per row, the residual and the clamp in its
 //! epilogue. Without AMX, the 3x3 convolutions Winograd takes keep its f32 transforms and run its GEMMs in bf16
-//! ([`winograd_gemms`]). No transposed GEMM or direct kernel: those are f32.
+//! ([`winograd_gemms`]). On 7x7 and 14x14 planes both are computed transposed (pixels as rows), a convolution's
+//! output then stored as channel blocks where its readers take them (`blocked.rs`). No direct kernel: f32.
 
 use super::super::ctx::Ctx;
 use super::rules::transposed_wins;
@@ -23,8 +24,9 @@ pub(super) fn applies(cx: &Ctx, n: NodeId, a: &ConvAttrs, nb: usize) -> bool {
 /// Pushes the bf16 convolution `n` (input `xs`, output `os`, `m` output channels) with f32 weights `w`. Where
 /// the pixels fill the 32-column panels badly (`rules::transposed_wins`: 7x7 and 14x14 planes) and the target
 /// has no AMX, it is computed transposed, as Winograd's GEMMs are: `Yᵀ = colsᵀ·Wᵀ` with the packed columns
-/// read as A, `Wᵀ` in column panels, the bias per column, and the transposing kernel adding the residual and
-/// clamping on the way back.
+/// read as A, `Wᵀ` in column panels, the bias per column (and the clamp, without a residual), and the
+/// transposing kernel adding the residual and clamping on the way back; or, where every reader takes channel
+/// blocks (`blocked::keeps_blocks`: an expansion's depthwise convolution), the GEMM stores the blocks.
 pub(super) fn lower(
     cx: &mut Ctx,
     n: NodeId,
@@ -40,16 +42,23 @@ pub(super) fn lower(
     let (cols, _, _) = cx.conv_columns(n, a, xs, os, xs[1], None);
     let transposed = !cx.opts.amx && transposed_wins(m, p);
     let (ld, p16) = (m.next_multiple_of(NR), p.next_multiple_of(16));
+    let residual = a.epilogue.residual;
+    let out_t = node.outputs[0];
+    let blocks = transposed && !residual && super::blocked::keeps_blocks(cx, out_t, m, p);
     let spec = GemmBf16Spec {
         m: if transposed { p } else { m },
         n: if transposed { m } else { p },
         k: kk,
-        c_rs: if transposed { ld } else { p },
+        c_rs: match (transposed, blocks) {
+            (_, true) => 16,
+            (true, false) => ld,
+            (false, _) => p,
+        },
         alpha: 1.0,
         bias: transposed && a.has_bias,
         bias_row: !transposed && a.has_bias,
-        residual: !transposed && a.epilogue.residual,
-        act: if transposed {
+        residual: !transposed && residual,
+        act: if transposed && residual {
             Activation::None
         } else {
             a.epilogue.act
@@ -58,6 +67,7 @@ pub(super) fn lower(
         batch: 1,
         c_bs: 0,
         a_panels: transposed,
+        c_blocks: blocks,
     };
     let kp = spec.kp();
     let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
@@ -71,32 +81,40 @@ pub(super) fn lower(
         },
         kk * p,
     );
-    let out = Buf::Tensor(node.outputs[0]);
-    let residual = Buf::Tensor(ins[ins.len() - 1]);
+    let out = Buf::Tensor(out_t);
+    let res = Buf::Tensor(ins[ins.len() - 1]);
     let work = spec.macs();
     if transposed {
         let wt: Vec<f32> = (0..kk * m).map(|i| w[(i % m) * kk + i / m]).collect();
         let wt = pack_b(&wt, kk, m, kp);
         let wt = Tensor::ints(DType::I32, vec![wt.len()], wt);
         let wt = cx.constant(format!("{}::w_bf16_t", node.name), wt);
-        let ct = cx.scratch(p16 * ld * 4);
+        let ct = cx.scratch(if blocks { ld * p * 4 } else { p16 * ld * 4 });
         let mut args = vec![(Role::A, panels), (Role::B, Buf::Tensor(wt))];
         if a.has_bias {
             args.push((Role::Bias, Buf::Tensor(ins[2])));
         }
         args.push((Role::Out, ct));
         cx.push(n, Some("gemm_t"), &args, Body::GemmBf16(spec), work);
+        if blocks {
+            cx.blocked.insert(out_t, (ct, ld));
+            return Ok(());
+        }
         let mut args = vec![(Role::X, ct)];
-        if a.epilogue.residual {
-            args.push((Role::Residual, residual));
+        if residual {
+            args.push((Role::Residual, res));
         }
         args.push((Role::Out, out));
         let t = TransposeOut {
             p,
             m,
             ld,
-            residual: a.epilogue.residual,
-            act: a.epilogue.act,
+            residual,
+            act: if residual {
+                a.epilogue.act
+            } else {
+                Activation::None
+            },
         };
         cx.push(n, None, &args, Body::TransposeOut { n: 1, t }, m * p);
         return Ok(());
@@ -111,8 +129,8 @@ pub(super) fn lower(
     if a.has_bias {
         args.push((Role::Bias, Buf::Tensor(ins[2])));
     }
-    if a.epilogue.residual {
-        args.push((Role::Residual, residual));
+    if residual {
+        args.push((Role::Residual, res));
     }
     cx.push(n, None, &args, Body::GemmBf16(spec), work);
     Ok(())
@@ -158,6 +176,7 @@ pub(super) fn winograd_gemms(
         batch: xis,
         c_bs: if transposed { p16 * ld } else { s.m_stride() },
         a_panels: transposed,
+        c_blocks: false,
     };
     let kp = spec.kp();
     let packed = if transposed {

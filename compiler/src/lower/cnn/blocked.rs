@@ -10,6 +10,10 @@
 //! `Body::GlobalAvg::blocked`, summing each channel in pixel order, within rounding of the planes path's
 //! sums) read blocks too.
 //!
+//! Under `--precision bf16` a convolution computed transposed by the bf16 GEMM (`bf16.rs`) stores the blocks
+//! itself, decided when it is lowered ([`keeps_blocks`]); its readers are then depthwise kernels or a
+//! GlobalAveragePool (the bf16 GEMMs read planes).
+//!
 //! The decision is made when the first reader is lowered (the producer then already is): [`accepts`] checks,
 //! from the graph, that every reader will be lowered that way, with the same conditions `lower_conv` and
 //! `push_transposed` apply; a reader that then cannot take the blocks fails with an internal error rather than
@@ -123,6 +127,12 @@ pub(super) fn strided_columns(
         c * p,
     );
     Some((cols, c * p))
+}
+
+/// Whether the bf16 convolution writing `x` (`c` channels on planes of `p` pixels, computed transposed) stores
+/// it as blocks for its readers ([`accepts`]); the caller records them in `Ctx::blocked`.
+pub(super) fn keeps_blocks(cx: &Ctx, x: TensorId, c: usize, p: usize) -> bool {
+    !cx.opts.keep_tensors && p >= MIN_PIXELS && accepts(cx, x, c, p)
 }
 
 /// Whether every reader of `x` takes it in blocks (`reads_blocks`) and no graph output is `x`.
