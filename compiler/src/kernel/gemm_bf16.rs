@@ -148,6 +148,13 @@ pub fn pack_b(b: &[f32], k: usize, n: usize, kp: usize) -> Vec<i64> {
     out
 }
 
+/// Packs `Aᵀ` (A `m x k` row-major f32, a convolution's weights or Winograd's `U[ξ]`) as B panels
+/// ([`pack_b`]): the weights of a GEMM computed transposed, output channels as columns.
+pub fn pack_b_transposed(a: &[f32], m: usize, k: usize, kp: usize) -> Vec<i64> {
+    let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+    pack_b(&at, k, m, kp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

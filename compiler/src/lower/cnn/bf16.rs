@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, DType, NodeId, Tensor};
 use crate::kernel::conv::WinogradSpec;
 use crate::kernel::gemm::TransposeOut;
-use crate::kernel::gemm_bf16::{pack_b, pack_rows, GemmBf16Spec, NR};
+use crate::kernel::gemm_bf16::{pack_b_transposed, pack_rows, GemmBf16Spec, NR};
 use crate::kernel::{Body, Buf, Role};
 
 /// Whether convolution `n` runs in bf16: the target takes `--precision bf16`, one group, batch 1, constant
@@ -85,8 +85,7 @@ pub(super) fn lower(
     let res = Buf::Tensor(ins[ins.len() - 1]);
     let work = spec.macs();
     if transposed {
-        let wt: Vec<f32> = (0..kk * m).map(|i| w[(i % m) * kk + i / m]).collect();
-        let wt = pack_b(&wt, kk, m, kp);
+        let wt = pack_b_transposed(w, m, kk, kp);
         let wt = Tensor::ints(DType::I32, vec![wt.len()], wt);
         let wt = cx.constant(format!("{}::w_bf16_t", node.name), wt);
         let ct = cx.scratch(if blocks { ld * p * 4 } else { p16 * ld * 4 });
@@ -213,11 +212,7 @@ pub(super) fn winograd_gemms(
     }
     // Uᵀ[ξ] ([C, M]) in column panels.
     let ut: Vec<i64> = (0..xis)
-        .flat_map(|xi| {
-            let uxi = per_xi(xi);
-            let tr: Vec<f32> = (0..c * m).map(|i| uxi[(i % m) * c + i / m]).collect();
-            pack_b(&tr, c, m, kp)
-        })
+        .flat_map(|xi| pack_b_transposed(per_xi(xi), m, c, kp))
         .collect();
     let words = ut.len() / xis;
     let ut = Tensor::ints(DType::I32, vec![xis, words], ut);
