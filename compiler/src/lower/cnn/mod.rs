@@ -72,7 +72,7 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
 /// at `x86-64-v3` (AMD EPYC Zen 5, paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
 /// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
 /// layers ran no faster than the row kernel at 1 thread and slower at 2.
-fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
+pub(super) fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
     cx.opts.micro_kernels && (cx.opts.avx512 || s.out[0] * s.out[1] <= AVX2_C16_MAX_OUT)
 }
 
@@ -115,6 +115,13 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
                     (x, spec.in_blocked) = (blocks, true);
                 }
                 (wt, Body::DepthwiseC16(spec))
+            }
+            None if cx.blocked.contains_key(&ins[0]) => {
+                let what = format!(
+                    "{}: input kept in channel blocks but not read so",
+                    node.name
+                );
+                return Err(Error::internal("lower", what));
             }
             None => (ins[1], Body::Depthwise(spec)),
         };
