@@ -60,7 +60,7 @@ fn reads_blocks(cx: &Ctx, n: NodeId, x: TensorId, c: usize, p: usize) -> bool {
             && m == c
             && !a.epilogue.residual
             && cx.opts.avx512
-            && super::c16_pays(cx, &spec)
+            && super::rules::c16_pays(&cx.opts, &spec)
             && crate::x86::depthwise_c16_x86::c16(&spec).is_some();
     }
     // The GEMMs read blocks at batch 1 only.

@@ -16,14 +16,13 @@ mod winograd;
 use super::ctx::{operand, Ctx, A_PANEL};
 use crate::error::{Error, Result};
 use crate::ir::{numel, ConvAttrs, Graph, NodeId, Op, Tensor, TensorId};
-use crate::kernel::depthwise::DepthwiseSpec;
 use crate::kernel::gemm::{Bias, BiasKind, GemmSpec};
 use crate::kernel::pool::PoolSpec;
 use crate::kernel::{Body, Buf, Role};
 use crate::x86::depthwise_c16_x86::c16;
 use crate::x86::pack16;
 use direct::{direct_spec, lower_direct};
-use rules::{depthwise_spec, transposed_wins, NR};
+use rules::{c16_pays, depthwise_spec, transposed_wins, NR};
 use transposed::lower_conv_transposed;
 use winograd::{lower_winograd, winograd_spec};
 
@@ -66,19 +65,6 @@ pub(super) fn lower(cx: &mut Ctx, n: NodeId, op: &Op) -> Result<()> {
     }
 }
 
-/// Whether the channel-blocked depthwise kernel pays for `s` (which it takes, `c16`): on targets with machine-code
-/// kernels, everywhere on AVX-512; on AVX2 (eight channels per `ymm`, two halves per call, each tap's weights
-/// loaded per group of outputs) for output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0
-/// at `x86-64-v3` (AMD EPYC Zen 5, paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
-/// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
-/// layers ran no faster than the row kernel at 1 thread and slower at 2.
-pub(super) fn c16_pays(cx: &Ctx, s: &DepthwiseSpec) -> bool {
-    cx.opts.micro_kernels && (cx.opts.avx512 || s.out[0] * s.out[1] <= AVX2_C16_MAX_OUT)
-}
-
-/// The most output pixels of a depthwise convolution the AVX2 channel-blocked kernel takes (`c16_pays`).
-const AVX2_C16_MAX_OUT: usize = 64;
-
 fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
     let node = cx.g.nodes[n].clone();
     let ins = &node.inputs;
@@ -100,7 +86,7 @@ fn lower_conv(cx: &mut Ctx, n: NodeId, a: &ConvAttrs) -> Result<()> {
         let spec = depthwise_spec(a, &xs, &os);
         // Small planes with machine-code kernels: 16 channels per call (one `zmm`, two halves of a `ymm` on
         // AVX2), weights packed per 16-channel group.
-        let packed = match (c16_pays(cx, &spec), c16(&spec), cx.g.constant(ins[1])) {
+        let packed = match (c16_pays(&cx.opts, &spec), c16(&spec), cx.g.constant(ins[1])) {
             (true, Some(_), Some(t)) => Some(pack16(&t.to_f32_vec(), c, khw)),
             _ => None,
         };

@@ -1,6 +1,8 @@
-//! The shape rules the convolution lowerings share: a convolution's depthwise spec, and when a GEMM is computed
-//! transposed (pixels as rows) because its 32-column tiles would waste too much of the last column block.
+//! The shape rules the convolution lowerings share: a convolution's depthwise spec, when the channel-blocked
+//! depthwise kernel pays, and when a GEMM is computed transposed (pixels as rows) because its 32-column tiles
+//! would waste too much of the last column block.
 
+use super::super::ctx::LowerOpts;
 use crate::ir::ConvAttrs;
 use crate::kernel::depthwise::{C16Out, DepthwiseSpec};
 
@@ -40,3 +42,16 @@ pub fn depthwise_spec(a: &ConvAttrs, xs: &[usize], os: &[usize]) -> DepthwiseSpe
         in_blocked: false,
     }
 }
+
+/// Whether the channel-blocked depthwise kernel pays for `s` (which it takes, `c16`): on targets with machine-code
+/// kernels, everywhere on AVX-512; on AVX2 (eight channels per `ymm`, two halves per call, each tap's weights
+/// loaded per group of outputs) for output planes of at most [`AVX2_C16_MAX_OUT`] pixels. EfficientNet-Lite0
+/// at `x86-64-v3` (AMD EPYC Zen 5, paired, bitwise equal): its 7x7 5x5 layers 77 → 44 µs at 1 thread (41 → 28 at 2), the 14x14 → 7x7 one 67 →
+/// 40, the 7x7 3x3 one 36 → 22; MobileNetV2's 7x7 layers 29 → 15–19, its 14x14 → 7x7 one 37 → 14. Its 14x14
+/// layers ran no faster than the row kernel at 1 thread and slower at 2.
+pub fn c16_pays(opts: &LowerOpts, s: &DepthwiseSpec) -> bool {
+    opts.micro_kernels && (opts.avx512 || s.out[0] * s.out[1] <= AVX2_C16_MAX_OUT)
+}
+
+/// The most output pixels of a depthwise convolution the AVX2 channel-blocked kernel takes (`c16_pays`).
+const AVX2_C16_MAX_OUT: usize = 64;
