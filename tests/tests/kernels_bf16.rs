@@ -367,6 +367,77 @@ fn bf16_channel_blocks_feed_the_depthwise_kernel() {
     }
 }
 
+#[test]
+fn bf16_rows_from_depthwise_blocks() {
+    if !has_bf16() {
+        eprintln!("SKIPPED: bf16 rows from channel blocks (this CPU lacks AVX-512 BF16)");
+        return;
+    }
+    // A 3x3 depthwise layer and the 1x1 projection after it on a 7x7 plane (computed transposed): the depthwise
+    // kernel writes channel blocks, converted to bf16 rows for the projection. Integer data keeps every value
+    // exact (depthwise outputs below 256, exact in bf16; f32 sums).
+    let (c, m, h, w) = (48usize, 32usize, 7usize, 7usize);
+    let p = h * w;
+    let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
+        rand_vec(n, seed)
+            .iter()
+            .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
+            .collect()
+    };
+    let (x, wd, bd) = (ints(c * p, 61, 2.0), ints(c * 9, 62, 1.0), ints(c, 63, 2.0));
+    let (wp, bp) = (ints(m * c, 64, 2.0), ints(m, 65, 3.0));
+    let mut model = Model::new();
+    model.input("x", &[1, c, h, w]);
+    model.output("y", &[1, m, h, w]);
+    model.init("wd", &[c, 1, 3, 3], wd.clone());
+    model.init("bd", &[c], bd.clone());
+    model.init("wp", &[m, c, 1, 1], wp.clone());
+    model.init("bp", &[m], bp.clone());
+    let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
+    let dw = vec![
+        ("kernel_shape", attr(&[3, 3])),
+        ("pads", attr(&[1; 4])),
+        ("group", bundlec_tests::onnx::Attr::Int(c as i64)),
+    ];
+    model.node("Conv", &["x", "wd", "bd"], &["d"], dw);
+    model.node("Relu", &["d"], &["dr"], vec![]);
+    let one = vec![("kernel_shape", attr(&[1, 1]))];
+    model.node("Conv", &["dr", "wp", "bp"], &["y"], one);
+    let mut d = vec![0f64; c * p];
+    for ch in 0..c {
+        for oy in 0..h {
+            for ox in 0..w {
+                let mut s = bd[ch] as f64;
+                for t in 0..9 {
+                    let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
+                    if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                        s += wd[ch * 9 + t] as f64
+                            * x[ch * p + iy as usize * w + ix as usize] as f64;
+                    }
+                }
+                d[ch * p + oy * w + ox] = s.max(0.0);
+            }
+        }
+    }
+    for (cpu, comp) in compiled("bfr_dw", &model.bytes()) {
+        let rows = comp.bundle.object.windows(8).any(|s| s == b"rowsbf16");
+        assert_eq!(
+            rows,
+            cpu == "znver4",
+            "--cpu {cpu}: bf16 rows from the depthwise blocks"
+        );
+        let got = &run_c(&comp, std::slice::from_ref(&x), &[m * p])[0];
+        for o in 0..m {
+            for q in 0..p {
+                let s: f64 = (0..c).map(|ch| wp[o * c + ch] as f64 * d[ch * p + q]).sum();
+                let want = s + bp[o] as f64;
+                assert_eq!(got[o * p + q] as f64, want, "--cpu {cpu}: y[{o}][{q}]");
+            }
+        }
+        eprintln!("bfr_dw --cpu {cpu}: exact");
+    }
+}
+
 /// Compares `got` with the float64 product of the bf16-rounded operands within the f32 accumulation bound (the
 /// bias per column, or with `bias_row` per row).
 fn check(

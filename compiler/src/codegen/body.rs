@@ -27,6 +27,9 @@ pub(super) fn emit_kernel(kb: &mut Kb, k: &Kernel, c: &Callees, simd: Option<Sim
         (Body::ToBf16 { dims }, Callees::One(f)) => {
             ops::gemm_bf16::emit_to_bf16(kb, *dims, k.tasks, f)
         }
+        (Body::BlocksToBf16 { c, p }, Callees::One(f)) => {
+            ops::gemm_bf16::emit_blocks_to_bf16(kb, [*c, *p], k.tasks, f)
+        }
         (Body::GemmBf16(s), Callees::Bf16(m)) => ops::gemm_bf16::emit_gemm(kb, s, k.tasks, &m),
         (Body::PackBf16 { dims, batch }, Callees::Rows(Some(full), tail)) => {
             ops::gemm_bf16::emit_pack(kb, *dims, *batch, k.tasks, full, tail)
@@ -163,6 +166,7 @@ fn emit_body(kb: &mut Kb, body: &Body, tasks: u32) {
         | Body::QReorder(_)
         | Body::QConvImplicit(_)
         | Body::ToBf16 { .. }
+        | Body::BlocksToBf16 { .. }
         | Body::PackBf16 { .. }
         | Body::GemmBf16(_) => {}
         Body::Depthwise(s) => ops::depthwise::emit_depthwise(kb, s, tasks, None, None, false),

@@ -43,6 +43,7 @@ pub(super) fn uses_micro_kernels(body: &Body) -> bool {
                 | Body::QGemm(_)
                 | Body::QGemv(_)
                 | Body::ToBf16 { .. }
+                | Body::BlocksToBf16 { .. }
                 | Body::PackBf16 { .. }
                 | Body::GemmBf16(_)
                 | Body::QAdd { .. }
@@ -150,6 +151,10 @@ impl Callees {
                     x86::gemm_bf16::assemble_convert(),
                 )?));
             }
+            (Body::BlocksToBf16 { c, p }, Some(Simd::Avx512)) => {
+                let code = x86::gemm_bf16::assemble_blocks_to_rows(*c, *p);
+                return Ok(Callees::One(env.one("blocksbf16", 2, code)?));
+            }
             (Body::GemmBf16(s), Some(Simd::Avx512)) => return gemm_bf16(&mut env, s),
             (
                 Body::PackBf16 {
@@ -167,7 +172,13 @@ impl Callees {
                 };
                 return Ok(Callees::Rows(Some(full), tail));
             }
-            (Body::ToBf16 { .. } | Body::PackBf16 { .. } | Body::GemmBf16(_), _) => {
+            (
+                Body::ToBf16 { .. }
+                | Body::BlocksToBf16 { .. }
+                | Body::PackBf16 { .. }
+                | Body::GemmBf16(_),
+                _,
+            ) => {
                 return Err(Error::internal(
                     "codegen",
                     format!(

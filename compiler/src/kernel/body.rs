@@ -40,6 +40,14 @@ pub enum Body {
         /// Rows, K, the source's row stride in floats, the padded K.
         dims: [usize; 4],
     },
+    /// f32 channel blocks `[c/16][p][16]` (a channel-blocked depthwise kernel's output) to bf16 rows `[p][c]`
+    /// (`--precision bf16`: a transposed GEMM's A, pixels as rows): args X, Out; a unit per block.
+    BlocksToBf16 {
+        /// Channels (a multiple of 16) and pixels.
+        c: usize,
+        /// Pixels.
+        p: usize,
+    },
     /// The bf16 GEMM (`kernel/gemm_bf16.rs`).
     GemmBf16(super::gemm_bf16::GemmBf16Spec),
     /// f32 rows to the bf16 GEMM's B panels (`kernel/gemm_bf16.rs`, a convolution's columns): args X (`k` rows
@@ -323,6 +331,7 @@ impl Body {
             Body::QReorder(s) => s.n * s.quads(),
             Body::QConvImplicit(s) => s.units(),
             Body::ToBf16 { dims } => dims[0].div_ceil(16),
+            Body::BlocksToBf16 { c, .. } => c / 16,
             Body::PackBf16 { dims, batch } => batch[0] * dims[1].div_ceil(super::gemm_bf16::NR),
             Body::GemmBf16(g) => g.units(),
             Body::Quantize(q) => q.planes,

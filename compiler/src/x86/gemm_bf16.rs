@@ -237,6 +237,33 @@ pub fn assemble_convert() -> Result<Vec<u8>, String> {
     a.assemble(0).map_err(e)
 }
 
+/// Assembles the block converter `fn(src: *const f32, dst: *mut u16)`: one 16-channel block `[p][16]` of f32
+/// (`src`) into columns 16b..16b+16 of `p` bf16 rows of `c` (`dst` at row 0's column 16b): per pixel one
+/// `vcvtneps2bf16` (round to nearest even, as the row converter) and a 32-byte store.
+pub fn assemble_blocks_to_rows(c: usize, p: usize) -> Result<Vec<u8>, String> {
+    let e = |x: IcedError| x.to_string();
+    let row = i32::try_from(c * 2).map_err(|_| format!("bf16 rows of {c} channels"))?;
+    if p == 0 || !c.is_multiple_of(16) {
+        return Err(format!("bf16 block conversion of {c} channels, {p} pixels"));
+    }
+    let mut a = CodeAssembler::new(64).map_err(e)?;
+    let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        let mut top = a.create_label();
+        a.mov(rcx, p as u64)?;
+        a.set_label(&mut top)?;
+        a.vcvtneps2bf16(ymm0, zmmword_ptr(rdi))?;
+        a.vmovdqu16(ymmword_ptr(rsi), ymm0)?;
+        a.add(rdi, 64)?;
+        a.add(rsi, row)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.vzeroupper()?;
+        a.ret()
+    };
+    go(&mut a).map_err(e)?;
+    a.assemble(0).map_err(e)
+}
+
 /// Assembles the panel packer `fn(src: *const f32, dst: *mut u32)`: `cols` (1..=32) columns of `k` rows of
 /// floats (`src_rs` apart) into a B panel of `kp / 2` pair steps (`kernel::gemm_bf16::pack_b`'s layout, 128
 /// bytes a step): per pair of rows `vcvtne2ps2bf16` of 16 columns of each (masked loads past `cols`) and

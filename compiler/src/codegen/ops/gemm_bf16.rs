@@ -30,6 +30,18 @@ pub fn emit_to_bf16(kb: &mut Kb, [rows, k, src_rs, kp]: [usize; 4], tasks: u32, 
     });
 }
 
+/// Emits the conversion of `c` channels of `p` pixels in f32 channel blocks (X) into bf16 rows of `c` (Out):
+/// one call of the machine-code converter per 16-channel block, `f(block's first pixel, its 16 columns)`.
+pub fn emit_blocks_to_bf16(kb: &mut Kb, [c, p]: [usize; 2], tasks: u32, f: FuncRef) {
+    let (lo, hi) = kb.task_range(c / 16, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    kb.for_range(lo, hi, 1, |kb, b| {
+        let src = kb.addr(px, b, (p * 64) as i64);
+        let dst = kb.addr(po, b, 32);
+        kb.b.ins().call(f, &[src, dst]);
+    });
+}
+
 /// Emits the bf16 GEMM.
 pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
     let groups = s.m.div_ceil(ROWS_PER_UNIT);

@@ -4,7 +4,9 @@
 //! computes `[M, P]` straight into the output with the bias per row, the residual and the clamp in its
 //! epilogue. Without AMX, the 3x3 convolutions Winograd takes keep its f32 transforms and run its GEMMs in bf16
 //! ([`winograd_gemms`]). On 7x7 and 14x14 planes both are computed transposed (pixels as rows), a convolution's
-//! output then stored as channel blocks where its readers take them (`blocked.rs`). No direct kernel: f32.
+//! output then stored as channel blocks where its readers take them (`blocked.rs`), and a 1x1 convolution's
+//! input, where a channel-blocked depthwise kernel writes it, converted from that kernel's blocks to bf16 rows.
+//! No direct kernel: f32.
 
 use super::super::ctx::Ctx;
 use super::rules::transposed_wins;
@@ -45,6 +47,12 @@ pub(super) fn lower(
     let residual = a.epilogue.residual;
     let out_t = node.outputs[0];
     let blocks = transposed && !residual && super::blocked::keeps_blocks(cx, out_t, m, p);
+    // A 1x1 convolution computed transposed after a channel-blocked depthwise kernel: that kernel writes its
+    // blocks, converted to bf16 rows (pixels as rows: A as it is, no panel pack).
+    let pointwise = a.kernel == [1, 1] && a.strides == [1, 1] && a.pads == [0; 4];
+    let in_blocks = (transposed && pointwise && a.dilations == [1, 1] && xs[1].is_multiple_of(16))
+        .then(|| super::transposed::c16_blocks(cx, ins[0], xs[1], p))
+        .flatten();
     let spec = GemmBf16Spec {
         m: if transposed { p } else { m },
         n: if transposed { m } else { p },
@@ -66,21 +74,36 @@ pub(super) fn lower(
         amx: cx.opts.amx,
         batch: 1,
         c_bs: 0,
-        a_panels: transposed,
+        a_panels: transposed && in_blocks.is_none(),
         c_blocks: blocks,
     };
     let kp = spec.kp();
-    let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
-    cx.push(
-        n,
-        Some("packbf16"),
-        &[(Role::X, cols), (Role::Out, panels)],
-        Body::PackBf16 {
+    let panels = if let Some(x) = in_blocks {
+        let rows = cx.scratch(p * kp * 2);
+        let body = Body::BlocksToBf16 { c: kk, p };
+        cx.push(
+            n,
+            Some("rowsbf16"),
+            &[(Role::X, x), (Role::Out, rows)],
+            body,
+            kk * p,
+        );
+        rows
+    } else {
+        let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
+        let body = Body::PackBf16 {
             dims: [kk, p, p, kp],
             batch: [1, 0],
-        },
-        kk * p,
-    );
+        };
+        cx.push(
+            n,
+            Some("packbf16"),
+            &[(Role::X, cols), (Role::Out, panels)],
+            body,
+            kk * p,
+        );
+        panels
+    };
     let out = Buf::Tensor(out_t);
     let res = Buf::Tensor(ins[ins.len() - 1]);
     let work = spec.macs();

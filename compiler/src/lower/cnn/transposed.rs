@@ -151,19 +151,43 @@ fn pixel_halves(k: usize, ld: usize, p: usize) -> bool {
 /// that A, it writes the row panels `Body::PackRows` would pack (`C16Out::Panels`): the pack read the planes the
 /// other core had written half of (at 2 threads 2-5x its 1-thread time, ~7 % of MobileNetV2).
 fn c16_feeder<'a>(cx: &'a mut Ctx, t: &Transposed) -> Option<&'a mut crate::kernel::Kernel> {
-    let Buf::Tensor(x) = t.a.0 else {
+    c16_feeder_of(cx, t.a.0, (t.nb, t.k, t.p))
+}
+
+/// [`c16_feeder`] of buffer `a` holding `nb` images of `k` channels on `p` pixels.
+fn c16_feeder_of<'a>(
+    cx: &'a mut Ctx,
+    a: Buf,
+    (nb, k, p): (usize, usize, usize),
+) -> Option<&'a mut crate::kernel::Kernel> {
+    let Buf::Tensor(x) = a else {
         return None;
     };
     if cx.opts.keep_tensors || cx.uses.single_use(x).is_none() {
         return None;
     }
-    let k = (cx.out.kernels.values_mut()).find(|k| k.out() == Some(t.a.0))?;
-    let Body::DepthwiseC16(s) = &k.body else {
+    let kern = (cx.out.kernels.values_mut()).find(|kern| kern.out() == Some(a))?;
+    let Body::DepthwiseC16(s) = &kern.body else {
         return None;
     };
-    let fits =
-        s.out_layout == C16Out::Planes && (s.n, s.c, s.out[0] * s.out[1]) == (t.nb, t.k, t.p);
-    fits.then_some(k)
+    let fits = s.out_layout == C16Out::Planes && (s.n, s.c, s.out[0] * s.out[1]) == (nb, k, p);
+    fits.then_some(kern)
+}
+
+/// Under `--precision bf16`: makes the channel-blocked depthwise kernel that alone reads into tensor `x` (one
+/// image of `c` channels on `p` pixels) write its blocks `[c/16][p][16]` into a scratch buffer instead, which it
+/// returns, for the bf16 block converter (`Body::BlocksToBf16`) of a 1x1 convolution computed transposed.
+pub(super) fn c16_blocks(cx: &mut Ctx, x: crate::ir::TensorId, c: usize, p: usize) -> Option<Buf> {
+    c16_feeder_of(cx, Buf::Tensor(x), (1, c, p))?;
+    let buf = cx.scratch(c * p * 4);
+    let kern = c16_feeder_of(cx, Buf::Tensor(x), (1, c, p))?;
+    if let Body::DepthwiseC16(s) = &mut kern.body {
+        s.out_layout = C16Out::Blocked;
+    }
+    for a in kern.args.iter_mut().filter(|a| a.role == Role::Out) {
+        a.buf = buf;
+    }
+    Some(buf)
 }
 
 /// Makes the kernel [`c16_feeder`] finds write `t`'s A in `layout` into `buf` instead of the tensor.
