@@ -54,6 +54,55 @@ fn bf(v: f32) -> f64 {
     from_bf16(to_bf16(v)) as f64
 }
 
+/// `n` integers in `-r..=r` (as f32) from `seed`: data whose products and sums stay exact.
+fn ints(n: usize, seed: u64, r: f32) -> Vec<f32> {
+    rand_vec(n, seed)
+        .iter()
+        .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
+        .collect()
+}
+
+/// An ONNX ints attribute.
+fn attr(v: &[i64]) -> bundlec_tests::onnx::Attr {
+    bundlec_tests::onnx::Attr::Ints(v.to_vec())
+}
+
+/// Whether the bundle's object holds a kernel whose name contains `tag`.
+fn has_kernel(comp: &bundlec_tests::harness::Compiled, tag: &[u8]) -> bool {
+    comp.bundle.object.windows(tag.len()).any(|w| w == tag)
+}
+
+/// A float64 3x3 convolution with padding 1 of `x` (`[c][h][w]`) by `wts` (`[m][c][3][3]`, or `[c][1][3][3]`
+/// when `depthwise`) plus `bias`, before any activation: `[m][h][w]`.
+fn conv3x3(
+    x: &[f64],
+    [c, h, w]: [usize; 3],
+    (wts, bias): (&[f32], &[f32]),
+    m: usize,
+    depthwise: bool,
+) -> Vec<f64> {
+    let mut y = vec![0f64; m * h * w];
+    for o in 0..m {
+        let chans = if depthwise { o..o + 1 } else { 0..c };
+        for oy in 0..h {
+            for ox in 0..w {
+                let mut s = bias[o] as f64;
+                for ch in chans.clone() {
+                    let wrow = if depthwise { o * 9 } else { (o * c + ch) * 9 };
+                    for t in 0..9 {
+                        let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
+                        if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                            s += wts[wrow + t] as f64 * x[(ch * h + iy as usize) * w + ix as usize];
+                        }
+                    }
+                }
+                y[(o * h + oy) * w + ox] = s;
+            }
+        }
+    }
+    y
+}
+
 #[test]
 fn matmul_bf16_matches_the_rounded_reference() {
     if !has_bf16() {
@@ -154,15 +203,14 @@ fn conv_bf16_matches_the_rounded_reference() {
         model.output("y", &[1, m, h, w]);
         model.init("w", &[m, c, kk, kk], wv.clone());
         model.init("bias", &[m], bv.clone());
-        let ints = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
         let pads = [pad as i64; 4];
         model.node(
             "Conv",
             &["x", "w", "bias"],
             &["c"],
             vec![
-                ("pads", ints(&pads)),
-                ("kernel_shape", ints(&[kk as i64, kk as i64])),
+                ("pads", attr(&pads)),
+                ("kernel_shape", attr(&[kk as i64, kk as i64])),
             ],
         );
         let last = if residual {
@@ -199,7 +247,7 @@ fn conv_bf16_matches_the_rounded_reference() {
         // The direct bf16 GEMM over im2col's columns, not Winograd's.
         let off = bundlec::lower::Winograd::Off;
         for (cpu, comp) in compiled_with(name, &model.bytes(), off) {
-            let t = comp.bundle.object.windows(6).any(|w| w == b"gemm_t");
+            let t = has_kernel(&comp, b"gemm_t");
             let want_t = cpu == "znver4" && name.ends_with("_t");
             assert_eq!(t, want_t, "{name} --cpu {cpu}: computed transposed");
             let got = &run_c(&comp, &inputs, &[m * p])[0];
@@ -233,12 +281,6 @@ fn winograd_bf16_is_exact_on_integers() {
         ("bfw_t49", 19, 64, 14, 14, true),
         ("bfw_t16", 32, 32, 8, 7, true),
     ] {
-        let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
-            rand_vec(n, seed)
-                .iter()
-                .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
-                .collect()
-        };
         let x = ints(c * h * w, 41, 3.0);
         let wv = ints(m * c * 9, 42, 2.0);
         let bv = ints(m, 43, 5.0);
@@ -247,7 +289,6 @@ fn winograd_bf16_is_exact_on_integers() {
         model.output("y", &[1, m, h, w]);
         model.init("w", &[m, c, 3, 3], wv.clone());
         model.init("bias", &[m], bv.clone());
-        let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
         model.node(
             "Conv",
             &["x", "w", "bias"],
@@ -255,34 +296,20 @@ fn winograd_bf16_is_exact_on_integers() {
             vec![("pads", attr(&[1; 4])), ("kernel_shape", attr(&[3, 3]))],
         );
         model.node("Relu", &["c"], &["y"], vec![]);
-        let mut want = vec![0f64; m * h * w];
-        for o in 0..m {
-            for oy in 0..h {
-                for ox in 0..w {
-                    let mut s = bv[o] as f64;
-                    for ch in 0..c {
-                        for t in 0..9 {
-                            let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
-                            if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
-                                let xv = x[(ch * h + iy as usize) * w + ix as usize] as f64;
-                                s += wv[(o * c + ch) * 9 + t] as f64 * xv;
-                            }
-                        }
-                    }
-                    want[(o * h + oy) * w + ox] = s.max(0.0);
-                }
-            }
-        }
+        let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let want: Vec<f64> = conv3x3(&xf, [c, h, w], (&wv, &bv), m, false)
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
         for (cpu, comp) in compiled(name, &model.bytes()) {
             // The AMX variant keeps the direct bf16 GEMM; on the vdpbf16ps one Winograd's GEMMs are bf16.
-            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
-            let wino = has(b"winograd_pack");
+            let wino = has_kernel(&comp, b"winograd_pack");
             assert_eq!(
                 wino,
                 cpu == "znver4",
                 "{name} --cpu {cpu}: bf16 Winograd chosen"
             );
-            let t = has(b"winograd_gemm_t");
+            let t = has_kernel(&comp, b"winograd_gemm_t");
             assert_eq!(
                 t,
                 wino && transposed,
@@ -308,12 +335,6 @@ fn bf16_channel_blocks_feed_the_depthwise_kernel() {
     // the channels (ld = 96). Integer data keeps every value exact (bf16 operands, f32 sums).
     let (c, m, h, w) = (24usize, 80usize, 7usize, 7usize);
     let p = h * w;
-    let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
-        rand_vec(n, seed)
-            .iter()
-            .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
-            .collect()
-    };
     let (x, we, be) = (ints(c * p, 51, 3.0), ints(m * c, 52, 2.0), ints(m, 53, 4.0));
     let (wd, bd) = (ints(m * 9, 54, 2.0), ints(m, 55, 3.0));
     let mut model = Model::new();
@@ -323,7 +344,6 @@ fn bf16_channel_blocks_feed_the_depthwise_kernel() {
     model.init("be", &[m], be.clone());
     model.init("wd", &[m, 1, 3, 3], wd.clone());
     model.init("bd", &[m], bd.clone());
-    let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
     let one = vec![("kernel_shape", attr(&[1, 1]))];
     model.node("Conv", &["x", "we", "be"], &["e"], one);
     model.node("Relu", &["e"], &["er"], vec![]);
@@ -342,26 +362,15 @@ fn bf16_channel_blocks_feed_the_depthwise_kernel() {
             (s + be[o] as f64).max(0.0)
         })
         .collect();
+    let y = conv3x3(&e, [m, h, w], (&wd, &bd), m, true);
     for (cpu, comp) in compiled("bfb_dw", &model.bytes()) {
         if cpu == "znver4" {
             // Pack, transposed GEMM into blocks, depthwise: no transposing kernel between them (4 without).
             assert_eq!(comp.bundle.report.kernels, 3, "--cpu {cpu}: kernels");
         }
         let got = &run_c(&comp, std::slice::from_ref(&x), &[m * p])[0];
-        for o in 0..m {
-            for oy in 0..h {
-                for ox in 0..w {
-                    let mut s = bd[o] as f64;
-                    for t in 0..9 {
-                        let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
-                        if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
-                            s += wd[o * 9 + t] as f64 * e[o * p + iy as usize * w + ix as usize];
-                        }
-                    }
-                    let g = got[o * p + oy * w + ox] as f64;
-                    assert_eq!(g, s, "--cpu {cpu}: y[{o}][{oy}][{ox}]");
-                }
-            }
+        for (i, (&g, &want)) in got.iter().zip(&y).enumerate() {
+            assert_eq!(g as f64, want, "--cpu {cpu}: y[{i}]");
         }
         eprintln!("bfb_dw --cpu {cpu}: exact");
     }
@@ -378,12 +387,6 @@ fn bf16_rows_from_depthwise_blocks() {
     // exact (depthwise outputs below 256, exact in bf16; f32 sums).
     let (c, m, h, w) = (48usize, 32usize, 7usize, 7usize);
     let p = h * w;
-    let ints = |n: usize, seed: u64, r: f32| -> Vec<f32> {
-        rand_vec(n, seed)
-            .iter()
-            .map(|v| (v * (r + 0.49)).round().clamp(-r, r))
-            .collect()
-    };
     let (x, wd, bd) = (ints(c * p, 61, 2.0), ints(c * 9, 62, 1.0), ints(c, 63, 2.0));
     let (wp, bp) = (ints(m * c, 64, 2.0), ints(m, 65, 3.0));
     let mut model = Model::new();
@@ -393,7 +396,6 @@ fn bf16_rows_from_depthwise_blocks() {
     model.init("bd", &[c], bd.clone());
     model.init("wp", &[m, c, 1, 1], wp.clone());
     model.init("bp", &[m], bp.clone());
-    let attr = |v: &[i64]| bundlec_tests::onnx::Attr::Ints(v.to_vec());
     let dw = vec![
         ("kernel_shape", attr(&[3, 3])),
         ("pads", attr(&[1; 4])),
@@ -403,24 +405,13 @@ fn bf16_rows_from_depthwise_blocks() {
     model.node("Relu", &["d"], &["dr"], vec![]);
     let one = vec![("kernel_shape", attr(&[1, 1]))];
     model.node("Conv", &["dr", "wp", "bp"], &["y"], one);
-    let mut d = vec![0f64; c * p];
-    for ch in 0..c {
-        for oy in 0..h {
-            for ox in 0..w {
-                let mut s = bd[ch] as f64;
-                for t in 0..9 {
-                    let (iy, ix) = ((oy + t / 3) as isize - 1, (ox + t % 3) as isize - 1);
-                    if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
-                        s += wd[ch * 9 + t] as f64
-                            * x[ch * p + iy as usize * w + ix as usize] as f64;
-                    }
-                }
-                d[ch * p + oy * w + ox] = s.max(0.0);
-            }
-        }
-    }
+    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let d: Vec<f64> = conv3x3(&xf, [c, h, w], (&wd, &bd), c, true)
+        .into_iter()
+        .map(|v| v.max(0.0))
+        .collect();
     for (cpu, comp) in compiled("bfr_dw", &model.bytes()) {
-        let rows = comp.bundle.object.windows(8).any(|s| s == b"rowsbf16");
+        let rows = has_kernel(&comp, b"rowsbf16");
         assert_eq!(
             rows,
             cpu == "znver4",

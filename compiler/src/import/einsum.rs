@@ -217,13 +217,15 @@ impl Ctx<'_, '_> {
         };
         Ok((self.emit(im, op, vec![t])?, kept))
     }
-    /// The diagonal of `t` over each letter that `letters` repeats: its axes moved last, flattened into one
-    /// and gathered at `k·(1 + n + … + n^(r-1))` for `k < n`; returns the tensor and its letters (each once).
+    /// The diagonal of `t` (of shape `dims`) over each letter that `letters` repeats: its axes moved last,
+    /// flattened into one and gathered at `k·(1 + n + … + n^(r-1))` for `k < n`; returns the tensor and its
+    /// letters (each once).
     fn diagonal(
         &mut self,
         im: &mut Importer<'_>,
         t: TensorId,
         letters: &[char],
+        dims: &[usize],
     ) -> Result<(TensorId, Letters)> {
         let mut unique: Letters = Vec::new();
         for &c in letters {
@@ -235,6 +237,8 @@ impl Ctx<'_, '_> {
             return Ok((t, letters.to_vec()));
         }
         let count = |c: char| letters.iter().filter(|&&d| d == c).count();
+        // The operand's own size of a letter (the shared one may be a broadcast's larger size).
+        let size = |c: char| letters.iter().position(|&d| d == c).map_or(1, |i| dims[i]);
         let single: Letters = unique.iter().copied().filter(|&c| count(c) == 1).collect();
         let repeated: Letters = unique.iter().copied().filter(|&c| count(c) > 1).collect();
         // Axes of single letters first, then each repeated letter's axes together.
@@ -249,15 +253,11 @@ impl Ctx<'_, '_> {
         } else {
             self.emit(im, Op::Transpose(order), vec![t])?
         };
-        let mut shape: Vec<usize> = single.iter().map(|c| self.sizes[c]).collect();
-        shape.extend(
-            repeated
-                .iter()
-                .map(|&c| self.sizes[&c].pow(count(c) as u32)),
-        );
+        let mut shape: Vec<usize> = single.iter().map(|&c| size(c)).collect();
+        shape.extend(repeated.iter().map(|&c| size(c).pow(count(c) as u32)));
         let mut t = self.reshape(im, t, shape)?;
         for (j, &c) in repeated.iter().enumerate() {
-            let n = self.sizes[&c];
+            let n = size(c);
             let step: usize = (0..count(c)).map(|m| n.pow(m as u32)).sum();
             im.budget
                 .take(n, DType::I64)
@@ -353,12 +353,7 @@ fn parse_einsum(im: &mut Importer<'_>, n: &Node<'_>) -> Result<Lowered> {
     let mut terms: Vec<(TensorId, Letters)> = Vec::new();
     for (i, (&t, letters)) in operands.iter().zip(&inputs).enumerate() {
         // A repeated letter's diagonal, at the size this operand has.
-        let own = cx.sizes.clone();
-        for (&c, &d) in letters.iter().zip(&shapes[i]) {
-            cx.sizes.insert(c, d);
-        }
-        let (t, letters) = cx.diagonal(im, t, letters)?;
-        cx.sizes = own;
+        let (t, letters) = cx.diagonal(im, t, letters, &shapes[i])?;
         let letters = &letters;
         // Broadcast size-1 letters to their full size.
         let full: Vec<usize> = letters.iter().map(|c| cx.sizes[c]).collect();

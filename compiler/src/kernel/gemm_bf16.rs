@@ -76,7 +76,7 @@ impl GemmBf16Spec {
     /// Bytes from one batch entry's A (bf16 rows, or panels with `a_panels`) to the next.
     pub fn a_batch_bytes(&self) -> usize {
         if self.a_panels {
-            self.m.div_ceil(NR) * self.kp() / 2 * NR * 4
+            self.m.div_ceil(NR) * panel_bytes(self.kp())
         } else {
             self.m * self.kp() * 2
         }
@@ -99,12 +99,17 @@ impl GemmBf16Spec {
     }
     /// Bytes from one batch entry's B panels to the next.
     pub fn b_batch_bytes(&self) -> usize {
-        self.panels() * self.kp() / 2 * NR * 4
+        self.panels() * panel_bytes(self.kp())
     }
     /// Multiply-adds of the whole batch.
     pub fn macs(&self) -> usize {
         self.batch * self.m * self.n * self.k
     }
+}
+
+/// Bytes of one 32-column panel of `kp / 2` pair steps (128 bytes a step).
+pub fn panel_bytes(kp: usize) -> usize {
+    kp / 2 * NR * 4
 }
 
 /// Packs A (`m x k` row-major f32, a convolution's weights) as bf16 rows of `kp` values, two a word (low half

@@ -4,7 +4,7 @@
 //! applies the whole epilogue. Both are machine code only.
 
 use crate::codegen::builder::Kb;
-use crate::kernel::gemm_bf16::{GemmBf16Spec, NR, ROWS_PER_UNIT};
+use crate::kernel::gemm_bf16::{panel_bytes, GemmBf16Spec, NR, ROWS_PER_UNIT};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
@@ -49,7 +49,7 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
     let (a0, b0, c0) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
     let bias = (s.bias || s.bias_row).then(|| kb.arg(Role::Bias));
     let res = s.residual.then(|| kb.arg(Role::Residual));
-    let panel_bytes = s.kp() / 2 * NR * 4;
+    let panel_size = panel_bytes(s.kp());
     let tail_cols = !s.n.is_multiple_of(NR);
     let mr = s.mr();
     let per_entry = s.units() / s.batch;
@@ -64,7 +64,7 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
             (a0, b0, c0, u)
         };
         let (panel, g) = kb.divmod(u, groups);
-        let b = kb.addr(pb, panel, panel_bytes as i64);
+        let b = kb.addr(pb, panel, panel_size as i64);
         let j0 = kb.b.ins().imul_imm_s(panel, NR as i64);
         let i0 = kb.b.ins().imul_imm_s(g, ROWS_PER_UNIT as i64);
         let bias_at = bias.filter(|_| s.bias).map(|p| kb.addr(p, j0, 4));
@@ -77,10 +77,10 @@ pub fn emit_gemm(kb: &mut Kb, s: &GemmBf16Spec, tasks: u32, micro: &Bf16Micro) {
                 let a = if s.a_panels {
                     // Row i: panel i / 32, its column i mod 32 (tiles never straddle panels).
                     let (q, r) = kb.divmod(i, NR);
-                    let panel = kb.addr(pa, q, (s.kp() / 2 * NR * 4) as i64);
-                    kb.addr(panel, r, 4)
+                    let at = kb.addr(pa, q, panel_size as i64);
+                    kb.addr(at, r, s.a_row_bytes() as i64)
                 } else {
-                    kb.addr(pa, i, (s.kp() * 2) as i64)
+                    kb.addr(pa, i, s.a_row_bytes() as i64)
                 };
                 let row = kb.b.ins().imul_imm_s(i, s.c_rs as i64);
                 let el = kb.b.ins().iadd(row, j0);
@@ -148,7 +148,7 @@ pub fn emit_pack(
     let (x0, po) = (kb.arg(Role::X), kb.arg(Role::Out));
     kb.for_range(lo, hi, 1, |kb, u| {
         // The matrices' panels follow each other in Out: unit u's is the u-th; its source is (entry, panel).
-        let dst = kb.addr(po, u, (kp / 2 * NR * 4) as i64);
+        let dst = kb.addr(po, u, panel_bytes(kp) as i64);
         let (px, p) = if count > 1 {
             let (e, p) = kb.divmod(u, panels);
             (kb.addr(x0, e, (src_bs * 4) as i64), p)

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::ir::{Activation, ConvAttrs, DType, NodeId, Tensor};
 use crate::kernel::conv::WinogradSpec;
 use crate::kernel::gemm::TransposeOut;
-use crate::kernel::gemm_bf16::{pack_b_transposed, pack_rows, GemmBf16Spec, NR};
+use crate::kernel::gemm_bf16::{pack_b_transposed, pack_rows, panel_bytes, GemmBf16Spec, NR};
 use crate::kernel::{Body, Buf, Role};
 
 /// Whether convolution `n` runs in bf16: the target takes `--precision bf16`, one group, batch 1, constant
@@ -90,7 +90,7 @@ pub(super) fn lower(
         );
         rows
     } else {
-        let panels = cx.scratch(p.div_ceil(NR) * kp / 2 * NR * 4);
+        let panels = cx.scratch(p.div_ceil(NR) * panel_bytes(kp));
         let body = Body::PackBf16 {
             dims: [kk, p, p, kp],
             batch: [1, 0],

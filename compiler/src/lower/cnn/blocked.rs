@@ -130,8 +130,9 @@ pub(super) fn strided_columns(
     Some((cols, c * p))
 }
 
-/// Whether the bf16 convolution writing `x` (`c` channels on planes of `p` pixels, computed transposed) stores
-/// it as blocks for its readers ([`accepts`]); the caller records them in `Ctx::blocked`.
+/// Whether `x` (`c` channels on planes of `p` pixels) may be kept as blocks for its readers ([`accepts`]):
+/// asked by [`blocks`] and by a bf16 convolution computed transposed, which then stores the blocks itself and
+/// records them in `Ctx::blocked`.
 pub(super) fn keeps_blocks(cx: &Ctx, x: TensorId, c: usize, p: usize) -> bool {
     !cx.opts.keep_tensors && p >= MIN_PIXELS && accepts(cx, x, c, p)
 }
@@ -151,7 +152,7 @@ pub(super) fn blocks(cx: &mut Ctx, x: TensorId, c: usize, p: usize) -> Option<(B
     if let Some(&b) = cx.blocked.get(&x) {
         return Some(b);
     }
-    if cx.opts.keep_tensors || p < MIN_PIXELS || !accepts(cx, x, c, p) {
+    if !keeps_blocks(cx, x, c, p) {
         return None;
     }
     let id = (cx.out.kernels.iter())

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::ir::{Activation, ConvAttrs, NodeId, Tensor};
 use crate::kernel::depthwise::C16Out;
 use crate::kernel::gemm::{Bias, BiasKind, GemmSpec, Operand, TransposeOut};
-use crate::kernel::{Body, Buf, Role};
+use crate::kernel::{Body, Buf, KernelId, Role};
 
 /// A convolution (one group) as `Cᵀ = colsᵀ · Wᵀ` (`push_transposed`), the bias per column, the clamp fused in
 /// the GEMM when there is no residual, else added and applied after it by the transposing epilogue. Each element
@@ -151,42 +151,43 @@ fn pixel_halves(k: usize, ld: usize, p: usize) -> bool {
 /// that A, it writes the row panels `Body::PackRows` would pack (`C16Out::Panels`): the pack read the planes the
 /// other core had written half of (at 2 threads 2-5x its 1-thread time, ~7 % of MobileNetV2).
 fn c16_feeder<'a>(cx: &'a mut Ctx, t: &Transposed) -> Option<&'a mut crate::kernel::Kernel> {
-    c16_feeder_of(cx, t.a.0, (t.nb, t.k, t.p))
+    let id = c16_feeder_id(cx, t.a.0, (t.nb, t.k, t.p))?;
+    Some(&mut cx.out.kernels[id])
 }
 
-/// [`c16_feeder`] of buffer `a` holding `nb` images of `k` channels on `p` pixels.
-fn c16_feeder_of<'a>(
-    cx: &'a mut Ctx,
-    a: Buf,
-    (nb, k, p): (usize, usize, usize),
-) -> Option<&'a mut crate::kernel::Kernel> {
+/// The id of [`c16_feeder`]'s kernel for buffer `a` holding `nb` images of `k` channels on `p` pixels.
+fn c16_feeder_id(cx: &Ctx, a: Buf, (nb, k, p): (usize, usize, usize)) -> Option<KernelId> {
     let Buf::Tensor(x) = a else {
         return None;
     };
     if cx.opts.keep_tensors || cx.uses.single_use(x).is_none() {
         return None;
     }
-    let kern = (cx.out.kernels.values_mut()).find(|kern| kern.out() == Some(a))?;
+    let (id, kern) = (cx.out.kernels.iter()).find(|(_, kern)| kern.out() == Some(a))?;
     let Body::DepthwiseC16(s) = &kern.body else {
         return None;
     };
     let fits = s.out_layout == C16Out::Planes && (s.n, s.c, s.out[0] * s.out[1]) == (nb, k, p);
-    fits.then_some(kern)
+    fits.then_some(id)
+}
+
+/// Has depthwise kernel `k` write `layout` into `buf` instead of its output tensor.
+fn redirect(k: &mut crate::kernel::Kernel, layout: C16Out, buf: Buf) {
+    if let Body::DepthwiseC16(s) = &mut k.body {
+        s.out_layout = layout;
+    }
+    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
+        a.buf = buf;
+    }
 }
 
 /// Under `--precision bf16`: makes the channel-blocked depthwise kernel that alone reads into tensor `x` (one
 /// image of `c` channels on `p` pixels) write its blocks `[c/16][p][16]` into a scratch buffer instead, which it
 /// returns, for the bf16 block converter (`Body::BlocksToBf16`) of a 1x1 convolution computed transposed.
 pub(super) fn c16_blocks(cx: &mut Ctx, x: crate::ir::TensorId, c: usize, p: usize) -> Option<Buf> {
-    c16_feeder_of(cx, Buf::Tensor(x), (1, c, p))?;
+    let id = c16_feeder_id(cx, Buf::Tensor(x), (1, c, p))?;
     let buf = cx.scratch(c * p * 4);
-    let kern = c16_feeder_of(cx, Buf::Tensor(x), (1, c, p))?;
-    if let Body::DepthwiseC16(s) = &mut kern.body {
-        s.out_layout = C16Out::Blocked;
-    }
-    for a in kern.args.iter_mut().filter(|a| a.role == Role::Out) {
-        a.buf = buf;
-    }
+    redirect(&mut cx.out.kernels[id], C16Out::Blocked, buf);
     Some(buf)
 }
 
@@ -195,12 +196,7 @@ fn c16_writes(cx: &mut Ctx, t: &Transposed, layout: C16Out, buf: Buf) -> bool {
     let Some(k) = c16_feeder(cx, t) else {
         return false;
     };
-    if let Body::DepthwiseC16(s) = &mut k.body {
-        s.out_layout = layout;
-    }
-    for a in k.args.iter_mut().filter(|a| a.role == Role::Out) {
-        a.buf = buf;
-    }
+    redirect(k, layout, buf);
     true
 }
 

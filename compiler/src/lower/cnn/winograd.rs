@@ -87,8 +87,8 @@ const TRANSPOSED_MIN_K: usize = 128;
 /// ResNet-50's 28x28 and 14x14 layers, 49 tiles in 64 columns) and K is deep enough (`TRANSPOSED_MIN_K`),
 /// each GEMM is computed transposed, `Mᵀ[ξ] = V[ξ]ᵀ · U[ξ]ᵀ` (tiles as rows, `Uᵀ` packed in column panels at
 /// compile time), and the block-transposing kernel writes `M` back: the same fma chains, so the output is
-/// bitwise the same. With `bf16` (`--precision bf16`) the GEMMs are bf16 ones (`bf16::winograd_gemms`), never
-/// transposed.
+/// bitwise the same. With `bf16` (`--precision bf16`) the GEMMs are bf16 ones (`bf16::winograd_gemms`), computed
+/// transposed where `transposed_wins` whatever K.
 pub(super) fn lower_winograd(
     cx: &mut Ctx,
     n: NodeId,
