@@ -259,24 +259,42 @@ fn copy_run(kb: &mut Kb, dst: Value, d0: usize, src: Value, s0: i64, len: usize,
     }
 }
 
-/// Sets bytes [from, to) at `ptr` to `z`, eight at a time.
+/// Sets bytes [from, to) at `ptr` to `z`: 16-byte stores (unrolled up to 256 bytes, else a loop of four per
+/// step and the rest unrolled), then the tail in words and bytes.
 pub(super) fn fill_bytes(kb: &mut Kb, ptr: Value, from: usize, to: usize, z: u8) {
-    use cranelift_codegen::ir::types::{I64, I8};
+    use cranelift_codegen::ir::types::{I16, I32, I64, I8, I8X16};
     if from >= to {
         return;
     }
-    let words = (to - from) / 8;
+    let len = to - from;
     let base = kb.b.ins().iadd_imm_s(ptr, from as i64);
-    if words > 0 {
-        let v = kb.b.ins().iconst(I64, i64::from_ne_bytes([z; 8]));
-        kb.for_const(0, words * 8, 8, |kb, i| {
-            let p = kb.b.ins().iadd(base, i);
-            kb.store(v, p, 0);
-        });
+    let blocks = len / 16 * 16;
+    if blocks > 0 {
+        let b = kb.b.ins().iconst(I8, z as i64);
+        let v = kb.b.ins().splat(I8X16, b);
+        let looped = if blocks > 256 { blocks / 64 * 64 } else { 0 };
+        if looped > 0 {
+            kb.for_const(0, looped, 64, |kb, i| {
+                let p = kb.b.ins().iadd(base, i);
+                for o in (0..64).step_by(16) {
+                    kb.store(v, p, o);
+                }
+            });
+        }
+        for o in (looped..blocks).step_by(16) {
+            kb.store(v, base, o as i64);
+        }
     }
-    let b = kb.b.ins().iconst(I8, z as i64);
-    for t in words * 8..to - from {
-        kb.store(b, base, t as i64);
+    let mut o = blocks;
+    for (w, ty) in [(8, I64), (4, I32), (2, I16), (1, I8)] {
+        if o + w <= len {
+            let word = u64::from_ne_bytes([z; 8]) >> (64 - 8 * w);
+            let c = kb.b.ins().iconst(ty, word as i64);
+            while o + w <= len {
+                kb.store(c, base, o as i64);
+                o += w;
+            }
+        }
     }
 }
 

@@ -22,10 +22,11 @@ pub(crate) fn int_ty(elem: usize) -> Type {
     }
 }
 
-/// Copies `len` bytes from `src` to `dst` (both i64 pointers): 16-byte blocks, then bytes.
+/// Copies `len` bytes from `src` to `dst` (both i64 pointers): 16-byte blocks (unrolled up to 256 bytes), then
+/// words and bytes.
 pub fn copy_bytes(kb: &mut Kb, dst: Value, src: Value, len: usize) {
     let blocks = len / 16 * 16;
-    if blocks <= 64 {
+    if blocks <= 256 {
         for o in (0..blocks).step_by(16) {
             let v = kb.load(F32X4, src, o as i64);
             kb.store(v, dst, o as i64);

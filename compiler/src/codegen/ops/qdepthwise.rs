@@ -85,7 +85,7 @@ fn emit_rows(
     let po = kb.arg(Role::Out);
     let bytes = rows * cols + SLACK;
     let plane = kb.stack(bytes, 6);
-    fill_bytes(kb, plane, 0, bytes, s.x.1 as u8);
+    fill_border(kb, s, plane, bytes);
     let first = kb.b.ins().iadd_imm_s(plane, (pt * cols + pl) as i64);
     let flat = flat(s);
     let n = kb.iconst(flat.unwrap_or(ow) as i64);
@@ -154,6 +154,7 @@ fn emit_banded(
     let (psc, po) = (kb.arg(Role::Scale), kb.arg(Role::Out));
     let bytes = band_rows * cols + SLACK;
     let band = kb.stack(bytes, 6);
+    fill_bytes(kb, band, 0, bytes, s.x.1 as u8);
     let staged = whole_steps.then(|| kb.stack(ow.next_multiple_of(16), 6));
     let n = kb.iconst(ow as i64);
     let (zero, h_v, oh_v) = (kb.iconst(0), kb.iconst(h as i64), kb.iconst(oh as i64));
@@ -165,13 +166,24 @@ fn emit_banded(
         let sp = kb.addr(psc, ch, 4);
         let out = kb.addr(po, u, (oh * ow) as i64);
         kb.for_const(0, oh.div_ceil(bo), 1, |kb, b| {
-            fill_bytes(kb, band, 0, bytes, s.x.1 as u8);
-            // Padded rows [p0, p0 + band_rows) are input rows p - pt where those exist.
+            // Padded rows [p0, p0 + band_rows) are input rows p - pt where those exist; the band's rows
+            // [0, top) and [bottom, band_rows) are padding, whose image columns an earlier band may have written.
             let p0 = kb.b.ins().imul_imm_s(b, (bo * sh) as i64);
             let iy0 = kb.b.ins().iadd_imm_s(p0, -(pt as i64));
             let iy0 = kb.b.ins().smax(iy0, zero);
             let iy1 = kb.b.ins().iadd_imm_s(p0, (band_rows as i64) - pt as i64);
             let iy1 = kb.b.ins().smin(iy1, h_v);
+            let top = kb.b.ins().iadd_imm_s(iy0, pt as i64);
+            let top = kb.b.ins().isub(top, p0);
+            let bottom = kb.b.ins().iadd_imm_s(iy1, pt as i64);
+            let bottom = kb.b.ins().isub(bottom, p0);
+            let end = kb.iconst(band_rows as i64);
+            for (r0, r1) in [(zero, top), (bottom, end)] {
+                kb.for_range(r0, r1, 1, |kb, r| {
+                    let row = kb.addr(band, r, cols as i64);
+                    fill_bytes(kb, row, pl, pl + w * xsz, s.x.1 as u8);
+                });
+            }
             kb.for_range(iy0, iy1, 1, |kb, iy| {
                 let from = kb.addr(xin, iy, (w * xsz) as i64);
                 let r = kb.b.ins().iadd_imm_s(iy, pt as i64);
@@ -199,6 +211,24 @@ fn emit_banded(
             });
         });
     });
+}
+
+/// Fills with the zero point the bytes of the padded plane (and its slack, `bytes` in all) that copying an
+/// input plane to its image rows does not write: the padding rows, and the padding columns between one image
+/// row's end and the next one's start. Once per task: the copies write only image bytes.
+fn fill_border(kb: &mut Kb, s: &QDepthwiseSpec, plane: Value, bytes: usize) {
+    let ([h, w], [pt, pl], [_, cols]) = (s.hw, s.pads, s.padded());
+    let w = w * s.x.0.size();
+    let z = s.x.1 as u8;
+    let first = pt * cols + pl;
+    fill_bytes(kb, plane, 0, first, z);
+    if cols > w && h > 1 {
+        kb.for_const(0, h - 1, 1, |kb, r| {
+            let row = kb.addr(plane, r, cols as i64);
+            fill_bytes(kb, row, first + w, first + cols, z);
+        });
+    }
+    fill_bytes(kb, plane, first + (h - 1) * cols + w, bytes, z);
 }
 
 /// The output count of one row-kernel call over the whole padded plane taken as a single row of pitch `cols`,
