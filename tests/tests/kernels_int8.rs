@@ -709,34 +709,52 @@ fn qgap_matches_the_reference() {
     }
 }
 
-/// `DequantizeLinear ×2 → Add → Relu → QuantizeLinear` (a quantised residual) fuses into one QAdd whose output
-/// equals the unfused f32 chain bit for bit, over an odd length (vector body and scalar tail) and saturation.
+/// `DequantizeLinear ×2 → Add → [Relu] → QuantizeLinear` (a quantised residual) fuses into one QAdd whose output
+/// equals the unfused f32 chain bit for bit, over an odd length (vector body and scalar tail) and saturation at
+/// both ends: u8 and i8 outputs, with a Relu (a clamp inside the dtype's range) and without (saturation only).
 #[test]
 fn qadd_equals_the_f32_chain() {
     let shape = [1usize, 5, 7, 3];
     let n: usize = shape.iter().product();
-    let mut m = Model::new();
-    m.input("a", &shape).input("b", &shape).output("y", &shape);
-    m.init("sa", &[], vec![0.03]);
-    m.init_ints("za", &[], 2, &[120]);
-    m.init("sb", &[], vec![0.05]);
-    m.init_ints("zb", &[], 2, &[7]);
-    m.init("sy", &[], vec![0.04]);
-    m.init_ints("zy", &[], 2, &[30]);
-    m.node("QuantizeLinear", &["a", "sa", "za"], &["aq"], vec![])
-        .node("QuantizeLinear", &["b", "sb", "zb"], &["bq"], vec![])
-        .node("DequantizeLinear", &["aq", "sa", "za"], &["ad"], vec![])
-        .node("DequantizeLinear", &["bq", "sb", "zb"], &["bd"], vec![])
-        .node("Add", &["ad", "bd"], &["s"], vec![])
-        .node("Relu", &["s"], &["r"], vec![])
-        .node("QuantizeLinear", &["r", "sy", "zy"], &["yq"], vec![])
-        .node("DequantizeLinear", &["yq", "sy", "zy"], &["y"], vec![]);
-    let bytes = m.bytes();
-    let xa: Vec<f32> = rand_vec(n, 11).iter().map(|v| v * 6.0).collect();
-    let xb: Vec<f32> = rand_vec(n, 12).iter().map(|v| v * 9.0).collect();
-    let ins = [(shape.to_vec(), xa), (shape.to_vec(), xb)];
-    let want = bitwise_in_every_variant("qadd", &bytes, &ins, Some(1));
-    assert!(want.contains(&((255 - 30) as f32 * 0.04)), "saturates");
+    for (name, relu, yt, zy) in [
+        ("qadd", true, 2, 30),
+        ("qadd_sat_u8", false, 2, 30),
+        ("qadd_relu_i8", true, 3, -60),
+        ("qadd_sat_i8", false, 3, -60),
+    ] {
+        let mut m = Model::new();
+        m.input("a", &shape).input("b", &shape).output("y", &shape);
+        m.init("sa", &[], vec![0.03]);
+        m.init_ints("za", &[], 2, &[120]);
+        m.init("sb", &[], vec![0.05]);
+        m.init_ints("zb", &[], 2, &[7]);
+        m.init("sy", &[], vec![0.04]);
+        m.init_ints("zy", &[], yt, &[zy]);
+        m.node("QuantizeLinear", &["a", "sa", "za"], &["aq"], vec![])
+            .node("QuantizeLinear", &["b", "sb", "zb"], &["bq"], vec![])
+            .node("DequantizeLinear", &["aq", "sa", "za"], &["ad"], vec![])
+            .node("DequantizeLinear", &["bq", "sb", "zb"], &["bd"], vec![])
+            .node("Add", &["ad", "bd"], &["s"], vec![]);
+        let q = if relu {
+            m.node("Relu", &["s"], &["r"], vec![]);
+            "r"
+        } else {
+            "s"
+        };
+        m.node("QuantizeLinear", &[q, "sy", "zy"], &["yq"], vec![])
+            .node("DequantizeLinear", &["yq", "sy", "zy"], &["y"], vec![]);
+        let bytes = m.bytes();
+        let xa: Vec<f32> = rand_vec(n, 11).iter().map(|v| v * 6.0).collect();
+        let xb: Vec<f32> = rand_vec(n, 12).iter().map(|v| v * 9.0).collect();
+        let ins = [(shape.to_vec(), xa), (shape.to_vec(), xb)];
+        let want = bitwise_in_every_variant(name, &bytes, &ins, Some(1));
+        let (lo, hi) = if yt == 2 { (0, 255) } else { (-128, 127) };
+        let lo = if relu { zy } else { lo };
+        for end in [lo, hi] {
+            let v = (end - zy) as f32 * 0.04;
+            assert!(want.contains(&v), "{name}: saturates at {end}");
+        }
+    }
 }
 
 /// Writes `bytes` as model `name`, runs the graph interpreter on `inputs` (shape, values) for the reference,

@@ -304,7 +304,7 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
 /// positions, the AMX kernel's contract: per tap (unrolled) and channel quad (a counted loop over the quads
 /// holding channels) two 64-byte loads of the quad's plane at the tap's offset (positions 0..15 and 16..31)
 /// and per row one `vpdpbusd` each with the row's four weight bytes broadcast; the weights of the padding
-/// channels are skipped. The sums are requantised straight from the accumulators.
+/// channels are skipped. The accumulators start from the bias, and the sums are requantised straight from them.
 pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let a_rs = s.a_row();
@@ -322,8 +322,10 @@ pub fn assemble_vnni(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> 
         a.mov(r11, r9)?;
         let mut block = a.create_label();
         a.set_label(&mut block)?;
-        for &x in &ZMM[..2 * rows] {
-            a.vpxord(x, x, x)?;
+        // The accumulators start from the row's bias (the epilogue then has no bias to add).
+        for r in 0..rows {
+            a.vpbroadcastd(ZMM[2 * r], dword_ptr(rcx + (4 * r) as i32))?;
+            a.vmovdqa32(ZMM[2 * r + 1], ZMM[2 * r])?;
         }
         for t in 0..s.taps() {
             a.lea(rax, ptr(rsi + s.tap_offset(t) as i32))?;

@@ -60,9 +60,9 @@ pub fn assemble(m: &QMicroSpec) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Requantises `rows` rows of 32 sums at `rsp` (`from_stack`: row stride 128 bytes) or in the accumulators
-/// `zmm(2r + v)` (the VNNI kernels') to `rdx` (row stride `c_rs`), with the bias at `rcx` and the scale at `r8`
-/// per row; with `add`, a fused residual QAdd (`quant_x86::requant_add_store`) of the residual at `r10` (row
+/// Requantises `rows` rows of 32 sums at `rsp` (`from_stack`: row stride 128 bytes; the bias at `rcx` is added
+/// here) or in the accumulators `zmm(2r + v)` (the VNNI kernels', which start from the bias) to `rdx` (row
+/// stride `c_rs`), with the scale at `r8` per row; with `add`, a fused residual QAdd (`quant_x86::requant_add_store`) of the residual at `r10` (row
 /// stride `c_rs` too).
 pub(super) fn requantise(
     a: &mut CodeAssembler,
@@ -73,10 +73,12 @@ pub(super) fn requantise(
 ) -> Result<(), IcedError> {
     q.broadcast_bounds(a)?;
     for r in 0..rows {
-        a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
+        if from_stack {
+            a.vpbroadcastd(zmm27, dword_ptr(rcx + (r * 4) as i32))?;
+        }
         a.vbroadcastss(zmm28, dword_ptr(r8 + (r * 4) as i32))?;
         let regs = RequantRegs {
-            bias: zmm27,
+            bias: from_stack.then_some(zmm27),
             scale: zmm28,
             lo: zmm24,
             hi: zmm25,

@@ -63,7 +63,7 @@ pub fn assemble(kp: usize, epilogue: Option<QEpilogue>) -> Result<Vec<u8>, Strin
                         xmmword_ptr(rdx)
                     };
                     let regs = RequantRegs {
-                        bias: zmm1,
+                        bias: Some(zmm1),
                         scale: zmm2,
                         lo: zmm24,
                         hi: zmm25,

@@ -5,7 +5,8 @@
 
 use super::ZMM;
 use iced_x86::code_asm::asm_traits::{
-    CodeAsmVdivps, CodeAsmVmaxps, CodeAsmVminps, CodeAsmVmulps, CodeAsmVpaddd, CodeAsmVpsubd,
+    CodeAsmVdivps, CodeAsmVmaxps, CodeAsmVminps, CodeAsmVmulps, CodeAsmVpaddd, CodeAsmVpmaxsd,
+    CodeAsmVpminsd, CodeAsmVpsubd,
 };
 use iced_x86::code_asm::*;
 
@@ -33,8 +34,7 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     } else {
         a.vaddps(zmm0, zmm0, zmm1).map_err(e)?;
     }
-    let signed_y = p.dtype == crate::ir::DType::I8;
-    quantise_store(&mut a, zmm0, &k, xmmword_ptr(rdx), signed_y).map_err(e)?;
+    quantise_store(&mut a, zmm0, &k, xmmword_ptr(rdx), p).map_err(e)?;
     a.add(rdi, 16).map_err(e)?;
     a.add(rsi, 16).map_err(e)?;
     a.add(rdx, 16).map_err(e)?;
@@ -46,10 +46,13 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.assemble(0).map_err(e)
 }
 
-/// A QAdd's constants as 32-bit words: `za, sa, zb, sb, sy`, the clamp less the output zero point
-/// `lo - zy, hi - zy` (f32, exact: both fit 24 bits), and `zy`.
+/// A QAdd's constants as 32-bit words: `za, sa, zb, sb, sy`, the clamp — as i32 where [`int_clamp`] holds,
+/// else less the output zero point, `lo - zy, hi - zy` (f32, exact: both fit 24 bits) — and `zy`.
 fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
-    let c = |v: i32| ((v as f64 - p.y.1 as f64) as f32).to_bits();
+    let c = |v: i32| match int_clamp(p) {
+        true => v as u32,
+        false => ((v as f64 - p.y.1 as f64) as f32).to_bits(),
+    };
     [
         p.a.1 as u32,
         p.a.0.to_bits(),
@@ -60,6 +63,18 @@ fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
         c(p.clamp.1),
         p.y.1 as u32,
     ]
+}
+
+/// Whether a QAdd's quotient `x / sy` stays within ±2^30 for every pair of 8-bit operands (|a - za|, |b - zb|
+/// ≤ 255), so that it can be rounded first (`vcvtps2dq` never overflows) and clamped as an integer after the
+/// zero point: equal to clamping the f32 to `[lo - zy, hi - zy]` first, as both bounds are integers.
+fn int_clamp(p: &crate::ir::QAddParams) -> bool {
+    let (sa, sb, sy) = (p.a.0 as f64, p.b.0 as f64, p.y.0 as f64);
+    let x = match p.mul {
+        true => 255.0 * 255.0 * sa * sb,
+        false => 255.0 * (sa + sb),
+    };
+    x / sy * 1.001 < (1u64 << 30) as f64
 }
 
 /// Where a QAdd's f32 chain reads its constants (in [`qadd_bits`]' order): registers (the QAdd kernel) or
@@ -114,25 +129,42 @@ where
 }
 
 /// The QAdd's quantisation of the f32 sum `x`: divided by `sy`, clamped, rounded, plus `zy`, narrowed to `dst`
-/// (i8 when `signed`, else u8).
+/// (the output dtype of `p`). Where [`int_clamp`] holds: rounded, plus `zy`, then clamped as i32 only on the
+/// sides where the clamp is narrower than the narrowing's saturation (u8's `vpmovusdb` reads its lanes as
+/// unsigned, so a u8 output always takes the lower bound).
 fn quantise_store<T: Copy>(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
     k: &QAddOps<T>,
     dst: AsmMemoryOperand,
-    signed: bool,
+    p: &crate::ir::QAddParams,
 ) -> Result<(), IcedError>
 where
     CodeAssembler: CodeAsmVdivps<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVmaxps<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVminps<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVpmaxsd<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVpminsd<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVpaddd<AsmRegisterZmm, AsmRegisterZmm, T>,
 {
+    let signed = p.dtype == crate::ir::DType::I8;
     a.vdivps(x, x, k.sy)?;
-    a.vmaxps(x, x, k.lo)?;
-    a.vminps(x, x, k.hi)?;
-    a.vcvtps2dq(x, x)?;
-    a.vpaddd(x, x, k.zy)?;
+    if int_clamp(p) {
+        let (min, max) = if signed { (-128, 127) } else { (0, 255) };
+        a.vcvtps2dq(x, x)?;
+        a.vpaddd(x, x, k.zy)?;
+        if !signed || p.clamp.0 > min {
+            a.vpmaxsd(x, x, k.lo)?;
+        }
+        if p.clamp.1 < max {
+            a.vpminsd(x, x, k.hi)?;
+        }
+    } else {
+        a.vmaxps(x, x, k.lo)?;
+        a.vminps(x, x, k.hi)?;
+        a.vcvtps2dq(x, x)?;
+        a.vpaddd(x, x, k.zy)?;
+    }
     narrow_store(a, x, dst, signed)
 }
 
@@ -183,7 +215,8 @@ impl DwRowSpec {
 /// The registers of a requantisation in registers: per-lane i32 bias and f32 scale, the clamp `lo - zp` and
 /// `hi - zp` (f32) and the zero point (i32).
 pub(super) struct RequantRegs {
-    pub bias: AsmRegisterZmm,
+    /// `None`: the sums already hold the bias (accumulators that started from it).
+    pub bias: Option<AsmRegisterZmm>,
     pub scale: AsmRegisterZmm,
     pub lo: AsmRegisterZmm,
     pub hi: AsmRegisterZmm,
@@ -212,12 +245,23 @@ fn requant_centred(
     x: AsmRegisterZmm,
     r: &RequantRegs,
 ) -> Result<(), IcedError> {
-    a.vpaddd(x, x, r.bias)?;
+    requant_clamped(a, x, r)?;
+    a.vcvtps2dq(x, x)
+}
+
+/// `requant_centred` before the rounding: `x` becomes `min(max(f32(x + bias) · scale, lo - zp), hi - zp)`.
+fn requant_clamped(
+    a: &mut CodeAssembler,
+    x: AsmRegisterZmm,
+    r: &RequantRegs,
+) -> Result<(), IcedError> {
+    if let Some(bias) = r.bias {
+        a.vpaddd(x, x, bias)?;
+    }
     a.vcvtdq2ps(x, x)?;
     a.vmulps(x, x, r.scale)?;
     a.vmaxps(x, x, r.lo)?;
-    a.vminps(x, x, r.hi)?;
-    a.vcvtps2dq(x, x)
+    a.vminps(x, x, r.hi)
 }
 
 /// Narrows the i32 lanes of `x` with saturation to 16 bytes at `dst`, i8 (`signed`) or u8.
@@ -239,8 +283,10 @@ fn narrow_store(
 pub(super) struct ResidualConsts {
     labels: [CodeLabel; 8],
     bits: [u32; 8],
-    /// i8 residual (else u8), i8 output (else u8).
-    signed: (bool, bool),
+    /// i8 residual (else u8).
+    signed: bool,
+    /// The QAdd's parameters.
+    params: crate::ir::QAddParams,
 }
 
 impl ResidualConsts {
@@ -249,14 +295,11 @@ impl ResidualConsts {
         a: &mut CodeAssembler,
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
-        let signed = (
-            r.dtype == crate::ir::DType::I8,
-            r.params.dtype == crate::ir::DType::I8,
-        );
         ResidualConsts {
             labels: std::array::from_fn(|_| a.create_label()),
             bits: qadd_bits(&r.params),
-            signed,
+            signed: r.dtype == crate::ir::DType::I8,
+            params: r.params.clone(),
         }
     }
 
@@ -286,17 +329,19 @@ pub(super) fn requant_add_store(
     dst: AsmMemoryOperand,
 ) -> Result<(), IcedError> {
     let k = c.ops();
-    requant_centred(a, x, r)?;
-    a.vcvtdq2ps(x, x)?;
+    // The requantised value less its zero point, rounded half to even in place (`vrndscaleps` mode 0, the
+    // precision exception suppressed): the f32 of `requant_centred`'s integer, without the round trip.
+    requant_clamped(a, x, r)?;
+    a.vrndscaleps(x, x, 8u32)?;
     a.vmulps(x, x, k.sa)?;
-    dequantise(a, t, res, c.signed.0, (k.zb, k.sb))?;
+    dequantise(a, t, res, c.signed, (k.zb, k.sb))?;
     a.vaddps(x, x, t)?;
-    quantise_store(a, x, &k, dst, c.signed.1)
+    quantise_store(a, x, &k, dst, &c.params)
 }
 
 /// The depthwise row kernels' requantisation registers (`qdepthwise_vnni.rs` keeps the same plan).
 pub(super) const DW_REQUANT: RequantRegs = RequantRegs {
-    bias: zmm26,
+    bias: Some(zmm26),
     scale: zmm27,
     lo: zmm7,
     hi: zmm8,
