@@ -22,6 +22,8 @@ struct QCase {
     /// A residual `Add` (in QDQ form, then Relu) of a second quantised input after the product: fused into
     /// the implicit convolution's epilogue on VNNI (`kernel::qconv::QResidual`).
     residual: bool,
+    /// The implicit convolution takes its transposed kernel (`QConvImplicit::transposed`) on `icelake`.
+    transposed: bool,
 }
 
 fn ints(v: &[i64]) -> Attr {
@@ -163,6 +165,14 @@ fn run_case(c: QCase) {
             c.name,
             want.len()
         );
+        if c.transposed && cpu == "icelake" {
+            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
+            assert!(
+                has(b"_qconv_t") && !has(b"_qcompact"),
+                "{} --cpu {cpu}: not the transposed implicit convolution",
+                c.name
+            );
+        }
         if c.residual && matches!(cpu, "cascadelake" | "icelake") {
             // Where the implicit convolution writes its output itself on VNNI, no QAdd kernel is left.
             let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
@@ -213,6 +223,7 @@ fn conv(
         act,
         conv: true,
         residual: false,
+        transposed: false,
     });
 }
 
@@ -596,6 +607,7 @@ fn qmatmul_shapes() {
             act,
             conv: false,
             residual: false,
+            transposed: false,
         });
     }
 }
@@ -623,6 +635,37 @@ fn qconv_residual_add() {
             act,
             conv: true,
             residual: true,
+            transposed: false,
+        });
+    }
+}
+
+/// The transposed implicit convolution (output channels in the lanes) on small planes, where the position
+/// blocks would compute whole padded rows: 3x3 on 7x7 (tiles of 4 and 3 positions), a 1x1 stride-2 i8
+/// convolution from 14x14 with 30 input channels (a partial last quad, phase planes) and two channel blocks,
+/// 3x3 on 14x14 over a batch of 2 (tiles 5, 5, 4), and 10-wide rows (two tiles of 5).
+#[test]
+fn qconv_transposed_tiles() {
+    for (name, x, w, pad, stride, act) in [
+        ("t_7x7", [1, 40, 7, 7], [64, 40, 3, 3], 1, 1, 2),
+        ("t_1x1_s2_i8", [1, 30, 14, 14], [128, 30, 1, 1], 0, 2, 3),
+        ("t_14x14_b2", [2, 16, 14, 14], [64, 16, 3, 3], 1, 1, 2),
+        ("t_5x10", [1, 12, 5, 10], [64, 12, 3, 3], 1, 1, 3),
+    ] {
+        run_case(QCase {
+            name,
+            x: x.to_vec(),
+            w: w.to_vec(),
+            attrs: vec![
+                ("pads", ints(&[pad; 4])),
+                ("strides", ints(&[stride; 2])),
+                ("dilations", ints(&[1, 1])),
+                ("group", Attr::Int(1)),
+            ],
+            act,
+            conv: true,
+            residual: false,
+            transposed: true,
         });
     }
 }

@@ -54,9 +54,33 @@ pub struct QConvImplicit {
     pub clamp: (i32, i32),
     /// AMX tiles (blocks of 32 output channels), else AVX-512 VNNI (blocks of [`MR_VNNI`]).
     pub amx: bool,
+    /// VNNI only: output channels in the lanes ([`TQ`] positions by [`TM`] channels a tile, the weights packed
+    /// by [`pack_weights_t`](Self::pack_weights_t)), for planes whose rows waste much of the position blocks
+    /// (7x7, 14x14); writes the output itself, without a fused residual add.
+    pub transposed: bool,
     /// A residual QAdd fused into the epilogue ([`direct`](Self::direct) outputs on VNNI): the requantised
     /// value (`y_dtype`, `zero_point`, `clamp` above) is not stored but added to the residual as the QAdd does.
     pub add: Option<QResidual>,
+}
+
+/// The tiles of one output row of the transposed kernel: `wide` tiles of `narrow + 1` positions, then
+/// `chunks - wide` of `narrow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TTiles {
+    /// Tiles per output row.
+    pub chunks: usize,
+    /// The narrower tiles' width.
+    pub narrow: usize,
+    /// How many tiles (the first ones) are one position wider.
+    pub wide: usize,
+}
+
+impl TTiles {
+    /// The two widths a row's tiles take, the wider one where there are such tiles.
+    pub fn widths(&self) -> (Option<usize>, Option<usize>) {
+        let narrow = (self.wide < self.chunks).then_some(self.narrow);
+        ((self.wide > 0).then_some(self.narrow + 1), narrow)
+    }
 }
 
 /// A quantised residual add absorbed by the convolution: `qadd_one(conv, residual, params)` of
@@ -77,6 +101,10 @@ pub const BLOCKS_PER_CALL: usize = 4;
 pub const MR_VNNI: usize = 12;
 /// Output positions per tile block.
 pub const NQ: usize = 32;
+/// Output positions (along one output row) per tile of the transposed VNNI kernel.
+pub const TQ: usize = 6;
+/// Output channels per tile of the transposed VNNI kernel (four vectors of 16).
+pub const TM: usize = 64;
 
 impl QConvImplicit {
     /// Taps per output (`KH·KW`).
@@ -162,10 +190,51 @@ impl QConvImplicit {
         }
     }
     /// Work units of the convolution kernel: (batch entry, block of `mr` channels, chunk of
-    /// `BLOCKS_PER_CALL` blocks of `NQ` positions).
+    /// `BLOCKS_PER_CALL` blocks of `NQ` positions); transposed: (batch entry, block of [`TM`] channels,
+    /// output row, chunk of [`TQ`] positions).
     pub fn units(&self) -> usize {
+        if self.transposed {
+            return self.n * (self.m / TM) * self.out[0] * self.t_tiles().chunks;
+        }
         let chunks = self.position_blocks().div_ceil(BLOCKS_PER_CALL);
         self.n * self.m.div_ceil(self.mr()) * chunks
+    }
+    /// The transposed kernel's tiles along an output row: `⌈OW / TQ⌉` chunks of as even widths as they split
+    /// into (7: 4 + 3; 14: 5 + 5 + 4, not 6 + 6 + 2, whose narrow tile would wait on its few accumulators).
+    pub fn t_tiles(&self) -> TTiles {
+        let ow = self.out[1];
+        let chunks = ow.div_ceil(TQ).max(1);
+        TTiles {
+            chunks,
+            narrow: ow / chunks,
+            wide: ow % chunks,
+        }
+    }
+    /// Output positions the position-block kernel computes for every `OH·OW` it keeps: whole phase-width rows
+    /// rounded to blocks (7x7 planes 64 for 49, 3x3 windows on 14x14 224 for 196).
+    pub fn block_waste(&self) -> f64 {
+        (self.position_blocks() * NQ) as f64 / (self.out[0] * self.out[1]) as f64
+    }
+    /// Weight bytes of one [`TM`]-channel block of the transposed kernel: per tap and channel quad, the
+    /// block's channels' four bytes.
+    pub fn t_block(&self) -> usize {
+        self.taps() * self.quads() * TM * 4
+    }
+    /// Packs weights `w` (`[M, C, KH, KW]`, s8 values; `M` a multiple of [`TM`]) for the transposed kernel:
+    /// `[M / TM][tap][quad][TM][4]`, channels past `C` zero.
+    pub fn pack_weights_t(&self, w: &[i64]) -> Vec<i64> {
+        let (taps, quads) = (self.taps(), self.quads());
+        let mut a = vec![0i64; self.m / TM * self.t_block()];
+        for r in 0..self.m {
+            let (ob, o) = (r / TM, r % TM);
+            for ch in 0..self.c {
+                for t in 0..taps {
+                    let at = ob * self.t_block() + ((t * quads + ch / 4) * TM + o) * 4 + ch % 4;
+                    a[at] = w[(r * self.c + ch) * taps + t];
+                }
+            }
+        }
+        a
     }
     /// Multiply-adds (the kept outputs'), for the cost model and reports.
     pub fn macs(&self) -> usize {
@@ -208,6 +277,7 @@ mod tests {
             zero_point: 0,
             clamp: (0, 255),
             amx: true,
+            transposed: false,
             add: None,
         }
     }
@@ -244,5 +314,37 @@ mod tests {
         assert_eq!(s2.phase(), [4, 5]);
         assert_eq!(s2.tap_offset(5), 2 * s2.plane_words() * 4 + 4);
         assert_eq!(s2.positions(), 32);
+    }
+
+    #[test]
+    fn transposed_weights_by_block_tap_quad_channel() {
+        let s = QConvImplicit {
+            m: 128,
+            amx: false,
+            transposed: true,
+            ..spec()
+        };
+        let w: Vec<i64> = (0..128 * 70 * 9).map(|i| (i % 251) as i64 - 125).collect();
+        let a = s.pack_weights_t(&w);
+        assert_eq!(a.len(), 2 * 9 * 18 * 64 * 4);
+        // Channel 100 (block 1, lane 36), input channel 69 (quad 17, byte 1), tap 5.
+        let at = s.t_block() + ((5 * 18 + 17) * 64 + 36) * 4 + 1;
+        assert_eq!(a[at], w[(100 * 70 + 69) * 9 + 5]);
+        // Input channels 70 and 71 of the last quad are zero.
+        assert_eq!(a[s.t_block() + ((5 * 18 + 17) * 64 + 36) * 4 + 2], 0);
+        // 5 x 7 outputs: tiles of 4 and 3 per row; 2 blocks x 5 rows x 2 chunks.
+        assert_eq!(s.t_tiles().widths(), (Some(4), Some(3)));
+        let w14 = QConvImplicit {
+            out: [5, 14],
+            ..s.clone()
+        };
+        assert_eq!(w14.t_tiles().widths(), (Some(5), Some(4)));
+        let w12 = QConvImplicit {
+            out: [5, 12],
+            ..s.clone()
+        };
+        assert_eq!(w12.t_tiles().widths(), (None, Some(6)));
+        assert_eq!(s.units(), 2 * 5 * 2);
+        assert!((s.block_waste() - 64.0 / 35.0).abs() < 1e-9);
     }
 }

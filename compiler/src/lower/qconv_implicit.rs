@@ -7,7 +7,7 @@
 use super::ctx::Ctx;
 use crate::error::Result;
 use crate::ir::{ConvAttrs, DType, IntProduct, NodeId, Op, Tensor, TensorId};
-use crate::kernel::qconv::{QConvImplicit, QResidual};
+use crate::kernel::qconv::{QConvImplicit, QResidual, TM};
 use crate::kernel::{Body, Buf, Role};
 
 /// The implicit convolution's geometry for QConv `n` when it takes it, else `None`.
@@ -58,6 +58,7 @@ pub(super) fn spec(
         zero_point: r.zero_point,
         clamp: r.clamp,
         amx: cx.opts.amx,
+        transposed: false,
         add: None,
     };
     // Both kernels' displacements fit, and the output is what the padded plane gives.
@@ -65,11 +66,38 @@ pub(super) fn spec(
     let fits = check(&s, s.mr().min(s.m), s.mr()).is_ok()
         && check_reorder(&s).is_ok()
         && s.out == [0, 1].map(|i| (s.padded[i] - s.kernel[i]) / s.stride + 1);
-    fits.then_some(s)
+    if !fits {
+        return None;
+    }
+    Some(transposed(s.clone()).unwrap_or(s))
 }
 
+/// The transposed form of VNNI convolution `s` where its position blocks would compute at least
+/// [`T_WASTE`] times the outputs it keeps (7x7 planes: 64 for 49; 3x3 windows on 14x14: 224 for 196), its
+/// channels come in whole blocks of `TM`, and an output row holds at least four positions.
+fn transposed(s: QConvImplicit) -> Option<QConvImplicit> {
+    use crate::x86::qconv_transposed::check;
+    let t = QConvImplicit {
+        transposed: true,
+        ..s
+    };
+    let (whole, tail) = t.t_tiles().widths();
+    let ok = !t.amx
+        && t.out[1] >= 4
+        && t.block_waste() >= T_WASTE
+        && [whole, tail]
+            .iter()
+            .flatten()
+            .all(|&r| check(&t, r).is_ok());
+    ok.then_some(t)
+}
+
+/// The position blocks' waste from which the transposed kernel is taken.
+const T_WASTE: f64 = 1.12;
+
 /// The residual QAdd that QConv `n`'s implicit convolution `s` absorbs, with the residual and the QAdd's
-/// output: on VNNI, where the kernel writes the output itself (`direct`), the QAdd is the output's only
+/// output: on VNNI, where the kernel writes the output itself (`direct`; not transposed: see
+/// `x86/qconv_transposed.rs`), the QAdd is the output's only
 /// reader, the residual is another tensor in the plain layout that is ready before `n` runs, and the QAdd's
 /// zero point for the convolution's output is the requantisation's; never with NPU segments (`keep_tensors`).
 fn residual(
@@ -78,7 +106,7 @@ fn residual(
     s: &QConvImplicit,
 ) -> Option<(NodeId, TensorId, TensorId, QResidual)> {
     let out = cx.g.nodes[n].outputs[0];
-    if s.amx || !s.direct() || cx.opts.keep_tensors {
+    if s.amx || s.transposed || !s.direct() || cx.opts.keep_tensors {
         return None;
     }
     let m = cx.uses.single_use(out)?;
@@ -135,10 +163,11 @@ pub(super) fn lower(
     })?;
     // The activation zero point in the u8 domain (the padding byte) folded into the bias.
     let bias = crate::kernel::qgemm::folded_bias(&p.bias, w, s.m, s.fill as i64);
-    let a = cx.constant(
-        format!("{name}::w_taps"),
-        Tensor::ints(DType::I8, vec![s.m, s.a_row()], s.pack_weights(w)),
-    );
+    let a = match s.transposed {
+        true => Tensor::ints(DType::I8, vec![s.m / TM, s.t_block()], s.pack_weights_t(w)),
+        false => Tensor::ints(DType::I8, vec![s.m, s.a_row()], s.pack_weights(w)),
+    };
+    let a = cx.constant(format!("{name}::w_taps"), a);
     let bias = cx.constant(
         format!("{name}::bias"),
         Tensor::ints(DType::I32, vec![s.m], bias),
@@ -156,7 +185,7 @@ pub(super) fn lower(
         s.n * s.c * s.hw[0] * s.hw[1],
     );
     // Written to the output itself, or to rows of the padded width that a strided copy cuts to the output's.
-    let sums = match s.direct() {
+    let sums = match s.direct() || s.transposed {
         true => Buf::Tensor(out),
         false => cx.scratch(s.n * s.m * s.positions()),
     };
@@ -176,7 +205,7 @@ pub(super) fn lower(
         Body::QConvImplicit(s.clone()),
         macs,
     );
-    if s.direct() {
+    if s.direct() || s.transposed {
         return Ok(());
     }
     let [oh, ow] = s.out;

@@ -39,6 +39,7 @@ pub mod maxpool_avx2;
 pub mod maxpool_x86;
 pub mod norm;
 pub mod qconv_implicit;
+pub mod qconv_transposed;
 pub mod qdepthwise_vnni;
 pub mod qgemm_amx;
 pub mod qgemm_x86;

@@ -136,7 +136,7 @@ fn quantise_store<T: Copy>(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
     k: &QAddOps<T>,
-    dst: AsmMemoryOperand,
+    dst: impl Into<Dst>,
     p: &crate::ir::QAddParams,
 ) -> Result<(), IcedError>
 where
@@ -231,7 +231,7 @@ pub(super) fn requant_store(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
     r: &RequantRegs,
-    dst: AsmMemoryOperand,
+    dst: impl Into<Dst>,
     signed: bool,
 ) -> Result<(), IcedError> {
     requant_centred(a, x, r)?;
@@ -264,17 +264,37 @@ fn requant_clamped(
     a.vminps(x, x, r.hi)
 }
 
+/// Where a requantisation's 16 bytes go: memory, or an `xmm` register (a kernel that rearranges them).
+#[derive(Clone, Copy)]
+pub(super) enum Dst {
+    Mem(AsmMemoryOperand),
+    Reg(AsmRegisterXmm),
+}
+
+impl From<AsmMemoryOperand> for Dst {
+    fn from(m: AsmMemoryOperand) -> Self {
+        Dst::Mem(m)
+    }
+}
+
+impl From<AsmRegisterXmm> for Dst {
+    fn from(r: AsmRegisterXmm) -> Self {
+        Dst::Reg(r)
+    }
+}
+
 /// Narrows the i32 lanes of `x` with saturation to 16 bytes at `dst`, i8 (`signed`) or u8.
 fn narrow_store(
     a: &mut CodeAssembler,
     x: AsmRegisterZmm,
-    dst: AsmMemoryOperand,
+    dst: impl Into<Dst>,
     signed: bool,
 ) -> Result<(), IcedError> {
-    if signed {
-        a.vpmovsdb(dst, x)
-    } else {
-        a.vpmovusdb(dst, x)
+    match (dst.into(), signed) {
+        (Dst::Mem(m), true) => a.vpmovsdb(m, x),
+        (Dst::Mem(m), false) => a.vpmovusdb(m, x),
+        (Dst::Reg(r), true) => a.vpmovsdb(r, x),
+        (Dst::Reg(r), false) => a.vpmovusdb(r, x),
     }
 }
 
@@ -326,7 +346,7 @@ pub(super) fn requant_add_store(
     r: &RequantRegs,
     c: &ResidualConsts,
     (res, t): (AsmMemoryOperand, AsmRegisterZmm),
-    dst: AsmMemoryOperand,
+    dst: impl Into<Dst>,
 ) -> Result<(), IcedError> {
     let k = c.ops();
     // The requantised value less its zero point, rounded half to even in place (`vrndscaleps` mode 0, the

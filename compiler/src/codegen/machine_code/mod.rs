@@ -327,6 +327,16 @@ pub(super) fn define_layout(
             };
             Ok([full, last, None])
         }
+        Body::QConvImplicit(s) if s.transposed => {
+            let (whole, tail) = s.t_tiles().widths();
+            let kernel = |module: &mut dyn Module, tag: &str, rows: Option<usize>| match rows {
+                Some(r) => f(module, tag, 5, x86::qconv_transposed::assemble(s, r)),
+                None => Ok(None),
+            };
+            let full = kernel(module, "qconv_t", whole)?;
+            let last = kernel(module, "qconv_t_last", tail)?;
+            Ok([full, last, None])
+        }
         Body::QConvImplicit(s) => {
             let (block, tag): (fn(_, _) -> _, _) = match s.amx {
                 true => (x86::qconv_implicit::assemble, "qconv_amx"),

@@ -3,7 +3,7 @@
 //! output channels by up to `BLOCKS_PER_CALL` blocks of 32 positions each), every unit one or two calls.
 
 use crate::codegen::builder::Kb;
-use crate::kernel::qconv::{QConvImplicit, BLOCKS_PER_CALL, NQ};
+use crate::kernel::qconv::{QConvImplicit, BLOCKS_PER_CALL, NQ, TM};
 use crate::kernel::Role;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
@@ -46,6 +46,9 @@ pub fn emit_conv(
     full: Option<FuncRef>,
     last: Option<FuncRef>,
 ) {
+    if s.transposed {
+        return emit_conv_t(kb, s, tasks, full, last);
+    }
     let mr = s.mr();
     let blocks = s.m.div_ceil(mr);
     let qblocks = s.position_blocks();
@@ -103,5 +106,65 @@ pub fn emit_conv(
             },
             |kb| call(kb, first, BLOCKS_PER_CALL),
         );
+    });
+}
+
+/// The transposed kernel's driver: a unit is one tile, (batch entry, block of [`TM`] channels, output row,
+/// chunk), positions innermost so that a block's weights stay cached; `full` takes the row's wider tiles
+/// (the first `wide` chunks), `last` the others ([`QConvImplicit::t_tiles`]).
+fn emit_conv_t(
+    kb: &mut Kb,
+    s: &QConvImplicit,
+    tasks: u32,
+    full: Option<FuncRef>,
+    last: Option<FuncRef>,
+) {
+    let [oh, ow] = s.out;
+    let tiles = s.t_tiles();
+    let (blocks, chunks, plane) = (s.m / TM, tiles.chunks, oh * ow);
+    let ws = s.phase()[1];
+    let (lo, hi) = kb.task_range(s.n * blocks * oh * chunks, tasks);
+    let (pa, pb, po) = (kb.arg(Role::A), kb.arg(Role::B), kb.arg(Role::Out));
+    let (pbias, pscale) = (kb.arg(Role::Bias), kb.arg(Role::Scale));
+    kb.for_range(lo, hi, 1, |kb, u| {
+        let (b, rest) = kb.divmod(u, blocks * oh * chunks);
+        let (ob, rest) = kb.divmod(rest, oh * chunks);
+        let (oy, chunk) = kb.divmod(rest, chunks);
+        // The chunk's first position: `narrow` per chunk before it, plus one per wider chunk before it.
+        let wider = kb.iconst(tiles.wide as i64);
+        let wider = kb.b.ins().smin(chunk, wider);
+        let ox = kb.b.ins().imul_imm_s(chunk, tiles.narrow as i64);
+        let ox = kb.b.ins().iadd(ox, wider);
+        let a = kb.addr(pa, ob, s.t_block() as i64);
+        let xb = kb.addr(pb, b, s.reordered_bytes() as i64);
+        let xr = kb.addr(xb, oy, (4 * ws) as i64);
+        let x = kb.addr(xr, ox, 4);
+        let ob_ = kb.addr(po, b, (s.m * plane) as i64);
+        let oc = kb.addr(ob_, ob, (TM * plane) as i64);
+        let or = kb.addr(oc, oy, ow as i64);
+        let out = kb.b.ins().iadd(or, ox);
+        let bias = kb.addr(pbias, ob, (TM * 4) as i64);
+        let scale = kb.addr(pscale, ob, (TM * 4) as i64);
+        let args = [a, x, out, bias, scale];
+        match (full, last) {
+            (Some(f), Some(g)) => {
+                let is_wide =
+                    kb.b.ins()
+                        .icmp_imm_s(IntCC::SignedLessThan, chunk, tiles.wide as i64);
+                kb.if_else(
+                    is_wide,
+                    |kb| {
+                        kb.b.ins().call(f, &args);
+                    },
+                    |kb| {
+                        kb.b.ins().call(g, &args);
+                    },
+                );
+            }
+            (Some(f), None) | (None, Some(f)) => {
+                kb.b.ins().call(f, &args);
+            }
+            (None, None) => {}
+        }
     });
 }
