@@ -754,16 +754,20 @@ fn qgap_matches_the_reference() {
 
 /// `DequantizeLinear ×2 → Add → [Relu] → QuantizeLinear` (a quantised residual) fuses into one QAdd whose output
 /// equals the unfused f32 chain bit for bit, over an odd length (vector body and scalar tail) and saturation at
-/// both ends: u8 and i8 outputs, with a Relu (a clamp inside the dtype's range) and without (saturation only).
+/// both ends: u8 and i8 outputs, with a Relu (a clamp inside the dtype's range) and without (saturation only),
+/// dividing by the output scale (0.04: multiplying by its reciprocal differs for 1620 operand pairs) and
+/// multiplying by a verified reciprocal (`qadd_reciprocal`: 0.03125, a power of two).
 #[test]
 fn qadd_equals_the_f32_chain() {
     let shape = [1usize, 5, 7, 3];
     let n: usize = shape.iter().product();
-    for (name, relu, yt, zy) in [
-        ("qadd", true, 2, 30),
-        ("qadd_sat_u8", false, 2, 30),
-        ("qadd_relu_i8", true, 3, -60),
-        ("qadd_sat_i8", false, 3, -60),
+    for (name, relu, yt, zy, sy) in [
+        ("qadd", true, 2, 30, 0.04),
+        ("qadd_sat_u8", false, 2, 30, 0.04),
+        ("qadd_relu_i8", true, 3, -60, 0.04),
+        ("qadd_sat_i8", false, 3, -60, 0.04),
+        ("qadd_recip", true, 2, 30, 0.03125),
+        ("qadd_recip_i8", false, 3, -10, 0.03125),
     ] {
         let mut m = Model::new();
         m.input("a", &shape).input("b", &shape).output("y", &shape);
@@ -771,7 +775,7 @@ fn qadd_equals_the_f32_chain() {
         m.init_ints("za", &[], 2, &[120]);
         m.init("sb", &[], vec![0.05]);
         m.init_ints("zb", &[], 2, &[7]);
-        m.init("sy", &[], vec![0.04]);
+        m.init("sy", &[], vec![sy]);
         m.init_ints("zy", &[], yt, &[zy]);
         m.node("QuantizeLinear", &["a", "sa", "za"], &["aq"], vec![])
             .node("QuantizeLinear", &["b", "sb", "zb"], &["bq"], vec![])
@@ -794,7 +798,7 @@ fn qadd_equals_the_f32_chain() {
         let (lo, hi) = if yt == 2 { (0, 255) } else { (-128, 127) };
         let lo = if relu { zy } else { lo };
         for end in [lo, hi] {
-            let v = (end - zy) as f32 * 0.04;
+            let v = (end - zy) as f32 * sy;
             assert!(want.contains(&v), "{name}: saturates at {end}");
         }
     }

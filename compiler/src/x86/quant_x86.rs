@@ -17,11 +17,13 @@ use iced_x86::code_asm::*;
 pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec<u8>, String> {
     let e = |x: IcedError| x.to_string();
     let mut a = CodeAssembler::new(64).map_err(e)?;
-    // zmm16.. hold the constants: za, sa, zb, sb, sy, lo, hi, zy.
-    for (i, bits) in qadd_bits(p).iter().enumerate() {
+    // zmm16.. hold the constants: za, sa, zb, sb, sy (or 1 / sy), lo, hi, zy.
+    let recip = crate::ir::ops::quant::qadd_reciprocal(p);
+    for (i, bits) in qadd_bits(p, recip).iter().enumerate() {
         super::broadcast_bits(&mut a, ZMM[16 + i], *bits).map_err(e)?;
     }
-    let k = QAddOps::from(std::array::from_fn(|i| ZMM[16 + i]));
+    let mut k = QAddOps::from(std::array::from_fn(|i| ZMM[16 + i]));
+    k.recip = recip.is_some();
     let mut done = a.create_label();
     a.test(rcx, rcx).map_err(e)?;
     a.je(done).map_err(e)?;
@@ -46,9 +48,10 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.assemble(0).map_err(e)
 }
 
-/// A QAdd's constants as 32-bit words: `za, sa, zb, sb, sy`, the clamp — as i32 where [`int_clamp`] holds,
-/// else less the output zero point, `lo - zy, hi - zy` (f32, exact: both fit 24 bits) — and `zy`.
-fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
+/// A QAdd's constants as 32-bit words: `za, sa, zb, sb`, `sy` or its verified reciprocal `recip`
+/// (`ir/ops/quant.rs::qadd_reciprocal`), the clamp — as i32 where [`int_clamp`] holds, else less the output
+/// zero point, `lo - zy, hi - zy` (f32, exact: both fit 24 bits) — and `zy`.
+fn qadd_bits(p: &crate::ir::QAddParams, recip: Option<f32>) -> [u32; 8] {
     let c = |v: i32| match int_clamp(p) {
         true => v as u32,
         false => ((v as f64 - p.y.1 as f64) as f32).to_bits(),
@@ -58,7 +61,7 @@ fn qadd_bits(p: &crate::ir::QAddParams) -> [u32; 8] {
         p.a.0.to_bits(),
         p.b.1 as u32,
         p.b.0.to_bits(),
-        p.y.0.to_bits(),
+        recip.unwrap_or(p.y.0).to_bits(),
         c(p.clamp.0),
         c(p.clamp.1),
         p.y.1 as u32,
@@ -81,6 +84,8 @@ fn int_clamp(p: &crate::ir::QAddParams) -> bool {
 /// broadcast words after the code (a convolution's fused epilogue, [`ResidualConsts`]).
 #[derive(Clone, Copy)]
 pub(super) struct QAddOps<T> {
+    /// `sy` holds `1 / sy`, to multiply by (verified bit-identical for the QAdd's every operand pair).
+    recip: bool,
     za: T,
     sa: T,
     zb: T,
@@ -94,6 +99,7 @@ pub(super) struct QAddOps<T> {
 impl<T> From<[T; 8]> for QAddOps<T> {
     fn from([za, sa, zb, sb, sy, lo, hi, zy]: [T; 8]) -> Self {
         QAddOps {
+            recip: false,
             za,
             sa,
             zb,
@@ -141,6 +147,7 @@ fn quantise_store<T: Copy>(
 ) -> Result<(), IcedError>
 where
     CodeAssembler: CodeAsmVdivps<AsmRegisterZmm, AsmRegisterZmm, T>
+        + CodeAsmVmulps<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVmaxps<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVminps<AsmRegisterZmm, AsmRegisterZmm, T>
         + CodeAsmVpmaxsd<AsmRegisterZmm, AsmRegisterZmm, T>
@@ -148,7 +155,11 @@ where
         + CodeAsmVpaddd<AsmRegisterZmm, AsmRegisterZmm, T>,
 {
     let signed = p.dtype == crate::ir::DType::I8;
-    a.vdivps(x, x, k.sy)?;
+    if k.recip {
+        a.vmulps(x, x, k.sy)?;
+    } else {
+        a.vdivps(x, x, k.sy)?;
+    }
     if int_clamp(p) {
         let (min, max) = if signed { (-128, 127) } else { (0, 255) };
         a.vcvtps2dq(x, x)?;
@@ -303,6 +314,8 @@ fn narrow_store(
 pub(super) struct ResidualConsts {
     labels: [CodeLabel; 8],
     bits: [u32; 8],
+    /// The fifth word is the verified `1 / sy`.
+    recip: bool,
     /// i8 residual (else u8).
     signed: bool,
     /// The QAdd's parameters.
@@ -315,16 +328,21 @@ impl ResidualConsts {
         a: &mut CodeAssembler,
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
+        let recip = crate::ir::ops::quant::qadd_reciprocal(&r.params);
         ResidualConsts {
             labels: std::array::from_fn(|_| a.create_label()),
-            bits: qadd_bits(&r.params),
+            bits: qadd_bits(&r.params, recip),
+            recip: recip.is_some(),
             signed: r.dtype == crate::ir::DType::I8,
             params: r.params.clone(),
         }
     }
 
     fn ops(&self) -> QAddOps<AsmMemoryOperand> {
-        QAddOps::from(self.labels.map(dword_bcst))
+        QAddOps {
+            recip: self.recip,
+            ..QAddOps::from(self.labels.map(dword_bcst))
+        }
     }
 
     /// Places the constants (after the kernel's last instruction).

@@ -469,6 +469,30 @@ pub fn qadd_one(a: i32, b: i32, p: &QAddParams) -> i32 {
     quantize_one(x, p.y.0, p.y.1, p.dtype == DType::I8).clamp(p.clamp.0, p.clamp.1)
 }
 
+/// `1 / sy` (f32) where multiplying by it instead of dividing by `sy` gives [`qadd_one`]'s result for every
+/// pair of 8-bit operands (u8 or i8, `a` and `b` in -128..=255): a kernel may then multiply, and its results
+/// stay bit-identical to the reference. Checked exhaustively (147 456 pairs); `None` where one pair differs.
+pub fn qadd_reciprocal(p: &QAddParams) -> Option<f32> {
+    let r = 1.0 / p.y.0;
+    if !r.is_finite() || r == 0.0 {
+        return None;
+    }
+    let signed = p.dtype == DType::I8;
+    let fast = |a: i32, b: i32| {
+        let (da, db) = ((a - p.a.1) as f32 * p.a.0, (b - p.b.1) as f32 * p.b.0);
+        let x = if p.mul { da * db } else { da + db };
+        let q = rhe(x * r);
+        let q = if q.is_nan() {
+            p.y.1
+        } else {
+            sat(q + p.y.1 as f32, signed)
+        };
+        q.clamp(p.clamp.0, p.clamp.1)
+    };
+    let all = (-128..=255).all(|a| (-128..=255).all(|b| fast(a, b) == qadd_one(a, b, p)));
+    all.then_some(r)
+}
+
 pub(crate) fn infer_qadd(
     inputs: &[(DType, &[usize])],
     p: &QAddParams,
@@ -594,6 +618,24 @@ mod tests {
         assert_eq!(requantize(100, 5, 0.1, 3, (0, 255), false), 13); // rhe(10.5) = 10, + 3
         assert_eq!(requantize(-1000, 0, 1.0, 0, (-128, 127), true), -128);
         assert_eq!(requantize(50, 0, 1.0, 0, (0, 20), false), 20);
+    }
+
+    fn add(sy: f32) -> QAddParams {
+        QAddParams {
+            a: (0.03, 120),
+            b: (0.05, 7),
+            y: (sy, 30),
+            clamp: (30, 255),
+            dtype: DType::U8,
+            mul: false,
+        }
+    }
+
+    #[test]
+    fn reciprocal_only_where_every_pair_agrees() {
+        // A power of two's reciprocal is exact; 1 / 0.04 rounds, and 1620 of the pairs then round differently.
+        assert_eq!(qadd_reciprocal(&add(0.0625)), Some(16.0));
+        assert_eq!(qadd_reciprocal(&add(0.04)), None);
     }
 
     #[test]
