@@ -220,6 +220,9 @@ fn fill_border(kb: &mut Kb, s: &QDepthwiseSpec, plane: Value, bytes: usize) {
     let ([h, w], [pt, pl], [_, cols]) = (s.hw, s.pads, s.padded());
     let w = w * s.x.0.size();
     let z = s.x.1 as u8;
+    if h == 0 || w == 0 {
+        return fill_bytes(kb, plane, 0, bytes, z);
+    }
     let first = pt * cols + pl;
     fill_bytes(kb, plane, 0, first, z);
     if cols > w && h > 1 {
