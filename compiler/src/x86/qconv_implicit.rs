@@ -6,7 +6,8 @@
 //! fills them (padding and slack) with the padding byte in every lane, then writes each input row at its padded
 //! place: per 16 pixels (of one phase column at stride `s` > 1: 64 bytes loaded and every `s`-th picked by
 //! `vpermb`) one `vpmovzxbd` per channel (masked at the row's end), shifted to the channel's byte and or-ed into
-//! the words, flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
+//! the words — at stride 1, four channels and 16 whole bytes, the four loads into the lanes of one register and
+//! one `vpermb` instead — flipped by `^ 0x80` for i8 input, one 64-byte store (masked at the row's end).
 //!
 //! Micro-kernels `fn(a, b, c, bias, scale, count)` (VNNI with a fused residual add: a seventh argument, the
 //! residual at `c`'s place in its own buffer): `count` consecutive blocks of `rows` (≤ 32 on AMX, 12 on
@@ -39,6 +40,7 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
     check_reorder(s)?;
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut table = a.create_label();
+    let mut quads = a.create_label();
     let mut go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
         // zmm31: the padding byte in every lane; zmm30: the flip; zmm29: every s-th byte (vpermb); zmm28: the
         // padding byte in the absent channels' bytes of a last quad of fewer than four.
@@ -53,6 +55,8 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
         }
         if st > 1 {
             a.vmovdqu8(zmm29, zmmword_ptr(table))?;
+        } else if chans == 4 {
+            a.vmovdqu8(zmm27, zmmword_ptr(quads))?;
         }
         // The padding byte where no input row lands: per phase plane the rows above the first input row's
         // and from below the last one's to the plane's end (slack included), 16 words a store. The first
@@ -82,7 +86,11 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
             let dst_row = (yy % st) * st * words * 4 + (yy / st) * ws * 4;
             for px in 0..st {
                 let dst_phase = dst_row + (px * words * 4);
-                fill(a, dst_phase, ws.div_ceil(16))?;
+                // The row's padding columns (none where the input row fills the phase row: its own stores
+                // cover every word).
+                if !(st == 1 && ws == w) {
+                    fill(a, dst_phase, ws.div_ceil(16))?;
+                }
                 // The first input column of phase column `px`, and how many there are.
                 let x0 = (px + st - s.pads[1] % st) % st;
                 if x0 >= w {
@@ -127,6 +135,10 @@ pub fn assemble_reorder(s: &QConvImplicit, chans: usize) -> Result<Vec<u8>, Stri
         a.ret()?;
         a.set_label(&mut table)?;
         let bytes: Vec<u8> = (0..64).map(|i| ((i % 16) * st) as u8).collect();
+        a.db(&bytes)?;
+        // Byte 4p + c of a pixel quad is byte p of lane c.
+        a.set_label(&mut quads)?;
+        let bytes: Vec<u8> = (0..64).map(|i| (16 * (i % 4) + i / 4) as u8).collect();
         a.db(&bytes)
     };
     go(&mut a).map_err(e)?;
@@ -184,6 +196,20 @@ fn channels(
 ) -> Result<(), IcedError> {
     let need = if st == 1 { 16 } else { 64 };
     let masked = avail < need;
+    if st == 1 && chans == 4 && !masked {
+        // The four channels' 16 bytes in the four lanes (one load, three inserts), then one `vpermb`
+        // (`zmm27`) to the pixels' channel quads.
+        a.vmovdqu8(xmm0, xmmword_ptr(rdi + src as i32))?;
+        for chan in 1..4 {
+            let at = xmmword_ptr(rdi + (chan * plane + src) as i32);
+            a.vinserti32x4(zmm0, zmm0, at, chan as u32)?;
+        }
+        a.vpermb(zmm0, zmm27, zmm0)?;
+        if s.x_dtype == crate::ir::DType::I8 {
+            a.vpxord(zmm0, zmm0, zmm30)?;
+        }
+        return Ok(());
+    }
     if masked {
         a.mov(rax, (1u64 << avail) - 1)?;
         a.kmovq(k2, rax)?;
