@@ -108,17 +108,7 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
                     for kx in 0..a.kernel[1] {
                         let off =
                             (xs * a.strides[1] + kx * a.dilations[1]) as i64 - a.pads[1] as i64;
-                        let v = if a.strides[1] == 1 {
-                            kb.load(I8X16, row, off)
-                        } else {
-                            // Even bytes of the first load (low halves of its words), then bytes 16..30
-                            // of the window, the high halves of the second load's words; packuswb.
-                            let v0 = kb.load(I16X8, row, off);
-                            let v1 = kb.load(I16X8, row, off + 15);
-                            let lo = kb.b.ins().band(v0, low_bytes);
-                            let hi = kb.b.ins().ushr_imm_u(v1, 8);
-                            kb.b.ins().unarrow(lo, hi)
-                        };
+                        let v = every_sth(kb, row, off, a.strides[1], low_bytes);
                         acc = Some(match (acc, signed) {
                             (None, _) => v,
                             (Some(m), true) => kb.b.ins().smax(m, v),
@@ -204,15 +194,7 @@ fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
                 let mut m: Option<Value> = None;
                 for kx in 0..kw {
                     let off = (xs * sw + kx * dw) as i64;
-                    let v = if sw == 1 {
-                        kb.load(I8X16, buf, off)
-                    } else {
-                        let v0 = kb.load(I16X8, buf, off);
-                        let v1 = kb.load(I16X8, buf, off + 15);
-                        let lo = kb.b.ins().band(v0, low_bytes);
-                        let hi = kb.b.ins().ushr_imm_u(v1, 8);
-                        kb.b.ins().unarrow(lo, hi)
-                    };
+                    let v = every_sth(kb, buf, off, sw, low_bytes);
                     m = Some(match m {
                         None => v,
                         Some(m) => max(kb, m, v),
@@ -239,4 +221,18 @@ fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
             row(kb, oy, first, &all);
         });
     });
+}
+
+/// Sixteen bytes from `base + off` at stride 1 or 2 (`low_bytes`: 0x00ff in every word). At stride 2: the even
+/// bytes of the first load (the low halves of its words), then bytes 16..30 of the window, the high halves of
+/// the second load's (fifteen bytes on, so that nothing past the last byte read is touched); `packuswb`.
+fn every_sth(kb: &mut Kb, base: Value, off: i64, stride: usize, low_bytes: Value) -> Value {
+    if stride == 1 {
+        return kb.load(I8X16, base, off);
+    }
+    let v0 = kb.load(I16X8, base, off);
+    let v1 = kb.load(I16X8, base, off + 15);
+    let lo = kb.b.ins().band(v0, low_bytes);
+    let hi = kb.b.ins().ushr_imm_u(v1, 8);
+    kb.b.ins().unarrow(lo, hi)
 }
