@@ -261,7 +261,7 @@ pub fn check(s: &QConvImplicit, rows: usize, mr: usize) -> Result<(), String> {
 }
 
 /// The requantising store of the convolution's sums: row stride one channel's positions.
-fn epilogue(s: &QConvImplicit) -> QEpilogue {
+pub(super) fn epilogue(s: &QConvImplicit) -> QEpilogue {
     QEpilogue {
         c_rs: s.positions(),
         zero_point: s.zero_point,

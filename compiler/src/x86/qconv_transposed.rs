@@ -21,9 +21,15 @@ use super::ZMM;
 use crate::kernel::qconv::{QConvImplicit, TM, TQ};
 use iced_x86::code_asm::*;
 
-/// Weight registers (one per 16 channels) and the two broadcast input registers.
+/// Weight registers (one per 16 channels) and the two broadcast input registers; in the epilogue the first
+/// hold the requantisation's bounds and scale, the others the transposed bytes.
 const W: [AsmRegisterZmm; 4] = [zmm24, zmm25, zmm26, zmm27];
 const X: [AsmRegisterZmm; 2] = [zmm28, zmm29];
+
+/// The accumulator of position `i`, channels `16v..16v+15`, and its `xmm` half.
+fn acc(i: usize, v: usize) -> (AsmRegisterZmm, AsmRegisterXmm) {
+    (ZMM[4 * i + v], XACC[4 * i + v])
+}
 
 /// `Err` unless `rows` is 1 to [`TQ`], the channels come in whole blocks of [`TM`], and every displacement
 /// fits 32 bits.
@@ -49,11 +55,10 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
     let mut a = CodeAssembler::new(64).map_err(e)?;
     let mut index = [a.create_label(), a.create_label()];
     let go = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-        let acc = |i: usize, v: usize| ZMM[4 * i + v];
         for v in 0..4 {
-            a.vmovdqu32(acc(0, v), zmmword_ptr(rcx + (64 * v) as i32))?;
+            a.vmovdqu32(acc(0, v).0, zmmword_ptr(rcx + (64 * v) as i32))?;
             for i in 1..rows {
-                a.vmovdqa32(acc(i, v), acc(0, v))?;
+                a.vmovdqa32(acc(i, v).0, acc(0, v).0)?;
             }
         }
         for t in 0..s.taps() {
@@ -68,7 +73,7 @@ pub fn assemble(s: &QConvImplicit, rows: usize) -> Result<Vec<u8>, String> {
                 let x = X[i % 2];
                 a.vpbroadcastd(x, dword_ptr(rax + (4 * i) as i32))?;
                 for (v, &w) in W.iter().enumerate() {
-                    a.vpdpbusd(acc(i, v), x, w)?;
+                    a.vpdpbusd(acc(i, v).0, x, w)?;
                 }
             }
             a.add(rax, s.quad_bytes() as i32)?;
@@ -105,34 +110,15 @@ fn epilogue(
     rows: usize,
     index: &[CodeLabel; 2],
 ) -> Result<(), IcedError> {
-    let acc = |i: usize, v: usize| ZMM[4 * i + v];
-    let q = super::qgemm_x86::QEpilogue {
-        c_rs: 0,
-        zero_point: s.zero_point,
-        clamp: s.clamp,
-        signed: s.y_dtype == crate::ir::DType::I8,
-    };
+    let q = super::qconv_implicit::epilogue(s);
+    q.broadcast_bounds(a)?;
     let regs = RequantRegs {
         bias: None,
-        scale: zmm31,
-        lo: zmm28,
-        hi: zmm29,
-        zp: zmm30,
+        scale: zmm27,
+        lo: zmm24,
+        hi: zmm25,
+        zp: zmm26,
     };
-    let bounds = [
-        (
-            regs.lo,
-            ((q.clamp.0 as f64 - q.zero_point as f64) as f32).to_bits(),
-        ),
-        (
-            regs.hi,
-            ((q.clamp.1 as f64 - q.zero_point as f64) as f32).to_bits(),
-        ),
-        (regs.zp, q.zero_point as u32),
-    ];
-    for (reg, bits) in bounds {
-        super::broadcast_bits(a, reg, bits)?;
-    }
     // k1: the low `rows` bytes of a qword; k2: the same shifted to qword j.
     a.mov(eax, (1u32 << rows) - 1)?;
     a.kmovq(k1, rax)?;
@@ -151,19 +137,20 @@ fn epilogue(
     for v in 0..4 {
         a.vmovups(regs.scale, zmmword_ptr(r8 + (64 * v) as i32))?;
         for i in 0..rows {
-            requant_store(a, acc(i, v), &regs, XACC[4 * i + v], q.signed)?;
+            let (x, narrow) = acc(i, v);
+            requant_store(a, x, &regs, narrow, q.signed)?;
         }
         // Positions 0-3 in the lanes of acc(0, v), 4-5 in those of acc(4, v).
         for i in 1..rows {
-            let (to, lane) = (acc(4 * (i / 4), v), (i % 4) as u32);
+            let (to, lane) = (acc(4 * (i / 4), v).0, (i % 4) as u32);
             if lane > 0 {
-                a.vinserti32x4(to, to, XACC[4 * i + v], lane)?;
+                a.vinserti32x4(to, to, acc(i, v).1, lane)?;
             }
         }
-        let second = if rows > 4 { acc(4, v) } else { acc(0, v) };
-        for (h, (&out, label)) in W[..2].iter().zip(&index[..2]).enumerate() {
+        let second = acc(if rows > 4 { 4 } else { 0 }, v).0;
+        for (h, (&out, label)) in X.iter().zip(index).enumerate() {
             a.vmovdqu64(out, zmmword_ptr(*label))?;
-            a.vpermi2b(out, acc(0, v), second)?;
+            a.vpermi2b(out, acc(0, v).0, second)?;
             for j in 0..8 {
                 let m = at(a, v, h, j)?;
                 a.vmovdqu8(m, out)?;

@@ -33,7 +33,7 @@ pub struct QEpilogue {
 
 impl QEpilogue {
     /// Broadcasts the clamp `lo - zp`, `hi - zp` (f32) and the zero point (i32) into `zmm24..26`, where the
-    /// requantising int8 kernels (this one, `qgemm_amx.rs`, `qgemv_vnni.rs`) keep them.
+    /// requantising int8 kernels (this one, `qgemm_amx.rs`, `qgemv_vnni.rs`, `qconv_transposed.rs`) keep them.
     pub(super) fn broadcast_bounds(&self, a: &mut CodeAssembler) -> Result<(), IcedError> {
         let lo = (self.clamp.0 as f64 - self.zero_point as f64) as f32;
         let hi = (self.clamp.1 as f64 - self.zero_point as f64) as f32;

@@ -18,12 +18,11 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     let e = |x: IcedError| x.to_string();
     let mut a = CodeAssembler::new(64).map_err(e)?;
     // zmm16.. hold the constants: za, sa, zb, sb, sy (or 1 / sy), lo, hi, zy.
-    let recip = crate::ir::ops::quant::qadd_reciprocal(p);
-    for (i, bits) in qadd_bits(p, recip).iter().enumerate() {
+    let (bits, form) = qadd_bits(p);
+    for (i, bits) in bits.iter().enumerate() {
         super::broadcast_bits(&mut a, ZMM[16 + i], *bits).map_err(e)?;
     }
-    let mut k = QAddOps::from(std::array::from_fn(|i| ZMM[16 + i]));
-    k.recip = recip.is_some();
+    let k = QAddOps::new(std::array::from_fn(|i| ZMM[16 + i]), form);
     let mut done = a.create_label();
     a.test(rcx, rcx).map_err(e)?;
     a.je(done).map_err(e)?;
@@ -48,15 +47,29 @@ pub fn assemble_qadd(p: &crate::ir::QAddParams, signed: [bool; 2]) -> Result<Vec
     a.assemble(0).map_err(e)
 }
 
-/// A QAdd's constants as 32-bit words: `za, sa, zb, sb`, `sy` or its verified reciprocal `recip`
-/// (`ir/ops/quant.rs::qadd_reciprocal`), the clamp — as i32 where [`int_clamp`] holds, else less the output
-/// zero point, `lo - zy, hi - zy` (f32, exact: both fit 24 bits) — and `zy`.
-fn qadd_bits(p: &crate::ir::QAddParams, recip: Option<f32>) -> [u32; 8] {
-    let c = |v: i32| match int_clamp(p) {
+/// How a QAdd's quantisation is emitted, decided once per QAdd with its constants ([`qadd_bits`]).
+#[derive(Clone, Copy)]
+pub(super) struct QAddForm {
+    /// The fifth word is the verified `1 / sy`, to multiply by (`ir/ops/quant.rs::qadd_reciprocal`).
+    recip: bool,
+    /// The clamp words are i32 and applied after rounding ([`int_clamp`]).
+    int_clamp: bool,
+}
+
+/// A QAdd's constants as 32-bit words — `za, sa, zb, sb`, `sy` or its verified reciprocal, the clamp (as i32
+/// where [`int_clamp`] holds, else less the output zero point, `lo - zy, hi - zy`: f32, exact, both fit 24
+/// bits) and `zy` — and the form they are in.
+fn qadd_bits(p: &crate::ir::QAddParams) -> ([u32; 8], QAddForm) {
+    let recip = crate::ir::ops::quant::qadd_reciprocal(p);
+    let form = QAddForm {
+        recip: recip.is_some(),
+        int_clamp: int_clamp(p),
+    };
+    let c = |v: i32| match form.int_clamp {
         true => v as u32,
         false => ((v as f64 - p.y.1 as f64) as f32).to_bits(),
     };
-    [
+    let words = [
         p.a.1 as u32,
         p.a.0.to_bits(),
         p.b.1 as u32,
@@ -65,7 +78,8 @@ fn qadd_bits(p: &crate::ir::QAddParams, recip: Option<f32>) -> [u32; 8] {
         c(p.clamp.0),
         c(p.clamp.1),
         p.y.1 as u32,
-    ]
+    ];
+    (words, form)
 }
 
 /// Whether a QAdd's quotient `x / sy` stays within ±2^30 for every pair of 8-bit operands (|a - za|, |b - zb|
@@ -81,11 +95,10 @@ fn int_clamp(p: &crate::ir::QAddParams) -> bool {
 }
 
 /// Where a QAdd's f32 chain reads its constants (in [`qadd_bits`]' order): registers (the QAdd kernel) or
-/// broadcast words after the code (a convolution's fused epilogue, [`ResidualConsts`]).
+/// broadcast words after the code (a convolution's fused epilogue, [`ResidualConsts`]); and their form.
 #[derive(Clone, Copy)]
 pub(super) struct QAddOps<T> {
-    /// `sy` holds `1 / sy`, to multiply by (verified bit-identical for the QAdd's every operand pair).
-    recip: bool,
+    form: QAddForm,
     za: T,
     sa: T,
     zb: T,
@@ -96,10 +109,10 @@ pub(super) struct QAddOps<T> {
     zy: T,
 }
 
-impl<T> From<[T; 8]> for QAddOps<T> {
-    fn from([za, sa, zb, sb, sy, lo, hi, zy]: [T; 8]) -> Self {
+impl<T> QAddOps<T> {
+    fn new([za, sa, zb, sb, sy, lo, hi, zy]: [T; 8], form: QAddForm) -> Self {
         QAddOps {
-            recip: false,
+            form,
             za,
             sa,
             zb,
@@ -135,7 +148,8 @@ where
 }
 
 /// The QAdd's quantisation of the f32 sum `x`: divided by `sy`, clamped, rounded, plus `zy`, narrowed to `dst`
-/// (the output dtype of `p`). Where [`int_clamp`] holds: rounded, plus `zy`, then clamped as i32 only on the
+/// (the output dtype of `p`), or multiplied by the reciprocal the form holds. Where [`int_clamp`] holds:
+/// rounded, plus `zy`, then clamped as i32 only on the
 /// sides where the clamp is narrower than the narrowing's saturation (u8's `vpmovusdb` reads its lanes as
 /// unsigned, so a u8 output always takes the lower bound).
 fn quantise_store<T: Copy>(
@@ -155,12 +169,12 @@ where
         + CodeAsmVpaddd<AsmRegisterZmm, AsmRegisterZmm, T>,
 {
     let signed = p.dtype == crate::ir::DType::I8;
-    if k.recip {
+    if k.form.recip {
         a.vmulps(x, x, k.sy)?;
     } else {
         a.vdivps(x, x, k.sy)?;
     }
-    if int_clamp(p) {
+    if k.form.int_clamp {
         let (min, max) = if signed { (-128, 127) } else { (0, 255) };
         a.vcvtps2dq(x, x)?;
         a.vpaddd(x, x, k.zy)?;
@@ -314,8 +328,7 @@ fn narrow_store(
 pub(super) struct ResidualConsts {
     labels: [CodeLabel; 8],
     bits: [u32; 8],
-    /// The fifth word is the verified `1 / sy`.
-    recip: bool,
+    form: QAddForm,
     /// i8 residual (else u8).
     signed: bool,
     /// The QAdd's parameters.
@@ -328,21 +341,18 @@ impl ResidualConsts {
         a: &mut CodeAssembler,
         r: &crate::kernel::qconv::QResidual,
     ) -> ResidualConsts {
-        let recip = crate::ir::ops::quant::qadd_reciprocal(&r.params);
+        let (bits, form) = qadd_bits(&r.params);
         ResidualConsts {
             labels: std::array::from_fn(|_| a.create_label()),
-            bits: qadd_bits(&r.params, recip),
-            recip: recip.is_some(),
+            bits,
+            form,
             signed: r.dtype == crate::ir::DType::I8,
             params: r.params.clone(),
         }
     }
 
     fn ops(&self) -> QAddOps<AsmMemoryOperand> {
-        QAddOps {
-            recip: self.recip,
-            ..QAddOps::from(self.labels.map(dword_bcst))
-        }
+        QAddOps::new(self.labels.map(dword_bcst), self.form)
     }
 
     /// Places the constants (after the kernel's last instruction).

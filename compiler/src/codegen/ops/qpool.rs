@@ -1,14 +1,12 @@
 //! Integer max pooling (u8 / i8 planes, `PoolSpec::dtype`): what a quantised model's DequantizeLinear →
 //! MaxPool → QuantizeLinear becomes (`fold_qdq`), the integer max of `ir/ops/cnn.rs`. One unit per plane.
-//! Outputs whose every tap lies inside the input (computed at compile time) run sixteen at a time in byte
-//! vectors: at horizontal stride 1 one 16-byte load per tap; at stride 2 two loads (at the taps' first byte and
-//! fifteen bytes on, so that nothing past the last byte read is touched) whose even and odd bytes, masked and
-//! shifted into the low halves of words, one `packuswb` (SSE2) packs; a row's last chunk overlaps the one before it (max is idempotent). Other strides, border outputs and
-//! rows narrower than 16 outputs run one output at a time, padding taps skipped by selects. Where rows are at
-//! least 16 wide (input and output) and the horizontal stride is 1 or 2, the window is separable instead
-//! (`emit_separable`): per output row the column maxima of its input rows (only the rows inside the input)
-//! into a stack row padded with the dtype's lowest value, then the row's outputs from that row sixteen at a
-//! time, borders included — no scalar path (ResNet-50's 3x3 stride-2 pool: 124 -> 50 µs on a Zen 4).
+//! Where rows are at least 16 wide (input and output) and the horizontal stride is 1 or 2, the window is
+//! separable (`emit_separable`): per output row the column maxima of its input rows (only the rows inside the
+//! input) into a stack row padded with the dtype's lowest value, then the row's outputs from that row sixteen
+//! at a time in byte vectors, borders included — at stride 1 one 16-byte load per tap, at stride 2 two loads
+//! whose even bytes one `packuswb` (SSE2) packs (`every_sth`); a row's last step overlaps the one before it
+//! (max is idempotent). ResNet-50's 3x3 stride-2 pool: 124 -> 48 µs on a Zen 4. Other strides and narrower
+//! rows run one output at a time, padding taps skipped by selects.
 
 use super::depthwise_plane::interior;
 use crate::codegen::builder::Kb;
@@ -30,14 +28,6 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
     let signed = s.dtype == DType::I8;
     let (lo, hi) = kb.task_range(s.planes, tasks);
     let (px, po) = (kb.arg(Role::X), kb.arg(Role::Out));
-    let (y0, y1) = interior(h, oh, a.kernel[0], a.strides[0], a.dilations[0], a.pads[0]);
-    let (x0, x1) = interior(w, ow, a.kernel[1], a.strides[1], a.dilations[1], a.pads[1]);
-    // Vector chunks: stride 1 or 2 and at least 16 interior outputs in a row.
-    let vector = matches!(a.strides[1], 1 | 2) && x1 >= x0 + 16 && y1 > y0;
-    let low_bytes = {
-        let c = kb.b.ins().iconst(I16, 0xff);
-        kb.b.ins().splat(I16X8, c)
-    };
     let lowest = if signed { -128 } else { 0 };
     let f = crate::codegen::builder::flags();
     kb.for_range(lo, hi, 1, |kb, p| {
@@ -80,46 +70,8 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
             let at = kb.b.ins().iadd(dst, idx);
             kb.b.ins().istore8(f, acc, at, 0);
         };
-        let scalar_row = |kb: &mut Kb, oy: Value, from: usize, to: usize| {
-            kb.for_const(from, to, 1, |kb, ox| one(kb, oy, ox));
-        };
-        if !vector {
-            kb.for_const(0, oh, 1, |kb, oy| scalar_row(kb, oy, 0, ow));
-            return;
-        }
-        kb.for_const(0, y0, 1, |kb, oy| scalar_row(kb, oy, 0, ow));
-        kb.for_const(y1, oh, 1, |kb, oy| scalar_row(kb, oy, 0, ow));
-        // Chunk starts: every 16 outputs from x0, the last one ending at x1.
-        let mut starts: Vec<usize> = (x0..x1 - 15).step_by(16).collect();
-        if starts.last() != Some(&(x1 - 16)) {
-            starts.push(x1 - 16);
-        }
-        kb.for_const(y0, y1, 1, |kb, oy| {
-            scalar_row(kb, oy, 0, x0);
-            scalar_row(kb, oy, x1, ow);
-            let ty = kb.b.ins().imul_imm_s(oy, a.strides[0] as i64);
-            let ty = kb.b.ins().iadd_imm_s(ty, -(a.pads[0] as i64));
-            let orow = kb.addr(dst, oy, ow as i64);
-            for &xs in &starts {
-                let mut acc: Option<Value> = None;
-                for ky in 0..a.kernel[0] {
-                    let iy = kb.b.ins().iadd_imm_s(ty, (ky * a.dilations[0]) as i64);
-                    let row = kb.addr(src, iy, w as i64);
-                    for kx in 0..a.kernel[1] {
-                        let off =
-                            (xs * a.strides[1] + kx * a.dilations[1]) as i64 - a.pads[1] as i64;
-                        let v = every_sth(kb, row, off, a.strides[1], low_bytes);
-                        acc = Some(match (acc, signed) {
-                            (None, _) => v,
-                            (Some(m), true) => kb.b.ins().smax(m, v),
-                            (Some(m), false) => kb.b.ins().umax(m, v),
-                        });
-                    }
-                }
-                if let Some(m) = acc {
-                    kb.store(m, orow, xs as i64);
-                }
-            }
+        kb.for_const(0, oh, 1, |kb, oy| {
+            kb.for_const(0, ow, 1, |kb, ox| one(kb, oy, ox));
         });
     });
 }
@@ -127,8 +79,8 @@ pub fn emit_int_max(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
 /// The separable form: per plane and output row, `vm[x]` = the maximum over the row's window rows that lie
 /// inside the input (all of them on interior rows, a run-time loop; the few border rows unrolled with their
 /// valid rows), stored at `pl` in a stack row whose padding holds the lowest value; then each output is the
-/// maximum of the window's columns of that row, sixteen outputs a step (at stride 2 the even bytes of two
-/// loads, as the chunked path takes them), the last step overlapping the one before.
+/// maximum of the window's columns of that row, sixteen outputs a step ([`every_sth`]), the last step
+/// overlapping the one before.
 fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
     let [h, w] = s.hw;
     let [oh, ow] = s.out;
@@ -147,9 +99,12 @@ fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
         let c = kb.b.ins().iconst(I16, 0xff);
         kb.b.ins().splat(I16X8, c)
     };
-    let max = |kb: &mut Kb, x: Value, y: Value| match signed {
-        true => kb.b.ins().smax(x, y),
-        false => kb.b.ins().umax(x, y),
+    // The maximum of vectors (none: `None`).
+    let max = |kb: &mut Kb, vs: Vec<Value>| {
+        vs.into_iter().reduce(|m, v| match signed {
+            true => kb.b.ins().smax(m, v),
+            false => kb.b.ins().umax(m, v),
+        })
     };
     super::conv::fill_bytes(kb, buf, 0, bytes, lowest);
     // 16-byte column steps over the row, the last one ending at `w`.
@@ -175,15 +130,8 @@ fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
                 })
                 .collect();
             for &x in &col_steps {
-                let mut m: Option<Value> = None;
-                for &r in &rows {
-                    let v = kb.load(I8X16, r, x as i64);
-                    m = Some(match m {
-                        None => v,
-                        Some(m) => max(kb, m, v),
-                    });
-                }
-                match m {
+                let vs = rows.iter().map(|&r| kb.load(I8X16, r, x as i64)).collect();
+                match max(kb, vs) {
                     Some(m) => kb.store(m, buf, (pl + x) as i64),
                     // A window row range wholly in the padding: the lowest value, as the reference's.
                     None => super::conv::fill_bytes(kb, buf, pl + x, pl + x + 16, lowest),
@@ -191,16 +139,10 @@ fn emit_separable(kb: &mut Kb, s: &PoolSpec, tasks: u32) {
             }
             let orow = kb.addr(dst, oy, ow as i64);
             for &xs in &out_steps {
-                let mut m: Option<Value> = None;
-                for kx in 0..kw {
-                    let off = (xs * sw + kx * dw) as i64;
-                    let v = every_sth(kb, buf, off, sw, low_bytes);
-                    m = Some(match m {
-                        None => v,
-                        Some(m) => max(kb, m, v),
-                    });
-                }
-                if let Some(m) = m {
+                let vs = (0..kw)
+                    .map(|kx| every_sth(kb, buf, (xs * sw + kx * dw) as i64, sw, low_bytes))
+                    .collect();
+                if let Some(m) = max(kb, vs) {
                     kb.store(m, orow, xs as i64);
                 }
             }

@@ -26,7 +26,12 @@ pub fn sat(v: f32, signed: bool) -> i32 {
 
 /// ONNX QuantizeLinear of one value: `sat(rhe(x / scale) + zero_point)`; NaN maps to the zero point.
 pub fn quantize_one(v: f32, scale: f32, zero_point: i32, signed: bool) -> i32 {
-    let r = rhe(v / scale);
+    quantize_quotient(v / scale, zero_point, signed)
+}
+
+/// QuantizeLinear after its division: `sat(rhe(q) + zero_point)`, NaN to the zero point.
+fn quantize_quotient(q: f32, zero_point: i32, signed: bool) -> i32 {
+    let r = rhe(q);
     if r.is_nan() {
         return zero_point;
     }
@@ -464,9 +469,14 @@ pub(crate) fn eval_qmatmul(inputs: &[&Tensor], p: &IntProduct) -> Result<Vec<Ten
 
 /// One element of a quantised add (the f32 chain DequantizeLinear, Add, QuantizeLinear, in that order).
 pub fn qadd_one(a: i32, b: i32, p: &QAddParams) -> i32 {
+    qadd_by(a, b, p, |x| x / p.y.0)
+}
+
+/// [`qadd_one`] with the division by the output scale given as `quotient`.
+fn qadd_by(a: i32, b: i32, p: &QAddParams, quotient: impl Fn(f32) -> f32) -> i32 {
     let (da, db) = ((a - p.a.1) as f32 * p.a.0, (b - p.b.1) as f32 * p.b.0);
     let x = if p.mul { da * db } else { da + db };
-    quantize_one(x, p.y.0, p.y.1, p.dtype == DType::I8).clamp(p.clamp.0, p.clamp.1)
+    quantize_quotient(quotient(x), p.y.1, p.dtype == DType::I8).clamp(p.clamp.0, p.clamp.1)
 }
 
 /// `1 / sy` (f32) where multiplying by it instead of dividing by `sy` gives [`qadd_one`]'s result for every
@@ -477,19 +487,8 @@ pub fn qadd_reciprocal(p: &QAddParams) -> Option<f32> {
     if !r.is_finite() || r == 0.0 {
         return None;
     }
-    let signed = p.dtype == DType::I8;
-    let fast = |a: i32, b: i32| {
-        let (da, db) = ((a - p.a.1) as f32 * p.a.0, (b - p.b.1) as f32 * p.b.0);
-        let x = if p.mul { da * db } else { da + db };
-        let q = rhe(x * r);
-        let q = if q.is_nan() {
-            p.y.1
-        } else {
-            sat(q + p.y.1 as f32, signed)
-        };
-        q.clamp(p.clamp.0, p.clamp.1)
-    };
-    let all = (-128..=255).all(|a| (-128..=255).all(|b| fast(a, b) == qadd_one(a, b, p)));
+    let same = |a, b| qadd_by(a, b, p, |x| x * r) == qadd_one(a, b, p);
+    let all = (-128..=255).all(|a| (-128..=255).all(|b| same(a, b)));
     all.then_some(r)
 }
 
