@@ -93,6 +93,50 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// Writes `bytes` as model `q_NAME`, runs the graph interpreter on `inputs` (shape, values) for the reference,
+/// then compiles the model with every kernel variant this CPU runs (`SKIPPED` lines for the others), runs it
+/// through the C harness and asserts every output bit-equal to the reference; `check` sees each variant's name
+/// and bundle. Returns the reference output's shape and values. The int8 kernel tests' frame.
+pub fn bitwise_in_every_variant(
+    name: &str,
+    bytes: &[u8],
+    inputs: &[(Vec<usize>, Vec<f32>)],
+    check: impl Fn(&str, &Compiled),
+) -> (Vec<usize>, Vec<f32>) {
+    let path = scratch(&format!("q_{name}")).join("model.onnx");
+    std::fs::write(&path, bytes).expect("write");
+    let g = bundlec::import::import_file(&path, &[]).expect("import");
+    let tensors = inputs
+        .iter()
+        .map(|(shape, v)| bundlec::ir::Tensor::f32(shape.clone(), v.clone()))
+        .collect();
+    let want = bundlec::ir::eval::run(&g, tensors, &mut |_, _| {}).expect("reference");
+    let shape = want[0].shape.clone();
+    let want = want[0].as_f32().expect("f32").to_vec();
+    let values: Vec<Vec<f32>> = inputs.iter().map(|(_, v)| v.clone()).collect();
+    for (cpu, ok) in kernel_variants() {
+        if !ok {
+            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
+            continue;
+        }
+        let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
+        o.cpu = cpu.to_string();
+        let comp = compile_with(bytes, o);
+        let got = run_c(&comp, &values, &[want.len()]);
+        let diff = (got[0].iter().zip(&want))
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            diff,
+            0,
+            "{name} --cpu {cpu}: {diff} of {} outputs differ",
+            want.len()
+        );
+        check(cpu, &comp);
+    }
+    (shape, want)
+}
+
 /// Links `NAME.o` with tests/c/run_bundle.c using `cc` and runs it. `out_lens` are the output element counts.
 pub fn run_c(c: &Compiled, inputs: &[Vec<f32>], out_lens: &[usize]) -> Vec<Vec<f32>> {
     let exe = c.dir.join("run");

@@ -6,8 +6,7 @@
 //! padding on every side with the zero point, strides, dilations, groups, depthwise, 1x1 direct convolutions,
 //! i8 and u8 activations, and saturation at both ends.
 
-use bundlec::ir::Tensor;
-use bundlec_tests::harness::{compile_with, kernel_variants, run_c, scratch};
+use bundlec_tests::harness::{bitwise_in_every_variant, Compiled};
 use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::rand_vec;
 
@@ -120,53 +119,21 @@ fn run_case(c: QCase) {
     }
     m.output("y", &y_shape);
     let bytes = m.bytes();
-    let dir = scratch(&format!("q_{}", c.name));
-    let path = dir.join("model.onnx");
-    std::fs::write(&path, &bytes).expect("write");
-    let g = bundlec::import::import_file(&path, &[]).expect("import");
     let n: usize = c.x.iter().product();
     // Inputs spanning the quantised range and beyond (saturation at both ends).
     let xv: Vec<f32> = rand_vec(n, 3)
         .iter()
         .map(|v| v * x_scale * (hi - lo) as f32 * 0.7)
         .collect();
-    let mut inputs = vec![Tensor::f32(c.x.clone(), xv.clone())];
-    let mut feeds = vec![xv];
+    let mut inputs = vec![(c.x.clone(), xv)];
     if c.residual {
         let len = y_shape.iter().product();
         let rv: Vec<f32> = rand_vec(len, 5).iter().map(|v| v * rs * 150.0).collect();
-        inputs.push(Tensor::f32(y_shape.clone(), rv.clone()));
-        feeds.push(rv);
+        inputs.push((y_shape.clone(), rv));
     }
-    let want = bundlec::ir::eval::run(&g, inputs, &mut |_, _| {}).expect("reference");
-    assert_eq!(want[0].shape, y_shape, "{}: reference shape", c.name);
-    let want = want[0].as_f32().expect("f32").to_vec();
-    for (cpu, ok) in kernel_variants() {
-        if !ok {
-            eprintln!(
-                "SKIPPED: {} with --cpu {cpu} (this CPU lacks its features)",
-                c.name
-            );
-            continue;
-        }
-        let mut o = bundlec::Options::new(&format!("q_{}_{}", c.name, cpu.replace('-', "_")));
-        o.cpu = cpu.to_string();
-        let comp = compile_with(&bytes, o);
-        let got = run_c(&comp, &feeds, &[want.len()]);
-        let diff = got[0]
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(
-            diff,
-            0,
-            "{} --cpu {cpu}: {diff} of {} outputs differ",
-            c.name,
-            want.len()
-        );
+    let check = |cpu: &str, comp: &Compiled| {
+        let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
         if c.transposed && cpu == "icelake" {
-            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
             assert!(
                 has(b"_qconv_t") && !has(b"_qcompact"),
                 "{} --cpu {cpu}: not the transposed implicit convolution",
@@ -175,47 +142,34 @@ fn run_case(c: QCase) {
         }
         if c.residual && matches!(cpu, "cascadelake" | "icelake") {
             // Where the implicit convolution writes its output itself on VNNI, no QAdd kernel is left.
-            let has = |s: &[u8]| comp.bundle.object.windows(s.len()).any(|w| w == s);
             assert!(
                 has(b"_qconv_vnni") && !has(b"_qadd"),
                 "{} --cpu {cpu}: the residual add is not fused",
                 c.name
             );
         }
-        let top = (hi - out_zp) as f32 * out_scale;
-        let sat = want
-            .iter()
-            .filter(|&&v| match c.residual {
-                true => v == top,
-                false => v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale,
-            })
-            .count();
-        assert!(
-            sat > 0 && sat * 5 < want.len(),
-            "{}: {sat} of {} outputs saturated (the case should saturate a few)",
-            c.name,
-            want.len()
-        );
-    }
+    };
+    let (shape, want) = bitwise_in_every_variant(c.name, &bytes, &inputs, check);
+    assert_eq!(shape, y_shape, "{}: reference shape", c.name);
+    let top = (hi - out_zp) as f32 * out_scale;
+    let sat = want
+        .iter()
+        .filter(|&&v| match c.residual {
+            true => v == top,
+            false => v == (lo - zy) as f32 * y_scale || v == (hi - zy) as f32 * y_scale,
+        })
+        .count();
+    assert!(
+        sat > 0 && sat * 5 < want.len(),
+        "{}: {sat} of {} outputs saturated (the case should saturate a few)",
+        c.name,
+        want.len()
+    );
 }
 
+/// A convolution case, neither with a residual add nor asserting the transposed kernel.
 #[allow(clippy::too_many_arguments)] // one argument per conv parameter keeps the case table readable
 fn conv(
-    name: &'static str,
-    x: [usize; 4],
-    w: [usize; 4],
-    pads: [i64; 4],
-    strides: [i64; 2],
-    dil: [i64; 2],
-    group: i64,
-    act: i32,
-) {
-    run_case(conv_case(name, x, w, pads, strides, dil, group, act));
-}
-
-/// The convolution case [`conv`] runs, neither with a residual add nor asserting the transposed kernel.
-#[allow(clippy::too_many_arguments)] // as `conv`
-fn conv_case(
     name: &'static str,
     x: [usize; 4],
     w: [usize; 4],
@@ -244,7 +198,7 @@ fn conv_case(
 
 #[test]
 fn qconv_shapes() {
-    conv(
+    run_case(conv(
         "c3x3",
         [1, 8, 12, 12],
         [16, 8, 3, 3],
@@ -253,8 +207,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "odd_k_tails",
         [1, 3, 7, 9],
         [5, 3, 3, 3],
@@ -263,8 +217,8 @@ fn qconv_shapes() {
         [1, 2],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "i8_groups",
         [2, 6, 9, 6],
         [9, 2, 3, 2],
@@ -273,8 +227,8 @@ fn qconv_shapes() {
         [1, 1],
         3,
         3,
-    );
-    conv(
+    ));
+    run_case(conv(
         "depthwise_s2",
         [1, 16, 11, 11],
         [16, 1, 3, 3],
@@ -283,9 +237,9 @@ fn qconv_shapes() {
         [1, 1],
         16,
         2,
-    );
+    ));
     // A stride-2 stem: the byte im2col's 16-wide stride-2 copies, their scalar tails and clipped columns.
-    conv(
+    run_case(conv(
         "stem_s2",
         [1, 3, 21, 75],
         [8, 3, 3, 3],
@@ -294,8 +248,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "pointwise",
         [1, 24, 5, 7],
         [13, 24, 1, 1],
@@ -304,8 +258,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "k_blocks",
         [1, 256, 4, 5],
         [6, 256, 3, 3],
@@ -314,10 +268,10 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
+    ));
     // Row tiles of the AMX kernel: 50 output channels (a full 32-row tile and an 18-row tail over both A
     // tiles); 70 over K = 1100 (two K blocks accumulated, two 64-row units, a 6-row tail).
-    conv(
+    run_case(conv(
         "rows_50",
         [1, 40, 6, 7],
         [50, 40, 3, 3],
@@ -326,12 +280,12 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
+    ));
     // The implicit convolution on AMX (`kernel/qconv.rs`; im2col + GEMM elsewhere): i8 input flipped, 70
     // channels (two 64-channel blocks, a last quad of two), 37 output channels (a 32-row block and a 5-row
     // one), batch 2, rows of 21 (a 16-pixel block and a masked tail); then u8, a 3x5 window with asymmetric
     // pads, fewer than 32 output channels, rows of 40.
-    conv(
+    run_case(conv(
         "amx_implicit_i8_b2",
         [2, 70, 9, 21],
         [37, 70, 3, 3],
@@ -340,8 +294,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         3,
-    );
-    conv(
+    ));
+    run_case(conv(
         "amx_implicit_3x5",
         [1, 36, 11, 40],
         [20, 36, 3, 5],
@@ -350,10 +304,10 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
+    ));
     // Stride 2 on AMX: phase planes (3x3 with pads; 1x1 with none, i8, batch 2; asymmetric pads over odd
     // sides).
-    conv(
+    run_case(conv(
         "amx_implicit_s2",
         [1, 48, 13, 22],
         [40, 48, 3, 3],
@@ -362,8 +316,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "amx_implicit_s2_1x1_i8",
         [2, 64, 14, 14],
         [33, 64, 1, 1],
@@ -372,8 +326,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         3,
-    );
-    conv(
+    ));
+    run_case(conv(
         "amx_implicit_s2_odd",
         [1, 36, 9, 11],
         [17, 36, 3, 3],
@@ -382,10 +336,10 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
+    ));
     // A stem: 3 channels (one quad per tap on VNNI), 7x7 at stride 2 over odd sides; and 8 channels, 3x3 at
     // stride 2, i8.
-    conv(
+    run_case(conv(
         "stem_7x7_s2",
         [1, 3, 23, 21],
         [20, 3, 7, 7],
@@ -394,8 +348,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "stem_c8_s2_i8",
         [1, 8, 16, 18],
         [13, 8, 3, 3],
@@ -404,9 +358,9 @@ fn qconv_shapes() {
         [1, 1],
         1,
         3,
-    );
+    ));
     // A 1x1 convolution written straight to the output: 63 positions, the last block overlapping the first.
-    conv(
+    run_case(conv(
         "amx_implicit_1x1_direct",
         [1, 40, 7, 9],
         [45, 40, 1, 1],
@@ -415,8 +369,8 @@ fn qconv_shapes() {
         [1, 1],
         1,
         2,
-    );
-    conv(
+    ));
+    run_case(conv(
         "rows_70_k1100",
         [1, 1100, 3, 5],
         [70, 1100, 1, 1],
@@ -425,7 +379,7 @@ fn qconv_shapes() {
         [1, 1],
         1,
         3,
-    );
+    ));
     // Direct depthwise: 32-wide row-kernel chunks (AVX-512), 8-wide interior chunks at stride 1 and 2, tails,
     // dilation, i8 activations, batch 2.
     for (name, x, w, pads, st, dil, act) in [
@@ -639,7 +593,7 @@ fn qconv_residual_add() {
     ] {
         run_case(QCase {
             residual: true,
-            ..conv_case(name, x, w, [0; 4], [1, 1], [1, 1], 1, act)
+            ..conv(name, x, w, [0; 4], [1, 1], [1, 1], 1, act)
         });
     }
 }
@@ -658,7 +612,7 @@ fn qconv_transposed_tiles() {
     ] {
         run_case(QCase {
             transposed: true,
-            ..conv_case(name, x, w, [pad; 4], [stride; 2], [1, 1], 1, act)
+            ..conv(name, x, w, [pad; 4], [stride; 2], [1, 1], 1, act)
         });
     }
 }

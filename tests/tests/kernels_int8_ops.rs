@@ -3,8 +3,7 @@
 //! per kernel variant (`harness::kernel_variants`, `SKIPPED` for variants this CPU cannot run) and compared with
 //! the graph interpreter (`ir::eval`) on the imported graph. The products are in `kernels_int8.rs`.
 
-use bundlec::ir::Tensor;
-use bundlec_tests::harness::{compile_with, kernel_variants, run_c, scratch};
+use bundlec_tests::harness::{bitwise_in_every_variant, Compiled};
 use bundlec_tests::onnx::{Attr, Model};
 use bundlec_tests::rand_vec;
 
@@ -41,7 +40,7 @@ fn qmaxpool_equals_the_f32_chain() {
         let bytes = m.bytes();
         let n: usize = shape.iter().product();
         let xv: Vec<f32> = rand_vec(n, 5).iter().map(|v| v * 9.0).collect();
-        bitwise_in_every_variant(name, &bytes, &[(shape.to_vec(), xv)], Some(1));
+        bitwise_with_int8_ops(name, &bytes, &[(shape.to_vec(), xv)], 1);
     }
 }
 
@@ -79,7 +78,7 @@ fn qgap_matches_the_reference() {
             .enumerate()
             .map(|(i, v)| v * 4.0 + [-5.0, 0.0, 5.0][(i / plane) % 3])
             .collect();
-        let want = bitwise_in_every_variant(name, &bytes, &[(shape.to_vec(), xv)], Some(1));
+        let want = bitwise_with_int8_ops(name, &bytes, &[(shape.to_vec(), xv)], 1);
         let lo = if signed { -128 } else { 0 };
         let hi = if signed { 127 } else { 255 };
         let ends = [(lo - zy) as f32 * 0.011, (hi - zy) as f32 * 0.011];
@@ -132,7 +131,7 @@ fn qadd_equals_the_f32_chain() {
         let xa: Vec<f32> = rand_vec(n, 11).iter().map(|v| v * 6.0).collect();
         let xb: Vec<f32> = rand_vec(n, 12).iter().map(|v| v * 9.0).collect();
         let ins = [(shape.to_vec(), xa), (shape.to_vec(), xb)];
-        let want = bitwise_in_every_variant(name, &bytes, &ins, Some(1));
+        let want = bitwise_with_int8_ops(name, &bytes, &ins, 1);
         let (lo, hi) = if yt == 2 { (0, 255) } else { (-128, 127) };
         let lo = if relu { zy } else { lo };
         for end in [lo, hi] {
@@ -142,49 +141,15 @@ fn qadd_equals_the_f32_chain() {
     }
 }
 
-/// Writes `bytes` as model `name`, runs the graph interpreter on `inputs` (shape, values) for the reference,
-/// then compiles and runs the model with every kernel variant this CPU runs (`SKIPPED` for the others) and
-/// asserts every output bit-equal to it and, with `int8_ops`, that many integer ops in the bundle's report.
-/// Returns the reference output.
-fn bitwise_in_every_variant(
+/// [`bitwise_in_every_variant`] asserting `k` integer ops in every bundle's report.
+fn bitwise_with_int8_ops(
     name: &str,
     bytes: &[u8],
     inputs: &[(Vec<usize>, Vec<f32>)],
-    int8_ops: Option<usize>,
+    k: usize,
 ) -> Vec<f32> {
-    let path = scratch(&format!("q_{name}")).join("model.onnx");
-    std::fs::write(&path, bytes).expect("write");
-    let g = bundlec::import::import_file(&path, &[]).expect("import");
-    let tensors = inputs
-        .iter()
-        .map(|(shape, v)| Tensor::f32(shape.clone(), v.clone()))
-        .collect();
-    let want = bundlec::ir::eval::run(&g, tensors, &mut |_, _| {}).expect("reference");
-    let want = want[0].as_f32().expect("f32").to_vec();
-    let values: Vec<Vec<f32>> = inputs.iter().map(|(_, v)| v.clone()).collect();
-    for (cpu, ok) in kernel_variants() {
-        if !ok {
-            eprintln!("SKIPPED: {name} with --cpu {cpu} (this CPU lacks its features)");
-            continue;
-        }
-        let mut o = bundlec::Options::new(&format!("q_{name}_{}", cpu.replace('-', "_")));
-        o.cpu = cpu.to_string();
-        let comp = compile_with(bytes, o);
-        if let Some(k) = int8_ops {
-            assert_eq!(comp.bundle.report.int8.len(), k, "{name}: integer ops");
-        }
-        let got = run_c(&comp, &values, &[want.len()]);
-        let diff = got[0]
-            .iter()
-            .zip(&want)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(
-            diff,
-            0,
-            "{name} --cpu {cpu}: {diff} of {} outputs differ",
-            want.len()
-        );
-    }
-    want
+    let check = |_: &str, comp: &Compiled| {
+        assert_eq!(comp.bundle.report.int8.len(), k, "{name}: integer ops");
+    };
+    bitwise_in_every_variant(name, bytes, inputs, check).1
 }
